@@ -6,6 +6,7 @@
 //! browser's Origin Private File System ([`OpfsFile`], wasm only), and one for fault and crash tests
 //! ([`fault::FaultFile`]). [`conformance`] holds the cases every implementation must pass.
 
+pub mod codec;
 pub mod conformance;
 mod error;
 pub mod fault;

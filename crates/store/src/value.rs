@@ -92,7 +92,7 @@ impl PartialEq for Value {
 impl Eq for Value {}
 impl PartialOrd for Value {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.total_cmp(other))
+        Some(self.cmp(other))
     }
 }
 impl Ord for Value {
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn sqlite_order_across_types() {
-        let mut v = vec![
+        let mut v = [
             Blob(vec![0]),
             Text("b".into()),
             Real(1.5),
@@ -139,7 +139,7 @@ mod tests {
     fn large_integers_compare_exactly_with_reals() {
         let big = i64::MAX;
         assert_eq!(
-            Integer(big).cmp(&Real(9.223372036854775807e18)),
+            Integer(big).cmp(&Real(9.223_372_036_854_776e18)),
             Ordering::Less
         );
         assert_eq!(

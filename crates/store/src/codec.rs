@@ -1,0 +1,492 @@
+//! Byte encodings of SQL values: the order-preserving key encoding that table and index trees are
+//! keyed by, and the record encoding rows are stored in. Both are part of the file format
+//! (`docs/file-format.md`); change them only with a format version bump.
+//!
+//! **Keys.** Each value is a tag byte and a payload; a composite key is the concatenation. Comparing
+//! two encoded keys bytewise gives the same answer as comparing the values in SQL order
+//! ([`Value::total_cmp`]), column by column. Integers and reals share one numeric tag and interleave
+//! by value; a trailing byte tells an integer from an equal real, so a key decodes to exactly the
+//! value that was encoded (an integer sorts just before an equal real). Text and blobs escape 0x00
+//! as 0x00 0xFF and end with 0x00 0x01, so a prefix sorts before its extensions.
+//! A descending column has every byte of its component inverted.
+//!
+//! **Records.** A varint column count, then one varint serial type per column, then the column
+//! bodies in order. The serial types give every body's length, so column N is found by summing
+//! the lengths before it, without decoding the columns in between (what lets the executor test a
+//! predicate on one column of a row still in its page).
+
+use crate::error::{Error, Result};
+use crate::value::Value;
+
+const TAG_NULL: u8 = 0x05;
+const TAG_NUM: u8 = 0x10;
+const TAG_TEXT: u8 = 0x30;
+const TAG_BLOB: u8 = 0x40;
+
+const NUM_INT: u8 = 0x00;
+const NUM_REAL: u8 = 0x01;
+
+/// Appends `v`'s key encoding to `out`. `desc` inverts the component so it sorts descending.
+pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
+    let start = out.len();
+    match v {
+        Value::Null => out.push(TAG_NULL),
+        Value::Integer(i) => {
+            let approx = *i as f64;
+            out.push(TAG_NUM);
+            out.extend_from_slice(&ordered_f64(approx).to_be_bytes());
+            // The exact difference between the integer and its nearest f64: zero below 2^53,
+            // at most 1024 in magnitude above.
+            let diff = (*i as i128 - approx as i128) as i16;
+            out.extend_from_slice(&((diff as u16) ^ 0x8000).to_be_bytes());
+            out.push(NUM_INT);
+        }
+        Value::Real(r) => {
+            // -0.0 and 0.0 are equal in SQL; NaN never reaches storage (SQL turns it into NULL),
+            // and is kept below every number if it does.
+            let r = if *r == 0.0 { 0.0 } else { *r };
+            out.push(TAG_NUM);
+            out.extend_from_slice(&ordered_f64(r).to_be_bytes());
+            out.extend_from_slice(&0x8000u16.to_be_bytes());
+            out.push(NUM_REAL);
+        }
+        Value::Text(s) => {
+            out.push(TAG_TEXT);
+            escape(out, s.as_bytes());
+        }
+        Value::Blob(b) => {
+            out.push(TAG_BLOB);
+            escape(out, b);
+        }
+    }
+    if desc {
+        for b in &mut out[start..] {
+            *b = !*b;
+        }
+    }
+}
+
+/// Encodes a whole key, every column ascending.
+pub fn encode_key(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * 10);
+    for v in values {
+        encode_key_value(&mut out, v, false);
+    }
+    out
+}
+
+fn ordered_f64(x: f64) -> u64 {
+    let bits = if x.is_nan() {
+        f64::NAN.to_bits() | (1 << 63)
+    } else {
+        x.to_bits()
+    };
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits ^ (1 << 63)
+    }
+}
+
+fn unordered_f64(bits: u64) -> f64 {
+    f64::from_bits(if bits >> 63 == 1 {
+        bits ^ (1 << 63)
+    } else {
+        !bits
+    })
+}
+
+fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
+    for &b in bytes {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0x00, 0x01]);
+}
+
+/// Decodes one key component from the front of `key`, returning the value and the rest.
+/// `desc` must match how it was encoded.
+pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
+    let byte = |i: usize| -> Result<u8> {
+        key.get(i)
+            .map(|b| if desc { !*b } else { *b })
+            .ok_or_else(|| Error::Corrupt("key ends inside a value".into()))
+    };
+    match byte(0)? {
+        TAG_NULL => Ok((Value::Null, &key[1..])),
+        TAG_NUM => {
+            let mut raw = [0u8; 11];
+            for (i, slot) in raw.iter_mut().enumerate() {
+                *slot = byte(1 + i)?;
+            }
+            let approx = unordered_f64(u64::from_be_bytes(raw[..8].try_into().expect("8 bytes")));
+            let diff = (u16::from_be_bytes([raw[8], raw[9]]) ^ 0x8000) as i16;
+            let v = match raw[10] {
+                NUM_INT => Value::Integer((approx as i128 + diff as i128) as i64),
+                NUM_REAL => Value::Real(approx),
+                t => return Err(Error::Corrupt(format!("unknown number kind {t:#x} in key"))),
+            };
+            Ok((v, &key[12..]))
+        }
+        tag @ (TAG_TEXT | TAG_BLOB) => {
+            let mut bytes = Vec::new();
+            let mut i = 1;
+            loop {
+                let b = byte(i)?;
+                if b == 0 {
+                    match byte(i + 1)? {
+                        0xFF => bytes.push(0),
+                        0x01 => break,
+                        x => return Err(Error::Corrupt(format!("bad escape {x:#x} in key"))),
+                    }
+                    i += 2;
+                } else {
+                    bytes.push(b);
+                    i += 1;
+                }
+            }
+            let rest = &key[i + 2..];
+            if tag == TAG_TEXT {
+                let s = String::from_utf8(bytes)
+                    .map_err(|_| Error::Corrupt("text in key is not UTF-8".into()))?;
+                Ok((Value::Text(s), rest))
+            } else {
+                Ok((Value::Blob(bytes), rest))
+            }
+        }
+        t => Err(Error::Corrupt(format!("unknown key tag {t:#x}"))),
+    }
+}
+
+/// Decodes a key of ascending components.
+pub fn decode_key(mut key: &[u8]) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    while !key.is_empty() {
+        let (v, rest) = decode_key_value(key, false)?;
+        out.push(v);
+        key = rest;
+    }
+    Ok(out)
+}
+
+// ---- varints (LEB128, unsigned) ----
+
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint at `*pos`, advancing it.
+pub fn get_varint(buf: &[u8], pos: &mut usize) -> Result<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *buf
+            .get(*pos)
+            .ok_or_else(|| Error::Corrupt("varint runs past the end".into()))?;
+        *pos += 1;
+        v |= ((b & 0x7F) as u64) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(Error::Corrupt("varint longer than 10 bytes".into()))
+}
+
+// ---- records ----
+
+/// Serial types: how a column body is stored.
+const ST_NULL: u64 = 0;
+const ST_I8: u64 = 1;
+const ST_I16: u64 = 2;
+const ST_I32: u64 = 3;
+const ST_I64: u64 = 4;
+const ST_F64: u64 = 5;
+const ST_ZERO: u64 = 6;
+const ST_ONE: u64 = 7;
+/// Text of length n is `ST_TEXT + 2n`, a blob of length n is `ST_BLOB + 2n`.
+const ST_BLOB: u64 = 12;
+const ST_TEXT: u64 = 13;
+
+fn serial_type(v: &Value) -> u64 {
+    match v {
+        Value::Null => ST_NULL,
+        Value::Integer(0) => ST_ZERO,
+        Value::Integer(1) => ST_ONE,
+        Value::Integer(i) if i8::try_from(*i).is_ok() => ST_I8,
+        Value::Integer(i) if i16::try_from(*i).is_ok() => ST_I16,
+        Value::Integer(i) if i32::try_from(*i).is_ok() => ST_I32,
+        Value::Integer(_) => ST_I64,
+        Value::Real(_) => ST_F64,
+        Value::Text(s) => ST_TEXT + 2 * s.len() as u64,
+        Value::Blob(b) => ST_BLOB + 2 * b.len() as u64,
+    }
+}
+
+fn body_len(st: u64) -> Result<usize> {
+    let n = match st {
+        ST_NULL | ST_ZERO | ST_ONE => 0,
+        ST_I8 => 1,
+        ST_I16 => 2,
+        ST_I32 => 4,
+        ST_I64 | ST_F64 => 8,
+        12.. => (st - 12) / 2,
+        _ => return Err(Error::Corrupt(format!("unknown serial type {st}"))),
+    };
+    usize::try_from(n).map_err(|_| Error::Corrupt("column too large".into()))
+}
+
+/// Encodes a row.
+pub fn encode_record(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + values.len() * 9);
+    encode_record_into(&mut out, values);
+    out
+}
+
+/// Appends a row's encoding to `out`.
+pub fn encode_record_into(out: &mut Vec<u8>, values: &[Value]) {
+    put_varint(out, values.len() as u64);
+    for v in values {
+        put_varint(out, serial_type(v));
+    }
+    for v in values {
+        match v {
+            Value::Null | Value::Integer(0) | Value::Integer(1) => {}
+            Value::Integer(i) => match serial_type(v) {
+                ST_I8 => out.push(*i as i8 as u8),
+                ST_I16 => out.extend_from_slice(&(*i as i16).to_le_bytes()),
+                ST_I32 => out.extend_from_slice(&(*i as i32).to_le_bytes()),
+                _ => out.extend_from_slice(&i.to_le_bytes()),
+            },
+            Value::Real(r) => out.extend_from_slice(&r.to_le_bytes()),
+            Value::Text(s) => out.extend_from_slice(s.as_bytes()),
+            Value::Blob(b) => out.extend_from_slice(b),
+        }
+    }
+}
+
+/// A row still in its encoded form: finds a column's bytes without decoding the others.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    buf: &'a [u8],
+    /// Where the serial types start, how many columns there are, and where the bodies start.
+    header: usize,
+    columns: usize,
+    body: usize,
+}
+
+impl<'a> Record<'a> {
+    pub fn new(buf: &'a [u8]) -> Result<Self> {
+        let mut pos = 0;
+        let n = get_varint(buf, &mut pos)?;
+        let columns = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= buf.len())
+            .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))?;
+        let header = pos;
+        for _ in 0..columns {
+            get_varint(buf, &mut pos)?;
+        }
+        Ok(Self {
+            buf,
+            header,
+            columns,
+            body: pos,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.columns
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.columns == 0
+    }
+
+    /// Column `i`; a column past the end of the record (one added by `ALTER TABLE ADD COLUMN`
+    /// after the row was written) reads as NULL.
+    pub fn get(&self, i: usize) -> Result<Value> {
+        if i >= self.columns {
+            return Ok(Value::Null);
+        }
+        let mut hpos = self.header;
+        let mut off = self.body;
+        for _ in 0..i {
+            off += body_len(get_varint(self.buf, &mut hpos)?)?;
+        }
+        let st = get_varint(self.buf, &mut hpos)?;
+        decode_body(st, self.buf, off)
+    }
+
+    /// Every column, in order.
+    pub fn values(&self) -> Result<Vec<Value>> {
+        let mut out = Vec::with_capacity(self.columns);
+        let mut hpos = self.header;
+        let mut off = self.body;
+        for _ in 0..self.columns {
+            let st = get_varint(self.buf, &mut hpos)?;
+            out.push(decode_body(st, self.buf, off)?);
+            off += body_len(st)?;
+        }
+        if off != self.buf.len() {
+            return Err(Error::Corrupt(format!(
+                "record is {} bytes but its columns take {off}",
+                self.buf.len()
+            )));
+        }
+        Ok(out)
+    }
+}
+
+fn decode_body(st: u64, buf: &[u8], off: usize) -> Result<Value> {
+    let len = body_len(st)?;
+    let b = off
+        .checked_add(len)
+        .and_then(|end| buf.get(off..end))
+        .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+    Ok(match st {
+        ST_NULL => Value::Null,
+        ST_ZERO => Value::Integer(0),
+        ST_ONE => Value::Integer(1),
+        ST_I8 => Value::Integer(b[0] as i8 as i64),
+        ST_I16 => Value::Integer(i16::from_le_bytes([b[0], b[1]]) as i64),
+        ST_I32 => Value::Integer(i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64),
+        ST_I64 => Value::Integer(i64::from_le_bytes(b.try_into().expect("8 bytes"))),
+        ST_F64 => Value::Real(f64::from_le_bytes(b.try_into().expect("8 bytes"))),
+        st if st % 2 == 1 => Value::Text(
+            std::str::from_utf8(b)
+                .map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?
+                .to_owned(),
+        ),
+        _ => Value::Blob(b.to_vec()),
+    })
+}
+
+/// Decodes a whole row.
+pub fn decode_record(buf: &[u8]) -> Result<Vec<Value>> {
+    Record::new(buf)?.values()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Value::*;
+
+    fn samples() -> Vec<Value> {
+        vec![
+            Null,
+            Integer(i64::MIN),
+            Integer(-(1 << 53) - 1),
+            Real(-1e300),
+            Integer(-2),
+            Real(-1.5),
+            Integer(-1),
+            Integer(0),
+            Real(0.0),
+            Real(0.25),
+            Integer(1),
+            Integer(2),
+            Real(2.5),
+            Integer(1 << 53),
+            Integer((1 << 53) + 1),
+            Real(1e18),
+            Integer(i64::MAX - 1),
+            Integer(i64::MAX),
+            Real(1e300),
+            Text(String::new()),
+            Text("a".into()),
+            Text("a\0".into()),
+            Text("a\0b".into()),
+            Text("ab".into()),
+            Text("é".into()),
+            Blob(vec![]),
+            Blob(vec![0]),
+            Blob(vec![0, 0]),
+            Blob(vec![1]),
+            Blob(vec![0xFF, 0xFF]),
+        ]
+    }
+
+    #[test]
+    fn key_order_matches_value_order() {
+        let s = samples();
+        for a in &s {
+            for b in &s {
+                let ka = encode_key(std::slice::from_ref(a));
+                let kb = encode_key(std::slice::from_ref(b));
+                let want = a.total_cmp(b);
+                // Equal numbers of different kinds sort integer first, deterministically.
+                if want != std::cmp::Ordering::Equal || a.type_name() == b.type_name() {
+                    assert_eq!(ka.cmp(&kb), want, "{a:?} vs {b:?}");
+                }
+                let da = encode_key_desc(a);
+                let db = encode_key_desc(b);
+                if want != std::cmp::Ordering::Equal {
+                    assert_eq!(da.cmp(&db), want.reverse(), "desc {a:?} vs {b:?}");
+                }
+            }
+        }
+    }
+
+    fn encode_key_desc(v: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_key_value(&mut out, v, true);
+        out
+    }
+
+    #[test]
+    fn composite_keys_order_column_by_column() {
+        let a = encode_key(&[Text("a".into()), Integer(9)]);
+        let b = encode_key(&[Text("a".into()), Integer(10)]);
+        let c = encode_key(&[Text("ab".into()), Integer(0)]);
+        assert!(a < b && b < c);
+    }
+
+    #[test]
+    fn keys_and_records_round_trip() {
+        let s = samples();
+        for v in &s {
+            let k = encode_key(std::slice::from_ref(v));
+            let back = decode_key(&k).unwrap();
+            assert_eq!(back.len(), 1);
+            assert_eq!(back[0].type_name(), v.type_name(), "{v:?}");
+            assert_eq!(&back[0], v);
+            let kd = encode_key_desc(v);
+            let (d, rest) = decode_key_value(&kd, true).unwrap();
+            assert!(rest.is_empty());
+            assert_eq!(&d, v);
+        }
+        let rec = encode_record(&s);
+        let back = decode_record(&rec).unwrap();
+        assert_eq!(back, s);
+        let r = Record::new(&rec).unwrap();
+        assert_eq!(r.get(21).unwrap(), s[21]);
+        assert_eq!(r.get(s.len() + 3).unwrap(), Null);
+    }
+
+    #[test]
+    fn garbage_is_corrupt_not_a_panic() {
+        for bad in [
+            &[0x10u8, 1, 2][..],
+            &[0x30, b'a'],
+            &[0x30, 0, 7],
+            &[0x99],
+            &[0x10; 12],
+        ] {
+            assert!(decode_key(bad).is_err(), "{bad:?}");
+        }
+        for bad in [
+            &[0xFFu8][..],
+            &[3, 1, 1],
+            &[1, 40, b'x'],
+            &[200, 1],
+            &[1, 11],
+        ] {
+            assert!(decode_record(bad).is_err(), "{bad:?}");
+        }
+    }
+}
