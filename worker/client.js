@@ -184,11 +184,14 @@ export class EngineWorker {
 // ---------------------------------------------------------------------------------------------
 // Results
 
-/** Turns a wire result ([columns, kinds, rowCount, ...columnArrays]) into what the caller asked. */
+/**
+ * Turns a wire result ([columns, kinds, rowCount, changes, lastInsertRowid, ...columnArrays]) into
+ * what the caller asked for.
+ */
 function decodeRows(wire, rowMode) {
-  const [columns, , rowCount] = wire;
-  const cols = wire.slice(3);
-  if (rowMode === 'columns') return { columns, rowCount, values: cols };
+  const [columns, , rowCount, changes, lastInsertRowid] = wire;
+  const cols = wire.slice(5);
+  if (rowMode === 'columns') return { columns, rowCount, values: cols, changes, lastInsertRowid };
   if (rowMode === 'array') {
     const n = columns.length;
     const values = new Array(rowCount * n);
@@ -196,7 +199,7 @@ function decodeRows(wire, rowMode) {
       const col = cols[c];
       for (let r = 0; r < rowCount; r++) values[r * n + c] = col[r];
     }
-    return { columns, rowCount, values };
+    return { columns, rowCount, values, changes, lastInsertRowid };
   }
   const rows = new Array(rowCount);
   for (let r = 0; r < rowCount; r++) {
@@ -211,7 +214,7 @@ function firstRow(wire) {
   const [columns, , rowCount] = wire;
   if (rowCount === 0) return undefined;
   const row = {};
-  for (let c = 0; c < columns.length; c++) row[columns[c]] = wire[3 + c][0];
+  for (let c = 0; c < columns.length; c++) row[columns[c]] = wire[5 + c][0];
   return row;
 }
 
@@ -397,6 +400,16 @@ export class Database extends Queries {
   get name() {
     return this.#name;
   }
+  /** How statements reach the engine: 'sharedMemory', 'postMessage', or 'owner tab'. */
+  get channel() {
+    return this.#link instanceof OwnerLink ? this.#link.worker.channel : 'owner tab';
+  }
+
+  /** Tables and indexes: `[{ type, name, table, sql }]`. */
+  schema() {
+    return this._send('schema', this._session, []);
+  }
+
   /** Whether this tab owns the database (its Worker holds the file). */
   get isOwner() {
     return this.#link instanceof OwnerLink;
@@ -462,14 +475,14 @@ export class Database extends Queries {
     this.channel?.postMessage({ t: 'owner', from: clientId });
   }
 
-  // A panic stops the Worker; a new one opens the database at its last committed state.
-  async #onWorkerDeath(link, code) {
+  // A panic stops the Worker; a new one opens the database at its last committed state, and calls
+  // made meanwhile wait for it.
+  #restarting = null;
+  #onWorkerDeath(link, code) {
     if (this.#closed || this.#link !== link || code === 'TERMINATED') return;
-    try {
-      await this.#becomeOwner();
-    } catch {
-      // The next call reports the failure.
-    }
+    this.#restarting = this.#becomeOwner()
+      .catch(() => {}) // the next call reports the failure
+      .finally(() => { this.#restarting = null; });
   }
 
   #watched = new Set();
@@ -504,8 +517,9 @@ export class Database extends Queries {
     }
   }
 
-  _send(op, session, args, transfer = []) {
-    if (this.#closed) return Promise.reject(new CairnError('CLOSED', 'the database was closed'));
+  async _send(op, session, args, transfer = []) {
+    if (this.#restarting) await this.#restarting;
+    if (this.#closed) throw new CairnError('CLOSED', 'the database was closed');
     return this.#link.send(op, session, args, transfer);
   }
 

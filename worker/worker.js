@@ -48,6 +48,7 @@ const syncOps = {
   finalize: (stmt) => [needDb().finalize(stmt)],
   inTransaction: () => [db ? db.inTransaction() : false],
   check: () => [needDb().check()],
+  schema: () => [needDb().schema()],
   exportFile: () => {
     const bytes = needDb().exportBytes();
     return [bytes, [bytes.buffer]];
