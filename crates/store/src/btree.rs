@@ -813,3 +813,56 @@ pub(crate) fn within(k: &[u8], b: Bound<&[u8]>, upper: bool) -> bool {
         }
     }
 }
+
+/// Moves every page of the tree at `id` that lies at or past `cutoff` to a fresh page (the
+/// allocator hands out the lowest free page first), rewriting the parents that point at moved
+/// pages. Returns the root's new page. Used by vacuum.
+pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32> {
+    if id == 0 {
+        return Ok(0);
+    }
+    let pg = p.read(id)?;
+    let mut cur = id;
+    match page::kind(&pg) {
+        KIND_BRANCH => {
+            for i in 0..=page::count(&pg) {
+                let c = page::child(&pg, i);
+                let nc = relocate(p, c, cutoff)?;
+                if nc != c {
+                    cur = cow(p, cur)?;
+                    page::set_child(p.page_mut(cur)?, i, nc);
+                }
+            }
+        }
+        KIND_LEAF => {
+            let mut v = Vec::new();
+            for i in 0..page::count(&pg) {
+                let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) else {
+                    continue;
+                };
+                let mut far = false;
+                let mut next = first;
+                while next != 0 {
+                    far |= next >= cutoff;
+                    next = page::right(&p.read(next)?);
+                }
+                if !far {
+                    continue;
+                }
+                read_overflow(p, len, first, &mut v)?;
+                free_overflow(p, first)?;
+                let nf = write_overflow(p, &v)?;
+                cur = cow(p, cur)?;
+                let lp = p.page_mut(cur)?;
+                let off = page::slot(lp, i);
+                let at = off + page::CELL_HDR + page::get_u16(lp, off);
+                page::put_u32(lp, at, nf);
+            }
+        }
+        k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+    }
+    if cur == id && id >= cutoff {
+        cur = cow(p, id)?;
+    }
+    Ok(cur)
+}

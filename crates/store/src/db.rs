@@ -957,6 +957,86 @@ impl<F: BlockFile> Db<F> {
         Ok(out)
     }
 
+    /// Compacts the file: moves pages from its end into free pages nearer the start, then cuts
+    /// the free tail off. Needs no open transaction. Costs a walk of every tree and four commits;
+    /// returns the page counts before and after.
+    pub fn vacuum(&self) -> Result<(u32, u32)> {
+        let before = self.page_count();
+        {
+            let mut sh = self.shared.borrow_mut();
+            if sh.w.is_some() || !sh.readers.is_empty() {
+                return Err(Error::Busy("vacuum needs no open transaction".into()));
+            }
+            sh.flush()?;
+        }
+        // 1. Move pages past the cutoff down.
+        let tx = self.begin_write()?;
+        let held: Vec<u32> = {
+            let mut guard = self.shared.borrow_mut();
+            let sh = &mut *guard;
+            let free = sh.free.as_mut().expect("invariant: loaded by begin_write");
+            let count = sh.state.page_count;
+            let live = count - free.len() as u32;
+            let cutoff = (live + live / 8 + 16).min(count);
+            let held: Vec<u32> = free.range(cutoff..).copied().collect();
+            for id in &held {
+                free.remove(id);
+            }
+            let catalog = sh.w.as_ref().expect("invariant: open").state.catalog;
+            for mut info in sh.catalog_list(catalog)? {
+                let root = btree::relocate(sh, info.root, cutoff)?;
+                if root != info.root {
+                    info.root = root;
+                    sh.catalog_put(info.name.as_bytes(), &info.encode())?;
+                }
+            }
+            let w = sh.w.as_ref().expect("invariant: open");
+            let (cat, fr) = (w.state.catalog, w.state.free);
+            let cat = btree::relocate(sh, cat, cutoff)?;
+            let fr = btree::relocate(sh, fr, cutoff)?;
+            let w = sh.w.as_mut().expect("invariant: open");
+            w.state.catalog = cat;
+            w.state.free = fr;
+            held
+        };
+        let r = tx.commit();
+        {
+            let mut sh = self.shared.borrow_mut();
+            if let Some(free) = sh.free.as_mut() {
+                free.extend(held);
+            }
+        }
+        r?;
+        self.flush()?;
+        // 2. Drop the free tail from the free tree and the page count.
+        let tx = self.begin_write()?;
+        let new_count = {
+            let mut guard = self.shared.borrow_mut();
+            let sh = &mut *guard;
+            let free = sh.free.as_mut().expect("invariant: loaded by begin_write");
+            let w = sh.w.as_mut().expect("invariant: open");
+            let mut n = w.state.page_count;
+            while n > 2 && free.contains(&(n - 1)) {
+                n -= 1;
+                free.remove(&n);
+                delta_set(&mut w.delta, n, false);
+            }
+            w.state.page_count = n;
+            n
+        };
+        tx.commit()?;
+        self.flush()?;
+        // 3. One more commit, so the other superblock slot no longer names the tail either.
+        self.begin_write()?.commit()?;
+        self.flush()?;
+        let mut sh = self.shared.borrow_mut();
+        let count = sh.state.page_count.max(new_count);
+        let ps = sh.pager.page_size as u64;
+        sh.pager.file.set_len(count as u64 * ps)?;
+        sh.flush()?;
+        Ok((before, count))
+    }
+
     /// Why open did not use the newest superblock, if it did not (a crash in the middle of a
     /// commit, or damage to that superblock).
     pub fn recovery_note(&self) -> Option<String> {

@@ -74,7 +74,7 @@ impl fmt::Display for Error {
             ),
             Error::InvalidName(m) => write!(f, "invalid file name: {m}"),
             Error::Busy(m) => write!(f, "file is in use: {m}"),
-            Error::NotFound(m) => write!(f, "file not found: {m}"),
+            Error::NotFound(m) => write!(f, "not found: {m}"),
             Error::QuotaExceeded(m) => write!(f, "storage quota exceeded: {m}"),
             Error::Corrupt(m) => write!(f, "corrupt file: {m}"),
             Error::InvalidInput(m) => write!(f, "invalid input: {m}"),

@@ -226,3 +226,49 @@ fn relaxed_commits_become_durable_on_flush() {
     assert_eq!(kept.txn(), db.txn());
     assert!(kept.check().unwrap().is_ok());
 }
+
+#[test]
+fn vacuum_shrinks_a_file_that_lost_most_of_its_rows() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    let u = tx.create_tree("u", TreeKind::Table).unwrap();
+    for i in 0..4000 {
+        tx.insert(t, &k(i), &[i as u8; 40]).unwrap();
+    }
+    tx.insert(u, b"big", &vec![9u8; 20_000]).unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for i in 0..4000 {
+        if i % 10 != 0 {
+            tx.remove(t, &k(i)).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    let (before, after) = db.vacuum().unwrap();
+    assert!(
+        after * 3 < before,
+        "vacuum went from {before} to {after} pages"
+    );
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+    let f = db.into_file().unwrap();
+    assert_eq!(f.bytes().len(), after as usize * 512);
+    let db = Db::open(f, small()).unwrap();
+    assert!(db.check().unwrap().is_ok());
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let all = r
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap()
+        .collect_all()
+        .unwrap();
+    let want: Vec<_> = (0..4000)
+        .filter(|i| i % 10 == 0)
+        .map(|i: u32| (k(i), vec![i as u8; 40]))
+        .collect();
+    assert_eq!(all, want);
+    let u = r.open_tree("u").unwrap();
+    assert_eq!(r.get(u, b"big").unwrap().unwrap(), vec![9u8; 20_000]);
+}
