@@ -579,8 +579,13 @@ impl<F: BlockFile> Shared<F> {
             w.state.free = root;
             w.state.free_len = len;
         }
-        // 3. Pages, then the superblock, then one flush.
+        // 3. Pages, then the superblock, then one flush. Pages this commit freed leave the list:
+        // the new state does not need them, and once durable they may be overwritten.
         self.write_dirty()?;
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        for id in &w.freed {
+            self.unflushed.remove(id);
+        }
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut state = w.state;
         state.txn = txn;
