@@ -33,7 +33,7 @@ export class EngineWorker {
   #worker;
   #pending = new Map(); // id -> {resolve, reject}, for replies by postMessage
   #queue = []; // requests not yet sent, in order
-  #posted = 0; // requests sent by postMessage and not yet answered
+  #posted = new Map(); // session -> requests of it sent by postMessage and not yet answered
   #chan = null; // {sab, i32}
   #chanBusy = false;
   #chanReq = null; // the request in flight on the channel
@@ -85,7 +85,7 @@ export class EngineWorker {
     const req = this.#pending.get(msg[0]);
     if (!req) return;
     this.#pending.delete(msg[0]);
-    this.#posted--;
+    this.#unpost(req.session);
     this.#settle(req, msg);
     this.#pump();
   }
@@ -116,25 +116,36 @@ export class EngineWorker {
     });
   }
 
-  // Sends what can be sent without letting a request overtake an earlier one: a channel request
-  // only when nothing is in flight by postMessage, and postMessage requests (which may pipeline)
-  // only when the channel is idle.
+  // Sends what can be sent without letting a request overtake an earlier one of its session: a
+  // channel request only when nothing of its session is in flight by postMessage, and postMessage
+  // requests (which may pipeline) only when the channel is idle. Sessions do not wait for each
+  // other here: one may be waiting in the Worker for another's transaction to end.
   #pump() {
-    while (this.#queue.length && !this.#chanBusy && !this.#dead) {
-      const req = this.#queue[0];
-      if (this.#chan && CHANNEL_OPS.has(req.op)) {
-        if (this.#posted > 0) return;
-        this.#queue.shift();
-        if (this.#sendByChannel(req)) return;
-      } else this.#queue.shift();
+    const blocked = new Set(); // sessions with an earlier request still waiting in the queue
+    for (let i = 0; i < this.#queue.length && !this.#chanBusy && !this.#dead; ) {
+      const req = this.#queue[i];
+      const viaChannel = this.#chan && CHANNEL_OPS.has(req.op);
+      if (blocked.has(req.session) || (viaChannel && this.#posted.has(req.session))) {
+        blocked.add(req.session);
+        i++;
+        continue;
+      }
+      this.#queue.splice(i, 1);
+      if (viaChannel && this.#sendByChannel(req)) return;
       this.#post(req);
     }
   }
 
   #post(req) {
     this.#pending.set(req.id, req);
-    this.#posted++;
+    this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
     this.#worker.postMessage([req.id, req.op, req.session, ...req.args], req.transfer);
+  }
+
+  #unpost(session) {
+    const n = this.#posted.get(session) - 1;
+    if (n > 0) this.#posted.set(session, n);
+    else this.#posted.delete(session);
   }
 
   #sendByChannel(req) {
@@ -161,7 +172,7 @@ export class EngineWorker {
       if (msg[1] === RESEND) this.#post(req);
       else if (msg[1] === REPLY_BY_POST) {
         this.#pending.set(req.id, req);
-        this.#posted++;
+        this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
       } else this.#settle(req, msg);
       this.#pump();
     };
@@ -264,7 +275,7 @@ class FollowerLink {
     });
   }
   #post(req) {
-    this.db.channel.postMessage({ t: 'req', from: clientId, id: req.id, op: req.op, session: req.session, args: req.args });
+    this.db.bus.postMessage({ t: 'req', from: clientId, id: req.id, op: req.op, session: req.session, args: req.args });
   }
   #resendUnacked() {
     for (const req of this.#pending.values()) if (!req.acked) this.#post(req);
@@ -420,8 +431,8 @@ export class Database extends Queries {
       await this.#becomeOwner();
       return;
     }
-    this.channel = new BroadcastChannel(`cairn:${this.#name}`);
-    this.channel.onmessage = (e) => this.#onChannel(e.data);
+    this.bus = new BroadcastChannel(`cairn:${this.#name}`);
+    this.bus.onmessage = (e) => this.#onChannel(e.data);
     // Held for this tab's lifetime, so the owner learns when this tab goes away.
     navigator.locks.request(`cairn:client:${clientId}`, () => new Promise((r) => { this.#releaseClient = r; }));
     const lockName = `cairn:db:${this.#name}`;
@@ -472,7 +483,7 @@ export class Database extends Queries {
     this.#link = link;
     worker.onDeath = (code) => this.#onWorkerDeath(link, code);
     if (previous instanceof FollowerLink) previous.drain(link);
-    this.channel?.postMessage({ t: 'owner', from: clientId });
+    this.bus?.postMessage({ t: 'owner', from: clientId });
   }
 
   // A panic stops the Worker; a new one opens the database at its last committed state, and calls
@@ -500,7 +511,7 @@ export class Database extends Queries {
     }
     if (m.t === 'req' && this.#link instanceof OwnerLink) {
       const { from, id, op, session, args } = m;
-      this.channel.postMessage({ t: 'ack', to: from, id });
+      this.bus.postMessage({ t: 'ack', to: from, id });
       const remoteSession = `${from}/${session}`;
       if (!this.#watched.has(from)) {
         this.#watched.add(from);
@@ -511,8 +522,8 @@ export class Database extends Queries {
         });
       }
       this.#link.send(op, remoteSession, args, []).then(
-        (result) => this.channel.postMessage({ t: 'res', to: from, id, reply: [OK, result] }),
-        (e) => this.channel.postMessage({ t: 'res', to: from, id, reply: [1, e.code, e.message, extraOf(e)] }),
+        (result) => this.bus.postMessage({ t: 'res', to: from, id, reply: [OK, result] }),
+        (e) => this.bus.postMessage({ t: 'res', to: from, id, reply: [1, e.code, e.message, extraOf(e)] }),
       );
     }
   }
@@ -567,7 +578,7 @@ export class Database extends Queries {
     this.#closed = true;
     this.#release?.();
     this.#releaseClient?.();
-    this.channel?.close();
+    this.bus?.close();
   }
 }
 

@@ -160,8 +160,8 @@ test('export, import and destroy', () =>
       return out;
     });
     assert.ok(r.size >= 4096, `export is ${r.size} bytes`);
-    assert.equal(r.importGarbage.code, 'CORRUPT', JSON.stringify(r.importGarbage));
-    assert.equal(r.importEmpty.code, 'CORRUPT', JSON.stringify(r.importEmpty));
+    assert.equal(r.importGarbage.code, 'NOT_A_DATABASE', JSON.stringify(r.importGarbage));
+    assert.equal(r.importEmpty.code, 'NOT_A_DATABASE', JSON.stringify(r.importEmpty));
     assert.deepEqual(r.copied, [{ id: 'a', v: 1 }, { id: 'b', v: 2 }]);
     assert.deepEqual(r.copyCheck, []);
     assert.equal(r.destroyOpen.code, 'BUSY');

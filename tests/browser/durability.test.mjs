@@ -57,10 +57,12 @@ test('writes survive the whole browser being killed', async () => {
   try {
     const resolved = await writeThenLeaveOpen(b.page);
     // SIGKILL every process of this browser: no shutdown, no flush, as a crash or power cut.
-    execSync(`pkill -9 -f -- '${profile}'`);
+    // (The bracket keeps the pattern from matching the shell that runs pkill.)
+    const pattern = profile.replace(/cairn-profile/, '[c]airn-profile');
+    execSync(`pkill -9 -f -- '${pattern}'`);
     await b.context.close().catch(() => {});
     await b.server.close();
-    const again = await launch({ profile });
+    const again = await launch({ profile, port: Number(new URL(b.server.url).port) });
     try {
       expectExactly(resolved, await readBack(again.page));
     } finally {

@@ -40,6 +40,8 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod lexer;
+pub mod maintenance;
+pub mod paged;
 pub mod parser;
 pub mod plan;
 pub mod planner;
@@ -368,9 +370,13 @@ impl Database {
         if self.in_tx {
             let sp = self.store.savepoint()?;
             match f(self) {
-                Ok(v) => Ok(v),
+                Ok(v) => {
+                    self.store.release(sp)?;
+                    Ok(v)
+                }
                 Err(e) => {
                     self.store.rollback_to(sp)?;
+                    self.store.release(sp)?;
                     restore(self);
                     Err(e)
                 }

@@ -35,6 +35,23 @@ pub trait Storage {
     fn savepoint(&mut self) -> Result<u64>;
     /// Undoes every write since `savepoint` returned `sp`; the transaction stays open.
     fn rollback_to(&mut self, sp: u64) -> Result<()>;
+    /// Walks the storage's structures and returns every problem found (empty when sound).
+    fn integrity_check(&mut self) -> Result<Vec<String>> {
+        Err(Error::Unsupported(
+            "this storage has no integrity check".into(),
+        ))
+    }
+    /// The storage as one file's bytes, as of the last commit.
+    fn export(&mut self) -> Result<Vec<u8>> {
+        Err(Error::Unsupported(
+            "this storage cannot be exported as a file".into(),
+        ))
+    }
+    /// Ends savepoint `sp` (and any after it) without undoing its writes. A store that keeps an
+    /// undo log while a savepoint is open can stop logging once none is.
+    fn release(&mut self, _sp: u64) -> Result<()> {
+        Ok(())
+    }
 
     fn create_tree(&mut self, tree: TreeId) -> Result<()>;
     fn drop_tree(&mut self, tree: TreeId) -> Result<()>;
