@@ -556,7 +556,7 @@ impl Database {
                         for &c in &columns {
                             let v = rec.get(c)?;
                             has_null |= v.is_null();
-                            cairn_store::codec::encode_key_value(&mut key, &v, false);
+                            eval::push_norm(&v, &mut key);
                         }
                         let plen = key.len();
                         key.extend_from_slice(cur.key());

@@ -196,6 +196,7 @@ impl Parser {
             Tok::Blob(_) => "a blob literal".into(),
             Tok::Int(n) => format!("number {n}"),
             Tok::Real(n) => format!("number {n}"),
+            Tok::IntMin => "number 9223372036854775808".into(),
             Tok::QParam(_) | Tok::NamedParam(_) => "a parameter".into(),
             Tok::Op(o) => format!("'{o}'"),
             Tok::Eof => "the end of input".into(),
@@ -1053,7 +1054,8 @@ impl Parser {
     /// Precedence climbing. Levels (low to high): OR 1, AND 2, NOT 3, equality/IS/IN/LIKE/BETWEEN 4,
     /// comparison 5, bitwise 6, additive 7, multiplicative 8, concatenation 9.
     fn binary(&mut self, min: u8) -> Result<Expr> {
-        let mut left = if min <= 3 && self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
+        // NOT may start any operand (`a <= NOT b`), and takes everything above its own level.
+        let mut left = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
             self.next();
             self.enter()?;
             let e = self.binary(3)?;
@@ -1135,21 +1137,21 @@ impl Parser {
             },
             "IS" => {
                 let not = self.eat_kw("NOT");
-                if self.eat_kw("NULL") {
-                    Expr::IsNull {
+                if self.eat_kw("DISTINCT") {
+                    self.expect_kw("FROM")?;
+                    let r = self.binary(prec)?;
+                    let op = if not { BinOp::Is } else { BinOp::IsNot };
+                    return Ok(Expr::Binary(op, b, Box::new(r)));
+                }
+                // `x IS NOT NULL & y` is `x IS NOT (NULL & y)`, as in SQLite's grammar.
+                let r = self.binary(prec)?;
+                if r == Expr::Literal(Value::Null) {
+                    return Ok(Expr::IsNull {
                         expr: b,
                         negated: not,
-                    }
-                } else {
-                    if self.eat_kw("DISTINCT") {
-                        self.expect_kw("FROM")?;
-                        let r = self.binary(prec)?;
-                        let op = if not { BinOp::Is } else { BinOp::IsNot };
-                        return Ok(Expr::Binary(op, b, Box::new(r)));
-                    }
-                    let r = self.binary(prec)?;
-                    Expr::Binary(if not { BinOp::IsNot } else { BinOp::Is }, b, Box::new(r))
+                    });
                 }
+                Expr::Binary(if not { BinOp::IsNot } else { BinOp::Is }, b, Box::new(r))
             }
             "NOT" => {
                 if self.eat_kw("NULL") {
@@ -1219,7 +1221,9 @@ impl Parser {
                 negated,
             },
             "BETWEEN" => {
-                let low = self.binary(prec)?;
+                // The low bound may hold operators of BETWEEN's own level (`x BETWEEN a IS b
+                // AND c`), as in SQLite's grammar: nothing can end the BETWEEN before AND.
+                let low = self.binary(prec - 1)?;
                 self.expect_kw("AND")?;
                 let high = self.binary(prec)?;
                 Expr::Between {
@@ -1235,7 +1239,16 @@ impl Parser {
 
     fn unary(&mut self) -> Result<Expr> {
         self.enter()?;
-        let e = if self.eat_op("-") {
+        let e = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
+            // `-NOT x`: NOT starts an operand here too.
+            self.next();
+            Expr::Unary(UnOp::Not, Box::new(self.binary(3)?))
+        } else if self.eat_op("-") {
+            if self.peek() == &Tok::IntMin {
+                self.next();
+                self.depth -= 1;
+                return Ok(Expr::Literal(Value::Integer(i64::MIN)));
+            }
             let inner = self.unary()?;
             match inner {
                 Expr::Literal(Value::Integer(n)) => Expr::Literal(Value::Integer(-n)),
@@ -1269,6 +1282,10 @@ impl Parser {
             Tok::Real(r) => {
                 self.next();
                 Ok(Expr::Literal(Value::Real(r)))
+            }
+            Tok::IntMin => {
+                self.next();
+                Ok(Expr::Literal(Value::Real(9_223_372_036_854_775_808.0)))
             }
             Tok::Str(s) => {
                 self.next();

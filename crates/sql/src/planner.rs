@@ -53,6 +53,8 @@ struct ScopeTable {
     columns: Vec<(String, ColType)>,
     base: usize,
     needed: Vec<bool>,
+    /// Found only by a qualified name (`excluded.x` in an upsert).
+    qualified_only: bool,
 }
 
 #[derive(Default)]
@@ -181,7 +183,7 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
         | PExpr::IsNull(a, _)
         | PExpr::Cast(a, _)
         | PExpr::Affine(a, _) => walk(a, f),
-        PExpr::InSub(a, _, _) => walk(a, f),
+        PExpr::InSub(a, ..) => walk(a, f),
         PExpr::Arith(_, a, b)
         | PExpr::Concat(a, b)
         | PExpr::Bit(_, a, b)
@@ -271,7 +273,7 @@ fn rewrite(e: &mut PExpr, f: &mut dyn FnMut(&mut PExpr) -> bool) {
         | PExpr::IsNull(a, _)
         | PExpr::Cast(a, _)
         | PExpr::Affine(a, _)
-        | PExpr::InSub(a, _, _) => rewrite(a, f),
+        | PExpr::InSub(a, ..) => rewrite(a, f),
         PExpr::Arith(_, a, b)
         | PExpr::Concat(a, b)
         | PExpr::Bit(_, a, b)
@@ -440,10 +442,10 @@ impl<'c> Planner<'c> {
             let scope = &self.scopes[n - 1 - depth];
             let mut found: Option<(usize, usize)> = None;
             for (ti, t) in scope.tables.iter().enumerate() {
-                if let Some(tn) = table {
-                    if !t.name.eq_ignore_ascii_case(tn) {
-                        continue;
-                    }
+                match table {
+                    Some(tn) if !t.name.eq_ignore_ascii_case(tn) => continue,
+                    None if t.qualified_only => continue,
+                    _ => {}
                 }
                 if let Some(ci) = t
                     .columns
@@ -554,7 +556,12 @@ impl<'c> Planner<'c> {
                         q.width
                     )));
                 }
-                PExpr::InSub(Box::new(x), Rc::new(q), *negated)
+                let types = self.frame_types();
+                let (la, lb) = cmp_affinities(
+                    affinity_of(&x, &types),
+                    q.affinities.first().copied().unwrap_or(Affinity::None),
+                );
+                PExpr::InSub(Box::new(x), Rc::new(q), *negated, la, lb)
             }
             Expr::Exists { query, negated } => {
                 PExpr::Exists(Rc::new(self.subquery(query)?), *negated)
@@ -595,14 +602,23 @@ impl<'c> Planner<'c> {
                 whens,
                 else_,
             } => PExpr::Case {
-                operand: match operand {
-                    Some(o) => Some(Box::new(self.expr(o)?)),
-                    None => None,
+                // `CASE x WHEN v` compares as `x = v` does, affinities included.
+                operand: None,
+                whens: match operand {
+                    Some(o) => {
+                        let x = self.expr(o)?;
+                        let mut out = Vec::new();
+                        for (a, b) in whens {
+                            let v = self.expr(a)?;
+                            out.push((self.binary(BinOp::Eq, x.clone(), v), self.expr(b)?));
+                        }
+                        out
+                    }
+                    None => whens
+                        .iter()
+                        .map(|(a, b)| Ok((self.expr(a)?, self.expr(b)?)))
+                        .collect::<Result<_>>()?,
                 },
-                whens: whens
-                    .iter()
-                    .map(|(a, b)| Ok((self.expr(a)?, self.expr(b)?)))
-                    .collect::<Result<_>>()?,
                 else_: match else_ {
                     Some(e) => Some(Box::new(self.expr(e)?)),
                     None => None,
@@ -746,6 +762,7 @@ impl<'c> Planner<'c> {
             columns,
             body,
             order,
+            affinities: vec![Affinity::None; width],
             width,
             limit,
             offset,
@@ -929,6 +946,7 @@ impl<'c> Planner<'c> {
                     needed: vec![false; width],
                     columns,
                     base,
+                    qualified_only: false,
                 });
             if let Some(on) = &item.on {
                 on_conds.push((i, on.clone()));
@@ -1142,8 +1160,12 @@ impl<'c> Planner<'c> {
             if let Some(h) = having.as_mut() {
                 fix(h, &mut aggs);
             }
+            let mm: Vec<usize> = (0..aggs.len())
+                .filter(|&i| matches!(aggs[i].func, AggFunc::Min | AggFunc::Max))
+                .collect();
             agg = Some(AggPlan {
                 group_by: group_exprs,
+                minmax: if mm.len() == 1 { Some(mm[0]) } else { None },
                 aggs,
                 having,
             });
@@ -1255,7 +1277,16 @@ impl<'c> Planner<'c> {
         }
         let (limit, offset) = self.limits(q)?;
         let ordered = order_served && !c.distinct;
+        let affinities = if is_agg {
+            vec![Affinity::None; width]
+        } else {
+            project[..width]
+                .iter()
+                .map(|e| affinity_of(e, &types))
+                .collect()
+        };
         Ok(QueryPlan {
+            affinities,
             columns: names,
             body: Body::Core(Box::new(Core {
                 levels,
@@ -1314,7 +1345,7 @@ fn usable(f: &PExpr, lvl: &Level) -> Option<Usable> {
             match op {
                 BinOp::Eq => Some(Usable::Eq(col, (**other).clone(), other_aff)),
                 BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                    Some(Usable::Range(col, op, (**other).clone()))
+                    Some(Usable::Range(col, op, affine((**other).clone(), other_aff)))
                 }
                 _ => None,
             }
@@ -1414,18 +1445,15 @@ fn choose_access(
                 })
                 .collect();
             eq_cols.push(c);
-            // Past a column whose values may mix integers and reals, a prefix cannot continue
-            // (the key bytes of 1 and 1.0 differ); it may end there.
-            let ty = table.columns[c].ty;
-            if matches!(ty, ColType::Any | ColType::Numeric) && pos + 1 < key_len {
-                break;
-            }
+            let _ = pos;
         }
+        // Keys normalize integral reals to integers, so an ANY or NUMERIC column's type can only
+        // be read from the row.
         let covering = index.is_none()
-            || needed
-                .iter()
-                .enumerate()
-                .all(|(c, &n)| !n || cols.contains(&c));
+            || needed.iter().enumerate().all(|(c, &n)| {
+                !n || (cols.contains(&c)
+                    && !matches!(table.columns[c].ty, ColType::Any | ColType::Numeric))
+            });
         // Does this order serve ORDER BY?
         let mut serves = false;
         let mut reverse = false;
@@ -1498,7 +1526,7 @@ fn choose_access(
 /// Wraps a probe expression so the executor applies the comparison's affinity to it.
 fn affine(e: PExpr, aff: Affinity) -> PExpr {
     match aff {
-        Affinity::None => e,
+        Affinity::None | Affinity::Blob => e,
         a => PExpr::Affine(Box::new(e), a),
     }
 }
@@ -1555,6 +1583,7 @@ impl<'c> Planner<'c> {
                 columns: t.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(),
                 base,
                 needed: vec![false; t.columns.len()],
+                qualified_only: *name == "excluded",
             });
             base += t.columns.len();
         }
