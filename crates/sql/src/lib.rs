@@ -726,6 +726,15 @@ fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Outp
     }
 }
 
+fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
+    planner::walk(e, &mut |x| match x {
+        PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
+        PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
+        PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
+        _ => {}
+    });
+}
+
 fn explain_query(q: &QueryPlan, depth: usize, out: &mut Vec<String>) {
     let pad = "  ".repeat(depth);
     explain_body(&q.body, depth, out);
@@ -856,6 +865,26 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
             }
         };
         out.push(line);
+    }
+    let mut subs = Vec::new();
+    for l in &c.levels {
+        for f in l.filters.iter().chain(&l.after) {
+            collect_subqueries(f, &mut subs);
+        }
+    }
+    for e in c.const_filters.iter().chain(&c.project) {
+        collect_subqueries(e, &mut subs);
+    }
+    for (kind, q) in subs {
+        out.push(format!(
+            "{pad}{kind} SUBQUERY{}",
+            if q.correlated {
+                " (correlated: runs per row)"
+            } else {
+                " (runs once)"
+            }
+        ));
+        explain_query(&q, depth + 1, out);
     }
     if let Some(a) = &c.agg {
         if a.group_by.is_empty() {

@@ -50,7 +50,8 @@ impl Params {
 
 struct ScopeTable {
     name: String,
-    columns: Vec<(String, ColType)>,
+    /// Names and comparison affinities.
+    columns: Vec<(String, Affinity)>,
     base: usize,
     needed: Vec<bool>,
     /// Found only by a qualified name (`excluded.x` in an upsert).
@@ -76,7 +77,7 @@ pub struct Planner<'c> {
     alias_depth: usize,
 }
 
-type SourceInfo = (Source, String, Vec<(String, ColType)>);
+type SourceInfo = (Source, String, Vec<(String, Affinity)>);
 
 pub fn is_aggregate(name: &str, nargs: usize, star: bool) -> Option<AggFunc> {
     Some(match (name, nargs) {
@@ -324,11 +325,22 @@ fn rewrite(e: &mut PExpr, f: &mut dyn FnMut(&mut PExpr) -> bool) {
     }
 }
 
+/// Splits a condition into conjuncts; `x BETWEEN a AND b` becomes `x >= a` and `x <= b`, so
+/// each bound can narrow an index range.
 fn split_and(e: &Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::Binary(BinOp::And, a, b) => {
             split_and(a, out);
             split_and(b, out);
+        }
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated: false,
+        } => {
+            out.push(Expr::Binary(BinOp::Ge, expr.clone(), low.clone()));
+            out.push(Expr::Binary(BinOp::Le, expr.clone(), high.clone()));
         }
         e => out.push(e.clone()),
     }
@@ -368,9 +380,9 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
 }
 
 /// The affinity an expression brings to a comparison: a column's, or a CAST's; none otherwise.
-fn affinity_of(e: &PExpr, types: &[ColType]) -> Affinity {
+fn affinity_of(e: &PExpr, types: &[Affinity]) -> Affinity {
     match e {
-        PExpr::Col(s) => types.get(*s).map_or(Affinity::None, |t| t.affinity()),
+        PExpr::Col(s) => types.get(*s).copied().unwrap_or(Affinity::None),
         PExpr::Cast(_, t) => t.affinity(),
         _ => Affinity::None,
     }
@@ -421,12 +433,12 @@ impl<'c> Planner<'c> {
     // ---- expressions ----
 
     /// The column types of the innermost scope's frame, by slot.
-    fn frame_types(&self) -> Vec<ColType> {
+    fn frame_types(&self) -> Vec<Affinity> {
         let mut v = Vec::new();
         if let Some(s) = self.scopes.last() {
             for t in &s.tables {
                 if v.len() < t.base + t.columns.len() {
-                    v.resize(t.base + t.columns.len(), ColType::Any);
+                    v.resize(t.base + t.columns.len(), Affinity::None);
                 }
                 for (i, (_, ty)) in t.columns.iter().enumerate() {
                     v[t.base + i] = *ty;
@@ -568,6 +580,12 @@ impl<'c> Planner<'c> {
             }
             Expr::Subquery(q) => {
                 let mut q = self.subquery(q)?;
+                if q.width != 1 {
+                    return Err(Error::Invalid(format!(
+                        "sub-select returns {} columns - expected 1",
+                        q.width
+                    )));
+                }
                 // A scalar subquery needs one row at most.
                 if q.limit.is_none() {
                     q.limit = Some(PExpr::Lit(Value::Integer(1)));
@@ -872,12 +890,19 @@ impl<'c> Planner<'c> {
                         names = cols;
                     }
                     let alias = item.alias.clone().unwrap_or_else(|| name.clone());
-                    let columns = names.into_iter().map(|n| (n, ColType::Any)).collect();
+                    let columns = names
+                        .into_iter()
+                        .zip(plan.affinities.iter().copied())
+                        .collect();
                     return Ok((Source::Query(Rc::new(plan)), alias, columns));
                 }
                 let t = self.catalog.table(name)?.clone();
                 let alias = item.alias.clone().unwrap_or_else(|| t.name.clone());
-                let columns = t.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+                let columns = t
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ty.affinity()))
+                    .collect();
                 Ok((Source::Table(t), alias, columns))
             }
             ast::TableSource::Subquery(q) => {
@@ -889,7 +914,8 @@ impl<'c> Planner<'c> {
                 let columns = plan
                     .columns
                     .iter()
-                    .map(|n| (n.clone(), ColType::Any))
+                    .cloned()
+                    .zip(plan.affinities.iter().copied())
                     .collect();
                 Ok((Source::Query(Rc::new(plan)), alias, columns))
             }
@@ -1075,6 +1101,9 @@ impl<'c> Planner<'c> {
         for (e, _) in &items {
             project.push(self.expr(e)?);
         }
+        let frame_aff = self.frame_types();
+        let affinities: Vec<Affinity> =
+            project.iter().map(|e| affinity_of(e, &frame_aff)).collect();
         // ORDER BY: output position, output alias, or an expression (appended as a hidden column).
         let mut order = Vec::new();
         for o in &q.order_by {
@@ -1217,7 +1246,6 @@ impl<'c> Planner<'c> {
             .iter()
             .map(|t| t.needed.clone())
             .collect();
-        let types = self.frame_types();
         let mut order_served = false;
         let order_slots: Option<Vec<(usize, bool, bool)>> =
             if order.is_empty() || is_agg || levels.is_empty() {
@@ -1238,7 +1266,6 @@ impl<'c> Planner<'c> {
                 &levels,
                 li,
                 &needed[li],
-                &types,
                 if li == 0 {
                     order_slots.as_deref()
                 } else {
@@ -1277,14 +1304,6 @@ impl<'c> Planner<'c> {
         }
         let (limit, offset) = self.limits(q)?;
         let ordered = order_served && !c.distinct;
-        let affinities = if is_agg {
-            vec![Affinity::None; width]
-        } else {
-            project[..width]
-                .iter()
-                .map(|e| affinity_of(e, &types))
-                .collect()
-        };
         Ok(QueryPlan {
             affinities,
             columns: names,
@@ -1367,7 +1386,6 @@ fn choose_access(
     levels: &[Level],
     li: usize,
     needed: &[bool],
-    _types: &[ColType],
     order: Option<&[(usize, bool, bool)]>,
 ) -> (Access, bool) {
     let lvl = &levels[li];
@@ -1535,9 +1553,6 @@ fn hash_or_scan(lvl: &Level, li: usize) -> Access {
     if li > 0 {
         for f in &lvl.filters {
             if let PExpr::Cmp(BinOp::Eq, a, b, la, lb) = f {
-                if *la != Affinity::None || *lb != Affinity::None {
-                    continue;
-                }
                 let local = |e: &PExpr| {
                     let s = slots(e);
                     !s.is_empty()
@@ -1548,16 +1563,18 @@ fn hash_or_scan(lvl: &Level, li: usize) -> Access {
                     let s = slots(e);
                     !s.is_empty() && !has_subquery(e) && s.iter().all(|&s| s < lvl.base)
                 };
+                // Both sides are hashed after the comparison's affinities are applied, so
+                // equal keys mean the comparison holds.
                 if local(a) && outer(b) {
                     return Access::Hash {
-                        build: (**a).clone(),
-                        probe: (**b).clone(),
+                        build: affine((**a).clone(), *la),
+                        probe: affine((**b).clone(), *lb),
                     };
                 }
                 if local(b) && outer(a) {
                     return Access::Hash {
-                        build: (**b).clone(),
-                        probe: (**a).clone(),
+                        build: affine((**b).clone(), *lb),
+                        probe: affine((**a).clone(), *la),
                     };
                 }
             }
@@ -1580,7 +1597,11 @@ impl<'c> Planner<'c> {
         for (name, t) in tables {
             scope.tables.push(ScopeTable {
                 name: name.to_string(),
-                columns: t.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(),
+                columns: t
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ty.affinity()))
+                    .collect(),
                 base,
                 needed: vec![false; t.columns.len()],
                 qualified_only: *name == "excluded",
@@ -1828,8 +1849,7 @@ impl<'c> Planner<'c> {
             key_slot: true,
         };
         let needed = vec![true; width];
-        let types: Vec<ColType> = t.columns.iter().map(|c| c.ty).collect();
-        lvl.access = choose_access(std::slice::from_ref(&lvl), 0, &needed, &types, None).0;
+        lvl.access = choose_access(std::slice::from_ref(&lvl), 0, &needed, None).0;
         if let Access::Index { covering, .. } = &mut lvl.access {
             *covering = false;
         }
