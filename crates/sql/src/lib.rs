@@ -39,6 +39,8 @@ pub mod display;
 pub mod error;
 pub mod eval;
 pub mod executor;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lexer;
 pub mod parser;
 pub mod plan;
@@ -194,6 +196,15 @@ impl Database {
 
     pub fn storage(&self) -> &dyn Storage {
         self.store.as_ref()
+    }
+
+    /// Closes the database and hands back its storage (to reopen it, or to inspect it). An
+    /// open transaction is rolled back.
+    pub fn into_storage(mut self) -> Box<dyn Storage> {
+        if self.in_tx {
+            let _ = self.store.rollback();
+        }
+        self.store
     }
 
     pub fn last_insert_rowid(&self) -> i64 {

@@ -126,7 +126,13 @@ struct Parser {
     depth: u32,
 }
 
-const MAX_DEPTH: u32 = 200;
+/// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
+/// recursion well inside a small thread stack).
+const MAX_DEPTH: u32 = 100;
+/// How long a chain of binary operators other than AND and OR (`a + b + c ...`) may be: each
+/// link is one more level of recursion in the planner and executor. AND and OR chains are
+/// rebalanced instead (see `balance`), so generated queries may have long OR lists.
+const MAX_CHAIN: u32 = 250;
 
 impl Parser {
     fn new(tokens: Vec<Token>) -> Self {
@@ -1064,6 +1070,7 @@ impl Parser {
         } else {
             self.unary()?
         };
+        let mut chain = 0;
         loop {
             let (prec, op) = match self.peek() {
                 Tok::Word(w) => {
@@ -1104,7 +1111,14 @@ impl Parser {
             if prec <= min {
                 break;
             }
-            self.enter()?;
+            // A left-deep chain (`a + b + c ...`) nests one level per operator.
+            if !matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case("AND") || w.eq_ignore_ascii_case("OR"))
+            {
+                chain += 1;
+            }
+            if chain > MAX_CHAIN {
+                return Err(self.error_here("expression nested too deeply"));
+            }
             left = match op {
                 Some(op) => {
                     self.next();
@@ -1113,9 +1127,8 @@ impl Parser {
                 }
                 None => self.keyword_op(left, prec)?,
             };
-            self.depth -= 1;
         }
-        Ok(left)
+        Ok(balance(left))
     }
 
     fn keyword_op(&mut self, left: Expr, prec: u8) -> Result<Expr> {
@@ -1478,6 +1491,41 @@ impl Parser {
             })
         }
     }
+}
+
+/// Rebuilds a left-deep chain of one AND or OR operator (`a OR b OR c ...`) as a balanced
+/// tree, so that a thousand-term OR recurses ten levels deep, not a thousand. AND and OR are
+/// associative in SQL's three-valued logic, so the result is the same.
+fn balance(e: Expr) -> Expr {
+    let op = match &e {
+        Expr::Binary(op @ (BinOp::And | BinOp::Or), l, _) if matches!(&**l, Expr::Binary(o, _, _) if o == op) => {
+            *op
+        }
+        _ => return e,
+    };
+    let mut terms = Vec::new();
+    let mut cur = e;
+    loop {
+        match cur {
+            Expr::Binary(o, l, r) if o == op => {
+                terms.push(*r);
+                cur = *l;
+            }
+            other => {
+                terms.push(other);
+                break;
+            }
+        }
+    }
+    terms.reverse();
+    fn build(op: BinOp, mut terms: Vec<Expr>) -> Expr {
+        if terms.len() == 1 {
+            return terms.pop().expect("one term");
+        }
+        let right = terms.split_off(terms.len() / 2);
+        Expr::Binary(op, Box::new(build(op, terms)), Box::new(build(op, right)))
+    }
+    build(op, terms)
 }
 
 /// Whether `w` must be quoted to be used as a name.
