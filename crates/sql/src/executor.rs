@@ -54,6 +54,10 @@ pub fn run_query(
     if limit == Some(0) {
         return Ok(());
     }
+    let keep = limit
+        .map(|l| l.saturating_add(offset))
+        .filter(|&k| k <= 100_000)
+        .map(|k| k as usize);
     let mut emitted = 0u64;
     let width = q.width;
     let mut emit = |row: &[Value]| -> Result<bool> {
@@ -70,9 +74,17 @@ pub fn run_query(
         run_body(&q.body, cx, &mut |row| emit(&row))?;
         return Ok(());
     }
+    // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
+    // cutting back to the best ones whenever the buffer fills (top-k, O(n log k)).
     let mut rows = Vec::new();
     run_body(&q.body, cx, &mut |row| {
         rows.push(row);
+        if let Some(k) = keep {
+            if rows.len() >= 2 * k.max(16) {
+                rows.select_nth_unstable_by(k, |a, b| compare_rows(a, b, &q.order));
+                rows.truncate(k);
+            }
+        }
         Ok(true)
     })?;
     rows.sort_by(|a, b| compare_rows(a, b, &q.order));

@@ -1200,6 +1200,22 @@ impl<'c> Planner<'c> {
             });
         }
 
+        // Join order: inner joins only, greedily (see `join_order`).
+        if levels.len() > 1 && levels.len() <= 8 && levels.iter().all(|l| !l.left) {
+            let order = join_order(&levels, &conjuncts);
+            if order.iter().enumerate().any(|(i, &o)| i != o) {
+                let mut old: Vec<Option<Level>> = levels.into_iter().map(Some).collect();
+                levels = order
+                    .iter()
+                    .map(|&o| old[o].take().expect("a permutation"))
+                    .collect();
+            }
+            // Without LEFT joins, ON is just more WHERE.
+            for c in &mut conjuncts {
+                c.1 = None;
+            }
+        }
+
         // Place conjuncts on levels.
         let mut const_filters = Vec::new();
         let level_of = |slot: usize, levels: &[Level]| {
@@ -1238,13 +1254,16 @@ impl<'c> Planner<'c> {
         }
 
         // Needed columns, from the scope's record of every resolved reference.
-        let needed: Vec<Vec<bool>> = self
-            .scopes
-            .last()
-            .expect("scope")
-            .tables
+        let scope_tables = &self.scopes.last().expect("scope").tables;
+        let needed: Vec<Vec<bool>> = levels
             .iter()
-            .map(|t| t.needed.clone())
+            .map(|l| {
+                scope_tables
+                    .iter()
+                    .find(|t| t.base == l.base)
+                    .map(|t| t.needed.clone())
+                    .unwrap_or_else(|| vec![true; l.width])
+            })
             .collect();
         let mut order_served = false;
         let order_slots: Option<Vec<(usize, bool, bool)>> =
@@ -1254,8 +1273,10 @@ impl<'c> Planner<'c> {
                 order
                     .iter()
                     .map(|k| match project.get(k.col) {
-                        Some(PExpr::Col(s)) if *s < levels[0].width => {
-                            Some((*s, k.desc, k.nulls_first))
+                        Some(PExpr::Col(s))
+                            if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
+                        {
+                            Some((*s - levels[0].base, k.desc, k.nulls_first))
                         }
                         _ => None,
                     })
@@ -1325,6 +1346,104 @@ impl<'c> Planner<'c> {
     }
 }
 
+/// Orders inner-joined levels greedily: first the table a constant condition narrows best
+/// (primary key or unique equality, then index equality, then a range), then at each step the
+/// table the placed ones reach best (an equality on its key or an index, then any equality,
+/// which can be hashed), ties kept in the written order. No statistics exist yet, so this
+/// only looks at the shape of the conditions.
+fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usize> {
+    let level_of = |slot: usize| {
+        levels
+            .iter()
+            .position(|l| slot >= l.base && slot < l.base + l.width)
+    };
+    // How well a column can be looked up: 3 primary key/unique, 2 leading index column, 0 not.
+    let lookup = |li: usize, col: usize| -> i32 {
+        let Source::Table(t) = &levels[li].source else {
+            return 0;
+        };
+        let pk = t.key_columns();
+        if pk.len() == 1 && pk[0] == col {
+            return 3;
+        }
+        let mut best = 0;
+        for ix in &t.indexes {
+            if ix.columns.first() == Some(&col) {
+                best = best.max(if ix.unique && ix.columns.len() == 1 {
+                    3
+                } else {
+                    2
+                });
+            }
+        }
+        if pk.first() == Some(&col) {
+            best = best.max(2);
+        }
+        best
+    };
+    // (level, column, other side's levels, op) for each comparison of a column.
+    let mut facts: Vec<(usize, usize, Vec<usize>, BinOp)> = Vec::new();
+    for (e, _) in conjuncts {
+        if let PExpr::Cmp(op, a, b, _, _) = e {
+            for (x, y) in [(a, b), (b, a)] {
+                if let PExpr::Col(s) = **x {
+                    let Some(li) = level_of(s) else { continue };
+                    if has_subquery(y) {
+                        continue;
+                    }
+                    let mut other: Vec<usize> = slots(y).into_iter().filter_map(level_of).collect();
+                    other.sort();
+                    other.dedup();
+                    if other.contains(&li) {
+                        continue;
+                    }
+                    facts.push((li, s - levels[li].base, other, *op));
+                }
+            }
+        }
+    }
+    let mut placed: Vec<usize> = Vec::new();
+    while placed.len() < levels.len() {
+        let mut best: Option<(i32, usize)> = None;
+        for li in 0..levels.len() {
+            if placed.contains(&li) {
+                continue;
+            }
+            let mut score = 0;
+            for (l, col, other, op) in &facts {
+                if *l != li || !other.iter().all(|o| placed.contains(o)) {
+                    continue;
+                }
+                let joined = !other.is_empty();
+                let s = match op {
+                    BinOp::Eq => {
+                        let k = lookup(li, *col);
+                        if k > 0 {
+                            k * 10 + joined as i32
+                        } else if joined {
+                            5
+                        } else {
+                            1
+                        }
+                    }
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge if lookup(li, *col) > 0 => 8,
+                    _ => 1,
+                };
+                score = score.max(s);
+            }
+            // Once something is placed, a table no condition reaches would be a cross product.
+            if !placed.is_empty() && score < 5 {
+                score -= 100;
+            }
+            if best.is_none_or(|b| score > b.0) {
+                best = Some((score, li));
+            }
+        }
+        placed.push(best.expect("an unplaced level").1);
+    }
+    placed
+}
+
 /// A conjunct's usable shape for an index: column (table-relative) compared with an expression
 /// that does not depend on this level or later ones.
 enum Usable {
@@ -1333,11 +1452,19 @@ enum Usable {
     Range(usize, BinOp, PExpr),
 }
 
-fn independent(e: &PExpr, lvl: &Level) -> bool {
-    !has_subquery(e) && slots(e).iter().all(|&s| s < lvl.base)
+/// Whether frame slot `s` belongs to a level joined before level `li` (bound when `li` runs).
+fn bound_before(levels: &[Level], li: usize, s: usize) -> bool {
+    levels[..li]
+        .iter()
+        .any(|l| s >= l.base && s < l.base + l.width)
 }
 
-fn usable(f: &PExpr, lvl: &Level) -> Option<Usable> {
+fn independent(e: &PExpr, levels: &[Level], li: usize) -> bool {
+    !has_subquery(e) && slots(e).iter().all(|&s| bound_before(levels, li, s))
+}
+
+fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
+    let lvl = &levels[li];
     let local = |e: &PExpr| match e {
         PExpr::Col(s) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
         _ => None,
@@ -1358,7 +1485,7 @@ fn usable(f: &PExpr, lvl: &Level) -> Option<Usable> {
             } else {
                 return None;
             };
-            if col_aff != Affinity::None || !independent(other, lvl) {
+            if col_aff != Affinity::None || !independent(other, levels, li) {
                 return None;
             }
             match op {
@@ -1371,7 +1498,10 @@ fn usable(f: &PExpr, lvl: &Level) -> Option<Usable> {
         }
         PExpr::InList(a, list, false, aff) => {
             let c = local(a)?;
-            if list.is_empty() || list.len() > 1000 || !list.iter().all(|e| independent(e, lvl)) {
+            if list.is_empty()
+                || list.len() > 1000
+                || !list.iter().all(|e| independent(e, levels, li))
+            {
                 return None;
             }
             Some(Usable::In(c, list.clone(), *aff))
@@ -1389,11 +1519,15 @@ fn choose_access(
     order: Option<&[(usize, bool, bool)]>,
 ) -> (Access, bool) {
     let lvl = &levels[li];
-    let uses: Vec<Usable> = lvl.filters.iter().filter_map(|f| usable(f, lvl)).collect();
+    let uses: Vec<Usable> = lvl
+        .filters
+        .iter()
+        .filter_map(|f| usable(f, levels, li))
+        .collect();
     let table = match &lvl.source {
         Source::Table(t) => t.clone(),
         Source::Query(_) => {
-            return (hash_or_scan(lvl, li), false);
+            return (hash_or_scan(levels, li), false);
         }
     };
     // Candidate key orders: the primary tree (None) and each index.
@@ -1538,7 +1672,7 @@ fn choose_access(
         return (a, serves);
     }
     let scan_serves = false;
-    (hash_or_scan(lvl, li), scan_serves)
+    (hash_or_scan(levels, li), scan_serves)
 }
 
 /// Wraps a probe expression so the executor applies the comparison's affinity to it.
@@ -1549,7 +1683,8 @@ fn affine(e: PExpr, aff: Affinity) -> PExpr {
     }
 }
 
-fn hash_or_scan(lvl: &Level, li: usize) -> Access {
+fn hash_or_scan(levels: &[Level], li: usize) -> Access {
+    let lvl = &levels[li];
     if li > 0 {
         for f in &lvl.filters {
             if let PExpr::Cmp(BinOp::Eq, a, b, la, lb) = f {
@@ -1561,7 +1696,9 @@ fn hash_or_scan(lvl: &Level, li: usize) -> Access {
                 };
                 let outer = |e: &PExpr| {
                     let s = slots(e);
-                    !s.is_empty() && !has_subquery(e) && s.iter().all(|&s| s < lvl.base)
+                    !s.is_empty()
+                        && !has_subquery(e)
+                        && s.iter().all(|&s| bound_before(levels, li, s))
                 };
                 // Both sides are hashed after the comparison's affinities are applied, so
                 // equal keys mean the comparison holds.

@@ -587,7 +587,13 @@ fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
 }
 
 fn gen_select(r: &mut Rng, tables: &[GenTable]) -> String {
-    let njoin = if r.chance(35) { 2 } else { 1 };
+    let njoin = if r.chance(12) {
+        3
+    } else if r.chance(35) {
+        2
+    } else {
+        1
+    };
     let mut from = Vec::new();
     let mut cols: Vec<(String, &'static str)> = Vec::new();
     for j in 0..njoin {
@@ -652,6 +658,36 @@ fn gen_select(r: &mut Rng, tables: &[GenTable]) -> String {
     }
     sql.push_str(&outs.join(", "));
     sql.push_str(&format!(" FROM {} {}", from[0].0, from[0].1));
+    if njoin == 3 {
+        // Three tables, inner joins written in any order: the planner may reorder them.
+        let t1 = tables.iter().find(|t| t.name == from[1].0).expect("table");
+        let t2 = tables.iter().find(|t| t.name == from[2].0).expect("table");
+        let t0 = tables.iter().find(|t| t.name == from[0].0).expect("table");
+        let on1 = format!(
+            "a0.{} = a1.{}",
+            r.pick(&t0.cols).name,
+            r.pick(&t1.cols).name
+        );
+        let on2 = format!(
+            "a{}.{} = a2.{}",
+            r.below(2),
+            r.pick(&t0.cols).name,
+            r.pick(&t2.cols).name
+        );
+        let on2 = if on2.starts_with("a1.") {
+            format!(
+                "a1.{} = a2.{}",
+                r.pick(&t1.cols).name,
+                r.pick(&t2.cols).name
+            )
+        } else {
+            on2
+        };
+        sql.push_str(&format!(
+            " JOIN {} a1 ON {on1} JOIN {} a2 ON {on2}",
+            from[1].0, from[2].0
+        ));
+    }
     if njoin == 2 {
         let kind = if r.chance(40) { "LEFT JOIN" } else { "JOIN" };
         let left = r
