@@ -195,3 +195,45 @@ fn failed_statement_in_transaction_has_no_effect_and_the_transaction_goes_on() {
         Value::Integer(2)
     );
 }
+
+#[test]
+fn check_finds_nothing_wrong_after_many_writes() {
+    let mut db = Database::memory();
+    db.exec_script(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b TEXT UNIQUE);
+         CREATE INDEX t_a ON t (a);
+         CREATE TABLE k (x TEXT, y INTEGER, z ANY, PRIMARY KEY (x, y));
+         CREATE INDEX k_z ON k (z);",
+    )
+    .unwrap();
+    for i in 0..200 {
+        let _ = db.execute(
+            &format!(
+                "INSERT OR REPLACE INTO t (id, a, b) VALUES ({}, {}, 'b{}')",
+                i % 50,
+                i % 7,
+                i % 30
+            ),
+            &[],
+        );
+        let _ = db.execute(
+            &format!(
+                "INSERT OR IGNORE INTO k VALUES ('x{}', {}, {})",
+                i % 9,
+                i % 4,
+                i % 3
+            ),
+            &[],
+        );
+        let _ = db.execute(
+            &format!("UPDATE t SET a = a + 1, b = 'c{}' WHERE id = {}", i, i % 13),
+            &[],
+        );
+        let _ = db.execute(
+            &format!("UPDATE k SET z = {}.5 WHERE y = {}", i % 5, i % 4),
+            &[],
+        );
+        let _ = db.execute(&format!("DELETE FROM t WHERE a = {}", i % 11), &[]);
+    }
+    assert_eq!(db.check().unwrap(), Vec::<String>::new());
+}
