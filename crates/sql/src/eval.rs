@@ -116,14 +116,12 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value
                 .ok_or_else(|| Error::ParamCount(format!("parameter {} is not bound", i + 1)))?,
         ),
         PExpr::Outer(d, i) => Cow::Owned(cx.outer_row(*d)?.get(*i).cloned().unwrap_or(Value::Null)),
-        PExpr::Neg(a) => Cow::Owned(match to_numeric(&*eval(a, row, cx)?) {
-            Value::Integer(i) => match i.checked_neg() {
-                Some(n) => Value::Integer(n),
-                None => Value::Real(-(i as f64)),
-            },
-            Value::Real(r) => Value::Real(-r),
-            v => v,
-        }),
+        // SQLite computes -x as 0 - x (so -0.0 is 0.0).
+        PExpr::Neg(a) => Cow::Owned(arith(
+            types::Arith::Sub,
+            &Value::Integer(0),
+            &*eval(a, row, cx)?,
+        )),
         PExpr::Pos(a) => eval(a, row, cx)?,
         PExpr::Not(a) => Cow::Owned(match eval_bool(a, row, cx)? {
             None => Value::Null,
@@ -221,9 +219,9 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value
                 Value::Integer(*neg as i64)
             })
         }
-        PExpr::InSub(a, q, neg) => {
-            let x = eval(a, row, cx)?;
-            Cow::Owned(in_subquery(&x, q, *neg, row, cx)?)
+        PExpr::InSub(a, q, neg, la, lb) => {
+            let x = apply_affinity(eval(a, row, cx)?.into_owned(), *la);
+            Cow::Owned(in_subquery(&x, q, *neg, *lb, row, cx)?)
         }
         PExpr::Exists(q, neg) => {
             let found = match cached(q, cx)? {
@@ -364,7 +362,14 @@ fn cached(q: &QueryPlan, cx: &Cx) -> Result<Option<Cached>> {
     })
 }
 
-fn in_subquery(x: &Value, q: &Rc<QueryPlan>, neg: bool, row: &[Value], cx: &Cx) -> Result<Value> {
+fn in_subquery(
+    x: &Value,
+    q: &Rc<QueryPlan>,
+    neg: bool,
+    aff: Affinity,
+    row: &[Value],
+    cx: &Cx,
+) -> Result<Value> {
     let k = key_of(q);
     if q.correlated || !cx.cache.borrow().contains_key(&k) {
         let mut keys = HashSet::new();
@@ -374,7 +379,7 @@ fn in_subquery(x: &Value, q: &Rc<QueryPlan>, neg: bool, row: &[Value], cx: &Cx) 
                 Some(Value::Null) | None => has_null = true,
                 Some(v) => {
                     let mut kb = Vec::new();
-                    push_norm(v, &mut kb);
+                    push_norm(&apply_affinity(v.clone(), aff), &mut kb);
                     keys.insert(kb);
                 }
             }
@@ -462,7 +467,7 @@ pub fn compare_op(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -
 fn cmp_aff(x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Ordering {
     let conv = |v: &Value, a: Affinity| -> Option<Value> {
         match (a, v) {
-            (Affinity::None, _) => None,
+            (Affinity::None | Affinity::Blob, _) => None,
             (Affinity::Text, Value::Integer(_) | Value::Real(_)) => {
                 Some(apply_affinity(v.clone(), a))
             }
@@ -593,14 +598,13 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
         }
         Func::Replace => {
             let (x, y, z) = (a0()?, arg(args, 1, row, cx)?, arg(args, 2, row, cx)?);
-            match (to_text(&x), to_text(&y), to_text(&z)) {
-                (Some(x), Some(y), Some(z)) => {
-                    if y.is_empty() {
-                        Text(x)
-                    } else {
-                        Text(x.replace(&y, &z))
-                    }
-                }
+            // SQLite's order: an empty pattern returns x before the replacement is looked at.
+            match (to_text(&x), to_text(&y)) {
+                (Some(x), Some(y)) if y.is_empty() => Text(x),
+                (Some(x), Some(y)) => match to_text(&z) {
+                    Some(z) => Text(x.replace(&y, &z)),
+                    None => Null,
+                },
                 _ => Null,
             }
         }
@@ -652,9 +656,10 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
                 let better = match &best {
                     None => true,
                     Some(b) => {
+                        // On ties min() takes the later argument, max() the earlier, as SQLite.
                         let o = v.total_cmp(b);
                         if f == Func::Min {
-                            o == Ordering::Less
+                            o != Ordering::Greater
                         } else {
                             o == Ordering::Greater
                         }
@@ -712,6 +717,10 @@ fn substr(x: &Value, start: &Value, len: Option<&Value>) -> Value {
         return Value::Null;
     }
     let mut p1 = types::to_integer(start).unwrap_or(0);
+    // SQLite reads an empty blob as a NULL pointer and returns NULL.
+    if matches!(x, Value::Blob(b) if b.is_empty()) {
+        return Value::Null;
+    }
     let (is_blob, chars): (bool, Vec<u32>) = match x {
         Value::Blob(b) => (true, b.iter().map(|&c| c as u32).collect()),
         v => (
@@ -726,7 +735,7 @@ fn substr(x: &Value, start: &Value, len: Option<&Value>) -> Value {
     let n = chars.len() as i64;
     let mut p2 = match len {
         Some(l) => types::to_integer(l).unwrap_or(0),
-        None => n.max(0) + 1,
+        None => 1_000_000_000,
     };
     // SQLite's substr() arithmetic, literally.
     let mut neg = false;

@@ -10,7 +10,7 @@ use crate::ast::{BinOp, Conflict};
 use crate::error::{Error, Result};
 use crate::eval::{eval, eval_bool, norm_key, push_norm, Cached, Cx, HashRows};
 use crate::plan::*;
-use crate::planner::{access_columns, prefix_successor};
+use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
 use crate::storage::Storage;
 use crate::types::{self, ColType};
@@ -54,6 +54,10 @@ pub fn run_query(
     if limit == Some(0) {
         return Ok(());
     }
+    let keep = limit
+        .map(|l| l.saturating_add(offset))
+        .filter(|&k| k <= 100_000)
+        .map(|k| k as usize);
     let mut emitted = 0u64;
     let width = q.width;
     let mut emit = |row: &[Value]| -> Result<bool> {
@@ -70,9 +74,17 @@ pub fn run_query(
         run_body(&q.body, cx, &mut |row| emit(&row))?;
         return Ok(());
     }
+    // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
+    // cutting back to the best ones whenever the buffer fills (top-k, O(n log k)).
     let mut rows = Vec::new();
     run_body(&q.body, cx, &mut |row| {
         rows.push(row);
+        if let Some(k) = keep {
+            if rows.len() >= 2 * k.max(16) {
+                rows.select_nth_unstable_by(k, |a, b| compare_rows(a, b, &q.order));
+                rows.truncate(k);
+            }
+        }
         Ok(true)
     })?;
     rows.sort_by(|a, b| compare_rows(a, b, &q.order));
@@ -244,8 +256,21 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                     }
                 };
                 let states = &mut groups.groups[gi].1;
-                for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
-                    st.update(spec, frame, cx)?;
+                let mut extreme_changed = true;
+                for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
+                    if spec.func != AggFunc::Last {
+                        let changed = st.update(spec, frame, cx)?;
+                        if agg.minmax == Some(i) {
+                            extreme_changed = changed;
+                        }
+                    }
+                }
+                if extreme_changed {
+                    for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
+                        if spec.func == AggFunc::Last {
+                            st.update(spec, frame, cx)?;
+                        }
+                    }
                 }
                 Ok(true)
             })?;
@@ -302,19 +327,109 @@ fn finish_groups(
     Ok(true)
 }
 
+#[derive(Default)]
+struct SumState {
+    int: i64,
+    sum: f64,
+    err: f64,
+    approx: bool,
+    overflow: bool,
+    n: i64,
+}
+
+impl SumState {
+    fn kbn(&mut self, r: f64) {
+        let s = self.sum;
+        let t = s + r;
+        if s.abs() > r.abs() {
+            self.err += (s - t) + r;
+        } else {
+            self.err += (r - t) + s;
+        }
+        self.sum = t;
+    }
+
+    /// Adds an integer to the compensated sum without losing its low bits.
+    fn kbn_int(&mut self, i: i64) {
+        if !(-4_503_599_627_370_496..4_503_599_627_370_496).contains(&i) {
+            let big = i - (i % 16384);
+            self.kbn(big as f64);
+            self.kbn((i - big) as f64);
+        } else {
+            self.kbn(i as f64);
+        }
+    }
+
+    fn go_approx(&mut self) {
+        if !self.approx {
+            self.approx = true;
+            let i = self.int;
+            self.sum = 0.0;
+            self.err = 0.0;
+            self.kbn_int(i);
+        }
+    }
+
+    fn add(&mut self, v: &Value) {
+        self.n += 1;
+        // Text counts as an integer only if all of it is one; otherwise as a real.
+        let v = match v {
+            Value::Text(_) | Value::Blob(_) => {
+                match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
+                    i @ Value::Integer(_) => i,
+                    other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
+                }
+            }
+            v => v.clone(),
+        };
+        match v {
+            Value::Integer(i) if !self.approx => match self.int.checked_add(i) {
+                Some(s) => self.int = s,
+                None => {
+                    self.overflow = true;
+                    self.go_approx();
+                    self.kbn_int(i);
+                }
+            },
+            Value::Integer(i) => self.kbn_int(i),
+            Value::Real(r) => {
+                self.go_approx();
+                self.kbn(r);
+            }
+            _ => {}
+        }
+    }
+
+    fn value(&self) -> f64 {
+        if self.approx {
+            if self.err.is_finite() {
+                self.sum + self.err
+            } else {
+                self.sum
+            }
+        } else {
+            self.int as f64
+        }
+    }
+
+    fn finish(&self, f: AggFunc) -> Result<Value> {
+        Ok(match f {
+            AggFunc::Total => Value::Real(self.value()),
+            AggFunc::Avg if self.n == 0 => Value::Null,
+            AggFunc::Avg => Value::Real(self.value() / self.n as f64),
+            _ if self.n == 0 => Value::Null,
+            _ if self.overflow => return Err(Error::IntegerOverflow),
+            _ if self.approx => Value::Real(self.value()),
+            _ => Value::Integer(self.int),
+        })
+    }
+}
+
 enum AggState {
     Count(i64),
-    Sum {
-        int: i64,
-        real: f64,
-        is_real: bool,
-        any: bool,
-        overflow: bool,
-    },
-    Avg {
-        sum: f64,
-        n: i64,
-    },
+    /// sum(), total() and avg(): SQLite's accumulator, an exact integer sum until a real or
+    /// an overflow, then Kahan-Babuska-Neumaier compensated summation.
+    Sum(Box<SumState>),
     Ext(Option<Value>),
     Concat(Option<String>),
     Last(Value),
@@ -325,14 +440,7 @@ impl AggState {
     fn new(spec: &AggSpec) -> AggState {
         let base = match spec.func {
             AggFunc::CountStar | AggFunc::Count => AggState::Count(0),
-            AggFunc::Sum | AggFunc::Total => AggState::Sum {
-                int: 0,
-                real: 0.0,
-                is_real: false,
-                any: false,
-                overflow: false,
-            },
-            AggFunc::Avg => AggState::Avg { sum: 0.0, n: 0 },
+            AggFunc::Sum | AggFunc::Total | AggFunc::Avg => AggState::Sum(Box::default()),
             AggFunc::Min | AggFunc::Max => AggState::Ext(None),
             AggFunc::GroupConcat => AggState::Concat(None),
             AggFunc::Last => AggState::Last(Value::Null),
@@ -344,73 +452,43 @@ impl AggState {
         }
     }
 
-    fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<()> {
+    /// Adds a row; says whether the state changed (for min/max: a new extreme).
+    fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
         if spec.func == AggFunc::CountStar {
             if let AggState::Count(n) = self {
                 *n += 1;
             }
-            return Ok(());
+            return Ok(true);
         }
         let v = match spec.args.first() {
             Some(a) => eval(a, frame, cx)?,
-            None => return Ok(()),
+            None => return Ok(false),
         };
         if let AggState::Distinct(seen, inner) = self {
             if v.is_null() {
-                return Ok(());
+                return Ok(false);
             }
             let mut k = Vec::new();
             push_norm(&v, &mut k);
             if !seen.insert(k) {
-                return Ok(());
+                return Ok(false);
             }
             return inner.add(spec, v.into_owned(), frame, cx);
         }
         if spec.func == AggFunc::Last {
             *self = AggState::Last(v.into_owned());
-            return Ok(());
+            return Ok(true);
         }
         if v.is_null() {
-            return Ok(());
+            return Ok(false);
         }
         self.add(spec, v.into_owned(), frame, cx)
     }
 
-    fn add(&mut self, spec: &AggSpec, v: Value, frame: &[Value], cx: &Cx) -> Result<()> {
+    fn add(&mut self, spec: &AggSpec, v: Value, frame: &[Value], cx: &Cx) -> Result<bool> {
         match self {
             AggState::Count(n) => *n += 1,
-            AggState::Sum {
-                int,
-                real,
-                is_real,
-                any,
-                overflow,
-            } => {
-                *any = true;
-                match types::to_numeric(&v) {
-                    Value::Integer(i) if !*is_real => match int.checked_add(i) {
-                        Some(s) => *int = s,
-                        None => {
-                            *overflow = true;
-                            *real += i as f64;
-                        }
-                    },
-                    Value::Integer(i) => *real += i as f64,
-                    Value::Real(r) => {
-                        if !*is_real {
-                            *is_real = true;
-                            *real += *int as f64;
-                            *int = 0;
-                        }
-                        *real += r;
-                    }
-                    _ => {}
-                }
-            }
-            AggState::Avg { sum, n } => {
-                *sum += types::to_f64(&v).unwrap_or(0.0);
-                *n += 1;
-            }
+            AggState::Sum(st) => st.add(&v),
             AggState::Ext(best) => {
                 let better = match best {
                     None => true,
@@ -426,6 +504,7 @@ impl AggState {
                 if better {
                     *best = Some(v);
                 }
+                return Ok(better);
             }
             AggState::Concat(acc) => {
                 let s = types::to_text(&v).unwrap_or_default();
@@ -442,44 +521,15 @@ impl AggState {
                 }
             }
             AggState::Last(l) => *l = v,
-            AggState::Distinct(_, inner) => inner.add(spec, v, frame, cx)?,
+            AggState::Distinct(_, inner) => return inner.add(spec, v, frame, cx),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn finish(self, spec: &AggSpec) -> Result<Value> {
         Ok(match self {
             AggState::Count(n) => Value::Integer(n),
-            AggState::Sum {
-                int,
-                real,
-                is_real,
-                any,
-                overflow,
-            } => {
-                if spec.func == AggFunc::Total {
-                    Value::Real(if is_real || overflow {
-                        real
-                    } else {
-                        int as f64 + real
-                    })
-                } else if !any {
-                    Value::Null
-                } else if overflow && !is_real {
-                    return Err(Error::IntegerOverflow);
-                } else if is_real {
-                    Value::Real(real)
-                } else {
-                    Value::Integer(int)
-                }
-            }
-            AggState::Avg { sum, n } => {
-                if n == 0 {
-                    Value::Null
-                } else {
-                    Value::Real(sum / n as f64)
-                }
-            }
+            AggState::Sum(st) => st.finish(spec.func)?,
             AggState::Ext(b) => b.unwrap_or(Value::Null),
             AggState::Concat(s) => s.map(Value::Text).unwrap_or(Value::Null),
             AggState::Last(v) => v,
@@ -583,7 +633,7 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 covering,
             },
         ) => {
-            let ranges = index_ranges(t, *index, probes, lower, upper, frame, cx)?;
+            let ranges = index_ranges(probes, lower, upper, frame, cx)?;
             let tree = match index {
                 Some(i) => t.indexes[*i].tree,
                 None => t.tree,
@@ -648,9 +698,15 @@ fn index_row(
 ) -> Result<bool> {
     let cols = &t.indexes[ix].columns;
     let mut rest = key;
+    // Keys hold integral reals as integers: a REAL column gets its type back here (the planner
+    // never covers ANY or NUMERIC columns, whose type the key cannot tell).
+    let typed = |v: Value, c: usize| match (v, t.columns[c].ty) {
+        (Value::Integer(i), ColType::Real) => Value::Real(i as f64),
+        (v, _) => v,
+    };
     for &c in cols {
         let (v, r) = decode_key_value(rest, false)?;
-        frame[lvl.base + c] = v;
+        frame[lvl.base + c] = typed(v, c);
         rest = r;
     }
     if covering {
@@ -658,7 +714,7 @@ fn index_row(
         } else {
             for c in t.key_columns() {
                 let (v, r) = decode_key_value(rest, false)?;
-                frame[lvl.base + c] = v;
+                frame[lvl.base + c] = typed(v, c);
                 rest = r;
             }
         }
@@ -739,42 +795,19 @@ fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Re
     Ok(map)
 }
 
-/// Encodes an equality prefix component. Returns false when the value cannot equal any value
-/// the column holds. `last`: the prefix ends here, so a number may match an integer or a real.
-fn encode_eq(out: &mut Vec<u8>, v: &Value, ty: ColType, last: bool) -> bool {
-    match v {
-        Value::Integer(_) | Value::Real(_) => {
-            if last {
-                encode_key_value(out, v, false);
-                out.pop();
-                return true;
-            }
-            match (ty, v) {
-                (ColType::Integer, Value::Integer(_)) => encode_key_value(out, v, false),
-                (ColType::Integer, Value::Real(r)) => {
-                    if r.fract() != 0.0 || r.abs() >= 9.2e18 {
-                        return false;
-                    }
-                    encode_key_value(out, &Value::Integer(*r as i64), false)
-                }
-                (ColType::Real, Value::Integer(i)) => {
-                    encode_key_value(out, &Value::Real(*i as f64), false)
-                }
-                (ColType::Real, _) => encode_key_value(out, v, false),
-                (ColType::Text | ColType::Blob, _) => return false,
-                _ => encode_key_value(out, v, false),
-            }
-            true
-        }
-        v => {
-            encode_key_value(out, v, false);
-            true
-        }
+/// Encodes an equality prefix component. Keys hold values normalized (an integral real is
+/// keyed as the equal integer, see `eval::push_norm`), so equal numbers have equal keys.
+/// `last`: the prefix ends here, so the kind byte is left off and a number matches an integer
+/// or a real.
+fn encode_eq(out: &mut Vec<u8>, v: &Value, last: bool) {
+    push_norm(v, out);
+    if last && matches!(v, Value::Integer(_) | Value::Real(_)) {
+        out.pop();
     }
 }
 
 fn encode_bound(out: &mut Vec<u8>, v: &Value) {
-    encode_key_value(out, v, false);
+    push_norm(v, out);
     if matches!(v, Value::Integer(_) | Value::Real(_)) {
         out.pop();
     }
@@ -783,15 +816,12 @@ fn encode_bound(out: &mut Vec<u8>, v: &Value) {
 type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 fn index_ranges(
-    t: &Table,
-    index: Option<usize>,
     probes: &[Vec<PExpr>],
     lower: &Option<(PExpr, bool)>,
     upper: &Option<(PExpr, bool)>,
     frame: &[Value],
     cx: &Cx,
 ) -> Result<Vec<Range>> {
-    let cols = access_columns(t, index);
     let ranged = lower.is_some() || upper.is_some();
     let lo_v = match lower {
         Some((e, incl)) => match eval(e, frame, cx)?.into_owned() {
@@ -816,9 +846,7 @@ fn index_ranges(
                 continue 'probe;
             }
             let last = j + 1 == p.len() && !ranged;
-            if !encode_eq(&mut prefix, &v, t.columns[cols[j]].ty, last) {
-                continue 'probe;
-            }
+            encode_eq(&mut prefix, &v, last);
         }
         let lo = match &lo_v {
             Some((v, incl)) => {
@@ -952,8 +980,11 @@ impl Writer<'_> {
                 Ok((encode_key(&[Value::Integer(id)]), Some(id)))
             }
             Key::Columns(cols) => {
-                let vals: Vec<Value> = cols.iter().map(|&c| row[c].clone()).collect();
-                Ok((encode_key(&vals), None))
+                let mut k = Vec::new();
+                for &c in cols {
+                    push_norm(&row[c], &mut k);
+                }
+                Ok((k, None))
             }
         }
     }
@@ -985,7 +1016,7 @@ impl Writer<'_> {
     fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Vec<u8> {
         let mut k = Vec::new();
         for &c in &t.indexes[ix].columns {
-            encode_key_value(&mut k, &row[c], false);
+            push_norm(&row[c], &mut k);
         }
         k.extend_from_slice(pk);
         k
@@ -1005,7 +1036,7 @@ impl Writer<'_> {
         }
         let mut prefix = Vec::new();
         for &c in &index.columns {
-            encode_key_value(&mut prefix, &row[c], false);
+            push_norm(&row[c], &mut prefix);
         }
         let hi = prefix_successor(&prefix);
         let mut cur = self.store.scan(
@@ -1270,9 +1301,13 @@ impl Writer<'_> {
         }
         let new_pk = match &t.key {
             Key::Rowid(None) => old_pk.to_vec(),
-            Key::Rowid(Some(c)) => encode_key(&[new[*c].clone()]),
+            Key::Rowid(Some(c)) => encode_key(std::slice::from_ref(&new[*c])),
             Key::Columns(cols) => {
-                encode_key(&cols.iter().map(|&c| new[c].clone()).collect::<Vec<_>>())
+                let mut k = Vec::new();
+                for &c in cols {
+                    push_norm(&new[c], &mut k);
+                }
+                k
             }
         };
         while let Some((constraint, other)) = self.find_conflict(t, &new_pk, &new, &[old_pk])? {

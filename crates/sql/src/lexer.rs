@@ -17,6 +17,8 @@ pub enum Tok {
     Int(i64),
     /// A number with a fraction or exponent, or an integer literal too large for i64.
     Real(f64),
+    /// The literal 9223372036854775808: a real, unless negated (then it is i64::MIN, as in SQLite).
+    IntMin,
     /// `?` (None), `?NNN` (Some(n)).
     QParam(Option<u32>),
     /// `:name`, `$name`, `@name`, with the prefix kept.
@@ -168,6 +170,9 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
                 } else {
                     match text.parse::<i64>() {
                         Ok(n) => Tok::Int(n),
+                        Err(_) if text.trim_start_matches('0') == "9223372036854775808" => {
+                            Tok::IntMin
+                        }
                         Err(_) => Tok::Real(text.parse().unwrap_or(f64::INFINITY)),
                     }
                 }

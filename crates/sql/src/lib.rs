@@ -39,6 +39,8 @@ pub mod display;
 pub mod error;
 pub mod eval;
 pub mod executor;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lexer;
 pub mod maintenance;
 pub mod paged;
@@ -196,6 +198,85 @@ impl Database {
 
     pub fn storage(&self) -> &dyn Storage {
         self.store.as_ref()
+    }
+
+    /// Checks that every row decodes, has the table's shape and types, and that every index
+    /// holds exactly one entry per row (and nothing else). Returns the problems found, empty
+    /// when the database is consistent.
+    pub fn check(&self) -> Result<Vec<String>> {
+        use std::collections::BTreeSet;
+        use std::ops::Bound::Unbounded;
+        let mut problems = Vec::new();
+        for t in self.catalog.tables.values() {
+            let mut expected: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); t.indexes.len()];
+            let mut rows = 0u64;
+            let mut cur = self.store.scan(t.tree, Unbounded, Unbounded, false)?;
+            while cur.next()? {
+                rows += 1;
+                let vals = match cairn_store::codec::decode_record(cur.value()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        problems.push(format!("table {}: a row does not decode: {e}", t.name));
+                        continue;
+                    }
+                };
+                if vals.len() > t.columns.len() {
+                    problems.push(format!(
+                        "table {}: a row has {} columns, the table {}",
+                        t.name,
+                        vals.len(),
+                        t.columns.len()
+                    ));
+                    continue;
+                }
+                let mut vals = vals;
+                vals.resize(t.columns.len(), Value::Null);
+                for (c, v) in t.columns.iter().zip(&vals) {
+                    if c.ty.coerce(v.clone(), &c.name).is_err() {
+                        problems.push(format!(
+                            "table {}: column {} holds a {} value",
+                            t.name,
+                            c.name,
+                            v.type_name()
+                        ));
+                    }
+                }
+                for (i, ix) in t.indexes.iter().enumerate() {
+                    let mut k = Vec::new();
+                    for &c in &ix.columns {
+                        eval::push_norm(&vals[c], &mut k);
+                    }
+                    k.extend_from_slice(cur.key());
+                    expected[i].insert(k);
+                }
+            }
+            drop(cur);
+            for (i, ix) in t.indexes.iter().enumerate() {
+                let mut found = BTreeSet::new();
+                let mut cur = self.store.scan(ix.tree, Unbounded, Unbounded, false)?;
+                while cur.next()? {
+                    found.insert(cur.key().to_vec());
+                }
+                let missing = expected[i].difference(&found).count();
+                let extra = found.difference(&expected[i]).count();
+                if missing > 0 || extra > 0 {
+                    problems.push(format!(
+                        "index {} on {}: {missing} entries missing, {extra} entries without a row ({rows} rows)",
+                        ix.name, t.name
+                    ));
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Closes the database and hands back its storage (to reopen it, or to inspect it). An
+    /// open transaction is rolled back.
+    pub fn into_storage(mut self) -> Box<dyn Storage> {
+        if self.in_tx {
+            let _ = self.store.rollback();
+        }
+        self.store
     }
 
     pub fn last_insert_rowid(&self) -> i64 {
@@ -562,7 +643,7 @@ impl Database {
                         for &c in &columns {
                             let v = rec.get(c)?;
                             has_null |= v.is_null();
-                            cairn_store::codec::encode_key_value(&mut key, &v, false);
+                            eval::push_norm(&v, &mut key);
                         }
                         let plen = key.len();
                         key.extend_from_slice(cur.key());
@@ -732,6 +813,15 @@ fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Outp
     }
 }
 
+fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
+    planner::walk(e, &mut |x| match x {
+        PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
+        PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
+        PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
+        _ => {}
+    });
+}
+
 fn explain_query(q: &QueryPlan, depth: usize, out: &mut Vec<String>) {
     let pad = "  ".repeat(depth);
     explain_body(&q.body, depth, out);
@@ -862,6 +952,26 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
             }
         };
         out.push(line);
+    }
+    let mut subs = Vec::new();
+    for l in &c.levels {
+        for f in l.filters.iter().chain(&l.after) {
+            collect_subqueries(f, &mut subs);
+        }
+    }
+    for e in c.const_filters.iter().chain(&c.project) {
+        collect_subqueries(e, &mut subs);
+    }
+    for (kind, q) in subs {
+        out.push(format!(
+            "{pad}{kind} SUBQUERY{}",
+            if q.correlated {
+                " (correlated: runs per row)"
+            } else {
+                " (runs once)"
+            }
+        ));
+        explain_query(&q, depth + 1, out);
     }
     if let Some(a) = &c.agg {
         if a.group_by.is_empty() {

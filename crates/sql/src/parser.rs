@@ -126,7 +126,13 @@ struct Parser {
     depth: u32,
 }
 
-const MAX_DEPTH: u32 = 200;
+/// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
+/// recursion well inside a small thread stack).
+const MAX_DEPTH: u32 = 100;
+/// How long a chain of binary operators other than AND and OR (`a + b + c ...`) may be: each
+/// link is one more level of recursion in the planner and executor. AND and OR chains are
+/// rebalanced instead (see `balance`), so generated queries may have long OR lists.
+const MAX_CHAIN: u32 = 250;
 
 impl Parser {
     fn new(tokens: Vec<Token>) -> Self {
@@ -196,6 +202,7 @@ impl Parser {
             Tok::Blob(_) => "a blob literal".into(),
             Tok::Int(n) => format!("number {n}"),
             Tok::Real(n) => format!("number {n}"),
+            Tok::IntMin => "number 9223372036854775808".into(),
             Tok::QParam(_) | Tok::NamedParam(_) => "a parameter".into(),
             Tok::Op(o) => format!("'{o}'"),
             Tok::Eof => "the end of input".into(),
@@ -1053,7 +1060,8 @@ impl Parser {
     /// Precedence climbing. Levels (low to high): OR 1, AND 2, NOT 3, equality/IS/IN/LIKE/BETWEEN 4,
     /// comparison 5, bitwise 6, additive 7, multiplicative 8, concatenation 9.
     fn binary(&mut self, min: u8) -> Result<Expr> {
-        let mut left = if min <= 3 && self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
+        // NOT may start any operand (`a <= NOT b`), and takes everything above its own level.
+        let mut left = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
             self.next();
             self.enter()?;
             let e = self.binary(3)?;
@@ -1062,6 +1070,7 @@ impl Parser {
         } else {
             self.unary()?
         };
+        let mut chain = 0;
         loop {
             let (prec, op) = match self.peek() {
                 Tok::Word(w) => {
@@ -1102,7 +1111,14 @@ impl Parser {
             if prec <= min {
                 break;
             }
-            self.enter()?;
+            // A left-deep chain (`a + b + c ...`) nests one level per operator.
+            if !matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case("AND") || w.eq_ignore_ascii_case("OR"))
+            {
+                chain += 1;
+            }
+            if chain > MAX_CHAIN {
+                return Err(self.error_here("expression nested too deeply"));
+            }
             left = match op {
                 Some(op) => {
                     self.next();
@@ -1111,9 +1127,8 @@ impl Parser {
                 }
                 None => self.keyword_op(left, prec)?,
             };
-            self.depth -= 1;
         }
-        Ok(left)
+        Ok(balance(left))
     }
 
     fn keyword_op(&mut self, left: Expr, prec: u8) -> Result<Expr> {
@@ -1135,21 +1150,21 @@ impl Parser {
             },
             "IS" => {
                 let not = self.eat_kw("NOT");
-                if self.eat_kw("NULL") {
-                    Expr::IsNull {
+                if self.eat_kw("DISTINCT") {
+                    self.expect_kw("FROM")?;
+                    let r = self.binary(prec)?;
+                    let op = if not { BinOp::Is } else { BinOp::IsNot };
+                    return Ok(Expr::Binary(op, b, Box::new(r)));
+                }
+                // `x IS NOT NULL & y` is `x IS NOT (NULL & y)`, as in SQLite's grammar.
+                let r = self.binary(prec)?;
+                if r == Expr::Literal(Value::Null) {
+                    return Ok(Expr::IsNull {
                         expr: b,
                         negated: not,
-                    }
-                } else {
-                    if self.eat_kw("DISTINCT") {
-                        self.expect_kw("FROM")?;
-                        let r = self.binary(prec)?;
-                        let op = if not { BinOp::Is } else { BinOp::IsNot };
-                        return Ok(Expr::Binary(op, b, Box::new(r)));
-                    }
-                    let r = self.binary(prec)?;
-                    Expr::Binary(if not { BinOp::IsNot } else { BinOp::Is }, b, Box::new(r))
+                    });
                 }
+                Expr::Binary(if not { BinOp::IsNot } else { BinOp::Is }, b, Box::new(r))
             }
             "NOT" => {
                 if self.eat_kw("NULL") {
@@ -1219,7 +1234,9 @@ impl Parser {
                 negated,
             },
             "BETWEEN" => {
-                let low = self.binary(prec)?;
+                // The low bound may hold operators of BETWEEN's own level (`x BETWEEN a IS b
+                // AND c`), as in SQLite's grammar: nothing can end the BETWEEN before AND.
+                let low = self.binary(prec - 1)?;
                 self.expect_kw("AND")?;
                 let high = self.binary(prec)?;
                 Expr::Between {
@@ -1235,7 +1252,16 @@ impl Parser {
 
     fn unary(&mut self) -> Result<Expr> {
         self.enter()?;
-        let e = if self.eat_op("-") {
+        let e = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
+            // `-NOT x`: NOT starts an operand here too.
+            self.next();
+            Expr::Unary(UnOp::Not, Box::new(self.binary(3)?))
+        } else if self.eat_op("-") {
+            if self.peek() == &Tok::IntMin {
+                self.next();
+                self.depth -= 1;
+                return Ok(Expr::Literal(Value::Integer(i64::MIN)));
+            }
             let inner = self.unary()?;
             match inner {
                 Expr::Literal(Value::Integer(n)) => Expr::Literal(Value::Integer(-n)),
@@ -1269,6 +1295,10 @@ impl Parser {
             Tok::Real(r) => {
                 self.next();
                 Ok(Expr::Literal(Value::Real(r)))
+            }
+            Tok::IntMin => {
+                self.next();
+                Ok(Expr::Literal(Value::Real(9_223_372_036_854_775_808.0)))
             }
             Tok::Str(s) => {
                 self.next();
@@ -1461,6 +1491,41 @@ impl Parser {
             })
         }
     }
+}
+
+/// Rebuilds a left-deep chain of one AND or OR operator (`a OR b OR c ...`) as a balanced
+/// tree, so that a thousand-term OR recurses ten levels deep, not a thousand. AND and OR are
+/// associative in SQL's three-valued logic, so the result is the same.
+fn balance(e: Expr) -> Expr {
+    let op = match &e {
+        Expr::Binary(op @ (BinOp::And | BinOp::Or), l, _) if matches!(&**l, Expr::Binary(o, _, _) if o == op) => {
+            *op
+        }
+        _ => return e,
+    };
+    let mut terms = Vec::new();
+    let mut cur = e;
+    loop {
+        match cur {
+            Expr::Binary(o, l, r) if o == op => {
+                terms.push(*r);
+                cur = *l;
+            }
+            other => {
+                terms.push(other);
+                break;
+            }
+        }
+    }
+    terms.reverse();
+    fn build(op: BinOp, mut terms: Vec<Expr>) -> Expr {
+        if terms.len() == 1 {
+            return terms.pop().expect("one term");
+        }
+        let right = terms.split_off(terms.len() / 2);
+        Expr::Binary(op, Box::new(build(op, terms)), Box::new(build(op, right)))
+    }
+    build(op, terms)
 }
 
 /// Whether `w` must be quoted to be used as a name.

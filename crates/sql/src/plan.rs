@@ -31,7 +31,8 @@ pub enum PExpr {
     IsNull(Box<PExpr>, bool),
     /// expr, list, negated, affinity applied to the left side's comparisons.
     InList(Box<PExpr>, Vec<PExpr>, bool, Affinity),
-    InSub(Box<PExpr>, Rc<QueryPlan>, bool),
+    /// expr, subquery, negated, affinity applied to expr, affinity applied to the subquery's values.
+    InSub(Box<PExpr>, Rc<QueryPlan>, bool, Affinity, Affinity),
     Exists(Rc<QueryPlan>, bool),
     Scalar(Rc<QueryPlan>),
     Like {
@@ -111,6 +112,8 @@ pub struct QueryPlan {
     pub body: Body,
     /// Sort keys over the body's rows (which may carry extra trailing sort columns).
     pub order: Vec<SortKey>,
+    /// Each output column's affinity (a plain column's), for comparisons with its values.
+    pub affinities: Vec<Affinity>,
     /// Output width: the body's rows are cut to this after sorting.
     pub width: usize,
     pub limit: Option<PExpr>,
@@ -156,6 +159,9 @@ pub struct Core {
 pub struct AggPlan {
     pub group_by: Vec<PExpr>,
     pub aggs: Vec<AggSpec>,
+    /// The query's only min()/max(), if it has exactly one: bare columns then come from the
+    /// row that gave the min or max, as in SQLite.
+    pub minmax: Option<usize>,
     /// Evaluated on the aggregate frame: group values, then aggregate results.
     pub having: Option<PExpr>,
 }

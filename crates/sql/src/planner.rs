@@ -50,9 +50,12 @@ impl Params {
 
 struct ScopeTable {
     name: String,
-    columns: Vec<(String, ColType)>,
+    /// Names and comparison affinities.
+    columns: Vec<(String, Affinity)>,
     base: usize,
     needed: Vec<bool>,
+    /// Found only by a qualified name (`excluded.x` in an upsert).
+    qualified_only: bool,
 }
 
 #[derive(Default)]
@@ -74,7 +77,7 @@ pub struct Planner<'c> {
     alias_depth: usize,
 }
 
-type SourceInfo = (Source, String, Vec<(String, ColType)>);
+type SourceInfo = (Source, String, Vec<(String, Affinity)>);
 
 pub fn is_aggregate(name: &str, nargs: usize, star: bool) -> Option<AggFunc> {
     Some(match (name, nargs) {
@@ -181,7 +184,7 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
         | PExpr::IsNull(a, _)
         | PExpr::Cast(a, _)
         | PExpr::Affine(a, _) => walk(a, f),
-        PExpr::InSub(a, _, _) => walk(a, f),
+        PExpr::InSub(a, ..) => walk(a, f),
         PExpr::Arith(_, a, b)
         | PExpr::Concat(a, b)
         | PExpr::Bit(_, a, b)
@@ -271,7 +274,7 @@ fn rewrite(e: &mut PExpr, f: &mut dyn FnMut(&mut PExpr) -> bool) {
         | PExpr::IsNull(a, _)
         | PExpr::Cast(a, _)
         | PExpr::Affine(a, _)
-        | PExpr::InSub(a, _, _) => rewrite(a, f),
+        | PExpr::InSub(a, ..) => rewrite(a, f),
         PExpr::Arith(_, a, b)
         | PExpr::Concat(a, b)
         | PExpr::Bit(_, a, b)
@@ -322,11 +325,22 @@ fn rewrite(e: &mut PExpr, f: &mut dyn FnMut(&mut PExpr) -> bool) {
     }
 }
 
+/// Splits a condition into conjuncts; `x BETWEEN a AND b` becomes `x >= a` and `x <= b`, so
+/// each bound can narrow an index range.
 fn split_and(e: &Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::Binary(BinOp::And, a, b) => {
             split_and(a, out);
             split_and(b, out);
+        }
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated: false,
+        } => {
+            out.push(Expr::Binary(BinOp::Ge, expr.clone(), low.clone()));
+            out.push(Expr::Binary(BinOp::Le, expr.clone(), high.clone()));
         }
         e => out.push(e.clone()),
     }
@@ -366,9 +380,9 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
 }
 
 /// The affinity an expression brings to a comparison: a column's, or a CAST's; none otherwise.
-fn affinity_of(e: &PExpr, types: &[ColType]) -> Affinity {
+fn affinity_of(e: &PExpr, types: &[Affinity]) -> Affinity {
     match e {
-        PExpr::Col(s) => types.get(*s).map_or(Affinity::None, |t| t.affinity()),
+        PExpr::Col(s) => types.get(*s).copied().unwrap_or(Affinity::None),
         PExpr::Cast(_, t) => t.affinity(),
         _ => Affinity::None,
     }
@@ -419,12 +433,12 @@ impl<'c> Planner<'c> {
     // ---- expressions ----
 
     /// The column types of the innermost scope's frame, by slot.
-    fn frame_types(&self) -> Vec<ColType> {
+    fn frame_types(&self) -> Vec<Affinity> {
         let mut v = Vec::new();
         if let Some(s) = self.scopes.last() {
             for t in &s.tables {
                 if v.len() < t.base + t.columns.len() {
-                    v.resize(t.base + t.columns.len(), ColType::Any);
+                    v.resize(t.base + t.columns.len(), Affinity::None);
                 }
                 for (i, (_, ty)) in t.columns.iter().enumerate() {
                     v[t.base + i] = *ty;
@@ -440,10 +454,10 @@ impl<'c> Planner<'c> {
             let scope = &self.scopes[n - 1 - depth];
             let mut found: Option<(usize, usize)> = None;
             for (ti, t) in scope.tables.iter().enumerate() {
-                if let Some(tn) = table {
-                    if !t.name.eq_ignore_ascii_case(tn) {
-                        continue;
-                    }
+                match table {
+                    Some(tn) if !t.name.eq_ignore_ascii_case(tn) => continue,
+                    None if t.qualified_only => continue,
+                    _ => {}
                 }
                 if let Some(ci) = t
                     .columns
@@ -554,13 +568,24 @@ impl<'c> Planner<'c> {
                         q.width
                     )));
                 }
-                PExpr::InSub(Box::new(x), Rc::new(q), *negated)
+                let types = self.frame_types();
+                let (la, lb) = cmp_affinities(
+                    affinity_of(&x, &types),
+                    q.affinities.first().copied().unwrap_or(Affinity::None),
+                );
+                PExpr::InSub(Box::new(x), Rc::new(q), *negated, la, lb)
             }
             Expr::Exists { query, negated } => {
                 PExpr::Exists(Rc::new(self.subquery(query)?), *negated)
             }
             Expr::Subquery(q) => {
                 let mut q = self.subquery(q)?;
+                if q.width != 1 {
+                    return Err(Error::Invalid(format!(
+                        "sub-select returns {} columns - expected 1",
+                        q.width
+                    )));
+                }
                 // A scalar subquery needs one row at most.
                 if q.limit.is_none() {
                     q.limit = Some(PExpr::Lit(Value::Integer(1)));
@@ -595,14 +620,23 @@ impl<'c> Planner<'c> {
                 whens,
                 else_,
             } => PExpr::Case {
-                operand: match operand {
-                    Some(o) => Some(Box::new(self.expr(o)?)),
-                    None => None,
+                // `CASE x WHEN v` compares as `x = v` does, affinities included.
+                operand: None,
+                whens: match operand {
+                    Some(o) => {
+                        let x = self.expr(o)?;
+                        let mut out = Vec::new();
+                        for (a, b) in whens {
+                            let v = self.expr(a)?;
+                            out.push((self.binary(BinOp::Eq, x.clone(), v), self.expr(b)?));
+                        }
+                        out
+                    }
+                    None => whens
+                        .iter()
+                        .map(|(a, b)| Ok((self.expr(a)?, self.expr(b)?)))
+                        .collect::<Result<_>>()?,
                 },
-                whens: whens
-                    .iter()
-                    .map(|(a, b)| Ok((self.expr(a)?, self.expr(b)?)))
-                    .collect::<Result<_>>()?,
                 else_: match else_ {
                     Some(e) => Some(Box::new(self.expr(e)?)),
                     None => None,
@@ -746,6 +780,7 @@ impl<'c> Planner<'c> {
             columns,
             body,
             order,
+            affinities: vec![Affinity::None; width],
             width,
             limit,
             offset,
@@ -855,12 +890,19 @@ impl<'c> Planner<'c> {
                         names = cols;
                     }
                     let alias = item.alias.clone().unwrap_or_else(|| name.clone());
-                    let columns = names.into_iter().map(|n| (n, ColType::Any)).collect();
+                    let columns = names
+                        .into_iter()
+                        .zip(plan.affinities.iter().copied())
+                        .collect();
                     return Ok((Source::Query(Rc::new(plan)), alias, columns));
                 }
                 let t = self.catalog.table(name)?.clone();
                 let alias = item.alias.clone().unwrap_or_else(|| t.name.clone());
-                let columns = t.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+                let columns = t
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ty.affinity()))
+                    .collect();
                 Ok((Source::Table(t), alias, columns))
             }
             ast::TableSource::Subquery(q) => {
@@ -872,7 +914,8 @@ impl<'c> Planner<'c> {
                 let columns = plan
                     .columns
                     .iter()
-                    .map(|n| (n.clone(), ColType::Any))
+                    .cloned()
+                    .zip(plan.affinities.iter().copied())
                     .collect();
                 Ok((Source::Query(Rc::new(plan)), alias, columns))
             }
@@ -929,6 +972,7 @@ impl<'c> Planner<'c> {
                     needed: vec![false; width],
                     columns,
                     base,
+                    qualified_only: false,
                 });
             if let Some(on) = &item.on {
                 on_conds.push((i, on.clone()));
@@ -1057,6 +1101,9 @@ impl<'c> Planner<'c> {
         for (e, _) in &items {
             project.push(self.expr(e)?);
         }
+        let frame_aff = self.frame_types();
+        let affinities: Vec<Affinity> =
+            project.iter().map(|e| affinity_of(e, &frame_aff)).collect();
         // ORDER BY: output position, output alias, or an expression (appended as a hidden column).
         let mut order = Vec::new();
         for o in &q.order_by {
@@ -1142,11 +1189,31 @@ impl<'c> Planner<'c> {
             if let Some(h) = having.as_mut() {
                 fix(h, &mut aggs);
             }
+            let mm: Vec<usize> = (0..aggs.len())
+                .filter(|&i| matches!(aggs[i].func, AggFunc::Min | AggFunc::Max))
+                .collect();
             agg = Some(AggPlan {
                 group_by: group_exprs,
+                minmax: if mm.len() == 1 { Some(mm[0]) } else { None },
                 aggs,
                 having,
             });
+        }
+
+        // Join order: inner joins only, greedily (see `join_order`).
+        if levels.len() > 1 && levels.len() <= 8 && levels.iter().all(|l| !l.left) {
+            let order = join_order(&levels, &conjuncts);
+            if order.iter().enumerate().any(|(i, &o)| i != o) {
+                let mut old: Vec<Option<Level>> = levels.into_iter().map(Some).collect();
+                levels = order
+                    .iter()
+                    .map(|&o| old[o].take().expect("a permutation"))
+                    .collect();
+            }
+            // Without LEFT joins, ON is just more WHERE.
+            for c in &mut conjuncts {
+                c.1 = None;
+            }
         }
 
         // Place conjuncts on levels.
@@ -1187,15 +1254,17 @@ impl<'c> Planner<'c> {
         }
 
         // Needed columns, from the scope's record of every resolved reference.
-        let needed: Vec<Vec<bool>> = self
-            .scopes
-            .last()
-            .expect("scope")
-            .tables
+        let scope_tables = &self.scopes.last().expect("scope").tables;
+        let needed: Vec<Vec<bool>> = levels
             .iter()
-            .map(|t| t.needed.clone())
+            .map(|l| {
+                scope_tables
+                    .iter()
+                    .find(|t| t.base == l.base)
+                    .map(|t| t.needed.clone())
+                    .unwrap_or_else(|| vec![true; l.width])
+            })
             .collect();
-        let types = self.frame_types();
         let mut order_served = false;
         let order_slots: Option<Vec<(usize, bool, bool)>> =
             if order.is_empty() || is_agg || levels.is_empty() {
@@ -1204,8 +1273,10 @@ impl<'c> Planner<'c> {
                 order
                     .iter()
                     .map(|k| match project.get(k.col) {
-                        Some(PExpr::Col(s)) if *s < levels[0].width => {
-                            Some((*s, k.desc, k.nulls_first))
+                        Some(PExpr::Col(s))
+                            if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
+                        {
+                            Some((*s - levels[0].base, k.desc, k.nulls_first))
                         }
                         _ => None,
                     })
@@ -1216,7 +1287,6 @@ impl<'c> Planner<'c> {
                 &levels,
                 li,
                 &needed[li],
-                &types,
                 if li == 0 {
                     order_slots.as_deref()
                 } else {
@@ -1256,6 +1326,7 @@ impl<'c> Planner<'c> {
         let (limit, offset) = self.limits(q)?;
         let ordered = order_served && !c.distinct;
         Ok(QueryPlan {
+            affinities,
             columns: names,
             body: Body::Core(Box::new(Core {
                 levels,
@@ -1275,6 +1346,104 @@ impl<'c> Planner<'c> {
     }
 }
 
+/// Orders inner-joined levels greedily: first the table a constant condition narrows best
+/// (primary key or unique equality, then index equality, then a range), then at each step the
+/// table the placed ones reach best (an equality on its key or an index, then any equality,
+/// which can be hashed), ties kept in the written order. No statistics exist yet, so this
+/// only looks at the shape of the conditions.
+fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usize> {
+    let level_of = |slot: usize| {
+        levels
+            .iter()
+            .position(|l| slot >= l.base && slot < l.base + l.width)
+    };
+    // How well a column can be looked up: 3 primary key/unique, 2 leading index column, 0 not.
+    let lookup = |li: usize, col: usize| -> i32 {
+        let Source::Table(t) = &levels[li].source else {
+            return 0;
+        };
+        let pk = t.key_columns();
+        if pk.len() == 1 && pk[0] == col {
+            return 3;
+        }
+        let mut best = 0;
+        for ix in &t.indexes {
+            if ix.columns.first() == Some(&col) {
+                best = best.max(if ix.unique && ix.columns.len() == 1 {
+                    3
+                } else {
+                    2
+                });
+            }
+        }
+        if pk.first() == Some(&col) {
+            best = best.max(2);
+        }
+        best
+    };
+    // (level, column, other side's levels, op) for each comparison of a column.
+    let mut facts: Vec<(usize, usize, Vec<usize>, BinOp)> = Vec::new();
+    for (e, _) in conjuncts {
+        if let PExpr::Cmp(op, a, b, _, _) = e {
+            for (x, y) in [(a, b), (b, a)] {
+                if let PExpr::Col(s) = **x {
+                    let Some(li) = level_of(s) else { continue };
+                    if has_subquery(y) {
+                        continue;
+                    }
+                    let mut other: Vec<usize> = slots(y).into_iter().filter_map(level_of).collect();
+                    other.sort();
+                    other.dedup();
+                    if other.contains(&li) {
+                        continue;
+                    }
+                    facts.push((li, s - levels[li].base, other, *op));
+                }
+            }
+        }
+    }
+    let mut placed: Vec<usize> = Vec::new();
+    while placed.len() < levels.len() {
+        let mut best: Option<(i32, usize)> = None;
+        for li in 0..levels.len() {
+            if placed.contains(&li) {
+                continue;
+            }
+            let mut score = 0;
+            for (l, col, other, op) in &facts {
+                if *l != li || !other.iter().all(|o| placed.contains(o)) {
+                    continue;
+                }
+                let joined = !other.is_empty();
+                let s = match op {
+                    BinOp::Eq => {
+                        let k = lookup(li, *col);
+                        if k > 0 {
+                            k * 10 + joined as i32
+                        } else if joined {
+                            5
+                        } else {
+                            1
+                        }
+                    }
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge if lookup(li, *col) > 0 => 8,
+                    _ => 1,
+                };
+                score = score.max(s);
+            }
+            // Once something is placed, a table no condition reaches would be a cross product.
+            if !placed.is_empty() && score < 5 {
+                score -= 100;
+            }
+            if best.is_none_or(|b| score > b.0) {
+                best = Some((score, li));
+            }
+        }
+        placed.push(best.expect("an unplaced level").1);
+    }
+    placed
+}
+
 /// A conjunct's usable shape for an index: column (table-relative) compared with an expression
 /// that does not depend on this level or later ones.
 enum Usable {
@@ -1283,11 +1452,19 @@ enum Usable {
     Range(usize, BinOp, PExpr),
 }
 
-fn independent(e: &PExpr, lvl: &Level) -> bool {
-    !has_subquery(e) && slots(e).iter().all(|&s| s < lvl.base)
+/// Whether frame slot `s` belongs to a level joined before level `li` (bound when `li` runs).
+fn bound_before(levels: &[Level], li: usize, s: usize) -> bool {
+    levels[..li]
+        .iter()
+        .any(|l| s >= l.base && s < l.base + l.width)
 }
 
-fn usable(f: &PExpr, lvl: &Level) -> Option<Usable> {
+fn independent(e: &PExpr, levels: &[Level], li: usize) -> bool {
+    !has_subquery(e) && slots(e).iter().all(|&s| bound_before(levels, li, s))
+}
+
+fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
+    let lvl = &levels[li];
     let local = |e: &PExpr| match e {
         PExpr::Col(s) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
         _ => None,
@@ -1308,20 +1485,23 @@ fn usable(f: &PExpr, lvl: &Level) -> Option<Usable> {
             } else {
                 return None;
             };
-            if col_aff != Affinity::None || !independent(other, lvl) {
+            if col_aff != Affinity::None || !independent(other, levels, li) {
                 return None;
             }
             match op {
                 BinOp::Eq => Some(Usable::Eq(col, (**other).clone(), other_aff)),
                 BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                    Some(Usable::Range(col, op, (**other).clone()))
+                    Some(Usable::Range(col, op, affine((**other).clone(), other_aff)))
                 }
                 _ => None,
             }
         }
         PExpr::InList(a, list, false, aff) => {
             let c = local(a)?;
-            if list.is_empty() || list.len() > 1000 || !list.iter().all(|e| independent(e, lvl)) {
+            if list.is_empty()
+                || list.len() > 1000
+                || !list.iter().all(|e| independent(e, levels, li))
+            {
                 return None;
             }
             Some(Usable::In(c, list.clone(), *aff))
@@ -1336,15 +1516,18 @@ fn choose_access(
     levels: &[Level],
     li: usize,
     needed: &[bool],
-    _types: &[ColType],
     order: Option<&[(usize, bool, bool)]>,
 ) -> (Access, bool) {
     let lvl = &levels[li];
-    let uses: Vec<Usable> = lvl.filters.iter().filter_map(|f| usable(f, lvl)).collect();
+    let uses: Vec<Usable> = lvl
+        .filters
+        .iter()
+        .filter_map(|f| usable(f, levels, li))
+        .collect();
     let table = match &lvl.source {
         Source::Table(t) => t.clone(),
         Source::Query(_) => {
-            return (hash_or_scan(lvl, li), false);
+            return (hash_or_scan(levels, li), false);
         }
     };
     // Candidate key orders: the primary tree (None) and each index.
@@ -1414,18 +1597,15 @@ fn choose_access(
                 })
                 .collect();
             eq_cols.push(c);
-            // Past a column whose values may mix integers and reals, a prefix cannot continue
-            // (the key bytes of 1 and 1.0 differ); it may end there.
-            let ty = table.columns[c].ty;
-            if matches!(ty, ColType::Any | ColType::Numeric) && pos + 1 < key_len {
-                break;
-            }
+            let _ = pos;
         }
+        // Keys normalize integral reals to integers, so an ANY or NUMERIC column's type can only
+        // be read from the row.
         let covering = index.is_none()
-            || needed
-                .iter()
-                .enumerate()
-                .all(|(c, &n)| !n || cols.contains(&c));
+            || needed.iter().enumerate().all(|(c, &n)| {
+                !n || (cols.contains(&c)
+                    && !matches!(table.columns[c].ty, ColType::Any | ColType::Numeric))
+            });
         // Does this order serve ORDER BY?
         let mut serves = false;
         let mut reverse = false;
@@ -1492,24 +1672,22 @@ fn choose_access(
         return (a, serves);
     }
     let scan_serves = false;
-    (hash_or_scan(lvl, li), scan_serves)
+    (hash_or_scan(levels, li), scan_serves)
 }
 
 /// Wraps a probe expression so the executor applies the comparison's affinity to it.
 fn affine(e: PExpr, aff: Affinity) -> PExpr {
     match aff {
-        Affinity::None => e,
+        Affinity::None | Affinity::Blob => e,
         a => PExpr::Affine(Box::new(e), a),
     }
 }
 
-fn hash_or_scan(lvl: &Level, li: usize) -> Access {
+fn hash_or_scan(levels: &[Level], li: usize) -> Access {
+    let lvl = &levels[li];
     if li > 0 {
         for f in &lvl.filters {
             if let PExpr::Cmp(BinOp::Eq, a, b, la, lb) = f {
-                if *la != Affinity::None || *lb != Affinity::None {
-                    continue;
-                }
                 let local = |e: &PExpr| {
                     let s = slots(e);
                     !s.is_empty()
@@ -1518,18 +1696,22 @@ fn hash_or_scan(lvl: &Level, li: usize) -> Access {
                 };
                 let outer = |e: &PExpr| {
                     let s = slots(e);
-                    !s.is_empty() && !has_subquery(e) && s.iter().all(|&s| s < lvl.base)
+                    !s.is_empty()
+                        && !has_subquery(e)
+                        && s.iter().all(|&s| bound_before(levels, li, s))
                 };
+                // Both sides are hashed after the comparison's affinities are applied, so
+                // equal keys mean the comparison holds.
                 if local(a) && outer(b) {
                     return Access::Hash {
-                        build: (**a).clone(),
-                        probe: (**b).clone(),
+                        build: affine((**a).clone(), *la),
+                        probe: affine((**b).clone(), *lb),
                     };
                 }
                 if local(b) && outer(a) {
                     return Access::Hash {
-                        build: (**b).clone(),
-                        probe: (**a).clone(),
+                        build: affine((**b).clone(), *lb),
+                        probe: affine((**a).clone(), *la),
                     };
                 }
             }
@@ -1552,9 +1734,14 @@ impl<'c> Planner<'c> {
         for (name, t) in tables {
             scope.tables.push(ScopeTable {
                 name: name.to_string(),
-                columns: t.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(),
+                columns: t
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ty.affinity()))
+                    .collect(),
                 base,
                 needed: vec![false; t.columns.len()],
+                qualified_only: *name == "excluded",
             });
             base += t.columns.len();
         }
@@ -1799,8 +1986,7 @@ impl<'c> Planner<'c> {
             key_slot: true,
         };
         let needed = vec![true; width];
-        let types: Vec<ColType> = t.columns.iter().map(|c| c.ty).collect();
-        lvl.access = choose_access(std::slice::from_ref(&lvl), 0, &needed, &types, None).0;
+        lvl.access = choose_access(std::slice::from_ref(&lvl), 0, &needed, None).0;
         if let Access::Index { covering, .. } = &mut lvl.access {
             *covering = false;
         }

@@ -26,7 +26,10 @@ pub enum Affinity {
     Real,
     Numeric,
     Text,
-    /// BLOB affinity, or none.
+    /// A BLOB or ANY column's: converts nothing, and (unlike None) does not take TEXT affinity
+    /// from the other side of a comparison.
+    Blob,
+    /// An expression's: no affinity.
     None,
 }
 
@@ -57,7 +60,7 @@ impl ColType {
             ColType::Real => Affinity::Real,
             ColType::Text => Affinity::Text,
             ColType::Numeric => Affinity::Numeric,
-            ColType::Blob | ColType::Any => Affinity::None,
+            ColType::Blob | ColType::Any => Affinity::Blob,
         }
     }
 
@@ -74,7 +77,11 @@ impl ColType {
 
     /// Converts `v` for storage in a column of this type, or refuses it (strict typing).
     pub fn coerce(self, v: Value, column: &str) -> Result<Value> {
-        let v = apply_affinity(v, self.affinity());
+        let v = match apply_affinity(v, self.affinity()) {
+            // SQLite stores an integral real as an integer on disk, so -0.0 reads back as 0.0.
+            Value::Real(r) => Value::Real(if r == 0.0 { 0.0 } else { r }),
+            v => v,
+        };
         let ok = matches!(
             (&v, self),
             (Value::Null, _)
@@ -99,7 +106,7 @@ impl ColType {
 /// Applies an affinity as SQLite does when storing into a column or comparing.
 pub fn apply_affinity(v: Value, aff: Affinity) -> Value {
     match aff {
-        Affinity::None => v,
+        Affinity::None | Affinity::Blob => v,
         Affinity::Text => match v {
             Value::Integer(_) | Value::Real(_) => Value::Text(to_text(&v).unwrap_or_default()),
             v => v,
@@ -227,11 +234,42 @@ pub fn to_f64(v: &Value) -> Option<f64> {
 
 /// `CAST(v AS INTEGER)`.
 pub fn to_integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Text(s) => return Some(text_int_prefix(s)),
+        Value::Blob(b) => return Some(text_int_prefix(&String::from_utf8_lossy(b))),
+        _ => {}
+    }
     match to_numeric(v) {
         Value::Integer(i) => Some(i),
         Value::Real(r) => Some(real_to_i64(r)),
         _ => None,
     }
+}
+
+/// The integer at the start of a text (sign and digits only, as SQLite's text-to-integer cast
+/// reads it), saturating at the i64 range.
+fn text_int_prefix(s: &str) -> i64 {
+    let t = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let b = t.as_bytes();
+    let mut i = 0;
+    let neg = match b.first() {
+        Some(b'-') => {
+            i = 1;
+            true
+        }
+        Some(b'+') => {
+            i = 1;
+            false
+        }
+        _ => false,
+    };
+    let mut n: i128 = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        n = (n * 10 + (b[i] - b'0') as i128).min(1 << 64);
+        i += 1;
+    }
+    let n = if neg { -n } else { n };
+    n.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// Real to integer as SQLite casts: truncation, saturating at the i64 range.
@@ -258,8 +296,10 @@ pub fn to_text(v: &Value) -> Option<String> {
     }
 }
 
-/// Formats a real as SQLite does ("%!.15g"): 15 significant digits, trailing zeros dropped, and
-/// always a decimal point or exponent so it reads back as a real.
+/// Formats a real as SQLite (3.4x) does: 15 significant digits if they read back as the same
+/// number, else 17; trailing zeros dropped; exponent form below 1e-4 and from 1e17; and always a
+/// decimal point or exponent, so the text reads back as a real. (SQLite's own digit generator
+/// may differ from exact decimal in the 17th digit; cairn's is exact.)
 pub fn fmt_real(r: f64) -> String {
     if r.is_nan() {
         return "NaN".into();
@@ -268,16 +308,18 @@ pub fn fmt_real(r: f64) -> String {
         return if r > 0.0 { "Inf".into() } else { "-Inf".into() };
     }
     if r == 0.0 {
-        return if r.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        // SQLite prints -0.0 as 0.0.
+        return "0.0".into();
     }
-    let sci = format!("{:.14e}", r);
+    let mut digits = 15;
+    let mut sci = format!("{:.*e}", digits - 1, r);
+    if sci.parse::<f64>().ok() != Some(r) {
+        digits = 17;
+        sci = format!("{:.*e}", digits - 1, r);
+    }
     let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..15).contains(&exp) {
+    if !(-4..17).contains(&exp) {
         let mant = mant.trim_end_matches('0');
         let mant = if mant.ends_with('.') {
             format!("{mant}0")
@@ -287,9 +329,9 @@ pub fn fmt_real(r: f64) -> String {
         let sign = if exp < 0 { '-' } else { '+' };
         return format!("{mant}e{sign}{:02}", exp.abs());
     }
-    let decimals = (14 - exp).max(0) as usize;
+    let decimals = (digits as i32 - 1 - exp).max(0) as usize;
     let s = format!("{:.*}", decimals, r);
-    let s = if s.contains('.') {
+    if s.contains('.') {
         let t = s.trim_end_matches('0');
         if t.ends_with('.') {
             format!("{t}0")
@@ -298,8 +340,7 @@ pub fn fmt_real(r: f64) -> String {
         }
     } else {
         format!("{s}.0")
-    };
-    s
+    }
 }
 
 /// SQL truth: NULL is unknown (None); numbers are true when non-zero; text and blobs by their
@@ -333,11 +374,11 @@ pub enum Arith {
 
 /// Arithmetic with SQLite's rules: NULL in, NULL out; integer overflow becomes real; division or
 /// remainder by zero is NULL.
-pub fn arith(op: Arith, a: &Value, b: &Value) -> Value {
-    if a.is_null() || b.is_null() {
+pub fn arith(op: Arith, a0: &Value, b0: &Value) -> Value {
+    if a0.is_null() || b0.is_null() {
         return Value::Null;
     }
-    let (a, b) = (to_numeric(a), to_numeric(b));
+    let (a, b) = (to_numeric(a0), to_numeric(b0));
     match (&a, &b) {
         (Value::Integer(x), Value::Integer(y)) => {
             let (x, y) = (*x, *y);
@@ -363,6 +404,15 @@ pub fn arith(op: Arith, a: &Value, b: &Value) -> Value {
                 None => real_arith(op, x as f64, y as f64),
             }
         }
+        // SQLite computes a remainder on integers, casting the operands as they were (a text
+        // by its integer prefix).
+        _ if op == Arith::Rem => {
+            let (x, y) = (to_integer(a0).unwrap_or(0), to_integer(b0).unwrap_or(0));
+            if y == 0 {
+                return Value::Null;
+            }
+            Value::Real(x.checked_rem(y).unwrap_or(0) as f64)
+        }
         _ => {
             let x = to_f64(&a).unwrap_or(0.0);
             let y = to_f64(&b).unwrap_or(0.0);
@@ -383,7 +433,6 @@ fn real_arith(op: Arith, x: f64, y: f64) -> Value {
             x / y
         }
         Arith::Rem => {
-            // SQLite computes the remainder on integers: both sides are cast first.
             let (xi, yi) = (real_to_i64(x), real_to_i64(y));
             if yi == 0 {
                 return Value::Null;
@@ -547,13 +596,14 @@ mod tests {
             (1.5, "1.5"),
             (-2.25, "-2.25"),
             (1e20, "1.0e+20"),
-            (1e15, "1.0e+15"),
+            (1e15, "1000000000000000.0"),
+            (1e17, "1.0e+17"),
+            (0.1 + 0.2, "0.30000000000000004"),
             (1e14, "100000000000000.0"),
-            (123456789012345678.0, "1.23456789012346e+17"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
             (0.0001, "0.0001"),
             (0.00001, "1.0e-05"),
-            (1.0 / 3.0, "0.333333333333333"),
-            (2.0 / 3.0, "0.666666666666667"),
+            (2.0 / 3.0, "0.66666666666666663"),
         ] {
             assert_eq!(fmt_real(r), s, "{r}");
         }

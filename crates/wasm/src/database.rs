@@ -375,7 +375,7 @@ impl Database {
 
     /// Every problem the integrity check finds, as strings (empty when sound).
     pub fn check(&mut self) -> Result<Vec<String>, JsValue> {
-        self.db.check().map_err(sql_error)
+        self.db.integrity_check().map_err(sql_error)
     }
 
     /// `[{ type, name, table, sql }]` for every table and index.
@@ -412,7 +412,7 @@ impl Database {
         )
         .map_err(sql_error)?;
         let mut db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
-        let problems = db.check().map_err(sql_error)?;
+        let problems = db.integrity_check().map_err(sql_error)?;
         if !problems.is_empty() {
             return Err(error(
                 "CORRUPT",
