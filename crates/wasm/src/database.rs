@@ -289,7 +289,7 @@ impl Database {
             ..defaults
         };
         let file = OpfsFile::open(&name, create).await.map_err(store_error)?;
-        let store = Paged::open(file, opts).map_err(sql_error)?;
+        let store = Paged::open(Box::new(file) as Box<dyn BlockFile>, opts).map_err(sql_error)?;
         let db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
         Ok(Database {
             db,
@@ -407,7 +407,8 @@ impl Database {
     pub async fn import_file(name: String, bytes: Vec<u8>) -> Result<(), JsValue> {
         // Open and check the bytes in memory first: nothing is written unless they are sound.
         let store = Paged::open_existing(
-            cairn_store::MemoryFile::from_bytes(bytes.clone()),
+            // Boxed like the OPFS file, so the store's code is compiled once, not per file type.
+            Box::new(cairn_store::MemoryFile::from_bytes(bytes.clone())) as Box<dyn BlockFile>,
             Options::default(),
         )
         .map_err(sql_error)?;
