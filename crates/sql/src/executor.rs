@@ -233,6 +233,45 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                 sink(row)
             })
         }
+        Some(agg) if agg.streamed => {
+            // Rows arrive ordered by the group columns: finish each group as the next begins.
+            let mut cur: Option<(Vec<u8>, Vec<Value>, Vec<AggState>)> = None;
+            let mut seen = HashSet::new();
+            let mut key = Vec::new();
+            let go = run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                key.clear();
+                for g in &agg.group_by {
+                    push_norm(&*eval(g, frame, cx)?, &mut key);
+                }
+                if cur.as_ref().is_none_or(|(k, _, _)| *k != key) {
+                    if let Some((_, gvals, states)) = cur.take() {
+                        if !emit_group(c, agg, gvals, states, cx, &mut seen, sink)? {
+                            return Ok(false);
+                        }
+                    }
+                    let gvals = agg
+                        .group_by
+                        .iter()
+                        .map(|g| eval(g, frame, cx).map(|v| v.into_owned()))
+                        .collect::<Result<Vec<_>>>()?;
+                    cur = Some((
+                        key.clone(),
+                        gvals,
+                        agg.aggs.iter().map(AggState::new).collect(),
+                    ));
+                }
+                let states = &mut cur.as_mut().expect("a current group").2;
+                update_states(agg, states, frame, cx)?;
+                Ok(true)
+            })?;
+            if !go {
+                return Ok(false);
+            }
+            match cur {
+                Some((_, gvals, states)) => emit_group(c, agg, gvals, states, cx, &mut seen, sink),
+                None => Ok(true),
+            }
+        }
         Some(agg) => {
             let mut groups = Groups::default();
             let mut key = Vec::new();
@@ -255,28 +294,68 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                         groups.groups.len() - 1
                     }
                 };
-                let states = &mut groups.groups[gi].1;
-                let mut extreme_changed = true;
-                for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
-                    if spec.func != AggFunc::Last {
-                        let changed = st.update(spec, frame, cx)?;
-                        if agg.minmax == Some(i) {
-                            extreme_changed = changed;
-                        }
-                    }
-                }
-                if extreme_changed {
-                    for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
-                        if spec.func == AggFunc::Last {
-                            st.update(spec, frame, cx)?;
-                        }
-                    }
-                }
+                update_states(agg, &mut groups.groups[gi].1, frame, cx)?;
                 Ok(true)
             })?;
             finish_groups(c, agg, groups, cx, sink)
         }
     }
+}
+
+/// Adds a row to a group's aggregates. Bare columns (`Last`) follow the row that gave the
+/// query's only min()/max(), if it has one, as in SQLite.
+fn update_states(agg: &AggPlan, states: &mut [AggState], frame: &[Value], cx: &Cx) -> Result<()> {
+    let mut extreme_changed = true;
+    for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
+        if spec.func != AggFunc::Last {
+            let changed = st.update(spec, frame, cx)?;
+            if agg.minmax == Some(i) {
+                extreme_changed = changed;
+            }
+        }
+    }
+    if extreme_changed {
+        for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
+            if spec.func == AggFunc::Last {
+                st.update(spec, frame, cx)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Finishes one group: HAVING, projection, DISTINCT, then the sink.
+fn emit_group(
+    c: &Core,
+    agg: &AggPlan,
+    gvals: Vec<Value>,
+    states: Vec<AggState>,
+    cx: &Cx,
+    seen: &mut HashSet<Vec<u8>>,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+) -> Result<bool> {
+    let mut frame = gvals;
+    for (spec, st) in agg.aggs.iter().zip(states) {
+        frame.push(st.finish(spec)?);
+    }
+    if let Some(h) = &agg.having {
+        if eval_bool(h, &frame, cx)? != Some(true) {
+            return Ok(true);
+        }
+    }
+    let row = c
+        .project
+        .iter()
+        .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
+        .collect::<Result<Vec<_>>>()?;
+    if c.distinct {
+        let mut k = Vec::new();
+        norm_key(&row, &mut k);
+        if !seen.insert(k) {
+            return Ok(true);
+        }
+    }
+    sink(row)
 }
 
 #[derive(Default)]
@@ -299,28 +378,7 @@ fn finish_groups(
     }
     let mut seen = HashSet::new();
     for (gvals, states) in groups.groups {
-        let mut frame = gvals;
-        for (spec, st) in agg.aggs.iter().zip(states) {
-            frame.push(st.finish(spec)?);
-        }
-        if let Some(h) = &agg.having {
-            if eval_bool(h, &frame, cx)? != Some(true) {
-                continue;
-            }
-        }
-        let row = c
-            .project
-            .iter()
-            .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
-            .collect::<Result<Vec<_>>>()?;
-        if c.distinct {
-            let mut k = Vec::new();
-            norm_key(&row, &mut k);
-            if !seen.insert(k) {
-                continue;
-            }
-        }
-        if !sink(row)? {
+        if !emit_group(c, agg, gvals, states, cx, &mut seen, sink)? {
             return Ok(false);
         }
     }

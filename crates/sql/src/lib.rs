@@ -971,7 +971,15 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
         if a.group_by.is_empty() {
             out.push(format!("{pad}AGGREGATE ({} aggregates)", a.aggs.len()));
         } else {
-            out.push(format!("{pad}GROUP BY ({} keys, hashed)", a.group_by.len()));
+            out.push(format!(
+                "{pad}GROUP BY ({} keys, {})",
+                a.group_by.len(),
+                if a.streamed {
+                    "streamed in index order"
+                } else {
+                    "hashed"
+                }
+            ));
         }
     }
     if c.distinct {

@@ -162,6 +162,9 @@ pub struct AggPlan {
     /// The query's only min()/max(), if it has exactly one: bare columns then come from the
     /// row that gave the min or max, as in SQLite.
     pub minmax: Option<usize>,
+    /// The scan yields rows grouped (ordered by the GROUP BY columns): each group is finished
+    /// when the next begins, with no hash table.
+    pub streamed: bool,
     /// Evaluated on the aggregate frame: group values, then aggregate results.
     pub having: Option<PExpr>,
 }

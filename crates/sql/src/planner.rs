@@ -1195,6 +1195,7 @@ impl<'c> Planner<'c> {
             agg = Some(AggPlan {
                 group_by: group_exprs,
                 minmax: if mm.len() == 1 { Some(mm[0]) } else { None },
+                streamed: false,
                 aggs,
                 having,
             });
@@ -1282,16 +1283,33 @@ impl<'c> Planner<'c> {
                     })
                     .collect()
             };
+        // GROUP BY over one table whose columns an index orders: stream the groups.
+        let group_slots: Option<Vec<(usize, bool, bool)>> = match &agg {
+            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => a
+                .group_by
+                .iter()
+                .map(|g| match g {
+                    PExpr::Col(s)
+                        if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
+                    {
+                        Some((*s - levels[0].base, false, true))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        };
+        let first_order = if is_agg {
+            group_slots.as_deref()
+        } else {
+            order_slots.as_deref()
+        };
         for li in 0..levels.len() {
             let (access, served) = choose_access(
                 &levels,
                 li,
                 &needed[li],
-                if li == 0 {
-                    order_slots.as_deref()
-                } else {
-                    None
-                },
+                if li == 0 { first_order } else { None },
             );
             if li == 0 {
                 order_served = served;
@@ -1324,7 +1342,17 @@ impl<'c> Planner<'c> {
                 .collect();
         }
         let (limit, offset) = self.limits(q)?;
-        let ordered = order_served && !c.distinct;
+        let mut ordered = order_served && !c.distinct && !is_agg;
+        if let Some(a) = agg.as_mut() {
+            a.streamed = order_served && group_slots.is_some();
+            // Streamed groups come out in GROUP BY order: an ORDER BY on a prefix of the
+            // GROUP BY columns, ascending, needs no sort.
+            ordered = a.streamed
+                && !c.distinct
+                && order.iter().enumerate().all(|(i, k)| {
+                    project.get(k.col) == Some(&PExpr::Col(i)) && !k.desc && k.nulls_first
+                });
+        }
         Ok(QueryPlan {
             affinities,
             columns: names,
