@@ -689,9 +689,13 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 upper,
                 reverse,
                 covering,
+                sub_probe,
             },
         ) => {
-            let ranges = index_ranges(probes, lower, upper, frame, cx)?;
+            let ranges = match sub_probe {
+                Some((q, aff)) => subquery_ranges(q, *aff, cx)?,
+                None => index_ranges(probes, lower, upper, frame, cx)?,
+            };
             let tree = match index {
                 Some(i) => t.indexes[*i].tree,
                 None => t.tree,
@@ -792,7 +796,9 @@ fn index_row(
 }
 
 fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {
-    let k = Rc::as_ptr(q) as usize;
+    // +1: the same plan may also be cached as an IN set under its own address (plans are
+    // aligned, so the odd key is free).
+    let k = Rc::as_ptr(q) as usize + 1;
     if !q.correlated {
         if let Some(Cached::Rows(r)) = cx.cache.borrow().get(&k) {
             return Ok(r.clone());
@@ -958,6 +964,33 @@ fn index_ranges(
     Ok(out)
 }
 
+/// Key ranges for `col IN (SELECT ...)`: one per distinct non-NULL value of the subquery.
+fn subquery_ranges(q: &Rc<QueryPlan>, aff: crate::types::Affinity, cx: &Cx) -> Result<Vec<Range>> {
+    let rows = materialize(q, cx)?;
+    let mut prefixes: Vec<Vec<u8>> = Vec::with_capacity(rows.len());
+    for r in rows.iter() {
+        let v = crate::types::apply_affinity(r.first().cloned().unwrap_or(Value::Null), aff);
+        if v.is_null() {
+            continue;
+        }
+        let mut p = Vec::new();
+        encode_eq(&mut p, &v, true);
+        prefixes.push(p);
+    }
+    prefixes.sort();
+    prefixes.dedup();
+    Ok(prefixes
+        .into_iter()
+        .map(|p| {
+            let hi = match prefix_successor(&p) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            };
+            (Bound::Included(p), hi)
+        })
+        .collect())
+}
+
 fn cmp_lower(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Ordering {
     match (a, b) {
         (Bound::Unbounded, Bound::Unbounded) => Ordering::Equal,
@@ -1057,7 +1090,7 @@ impl Writer<'_> {
     ) -> Result<()> {
         for (i, c) in t.columns.iter().enumerate() {
             let v = std::mem::replace(&mut row[i], Value::Null);
-            row[i] = c.ty.coerce(v, &format!("{}.{}", t.name, c.name))?;
+            row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
             if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
                 return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
             }
@@ -1219,8 +1252,8 @@ impl Writer<'_> {
             }
             if let Key::Rowid(Some(c)) = t.key {
                 let v = std::mem::replace(&mut row[c], Value::Null);
-                row[c] =
-                    ColType::Integer.coerce(v, &format!("{}.{}", t.name, t.columns[c].name))?;
+                row[c] = ColType::Integer
+                    .coerce_with(v, || format!("{}.{}", t.name, t.columns[c].name))?;
             }
             // The row id first (a CHECK may read it), the primary key of other tables after
             // coercion (which may change the key columns' values).

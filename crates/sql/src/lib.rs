@@ -898,10 +898,16 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
                     upper,
                     reverse,
                     covering,
+                    sub_probe,
                 },
             ) => {
                 let cols = planner::access_columns(t, *index);
                 let mut conds = Vec::new();
+                if sub_probe.is_some() {
+                    if let Some(&c) = cols.first() {
+                        conds.push(format!("{} IN (subquery)", t.columns[c].name));
+                    }
+                }
                 let neq = probes.first().map_or(0, |p| p.len());
                 for (j, &col) in cols.iter().enumerate().take(neq) {
                     let name = &t.columns[col].name;

@@ -214,6 +214,9 @@ pub enum Access {
         reverse: bool,
         /// Every needed column is in the index key: the table is never read.
         covering: bool,
+        /// `col IN (SELECT ...)` on the first key column: the probes are the subquery's values
+        /// (run once, with this affinity applied), instead of `probes`.
+        sub_probe: Option<(Rc<QueryPlan>, Affinity)>,
     },
     /// No index fits the join condition: the inner rows are hashed once on `build`, and
     /// looked up with `probe`, evaluated on the outer frame.

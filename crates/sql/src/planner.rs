@@ -1478,6 +1478,7 @@ enum Usable {
     Eq(usize, PExpr, Affinity),
     In(usize, Vec<PExpr>, Affinity),
     Range(usize, BinOp, PExpr),
+    InSub(usize, Rc<QueryPlan>, Affinity),
 }
 
 /// Whether frame slot `s` belongs to a level joined before level `li` (bound when `li` runs).
@@ -1534,6 +1535,12 @@ fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
             }
             Some(Usable::In(c, list.clone(), *aff))
         }
+        // `col IN (SELECT ...)` with no conversion of the column: probe with the subquery's
+        // values. Correlated subqueries change per outer row and are not used this way.
+        PExpr::InSub(a, q, false, Affinity::None, lb) if !q.correlated => {
+            let c = local(a)?;
+            Some(Usable::InSub(c, q.clone(), *lb))
+        }
         _ => None,
     }
 }
@@ -1571,6 +1578,7 @@ fn choose_access(
     }
     let mut best: Option<(i64, Access, bool)> = None;
     for (index, cols) in &cands {
+        let mut sub_probe: Option<(Rc<QueryPlan>, Affinity)> = None;
         let mut probes: Vec<Vec<PExpr>> = vec![vec![]];
         let mut eq_cols = Vec::new();
         let mut lower = None;
@@ -1592,9 +1600,18 @@ fn choose_access(
                 ),
                 _ => None,
             });
+            let insub = uses.iter().find_map(|u| match u {
+                Usable::InSub(col, q, aff) if *col == c && pos == 0 => Some((q.clone(), *aff)),
+                _ => None,
+            });
             let alts = match (eq, inl) {
                 (Some(e), _) => e,
                 (None, Some(l)) if probes.len() * l.len() <= 1000 => l,
+                (None, None) if insub.is_some() => {
+                    sub_probe = insub;
+                    eq_cols.push(c);
+                    break;
+                }
                 _ => {
                     for u in &uses {
                         if let Usable::Range(col, op, e) = u {
@@ -1638,7 +1655,7 @@ fn choose_access(
         let mut serves = false;
         let mut reverse = false;
         if let Some(ord) = order {
-            if probes.len() == 1 {
+            if probes.len() == 1 && sub_probe.is_none() {
                 let rest: Vec<usize> = cols
                     .iter()
                     .copied()
@@ -1691,6 +1708,7 @@ fn choose_access(
                     upper,
                     reverse,
                     covering: covering && index.is_some(),
+                    sub_probe,
                 },
                 serves,
             ));
