@@ -772,9 +772,10 @@ fn index_row(
         rest = r;
     }
     if covering {
-        if let Key::Rowid(None) = t.key {
-        } else {
-            for c in t.key_columns() {
+        let wanted = |c: usize| lvl.pre_cols.contains(&c) || lvl.post_cols.contains(&c);
+        let key_cols = t.key_columns();
+        if key_cols.iter().any(|&c| wanted(c)) {
+            for c in key_cols {
                 let (v, r) = decode_key_value(rest, false)?;
                 frame[lvl.base + c] = typed(v, c);
                 rest = r;

@@ -968,6 +968,17 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
             }
         };
         out.push(line);
+        if let Access::Index {
+            sub_probe: Some((q, _)),
+            ..
+        } = &l.access
+        {
+            out.push(format!(
+                "{pad}IN SUBQUERY (runs once, its values probe {})",
+                l.name
+            ));
+            explain_query(q, depth + 1, out);
+        }
     }
     let mut subs = Vec::new();
     for l in &c.levels {
