@@ -968,6 +968,22 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
             }
         };
         out.push(line);
+        if !l.filters.is_empty() || !l.after.is_empty() {
+            let mut parts = Vec::new();
+            if !l.filters.is_empty() {
+                parts.push(format!(
+                    "{} per row, on {} decoded column{} before {} more",
+                    l.filters.len(),
+                    l.pre_cols.len(),
+                    if l.pre_cols.len() == 1 { "" } else { "s" },
+                    l.post_cols.len()
+                ));
+            }
+            if !l.after.is_empty() {
+                parts.push(format!("{} after the LEFT JOIN's NULL row", l.after.len()));
+            }
+            out.push(format!("{pad}  FILTER {}", parts.join("; ")));
+        }
         if let Access::Index {
             sub_probe: Some((q, _)),
             ..
