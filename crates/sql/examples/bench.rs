@@ -97,6 +97,8 @@ fn fill_sqlite(c: &mut rusqlite::Connection) {
 
 fn main() {
     let runs = 5;
+    // BENCH_ONLY=substring runs only the matching workloads (for profiling).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let mut rows: Vec<(&str, f64, f64)> = Vec::new();
 
     let c = time(runs, || fill_cairn(&mut cairn_db()));
@@ -118,6 +120,9 @@ fn main() {
         ("range on index, covering", "SELECT count(age) FROM users WHERE age BETWEEN 20 AND 30", false),
     ];
     for (name, sql, param) in queries {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let reps = if *param {
             if name.contains("x20k") {
                 N

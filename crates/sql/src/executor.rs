@@ -233,6 +233,45 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                 sink(row)
             })
         }
+        Some(agg) if agg.streamed => {
+            // Rows arrive ordered by the group columns: finish each group as the next begins.
+            let mut cur: Option<(Vec<u8>, Vec<Value>, Vec<AggState>)> = None;
+            let mut seen = HashSet::new();
+            let mut key = Vec::new();
+            let go = run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                key.clear();
+                for g in &agg.group_by {
+                    push_norm(&*eval(g, frame, cx)?, &mut key);
+                }
+                if cur.as_ref().is_none_or(|(k, _, _)| *k != key) {
+                    if let Some((_, gvals, states)) = cur.take() {
+                        if !emit_group(c, agg, gvals, states, cx, &mut seen, sink)? {
+                            return Ok(false);
+                        }
+                    }
+                    let gvals = agg
+                        .group_by
+                        .iter()
+                        .map(|g| eval(g, frame, cx).map(|v| v.into_owned()))
+                        .collect::<Result<Vec<_>>>()?;
+                    cur = Some((
+                        key.clone(),
+                        gvals,
+                        agg.aggs.iter().map(AggState::new).collect(),
+                    ));
+                }
+                let states = &mut cur.as_mut().expect("a current group").2;
+                update_states(agg, states, frame, cx)?;
+                Ok(true)
+            })?;
+            if !go {
+                return Ok(false);
+            }
+            match cur {
+                Some((_, gvals, states)) => emit_group(c, agg, gvals, states, cx, &mut seen, sink),
+                None => Ok(true),
+            }
+        }
         Some(agg) => {
             let mut groups = Groups::default();
             let mut key = Vec::new();
@@ -255,28 +294,68 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                         groups.groups.len() - 1
                     }
                 };
-                let states = &mut groups.groups[gi].1;
-                let mut extreme_changed = true;
-                for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
-                    if spec.func != AggFunc::Last {
-                        let changed = st.update(spec, frame, cx)?;
-                        if agg.minmax == Some(i) {
-                            extreme_changed = changed;
-                        }
-                    }
-                }
-                if extreme_changed {
-                    for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
-                        if spec.func == AggFunc::Last {
-                            st.update(spec, frame, cx)?;
-                        }
-                    }
-                }
+                update_states(agg, &mut groups.groups[gi].1, frame, cx)?;
                 Ok(true)
             })?;
             finish_groups(c, agg, groups, cx, sink)
         }
     }
+}
+
+/// Adds a row to a group's aggregates. Bare columns (`Last`) follow the row that gave the
+/// query's only min()/max(), if it has one, as in SQLite.
+fn update_states(agg: &AggPlan, states: &mut [AggState], frame: &[Value], cx: &Cx) -> Result<()> {
+    let mut extreme_changed = true;
+    for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
+        if spec.func != AggFunc::Last {
+            let changed = st.update(spec, frame, cx)?;
+            if agg.minmax == Some(i) {
+                extreme_changed = changed;
+            }
+        }
+    }
+    if extreme_changed {
+        for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
+            if spec.func == AggFunc::Last {
+                st.update(spec, frame, cx)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Finishes one group: HAVING, projection, DISTINCT, then the sink.
+fn emit_group(
+    c: &Core,
+    agg: &AggPlan,
+    gvals: Vec<Value>,
+    states: Vec<AggState>,
+    cx: &Cx,
+    seen: &mut HashSet<Vec<u8>>,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+) -> Result<bool> {
+    let mut frame = gvals;
+    for (spec, st) in agg.aggs.iter().zip(states) {
+        frame.push(st.finish(spec)?);
+    }
+    if let Some(h) = &agg.having {
+        if eval_bool(h, &frame, cx)? != Some(true) {
+            return Ok(true);
+        }
+    }
+    let row = c
+        .project
+        .iter()
+        .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
+        .collect::<Result<Vec<_>>>()?;
+    if c.distinct {
+        let mut k = Vec::new();
+        norm_key(&row, &mut k);
+        if !seen.insert(k) {
+            return Ok(true);
+        }
+    }
+    sink(row)
 }
 
 #[derive(Default)]
@@ -299,28 +378,7 @@ fn finish_groups(
     }
     let mut seen = HashSet::new();
     for (gvals, states) in groups.groups {
-        let mut frame = gvals;
-        for (spec, st) in agg.aggs.iter().zip(states) {
-            frame.push(st.finish(spec)?);
-        }
-        if let Some(h) = &agg.having {
-            if eval_bool(h, &frame, cx)? != Some(true) {
-                continue;
-            }
-        }
-        let row = c
-            .project
-            .iter()
-            .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
-            .collect::<Result<Vec<_>>>()?;
-        if c.distinct {
-            let mut k = Vec::new();
-            norm_key(&row, &mut k);
-            if !seen.insert(k) {
-                continue;
-            }
-        }
-        if !sink(row)? {
+        if !emit_group(c, agg, gvals, states, cx, &mut seen, sink)? {
             return Ok(false);
         }
     }
@@ -631,9 +689,13 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 upper,
                 reverse,
                 covering,
+                sub_probe,
             },
         ) => {
-            let ranges = index_ranges(probes, lower, upper, frame, cx)?;
+            let ranges = match sub_probe {
+                Some((q, aff)) => subquery_ranges(q, *aff, cx)?,
+                None => index_ranges(probes, lower, upper, frame, cx)?,
+            };
             let tree = match index {
                 Some(i) => t.indexes[*i].tree,
                 None => t.tree,
@@ -710,9 +772,10 @@ fn index_row(
         rest = r;
     }
     if covering {
-        if let Key::Rowid(None) = t.key {
-        } else {
-            for c in t.key_columns() {
+        let wanted = |c: usize| lvl.pre_cols.contains(&c) || lvl.post_cols.contains(&c);
+        let key_cols = t.key_columns();
+        if key_cols.iter().any(|&c| wanted(c)) {
+            for c in key_cols {
                 let (v, r) = decode_key_value(rest, false)?;
                 frame[lvl.base + c] = typed(v, c);
                 rest = r;
@@ -734,7 +797,9 @@ fn index_row(
 }
 
 fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {
-    let k = Rc::as_ptr(q) as usize;
+    // +1: the same plan may also be cached as an IN set under its own address (plans are
+    // aligned, so the odd key is free).
+    let k = Rc::as_ptr(q) as usize + 1;
     if !q.correlated {
         if let Some(Cached::Rows(r)) = cx.cache.borrow().get(&k) {
             return Ok(r.clone());
@@ -900,6 +965,33 @@ fn index_ranges(
     Ok(out)
 }
 
+/// Key ranges for `col IN (SELECT ...)`: one per distinct non-NULL value of the subquery.
+fn subquery_ranges(q: &Rc<QueryPlan>, aff: crate::types::Affinity, cx: &Cx) -> Result<Vec<Range>> {
+    let rows = materialize(q, cx)?;
+    let mut prefixes: Vec<Vec<u8>> = Vec::with_capacity(rows.len());
+    for r in rows.iter() {
+        let v = crate::types::apply_affinity(r.first().cloned().unwrap_or(Value::Null), aff);
+        if v.is_null() {
+            continue;
+        }
+        let mut p = Vec::new();
+        encode_eq(&mut p, &v, true);
+        prefixes.push(p);
+    }
+    prefixes.sort();
+    prefixes.dedup();
+    Ok(prefixes
+        .into_iter()
+        .map(|p| {
+            let hi = match prefix_successor(&p) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            };
+            (Bound::Included(p), hi)
+        })
+        .collect())
+}
+
 fn cmp_lower(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Ordering {
     match (a, b) {
         (Bound::Unbounded, Bound::Unbounded) => Ordering::Equal,
@@ -999,7 +1091,7 @@ impl Writer<'_> {
     ) -> Result<()> {
         for (i, c) in t.columns.iter().enumerate() {
             let v = std::mem::replace(&mut row[i], Value::Null);
-            row[i] = c.ty.coerce(v, &format!("{}.{}", t.name, c.name))?;
+            row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
             if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
                 return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
             }
@@ -1161,8 +1253,8 @@ impl Writer<'_> {
             }
             if let Key::Rowid(Some(c)) = t.key {
                 let v = std::mem::replace(&mut row[c], Value::Null);
-                row[c] =
-                    ColType::Integer.coerce(v, &format!("{}.{}", t.name, t.columns[c].name))?;
+                row[c] = ColType::Integer
+                    .coerce_with(v, || format!("{}.{}", t.name, t.columns[c].name))?;
             }
             // The row id first (a CHECK may read it), the primary key of other tables after
             // coercion (which may change the key columns' values).

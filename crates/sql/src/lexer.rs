@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 pub enum Tok {
     /// An unquoted word: a keyword or an identifier.
     Word(String),
-    /// A quoted identifier ("x", `x` or [x]); never a keyword.
+    /// A quoted identifier ("x", `x` or `[x]`); never a keyword.
     Quoted(String),
     Str(String),
     Blob(Vec<u8>),

@@ -16,7 +16,7 @@
 //!    (`choose_access`): here `id = ?` matches the primary key, so the level becomes
 //!    `Access::Index { index: None, probes: [[?1]] }`. It also records which columns the query
 //!    needs (`name`, `id`), and which of them the level's filters need first (`id`).
-//! 3. The [`Statement`] keeps the plan with the catalog version it was made for; running it
+//! 3. The [`Statement`] keeps the plan with the schema epoch it was made for; running it
 //!    again with new parameters skips steps 1 and 2 unless the schema changed.
 //! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
 //!    runs the body (`run_body` -> `run_core` -> `run_levels`). The level finds its key range
@@ -105,8 +105,12 @@ pub struct Statement {
     sql: String,
     ast: ast::Statement,
     params: Params,
-    plan: RefCell<Option<(u64, Rc<Prepared>)>>,
+    /// The plan, with the (database, schema epoch) it was made for.
+    plan: RefCell<Option<(SchemaStamp, Rc<Prepared>)>>,
 }
+
+/// (database id, schema epoch).
+type SchemaStamp = (u64, u64);
 
 impl Statement {
     pub fn sql(&self) -> &str {
@@ -162,7 +166,13 @@ pub struct Database {
     tx_catalog: Option<Catalog>,
     rng: Cell<u64>,
     last_rowid: i64,
+    /// Which database this is (a plan made for one is never run on another) and how many
+    /// times its schema changed (a plan made before is made again).
+    id: u64,
+    epoch: u64,
 }
+
+static NEXT_DATABASE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Database {
     /// Opens a database over `store`, reading the catalog it holds.
@@ -175,6 +185,8 @@ impl Database {
             tx_catalog: None,
             rng: Cell::new(0x2545_F491_4F6C_DD1D),
             last_rowid: 0,
+            id: NEXT_DATABASE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            epoch: 0,
         })
     }
 
@@ -283,6 +295,10 @@ impl Database {
         self.last_rowid
     }
 
+    fn schema_stamp(&self) -> SchemaStamp {
+        (self.id, self.epoch)
+    }
+
     /// Parses and plans one statement.
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
         let ast = parser::parse(sql)?;
@@ -295,7 +311,7 @@ impl Database {
             sql,
             ast,
             params,
-            plan: RefCell::new(Some((self.catalog.version, Rc::new(prepared)))),
+            plan: RefCell::new(Some((self.schema_stamp(), Rc::new(prepared)))),
         })
     }
 
@@ -375,11 +391,11 @@ impl Database {
         let prepared = {
             let mut slot = stmt.plan.borrow_mut();
             match &*slot {
-                Some((v, p)) if *v == self.catalog.version => p.clone(),
+                Some((v, p)) if *v == self.schema_stamp() => p.clone(),
                 _ => {
                     let (p, _) = self.plan(&stmt.ast)?;
                     let p = Rc::new(p);
-                    *slot = Some((self.catalog.version, p.clone()));
+                    *slot = Some((self.schema_stamp(), p.clone()));
                     p
                 }
             }
@@ -512,14 +528,14 @@ impl Database {
                 self.in_tx = false;
                 if let Some(c) = self.tx_catalog.take() {
                     self.catalog = c;
-                    self.catalog.version += 1_000_000;
+                    self.epoch += 1;
                 }
                 Ok(Output::Done)
             }
             other => {
                 let other = other.clone();
                 self.atomic(true, |db| db.ddl(&other))?;
-                self.catalog.version += 1;
+                self.epoch += 1;
                 Ok(Output::Done)
             }
         }
@@ -904,10 +920,16 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
                     upper,
                     reverse,
                     covering,
+                    sub_probe,
                 },
             ) => {
                 let cols = planner::access_columns(t, *index);
                 let mut conds = Vec::new();
+                if sub_probe.is_some() {
+                    if let Some(&c) = cols.first() {
+                        conds.push(format!("{} IN (subquery)", t.columns[c].name));
+                    }
+                }
                 let neq = probes.first().map_or(0, |p| p.len());
                 for (j, &col) in cols.iter().enumerate().take(neq) {
                     let name = &t.columns[col].name;
@@ -952,6 +974,33 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
             }
         };
         out.push(line);
+        if !l.filters.is_empty() || !l.after.is_empty() {
+            let mut parts = Vec::new();
+            if !l.filters.is_empty() {
+                parts.push(format!(
+                    "{} per row, on {} decoded column{} before {} more",
+                    l.filters.len(),
+                    l.pre_cols.len(),
+                    if l.pre_cols.len() == 1 { "" } else { "s" },
+                    l.post_cols.len()
+                ));
+            }
+            if !l.after.is_empty() {
+                parts.push(format!("{} after the LEFT JOIN's NULL row", l.after.len()));
+            }
+            out.push(format!("{pad}  FILTER {}", parts.join("; ")));
+        }
+        if let Access::Index {
+            sub_probe: Some((q, _)),
+            ..
+        } = &l.access
+        {
+            out.push(format!(
+                "{pad}IN SUBQUERY (runs once, its values probe {})",
+                l.name
+            ));
+            explain_query(q, depth + 1, out);
+        }
     }
     let mut subs = Vec::new();
     for l in &c.levels {
@@ -977,7 +1026,15 @@ fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
         if a.group_by.is_empty() {
             out.push(format!("{pad}AGGREGATE ({} aggregates)", a.aggs.len()));
         } else {
-            out.push(format!("{pad}GROUP BY ({} keys, hashed)", a.group_by.len()));
+            out.push(format!(
+                "{pad}GROUP BY ({} keys, {})",
+                a.group_by.len(),
+                if a.streamed {
+                    "streamed in index order"
+                } else {
+                    "hashed"
+                }
+            ));
         }
     }
     if c.distinct {

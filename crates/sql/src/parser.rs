@@ -1,4 +1,4 @@
-//! The parser: tokens to an [`ast::Statement`], by recursive descent, with precedence climbing
+//! The parser: tokens to an [`crate::ast::Statement`], by recursive descent, with precedence climbing
 //! for expressions (SQLite's operator precedence). Hand-written rather than generated, because
 //! the wasm download pays for every table a generator would emit.
 

@@ -162,6 +162,9 @@ pub struct AggPlan {
     /// The query's only min()/max(), if it has exactly one: bare columns then come from the
     /// row that gave the min or max, as in SQLite.
     pub minmax: Option<usize>,
+    /// The scan yields rows grouped (ordered by the GROUP BY columns): each group is finished
+    /// when the next begins, with no hash table.
+    pub streamed: bool,
     /// Evaluated on the aggregate frame: group values, then aggregate results.
     pub having: Option<PExpr>,
 }
@@ -211,6 +214,9 @@ pub enum Access {
         reverse: bool,
         /// Every needed column is in the index key: the table is never read.
         covering: bool,
+        /// `col IN (SELECT ...)` on the first key column: the probes are the subquery's values
+        /// (run once, with this affinity applied), instead of `probes`.
+        sub_probe: Option<(Rc<QueryPlan>, Affinity)>,
     },
     /// No index fits the join condition: the inner rows are hashed once on `build`, and
     /// looked up with `probe`, evaluated on the outer frame.

@@ -1195,6 +1195,7 @@ impl<'c> Planner<'c> {
             agg = Some(AggPlan {
                 group_by: group_exprs,
                 minmax: if mm.len() == 1 { Some(mm[0]) } else { None },
+                streamed: false,
                 aggs,
                 having,
             });
@@ -1282,22 +1283,40 @@ impl<'c> Planner<'c> {
                     })
                     .collect()
             };
+        // GROUP BY over one table whose columns an index orders: stream the groups.
+        let group_slots: Option<Vec<(usize, bool, bool)>> = match &agg {
+            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => a
+                .group_by
+                .iter()
+                .map(|g| match g {
+                    PExpr::Col(s)
+                        if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
+                    {
+                        Some((*s - levels[0].base, false, true))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        };
+        let first_order = if is_agg {
+            group_slots.as_deref()
+        } else {
+            order_slots.as_deref()
+        };
         for li in 0..levels.len() {
-            let (access, served) = choose_access(
+            let (access, served, consumed) = choose_access(
                 &levels,
                 li,
                 &needed[li],
-                if li == 0 {
-                    order_slots.as_deref()
-                } else {
-                    None
-                },
+                if li == 0 { first_order } else { None },
             );
             if li == 0 {
                 order_served = served;
             }
             let lvl = &mut levels[li];
             lvl.access = access;
+            remove_consumed(&mut lvl.filters, consumed);
             let mut pre = vec![false; lvl.width];
             let mut all = false;
             for f in &lvl.filters {
@@ -1324,7 +1343,17 @@ impl<'c> Planner<'c> {
                 .collect();
         }
         let (limit, offset) = self.limits(q)?;
-        let ordered = order_served && !c.distinct;
+        let mut ordered = order_served && !c.distinct && !is_agg;
+        if let Some(a) = agg.as_mut() {
+            a.streamed = order_served && group_slots.is_some();
+            // Streamed groups come out in GROUP BY order: an ORDER BY on a prefix of the
+            // GROUP BY columns, ascending, needs no sort.
+            ordered = a.streamed
+                && !c.distinct
+                && order.iter().enumerate().all(|(i, k)| {
+                    project.get(k.col) == Some(&PExpr::Col(i)) && !k.desc && k.nulls_first
+                });
+        }
         Ok(QueryPlan {
             affinities,
             columns: names,
@@ -1450,6 +1479,7 @@ enum Usable {
     Eq(usize, PExpr, Affinity),
     In(usize, Vec<PExpr>, Affinity),
     Range(usize, BinOp, PExpr),
+    InSub(usize, Rc<QueryPlan>, Affinity),
 }
 
 /// Whether frame slot `s` belongs to a level joined before level `li` (bound when `li` runs).
@@ -1506,6 +1536,12 @@ fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
             }
             Some(Usable::In(c, list.clone(), *aff))
         }
+        // `col IN (SELECT ...)` with no conversion of the column: probe with the subquery's
+        // values. Correlated subqueries change per outer row and are not used this way.
+        PExpr::InSub(a, q, false, Affinity::None, lb) if !q.correlated => {
+            let c = local(a)?;
+            Some(Usable::InSub(c, q.clone(), *lb))
+        }
         _ => None,
     }
 }
@@ -1517,17 +1553,19 @@ fn choose_access(
     li: usize,
     needed: &[bool],
     order: Option<&[(usize, bool, bool)]>,
-) -> (Access, bool) {
+) -> (Access, bool, Vec<usize>) {
     let lvl = &levels[li];
-    let uses: Vec<Usable> = lvl
+    // Each usable conjunct with its position in the level's filters.
+    let uses: Vec<(usize, Usable)> = lvl
         .filters
         .iter()
-        .filter_map(|f| usable(f, levels, li))
+        .enumerate()
+        .filter_map(|(i, f)| usable(f, levels, li).map(|u| (i, u)))
         .collect();
     let table = match &lvl.source {
         Source::Table(t) => t.clone(),
         Source::Query(_) => {
-            return (hash_or_scan(levels, li), false);
+            return (hash_or_scan(levels, li), false, vec![]);
         }
     };
     // Candidate key orders: the primary tree (None) and each index.
@@ -1541,8 +1579,11 @@ fn choose_access(
         cols.extend(pk.iter().copied());
         cands.push((Some(i), cols));
     }
-    let mut best: Option<(i64, Access, bool)> = None;
+    let mut best: Option<(i64, Access, bool, Vec<usize>)> = None;
     for (index, cols) in &cands {
+        let mut sub_probe: Option<(Rc<QueryPlan>, Affinity)> = None;
+        // Filters the key range implements exactly (so they need no check per row).
+        let mut consumed: Vec<usize> = Vec::new();
         let mut probes: Vec<Vec<PExpr>> = vec![vec![]];
         let mut eq_cols = Vec::new();
         let mut lower = None;
@@ -1552,30 +1593,52 @@ fn choose_access(
             None => pk.len(),
         };
         for (pos, &c) in cols.iter().enumerate().take(key_len) {
-            let eq = uses.iter().find_map(|u| match u {
-                Usable::Eq(col, e, aff) if *col == c => Some(vec![affine(e.clone(), *aff)]),
+            let eq = uses.iter().find_map(|(i, u)| match u {
+                Usable::Eq(col, e, aff) if *col == c => Some((*i, vec![affine(e.clone(), *aff)])),
                 _ => None,
             });
-            let inl = uses.iter().find_map(|u| match u {
-                Usable::In(col, l, aff) if *col == c => Some(
+            let inl = uses.iter().find_map(|(i, u)| match u {
+                Usable::In(col, l, aff) if *col == c => Some((
+                    *i,
                     l.iter()
                         .map(|e| affine(e.clone(), *aff))
                         .collect::<Vec<_>>(),
-                ),
+                )),
+                _ => None,
+            });
+            let insub = uses.iter().find_map(|(i, u)| match u {
+                Usable::InSub(col, q, aff) if *col == c && pos == 0 => {
+                    Some((*i, (q.clone(), *aff)))
+                }
                 _ => None,
             });
             let alts = match (eq, inl) {
-                (Some(e), _) => e,
-                (None, Some(l)) if probes.len() * l.len() <= 1000 => l,
+                (Some((i, e)), _) => {
+                    consumed.push(i);
+                    e
+                }
+                (None, Some((i, l))) if probes.len() * l.len() <= 1000 => {
+                    consumed.push(i);
+                    l
+                }
+                (None, None) if insub.is_some() => {
+                    let (i, sp) = insub.expect("checked");
+                    consumed.push(i);
+                    sub_probe = Some(sp);
+                    eq_cols.push(c);
+                    break;
+                }
                 _ => {
-                    for u in &uses {
+                    for (i, u) in &uses {
                         if let Usable::Range(col, op, e) = u {
                             if *col == c {
                                 match op {
                                     BinOp::Gt | BinOp::Ge if lower.is_none() => {
+                                        consumed.push(*i);
                                         lower = Some((e.clone(), *op == BinOp::Ge))
                                     }
                                     BinOp::Lt | BinOp::Le if upper.is_none() => {
+                                        consumed.push(*i);
                                         upper = Some((e.clone(), *op == BinOp::Le))
                                     }
                                     _ => {}
@@ -1610,7 +1673,7 @@ fn choose_access(
         let mut serves = false;
         let mut reverse = false;
         if let Some(ord) = order {
-            if probes.len() == 1 {
+            if probes.len() == 1 && sub_probe.is_none() {
                 let rest: Vec<usize> = cols
                     .iter()
                     .copied()
@@ -1663,16 +1726,30 @@ fn choose_access(
                     upper,
                     reverse,
                     covering: covering && index.is_some(),
+                    sub_probe,
                 },
                 serves,
+                consumed,
             ));
         }
     }
-    if let Some((_, a, serves)) = best {
-        return (a, serves);
+    if let Some((_, a, serves, consumed)) = best {
+        return (a, serves, consumed);
     }
     let scan_serves = false;
-    (hash_or_scan(levels, li), scan_serves)
+    (hash_or_scan(levels, li), scan_serves, vec![])
+}
+
+/// Drops the filters an index range implements exactly. Sound because the range is built
+/// from the same expressions with the comparison's affinity applied, keys order values as SQL
+/// compares them (equal numbers have equal keys), and NULLs fall outside every range: so a row
+/// is in the range exactly when those conjuncts are true.
+fn remove_consumed(filters: &mut Vec<PExpr>, mut consumed: Vec<usize>) {
+    consumed.sort_unstable();
+    consumed.dedup();
+    for i in consumed.into_iter().rev() {
+        filters.remove(i);
+    }
 }
 
 /// Wraps a probe expression so the executor applies the comparison's affinity to it.
@@ -1986,7 +2063,9 @@ impl<'c> Planner<'c> {
             key_slot: true,
         };
         let needed = vec![true; width];
-        lvl.access = choose_access(std::slice::from_ref(&lvl), 0, &needed, None).0;
+        let (access, _, consumed) = choose_access(std::slice::from_ref(&lvl), 0, &needed, None);
+        lvl.access = access;
+        remove_consumed(&mut lvl.filters, consumed);
         if let Access::Index { covering, .. } = &mut lvl.access {
             *covering = false;
         }

@@ -268,8 +268,6 @@ pub struct Catalog {
     /// By lower-cased name.
     pub tables: BTreeMap<String, Rc<Table>>,
     pub next_tree: TreeId,
-    /// Bumped by every schema change; prepared statements re-plan when it moved.
-    pub version: u64,
 }
 
 const KIND_TABLE: &str = "table";

@@ -284,6 +284,162 @@ impl Storage for Memory {
     }
 }
 
+/// Cases every [`Storage`] implementation must pass (as cairn-store's block files have their
+/// conformance suite): call [`conformance::run`] from a test with a constructor for a fresh,
+/// empty storage. They panic on the first failure, naming it.
+pub mod conformance {
+    use super::*;
+
+    fn keys(
+        s: &dyn Storage,
+        t: TreeId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        rev: bool,
+    ) -> Vec<Vec<u8>> {
+        let mut c = s.scan(t, lo, hi, rev).expect("scan");
+        let mut v = Vec::new();
+        while c.next().expect("next") {
+            v.push(c.key().to_vec());
+        }
+        v
+    }
+
+    pub fn run(make: &dyn Fn() -> Box<dyn Storage>) {
+        writes_need_a_transaction(make());
+        commit_keeps_and_rollback_restores(make());
+        savepoints_undo_only_what_followed(make());
+        scans_honour_bounds_and_direction(make());
+    }
+
+    fn writes_need_a_transaction(mut s: Box<dyn Storage>) {
+        assert!(
+            s.put(SCHEMA_TREE, b"k", b"v").is_err(),
+            "put outside a transaction must fail"
+        );
+        assert!(s.commit().is_err(), "commit without begin must fail");
+        s.begin().expect("begin");
+        assert!(s.begin().is_err(), "nested begin must fail");
+        s.put(SCHEMA_TREE, b"k", b"v")
+            .expect("put in the schema tree");
+        s.commit().expect("commit");
+        assert_eq!(s.get(SCHEMA_TREE, b"k").expect("get"), Some(b"v".to_vec()));
+    }
+
+    fn commit_keeps_and_rollback_restores(mut s: Box<dyn Storage>) {
+        s.begin().expect("begin");
+        s.create_tree(7).expect("create");
+        s.put(7, b"a", b"1").expect("put");
+        s.put(7, b"b", b"2").expect("put");
+        s.commit().expect("commit");
+        s.begin().expect("begin");
+        s.put(7, b"a", b"changed").expect("put");
+        assert!(
+            s.delete(7, b"b").expect("delete"),
+            "delete of a present key says so"
+        );
+        assert!(
+            !s.delete(7, b"zz").expect("delete"),
+            "delete of an absent key says so"
+        );
+        s.create_tree(8).expect("create");
+        s.put(8, b"x", b"").expect("put");
+        s.drop_tree(7).expect("drop");
+        s.rollback().expect("rollback");
+        assert_eq!(
+            s.get(7, b"a").expect("get"),
+            Some(b"1".to_vec()),
+            "rollback restores values"
+        );
+        assert_eq!(
+            s.get(7, b"b").expect("get"),
+            Some(b"2".to_vec()),
+            "rollback restores deletes"
+        );
+        assert!(s.get(8, b"x").is_err(), "rollback removes created trees");
+        assert_eq!(s.last_key(7).expect("last"), Some(b"b".to_vec()));
+    }
+
+    fn savepoints_undo_only_what_followed(mut s: Box<dyn Storage>) {
+        s.begin().expect("begin");
+        s.create_tree(1).expect("create");
+        s.put(1, b"a", b"1").expect("put");
+        let sp = s.savepoint().expect("savepoint");
+        s.put(1, b"a", b"2").expect("put");
+        s.put(1, b"b", b"3").expect("put");
+        s.rollback_to(sp).expect("rollback_to");
+        assert_eq!(s.get(1, b"a").expect("get"), Some(b"1".to_vec()));
+        assert_eq!(s.get(1, b"b").expect("get"), None);
+        s.put(1, b"c", b"4").expect("the transaction goes on");
+        s.commit().expect("commit");
+        assert_eq!(
+            keys(s.as_ref(), 1, Bound::Unbounded, Bound::Unbounded, false),
+            vec![b"a".to_vec(), b"c".to_vec()]
+        );
+    }
+
+    fn scans_honour_bounds_and_direction(mut s: Box<dyn Storage>) {
+        s.begin().expect("begin");
+        s.create_tree(3).expect("create");
+        for k in [&b"a"[..], b"ab", b"b", b"b\x00", b"c", b"\xff"] {
+            s.put(3, k, k).expect("put");
+        }
+        s.commit().expect("commit");
+        let all = keys(s.as_ref(), 3, Bound::Unbounded, Bound::Unbounded, false);
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(all, sorted, "keys sort bytewise");
+        let mut rev = keys(s.as_ref(), 3, Bound::Unbounded, Bound::Unbounded, true);
+        rev.reverse();
+        assert_eq!(rev, all, "reverse scans see the same keys backwards");
+        assert_eq!(
+            keys(
+                s.as_ref(),
+                3,
+                Bound::Included(b"ab"),
+                Bound::Excluded(b"c"),
+                false
+            ),
+            vec![b"ab".to_vec(), b"b".to_vec(), b"b\x00".to_vec()]
+        );
+        assert_eq!(
+            keys(
+                s.as_ref(),
+                3,
+                Bound::Excluded(b"ab"),
+                Bound::Included(b"c"),
+                true
+            ),
+            vec![b"c".to_vec(), b"b\x00".to_vec(), b"b".to_vec()]
+        );
+        assert!(
+            keys(
+                s.as_ref(),
+                3,
+                Bound::Included(b"c"),
+                Bound::Excluded(b"b"),
+                false
+            )
+            .is_empty(),
+            "an inverted range is empty"
+        );
+        assert!(keys(
+            s.as_ref(),
+            3,
+            Bound::Excluded(b"b"),
+            Bound::Excluded(b"b"),
+            false
+        )
+        .is_empty());
+        let mut c = s
+            .scan(3, Bound::Included(b"b"), Bound::Included(b"b"), false)
+            .expect("scan");
+        assert!(c.next().expect("next"));
+        assert_eq!((c.key(), c.value()), (&b"b"[..], &b"b"[..]));
+        assert!(!c.next().expect("next"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +453,11 @@ mod tests {
             v.push((c.key().to_vec(), c.value().to_vec()));
         }
         v
+    }
+
+    #[test]
+    fn memory_passes_the_conformance_suite() {
+        conformance::run(&|| Box::new(Memory::new()));
     }
 
     #[test]

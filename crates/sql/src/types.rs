@@ -77,6 +77,12 @@ impl ColType {
 
     /// Converts `v` for storage in a column of this type, or refuses it (strict typing).
     pub fn coerce(self, v: Value, column: &str) -> Result<Value> {
+        self.coerce_with(v, || column.to_string())
+    }
+
+    /// As [`ColType::coerce`], naming the column only if the value is refused (no allocation
+    /// per row on the insert path).
+    pub fn coerce_with(self, v: Value, column: impl FnOnce() -> String) -> Result<Value> {
         let v = match apply_affinity(v, self.affinity()) {
             // SQLite stores an integral real as an integer on disk, so -0.0 reads back as 0.0.
             Value::Real(r) => Value::Real(if r == 0.0 { 0.0 } else { r }),
@@ -95,9 +101,10 @@ impl ColType {
             Ok(v)
         } else {
             Err(Error::Type(format!(
-                "cannot store {} value in {} column {column}",
+                "cannot store {} value in {} column {}",
                 v.type_name().to_ascii_uppercase(),
-                self.name()
+                self.name(),
+                column()
             )))
         }
     }

@@ -237,3 +237,33 @@ fn check_finds_nothing_wrong_after_many_writes() {
     }
     assert_eq!(db.check().unwrap(), Vec::<String>::new());
 }
+
+#[test]
+fn a_statement_prepared_on_one_database_replans_on_another() {
+    let mut a = Database::memory();
+    let mut b = Database::memory();
+    a.exec_script("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)")
+        .unwrap();
+    b.exec_script(
+        "CREATE TABLE other (y INTEGER); CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (2)",
+    )
+    .unwrap();
+    let s = a.prepare("SELECT x FROM t").unwrap();
+    assert_eq!(
+        s.execute(&mut b, &[]).unwrap().rows(),
+        &[vec![Value::Integer(2)]]
+    );
+    assert_eq!(
+        s.execute(&mut a, &[]).unwrap().rows(),
+        &[vec![Value::Integer(1)]]
+    );
+    // A rolled-back DROP brings the table back, and plans follow.
+    a.execute("BEGIN", &[]).unwrap();
+    a.execute("DROP TABLE t", &[]).unwrap();
+    assert_eq!(s.execute(&mut a, &[]).unwrap_err().code(), "UNKNOWN_TABLE");
+    a.execute("ROLLBACK", &[]).unwrap();
+    assert_eq!(
+        s.execute(&mut a, &[]).unwrap().rows(),
+        &[vec![Value::Integer(1)]]
+    );
+}
