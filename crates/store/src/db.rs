@@ -590,31 +590,21 @@ impl<F: BlockFile> Shared<F> {
         let mut state = w.state;
         state.txn = txn;
         let ps = self.pager.page_size;
-        let slot = 1 - self.durable_slot;
-        let flushed = if self.unflushed.len() <= list_capacity(ps) {
-            let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
-            list.sort_unstable();
-            let sb = encode_superblock(ps, slot, &state, &list);
-            self.pager.file.write((slot * ps) as u64, &sb)?;
-            if self.opts.durability == Durability::Full {
-                self.pager.file.flush()?;
-                true
-            } else {
-                false
-            }
-        } else {
-            // Too many pages to name: make them durable first, then a superblock naming none.
+        if self.unflushed.len() > list_capacity(ps) {
+            // Too many pages to name in the superblock: make them (and every earlier commit)
+            // durable first; the superblock then names none. Two flushes, for big commits only.
             self.pager.file.flush()?;
-            self.unflushed.clear();
-            let sb = encode_superblock(ps, slot, &state, &[]);
-            self.pager.file.write((slot * ps) as u64, &sb)?;
-            if self.opts.durability == Durability::Full {
-                self.pager.file.flush()?;
-                true
-            } else {
-                false
-            }
-        };
+            self.mark_durable();
+        }
+        let slot = 1 - self.durable_slot;
+        let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
+        list.sort_unstable();
+        let sb = encode_superblock(ps, slot, &state, &list);
+        self.pager.file.write((slot * ps) as u64, &sb)?;
+        let flushed = self.opts.durability == Durability::Full;
+        if flushed {
+            self.pager.file.flush()?;
+        }
         // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
         let w = self.w.take().expect("invariant: write transaction open");
         self.state = state;
@@ -1564,6 +1554,29 @@ impl<F: BlockFile> Cursor<F> {
         self.stack.leaf().map(|(pg, i)| page::key(pg, i))
     }
 
+    /// The current key and value together (see [`Cursor::value`]).
+    pub fn entry(&mut self) -> Result<(&[u8], &[u8])> {
+        let Some((pg, i)) = self.stack.leaf() else {
+            return Err(Error::InvalidInput("the cursor is not on an entry".into()));
+        };
+        let overflow = match page::leaf_value(pg, i) {
+            LeafValue::Inline(_) => false,
+            LeafValue::Overflow(len, first) => {
+                let mut sh = self.shared.borrow_mut();
+                self.val.clear();
+                btree::read_overflow(&mut *sh, len, first, &mut self.val)?;
+                true
+            }
+        };
+        let (pg, i) = self.stack.leaf().expect("invariant: checked above");
+        let k = page::key(pg, i);
+        match page::leaf_value(pg, i) {
+            LeafValue::Inline(v) => Ok((k, v)),
+            LeafValue::Overflow(..) if overflow => Ok((k, &self.val)),
+            LeafValue::Overflow(..) => unreachable!("invariant: checked above"),
+        }
+    }
+
     /// The current value. Inline values are borrowed from the page; overflow values are read
     /// into a buffer the cursor reuses.
     pub fn value(&mut self) -> Result<&[u8]> {
@@ -1679,6 +1692,11 @@ impl<F: BlockFile> Range<F> {
 
     pub fn value(&mut self) -> Result<&[u8]> {
         self.cursor.value()
+    }
+
+    /// The current key and value together.
+    pub fn entry(&mut self) -> Result<(&[u8], &[u8])> {
+        self.cursor.entry()
     }
 
     /// Collects the rest of the range (for tests and small scans; allocates per entry).
