@@ -489,12 +489,11 @@ where
 {
     let ps = p.page_size();
     let target = page::capacity(ps) * 9 / 10;
-    // levels[0] = leaves; each level: finished (first key, page) pairs
+    // Finished nodes of the level being built: (separator before it, page).
     let mut level: Vec<(Vec<u8>, u32)> = Vec::new();
-    let mut cells: Vec<Vec<u8>> = Vec::new();
-    let mut used = 0;
-    let mut first_key: Vec<u8> = Vec::new();
-    let mut prev: Option<Vec<u8>> = None;
+    // The leaf being filled; cells go straight into its page, no per-entry allocation.
+    let mut leaf = 0u32;
+    let mut prev: Vec<u8> = Vec::new();
     let mut n = 0u64;
     let mut scratch = Vec::new();
     for (k, v) in items {
@@ -502,15 +501,39 @@ where
         if k.len() > page::max_key(ps) {
             return Err(Error::TooLarge(format!("a key of {} bytes", k.len())));
         }
-        if let Some(pk) = &prev {
-            if pk.as_slice() >= k {
-                return Err(Error::InvalidInput(
-                    "bulk build needs keys in strictly increasing order".into(),
-                ));
-            }
+        if n > 0 && prev.as_slice() >= k {
+            return Err(Error::InvalidInput(
+                "bulk build needs keys in strictly increasing order".into(),
+            ));
         }
-        if page::CELL_HDR + k.len() + v.len() <= page::max_cell(ps) {
-            page::leaf_cell(&mut scratch, k, v.len() as u32, v);
+        let inline = page::CELL_HDR + k.len() + v.len() <= page::max_cell(ps);
+        let size = if inline {
+            page::CELL_HDR + k.len() + v.len()
+        } else {
+            page::CELL_HDR + k.len() + 4
+        };
+        if leaf != 0 && page::used(p.page_mut(leaf)?) + size + 2 > target {
+            done(p, leaf)?;
+            leaf = 0;
+        }
+        if leaf == 0 {
+            leaf = p.alloc()?;
+            page::init(p.page_mut(leaf)?, KIND_LEAF);
+            let sep = if n == 0 {
+                k.to_vec()
+            } else {
+                separator(&prev, k)
+            };
+            level.push((sep, leaf));
+        }
+        if inline {
+            let pg = p.page_mut(leaf)?;
+            let at = page::count(pg);
+            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
+            page::put_u16(pg, off, k.len());
+            page::put_u32(pg, off + 2, v.len() as u32);
+            pg[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
+            pg[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
         } else {
             let first = write_overflow(p, v)?;
             page::leaf_cell(
@@ -519,33 +542,19 @@ where
                 v.len() as u32 | OVERFLOW_BIT,
                 &first.to_le_bytes(),
             );
+            let pg = p.page_mut(leaf)?;
+            let at = page::count(pg);
+            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
+            pg[off..off + size].copy_from_slice(&scratch);
         }
-        if used + scratch.len() + 2 > target && !cells.is_empty() {
-            let id = p.alloc()?;
-            page::fill(p.page_mut(id)?, KIND_LEAF, &cells, 0);
-            done(p, id)?;
-            level.push((std::mem::take(&mut first_key), id));
-            cells.clear();
-            used = 0;
-        }
-        if cells.is_empty() {
-            first_key = match &prev {
-                Some(pk) => separator(pk, k),
-                None => k.to_vec(),
-            };
-        }
-        used += scratch.len() + 2;
-        cells.push(scratch.clone());
-        prev = Some(k.to_vec());
+        prev.clear();
+        prev.extend_from_slice(k);
         n += 1;
     }
     if n == 0 {
         return Ok((0, 0));
     }
-    let id = p.alloc()?;
-    page::fill(p.page_mut(id)?, KIND_LEAF, &cells, 0);
-    done(p, id)?;
-    level.push((first_key, id));
+    done(p, leaf)?;
     // Branch levels: each branch takes children while their separators fit the fill target.
     while level.len() > 1 {
         let mut groups: Vec<(usize, usize)> = Vec::new();

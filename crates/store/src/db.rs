@@ -496,19 +496,34 @@ impl<F: BlockFile> Shared<F> {
         self.write_dirty()
     }
 
+    /// Writes every changed page, one `write` call per run of adjacent page numbers (a write
+    /// call costs 30-50 us on OPFS whatever its size, so runs matter more than bytes).
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut ids: Vec<u32> = w.dirty.keys().copied().collect();
         ids.sort_unstable();
         let txn = w.state.txn.max(self.next_txn);
-        for id in ids {
-            let w = self.w.as_mut().expect("invariant: write transaction open");
-            let mut p = w.dirty.remove(&id).expect("invariant: listed");
-            let sum = self
-                .pager
-                .write(id, Rc::make_mut(&mut p).as_mut_slice(), txn)?;
-            self.unflushed.insert(id, sum);
-            self.pager.cache_put(id, p);
+        let ps = self.pager.page_size;
+        let mut run: Vec<u8> = Vec::new();
+        let mut i = 0;
+        while i < ids.len() {
+            let start = ids[i];
+            let mut j = i;
+            while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 && (j + 1 - i) * ps < (1 << 20) {
+                j += 1;
+            }
+            run.clear();
+            for &id in &ids[i..=j] {
+                let w = self.w.as_mut().expect("invariant: write transaction open");
+                let mut p = w.dirty.remove(&id).expect("invariant: listed");
+                let buf = Rc::make_mut(&mut p);
+                let sum = crate::pager::stamp(id, buf, txn);
+                run.extend_from_slice(buf);
+                self.unflushed.insert(id, sum);
+                self.pager.cache_put(id, p);
+            }
+            self.pager.file.write(start as u64 * ps as u64, &run)?;
+            i = j + 1;
         }
         Ok(())
     }

@@ -113,6 +113,14 @@ pub fn page_checksum(id: u32, p: &[u8]) -> u64 {
     xxh64(&p[8..], id as u64)
 }
 
+/// Stamps `txn` and the checksum into page `id`'s bytes; returns the checksum.
+pub fn stamp(id: u32, p: &mut [u8], txn: u64) -> u64 {
+    page::put_u64(p, 8, txn);
+    let sum = page_checksum(id, p);
+    page::put_u64(p, 0, sum);
+    sum
+}
+
 impl<F: BlockFile> Pager<F> {
     pub fn new(file: F, page_size: usize, cache_pages: usize) -> Self {
         Pager {
@@ -156,15 +164,6 @@ impl<F: BlockFile> Pager<F> {
         let p = Rc::new(self.read_uncached(id)?);
         self.cache.put(id, p.clone());
         Ok(p)
-    }
-
-    /// Stamps `txn` and the checksum into `p` and writes it as page `id`. Returns the checksum.
-    pub fn write(&mut self, id: u32, p: &mut [u8], txn: u64) -> Result<u64> {
-        page::put_u64(p, 8, txn);
-        let sum = page_checksum(id, p);
-        page::put_u64(p, 0, sum);
-        self.file.write(id as u64 * self.page_size as u64, p)?;
-        Ok(sum)
     }
 
     pub fn cache_put(&mut self, id: u32, p: Page) {

@@ -46,7 +46,7 @@ fn change(i: u32, m: &mut Map, per: u32) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
     ops
 }
 
-const COMMITS: u32 = 10;
+const COMMITS: u32 = 16;
 
 /// Runs the workload until the first error. Returns (commits that returned, flushed commits).
 fn workload(db: &Db<FaultFile>, relaxed: bool, per: u32) -> (u32, u32) {
@@ -126,7 +126,10 @@ fn crash_everywhere(durability: Durability, dirty_pages: usize, per: u32) -> usi
     let base = f.ops();
     assert_eq!(workload(&db, relaxed, per).0, COMMITS);
     let total = f.ops() - base;
-    assert!(total > 50, "the workload makes only {total} calls");
+    assert!(
+        total as u32 > 3 * COMMITS,
+        "the workload makes only {total} calls"
+    );
     let mut checked = 0;
     for n in 0..total {
         let f = FaultFile::new();
@@ -175,8 +178,8 @@ fn relaxed_durability_loses_only_a_suffix_of_commits() {
 fn commits_too_big_for_the_page_list_survive_a_crash_at_every_call() {
     // 80 changes a commit write more pages than a 512-byte superblock can list (37), so these
     // commits flush their pages first and then the superblock.
-    assert!(crash_everywhere(Durability::Full, 4096, 80) > 300);
-    assert!(crash_everywhere(Durability::Relaxed, 4096, 80) > 300);
+    assert!(crash_everywhere(Durability::Full, 4096, 80) > 200);
+    assert!(crash_everywhere(Durability::Relaxed, 4096, 80) > 200);
 }
 
 #[test]
