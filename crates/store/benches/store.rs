@@ -245,24 +245,30 @@ fn main() {
                 let t0 = Instant::now();
                 let mut tx = db.begin_write().unwrap();
                 let t = tx.open_tree("t").unwrap();
-                let mut entries = Vec::with_capacity(n as usize);
+                // Keys go into one arena (no allocation per row), then sort as slices.
+                let mut arena: Vec<u8> = Vec::with_capacity(n as usize * 32);
+                let mut spans: Vec<(u32, u32)> = Vec::with_capacity(n as usize);
+                let mut buf = Vec::with_capacity(64);
                 let mut rg = tx
                     .range(t, Bound::Unbounded, Bound::Unbounded, false)
                     .unwrap();
                 while rg.next().unwrap() {
                     let (k, v) = rg.entry().unwrap();
                     let w = (v[0] as i64 * 7919) % 100_003;
-                    let mut ik = encode_key(&[Value::Integer(w)]);
-                    ik.extend_from_slice(k);
-                    entries.push(ik);
+                    buf.clear();
+                    cairn_store::codec::encode_key_value(&mut buf, &Value::Integer(w), false);
+                    buf.extend_from_slice(k);
+                    spans.push((arena.len() as u32, buf.len() as u32));
+                    arena.extend_from_slice(&buf);
                 }
                 drop(rg);
-                entries.sort_unstable();
+                let at = |s: &(u32, u32)| &arena[s.0 as usize..(s.0 + s.1) as usize];
+                spans.sort_unstable_by(|a, b| at(a).cmp(at(b)));
                 let name = format!("ix{rep}");
                 let ix = tx
                     .create_tree(&name, TreeKind::Index { table: "t".into() })
                     .unwrap();
-                tx.bulk_load(ix, entries.iter().map(|k| (k.as_slice(), &[][..])))
+                tx.bulk_load(ix, spans.iter().map(|s| (at(s), &[][..])))
                     .unwrap();
                 tx.commit().unwrap();
                 a.push(t0.elapsed());

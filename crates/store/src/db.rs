@@ -179,6 +179,8 @@ pub(crate) struct Shared<F> {
     scratch: Vec<u8>,
     serial: u64,
     recovered: Option<String>,
+    /// Entries in the commit list of the newest superblock.
+    last_list: usize,
 }
 
 impl<F: BlockFile> Pages for Shared<F> {
@@ -409,6 +411,7 @@ impl<F: BlockFile> Shared<F> {
             scratch: Vec::new(),
             serial: 0,
             recovered: None,
+            last_list: 0,
         }
     }
 
@@ -616,6 +619,7 @@ impl<F: BlockFile> Shared<F> {
         list.sort_unstable();
         let sb = encode_superblock(ps, slot, &state, &list);
         self.pager.file.write((slot * ps) as u64, &sb)?;
+        self.last_list = list.len();
         let flushed = self.opts.durability == Durability::Full;
         if flushed {
             self.pager.file.flush()?;
@@ -831,7 +835,7 @@ impl<F: BlockFile> Db<F> {
         for (s, sl) in slots {
             match verify_list(&mut pager, &sl.list) {
                 Ok(()) => {
-                    chosen = Some((s, sl.state));
+                    chosen = Some((s, sl.state, sl.list.len()));
                     break;
                 }
                 Err(m) => problems.push(format!(
@@ -841,7 +845,7 @@ impl<F: BlockFile> Db<F> {
                 )),
             }
         }
-        let Some((slot, state)) = chosen else {
+        let Some((slot, state, list_len)) = chosen else {
             return Err(Error::Corrupt(problems.join("; ")));
         };
         let mut sh = Shared::new(
@@ -853,6 +857,7 @@ impl<F: BlockFile> Db<F> {
             state,
             slot,
         );
+        sh.last_list = list_len;
         let notes: Vec<&String> = problems
             .iter()
             .filter(|p| !p.ends_with("no magic number"))
@@ -934,8 +939,18 @@ impl<F: BlockFile> Db<F> {
         if sh.w.is_some() {
             return Err(Error::Busy("a write transaction is still open".into()));
         }
-        if sh.poisoned.is_none() && !sh.unflushed.is_empty() {
-            sh.flush()?;
+        if sh.poisoned.is_none() {
+            if sh.durable_txn != sh.state.txn {
+                sh.flush()?;
+            }
+            if sh.last_list > 0 {
+                // The newest superblock names pages open would read to verify; a final empty
+                // commit in the other slot names none, so the next open reads nothing but the
+                // superblocks and the catalog root.
+                sh.begin_write()?;
+                sh.commit()?;
+                sh.flush()?;
+            }
         }
         sh.pager.file.close()
     }
@@ -1061,6 +1076,7 @@ fn verify_list<F: BlockFile>(
     let ps = pager.page_size;
     let mut buf = vec![0u8; ps];
     for &(id, sum) in list {
+        pager.reads += 1;
         if pager.file.read(id as u64 * ps as u64, &mut buf).is_err() {
             return Err(format!("page {id} of the last commit is missing"));
         }
