@@ -7,7 +7,7 @@ fn cases() -> u32 {
     std::env::var("CAIRN_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(32)
 }
 
 proptest! {
