@@ -114,6 +114,9 @@ struct Row {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // CAIRN_BENCH=insert,read,scan,index,commit,reopen runs only those (for profiling).
+    let only = std::env::var("CAIRN_BENCH").ok();
+    let want = |s: &str| only.as_ref().is_none_or(|o| o.split(',').any(|x| x == s));
     let reps = if quick { 3 } else { 7 };
     let dir = std::env::temp_dir().join(format!("cairn-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -124,7 +127,7 @@ fn main() {
         let tag = format!("{} KiB pages", ps / 1024);
         // Point insert: n rows in random key order, one transaction.
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        for _ in 0..reps {
+        for _ in 0..if want("insert") { reps } else { 0 } {
             let p = tmp(&dir, "ins.cairn");
             let t0 = Instant::now();
             let db = cairn_open(&p, ps, Durability::Full, true);
@@ -138,12 +141,14 @@ fn main() {
                 b.push(t0.elapsed() / n as u32);
             }
         }
-        rows.push(Row {
-            name: format!("point insert, 100k random keys in one txn ({tag})"),
-            unit: "per row",
-            cairn: median(a),
-            sqlite: (!b.is_empty()).then(|| median(b)),
-        });
+        if !a.is_empty() {
+            rows.push(Row {
+                name: format!("point insert, 100k random keys in one txn ({tag})"),
+                unit: "per row",
+                cairn: median(a),
+                sqlite: (!b.is_empty()).then(|| median(b)),
+            });
+        }
 
         // Build the read fixtures once.
         let pc = tmp(&dir, "read.cairn");
@@ -163,7 +168,7 @@ fn main() {
         let t = r.open_tree("t").unwrap();
         let mut buf = Vec::new();
         let mut st = c.prepare("SELECT v FROM t WHERE k = ?1").unwrap();
-        for _ in 0..reps {
+        for _ in 0..if want("read") { reps } else { 1 } {
             let t0 = Instant::now();
             for &i in &probes {
                 assert!(r.get_into(t, &key(i), &mut buf).unwrap());
@@ -187,7 +192,7 @@ fn main() {
         // Range scan, both directions for cairn; forward for SQLite.
         let (mut a, mut a2, mut b) = (Vec::new(), Vec::new(), Vec::new());
         let mut scan = c.prepare("SELECT k, v FROM t ORDER BY k").unwrap();
-        for _ in 0..reps {
+        for _ in 0..if want("scan") { reps } else { 1 } {
             let t0 = Instant::now();
             let mut rg = r
                 .range(t, Bound::Unbounded, Bound::Unbounded, false)
@@ -234,7 +239,7 @@ fn main() {
         drop(scan);
         drop(r);
 
-        if ps == 4096 {
+        if ps == 4096 && want("index") {
             // Index build: derive a key from every row, sort, build bottom-up, commit.
             let (mut a, mut b) = (Vec::new(), Vec::new());
             c.execute_batch(
@@ -332,6 +337,9 @@ fn main() {
 
     // Reopen: a small and a large file; open, find the table, read one row.
     for (rows_n, label) in [(5_000u64, "small"), (1_000_000, "large")] {
+        if !want("reopen") {
+            continue;
+        }
         let pc = tmp(&dir, &format!("reopen-{label}.cairn"));
         let db = cairn_open(&pc, 4096, Durability::Full, true);
         {

@@ -37,8 +37,12 @@ pub enum Durability {
     Relaxed,
 }
 
-/// Settings. The defaults: 4 KiB pages, a 2048-page cache (8 MiB), full durability, and at most
-/// 4096 changed pages (16 MiB) held in memory by a write transaction before they are written out.
+/// Settings. The defaults: 4 KiB pages, a 2048-page cache (8 MiB of page bytes, plus ~40 bytes
+/// of bookkeeping a page), full durability, and at most 8192 changed pages (32 MiB) held in memory
+/// by a write transaction before they are written out early (to free places, so early writes are
+/// harmless; a spilled page changed again is read back). Memory is therefore bounded by
+/// `(cache_pages + dirty_pages) * page_size` plus one root-to-leaf path per open cursor, whatever
+/// the file size.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub page_size: usize,
@@ -53,7 +57,7 @@ impl Default for Options {
             page_size: 4096,
             cache_pages: 2048,
             durability: Durability::Full,
-            dirty_pages: 4096,
+            dirty_pages: 8192,
         }
     }
 }
@@ -218,9 +222,13 @@ impl<F: BlockFile> Pages for Shared<F> {
                     "page {id} changed without being copied first"
                 )));
             }
-            let p = self.pager.read_uncached(id)?;
+            // A page spilled earlier in this transaction: from the cache if it is still there.
+            let p = match self.pager.take(id) {
+                Some(p) => p,
+                None => Rc::new(self.pager.read_uncached(id)?),
+            };
             let w = self.w.as_mut().expect("invariant: write transaction open");
-            w.dirty.insert(id, Rc::new(p));
+            w.dirty.insert(id, p);
         }
         let w = self.w.as_mut().expect("invariant: write transaction open");
         w.seq += 1;

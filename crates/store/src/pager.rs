@@ -170,6 +170,14 @@ impl<F: BlockFile> Pager<F> {
         self.cache.put(id, p)
     }
 
+    /// Removes page `id` from the cache and hands it over (a spilled page being changed again:
+    /// no copy when nothing else holds it).
+    pub fn take(&mut self, id: u32) -> Option<Page> {
+        let p = self.cache.get(id)?;
+        self.cache.remove(id);
+        Some(p)
+    }
+
     pub fn forget(&mut self, id: u32) {
         self.cache.remove(id)
     }
