@@ -201,17 +201,26 @@ fn separator(lo: &[u8], hi: &[u8]) -> Vec<u8> {
 
 /// Splits the owned node `id` whose contents are `cells` (too many for one page) into `id` and a
 /// new right sibling. Returns the separator and the sibling.
-fn split<P: Pages>(p: &mut P, id: u32, kind: u8, cells: Vec<Vec<u8>>, right: u32) -> Result<Fix> {
-    let m = split_point(&cells);
+fn split<P: Pages, C: AsRef<[u8]>>(
+    p: &mut P,
+    id: u32,
+    kind: u8,
+    cells: &[C],
+    right: u32,
+) -> Result<Fix> {
+    let m = split_point(cells);
     let new = p.alloc()?;
     if kind == KIND_LEAF {
-        let sep = separator(page::cell_key(&cells[m - 1]), page::cell_key(&cells[m]));
+        let sep = separator(
+            page::cell_key(cells[m - 1].as_ref()),
+            page::cell_key(cells[m].as_ref()),
+        );
         page::fill(p.page_mut(new)?, KIND_LEAF, &cells[m..], 0);
         page::fill(p.page_mut(id)?, KIND_LEAF, &cells[..m], 0);
         Ok(Fix::Split(sep, new))
     } else {
-        let sep = page::cell_key(&cells[m]).to_vec();
-        let mid_child = page::cell_child(&cells[m]);
+        let sep = page::cell_key(cells[m].as_ref()).to_vec();
+        let mid_child = page::cell_child(cells[m].as_ref());
         page::fill(p.page_mut(new)?, KIND_BRANCH, &cells[m + 1..], right);
         page::fill(p.page_mut(id)?, KIND_BRANCH, &cells[..m], mid_child);
         Ok(Fix::Split(sep, new))
@@ -227,9 +236,13 @@ fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fi
     }
     let kind = page::kind(pg);
     let right = page::right(pg);
-    let mut cells = page::cells(pg);
-    cells.insert(i, cell.to_vec());
-    split(p, id, kind, cells, right)
+    // One copy of the page and a list of slices into it: no allocation per cell.
+    let copy = pg.clone();
+    let mut cells: Vec<&[u8]> = (0..page::count(&copy))
+        .map(|j| page::cell(&copy, j))
+        .collect();
+    cells.insert(i, cell);
+    split(p, id, kind, &cells, right)
 }
 
 /// Inserts or replaces `key`. Returns whether it was there before.
