@@ -130,6 +130,15 @@ impl TreeInfo {
     }
 }
 
+/// What a commit changed: for live queries, which re-run what read the trees named here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The transaction id the commit got.
+    pub txn: u64,
+    /// Names of the trees it changed (written, created or dropped), in no particular order.
+    pub changed_trees: Vec<String>,
+}
+
 /// The roots and counts a superblock names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
@@ -539,7 +548,7 @@ impl<F: BlockFile> Shared<F> {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<CommitInfo> {
         let r = self.commit_inner();
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
@@ -548,7 +557,7 @@ impl<F: BlockFile> Shared<F> {
         r
     }
 
-    fn commit_inner(&mut self) -> Result<()> {
+    fn commit_inner(&mut self) -> Result<CommitInfo> {
         let txn = self.next_txn;
         // 1. Changed trees into the catalog.
         let w = self.w.as_mut().expect("invariant: write transaction open");
@@ -561,6 +570,16 @@ impl<F: BlockFile> Shared<F> {
                 (t.info.name.clone(), t.info.encode())
             })
             .collect();
+        let mut info = CommitInfo {
+            txn,
+            changed_trees: changed.iter().map(|(n, _)| n.clone()).collect(),
+        };
+        info.changed_trees.extend(
+            w.trees
+                .iter()
+                .filter(|t| t.dropped)
+                .map(|t| t.info.name.clone()),
+        );
         for (name, v) in changed {
             self.catalog_put(name.as_bytes(), &v)?;
         }
@@ -643,7 +662,7 @@ impl<F: BlockFile> Shared<F> {
         if !w.freed.is_empty() {
             self.pending.push_back((txn, w.freed));
         }
-        Ok(())
+        Ok(info)
     }
 
     fn mark_durable(&mut self) {
@@ -1234,13 +1253,13 @@ impl<F: BlockFile> WriteTx<F> {
         }
     }
 
-    fn handle(&self, sh: &mut Shared<F>, info: TreeInfo) -> Result<Tree> {
+    fn handle(&self, sh: &mut Shared<F>, info: TreeInfo, changed: bool) -> Result<Tree> {
         let w = sh.w(self.serial)?;
         let idx = w.trees.len();
         w.names.insert(info.name.clone(), idx);
         w.trees.push(TreeSlot {
             info,
-            changed: false,
+            changed,
             dropped: false,
         });
         Ok(Tree {
@@ -1271,7 +1290,7 @@ impl<F: BlockFile> WriteTx<F> {
             root: 0,
         };
         sh.catalog_put(name.as_bytes(), &info.encode())?;
-        self.handle(&mut sh, info)
+        self.handle(&mut sh, info, true)
     }
 
     pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
@@ -1290,7 +1309,7 @@ impl<F: BlockFile> WriteTx<F> {
         let info = sh
             .catalog_get(catalog, name)?
             .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
-        self.handle(&mut sh, info)
+        self.handle(&mut sh, info, false)
     }
 
     /// Deletes a tree and frees all its pages.
@@ -1448,7 +1467,7 @@ impl<F: BlockFile> WriteTx<F> {
     /// Makes the transaction's changes the committed state (durable on return with
     /// `Durability::Full`). On error nothing of it is committed and the database must be reopened
     /// before the next write (`NEEDS_REOPEN`); reads go on.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(self) -> Result<CommitInfo> {
         let mut sh = self.shared.borrow_mut();
         sh.w(self.serial)?;
         sh.commit()

@@ -52,6 +52,8 @@
 //!   from the page (no allocation per row); `bulk_load` builds a tree from sorted pairs.
 //! - **Metadata**: [`WriteTx::set_meta`] stores the caller's schema bytes in the catalog;
 //!   [`TreeKind::Index`] names an index's table so [`Db::check_with`] can compare them.
+//! - **Change tracking**: `commit` returns a [`CommitInfo`] naming the trees it changed (for live
+//!   queries); keys are not tracked.
 //! - **Errors**: one [`Error`] enum with stable codes. A failed commit leaves the last committed
 //!   state in place and the database needing a reopen before the next write (`NEEDS_REOPEN`).
 //! - **Durability**: `Full` flushes once per commit; `Relaxed` flushes on [`Db::flush`]/`close`

@@ -434,3 +434,26 @@ fn dropping_a_tree_frees_its_pages() {
     assert!(rep.is_ok(), "{rep}");
     assert!(rep.free_pages + 5 >= used, "{rep}, {used} used before");
 }
+
+#[test]
+fn a_commit_says_which_trees_it_changed() {
+    let db = Db::create(MemoryFile::new(), Options::default()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.create_tree("a", TreeKind::Table).unwrap();
+    tx.create_tree("b", TreeKind::Table).unwrap();
+    tx.insert(a, b"k", b"v").unwrap();
+    let info = tx.commit().unwrap();
+    let mut names = info.changed_trees.clone();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(info.txn, db.txn());
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.open_tree("a").unwrap();
+    tx.open_tree("b").unwrap();
+    assert!(!tx.remove(a, b"missing").unwrap());
+    tx.insert(a, b"k2", b"v").unwrap();
+    assert_eq!(tx.commit().unwrap().changed_trees, ["a"]);
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("b").unwrap();
+    assert_eq!(tx.commit().unwrap().changed_trees, ["b"]);
+}
