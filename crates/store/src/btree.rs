@@ -13,6 +13,14 @@ use crate::error::{Error, Result};
 use crate::page::{self, LeafValue, HDR, KIND_BRANCH, KIND_LEAF, KIND_OVERFLOW, OVERFLOW_BIT};
 use crate::pager::Page;
 
+/// No tree of 2^32 pages with at least two children a branch is deeper than 32; a deeper
+/// descent means a crafted or damaged file with a cycle.
+const MAX_DEPTH: usize = 40;
+
+fn too_deep(id: u32) -> Error {
+    page::corrupt(id, "tree deeper than any valid tree (a cycle?)")
+}
+
 pub(crate) trait Pages {
     fn page_size(&self) -> usize;
     fn read(&mut self, id: u32) -> Result<Page>;
@@ -77,6 +85,9 @@ pub(crate) fn read_overflow<P: Pages>(
         let pg = p.read(next)?;
         expect_kind(next, &pg, KIND_OVERFLOW)?;
         let used = page::get_u32(&pg, 20) as usize;
+        if used == 0 {
+            return Err(page::corrupt(next, "empty overflow page"));
+        }
         let take = used.min(len - out.len());
         out.extend_from_slice(&pg[HDR..HDR + take]);
         next = page::right(&pg);
@@ -84,19 +95,20 @@ pub(crate) fn read_overflow<P: Pages>(
     Ok(())
 }
 
-fn free_overflow<P: Pages>(p: &mut P, first: u32) -> Result<()> {
+fn free_overflow<P: Pages>(p: &mut P, len: usize, first: u32) -> Result<()> {
+    let pages = len.div_ceil(p.page_size() - HDR);
     let mut next = first;
-    let mut guard = 0u64;
+    let mut n = 0;
     while next != 0 {
+        n += 1;
+        if n > pages {
+            return Err(page::corrupt(first, "overflow chain longer than its value"));
+        }
         let pg = p.read(next)?;
         expect_kind(next, &pg, KIND_OVERFLOW)?;
-        let n = page::right(&pg);
+        let following = page::right(&pg);
         p.free(next)?;
-        next = n;
-        guard += 1;
-        if guard > u32::MAX as u64 {
-            return Err(page::corrupt(first, "overflow chain loops"));
-        }
+        next = following;
     }
     Ok(())
 }
@@ -125,7 +137,7 @@ pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>)
         return Ok(false);
     }
     let mut id = root;
-    loop {
+    for _ in 0..MAX_DEPTH {
         let pg = p.read(id)?;
         match page::kind(&pg) {
             KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
@@ -141,6 +153,7 @@ pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>)
             k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
         }
     }
+    Err(too_deep(root))
 }
 
 enum Fix {
@@ -161,6 +174,9 @@ fn cow_path<P: Pages>(
     let mut id = cow(p, *root)?;
     *root = id;
     loop {
+        if path.len() > MAX_DEPTH {
+            return Err(too_deep(*root));
+        }
         let pg = p.page_mut(id)?;
         match page::kind(pg) {
             KIND_LEAF => return Ok(id),
@@ -275,8 +291,8 @@ pub(crate) fn insert<P: Pages>(
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search(pg, key) {
         Ok(i) => {
-            if let LeafValue::Overflow(_, first) = page::leaf_value(pg, i) {
-                free_overflow(p, first)?;
+            if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
+                free_overflow(p, len, first)?;
             }
             page::remove(p.page_mut(leaf)?, i);
             (true, i)
@@ -316,7 +332,10 @@ pub(crate) fn remove<P: Pages>(
     }
     // Look first, so a miss copies no page.
     let mut id = *root;
-    loop {
+    for depth in 0.. {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(*root));
+        }
         let pg = p.read(id)?;
         match page::kind(&pg) {
             KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
@@ -337,8 +356,8 @@ pub(crate) fn remove<P: Pages>(
             "key vanished between lookup and removal",
         ));
     };
-    if let LeafValue::Overflow(_, first) = page::leaf_value(pg, i) {
-        free_overflow(p, first)?;
+    if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
+        free_overflow(p, len, first)?;
     }
     page::remove(p.page_mut(leaf)?, i);
     fix_up(p, root, path, leaf, Fix::Check)?;
@@ -465,20 +484,27 @@ fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
 
 /// Frees every page of the tree at `root`.
 pub(crate) fn free_tree<P: Pages>(p: &mut P, root: u32) -> Result<()> {
+    free_subtree(p, root, 0)
+}
+
+fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
     if root == 0 {
         return Ok(());
+    }
+    if depth > MAX_DEPTH {
+        return Err(too_deep(root));
     }
     let pg = p.read(root)?;
     match page::kind(&pg) {
         KIND_BRANCH => {
             for i in 0..=page::count(&pg) {
-                free_tree(p, page::child(&pg, i))?;
+                free_subtree(p, page::child(&pg, i), depth + 1)?;
             }
         }
         KIND_LEAF => {
             for i in 0..page::count(&pg) {
-                if let LeafValue::Overflow(_, first) = page::leaf_value(&pg, i) {
-                    free_overflow(p, first)?;
+                if let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) {
+                    free_overflow(p, len, first)?;
                 }
             }
         }
@@ -652,6 +678,9 @@ impl Stack {
         leftmost: bool,
     ) -> Result<()> {
         loop {
+            if self.levels.len() > MAX_DEPTH {
+                return Err(too_deep(id));
+            }
             let pg = p.read(id)?;
             match page::kind(&pg) {
                 KIND_BRANCH => {
@@ -840,8 +869,15 @@ pub(crate) fn within(k: &[u8], b: Bound<&[u8]>, upper: bool) -> bool {
 /// allocator hands out the lowest free page first), rewriting the parents that point at moved
 /// pages. Returns the root's new page. Used by vacuum.
 pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32> {
+    relocate_at(p, id, cutoff, 0)
+}
+
+fn relocate_at<P: Pages>(p: &mut P, id: u32, cutoff: u32, depth: usize) -> Result<u32> {
     if id == 0 {
         return Ok(0);
+    }
+    if depth > MAX_DEPTH {
+        return Err(too_deep(id));
     }
     let pg = p.read(id)?;
     let mut cur = id;
@@ -849,7 +885,7 @@ pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32>
         KIND_BRANCH => {
             for i in 0..=page::count(&pg) {
                 let c = page::child(&pg, i);
-                let nc = relocate(p, c, cutoff)?;
+                let nc = relocate_at(p, c, cutoff, depth + 1)?;
                 if nc != c {
                     cur = cow(p, cur)?;
                     page::set_child(p.page_mut(cur)?, i, nc);
@@ -864,7 +900,12 @@ pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32>
                 };
                 let mut far = false;
                 let mut next = first;
+                let mut n = 0;
                 while next != 0 {
+                    n += 1;
+                    if n > len.div_ceil(p.page_size() - HDR) {
+                        return Err(page::corrupt(first, "overflow chain longer than its value"));
+                    }
                     far |= next >= cutoff;
                     next = page::right(&p.read(next)?);
                 }
@@ -872,7 +913,7 @@ pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32>
                     continue;
                 }
                 read_overflow(p, len, first, &mut v)?;
-                free_overflow(p, first)?;
+                free_overflow(p, len, first)?;
                 let nf = write_overflow(p, &v)?;
                 cur = cow(p, cur)?;
                 let lp = p.page_mut(cur)?;

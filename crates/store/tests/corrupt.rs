@@ -249,3 +249,49 @@ fn check_finds_a_page_count_that_names_pages_nothing_uses() {
         "{rep}"
     );
 }
+
+#[test]
+fn a_branch_that_points_at_itself_is_an_error_not_a_hang() {
+    let good = sample();
+    let branch = used_pages_of_kind(&good, 2)[0];
+    let mut b = good.clone();
+    edit_page(&mut b, branch, |pg| {
+        // Every child pointer (the slots' cells and the rightmost) back to the branch itself.
+        let n = u16::from_le_bytes([pg[18], pg[19]]) as usize;
+        for i in 0..n {
+            let off = u16::from_le_bytes([pg[32 + 2 * i], pg[33 + 2 * i]]) as usize;
+            pg[off + 2..off + 6].copy_from_slice(&branch.to_le_bytes());
+        }
+        pg[24..28].copy_from_slice(&branch.to_le_bytes());
+    });
+    let db = Db::open(MemoryFile::from_bytes(b), opts()).unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.problems.iter().any(|p| p.page == Some(branch)), "{rep}");
+    let r = db.begin_read().unwrap();
+    for name in ["t", "u"] {
+        let t = r.open_tree(name).unwrap();
+        let scan = r
+            .range(
+                t,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                false,
+            )
+            .and_then(|mut x| x.collect_all());
+        let get = r.get(t, b"row00100");
+        // The damaged tree errs; the other one reads normally.
+        if let Err(e) = scan {
+            assert_eq!(e.code(), "CORRUPT");
+            assert!(get.is_err() || get.unwrap().is_none());
+        }
+    }
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let u = tx.open_tree("u").unwrap();
+    let r1 = tx.insert(t, b"row00100", b"x");
+    let r2 = tx.insert(u, b"idx00100", b"x");
+    assert!(
+        r1.is_err() || r2.is_err(),
+        "a write through the cycle must fail"
+    );
+}
