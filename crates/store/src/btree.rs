@@ -24,6 +24,8 @@ fn too_deep(id: u32) -> Error {
 pub(crate) trait Pages {
     fn page_size(&self) -> usize;
     fn read(&mut self, id: u32) -> Result<Page>;
+    /// Runs `f` over page `id` without taking a reference to it (the point-read path).
+    fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
     fn is_owned(&self, id: u32) -> bool;
     /// An owned page's bytes, for changing.
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
@@ -136,21 +138,40 @@ pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>)
     if root == 0 {
         return Ok(false);
     }
+    enum Step {
+        Child(u32),
+        Found,
+        Overflow(usize, u32),
+        Missing,
+        Bad(u8),
+    }
     let mut id = root;
     for _ in 0..MAX_DEPTH {
-        let pg = p.read(id)?;
-        match page::kind(&pg) {
-            KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
-            KIND_LEAF => {
-                return match page::search(&pg, key) {
-                    Ok(i) => {
-                        read_value(p, &pg, i, out)?;
-                        Ok(true)
+        let step = p.with_page(id, |pg| match page::kind(pg) {
+            KIND_BRANCH => Step::Child(page::child(pg, page::child_index(pg, key))),
+            KIND_LEAF => match page::search(pg, key) {
+                Ok(i) => match page::leaf_value(pg, i) {
+                    LeafValue::Inline(v) => {
+                        out.clear();
+                        out.extend_from_slice(v);
+                        Step::Found
                     }
-                    Err(_) => Ok(false),
-                }
+                    LeafValue::Overflow(len, first) => Step::Overflow(len, first),
+                },
+                Err(_) => Step::Missing,
+            },
+            k => Step::Bad(k),
+        })?;
+        match step {
+            Step::Child(c) => id = c,
+            Step::Found => return Ok(true),
+            Step::Missing => return Ok(false),
+            Step::Overflow(len, first) => {
+                out.clear();
+                read_overflow(p, len, first, out)?;
+                return Ok(true);
             }
-            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+            Step::Bad(k) => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
         }
     }
     Err(too_deep(root))

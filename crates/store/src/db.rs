@@ -216,6 +216,21 @@ impl<F: BlockFile> Pages for Shared<F> {
         self.pager.read(id)
     }
 
+    fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if let Some(w) = &self.w {
+            if let Some(p) = w.dirty.get(&id) {
+                return Ok(f(p));
+            }
+        }
+        if id < 2 || id >= self.page_limit() {
+            return Err(page::corrupt(
+                id,
+                "is not a page of a tree (outside the page range)",
+            ));
+        }
+        Ok(f(self.pager.read_ref(id)?))
+    }
+
     fn is_owned(&self, id: u32) -> bool {
         self.w.as_ref().is_some_and(|w| w.owned.contains_key(&id))
     }

@@ -157,6 +157,18 @@ impl<F: BlockFile> Pager<F> {
         Ok(buf)
     }
 
+    /// Page `id`'s bytes, borrowed from the cache (no reference count touched).
+    pub fn read_ref(&mut self, id: u32) -> Result<&[u8]> {
+        if !self.cache.map.contains_key(&id) {
+            let p = Rc::new(self.read_uncached(id)?);
+            self.cache.put(id, p);
+        }
+        let i = *self.cache.map.get(&id).expect("invariant: just cached");
+        let s = &mut self.cache.slots[i];
+        s.referenced = true;
+        Ok(&s.page)
+    }
+
     pub fn read(&mut self, id: u32) -> Result<Page> {
         if let Some(p) = self.cache.get(id) {
             return Ok(p);
