@@ -9,6 +9,21 @@
 //!
 //! **Page reuse**: a page freed by commit `T` becomes allocatable only once `T` is durable (so
 //! no fallback superblock still needs it) and no open read snapshot is older than `T`.
+//!
+//! **Life of a write**, from the SQL layer's call to the disk:
+//! 1. [`Db::begin_write`] → `Shared::begin_write`: loads the free-page set on first use
+//!    (`load_free`), releases pages no snapshot needs (`release_pending`), opens the `W` state.
+//! 2. [`WriteTx::insert`] → `btree::insert`: `cow_path` copies each page on the root-to-leaf
+//!    path that this transaction does not own (`Pages::alloc` takes the lowest free page,
+//!    `Pages::free` queues the old one), the cell goes in with `page::reserve`, and `fix_up`
+//!    carries splits or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out
+//!    early when more than `Options::dirty_pages` are held.
+//! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
+//!    (`catalog_put`), the free tree brought up to date until it stops changing itself,
+//!    `write_dirty` (one write call per run of adjacent pages), then `encode_superblock` into
+//!    the slot that is not the last durable one, then one flush (`Durability::Full`).
+//! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
+//!    catalog root.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

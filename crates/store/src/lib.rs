@@ -84,7 +84,7 @@ pub mod value;
 pub use btree::Seek;
 pub use check::{IndexHook, Problem, Report};
 pub use db::{
-    Cursor, Db, Durability, Options, Range, ReadTx, Tree, TreeInfo, TreeKind, WriteTx,
+    CommitInfo, Cursor, Db, Durability, Options, Range, ReadTx, Tree, TreeInfo, TreeKind, WriteTx,
     FORMAT_VERSION,
 };
 pub use error::{Error, Result};

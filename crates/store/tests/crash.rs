@@ -155,6 +155,9 @@ fn crash_everywhere(durability: Durability, dirty_pages: usize, per: u32) -> usi
             checked += 1;
         }
     }
+    eprintln!(
+        "{durability:?}, {per} changes a commit: {total} calls, {checked} crash images checked"
+    );
     checked
 }
 
