@@ -150,6 +150,42 @@ fn main() {
             });
         }
 
+        // Row-id append: ascending keys, the common case for tables.
+        if ps == 4096 && want("insert") {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                let p = tmp(&dir, "app.cairn");
+                let t0 = Instant::now();
+                let db = cairn_open(&p, ps, Durability::Full, true);
+                let mut tx = db.begin_write().unwrap();
+                let t = tx.create_tree("t", TreeKind::Table).unwrap();
+                for i in 0..n {
+                    tx.insert(t, &key(i), &value(i)).unwrap();
+                }
+                tx.commit().unwrap();
+                a.push(t0.elapsed() / n as u32);
+                let p = tmp(&dir, "app.sqlite");
+                let t0 = Instant::now();
+                let c = sqlite_open(&p, "FULL");
+                c.execute_batch("CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB); BEGIN")
+                    .unwrap();
+                {
+                    let mut st = c.prepare("INSERT INTO t(k, v) VALUES (?1, ?2)").unwrap();
+                    for i in 0..n {
+                        st.execute(params![i as i64, value(i)]).unwrap();
+                    }
+                }
+                c.execute_batch("COMMIT").unwrap();
+                b.push(t0.elapsed() / n as u32);
+            }
+            rows.push(Row {
+                name: format!("point insert, 100k ascending keys (row-id append) ({tag})"),
+                unit: "per row",
+                cairn: median(a),
+                sqlite: Some(median(b)),
+            });
+        }
+
         // Build the read fixtures once.
         let pc = tmp(&dir, "read.cairn");
         let db = cairn_open(&pc, ps, Durability::Full, true);
