@@ -13,9 +13,19 @@ use crate::error::{Error, Result};
 use crate::page::{self, LeafValue, HDR, KIND_BRANCH, KIND_LEAF, KIND_OVERFLOW, OVERFLOW_BIT};
 use crate::pager::Page;
 
+/// No tree of 2^32 pages with at least two children a branch is deeper than 32; a deeper
+/// descent means a crafted or damaged file with a cycle.
+const MAX_DEPTH: usize = 40;
+
+fn too_deep(id: u32) -> Error {
+    page::corrupt(id, "tree deeper than any valid tree (a cycle?)")
+}
+
 pub(crate) trait Pages {
     fn page_size(&self) -> usize;
     fn read(&mut self, id: u32) -> Result<Page>;
+    /// Runs `f` over page `id` without taking a reference to it (the point-read path).
+    fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
     fn is_owned(&self, id: u32) -> bool;
     /// An owned page's bytes, for changing.
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
@@ -77,6 +87,9 @@ pub(crate) fn read_overflow<P: Pages>(
         let pg = p.read(next)?;
         expect_kind(next, &pg, KIND_OVERFLOW)?;
         let used = page::get_u32(&pg, 20) as usize;
+        if used == 0 {
+            return Err(page::corrupt(next, "empty overflow page"));
+        }
         let take = used.min(len - out.len());
         out.extend_from_slice(&pg[HDR..HDR + take]);
         next = page::right(&pg);
@@ -84,19 +97,20 @@ pub(crate) fn read_overflow<P: Pages>(
     Ok(())
 }
 
-fn free_overflow<P: Pages>(p: &mut P, first: u32) -> Result<()> {
+fn free_overflow<P: Pages>(p: &mut P, len: usize, first: u32) -> Result<()> {
+    let pages = len.div_ceil(p.page_size() - HDR);
     let mut next = first;
-    let mut guard = 0u64;
+    let mut n = 0;
     while next != 0 {
+        n += 1;
+        if n > pages {
+            return Err(page::corrupt(first, "overflow chain longer than its value"));
+        }
         let pg = p.read(next)?;
         expect_kind(next, &pg, KIND_OVERFLOW)?;
-        let n = page::right(&pg);
+        let following = page::right(&pg);
         p.free(next)?;
-        next = n;
-        guard += 1;
-        if guard > u32::MAX as u64 {
-            return Err(page::corrupt(first, "overflow chain loops"));
-        }
+        next = following;
     }
     Ok(())
 }
@@ -124,23 +138,43 @@ pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>)
     if root == 0 {
         return Ok(false);
     }
+    enum Step {
+        Child(u32),
+        Found,
+        Overflow(usize, u32),
+        Missing,
+        Bad(u8),
+    }
     let mut id = root;
-    loop {
-        let pg = p.read(id)?;
-        match page::kind(&pg) {
-            KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
-            KIND_LEAF => {
-                return match page::search(&pg, key) {
-                    Ok(i) => {
-                        read_value(p, &pg, i, out)?;
-                        Ok(true)
+    for _ in 0..MAX_DEPTH {
+        let step = p.with_page(id, |pg| match page::kind(pg) {
+            KIND_BRANCH => Step::Child(page::child(pg, page::child_index(pg, key))),
+            KIND_LEAF => match page::search(pg, key) {
+                Ok(i) => match page::leaf_value(pg, i) {
+                    LeafValue::Inline(v) => {
+                        out.clear();
+                        out.extend_from_slice(v);
+                        Step::Found
                     }
-                    Err(_) => Ok(false),
-                }
+                    LeafValue::Overflow(len, first) => Step::Overflow(len, first),
+                },
+                Err(_) => Step::Missing,
+            },
+            k => Step::Bad(k),
+        })?;
+        match step {
+            Step::Child(c) => id = c,
+            Step::Found => return Ok(true),
+            Step::Missing => return Ok(false),
+            Step::Overflow(len, first) => {
+                out.clear();
+                read_overflow(p, len, first, out)?;
+                return Ok(true);
             }
-            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+            Step::Bad(k) => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
         }
     }
+    Err(too_deep(root))
 }
 
 enum Fix {
@@ -161,6 +195,9 @@ fn cow_path<P: Pages>(
     let mut id = cow(p, *root)?;
     *root = id;
     loop {
+        if path.len() > MAX_DEPTH {
+            return Err(too_deep(*root));
+        }
         let pg = p.page_mut(id)?;
         match page::kind(pg) {
             KIND_LEAF => return Ok(id),
@@ -201,17 +238,26 @@ fn separator(lo: &[u8], hi: &[u8]) -> Vec<u8> {
 
 /// Splits the owned node `id` whose contents are `cells` (too many for one page) into `id` and a
 /// new right sibling. Returns the separator and the sibling.
-fn split<P: Pages>(p: &mut P, id: u32, kind: u8, cells: Vec<Vec<u8>>, right: u32) -> Result<Fix> {
-    let m = split_point(&cells);
+fn split<P: Pages, C: AsRef<[u8]>>(
+    p: &mut P,
+    id: u32,
+    kind: u8,
+    cells: &[C],
+    right: u32,
+) -> Result<Fix> {
+    let m = split_point(cells);
     let new = p.alloc()?;
     if kind == KIND_LEAF {
-        let sep = separator(page::cell_key(&cells[m - 1]), page::cell_key(&cells[m]));
+        let sep = separator(
+            page::cell_key(cells[m - 1].as_ref()),
+            page::cell_key(cells[m].as_ref()),
+        );
         page::fill(p.page_mut(new)?, KIND_LEAF, &cells[m..], 0);
         page::fill(p.page_mut(id)?, KIND_LEAF, &cells[..m], 0);
         Ok(Fix::Split(sep, new))
     } else {
-        let sep = page::cell_key(&cells[m]).to_vec();
-        let mid_child = page::cell_child(&cells[m]);
+        let sep = page::cell_key(cells[m].as_ref()).to_vec();
+        let mid_child = page::cell_child(cells[m].as_ref());
         page::fill(p.page_mut(new)?, KIND_BRANCH, &cells[m + 1..], right);
         page::fill(p.page_mut(id)?, KIND_BRANCH, &cells[..m], mid_child);
         Ok(Fix::Split(sep, new))
@@ -227,9 +273,13 @@ fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fi
     }
     let kind = page::kind(pg);
     let right = page::right(pg);
-    let mut cells = page::cells(pg);
-    cells.insert(i, cell.to_vec());
-    split(p, id, kind, cells, right)
+    // One copy of the page and a list of slices into it: no allocation per cell.
+    let copy = pg.clone();
+    let mut cells: Vec<&[u8]> = (0..page::count(&copy))
+        .map(|j| page::cell(&copy, j))
+        .collect();
+    cells.insert(i, cell);
+    split(p, id, kind, &cells, right)
 }
 
 /// Inserts or replaces `key`. Returns whether it was there before.
@@ -262,8 +312,8 @@ pub(crate) fn insert<P: Pages>(
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search(pg, key) {
         Ok(i) => {
-            if let LeafValue::Overflow(_, first) = page::leaf_value(pg, i) {
-                free_overflow(p, first)?;
+            if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
+                free_overflow(p, len, first)?;
             }
             page::remove(p.page_mut(leaf)?, i);
             (true, i)
@@ -303,7 +353,10 @@ pub(crate) fn remove<P: Pages>(
     }
     // Look first, so a miss copies no page.
     let mut id = *root;
-    loop {
+    for depth in 0.. {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(*root));
+        }
         let pg = p.read(id)?;
         match page::kind(&pg) {
             KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
@@ -324,8 +377,8 @@ pub(crate) fn remove<P: Pages>(
             "key vanished between lookup and removal",
         ));
     };
-    if let LeafValue::Overflow(_, first) = page::leaf_value(pg, i) {
-        free_overflow(p, first)?;
+    if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
+        free_overflow(p, len, first)?;
     }
     page::remove(p.page_mut(leaf)?, i);
     fix_up(p, root, path, leaf, Fix::Check)?;
@@ -452,20 +505,27 @@ fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
 
 /// Frees every page of the tree at `root`.
 pub(crate) fn free_tree<P: Pages>(p: &mut P, root: u32) -> Result<()> {
+    free_subtree(p, root, 0)
+}
+
+fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
     if root == 0 {
         return Ok(());
+    }
+    if depth > MAX_DEPTH {
+        return Err(too_deep(root));
     }
     let pg = p.read(root)?;
     match page::kind(&pg) {
         KIND_BRANCH => {
             for i in 0..=page::count(&pg) {
-                free_tree(p, page::child(&pg, i))?;
+                free_subtree(p, page::child(&pg, i), depth + 1)?;
             }
         }
         KIND_LEAF => {
             for i in 0..page::count(&pg) {
-                if let LeafValue::Overflow(_, first) = page::leaf_value(&pg, i) {
-                    free_overflow(p, first)?;
+                if let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) {
+                    free_overflow(p, len, first)?;
                 }
             }
         }
@@ -489,12 +549,11 @@ where
 {
     let ps = p.page_size();
     let target = page::capacity(ps) * 9 / 10;
-    // levels[0] = leaves; each level: finished (first key, page) pairs
+    // Finished nodes of the level being built: (separator before it, page).
     let mut level: Vec<(Vec<u8>, u32)> = Vec::new();
-    let mut cells: Vec<Vec<u8>> = Vec::new();
-    let mut used = 0;
-    let mut first_key: Vec<u8> = Vec::new();
-    let mut prev: Option<Vec<u8>> = None;
+    // The leaf being filled; cells go straight into its page, no per-entry allocation.
+    let mut leaf = 0u32;
+    let mut prev: Vec<u8> = Vec::new();
     let mut n = 0u64;
     let mut scratch = Vec::new();
     for (k, v) in items {
@@ -502,15 +561,39 @@ where
         if k.len() > page::max_key(ps) {
             return Err(Error::TooLarge(format!("a key of {} bytes", k.len())));
         }
-        if let Some(pk) = &prev {
-            if pk.as_slice() >= k {
-                return Err(Error::InvalidInput(
-                    "bulk build needs keys in strictly increasing order".into(),
-                ));
-            }
+        if n > 0 && prev.as_slice() >= k {
+            return Err(Error::InvalidInput(
+                "bulk build needs keys in strictly increasing order".into(),
+            ));
         }
-        if page::CELL_HDR + k.len() + v.len() <= page::max_cell(ps) {
-            page::leaf_cell(&mut scratch, k, v.len() as u32, v);
+        let inline = page::CELL_HDR + k.len() + v.len() <= page::max_cell(ps);
+        let size = if inline {
+            page::CELL_HDR + k.len() + v.len()
+        } else {
+            page::CELL_HDR + k.len() + 4
+        };
+        if leaf != 0 && page::used(p.page_mut(leaf)?) + size + 2 > target {
+            done(p, leaf)?;
+            leaf = 0;
+        }
+        if leaf == 0 {
+            leaf = p.alloc()?;
+            page::init(p.page_mut(leaf)?, KIND_LEAF);
+            let sep = if n == 0 {
+                k.to_vec()
+            } else {
+                separator(&prev, k)
+            };
+            level.push((sep, leaf));
+        }
+        if inline {
+            let pg = p.page_mut(leaf)?;
+            let at = page::count(pg);
+            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
+            page::put_u16(pg, off, k.len());
+            page::put_u32(pg, off + 2, v.len() as u32);
+            pg[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
+            pg[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
         } else {
             let first = write_overflow(p, v)?;
             page::leaf_cell(
@@ -519,33 +602,19 @@ where
                 v.len() as u32 | OVERFLOW_BIT,
                 &first.to_le_bytes(),
             );
+            let pg = p.page_mut(leaf)?;
+            let at = page::count(pg);
+            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
+            pg[off..off + size].copy_from_slice(&scratch);
         }
-        if used + scratch.len() + 2 > target && !cells.is_empty() {
-            let id = p.alloc()?;
-            page::fill(p.page_mut(id)?, KIND_LEAF, &cells, 0);
-            done(p, id)?;
-            level.push((std::mem::take(&mut first_key), id));
-            cells.clear();
-            used = 0;
-        }
-        if cells.is_empty() {
-            first_key = match &prev {
-                Some(pk) => separator(pk, k),
-                None => k.to_vec(),
-            };
-        }
-        used += scratch.len() + 2;
-        cells.push(scratch.clone());
-        prev = Some(k.to_vec());
+        prev.clear();
+        prev.extend_from_slice(k);
         n += 1;
     }
     if n == 0 {
         return Ok((0, 0));
     }
-    let id = p.alloc()?;
-    page::fill(p.page_mut(id)?, KIND_LEAF, &cells, 0);
-    done(p, id)?;
-    level.push((first_key, id));
+    done(p, leaf)?;
     // Branch levels: each branch takes children while their separators fit the fill target.
     while level.len() > 1 {
         let mut groups: Vec<(usize, usize)> = Vec::new();
@@ -630,6 +699,9 @@ impl Stack {
         leftmost: bool,
     ) -> Result<()> {
         loop {
+            if self.levels.len() > MAX_DEPTH {
+                return Err(too_deep(id));
+            }
             let pg = p.read(id)?;
             match page::kind(&pg) {
                 KIND_BRANCH => {
@@ -818,8 +890,15 @@ pub(crate) fn within(k: &[u8], b: Bound<&[u8]>, upper: bool) -> bool {
 /// allocator hands out the lowest free page first), rewriting the parents that point at moved
 /// pages. Returns the root's new page. Used by vacuum.
 pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32> {
+    relocate_at(p, id, cutoff, 0)
+}
+
+fn relocate_at<P: Pages>(p: &mut P, id: u32, cutoff: u32, depth: usize) -> Result<u32> {
     if id == 0 {
         return Ok(0);
+    }
+    if depth > MAX_DEPTH {
+        return Err(too_deep(id));
     }
     let pg = p.read(id)?;
     let mut cur = id;
@@ -827,7 +906,7 @@ pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32>
         KIND_BRANCH => {
             for i in 0..=page::count(&pg) {
                 let c = page::child(&pg, i);
-                let nc = relocate(p, c, cutoff)?;
+                let nc = relocate_at(p, c, cutoff, depth + 1)?;
                 if nc != c {
                     cur = cow(p, cur)?;
                     page::set_child(p.page_mut(cur)?, i, nc);
@@ -842,7 +921,12 @@ pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32>
                 };
                 let mut far = false;
                 let mut next = first;
+                let mut n = 0;
                 while next != 0 {
+                    n += 1;
+                    if n > len.div_ceil(p.page_size() - HDR) {
+                        return Err(page::corrupt(first, "overflow chain longer than its value"));
+                    }
                     far |= next >= cutoff;
                     next = page::right(&p.read(next)?);
                 }
@@ -850,7 +934,7 @@ pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32>
                     continue;
                 }
                 read_overflow(p, len, first, &mut v)?;
-                free_overflow(p, first)?;
+                free_overflow(p, len, first)?;
                 let nf = write_overflow(p, &v)?;
                 cur = cow(p, cur)?;
                 let lp = p.page_mut(cur)?;

@@ -292,7 +292,6 @@ impl<F: BlockFile> Checker<'_, F> {
             ok = st.next(&mut *self.sh)?;
         }
         expected.sort();
-        let mut found = 0;
         let mut e = expected.iter().peekable();
         let mut ok = st.first(&mut *self.sh, index.root)?;
         let mut problems = 0;
@@ -307,7 +306,6 @@ impl<F: BlockFile> Checker<'_, F> {
             let pg = pg.clone();
             let k = page::key(&pg, i).to_vec();
             btree::read_value(&mut *self.sh, &pg, i, &mut v)?;
-            found += 1;
             while let Some((ek, _)) = e.peek() {
                 if ek.as_slice() < k.as_slice() {
                     say(
@@ -371,7 +369,6 @@ impl<F: BlockFile> Checker<'_, F> {
                 ),
             );
         }
-        let _ = found;
         Ok(())
     }
 }

@@ -9,6 +9,21 @@
 //!
 //! **Page reuse**: a page freed by commit `T` becomes allocatable only once `T` is durable (so
 //! no fallback superblock still needs it) and no open read snapshot is older than `T`.
+//!
+//! **Life of a write**, from the SQL layer's call to the disk:
+//! 1. [`Db::begin_write`] → `Shared::begin_write`: loads the free-page set on first use
+//!    (`load_free`), releases pages no snapshot needs (`release_pending`), opens the `W` state.
+//! 2. [`WriteTx::insert`] → `btree::insert`: `cow_path` copies each page on the root-to-leaf
+//!    path that this transaction does not own (`Pages::alloc` takes the lowest free page,
+//!    `Pages::free` queues the old one), the cell goes in with `page::reserve`, and `fix_up`
+//!    carries splits or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out
+//!    early when more than `Options::dirty_pages` are held.
+//! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
+//!    (`catalog_put`), the free tree brought up to date until it stops changing itself,
+//!    `write_dirty` (one write call per run of adjacent pages), then `encode_superblock` into
+//!    the slot that is not the last durable one, then one flush (`Durability::Full`).
+//! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
+//!    catalog root.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -37,8 +52,12 @@ pub enum Durability {
     Relaxed,
 }
 
-/// Settings. The defaults: 4 KiB pages, a 2048-page cache (8 MiB), full durability, and at most
-/// 4096 changed pages (16 MiB) held in memory by a write transaction before they are written out.
+/// Settings. The defaults: 4 KiB pages, a 2048-page cache (8 MiB of page bytes, plus ~40 bytes
+/// of bookkeeping a page), full durability, and at most 8192 changed pages (32 MiB) held in memory
+/// by a write transaction before they are written out early (to free places, so early writes are
+/// harmless; a spilled page changed again is read back). Memory is therefore bounded by
+/// `(cache_pages + dirty_pages) * page_size` plus one root-to-leaf path per open cursor, whatever
+/// the file size.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub page_size: usize,
@@ -53,7 +72,7 @@ impl Default for Options {
             page_size: 4096,
             cache_pages: 2048,
             durability: Durability::Full,
-            dirty_pages: 4096,
+            dirty_pages: 8192,
         }
     }
 }
@@ -126,6 +145,15 @@ impl TreeInfo {
     }
 }
 
+/// What a commit changed: for live queries, which re-run what read the trees named here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The transaction id the commit got.
+    pub txn: u64,
+    /// Names of the trees it changed (written, created or dropped), in no particular order.
+    pub changed_trees: Vec<String>,
+}
+
 /// The roots and counts a superblock names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
@@ -179,6 +207,8 @@ pub(crate) struct Shared<F> {
     scratch: Vec<u8>,
     serial: u64,
     recovered: Option<String>,
+    /// Entries in the commit list of the newest superblock.
+    last_list: usize,
 }
 
 impl<F: BlockFile> Pages for Shared<F> {
@@ -201,6 +231,21 @@ impl<F: BlockFile> Pages for Shared<F> {
         self.pager.read(id)
     }
 
+    fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if let Some(w) = &self.w {
+            if let Some(p) = w.dirty.get(&id) {
+                return Ok(f(p));
+            }
+        }
+        if id < 2 || id >= self.page_limit() {
+            return Err(page::corrupt(
+                id,
+                "is not a page of a tree (outside the page range)",
+            ));
+        }
+        Ok(f(self.pager.read_ref(id)?))
+    }
+
     fn is_owned(&self, id: u32) -> bool {
         self.w.as_ref().is_some_and(|w| w.owned.contains_key(&id))
     }
@@ -216,9 +261,13 @@ impl<F: BlockFile> Pages for Shared<F> {
                     "page {id} changed without being copied first"
                 )));
             }
-            let p = self.pager.read_uncached(id)?;
+            // A page spilled earlier in this transaction: from the cache if it is still there.
+            let p = match self.pager.take(id) {
+                Some(p) => p,
+                None => Rc::new(self.pager.read_uncached(id)?),
+            };
             let w = self.w.as_mut().expect("invariant: write transaction open");
-            w.dirty.insert(id, Rc::new(p));
+            w.dirty.insert(id, p);
         }
         let w = self.w.as_mut().expect("invariant: write transaction open");
         w.seq += 1;
@@ -409,6 +458,7 @@ impl<F: BlockFile> Shared<F> {
             scratch: Vec::new(),
             serial: 0,
             recovered: None,
+            last_list: 0,
         }
     }
 
@@ -496,24 +546,39 @@ impl<F: BlockFile> Shared<F> {
         self.write_dirty()
     }
 
+    /// Writes every changed page, one `write` call per run of adjacent page numbers (a write
+    /// call costs 30-50 us on OPFS whatever its size, so runs matter more than bytes).
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut ids: Vec<u32> = w.dirty.keys().copied().collect();
         ids.sort_unstable();
         let txn = w.state.txn.max(self.next_txn);
-        for id in ids {
-            let w = self.w.as_mut().expect("invariant: write transaction open");
-            let mut p = w.dirty.remove(&id).expect("invariant: listed");
-            let sum = self
-                .pager
-                .write(id, Rc::make_mut(&mut p).as_mut_slice(), txn)?;
-            self.unflushed.insert(id, sum);
-            self.pager.cache_put(id, p);
+        let ps = self.pager.page_size;
+        let mut run: Vec<u8> = Vec::new();
+        let mut i = 0;
+        while i < ids.len() {
+            let start = ids[i];
+            let mut j = i;
+            while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 && (j + 1 - i) * ps < (1 << 20) {
+                j += 1;
+            }
+            run.clear();
+            for &id in &ids[i..=j] {
+                let w = self.w.as_mut().expect("invariant: write transaction open");
+                let mut p = w.dirty.remove(&id).expect("invariant: listed");
+                let buf = Rc::make_mut(&mut p);
+                let sum = crate::pager::stamp(id, buf, txn);
+                run.extend_from_slice(buf);
+                self.unflushed.insert(id, sum);
+                self.pager.cache_put(id, p);
+            }
+            self.pager.file.write(start as u64 * ps as u64, &run)?;
+            i = j + 1;
         }
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<CommitInfo> {
         let r = self.commit_inner();
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
@@ -522,7 +587,7 @@ impl<F: BlockFile> Shared<F> {
         r
     }
 
-    fn commit_inner(&mut self) -> Result<()> {
+    fn commit_inner(&mut self) -> Result<CommitInfo> {
         let txn = self.next_txn;
         // 1. Changed trees into the catalog.
         let w = self.w.as_mut().expect("invariant: write transaction open");
@@ -535,6 +600,16 @@ impl<F: BlockFile> Shared<F> {
                 (t.info.name.clone(), t.info.encode())
             })
             .collect();
+        let mut info = CommitInfo {
+            txn,
+            changed_trees: changed.iter().map(|(n, _)| n.clone()).collect(),
+        };
+        info.changed_trees.extend(
+            w.trees
+                .iter()
+                .filter(|t| t.dropped)
+                .map(|t| t.info.name.clone()),
+        );
         for (name, v) in changed {
             self.catalog_put(name.as_bytes(), &v)?;
         }
@@ -590,31 +665,22 @@ impl<F: BlockFile> Shared<F> {
         let mut state = w.state;
         state.txn = txn;
         let ps = self.pager.page_size;
-        let slot = 1 - self.durable_slot;
-        let flushed = if self.unflushed.len() <= list_capacity(ps) {
-            let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
-            list.sort_unstable();
-            let sb = encode_superblock(ps, slot, &state, &list);
-            self.pager.file.write((slot * ps) as u64, &sb)?;
-            if self.opts.durability == Durability::Full {
-                self.pager.file.flush()?;
-                true
-            } else {
-                false
-            }
-        } else {
-            // Too many pages to name: make them durable first, then a superblock naming none.
+        if self.unflushed.len() > list_capacity(ps) {
+            // Too many pages to name in the superblock: make them (and every earlier commit)
+            // durable first; the superblock then names none. Two flushes, for big commits only.
             self.pager.file.flush()?;
-            self.unflushed.clear();
-            let sb = encode_superblock(ps, slot, &state, &[]);
-            self.pager.file.write((slot * ps) as u64, &sb)?;
-            if self.opts.durability == Durability::Full {
-                self.pager.file.flush()?;
-                true
-            } else {
-                false
-            }
-        };
+            self.mark_durable();
+        }
+        let slot = 1 - self.durable_slot;
+        let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
+        list.sort_unstable();
+        let sb = encode_superblock(ps, slot, &state, &list);
+        self.pager.file.write((slot * ps) as u64, &sb)?;
+        self.last_list = list.len();
+        let flushed = self.opts.durability == Durability::Full;
+        if flushed {
+            self.pager.file.flush()?;
+        }
         // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
         let w = self.w.take().expect("invariant: write transaction open");
         self.state = state;
@@ -626,7 +692,7 @@ impl<F: BlockFile> Shared<F> {
         if !w.freed.is_empty() {
             self.pending.push_back((txn, w.freed));
         }
-        Ok(())
+        Ok(info)
     }
 
     fn mark_durable(&mut self) {
@@ -826,7 +892,7 @@ impl<F: BlockFile> Db<F> {
         for (s, sl) in slots {
             match verify_list(&mut pager, &sl.list) {
                 Ok(()) => {
-                    chosen = Some((s, sl.state));
+                    chosen = Some((s, sl.state, sl.list.len()));
                     break;
                 }
                 Err(m) => problems.push(format!(
@@ -836,7 +902,7 @@ impl<F: BlockFile> Db<F> {
                 )),
             }
         }
-        let Some((slot, state)) = chosen else {
+        let Some((slot, state, list_len)) = chosen else {
             return Err(Error::Corrupt(problems.join("; ")));
         };
         let mut sh = Shared::new(
@@ -848,6 +914,7 @@ impl<F: BlockFile> Db<F> {
             state,
             slot,
         );
+        sh.last_list = list_len;
         let notes: Vec<&String> = problems
             .iter()
             .filter(|p| !p.ends_with("no magic number"))
@@ -929,8 +996,18 @@ impl<F: BlockFile> Db<F> {
         if sh.w.is_some() {
             return Err(Error::Busy("a write transaction is still open".into()));
         }
-        if sh.poisoned.is_none() && !sh.unflushed.is_empty() {
-            sh.flush()?;
+        if sh.poisoned.is_none() {
+            if sh.durable_txn != sh.state.txn {
+                sh.flush()?;
+            }
+            if sh.last_list > 0 {
+                // The newest superblock names pages open would read to verify; a final empty
+                // commit in the other slot names none, so the next open reads nothing but the
+                // superblocks and the catalog root.
+                sh.begin_write()?;
+                sh.commit()?;
+                sh.flush()?;
+            }
         }
         sh.pager.file.close()
     }
@@ -1056,6 +1133,7 @@ fn verify_list<F: BlockFile>(
     let ps = pager.page_size;
     let mut buf = vec![0u8; ps];
     for &(id, sum) in list {
+        pager.reads += 1;
         if pager.file.read(id as u64 * ps as u64, &mut buf).is_err() {
             return Err(format!("page {id} of the last commit is missing"));
         }
@@ -1205,13 +1283,13 @@ impl<F: BlockFile> WriteTx<F> {
         }
     }
 
-    fn handle(&self, sh: &mut Shared<F>, info: TreeInfo) -> Result<Tree> {
+    fn handle(&self, sh: &mut Shared<F>, info: TreeInfo, changed: bool) -> Result<Tree> {
         let w = sh.w(self.serial)?;
         let idx = w.trees.len();
         w.names.insert(info.name.clone(), idx);
         w.trees.push(TreeSlot {
             info,
-            changed: false,
+            changed,
             dropped: false,
         });
         Ok(Tree {
@@ -1242,7 +1320,7 @@ impl<F: BlockFile> WriteTx<F> {
             root: 0,
         };
         sh.catalog_put(name.as_bytes(), &info.encode())?;
-        self.handle(&mut sh, info)
+        self.handle(&mut sh, info, true)
     }
 
     pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
@@ -1261,7 +1339,7 @@ impl<F: BlockFile> WriteTx<F> {
         let info = sh
             .catalog_get(catalog, name)?
             .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
-        self.handle(&mut sh, info)
+        self.handle(&mut sh, info, false)
     }
 
     /// Deletes a tree and frees all its pages.
@@ -1419,7 +1497,7 @@ impl<F: BlockFile> WriteTx<F> {
     /// Makes the transaction's changes the committed state (durable on return with
     /// `Durability::Full`). On error nothing of it is committed and the database must be reopened
     /// before the next write (`NEEDS_REOPEN`); reads go on.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(self) -> Result<CommitInfo> {
         let mut sh = self.shared.borrow_mut();
         sh.w(self.serial)?;
         sh.commit()
@@ -1564,6 +1642,29 @@ impl<F: BlockFile> Cursor<F> {
         self.stack.leaf().map(|(pg, i)| page::key(pg, i))
     }
 
+    /// The current key and value together (see [`Cursor::value`]).
+    pub fn entry(&mut self) -> Result<(&[u8], &[u8])> {
+        let Some((pg, i)) = self.stack.leaf() else {
+            return Err(Error::InvalidInput("the cursor is not on an entry".into()));
+        };
+        let overflow = match page::leaf_value(pg, i) {
+            LeafValue::Inline(_) => false,
+            LeafValue::Overflow(len, first) => {
+                let mut sh = self.shared.borrow_mut();
+                self.val.clear();
+                btree::read_overflow(&mut *sh, len, first, &mut self.val)?;
+                true
+            }
+        };
+        let (pg, i) = self.stack.leaf().expect("invariant: checked above");
+        let k = page::key(pg, i);
+        match page::leaf_value(pg, i) {
+            LeafValue::Inline(v) => Ok((k, v)),
+            LeafValue::Overflow(..) if overflow => Ok((k, &self.val)),
+            LeafValue::Overflow(..) => unreachable!("invariant: checked above"),
+        }
+    }
+
     /// The current value. Inline values are borrowed from the page; overflow values are read
     /// into a buffer the cursor reuses.
     pub fn value(&mut self) -> Result<&[u8]> {
@@ -1679,6 +1780,11 @@ impl<F: BlockFile> Range<F> {
 
     pub fn value(&mut self) -> Result<&[u8]> {
         self.cursor.value()
+    }
+
+    /// The current key and value together.
+    pub fn entry(&mut self) -> Result<(&[u8], &[u8])> {
+        self.cursor.entry()
     }
 
     /// Collects the rest of the range (for tests and small scans; allocates per entry).

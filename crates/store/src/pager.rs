@@ -113,6 +113,14 @@ pub fn page_checksum(id: u32, p: &[u8]) -> u64 {
     xxh64(&p[8..], id as u64)
 }
 
+/// Stamps `txn` and the checksum into page `id`'s bytes; returns the checksum.
+pub fn stamp(id: u32, p: &mut [u8], txn: u64) -> u64 {
+    page::put_u64(p, 8, txn);
+    let sum = page_checksum(id, p);
+    page::put_u64(p, 0, sum);
+    sum
+}
+
 impl<F: BlockFile> Pager<F> {
     pub fn new(file: F, page_size: usize, cache_pages: usize) -> Self {
         Pager {
@@ -149,6 +157,18 @@ impl<F: BlockFile> Pager<F> {
         Ok(buf)
     }
 
+    /// Page `id`'s bytes, borrowed from the cache (no reference count touched).
+    pub fn read_ref(&mut self, id: u32) -> Result<&[u8]> {
+        if !self.cache.map.contains_key(&id) {
+            let p = Rc::new(self.read_uncached(id)?);
+            self.cache.put(id, p);
+        }
+        let i = *self.cache.map.get(&id).expect("invariant: just cached");
+        let s = &mut self.cache.slots[i];
+        s.referenced = true;
+        Ok(&s.page)
+    }
+
     pub fn read(&mut self, id: u32) -> Result<Page> {
         if let Some(p) = self.cache.get(id) {
             return Ok(p);
@@ -158,17 +178,16 @@ impl<F: BlockFile> Pager<F> {
         Ok(p)
     }
 
-    /// Stamps `txn` and the checksum into `p` and writes it as page `id`. Returns the checksum.
-    pub fn write(&mut self, id: u32, p: &mut [u8], txn: u64) -> Result<u64> {
-        page::put_u64(p, 8, txn);
-        let sum = page_checksum(id, p);
-        page::put_u64(p, 0, sum);
-        self.file.write(id as u64 * self.page_size as u64, p)?;
-        Ok(sum)
-    }
-
     pub fn cache_put(&mut self, id: u32, p: Page) {
         self.cache.put(id, p)
+    }
+
+    /// Removes page `id` from the cache and hands it over (a spilled page being changed again:
+    /// no copy when nothing else holds it).
+    pub fn take(&mut self, id: u32) -> Option<Page> {
+        let p = self.cache.get(id)?;
+        self.cache.remove(id);
+        Some(p)
     }
 
     pub fn forget(&mut self, id: u32) {

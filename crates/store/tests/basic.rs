@@ -272,3 +272,188 @@ fn vacuum_shrinks_a_file_that_lost_most_of_its_rows() {
     let u = r.open_tree("u").unwrap();
     assert_eq!(r.get(u, b"big").unwrap().unwrap(), vec![9u8; 20_000]);
 }
+
+#[test]
+fn open_reads_the_superblocks_and_the_catalog_not_the_rows() {
+    let f = cairn_store::fault::FaultFile::new();
+    let db = Db::create(f.clone(), Options::default()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..3000 {
+        tx.insert(t, &k(i), &[1u8; 100]).unwrap();
+    }
+    tx.commit().unwrap();
+    // Without a clean close, open verifies the pages the last commit wrote (if it listed them).
+    let crashed = Db::open(
+        MemoryFile::from_bytes(f.durable_bytes()),
+        Options::default(),
+    )
+    .unwrap();
+    assert!(crashed.file_reads() > 50, "{}", crashed.file_reads());
+    db.close().unwrap();
+    let db = Db::open(
+        MemoryFile::from_bytes(f.durable_bytes()),
+        Options::default(),
+    )
+    .unwrap();
+    assert_eq!(db.file_reads(), 1, "only the catalog root");
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    assert_eq!(r.len(t).unwrap(), 3000);
+    assert!(db.check().unwrap().is_ok());
+}
+
+#[test]
+fn close_flushes_relaxed_commits() {
+    let f = cairn_store::fault::FaultFile::new();
+    let o = Options {
+        durability: Durability::Relaxed,
+        ..Options::default()
+    };
+    let db = Db::create(f.clone(), o.clone()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.insert(t, b"a", b"1").unwrap();
+    tx.commit().unwrap();
+    let txn = db.txn();
+    db.close().unwrap();
+    let db = Db::open(MemoryFile::from_bytes(f.durable_bytes()), o).unwrap();
+    assert!(db.txn() >= txn);
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    assert_eq!(r.get(t, b"a").unwrap().unwrap(), b"1");
+}
+
+#[test]
+fn a_write_cursor_survives_deletes_under_it() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..1000 {
+        tx.insert(t, &k(i), b"v").unwrap();
+    }
+    // DELETE ... WHERE i % 2 = 0, driven by a cursor over the same tree.
+    let mut c = tx.cursor(t).unwrap();
+    let mut seen = Vec::new();
+    let mut ok = c.first().unwrap();
+    while ok {
+        let key = c.key().unwrap().to_vec();
+        seen.push(key.clone());
+        if seen.len() % 2 == 1 {
+            assert!(tx.remove(t, &key).unwrap());
+        }
+        ok = c.next().unwrap();
+    }
+    assert_eq!(
+        seen,
+        (0..1000).map(k).collect::<Vec<_>>(),
+        "each key once, in order"
+    );
+    assert_eq!(tx.len(t).unwrap(), 500);
+    // And backwards, with updates that rewrite pages under the cursor.
+    let mut ok = c.last().unwrap();
+    let mut n = 0;
+    while ok {
+        let key = c.key().unwrap().to_vec();
+        tx.insert(t, &key, &[7u8; 60]).unwrap();
+        n += 1;
+        ok = c.prev().unwrap();
+    }
+    assert_eq!(n, 500);
+    drop(c);
+    tx.commit().unwrap();
+    assert!(db.check().unwrap().is_ok());
+}
+
+#[test]
+fn pages_are_reused_once_no_reader_can_see_them() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..300 {
+        tx.insert(t, &k(i), &[0u8; 30]).unwrap();
+    }
+    tx.commit().unwrap();
+    let update = |round: u8| {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for i in 0..300 {
+            tx.insert(t, &k(i), &[round; 30]).unwrap();
+        }
+        tx.commit().unwrap();
+    };
+    // Three snapshots, each pinned by a reader while later commits rewrite every page.
+    let mut readers = Vec::new();
+    for round in 1..=3u8 {
+        readers.push((round - 1, db.begin_read().unwrap()));
+        update(round);
+    }
+    for (want, r) in &readers {
+        let t = r.open_tree("t").unwrap();
+        let all = r
+            .range(t, Bound::Unbounded, Bound::Unbounded, false)
+            .unwrap()
+            .collect_all()
+            .unwrap();
+        assert_eq!(all.len(), 300);
+        assert!(
+            all.iter().all(|(_, v)| v == &vec![*want; 30]),
+            "snapshot {want} changed"
+        );
+    }
+    let pinned = db.page_count();
+    drop(readers);
+    // With no reader left, rewriting everything again reuses freed pages instead of growing.
+    for round in 4..=8u8 {
+        update(round);
+    }
+    assert!(
+        db.page_count() <= pinned + 2,
+        "{} pages, {pinned} before",
+        db.page_count()
+    );
+    assert!(db.check().unwrap().is_ok());
+}
+
+#[test]
+fn dropping_a_tree_frees_its_pages() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..2000 {
+        tx.insert(t, &k(i), &[1u8; 40]).unwrap();
+    }
+    tx.insert(t, b"big", &[2u8; 5000]).unwrap();
+    tx.commit().unwrap();
+    let used = db.check().unwrap().used_pages;
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("t").unwrap();
+    assert!(tx.list_trees().unwrap().is_empty());
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+    assert!(rep.free_pages + 5 >= used, "{rep}, {used} used before");
+}
+
+#[test]
+fn a_commit_says_which_trees_it_changed() {
+    let db = Db::create(MemoryFile::new(), Options::default()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.create_tree("a", TreeKind::Table).unwrap();
+    tx.create_tree("b", TreeKind::Table).unwrap();
+    tx.insert(a, b"k", b"v").unwrap();
+    let info = tx.commit().unwrap();
+    let mut names = info.changed_trees.clone();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(info.txn, db.txn());
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.open_tree("a").unwrap();
+    tx.open_tree("b").unwrap();
+    assert!(!tx.remove(a, b"missing").unwrap());
+    tx.insert(a, b"k2", b"v").unwrap();
+    assert_eq!(tx.commit().unwrap().changed_trees, ["a"]);
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("b").unwrap();
+    assert_eq!(tx.commit().unwrap().changed_trees, ["b"]);
+}
