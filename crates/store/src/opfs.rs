@@ -1,1 +1,257 @@
+//! A block file over the Origin Private File System, through a `FileSystemSyncAccessHandle`.
+//!
+//! Opening is asynchronous (the directory and file handles come from promises); every call after
+//! that is synchronous, which is why this only works inside a dedicated Worker. A sync access
+//! handle is exclusive: while one is open, no other context of the origin can open the same file,
+//! and [`OpfsFile::open`] reports that as `Busy` instead of waiting.
+//!
+//! Files live in one directory of the origin's OPFS, [`DIR`], so a page's other OPFS users and
+//! cairn never see each other's files.
 
+use js_sys::{Object, Reflect};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    DomException, FileSystemDirectoryHandle, FileSystemFileHandle, FileSystemGetDirectoryOptions,
+    FileSystemGetFileOptions, FileSystemReadWriteOptions, FileSystemSyncAccessHandle,
+    WorkerGlobalScope,
+};
+
+use crate::error::{Error, Result};
+use crate::file::{check_read, BlockFile};
+
+/// The OPFS directory that holds cairn's files.
+pub const DIR: &str = "cairn";
+
+/// Offsets travel to JavaScript as numbers; past 2^53 they are no longer exact.
+const MAX_SAFE: u64 = (1 << 53) - 1;
+
+#[derive(Debug)]
+pub struct OpfsFile {
+    handle: Option<FileSystemSyncAccessHandle>,
+    name: String,
+}
+
+/// Turns a rejected promise or a thrown exception into an error with a stable code.
+fn js_error(e: JsValue, name: &str) -> Error {
+    let (kind, message) = match e.dyn_ref::<DomException>() {
+        Some(d) => (d.name(), d.message()),
+        None => {
+            let kind = Reflect::get(&e, &"name".into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .unwrap_or_default();
+            let message = Reflect::get(&e, &"message".into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .or_else(|| e.as_string())
+                .unwrap_or_else(|| "unknown error".into());
+            (kind, message)
+        }
+    };
+    let what = format!("{name:?}: {message}");
+    match kind.as_str() {
+        "NoModificationAllowedError" => Error::Busy(format!(
+            "{name:?} is open in another Worker or tab (sync access handles are exclusive): {message}"
+        )),
+        "NotFoundError" => Error::NotFound(what),
+        "TypeError" => Error::InvalidName(what),
+        "QuotaExceededError" => Error::QuotaExceeded(what),
+        "InvalidStateError" => Error::Closed,
+        _ if kind.is_empty() => Error::Io(what),
+        _ => Error::Io(format!("{kind}: {what}")),
+    }
+}
+
+/// The directory all cairn files live in, created on first use.
+async fn directory() -> Result<FileSystemDirectoryHandle> {
+    let scope: WorkerGlobalScope = js_sys::global()
+        .dyn_into()
+        .map_err(|_| Error::Io("OPFS block files need a dedicated Worker".into()))?;
+    let root = JsFuture::from(scope.navigator().storage().get_directory())
+        .await
+        .map_err(|e| js_error(e, "/"))?;
+    let root: FileSystemDirectoryHandle = root.unchecked_into();
+    let opts = FileSystemGetDirectoryOptions::new();
+    opts.set_create(true);
+    let dir = JsFuture::from(root.get_directory_handle_with_options(DIR, &opts))
+        .await
+        .map_err(|e| js_error(e, DIR))?;
+    Ok(dir.unchecked_into())
+}
+
+/// Refuses names OPFS would refuse, or that would escape the directory, with the reason.
+fn check_name(name: &str) -> Result<()> {
+    let bad = if name.is_empty() {
+        Some("the name is empty")
+    } else if name == "." || name == ".." {
+        Some("\".\" and \"..\" are not file names")
+    } else if name.contains(['/', '\\']) {
+        Some("a name cannot contain '/' or '\\'")
+    } else if name.contains('\0') {
+        Some("a name cannot contain a NUL character")
+    } else {
+        None
+    };
+    match bad {
+        Some(why) => Err(Error::InvalidName(format!("{name:?}: {why}"))),
+        None => Ok(()),
+    }
+}
+
+impl OpfsFile {
+    /// Opens `name` in cairn's OPFS directory, creating it when `create` is set, and takes its
+    /// exclusive sync access handle.
+    pub async fn open(name: &str, create: bool) -> Result<Self> {
+        check_name(name)?;
+        let dir = directory().await?;
+        let opts = FileSystemGetFileOptions::new();
+        opts.set_create(create);
+        let file = JsFuture::from(dir.get_file_handle_with_options(name, &opts))
+            .await
+            .map_err(|e| js_error(e, name))?;
+        let file: FileSystemFileHandle = file.unchecked_into();
+        let handle = JsFuture::from(file.create_sync_access_handle())
+            .await
+            .map_err(|e| js_error(e, name))?;
+        Ok(Self {
+            handle: Some(handle.unchecked_into()),
+            name: name.to_owned(),
+        })
+    }
+
+    /// Deletes `name` from cairn's OPFS directory. Fails with `Busy` while a handle is open.
+    pub async fn remove(name: &str) -> Result<()> {
+        check_name(name)?;
+        let dir = directory().await?;
+        JsFuture::from(dir.remove_entry(name))
+            .await
+            .map_err(|e| js_error(e, name))?;
+        Ok(())
+    }
+
+    /// The names of every file in cairn's OPFS directory.
+    pub async fn list() -> Result<Vec<String>> {
+        let dir = directory().await?;
+        let iter = dir.keys();
+        let mut names = Vec::new();
+        loop {
+            let next = JsFuture::from(iter.next().map_err(|e| js_error(e, DIR))?)
+                .await
+                .map_err(|e| js_error(e, DIR))?;
+            let next: Object = next.unchecked_into();
+            let done = Reflect::get(&next, &"done".into()).unwrap_or(JsValue::TRUE);
+            if done.is_truthy() {
+                break;
+            }
+            if let Some(name) = Reflect::get(&next, &"value".into())
+                .ok()
+                .and_then(|v| v.as_string())
+            {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn handle(&self) -> Result<&FileSystemSyncAccessHandle> {
+        self.handle.as_ref().ok_or(Error::Closed)
+    }
+
+    fn at(offset: u64) -> FileSystemReadWriteOptions {
+        let opts = FileSystemReadWriteOptions::new();
+        opts.set_at(offset as f64);
+        opts
+    }
+}
+
+impl BlockFile for OpfsFile {
+    fn len(&self) -> Result<u64> {
+        let size = self
+            .handle()?
+            .get_size()
+            .map_err(|e| js_error(e, &self.name))?;
+        Ok(size as u64)
+    }
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let h = self.handle()?;
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|end| end > MAX_SAFE) {
+            return check_read(offset, buf.len(), self.len()?);
+        }
+        if buf.is_empty() {
+            return check_read(offset, 0, self.len()?);
+        }
+        let n = h
+            .read_with_u8_array_and_options(buf, &Self::at(offset))
+            .map_err(|e| js_error(e, &self.name))?;
+        if (n as usize) < buf.len() {
+            // Only a read past the end comes back short.
+            check_read(offset, buf.len(), self.len()?)?;
+            return Err(Error::Io(format!(
+                "short read of {n} bytes from {:?}",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let h = self.handle()?;
+        if offset.saturating_add(data.len() as u64) > MAX_SAFE {
+            return Err(Error::InvalidInput(format!(
+                "write at {offset} is past the largest file"
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let n = h
+            .write_with_u8_array_and_options(data, &Self::at(offset))
+            .map_err(|e| js_error(e, &self.name))?;
+        if (n as usize) != data.len() {
+            // OPFS writes all or throws; a short count means the quota ran out part way.
+            return Err(Error::QuotaExceeded(format!(
+                "wrote {n} of {} bytes to {:?}",
+                data.len(),
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn set_len(&mut self, len: u64) -> Result<()> {
+        if len > MAX_SAFE {
+            return Err(Error::InvalidInput(format!(
+                "length {len} is past the largest file"
+            )));
+        }
+        self.handle()?
+            .truncate_with_f64(len as f64)
+            .map_err(|e| js_error(e, &self.name))
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.handle()?.flush().map_err(|e| js_error(e, &self.name))
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if let Some(h) = self.handle.take() {
+            h.close();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OpfsFile {
+    fn drop(&mut self) {
+        // Releasing the handle is what lets the next Worker open the file.
+        let _ = BlockFile::close(self);
+    }
+}

@@ -1,0 +1,78 @@
+// Builds the browser package into dist/: the engine compiled to wasm (cargo, wasm-bindgen,
+// wasm-opt) and the page and Worker scripts (esbuild), then prints and records the size of every
+// file a page downloads to open a database.
+//
+//   node scripts/build.mjs [--dev]     --dev skips wasm-opt and minification (faster, larger)
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dev = process.argv.includes('--dev');
+const bin = (name) => join(root, 'node_modules', '.bin', name);
+
+function run(cmd, args, env = {}) {
+  try {
+    execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+  } catch (e) {
+    console.error(`build failed: ${cmd} ${args.join(' ')} (exit ${e.status})`);
+    process.exit(1);
+  }
+}
+
+mkdirSync(join(root, 'build', 'wasm'), { recursive: true });
+mkdirSync(join(root, 'dist'), { recursive: true });
+
+run('cargo', ['build', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown'], {
+  CARGO_BUILD_JOBS: process.env.CARGO_BUILD_JOBS ?? '2',
+});
+run('wasm-bindgen', [
+  'target/wasm32-unknown-unknown/release/cairn_wasm.wasm',
+  '--target', 'web',
+  '--out-dir', 'build/wasm',
+  '--remove-name-section',
+  '--remove-producers-section',
+]);
+if (dev) {
+  copyFileSync(join(root, 'build/wasm/cairn_wasm_bg.wasm'), join(root, 'dist/cairn.wasm'));
+} else {
+  run(bin('wasm-opt'), [
+    '-Oz',
+    '--enable-bulk-memory', '--enable-sign-ext', '--enable-nontrapping-float-to-int',
+    '--enable-mutable-globals', '--enable-reference-types', '--enable-multivalue', '--enable-simd',
+    'build/wasm/cairn_wasm_bg.wasm', '-o', 'dist/cairn.wasm',
+  ]);
+}
+
+const esbuild = await import('esbuild');
+const common = { bundle: true, format: 'esm', target: 'es2022', minify: !dev, legalComments: 'none', logLevel: 'warning' };
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/worker.js')], outfile: join(root, 'dist/cairn-worker.js') });
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js') });
+copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
+
+// The size of what a page fetches to open a database.
+const files = ['dist/cairn.js', 'dist/cairn-worker.js', 'dist/cairn.wasm'];
+const rows = files.map((f) => {
+  const bytes = readFileSync(join(root, f));
+  return {
+    file: f,
+    raw: bytes.length,
+    gzip: zlib.gzipSync(bytes, { level: 9 }).length,
+    brotli: zlib.brotliCompressSync(bytes, {
+      params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length },
+    }).length,
+  };
+});
+const total = rows.reduce((t, r) => ({ file: 'total', raw: t.raw + r.raw, gzip: t.gzip + r.gzip, brotli: t.brotli + r.brotli }), {
+  file: 'total', raw: 0, gzip: 0, brotli: 0,
+});
+const kb = (n) => (n / 1024).toFixed(1).padStart(9);
+console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
+for (const r of [...rows, total]) console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb(r.gzip)}${kb(r.brotli)}`);
+if (!dev) {
+  mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });
+  const report = { build: 'release', files: rows, total, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
+  writeFileSync(join(root, 'bench-browser/results/size.json'), JSON.stringify(report, null, 2) + '\n');
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs what building and testing cairn needs, skipping what is already there:
+# the wasm target, rustfmt and clippy, the wasm-bindgen CLI at the version Cargo.lock pins,
+# Debian's Chromium (unless --no-browser), and the npm packages from the lockfiles.
+# Fails loudly when a step fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+browser=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-browser) browser=0 ;;
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '\n== setup: %s\n' "$*"; }
+die() { printf '\nsetup FAILED: %s\n' "$*" >&2; exit 1; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else die "need root for: $*"; fi; }
+
+command -v cargo >/dev/null || die "cargo is not installed (install Rust with rustup first)"
+command -v node >/dev/null || die "node is not installed (Node.js 20 or newer)"
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown || die "rustup target add wasm32-unknown-unknown"
+fi
+for component in rustfmt clippy; do
+  if ! rustup component list --installed | grep -q "^$component"; then
+    say "adding $component"
+    rustup component add "$component" || die "rustup component add $component"
+  fi
+done
+
+# The CLI must match the wasm-bindgen crate exactly; Cargo.lock is the source of truth.
+want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+[ -n "$want" ] || die "could not read the wasm-bindgen version from Cargo.lock"
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have" != "$want" ]; then
+  say "installing wasm-bindgen-cli $want (found: ${have:-none}); this takes a few minutes once"
+  # Not --locked: one of its locked dependencies is not in every registry mirror.
+  CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} cargo install wasm-bindgen-cli --version "$want" --force \
+    || die "cargo install wasm-bindgen-cli --version $want"
+fi
+
+if [ "$browser" = 1 ] && [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  say "installing Debian's chromium"
+  command -v apt-get >/dev/null || die "no apt-get: install Chromium and set CHROMIUM to its path"
+  as_root apt-get update -qq || die "apt-get update"
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null || die "apt-get install chromium"
+fi
+
+# npm ci only when the lockfile changed since the last install (a hash of it is kept beside).
+npm_ci() { # dir
+  local dir=$1 sum
+  sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$dir/node_modules/.lock-sha256" 2>/dev/null)" != "$sum" ]; then
+    say "npm ci in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci in $dir"
+    echo "$sum" > "$dir/node_modules/.lock-sha256"
+  fi
+}
+npm_ci .
+if [ -f bench-browser/package-lock.json ]; then npm_ci bench-browser; fi
+say "ready"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every test of cairn: formatting, lints (native and wasm), the Rust tests, the browser build
+# with its size table, and the browser tests in headless Chromium over real OPFS.
+# Installs what is missing first (scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+export CARGO_TERM_COLOR=never
+
+step() { local name=$1; shift; printf '\n== test: %s\n' "$name"; "$@" || { printf '\ntest FAILED at: %s\n' "$name" >&2; exit 1; }; }
+
+step setup bash scripts/setup.sh
+step "cargo fmt" cargo fmt --all --check
+step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+step "cargo clippy (wasm)" cargo clippy --workspace --target wasm32-unknown-unknown -- -D warnings
+step "cargo test" cargo test --workspace
+step "build and size" node scripts/build.mjs
+step "browser tests" node --test --test-concurrency=1 tests/browser/
