@@ -9,7 +9,7 @@ use crate::merge::{RowKey, RowState, RowStore};
 use crate::protocol::{Message, VersionVector};
 use crate::replica::{Event, PeerInfo, Replica};
 use crate::scope::{ScopeId, Subscription};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The state of one connection to a peer. Dropping it and making a new one is how a cut
 /// connection resumes: the new HELLO says where to restart.
@@ -26,13 +26,17 @@ pub struct Link {
     last_progress_ms: u64,
     snapshot_rx: Option<SnapshotRx>,
     snapshot_sent: bool,
+    snapshots_made: u64,
 }
 
+type SnapshotPage = (Vec<Checkpoint>, Vec<(RowKey, RowState)>);
+
+/// Pages of one snapshot as they arrive, in any order.
 #[derive(Debug, Default)]
 struct SnapshotRx {
-    next_page: u64,
-    checkpoints: Vec<Checkpoint>,
-    rows: Vec<(RowKey, RowState)>,
+    id: u64,
+    pages: BTreeMap<u64, SnapshotPage>,
+    last: Option<u64>,
 }
 
 /// What `handle` and `poll` give back: messages for the peer, events for the application.
@@ -180,26 +184,34 @@ impl<S: RowStore> Replica<S> {
                 }
             }
             Message::Snapshot {
+                id,
                 page,
                 last,
                 checkpoints,
                 rows,
             } => {
-                if page == 0 {
-                    link.snapshot_rx = Some(SnapshotRx::default());
+                // Pages of another snapshot are forgotten: a resent snapshot may hold newer rows
+                // cut into pages differently, and checkpoints only match their own rows.
+                if link.snapshot_rx.as_ref().map(|rx| rx.id) != Some(id) {
+                    link.snapshot_rx = Some(SnapshotRx {
+                        id,
+                        ..SnapshotRx::default()
+                    });
                 }
-                // Pages out of order are dropped; the sender resends the snapshot when it sees
-                // no acknowledgement.
-                if let Some(rx) = link.snapshot_rx.as_mut().filter(|rx| rx.next_page == page) {
-                    rx.next_page += 1;
-                    rx.checkpoints.extend(checkpoints);
-                    rx.rows.extend(rows);
-                    if last {
-                        let rx = link.snapshot_rx.take().expect("invariant: matched above");
-                        out.events
-                            .extend(self.install_snapshot(rx.checkpoints, rx.rows));
-                        out.send.push(Message::Ack(self.version_vector()).encode());
+                let rx = link.snapshot_rx.as_mut().expect("invariant: set above");
+                rx.pages.insert(page, (checkpoints, rows));
+                if last {
+                    rx.last = Some(page);
+                }
+                if rx.last.is_some_and(|l| rx.pages.len() as u64 == l + 1) {
+                    let rx = link.snapshot_rx.take().expect("invariant: set above");
+                    let (mut cps, mut all_rows) = (Vec::new(), Vec::new());
+                    for (_, (c, r)) in rx.pages {
+                        cps.extend(c);
+                        all_rows.extend(r);
                     }
+                    out.events.extend(self.install_snapshot(cps, all_rows));
+                    out.send.push(Message::Ack(self.version_vector()).encode());
                 }
             }
             Message::Reject {
@@ -226,6 +238,7 @@ impl<S: RowStore> Replica<S> {
         {
             link.sent = link.their_have.clone();
             link.snapshot_sent = false;
+            link.sent_lists.clear();
             link.last_progress_ms = now_ms;
         }
         self.pump(link, now_ms)
@@ -265,7 +278,8 @@ impl<S: RowStore> Replica<S> {
             && link.their_have.is_empty()
             && self.chains.keys().any(|(_, s)| want.covers(s));
         if (behind || asked) && !link.snapshot_sent {
-            out.extend(self.snapshot_pages(&want));
+            link.snapshots_made += 1;
+            out.extend(self.snapshot_pages(&want, link.snapshots_made));
             link.snapshot_sent = true;
             for cp in self.checkpoints_for(&want) {
                 let k = (cp.author, cp.scope.clone());
@@ -314,7 +328,7 @@ impl<S: RowStore> Replica<S> {
         out
     }
 
-    fn snapshot_pages(&self, want: &Subscription) -> Vec<Vec<u8>> {
+    fn snapshot_pages(&self, want: &Subscription, id: u64) -> Vec<Vec<u8>> {
         let page = self.config.page_records.max(1);
         let mut rows = Vec::new();
         self.rows.scan(&mut |k, row| {
@@ -333,6 +347,7 @@ impl<S: RowStore> Replica<S> {
         for (i, chunk) in chunks.into_iter().enumerate() {
             out.push(
                 Message::Snapshot {
+                    id,
                     page: i as u64,
                     last: i == last_i,
                     checkpoints: checkpoints.take().unwrap_or_default(),

@@ -179,7 +179,13 @@ impl RowState {
     }
 
     fn delete(&mut self, v: Version) {
-        if self.purged || self.dead(&v) {
+        if self.purged {
+            // The tombstone of a purged row is still the greatest delete or purge seen, so
+            // it does not depend on whether a delete arrived before or after the purge.
+            self.tombstone = Some(self.tombstone.map_or(v, |t| t.max(v)));
+            return;
+        }
+        if self.dead(&v) {
             return;
         }
         self.tombstone = Some(v);
@@ -365,7 +371,10 @@ impl RowStore for MemoryRows {
         } else {
             let mut row = RowState::default();
             f(&mut row);
-            self.rows.insert(key.clone(), row);
+            // A redacted op on a row never seen leaves nothing; keep no empty entry for it.
+            if row != RowState::default() {
+                self.rows.insert(key.clone(), row);
+            }
         }
     }
     fn get(&self, key: &RowKey) -> Option<RowState> {

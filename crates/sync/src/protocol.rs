@@ -28,6 +28,8 @@ pub enum Message {
     Blocks(Vec<Block>),
     Ack(VersionVector),
     Snapshot {
+        /// Tells pages of different snapshots apart (a resent snapshot may hold newer rows).
+        id: u64,
         page: u64,
         last: bool,
         checkpoints: Vec<Checkpoint>,
@@ -105,11 +107,13 @@ impl Message {
             }
             Message::Ack(vv) => encode_vv(&mut w, vv),
             Message::Snapshot {
+                id,
                 page,
                 last,
                 checkpoints,
                 rows,
             } => {
+                w.varint(*id);
                 w.varint(*page);
                 w.u8(u8::from(*last));
                 w.varint(checkpoints.len() as u64);
@@ -185,6 +189,7 @@ impl Message {
             }
             4 => Message::Ack(decode_vv(&mut r)?),
             5 => {
+                let id = r.varint()?;
                 let page = r.varint()?;
                 let last = match r.u8()? {
                     0 => false,
@@ -206,6 +211,7 @@ impl Message {
                     rows.push((RowKey::new(&table, &scope, &pk), row));
                 }
                 Message::Snapshot {
+                    id,
                     page,
                     last,
                     checkpoints,
