@@ -749,3 +749,53 @@ impl<S: RowStore> Replica<S> {
         events
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::Payload;
+    use cairn_store::Value;
+
+    #[test]
+    fn verify_reports_tampered_history() {
+        let mut r = Replica::in_memory(Identity::from_secret([1; 32]), Config::default());
+        r.register_table(TableSchema::new("t", 1).lww("a"))
+            .expect("invariant: valid");
+        let scope = ScopeId::new(r.id(), "t");
+        for i in 0..3 {
+            let op = Op::new(
+                "t",
+                vec![Value::Integer(i)],
+                Payload::Set(vec![(0, Value::Integer(i))]),
+            );
+            r.commit(1000, &scope, vec![op]).expect("invariant: valid");
+        }
+        r.seal();
+        assert!(r.verify().is_empty());
+        let key = (r.id(), scope);
+        let log = r.chains.get_mut(&key).expect("invariant: written");
+        log.blocks[0].records[1].ops[0] = Op::new(
+            "t",
+            vec![Value::Integer(1)],
+            Payload::Set(vec![(0, Value::Integer(99))]),
+        );
+        let failures = r.verify();
+        assert!(failures
+            .iter()
+            .any(|f| f.seq == 2 && f.reason == Reason::BadSignature));
+        let log = r.chains.get_mut(&key).expect("invariant: written");
+        log.blocks[0].records[1].ops[0] = Op::new(
+            "t",
+            vec![Value::Integer(1)],
+            Payload::Set(vec![(0, Value::Integer(1))]),
+        );
+        assert!(r.verify().is_empty());
+        log_sig_flip(&mut r, &key);
+        assert_eq!(r.verify().len(), 1);
+    }
+
+    fn log_sig_flip(r: &mut Replica, key: &ChainKey) {
+        let log = r.chains.get_mut(key).expect("invariant: written");
+        log.blocks[0].sig[0] ^= 1;
+    }
+}
