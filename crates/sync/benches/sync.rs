@@ -117,7 +117,7 @@ fn main() {
     let n = 10_000u64;
     let ops: Vec<Op> = (0..n).map(todo_op).collect();
     let scope = ScopeId::new(cairn_sync::AuthorId([1; 32]), "todo");
-    let merge_only = rounds(5, || {
+    let merge_only = rounds(9, || {
         let mut rows = MemoryRows::default();
         let t = Instant::now();
         for (i, op) in ops.iter().enumerate() {
@@ -133,7 +133,7 @@ fn main() {
         }
         t.elapsed()
     });
-    let commit = rounds(5, || {
+    let commit = rounds(9, || {
         let mut w = replica(1, Config::default());
         let scope = ScopeId::new(w.id(), "todo");
         let ops = ops.clone();
@@ -245,7 +245,7 @@ fn main() {
     // 4. Replicating to an empty replica over the protocol (HELLO, BLOCKS pages of 1,000
     //    records, ACKs, bytes encoded and decoded), every block verified.
     println!("replicate to an empty replica (in-process link, bytes both ways):");
-    for (n, per_block, rounds_n) in [(1_000u64, 100u64, 11usize), (100_000, 1000, 3)] {
+    for (n, per_block, rounds_n) in [(1_000u64, 100u64, 11usize), (100_000, 1000, 5)] {
         let (mut w, _) = writer_with(n, per_block);
         let d = rounds(rounds_n, || {
             let (d, to) = replicate(&mut w, Config::default());

@@ -101,13 +101,21 @@ impl Block {
     }
 
     pub fn encode(&self, w: &mut Writer) {
+        self.encode_from(self.first_seq(), w);
+    }
+
+    /// Encodes the block cut to the records from `from_seq` on (see `suffix`), without
+    /// copying them. `from_seq` must be within the block.
+    pub fn encode_from(&self, from_seq: u64, w: &mut Writer) {
+        let skip = from_seq.saturating_sub(self.first_seq()) as usize;
+        let records = &self.records[skip.min(self.records.len().saturating_sub(1))..];
         w.u8(BLOCK_FORMAT);
         w.raw(&self.author.0);
         self.scope.encode(w);
-        w.varint(self.first_seq());
-        w.raw(&self.prev_hash());
-        w.varint(self.records.len() as u64);
-        for r in &self.records {
+        w.varint(records.first().map_or(0, |r| r.seq));
+        w.raw(&records.first().map_or(ZERO_HASH, |r| r.prev));
+        w.varint(records.len() as u64);
+        for r in records {
             r.encode(w);
         }
         w.raw(&self.sig);

@@ -150,12 +150,9 @@ impl Op {
 
     pub fn hash(&self) -> Hash {
         let mut w = Writer::new();
-        w.raw(OP_TAG);
         w.bytes(self.table.as_bytes());
         w.values(&self.pk);
-        w.u8(self.kind() as u8);
-        w.raw(&self.payload_hash());
-        *blake3::hash(&w.buf).as_bytes()
+        op_hash(&w.buf, self.kind(), &self.payload_hash())
     }
 
     /// The same op with its values erased.
@@ -188,22 +185,32 @@ impl Op {
     }
 
     pub fn decode(r: &mut Reader) -> Result<Op> {
+        Ok(Op::decode_hashed(r)?.0)
+    }
+
+    /// Decodes an op and computes its hash from the input bytes themselves: the decoder only
+    /// accepts canonical encodings, so those bytes are exactly what `hash()` would re-encode.
+    pub fn decode_hashed(r: &mut Reader) -> Result<(Op, Hash)> {
         let form = r.u8()?;
         let kind = OpKind::from_u8(form & 0x7f)?;
+        let start = r.pos();
         let table = r.text()?;
         let pk = r.values(MAX_PK)?;
         if pk.is_empty() {
             return Err(Error::Malformed("op with an empty primary key".into()));
         }
-        let body = if form & 0x80 != 0 {
-            OpBody::Redacted {
-                kind,
-                payload_hash: r.array()?,
-            }
+        let row_bytes = r.slice_from(start);
+        let (body, payload_hash) = if form & 0x80 != 0 {
+            let payload_hash = r.array()?;
+            (OpBody::Redacted { kind, payload_hash }, payload_hash)
         } else {
-            OpBody::Full(Payload::decode(kind, r)?)
+            let start = r.pos();
+            let payload = Payload::decode(kind, r)?;
+            let h = *blake3::hash(r.slice_from(start)).as_bytes();
+            (OpBody::Full(payload), h)
         };
-        Ok(Op { table, pk, body })
+        let hash = op_hash(row_bytes, kind, &payload_hash);
+        Ok((Op { table, pk, body }, hash))
     }
 }
 
@@ -260,10 +267,20 @@ impl Record {
             return Err(Error::Malformed("record with no op".into()));
         }
         let mut ops = Vec::with_capacity(n);
+        let mut hashes = Vec::with_capacity(n);
         for _ in 0..n {
-            ops.push(Op::decode(r)?);
+            let (op, h) = Op::decode_hashed(r)?;
+            ops.push(op);
+            hashes.push(h);
         }
-        Ok(Record::new(author, scope, seq, hlc, prev, ops))
+        let hash = record_hash_of(author, scope, seq, hlc, &prev, &hashes);
+        Ok(Record {
+            seq,
+            hlc,
+            prev,
+            ops,
+            hash,
+        })
     }
 }
 
@@ -275,23 +292,78 @@ pub fn record_hash(
     prev: &Hash,
     ops: &[Op],
 ) -> Hash {
+    let hashes: Vec<Hash> = ops.iter().map(Op::hash).collect();
+    record_hash_of(author, scope, seq, hlc, prev, &hashes)
+}
+
+fn record_hash_of(
+    author: &AuthorId,
+    scope: &ScopeId,
+    seq: u64,
+    hlc: Hlc,
+    prev: &Hash,
+    op_hashes: &[Hash],
+) -> Hash {
     let mut w = Writer::new();
-    w.raw(RECORD_TAG);
-    w.raw(&author.0);
     scope.encode(&mut w);
-    w.u64le(seq);
-    w.u64le(hlc);
-    w.raw(prev);
-    w.u64le(ops.len() as u64);
-    for op in ops {
-        w.raw(&op.hash());
+    let mut h = blake3::Hasher::new();
+    h.update(RECORD_TAG);
+    h.update(&author.0);
+    h.update(&w.buf);
+    h.update(&seq.to_le_bytes());
+    h.update(&hlc.to_le_bytes());
+    h.update(prev);
+    h.update(&(op_hashes.len() as u64).to_le_bytes());
+    for oh in op_hashes {
+        h.update(oh);
     }
-    *blake3::hash(&w.buf).as_bytes()
+    *h.finalize().as_bytes()
+}
+
+/// `row_bytes` is `bytes(table) || pk` as encoded.
+fn op_hash(row_bytes: &[u8], kind: OpKind, payload_hash: &Hash) -> Hash {
+    let mut h = blake3::Hasher::new();
+    h.update(OP_TAG);
+    h.update(row_bytes);
+    h.update(&[kind as u8]);
+    h.update(payload_hash);
+    *h.finalize().as_bytes()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashes_from_the_wire_match_hashes_from_the_values() {
+        let author = AuthorId([3; 32]);
+        let scope = ScopeId::new(author, "s");
+        let ops = vec![
+            Op::new(
+                "t",
+                vec![Value::Integer(-5), Value::Blob(vec![0, 255])],
+                Payload::Set(vec![
+                    (0, Value::Null),
+                    (1, Value::Real(f64::NAN)),
+                    (7, Value::Text("é".into())),
+                    (1, Value::Integer(i64::MIN)),
+                ]),
+            ),
+            Op::new(
+                "t",
+                vec![Value::Text("k".into())],
+                Payload::Add(2, i64::MAX),
+            ),
+            Op::new("t", vec![Value::Text("k".into())], Payload::Delete),
+            Op::new("t", vec![Value::Text("k".into())], Payload::Purge).redacted(),
+        ];
+        let rec = Record::new(&author, &scope, 9, 1 << 20, [4; 32], ops);
+        let mut w = Writer::new();
+        rec.encode(&mut w);
+        let back = Record::decode(&mut Reader::new(&w.buf), &author, &scope, 9, [4; 32])
+            .expect("invariant: own encoding decodes");
+        assert_eq!(back.hash, rec.hash);
+    }
 
     #[test]
     fn redaction_keeps_the_op_hash() {

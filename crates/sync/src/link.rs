@@ -6,7 +6,7 @@ use crate::chain::Checkpoint;
 use crate::error::Reason;
 use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState, RowStore};
-use crate::protocol::{Message, VersionVector};
+use crate::protocol::{encode_blocks_page, Message, VersionVector};
 use crate::replica::{Event, PeerInfo, Replica};
 use crate::scope::{ScopeId, Subscription};
 use std::collections::{BTreeMap, BTreeSet};
@@ -312,18 +312,16 @@ impl<S: RowStore> Replica<S> {
                     if n >= page {
                         break;
                     }
-                    let Some(part) = b.suffix(from.max(b.first_seq())) else {
-                        continue;
-                    };
-                    n += part.records.len();
-                    link.sent.insert(k.clone(), part.last_seq());
-                    blocks.push(part);
+                    let part_from = from.max(b.first_seq());
+                    n += (b.last_seq() + 1 - part_from) as usize;
+                    link.sent.insert(k.clone(), b.last_seq());
+                    blocks.push((b, part_from));
                 }
             }
             if blocks.is_empty() {
                 break;
             }
-            out.push(Message::Blocks(blocks).encode());
+            out.push(encode_blocks_page(&blocks));
         }
         out
     }

@@ -64,6 +64,19 @@ fn decode_vv(r: &mut Reader) -> Result<VersionVector> {
     Ok(vv)
 }
 
+/// A BLOCKS message made of block parts `(block, from_seq)`, encoded without copying records.
+pub(crate) fn encode_blocks_page(parts: &[(&Block, u64)]) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.raw(&MAGIC);
+    w.u8(PROTOCOL_VERSION);
+    w.u8(3);
+    w.varint(parts.len() as u64);
+    for (b, from) in parts {
+        b.encode_from(*from, &mut w);
+    }
+    w.buf
+}
+
 impl Message {
     pub fn type_code(&self) -> u8 {
         match self {

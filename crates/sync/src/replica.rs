@@ -722,10 +722,13 @@ impl<S: RowStore> Replica<S> {
         }
         let n = rows.len();
         let mut keys = Vec::new();
+        let mut purged = Vec::new();
         for (k, row) in rows {
             let mut max_hlc = 0;
+            let mut is_purged = false;
             self.rows.update(&k, &mut |mine: &mut RowState| {
                 mine.join(&row);
+                is_purged = mine.purged;
                 max_hlc = mine
                     .cells
                     .values()
@@ -735,9 +738,17 @@ impl<S: RowStore> Replica<S> {
                     .unwrap_or(0);
             });
             self.clock.observe(max_hlc);
+            if is_purged {
+                purged.push((k.clone(), true));
+            }
             if self.config.report_rows {
                 keys.push(k);
             }
+        }
+        // A purge learnt from a snapshot erases the row's values from the history held too.
+        let scopes: BTreeSet<ScopeId> = purged.iter().map(|(k, _)| k.scope.clone()).collect();
+        for scope in scopes {
+            self.redact_purged(&scope, &purged);
         }
         events.insert(
             0,

@@ -90,6 +90,10 @@ impl<'a> Reader<'a> {
     pub fn pos(&self) -> usize {
         self.pos
     }
+    /// The bytes read since `start` (a position from `pos()`).
+    pub fn slice_from(&self, start: usize) -> &'a [u8] {
+        &self.buf[start.min(self.pos)..self.pos]
+    }
     pub fn finish(&self) -> Result<()> {
         if self.is_empty() {
             Ok(())
