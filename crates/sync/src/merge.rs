@@ -359,9 +359,12 @@ pub trait RowStore {
     fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState));
 }
 
+/// The in-memory model. A hash map: replication applies an op per record, and with keys that
+/// share long prefixes (a table, a scope, uuid7 ids) a search tree spends its time comparing
+/// them; scans, rare, sort.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryRows {
-    pub rows: BTreeMap<RowKey, RowState>,
+    pub rows: HashMap<RowKey, RowState>,
 }
 
 impl RowStore for MemoryRows {
@@ -381,8 +384,10 @@ impl RowStore for MemoryRows {
         self.rows.get(key).cloned()
     }
     fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState)) {
-        for (k, v) in &self.rows {
-            f(k, v);
+        let mut keys: Vec<&RowKey> = self.rows.keys().collect();
+        keys.sort();
+        for k in keys {
+            f(k, &self.rows[k]);
         }
     }
 }

@@ -32,11 +32,13 @@ fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
 }
 
 fn digest(rows: &MemoryRows) -> Vec<(RowKey, RowState)> {
-    rows.rows
-        .iter()
-        .filter(|(_, r)| **r != RowState::default())
-        .map(|(k, r)| (k.clone(), r.clone()))
-        .collect()
+    let mut out = Vec::new();
+    rows.scan(&mut |k, r| {
+        if *r != RowState::default() {
+            out.push((k.clone(), r.clone()));
+        }
+    });
+    out
 }
 
 #[test]
