@@ -36,6 +36,7 @@ type SnapshotPage = (Vec<Checkpoint>, Vec<(RowKey, RowState)>);
 struct SnapshotRx {
     id: u64,
     pages: BTreeMap<u64, SnapshotPage>,
+    rows: usize,
     last: Option<u64>,
 }
 
@@ -199,6 +200,18 @@ impl<S: RowStore> Replica<S> {
                     });
                 }
                 let rx = link.snapshot_rx.as_mut().expect("invariant: set above");
+                rx.rows += rows.len();
+                if rx.rows > self.config.max_snapshot_rows {
+                    link.snapshot_rx = None;
+                    out.events.push(Event::Rejected {
+                        reason: Reason::Malformed,
+                        author: link.peer.unwrap_or(AuthorId([0; 32])),
+                        scope: ScopeId::new(AuthorId([0; 32]), b""),
+                        first_seq: 0,
+                        detail: "snapshot larger than max_snapshot_rows".into(),
+                    });
+                    return out;
+                }
                 rx.pages.insert(page, (checkpoints, rows));
                 if last {
                     rx.last = Some(page);

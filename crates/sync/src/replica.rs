@@ -30,6 +30,9 @@ pub struct Config {
     pub subscription: Subscription,
     /// An empty replica asks for a snapshot instead of the whole history.
     pub snapshot_when_empty: bool,
+    /// A snapshot larger than this (rows, all pages) is refused: a peer cannot make this
+    /// replica buffer without bound.
+    pub max_snapshot_rows: usize,
     /// List the rows each incoming batch changed in `Event::Applied` (the SQL layer needs it;
     /// a relay does not).
     pub report_rows: bool,
@@ -44,6 +47,7 @@ impl Default for Config {
             retransmit_ms: 2000,
             subscription: Subscription::All,
             snapshot_when_empty: false,
+            max_snapshot_rows: 10_000_000,
             report_rows: true,
         }
     }

@@ -325,3 +325,79 @@ fn a_rejection_is_reported_to_the_sender() {
         .expect("a REJECT goes back");
     assert_eq!(reject, "BAD_SIGNATURE");
 }
+
+#[test]
+fn an_unknown_block_format_is_refused_clearly() {
+    let mut a = replica(1);
+    let mut bytes = a_block(&mut a).to_bytes();
+    bytes[0] = 2;
+    let err = Block::from_bytes(&bytes).expect_err("format 2 is not v1");
+    assert_eq!(err.code(), "MALFORMED");
+    assert!(err.to_string().contains("unsupported block format"));
+}
+
+#[test]
+fn a_snapshot_with_a_forged_checkpoint_is_refused_whole() {
+    let mut a = replica(1);
+    let mut b = replica(2);
+    a_block(&mut a);
+    let log = a
+        .chain(&(a.id(), ScopeId::new(a.id(), "todo")))
+        .expect("written");
+    let mut cp = cairn_sync::Checkpoint::of_block(log.blocks.last().expect("sealed"));
+    cp.seq += 5; // claims records it never signed
+    let mut row = cairn_sync::RowState::default();
+    row.apply(
+        &set("k9", "planted"),
+        cairn_sync::Version {
+            hlc: 1,
+            author: a.id(),
+            seq: 1,
+            idx: 0,
+        },
+    );
+    let key = cairn_sync::RowKey::new("todo", &cp.scope, &[text("k9")]);
+    let events = b.install_snapshot(vec![cp], vec![(key, row)]);
+    assert!(matches!(
+        events.as_slice(),
+        [Event::Rejected {
+            reason: Reason::BadSignature,
+            ..
+        }]
+    ));
+    assert!(b.version_vector().is_empty());
+    assert!(b.visible("todo").0.is_empty());
+}
+
+#[test]
+fn an_oversized_snapshot_is_refused() {
+    let mut a = replica(1);
+    let mut b = Replica::in_memory(
+        Identity::from_secret([2; 32]),
+        Config {
+            max_snapshot_rows: 1,
+            snapshot_when_empty: true,
+            ..Config::default()
+        },
+    );
+    for s in schemas() {
+        b.register_table(s).expect("invariant: valid schema");
+    }
+    a_block(&mut a);
+    let scope = ScopeId::new(a.id(), "todo");
+    a.commit(NOW + 2, &scope, vec![set("k2", "two")])
+        .expect("valid");
+    let (mut la, mut lb) = (Link::new(), Link::new());
+    let hello_b = b.open_link(&mut lb, NOW);
+    a.open_link(&mut la, NOW);
+    let out = a.handle(&mut la, NOW, &hello_b);
+    let mut refused = false;
+    for m in out.send {
+        let o = b.handle(&mut lb, NOW, &m);
+        refused |= o.events.iter().any(|e| {
+            matches!(e, Event::Rejected { reason: Reason::Malformed, detail, .. } if detail.contains("max_snapshot_rows"))
+        });
+    }
+    assert!(refused);
+    assert!(b.visible("todo").0.is_empty());
+}
