@@ -77,6 +77,20 @@ impl Block {
         self.records.len()
     }
 
+    /// Non-empty, starting at seq 1 or later, seqs consecutive and each record linked to the
+    /// one before. (Hashes are computed by `decode`; this checks what a caller could build.)
+    pub fn is_well_formed(&self) -> bool {
+        let Some(first) = self.records.first() else {
+            return false;
+        };
+        first.seq >= 1
+            && (first.seq > 1 || first.prev == ZERO_HASH)
+            && self
+                .records
+                .windows(2)
+                .all(|w| w[1].seq == w[0].seq.wrapping_add(1) && w[1].prev == w[0].hash)
+    }
+
     pub fn check_signature(&self) -> Result<()> {
         if self.author.verify(&self.head_message(), &self.sig) {
             Ok(())
@@ -278,7 +292,7 @@ impl ChainLog {
     }
     /// The lowest seq whose record is still held (records below it were compacted).
     pub fn first_held(&self) -> u64 {
-        self.base.as_ref().map_or(1, |c| c.seq + 1)
+        self.base.as_ref().map_or(1, |c| c.seq.saturating_add(1))
     }
     /// The hash of the held record at `seq`, if held (or the base's).
     pub fn hash_at(&self, seq: u64) -> Option<Hash> {

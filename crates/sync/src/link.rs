@@ -216,7 +216,10 @@ impl<S: RowStore> Replica<S> {
                 if last {
                     rx.last = Some(page);
                 }
-                if rx.last.is_some_and(|l| rx.pages.len() as u64 == l + 1) {
+                if rx
+                    .last
+                    .is_some_and(|l| l.checked_add(1) == Some(rx.pages.len() as u64))
+                {
                     let rx = link.snapshot_rx.take().expect("invariant: set above");
                     let (mut cps, mut all_rows) = (Vec::new(), Vec::new());
                     for (_, (c, r)) in rx.pages {
@@ -316,7 +319,7 @@ impl<S: RowStore> Replica<S> {
                 if !want.covers(&k.1) {
                     continue;
                 }
-                let from = link.sent.get(k).copied().unwrap_or(0) + 1;
+                let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
                 if from < log.first_held() {
                     continue; // only a snapshot can help; sent above
                 }
@@ -326,7 +329,7 @@ impl<S: RowStore> Replica<S> {
                         break;
                     }
                     let part_from = from.max(b.first_seq());
-                    n += (b.last_seq() + 1 - part_from) as usize;
+                    n += (b.last_seq() - part_from) as usize + 1;
                     link.sent.insert(k.clone(), b.last_seq());
                     blocks.push((b, part_from));
                 }

@@ -368,7 +368,8 @@ impl<S: RowStore> Replica<S> {
         self.chains.values().any(|l| !l.pending.is_empty())
     }
 
-    /// Verifies and applies blocks from a peer. Signatures of all blocks are checked in one
+    /// Verifies and applies blocks from a peer. The blocks must come from `Block::decode` (or
+    /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
     /// batch; each block is then checked against what is held and applied, or rejected whole.
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
         let mut events = Vec::new();
@@ -394,7 +395,7 @@ impl<S: RowStore> Replica<S> {
             let held = *heads
                 .entry(b.key())
                 .or_insert_with(|| self.chains.get(&b.key()).map_or(0, |l| l.head().0));
-            if b.first_seq() > held + 1 {
+            if b.first_seq() > held.saturating_add(1) {
                 events.push(Event::Rejected {
                     reason: Reason::ChainGap,
                     author: b.author,
@@ -483,6 +484,9 @@ impl<S: RowStore> Replica<S> {
         sig: Result<()>,
     ) -> std::result::Result<usize, (Reason, String)> {
         let fail = |e: Error| (e.reason(), e.to_string());
+        if !block.is_well_formed() {
+            return Err((Reason::Malformed, "records not consecutive".into()));
+        }
         for rec in &block.records {
             self.check_ops(&rec.ops).map_err(fail)?;
         }
@@ -504,13 +508,13 @@ impl<S: RowStore> Replica<S> {
                 )),
             };
         }
-        if first > held + 1 {
+        if first > held.saturating_add(1) {
             return Err((
                 Reason::ChainGap,
                 format!("block starts at {first}, held up to {held}"),
             ));
         }
-        let skip = (held + 1 - first) as usize;
+        let skip = (held - (first - 1)) as usize;
         let link = if skip == 0 {
             block.prev_hash()
         } else {
@@ -519,7 +523,10 @@ impl<S: RowStore> Replica<S> {
         if link != held_hash {
             return Err((
                 Reason::Fork,
-                format!("record {} does not follow the held chain", held + 1),
+                format!(
+                    "record {} does not follow the held chain",
+                    held.saturating_add(1)
+                ),
             ));
         }
         if !self.may_write(&block.author, &block.scope) {
@@ -571,7 +578,7 @@ impl<S: RowStore> Replica<S> {
                 .flat_map(|b| b.records.iter())
                 .chain(log.pending.iter());
             for rec in records {
-                if rec.seq != seq + 1 {
+                if Some(rec.seq) != seq.checked_add(1) {
                     failures.push(fail(rec.seq, Reason::ChainGap, "records not consecutive"));
                 }
                 if rec.prev != prev {
