@@ -655,10 +655,15 @@ impl<S: RowStore> Replica<S> {
     /// A digest of every merged row (their full state, versions included): equal digests mean
     /// identical rows.
     pub fn state_digest(&self) -> [u8; 32] {
+        self.state_digest_of(&Subscription::All)
+    }
+
+    /// The same digest, over the rows of the scopes a subscription covers.
+    pub fn state_digest_of(&self, want: &Subscription) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
         let empty = RowState::default();
         self.rows.scan(&mut |k, row| {
-            if *row == empty {
+            if *row == empty || !want.covers(&k.scope) {
                 return;
             }
             let mut w = Writer::new();
