@@ -180,6 +180,82 @@ impl<S: RowStore> Replica<S> {
         self.tables.get(name)
     }
 
+    /// An op from column names, as the SQL layer has them: SET for last-writer-wins columns.
+    /// (Counter columns take `add_op`.)
+    pub fn set_op(
+        &self,
+        table: &str,
+        pk: Vec<cairn_store::Value>,
+        cols: Vec<(&str, cairn_store::Value)>,
+    ) -> Result<Op> {
+        let schema = self.schema_of(table)?;
+        let mut out = Vec::with_capacity(cols.len());
+        for (name, v) in cols {
+            match schema.column(name) {
+                Some(c) if schema.columns[c as usize].1 == crate::merge::ColumnKind::Lww => {
+                    out.push((c, v))
+                }
+                Some(_) => {
+                    return Err(Error::InvalidInput(format!(
+                        "{table}.{name} is a counter: use add_op"
+                    )))
+                }
+                None => {
+                    return Err(Error::InvalidInput(format!(
+                        "{table} has no replicated column {name}"
+                    )))
+                }
+            }
+        }
+        let op = Op::new(table, pk, Payload::Set(out));
+        schema
+            .check_op(&op)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        Ok(op)
+    }
+
+    /// An ADD op on a counter column, by name.
+    pub fn add_op(
+        &self,
+        table: &str,
+        pk: Vec<cairn_store::Value>,
+        col: &str,
+        delta: i64,
+    ) -> Result<Op> {
+        let schema = self.schema_of(table)?;
+        let c = schema.column(col).ok_or_else(|| {
+            Error::InvalidInput(format!("{table} has no replicated column {col}"))
+        })?;
+        let op = Op::new(table, pk, Payload::Add(c, delta));
+        schema
+            .check_op(&op)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        Ok(op)
+    }
+
+    fn schema_of(&self, table: &str) -> Result<&TableSchema> {
+        self.tables
+            .get(table)
+            .ok_or_else(|| Error::InvalidInput(format!("table {table} is not replicated")))
+    }
+
+    /// What the SQL table should now hold for each of these rows (from `commit` or
+    /// `Event::Applied`): `Some(values)` in schema column order to upsert, `None` to delete.
+    /// Unique conflicts are not applied here; see `visible`.
+    pub fn materialize(&self, keys: &[RowKey]) -> Vec<(RowKey, Option<Vec<cairn_store::Value>>)> {
+        keys.iter()
+            .map(|k| {
+                let values = self.tables.get(&k.table).and_then(|schema| {
+                    self.rows
+                        .get(k)
+                        .filter(RowState::is_live)
+                        .map(|row| row.values(schema))
+                });
+                (k.clone(), values)
+            })
+            .collect()
+    }
+
     /// The chains held and how far (sealed and pending records alike).
     pub fn version_vector(&self) -> VersionVector {
         self.chains

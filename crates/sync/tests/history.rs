@@ -285,3 +285,51 @@ fn identities_move_between_devices() {
     let fresh = Identity::generate(&mut rng);
     assert_ne!(fresh.id(), a.id());
 }
+
+#[test]
+fn the_sql_layer_speaks_column_names_and_gets_rows_to_upsert_or_delete() {
+    let (mut a, mut b) = (replica(1, Config::default()), replica(2, Config::default()));
+    let scope = ScopeId::new(a.id(), "todo");
+    let set = a
+        .set_op(
+            "todo",
+            vec![text("k")],
+            vec![("title", text("x")), ("done", Value::Integer(0))],
+        )
+        .expect("valid");
+    let add = a.add_op("todo", vec![text("k")], "n", 2).expect("valid");
+    assert!(a
+        .set_op("todo", vec![text("k")], vec![("n", Value::Integer(1))])
+        .is_err());
+    assert!(a
+        .set_op("todo", vec![text("k")], vec![("nope", Value::Integer(1))])
+        .is_err());
+    assert!(a.add_op("todo", vec![text("k")], "title", 1).is_err());
+    assert!(a.set_op("nope", vec![text("k")], vec![]).is_err());
+    let changed = a.commit(NOW, &scope, vec![set, add]).expect("valid");
+    assert_eq!(
+        a.materialize(&changed)[0].1,
+        Some(vec![
+            text("x"),
+            Value::Integer(0),
+            Value::Null,
+            Value::Integer(2)
+        ])
+    );
+    let del = Op::new("todo", vec![text("k")], Payload::Delete);
+    a.commit(NOW + 1, &scope, vec![del]).expect("valid");
+    let (mut la, mut lb) = (Link::new(), Link::new());
+    let hello_a = a.open_link(&mut la, NOW + 2);
+    let hello_b = b.open_link(&mut lb, NOW + 2);
+    b.handle(&mut lb, NOW + 2, &hello_a);
+    let mut applied = Vec::new();
+    for m in a.handle(&mut la, NOW + 2, &hello_b).send {
+        for e in b.handle(&mut lb, NOW + 2, &m).events {
+            if let cairn_sync::Event::Applied { rows, .. } = e {
+                applied.extend(rows);
+            }
+        }
+    }
+    applied.dedup();
+    assert_eq!(b.materialize(&applied), vec![(applied[0].clone(), None)]);
+}
