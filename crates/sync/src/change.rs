@@ -149,10 +149,21 @@ impl Op {
     }
 
     pub fn hash(&self) -> Hash {
-        let mut w = Writer::new();
+        // One buffer: the row part, then the payload, hashed separately.
+        let mut w = Writer {
+            buf: Vec::with_capacity(128),
+        };
         w.bytes(self.table.as_bytes());
         w.values(&self.pk);
-        op_hash(&w.buf, self.kind(), &self.payload_hash())
+        let row_len = w.buf.len();
+        let payload_hash = match &self.body {
+            OpBody::Full(p) => {
+                p.encode(&mut w);
+                *blake3::hash(&w.buf[row_len..]).as_bytes()
+            }
+            OpBody::Redacted { payload_hash, .. } => *payload_hash,
+        };
+        op_hash(&w.buf[..row_len], self.kind(), &payload_hash)
     }
 
     /// The same op with its values erased.
@@ -304,12 +315,16 @@ fn record_hash_of(
     prev: &Hash,
     op_hashes: &[Hash],
 ) -> Hash {
-    let mut w = Writer::new();
-    scope.encode(&mut w);
     let mut h = blake3::Hasher::new();
     h.update(RECORD_TAG);
     h.update(&author.0);
-    h.update(&w.buf);
+    h.update(&scope.owner.0);
+    let mut len = Writer {
+        buf: Vec::with_capacity(10),
+    };
+    len.varint(scope.name.len() as u64);
+    h.update(&len.buf);
+    h.update(&scope.name);
     h.update(&seq.to_le_bytes());
     h.update(&hlc.to_le_bytes());
     h.update(prev);

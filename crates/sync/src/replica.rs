@@ -340,15 +340,10 @@ impl<S: RowStore> Replica<S> {
         }
         let hlc = self.clock.tick(now_ms);
         let key = (me, scope.clone());
-        let log = self.chains.entry(key).or_default();
-        let (seq, prev) = log.head();
+        let (seq, prev) = self.chains.get(&key).map_or((0, ZERO_HASH), |l| l.head());
         let record = Record::new(&me, scope, seq + 1, hlc, prev, ops);
         let touched = self.apply_record(&me, scope, &record);
-        let log = self
-            .chains
-            .get_mut(&(me, scope.clone()))
-            .expect("invariant: just made");
-        log.pending.push(record);
+        self.chains.entry(key).or_default().pending.push(record);
         if touched.iter().any(|(_, purge)| *purge) {
             self.redact_purged(scope, &touched);
         }
