@@ -22,7 +22,8 @@ pub struct Link {
     their_have: VersionVector,
     /// What we have sent (at least `their_have`).
     sent: VersionVector,
-    sent_lists: BTreeSet<(ScopeId, u64)>,
+    /// Writer lists sent, by signature.
+    sent_lists: BTreeSet<[u8; 64]>,
     last_progress_ms: u64,
     snapshot_rx: Option<SnapshotRx>,
     snapshot_sent: bool,
@@ -272,14 +273,12 @@ impl<S: RowStore> Replica<S> {
         // Writer lists first: blocks by listed writers are refused without them.
         let lists: Vec<_> = self
             .writer_lists()
-            .filter(|l| {
-                want.covers(&l.scope) && !link.sent_lists.contains(&(l.scope.clone(), l.version))
-            })
+            .filter(|l| want.covers(&l.scope) && !link.sent_lists.contains(&l.sig))
             .cloned()
             .collect();
         if !lists.is_empty() {
             for l in &lists {
-                link.sent_lists.insert((l.scope.clone(), l.version));
+                link.sent_lists.insert(l.sig);
             }
             out.push(Message::Writers(lists).encode());
         }

@@ -105,7 +105,10 @@ pub struct Replica<S: RowStore = MemoryRows> {
     pub(crate) config: Config,
     pub(crate) tables: HashMap<String, TableSchema>,
     pub(crate) chains: BTreeMap<ChainKey, ChainLog>,
-    pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<u64, WriterList>>,
+    /// Every valid list seen, by scope, then by (version, signature): two different lists an
+    /// owner signed with the same version are both kept, so what is authorized does not depend
+    /// on which arrived first.
+    pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<(u64, [u8; 64]), WriterList>>,
     pub(crate) writers: BTreeMap<ScopeId, BTreeSet<AuthorId>>,
     pub(crate) rows: S,
     pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
@@ -286,14 +289,14 @@ impl<S: RowStore> Replica<S> {
     pub fn add_writer_list(&mut self, list: WriterList) -> Result<bool> {
         list.check()?;
         let known = self.writer_lists.entry(list.scope.clone()).or_default();
-        if known.contains_key(&list.version) {
+        if known.contains_key(&(list.version, list.sig)) {
             return Ok(false);
         }
         self.writers
             .entry(list.scope.clone())
             .or_default()
             .extend(list.writers.iter().copied());
-        known.insert(list.version, list);
+        known.insert((list.version, list.sig), list);
         Ok(true)
     }
 

@@ -401,3 +401,22 @@ fn an_oversized_snapshot_is_refused() {
     assert!(refused);
     assert!(b.visible("todo").0.is_empty());
 }
+
+#[test]
+fn two_lists_with_one_version_both_count_whatever_the_order() {
+    let a = Identity::from_secret([1; 32]);
+    let (w1, w2) = (
+        Identity::from_secret([7; 32]).id(),
+        Identity::from_secret([8; 32]).id(),
+    );
+    let l1 = WriterList::sign(&a, "todo", 1, vec![w1]);
+    let l2 = WriterList::sign(&a, "todo", 1, vec![w2]);
+    let scope = ScopeId::new(a.id(), "todo");
+    for order in [[&l1, &l2], [&l2, &l1]] {
+        let mut r = replica(2);
+        for l in order {
+            assert_eq!(r.add_writer_list(l.clone()), Ok(true));
+        }
+        assert!(r.may_write(&w1, &scope) && r.may_write(&w2, &scope));
+    }
+}
