@@ -56,7 +56,8 @@ impl Default for Config {
 /// What happened while handling input, for the application.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// Verified records (or snapshot rows) were applied.
+    /// Verified records (or snapshot rows) were applied; `rows` (each once, sorted; empty if
+    /// `Config::report_rows` is off) are the rows to re-read (`Replica::materialize`).
     Applied { records: usize, rows: Vec<RowKey> },
     /// A block, writer list or snapshot from a peer was refused whole.
     Rejected {
@@ -350,7 +351,10 @@ impl<S: RowStore> Replica<S> {
         if touched.iter().any(|(_, purge)| *purge) {
             self.redact_purged(scope, &touched);
         }
-        Ok(touched.into_iter().map(|(k, _)| k).collect())
+        let mut keys: Vec<RowKey> = touched.into_iter().map(|(k, _)| k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
     }
 
     /// `purge`: deletes a row and erases its values from every record held, leaving a signed
@@ -531,6 +535,8 @@ impl<S: RowStore> Replica<S> {
             }
         }
         if applied_records > 0 {
+            applied_rows.sort_unstable();
+            applied_rows.dedup();
             events.insert(
                 0,
                 Event::Applied {
