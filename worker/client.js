@@ -1,5 +1,9 @@
-// The page side of cairn: starts the Worker and turns replies into promises.
-import { OK } from './protocol.js';
+// The page side of cairn. `open(name)` returns a Database whose calls return promises; the engine
+// runs in a dedicated Worker over OPFS. One tab owns a database at a time (Web Locks); a second
+// tab that opens the same name sends its statements through the owner over a BroadcastChannel
+// and takes over when the owner goes away (docs/protocol.md, "Tabs").
+import { OK, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN, MODE_FIRST, COL_ARRAY } from './protocol.js';
+import { Writer, Reader, Full } from './wire.js';
 
 /** Every error cairn reports: a stable `code`, and a message a person can act on. */
 export class CairnError extends Error {
@@ -7,19 +11,36 @@ export class CairnError extends Error {
     super(message);
     this.name = 'CairnError';
     this.code = code;
-    if (extra !== undefined) Object.assign(this, extra);
+    if (extra) Object.assign(this, extra);
   }
 }
 
 const defaultWorkerUrl = () => new URL('./cairn-worker.js', import.meta.url);
 const defaultWasmUrl = () => new URL('./cairn.wasm', import.meta.url);
 
-/** A running Worker and the requests waiting for its replies. */
+// Ops that may go through the shared-memory channel: the ones a statement loop is made of.
+const CHANNEL_OPS = new Set(['ping', 'exec', 'execute', 'executePrepared', 'prepare', 'finalize', 'inTransaction']);
+const REQ = 0;
+const DONE = 1;
+const HEADER = 16;
+
+/**
+ * A running Worker and the requests waiting for its replies. Requests go by postMessage, or, when
+ * the page is cross-origin isolated, through a SharedArrayBuffer with Atomics (several times
+ * cheaper a round trip). Either way they reach the Worker in the order they were sent.
+ */
 export class EngineWorker {
   #worker;
-  #pending = new Map();
+  #pending = new Map(); // id -> {resolve, reject}, for replies by postMessage
+  #queue = []; // requests not yet sent, in order
+  #posted = new Map(); // session -> requests of it sent by postMessage and not yet answered
+  #chan = null; // {sab, i32}
+  #chanBusy = false;
+  #chanReq = null; // the request in flight on the channel
   #nextId = 1;
   #dead = null;
+  /** Called once when the Worker dies or stops itself (code, message). */
+  onDeath = null;
 
   constructor(options = {}) {
     this.#worker = new Worker(options.workerUrl ?? defaultWorkerUrl(), { type: 'module', name: 'cairn' });
@@ -29,38 +50,139 @@ export class EngineWorker {
       this.#die('WORKER_ERROR', `the cairn Worker failed: ${e.message || 'it could not start (check workerUrl)'}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
-    this.ready = this.call('init', [String(options.wasmUrl ?? defaultWasmUrl())]);
+    this.ready = this.call('init', [String(options.wasmUrl ?? defaultWasmUrl())]).then(() => this.#attach(options));
+  }
+
+  async #attach(options) {
+    const want = options.channel ?? 'auto';
+    if (want === 'postMessage' || !globalThis.crossOriginIsolated || typeof SharedArrayBuffer !== 'function' ||
+        typeof Atomics.waitAsync !== 'function') return;
+    const sab = new SharedArrayBuffer(options.channelBytes ?? 1 << 20);
+    await this.call('attachChannel', [sab]);
+    this.#chan = { sab, i32: new Int32Array(sab, 0, 4) };
+  }
+
+  /** 'sharedMemory' or 'postMessage': how statements reach the Worker. */
+  get channel() {
+    return this.#chan ? 'sharedMemory' : 'postMessage';
+  }
+
+  get dead() {
+    return this.#dead;
+  }
+
+  #settle(req, msg) {
+    const [, status, a, b, extra] = msg;
+    if (status === OK) req.resolve(a);
+    else {
+      // The Worker stops itself after an internal error; no reply will come for anything else.
+      if (a === 'INTERNAL') queueMicrotask(() => this.#die('INTERNAL', b));
+      req.reject(new CairnError(a, b, extra));
+    }
   }
 
   #reply(msg) {
-    const [id, status, a, b, extra] = msg;
-    const p = this.#pending.get(id);
-    if (!p) return;
-    this.#pending.delete(id);
-    if (status === OK) p.resolve(a);
-    else {
-      const err = new CairnError(a, b, extra);
-      // The Worker stops itself after an internal error; no reply will come for anything else.
-      if (a === 'INTERNAL') this.#die('INTERNAL', b);
-      p.reject(err);
-    }
+    const req = this.#pending.get(msg[0]);
+    if (!req) return;
+    this.#pending.delete(msg[0]);
+    this.#unpost(req.session);
+    this.#settle(req, msg);
+    this.#pump();
   }
 
   #die(code, message) {
     if (this.#dead) return;
     this.#dead = new CairnError(code, message);
     for (const p of this.#pending.values()) p.reject(new CairnError(code, message));
+    for (const p of this.#queue) p.reject(new CairnError(code, message));
+    this.#chanReq?.reject(new CairnError(code, message));
+    this.#chanReq = null;
     this.#pending.clear();
+    this.#queue = [];
+    this.onDeath?.(code, message);
   }
 
-  /** Sends one request; `transfer` lists buffers handed to the Worker (they become unusable here). */
+  /** Sends one request outside any session. */
   call(op, args = [], transfer = []) {
+    return this.send(op, 0, args, transfer);
+  }
+
+  /** Sends one request on `session`; `transfer` lists buffers handed over (unusable here after). */
+  send(op, session, args = [], transfer = []) {
     if (this.#dead) return Promise.reject(new CairnError(this.#dead.code, this.#dead.message));
-    const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      this.#worker.postMessage([id, op, ...args], transfer);
+      this.#queue.push({ id: this.#nextId++, op, session, args, transfer, resolve, reject });
+      this.#pump();
     });
+  }
+
+  // Sends what can be sent without letting a request overtake an earlier one of its session: a
+  // channel request only when nothing of its session is in flight by postMessage, and postMessage
+  // requests (which may pipeline) only when the channel is idle. Sessions do not wait for each
+  // other here: one may be waiting in the Worker for another's transaction to end.
+  #pump() {
+    const blocked = new Set(); // sessions with an earlier request still waiting in the queue
+    for (let i = 0; i < this.#queue.length && !this.#chanBusy && !this.#dead; ) {
+      const req = this.#queue[i];
+      const viaChannel = this.#chan && CHANNEL_OPS.has(req.op);
+      if (blocked.has(req.session) || (viaChannel && this.#posted.has(req.session))) {
+        blocked.add(req.session);
+        i++;
+        continue;
+      }
+      this.#queue.splice(i, 1);
+      if (viaChannel && this.#sendByChannel(req)) return;
+      this.#post(req);
+    }
+  }
+
+  #post(req) {
+    this.#pending.set(req.id, req);
+    this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
+    this.#worker.postMessage([req.id, req.op, req.session, ...req.args], req.transfer);
+  }
+
+  #unpost(session) {
+    const n = this.#posted.get(session) - 1;
+    if (n > 0) this.#posted.set(session, n);
+    else this.#posted.delete(session);
+  }
+
+  #sendByChannel(req) {
+    const { sab, i32 } = this.#chan;
+    try {
+      new Writer(sab, HEADER).value([req.id, req.op, req.session, ...req.args]);
+    } catch (e) {
+      if (e instanceof Full) return false;
+      req.reject(new CairnError('INVALID_INPUT', e.message));
+      return true;
+    }
+    this.#chanBusy = true;
+    this.#chanReq = req;
+    const done = Atomics.load(i32, DONE);
+    Atomics.add(i32, REQ, 1);
+    Atomics.notify(i32, REQ);
+    const finish = () => {
+      // A wake-up can be stale (a notify meant for the previous request): check before reading.
+      if (this.#chanReq !== req) return; // the Worker died meanwhile
+      if (Atomics.load(i32, DONE) === done) return wait();
+      const msg = new Reader(sab, HEADER).value();
+      this.#chanBusy = false;
+      this.#chanReq = null;
+      if (msg[1] === RESEND) this.#post(req);
+      else if (msg[1] === REPLY_BY_POST) {
+        this.#pending.set(req.id, req);
+        this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
+      } else this.#settle(req, msg);
+      this.#pump();
+    };
+    const wait = () => {
+      const w = Atomics.waitAsync(i32, DONE, done);
+      if (w.async) w.value.then(finish);
+      else finish();
+    };
+    wait();
+    return true;
   }
 
   /** Kills the Worker at once, as a crash would: pending requests fail with `TERMINATED`. */
@@ -70,7 +192,439 @@ export class EngineWorker {
   }
 }
 
-/** An OPFS file opened by the engine inside the Worker (the storage layer's block file). */
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/**
+ * Turns a wire result ([columns, kinds, rowCount, changes, lastInsertRowid, ...columnArrays]) into
+ * what the caller asked for.
+ */
+function decodeRows(wire, rowMode) {
+  const [columns, , rowCount, changes, lastInsertRowid] = wire;
+  const cols = wire.slice(5);
+  if (rowMode === 'columns') return { columns, rowCount, values: cols, changes, lastInsertRowid };
+  if (rowMode === 'array') {
+    const n = columns.length;
+    const values = new Array(rowCount * n);
+    for (let c = 0; c < n; c++) {
+      const col = cols[c];
+      for (let r = 0; r < rowCount; r++) values[r * n + c] = col[r];
+    }
+    return { columns, rowCount, values, changes, lastInsertRowid };
+  }
+  const rows = new Array(rowCount);
+  for (let r = 0; r < rowCount; r++) {
+    const row = {};
+    for (let c = 0; c < columns.length; c++) row[columns[c]] = cols[c][r];
+    rows[r] = row;
+  }
+  return rows;
+}
+
+function firstRow(wire) {
+  const [columns, , rowCount] = wire;
+  if (rowCount === 0) return undefined;
+  const row = {};
+  for (let c = 0; c < columns.length; c++) row[columns[c]] = wire[5 + c][0];
+  return row;
+}
+
+const runInfo = (wire) => ({ changes: wire[0], lastInsertRowid: wire[1] });
+
+/** Checks parameters on the page side, so a mistake fails before it crosses to the Worker. */
+function params(p) {
+  if (p === undefined || p === null) return null;
+  if (Array.isArray(p)) return p;
+  if (typeof p === 'object' && !ArrayBuffer.isView(p)) return p;
+  throw new CairnError('INVALID_INPUT', 'parameters must be an array (positional) or an object (named)');
+}
+
+export { COL_ARRAY };
+
+// ---------------------------------------------------------------------------------------------
+// Connections: how statements reach the engine, in the owner tab or through it.
+
+let nextSession = 1;
+const clientId = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+
+/** The tab that owns the database: its own Worker, and it serves the other tabs' requests. */
+class OwnerLink {
+  constructor(db, worker) {
+    this.db = db;
+    this.worker = worker;
+  }
+  send(op, session, args, transfer) {
+    return this.worker.send(op, session, args, transfer);
+  }
+}
+
+/** A tab that does not own the database: requests go to the owner over the channel. */
+class FollowerLink {
+  #pending = new Map();
+  #nextId = 1;
+  constructor(db) {
+    this.db = db;
+    this.timer = setInterval(() => this.#resendUnacked(), 250);
+  }
+  send(op, session, args) {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const req = { id, op, session, args, acked: false, resolve, reject };
+      this.#pending.set(id, req);
+      this.#post(req);
+    });
+  }
+  #post(req) {
+    this.db.bus.postMessage({ t: 'req', from: clientId, id: req.id, op: req.op, session: req.session, args: req.args });
+  }
+  #resendUnacked() {
+    for (const req of this.#pending.values()) if (!req.acked) this.#post(req);
+  }
+  onMessage(m) {
+    const req = this.#pending.get(m.id);
+    if (!req) return;
+    if (m.t === 'ack') req.acked = true;
+    else if (m.t === 'res') {
+      this.#pending.delete(m.id);
+      const [status, a, b, extra] = m.reply;
+      if (status === OK) req.resolve(a);
+      else req.reject(new CairnError(a, b, extra));
+    }
+  }
+  /** A new owner took over: requests it never received are sent again; the outcome of those the
+   * old owner had received is unknown, and they fail with OWNER_GONE. */
+  ownerChanged() {
+    for (const [id, req] of this.#pending) {
+      if (req.acked) {
+        this.#pending.delete(id);
+        req.reject(new CairnError('OWNER_GONE', 'the tab that held the database closed while this statement was in flight; it may or may not have been applied'));
+      } else this.#post(req);
+    }
+  }
+  /** Hands requests still waiting to the next link (this tab became the owner). */
+  drain(next) {
+    clearInterval(this.timer);
+    this.ownerChanged();
+    for (const req of this.#pending.values()) next.send(req.op, req.session, req.args).then(req.resolve, req.reject);
+    this.#pending.clear();
+  }
+  close() {
+    clearInterval(this.timer);
+    for (const req of this.#pending.values()) req.reject(new CairnError('CLOSED', 'the database was closed'));
+    this.#pending.clear();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** A prepared statement: parsed and planned once in the engine, run many times. */
+export class Statement {
+  #db;
+  #session;
+  #sql;
+  #id = null;
+  #gen = -1;
+  #finalized = false;
+  constructor(db, session, sql) {
+    this.#db = db;
+    this.#session = session;
+    this.#sql = sql;
+  }
+  get sql() {
+    return this.#sql;
+  }
+  // The engine may have restarted (or another tab taken over) since the statement was prepared:
+  // prepare it again there, transparently.
+  async #ensure() {
+    if (this.#finalized) throw new CairnError('FINALIZED', 'the statement was finalized');
+    if (this.#gen !== this.#db._generation) {
+      this.#id = await this.#db._send('prepare', this.#session, [this.#sql]);
+      this.#gen = this.#db._generation;
+    }
+    return this.#id;
+  }
+  async #exec(p, mode) {
+    const id = await this.#ensure();
+    return this.#db._send('executePrepared', this.#session, [id, params(p), mode]);
+  }
+  async run(p) {
+    return runInfo(await this.#exec(p, MODE_RUN));
+  }
+  async all(p, { rowMode } = {}) {
+    return decodeRows(await this.#exec(p, MODE_ROWS), rowMode);
+  }
+  async get(p) {
+    return firstRow(await this.#exec(p, MODE_FIRST));
+  }
+  async finalize() {
+    if (this.#finalized) return;
+    this.#finalized = true;
+    if (this.#gen === this.#db._generation && this.#id !== null) await this.#db._send('finalize', this.#session, [this.#id]);
+  }
+}
+
+/** The statements of one session: the database's own, or one transaction's. */
+class Queries {
+  constructor(db, session) {
+    this._db = db;
+    this._session = session;
+  }
+  /** Runs a parameter-free script of one or more statements. */
+  async exec(sql) {
+    await this._db._send('exec', this._session, [String(sql)]);
+  }
+  /** Runs one statement and returns its rows (objects, or `{columns, rowCount, values}` with
+   * `rowMode: 'array'`, values flat and row-major). */
+  async query(sql, p, { rowMode } = {}) {
+    return decodeRows(await this._db._send('execute', this._session, [String(sql), params(p), MODE_ROWS]), rowMode);
+  }
+  /** Runs one statement and returns `{ changes, lastInsertRowid }`. */
+  async run(sql, p) {
+    return runInfo(await this._db._send('execute', this._session, [String(sql), params(p), MODE_RUN]));
+  }
+  /** Runs one statement and returns its first row, or undefined. */
+  async get(sql, p) {
+    return firstRow(await this._db._send('execute', this._session, [String(sql), params(p), MODE_FIRST]));
+  }
+  prepare(sql) {
+    return new Statement(this._db, this._session, String(sql));
+  }
+}
+
+export class Database extends Queries {
+  #name;
+  #options;
+  #link = null;
+  #closed = false;
+  #release = null; // resolves to give up ownership
+  #sessions = new Set();
+  _generation = 0;
+
+  constructor(name, options) {
+    super(null, 0);
+    this._db = this;
+    this._session = nextSession++;
+    this.#name = name;
+    this.#options = options;
+  }
+
+  get name() {
+    return this.#name;
+  }
+  /** How statements reach the engine: 'sharedMemory', 'postMessage', or 'owner tab'. */
+  get channel() {
+    return this.#link instanceof OwnerLink ? this.#link.worker.channel : 'owner tab';
+  }
+
+  /** Tables and indexes: `[{ type, name, table, sql }]`. */
+  schema() {
+    return this._send('schema', this._session, []);
+  }
+
+  /** Whether this tab owns the database (its Worker holds the file). */
+  get isOwner() {
+    return this.#link instanceof OwnerLink;
+  }
+
+  async _connect() {
+    if (!('locks' in navigator)) {
+      await this.#becomeOwner();
+      return;
+    }
+    this.bus = new BroadcastChannel(`cairn:${this.#name}`);
+    this.bus.onmessage = (e) => this.#onChannel(e.data);
+    // Held for this tab's lifetime, so the owner learns when this tab goes away.
+    navigator.locks.request(`cairn:client:${clientId}`, () => new Promise((r) => { this.#releaseClient = r; }));
+    const lockName = `cairn:db:${this.#name}`;
+    let first = true;
+    await new Promise((resolve, reject) => {
+      const hold = async () => {
+        try {
+          await this.#becomeOwner();
+        } catch (e) {
+          if (first) reject(e);
+          return;
+        }
+        if (first) resolve();
+        first = false;
+        // Ownership lasts until close(), or until this tab goes away.
+        await new Promise((r) => { this.#release = r; });
+      };
+      navigator.locks.request(lockName, { ifAvailable: true }, async (lock) => {
+        if (lock) return hold();
+        this.#link = new FollowerLink(this);
+        first = false;
+        resolve();
+        // Wait in line to take over when the owner goes away.
+        return navigator.locks.request(lockName, async () => {
+          if (this.#closed) return;
+          const follower = this.#link;
+          await hold();
+          void follower;
+        });
+      }).catch(reject);
+    });
+  }
+
+  #releaseClient = null;
+
+  async #becomeOwner() {
+    const worker = new EngineWorker(this.#options);
+    await worker.ready;
+    await worker.call('open', [this.#name, {
+      create: this.#options.create !== false,
+      durability: this.#options.durability ?? 'full',
+      cachePages: this.#options.cachePages ?? 0,
+      busyTimeout: this.#options.busyTimeout ?? 5000,
+    }]);
+    const previous = this.#link;
+    const link = new OwnerLink(this, worker);
+    this._generation++;
+    this.#link = link;
+    worker.onDeath = (code) => this.#onWorkerDeath(link, code);
+    if (previous instanceof FollowerLink) previous.drain(link);
+    this.bus?.postMessage({ t: 'owner', from: clientId });
+  }
+
+  // A panic stops the Worker; a new one opens the database at its last committed state, and calls
+  // made meanwhile wait for it.
+  #restarting = null;
+  #onWorkerDeath(link, code) {
+    if (this.#closed || this.#link !== link || code === 'TERMINATED') return;
+    this.#restarting = this.#becomeOwner()
+      .catch(() => {}) // the next call reports the failure
+      .finally(() => { this.#restarting = null; });
+  }
+
+  #watched = new Set();
+  #onChannel(m) {
+    if (m.t === 'owner') {
+      if (this.#link instanceof FollowerLink && m.from !== clientId) {
+        this._generation++;
+        this.#link.ownerChanged();
+      }
+      return;
+    }
+    if (m.t === 'ack' || m.t === 'res') {
+      if (m.to === clientId && this.#link instanceof FollowerLink) this.#link.onMessage(m);
+      return;
+    }
+    if (m.t === 'req' && this.#link instanceof OwnerLink) {
+      const { from, id, op, session, args } = m;
+      this.bus.postMessage({ t: 'ack', to: from, id });
+      const remoteSession = `${from}/${session}`;
+      if (!this.#watched.has(from)) {
+        this.#watched.add(from);
+        // When that tab goes away, roll back whatever transaction it left open.
+        navigator.locks.request(`cairn:client:${from}`, () => {
+          this.#watched.delete(from);
+          if (this.#link instanceof OwnerLink) return this.#link.worker.call('endSession', [remoteSession]).catch(() => {});
+        });
+      }
+      this.#link.send(op, remoteSession, args, []).then(
+        (result) => this.bus.postMessage({ t: 'res', to: from, id, reply: [OK, result] }),
+        (e) => this.bus.postMessage({ t: 'res', to: from, id, reply: [1, e.code, e.message, extraOf(e)] }),
+      );
+    }
+  }
+
+  async _send(op, session, args, transfer = []) {
+    if (this.#restarting) await this.#restarting;
+    if (this.#closed) throw new CairnError('CLOSED', 'the database was closed');
+    return this.#link.send(op, session, args, transfer);
+  }
+
+  /**
+   * Runs `fn(tx)` in a transaction: commits when it resolves, rolls back when it throws. Statements
+   * inside must go through `tx`; the database's other callers wait until the transaction ends.
+   */
+  async transaction(fn) {
+    const session = nextSession++;
+    const tx = new Queries(this, session);
+    this.#sessions.add(session);
+    try {
+      await this._send('exec', session, ['BEGIN']);
+      let result;
+      try {
+        result = await fn(tx);
+      } catch (e) {
+        await this._send('exec', session, ['ROLLBACK']).catch(() => {});
+        throw e;
+      }
+      await this._send('exec', session, ['COMMIT']);
+      return result;
+    } finally {
+      this.#sessions.delete(session);
+    }
+  }
+
+  /** Walks every page and index entry; resolves to the list of problems found (empty when sound). */
+  check() {
+    return this._send('check', this._session, []);
+  }
+
+  /** The database file as bytes, as of the last commit. */
+  export() {
+    return this._send('exportFile', this._session, []);
+  }
+
+  async close() {
+    if (this.#closed) return;
+    const link = this.#link;
+    if (link instanceof OwnerLink) {
+      await link.worker.call('close').catch(() => {});
+      link.worker.terminate();
+    } else link?.close();
+    this.#closed = true;
+    this.#release?.();
+    this.#releaseClient?.();
+    this.bus?.close();
+  }
+}
+
+function extraOf(e) {
+  const extra = {};
+  for (const k of Object.keys(e)) if (k !== 'code' && k !== 'name') extra[k] = e[k];
+  return Object.keys(extra).length ? extra : undefined;
+}
+
+/** Opens the database `name` in this origin's OPFS, creating it unless `create: false`. */
+export async function open(name, options = {}) {
+  const db = new Database(String(name), options);
+  await db._connect();
+  return db;
+}
+
+/** Creates (or opens) the database `name`. */
+export const create = (name, options = {}) => open(name, { ...options, create: true });
+
+/** Runs `fn(worker)` on a short-lived Worker that holds no database. */
+async function withWorker(options, fn) {
+  const w = new EngineWorker(options);
+  try {
+    await w.ready;
+    return await fn(w);
+  } finally {
+    w.terminate();
+  }
+}
+
+/** Writes `bytes` as the database `name`, refusing bytes that are not a valid cairn database. */
+export function importDatabase(name, bytes, options = {}) {
+  const copy = new Uint8Array(bytes).slice();
+  return withWorker(options, (w) => w.call('importFile', [String(name), copy.buffer], [copy.buffer]));
+}
+export { importDatabase as import };
+
+/** Deletes the database `name`. Fails with BUSY while a tab has it open. */
+export function destroy(name, options = {}) {
+  return withWorker(options, (w) => w.call('destroy', [String(name)]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The storage layer's block files, for the storage round trip and the conformance tests.
+
+/** An OPFS file opened by the engine inside the Worker. */
 export class EngineFile {
   constructor(worker, handle, name) {
     this.worker = worker;

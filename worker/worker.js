@@ -1,15 +1,70 @@
-// cairn's dedicated Worker: owns the wasm engine and the OPFS handles it opens, and answers the
-// page's requests one at a time, in the order they arrive.
+// cairn's dedicated Worker: owns the wasm engine, the database it opened, and the OPFS handles.
+//
+// Requests arrive by postMessage, or through the shared-memory channel when the page is
+// cross-origin isolated (docs/protocol.md). They are handled one at a time in arrival order.
+// Statements carry a session: while one session has a transaction open, statements of other
+// sessions wait until it ends (or fail with BUSY after the busy timeout), so a transaction never
+// sees another's uncommitted writes and never has statements of another mixed into it.
 import init, * as engine from '../build/wasm/cairn_wasm.js';
-import { OK, ERR } from './protocol.js';
+import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS } from './protocol.js';
+import { Writer, Reader, Full } from './wire.js';
 
 let ready = null;
-let stopped = null; // set to the panic message once the engine has trapped
+let loaded = false;
+let stopped = null; // the panic message, once the engine has trapped
+let db = null; // the open engine.Database
+let busyTimeout = 5000;
+let txSession = null; // the session whose transaction is open
+let parked = []; // [msg, timer]: requests waiting for txSession's transaction to end
+let asyncBusy = 0; // async requests under way (the channel must not overtake them)
 
-// Each op takes the request's arguments and returns [result, transferList?].
-const ops = {
+const err = (code, message) => Object.assign(new Error(message), { code });
+
+function needDb() {
+  if (!db) throw err('NOT_OPEN', 'no database is open in this Worker');
+  return db;
+}
+
+/** Buffers of typed arrays in a result, to transfer rather than copy. */
+function buffers(wire) {
+  const out = [];
+  if (Array.isArray(wire)) for (const v of wire) if (ArrayBuffer.isView(v)) out.push(v.buffer);
+  return out;
+}
+
+// Ops that answer at once. Each gets the request's arguments and returns [result, transfer?].
+const syncOps = {
   ping: () => [null],
-  fileOpen: (name, create) => engine.fileOpen(String(name), !!create).then((h) => [h]),
+  exec: (sql) => [needDb().exec(String(sql))],
+  execute: (sql, params, mode) => {
+    const wire = needDb().execute(String(sql), params ?? null, mode ?? MODE_ROWS);
+    return [wire, buffers(wire)];
+  },
+  prepare: (sql) => [needDb().prepare(String(sql))],
+  executePrepared: (stmt, params, mode) => {
+    const wire = needDb().executePrepared(stmt, params ?? null, mode ?? MODE_ROWS);
+    return [wire, buffers(wire)];
+  },
+  finalize: (stmt) => [needDb().finalize(stmt)],
+  inTransaction: () => [db ? db.inTransaction() : false],
+  check: () => [needDb().check()],
+  schema: () => [needDb().schema()],
+  exportFile: () => {
+    const bytes = needDb().exportBytes();
+    return [bytes, [bytes.buffer]];
+  },
+  close: () => {
+    if (db) db.close();
+    db = null;
+    txSession = null;
+    return [null];
+  },
+  // Rolls back the session's transaction, if it has one (its page went away).
+  endSession: (session) => {
+    if (db && txSession === session && db.inTransaction()) db.exec('ROLLBACK');
+    return [null];
+  },
+  // The storage layer's block files, for the storage round trip and the conformance tests.
   fileRead: (h, at, len) => {
     const bytes = engine.fileRead(h, at, len);
     return [bytes, [bytes.buffer]];
@@ -19,61 +74,198 @@ const ops = {
   fileSetLen: (h, len) => [engine.fileSetLen(h, len)],
   fileFlush: (h) => [engine.fileFlush(h)],
   fileClose: (h) => [engine.fileClose(h)],
-  fileRemove: (name) => engine.fileRemove(String(name)).then(() => [null]),
-  fileList: () => engine.fileList().then((names) => [names]),
   conformanceCases: () => [engine.conformanceCases()],
-  conformanceRun: (testCase, file) => engine.conformanceRun(testCase, file).then((r) => [r ?? null]),
   debugPanic: (message) => [engine.debugPanic(String(message))],
 };
 
-function fail(id, code, message) {
-  self.postMessage([id, ERR, code, message]);
+// Ops that wait on the platform (OPFS handles are opened asynchronously).
+const asyncOps = {
+  open: async (name, options = {}) => {
+    if (db) throw err('ALREADY_OPEN', 'this Worker already has a database open');
+    busyTimeout = options.busyTimeout ?? busyTimeout;
+    db = await engine.Database.open(String(name), options.create !== false, options.durability ?? 'full', options.cachePages ?? 0);
+    return [null];
+  },
+  importFile: async (name, bytes) => [await engine.Database.importFile(String(name), new Uint8Array(bytes))],
+  destroy: async (name) => [await engine.Database.destroy(String(name))],
+  fileOpen: (name, create) => engine.fileOpen(String(name), !!create).then((h) => [h]),
+  fileRemove: (name) => engine.fileRemove(String(name)).then(() => [null]),
+  fileList: () => engine.fileList().then((names) => [names]),
+  conformanceRun: (testCase, file) => engine.conformanceRun(testCase, file).then((r) => [r ?? null]),
+};
+
+/** Ops that do not read or write the database through a session, and so never wait for one. */
+const sessionless = new Set(['ping', 'inTransaction', 'endSession', 'finalize', 'fileOpen', 'fileRead', 'fileWrite',
+  'fileLen', 'fileSetLen', 'fileFlush', 'fileClose', 'fileRemove', 'fileList', 'conformanceCases', 'conformanceRun',
+  'debugPanic']);
+
+const failure = (id, code, message, extra) => ({ reply: extra === undefined ? [id, ERR, code, message] : [id, ERR, code, message, extra] });
+
+/** Whether `msg` may run now; otherwise the reply to send (an error), or 'park'. */
+function admit(id, op, session) {
+  if (stopped !== null) return failure(id, 'INTERNAL', `the engine stopped after an internal error: ${stopped}`);
+  if (!(op in syncOps) && !(op in asyncOps)) return failure(id, 'UNKNOWN_OP', `unknown request ${JSON.stringify(op)}`);
+  if (!loaded) return failure(id, 'NOT_READY', 'the engine is not loaded: send init first');
+  if (txSession !== null && txSession !== session && !sessionless.has(op)) return 'park';
+  return null;
+}
+
+/** The engine trapped: report it, fail everything waiting, and stop so OPFS handles are released. */
+function stop(id, e) {
+  stopped = self.__cairnPanic ?? e.message;
+  for (const [m, timer] of parked) {
+    clearTimeout(timer);
+    self.postMessage([m[0], ERR, 'INTERNAL', `internal error: ${stopped}`]);
+  }
+  parked = [];
+  setTimeout(() => self.close(), 0);
+  return failure(id, 'INTERNAL', `internal error: ${stopped}`);
+}
+
+function caught(id, e) {
+  if (e instanceof WebAssembly.RuntimeError) return stop(id, e);
+  return failure(id, (e && e.code) || 'INTERNAL', (e && e.message) || String(e), e && e.extra);
+}
+
+/** After every statement: which session (if any) now has a transaction open. */
+function trackTransaction(session) {
+  if (!db || stopped !== null) return;
+  const open = db.inTransaction();
+  if (open && txSession === null) txSession = session;
+  else if (!open && txSession !== null) {
+    txSession = null;
+    const waiting = parked;
+    parked = [];
+    for (const [m, timer] of waiting) {
+      clearTimeout(timer);
+      enqueue(m);
+    }
+  }
+}
+
+function runSync(id, op, session, args) {
+  try {
+    const [result, transfer] = syncOps[op](...args);
+    return { reply: [id, OK, result], transfer };
+  } catch (e) {
+    return caught(id, e);
+  } finally {
+    trackTransaction(session);
+  }
+}
+
+function park(msg) {
+  const timer = setTimeout(() => {
+    parked = parked.filter(([m]) => m !== msg);
+    self.postMessage([msg[0], ERR, 'BUSY', `the database is busy: another transaction has been open for over ${busyTimeout} ms ` +
+      '(inside transaction(), run statements on its tx argument, not on the database)']);
+  }, busyTimeout);
+  parked.push([msg, timer]);
 }
 
 async function handle(msg) {
-  const [id, op, ...args] = msg;
+  const [id, op, session, ...args] = msg;
   if (op === 'init') {
     ready ??= init({ module_or_path: args[0] ?? new URL('./cairn.wasm', import.meta.url) });
     try {
       await ready;
+      loaded = true;
       self.postMessage([id, OK, null]);
     } catch (e) {
       ready = null;
-      fail(id, 'LOAD_FAILED', `could not load the engine: ${e && e.message ? e.message : e}`);
+      self.postMessage([id, ERR, 'LOAD_FAILED', `could not load the engine: ${e && e.message ? e.message : e}`]);
     }
     return;
   }
-  if (stopped !== null) {
-    fail(id, 'INTERNAL', `the engine stopped after an internal error: ${stopped}`);
+  if (op === 'attachChannel') {
+    attachChannel(args[0]);
+    self.postMessage([id, OK, null]);
     return;
   }
-  const fn = ops[op];
-  if (!fn) {
-    fail(id, 'UNKNOWN_OP', `unknown request ${JSON.stringify(op)}`);
-    return;
-  }
-  if (!ready) {
-    fail(id, 'NOT_READY', 'the engine is not loaded: send init first');
-    return;
-  }
-  try {
-    await ready;
-    const [result, transfer] = await fn(...args);
-    self.postMessage([id, OK, result], transfer ?? []);
-  } catch (e) {
-    if (e instanceof WebAssembly.RuntimeError) {
-      // A trap leaves the module's memory in an unknown state: report it, then stop for good so
-      // the OPFS handles are released and the page can start a new Worker.
-      stopped = self.__cairnPanic ?? e.message;
-      fail(id, 'INTERNAL', `internal error: ${stopped}`);
-      self.close();
-      return;
+  const verdict = admit(id, op, session);
+  if (verdict === 'park') return park(msg);
+  let out = verdict;
+  if (!out) {
+    if (op in syncOps) out = runSync(id, op, session, args);
+    else {
+      asyncBusy++;
+      try {
+        const [result, transfer] = await asyncOps[op](...args);
+        out = { reply: [id, OK, result], transfer };
+      } catch (e) {
+        out = caught(id, e);
+      } finally {
+        asyncBusy--;
+      }
     }
-    fail(id, (e && e.code) || 'INTERNAL', (e && e.message) || String(e));
   }
+  self.postMessage(out.reply, out.transfer ?? []);
 }
 
 let queue = Promise.resolve();
-self.onmessage = (event) => {
-  queue = queue.then(() => handle(event.data));
-};
+let queued = 0;
+function enqueue(msg) {
+  queued++;
+  queue = queue.then(() => handle(msg)).finally(() => queued--);
+}
+self.onmessage = (event) => enqueue(event.data);
+
+// ---------------------------------------------------------------------------------------------
+// The shared-memory channel. The page writes a request after the header and bumps REQ; the Worker
+// writes the reply in the same place and sets DONE to the request's number. After a request the
+// Worker blocks for the next one for up to HOT_MS (so a loop of statements costs no event-loop
+// turns), then goes back to its event loop and waits asynchronously.
+const REQ = 0;
+const DONE = 1;
+const HEADER = 16;
+const HOT_MS = 2;
+let chan = null;
+let lastSeq = 0;
+
+function attachChannel(sab) {
+  chan = { sab, i32: new Int32Array(sab, 0, 4) };
+  lastSeq = Atomics.load(chan.i32, REQ);
+  coldWait();
+}
+
+function coldWait() {
+  const w = Atomics.waitAsync(chan.i32, REQ, lastSeq);
+  if (w.async) w.value.then(serveChannel);
+  else serveChannel();
+}
+
+function serveChannel() {
+  for (;;) {
+    const seq = Atomics.load(chan.i32, REQ);
+    if (seq !== lastSeq) {
+      lastSeq = seq;
+      serveOne(seq);
+      if (stopped !== null) return;
+      continue;
+    }
+    // Requests that came by postMessage must not wait behind a hot loop.
+    if (queued > 0 || Atomics.wait(chan.i32, REQ, lastSeq, HOT_MS) === 'timed-out') break;
+  }
+  coldWait();
+}
+
+function serveOne(seq) {
+  const msg = new Reader(chan.sab, HEADER).value();
+  const [id, op, session, ...args] = msg;
+  let out;
+  const verdict = admit(id, op, session);
+  if (verdict === 'park' || (verdict === null && (!(op in syncOps) || asyncBusy > 0 || queued > 0))) {
+    // Not now: the page sends it again by postMessage, where it waits its turn.
+    out = { reply: [id, RESEND] };
+  } else out = verdict ?? runSync(id, op, session, args);
+  try {
+    new Writer(chan.sab, HEADER).value(out.reply);
+  } catch (e) {
+    if (!(e instanceof Full)) throw e;
+    // Too big for the channel: the reply goes by postMessage, and the channel says so.
+    self.postMessage(out.reply, out.transfer ?? []);
+    new Writer(chan.sab, HEADER).value([id, REPLY_BY_POST]);
+  }
+  Atomics.store(chan.i32, DONE, seq);
+  Atomics.notify(chan.i32, DONE);
+}

@@ -12,9 +12,12 @@ const ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
-/** Starts a server and a browser with a new profile. `profile` reuses a directory (a restart). */
-export async function launch({ isolated = true, profile } = {}) {
-  const server = await startServer({ isolated });
+/**
+ * Starts a server and a browser with a new profile. `profile` reuses a directory and `port` a
+ * port (a restart: OPFS belongs to the origin, and the port is part of it).
+ */
+export async function launch({ isolated = true, profile, port = 0 } = {}) {
+  const server = await startServer({ isolated, port });
   const dir = profile ?? mkdtempSync(join(tmpdir(), 'cairn-profile-'));
   const context = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: ARGS });
   const errors = [];

@@ -1,23 +1,41 @@
-// The playground, driven as a person would: fill the form, press Run, read the table on screen.
+// The playground, driven as a person would: type statements, press Run, read the table on screen.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { launch } from './harness.mjs';
 
-test('the playground runs a storage round trip and shows the result', async () => {
+test('the playground runs SQL typed into its console and shows results, errors and tables', async () => {
   const b = await launch();
   try {
     const { page } = b;
     await page.goto(`${b.server.url}/`);
     await page.waitForSelector('body[data-ready="true"]');
-    await page.fill('input[name="pages"]', '64');
-    await page.click('#roundtrip button');
-    await page.waitForSelector('#result:not([hidden])');
-    const cells = await page.$$eval('#result tr', (rows) => Object.fromEntries(rows.map((r) => [r.cells[0].textContent, r.cells[1].textContent])));
-    assert.equal(cells['pages written'], '64');
-    assert.equal(cells['file length'], `${64 * 4096} bytes`);
-    assert.equal(cells['pages that differ'], '0');
-    assert.deepEqual(await page.$$eval('#files li', (li) => li.map((x) => x.textContent)), ['playground.db']);
+    await page.fill('#sql', `CREATE TABLE fruit (id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL);
+INSERT INTO fruit (name, price) VALUES ('apple', 1.25), ('pear', 2), ('fig', NULL);
+SELECT name, price FROM fruit ORDER BY price DESC;`);
+    await page.click('#go');
+    await page.waitForSelector('#output .result:nth-child(3) table');
+    const table = await page.$$eval('#output .result:nth-child(3) tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+    assert.deepEqual(table, [['name', 'price'], ['pear', '2'], ['apple', '1.25'], ['fig', 'NULL']]);
+    const heads = await page.$$eval('#output .result .head', (h) => h.map((x) => x.textContent));
+    assert.ok(heads.every((h) => / ms$/.test(h)), `every statement shows its time: ${heads}`);
+    assert.match(await page.textContent('#output .result:nth-child(2)'), /3 changes/);
+    assert.match(await page.textContent('#schema'), /CREATE TABLE fruit/);
+
+    // An error shows its code and where it is.
+    await page.fill('#sql', 'SELECT name\nFROM fruit WHERE price >>> 1;');
+    await page.click('#go');
+    await page.waitForSelector('#output .result.failed');
+    const err = await page.textContent('#output .result.failed pre');
+    assert.match(err, /^SYNTAX: /);
+    assert.match(err, /line 2, column \d+/);
+
+    // EXPLAIN shows the plan.
+    await page.fill('#sql', 'CREATE INDEX fruit_price ON fruit (price);\nEXPLAIN SELECT name FROM fruit WHERE price > 1;');
+    await page.click('#go');
+    await page.waitForSelector('#output .result:nth-child(2) table');
+    assert.match(await page.textContent('#output .result:nth-child(2) table'), /fruit_price/);
+
     mkdirSync('test-results', { recursive: true });
     await page.screenshot({ path: 'test-results/playground.png', fullPage: true });
     assert.deepEqual(b.errors, []);

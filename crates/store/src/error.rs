@@ -29,6 +29,16 @@ pub enum Error {
     InvalidInput(String),
     /// The file was closed; no further I/O is possible through this handle.
     Closed,
+    /// A key, value or file grew past what the format allows.
+    TooLarge(String),
+    /// The file is not a cairn database (wrong magic, or too short to hold a superblock).
+    NotADatabase(String),
+    /// The file was written by a newer format version than this build reads.
+    UnsupportedVersion { found: u32, supported: u32 },
+    /// A tree or other named thing already exists.
+    AlreadyExists(String),
+    /// An earlier commit failed part-way; the database must be reopened before writing again.
+    NeedsReopen(String),
 }
 
 impl Error {
@@ -45,6 +55,11 @@ impl Error {
             Error::Corrupt(_) => "CORRUPT",
             Error::InvalidInput(_) => "INVALID_INPUT",
             Error::Closed => "CLOSED",
+            Error::TooLarge(_) => "TOO_LARGE",
+            Error::NotADatabase(_) => "NOT_A_DATABASE",
+            Error::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
+            Error::AlreadyExists(_) => "ALREADY_EXISTS",
+            Error::NeedsReopen(_) => "NEEDS_REOPEN",
         }
     }
 }
@@ -59,11 +74,21 @@ impl fmt::Display for Error {
             ),
             Error::InvalidName(m) => write!(f, "invalid file name: {m}"),
             Error::Busy(m) => write!(f, "file is in use: {m}"),
-            Error::NotFound(m) => write!(f, "file not found: {m}"),
+            Error::NotFound(m) => write!(f, "not found: {m}"),
             Error::QuotaExceeded(m) => write!(f, "storage quota exceeded: {m}"),
             Error::Corrupt(m) => write!(f, "corrupt file: {m}"),
             Error::InvalidInput(m) => write!(f, "invalid input: {m}"),
             Error::Closed => write!(f, "the file is closed"),
+            Error::TooLarge(m) => write!(f, "too large: {m}"),
+            Error::NotADatabase(m) => write!(f, "not a cairn database: {m}"),
+            Error::UnsupportedVersion { found, supported } => write!(
+                f,
+                "the file has format version {found}, newer than the version {supported} this build reads"
+            ),
+            Error::AlreadyExists(m) => write!(f, "already exists: {m}"),
+            Error::NeedsReopen(m) => {
+                write!(f, "a commit failed ({m}); reopen the database before writing")
+            }
         }
     }
 }

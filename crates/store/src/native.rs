@@ -22,7 +22,7 @@ impl StdFile {
             .truncate(false)
             .open(path)
             .map_err(|e| match Error::from(e) {
-                Error::NotFound(_) => Error::NotFound(path.display().to_string()),
+                Error::NotFound(_) => Error::NotFound(format!("file {}", path.display())),
                 other => other,
             })?;
         Ok(Self { file: Some(file) })

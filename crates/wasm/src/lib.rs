@@ -10,6 +10,10 @@
 
 #[cfg(target_arch = "wasm32")]
 mod bindings;
+#[cfg(target_arch = "wasm32")]
+mod database;
 
 #[cfg(target_arch = "wasm32")]
 pub use bindings::*;
+#[cfg(target_arch = "wasm32")]
+pub use database::Database;

@@ -1,0 +1,102 @@
+//! The shell, run as a process: stdin in, stdout and exit code out.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn run(args: &[&str], input: &str) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cairn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn runs_sql_from_stdin_in_each_mode() {
+    let script = "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, score REAL);
+INSERT INTO t (name, score) VALUES ('ann', 1.5), ('b,\"o\"b', NULL);
+SELECT * FROM t ORDER BY id;
+.mode csv
+SELECT * FROM t ORDER BY id;
+.mode json
+SELECT * FROM
+  t ORDER BY id;
+.tables
+.schema
+.check
+";
+    let (code, out, err) = run(&[], script);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "+----+--------+-------+
+| id | name   | score |
++----+--------+-------+
+|  1 | ann    |   1.5 |
+|  2 | b,\"o\"b | NULL  |
++----+--------+-------+
+id,name,score
+1,ann,1.5
+2,\"b,\"\"o\"\"b\",NULL
+[
+  {\"id\": 1, \"name\": \"ann\", \"score\": 1.5},
+  {\"id\": 2, \"name\": \"b,\\\"o\\\"b\", \"score\": null}
+]
+t
+CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, score REAL);
+ok
+"
+    );
+}
+
+#[test]
+fn a_failing_statement_ends_a_script_with_exit_code_1() {
+    let (code, out, err) = run(&[], "SELECT 1;\nSELECT * FROM nope;\nSELECT 2;\n");
+    assert_eq!(code, 1);
+    assert!(out.contains("| 1 |") && !out.contains("| 2 |"), "{out}");
+    assert!(err.contains("UNKNOWN_TABLE"), "{err}");
+    let (code, _, err) = run(&[], ".mode xml\n");
+    assert_eq!(code, 1, "{err}");
+}
+
+#[test]
+fn read_runs_a_file() {
+    let dir = std::env::temp_dir().join(format!("cairn-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let f = dir.join("setup.sql");
+    std::fs::write(
+        &f,
+        "CREATE TABLE x (v INTEGER);\nINSERT INTO x VALUES (41);\n",
+    )
+    .expect("write");
+    let (code, out, err) = run(
+        &[],
+        &format!(
+            ".read {}\n.mode csv\nSELECT v + 1 AS w FROM x;\n",
+            f.display()
+        ),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "w\n42\n");
+}
+
+#[test]
+fn a_file_argument_is_refused_until_the_store_exists() {
+    let (code, _, err) = run(&["some.db"], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("in memory"), "{err}");
+}

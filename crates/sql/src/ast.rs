@@ -1,0 +1,308 @@
+//! The abstract syntax tree the parser produces and the planner consumes. Names are kept as
+//! written; the planner resolves them case-insensitively against the catalog.
+
+use cairn_store::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    Select(Box<Select>),
+    Insert(Box<Insert>),
+    Update(Box<Update>),
+    Delete(Box<Delete>),
+    CreateTable(CreateTable),
+    DropTable { name: String, if_exists: bool },
+    CreateIndex(CreateIndex),
+    DropIndex { name: String, if_exists: bool },
+    AlterTable { table: String, action: AlterAction },
+    Begin,
+    Commit,
+    Rollback,
+    Explain(Box<Statement>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlterAction {
+    AddColumn(ColumnDef),
+    RenameTo(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub columns: Vec<ColumnDef>,
+    /// Table-level `PRIMARY KEY (a, b)`.
+    pub primary_key: Option<Vec<String>>,
+    /// Table-level `UNIQUE (a, b)`.
+    pub uniques: Vec<Vec<String>>,
+    pub checks: Vec<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    pub name: String,
+    /// The declared type as written (`VARCHAR(20)`), or None.
+    pub type_name: Option<String>,
+    pub primary_key: bool,
+    pub primary_key_desc: bool,
+    pub not_null: bool,
+    pub unique: bool,
+    pub default: Option<Expr>,
+    pub check: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateIndex {
+    pub name: String,
+    pub table: String,
+    pub unique: bool,
+    pub if_not_exists: bool,
+    pub columns: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct With {
+    pub ctes: Vec<Cte>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cte {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub query: Select,
+}
+
+/// A full query: `WITH`, a chain of `UNION`ed cores, `ORDER BY`, `LIMIT`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Select {
+    pub with: Option<With>,
+    pub body: SelectBody,
+    pub order_by: Vec<OrderItem>,
+    pub limit: Option<Expr>,
+    pub offset: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SelectBody {
+    Core(Box<SelectCore>),
+    /// `VALUES (...), (...)`.
+    Values(Vec<Vec<Expr>>),
+    Union {
+        all: bool,
+        left: Box<SelectBody>,
+        right: Box<SelectBody>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectCore {
+    pub distinct: bool,
+    pub columns: Vec<SelectItem>,
+    pub from: Vec<FromItem>,
+    pub where_: Option<Expr>,
+    pub group_by: Vec<Expr>,
+    pub having: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SelectItem {
+    /// `*`
+    All,
+    /// `t.*`
+    TableAll(String),
+    Expr {
+        expr: Expr,
+        alias: Option<String>,
+    },
+}
+
+/// One entry of the FROM list; the first has `join` None.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FromItem {
+    pub source: TableSource,
+    pub alias: Option<String>,
+    pub join: Option<JoinKind>,
+    pub on: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableSource {
+    Table(String),
+    Subquery(Box<Select>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// `,` or `[INNER|CROSS] JOIN`.
+    Inner,
+    Left,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderItem {
+    pub expr: Expr,
+    pub desc: bool,
+    /// `NULLS FIRST` (Some(true)) / `NULLS LAST` (Some(false)); SQLite's default puts NULLs first
+    /// ascending and last descending.
+    pub nulls_first: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    Abort,
+    Replace,
+    Ignore,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Insert {
+    pub with: Option<With>,
+    pub or: Conflict,
+    pub table: String,
+    pub columns: Vec<String>,
+    pub source: InsertSource,
+    pub upsert: Option<Upsert>,
+    pub returning: Vec<SelectItem>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertSource {
+    Values(Vec<Vec<Expr>>),
+    Select(Box<Select>),
+    DefaultValues,
+}
+
+/// `SET a = x, b = y`.
+pub type SetList = Vec<(String, Expr)>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upsert {
+    pub target: Vec<String>,
+    /// None: `DO NOTHING`.
+    pub update: Option<(SetList, Option<Expr>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    pub with: Option<With>,
+    pub or: Conflict,
+    pub table: String,
+    pub alias: Option<String>,
+    pub set: Vec<(String, Expr)>,
+    pub where_: Option<Expr>,
+    pub returning: Vec<SelectItem>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delete {
+    pub with: Option<With>,
+    pub table: String,
+    pub alias: Option<String>,
+    pub where_: Option<Expr>,
+    pub returning: Vec<SelectItem>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Is,
+    IsNot,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Concat,
+    BitAnd,
+    BitOr,
+    Shl,
+    Shr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Pos,
+    Not,
+    BitNot,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// `?` numbered by position, or `?NNN`: 1-based index.
+    Index(u32),
+    /// `:name`, `$name`, `@name`, prefix included.
+    Named(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Literal(Value),
+    Param(Param),
+    /// `[table.]column`
+    Column {
+        table: Option<String>,
+        name: String,
+    },
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    IsNull {
+        expr: Box<Expr>,
+        negated: bool,
+    },
+    Between {
+        expr: Box<Expr>,
+        low: Box<Expr>,
+        high: Box<Expr>,
+        negated: bool,
+    },
+    InList {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
+    InSelect {
+        expr: Box<Expr>,
+        query: Box<Select>,
+        negated: bool,
+    },
+    Exists {
+        query: Box<Select>,
+        negated: bool,
+    },
+    Subquery(Box<Select>),
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        escape: Option<Box<Expr>>,
+        negated: bool,
+    },
+    Glob {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+    },
+    Case {
+        operand: Option<Box<Expr>>,
+        whens: Vec<(Expr, Expr)>,
+        else_: Option<Box<Expr>>,
+    },
+    Cast {
+        expr: Box<Expr>,
+        type_name: String,
+    },
+    Function {
+        name: String,
+        args: Vec<Expr>,
+        distinct: bool,
+        /// `count(*)`
+        star: bool,
+    },
+}

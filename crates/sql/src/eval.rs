@@ -1,0 +1,772 @@
+//! Expression evaluation over a frame of values, with SQLite's semantics (three-valued logic,
+//! comparison affinity, overflow to real) and the scalar functions of the dialect.
+//!
+//! [`eval`] returns a `Cow`: a column or a literal is borrowed, not cloned, so testing
+//! `name = 'x'` on a row allocates nothing.
+
+use crate::ast::BinOp;
+use crate::error::{Error, Result};
+use crate::executor;
+use crate::plan::{Func, PExpr, QueryPlan};
+use crate::storage::Storage;
+use crate::types::{self, apply_affinity, arith, to_numeric, to_text, truth, Affinity, ColType};
+use cairn_store::codec::encode_key_value;
+use cairn_store::Value;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+/// Results of uncorrelated subqueries, computed once per statement execution, keyed by the
+/// plan's address (plans live as long as the execution).
+pub type HashRows = HashMap<Vec<u8>, Vec<Vec<Value>>>;
+
+pub enum Cached {
+    Set {
+        keys: HashSet<Vec<u8>>,
+        has_null: bool,
+    },
+    Value(Value),
+    Rows(Rc<Vec<Vec<Value>>>),
+    /// A hash join's build side: key to the rows (level-relative values) with that key.
+    Hash(Rc<HashRows>),
+}
+
+/// What evaluation needs besides the row: storage for subqueries, parameters, the enclosing
+/// query's row for correlated references, injected randomness and the subquery cache.
+pub struct Cx<'a> {
+    pub store: &'a dyn Storage,
+    pub params: &'a [Value],
+    pub outer: Option<(&'a [Value], &'a Cx<'a>)>,
+    pub rng: &'a Cell<u64>,
+    pub cache: &'a RefCell<HashMap<usize, Cached>>,
+}
+
+impl<'a> Cx<'a> {
+    /// A context for a subquery evaluated for `row` of this one.
+    pub fn nested<'b>(&'b self, row: &'b [Value]) -> Cx<'b> {
+        Cx {
+            store: self.store,
+            params: self.params,
+            outer: Some((row, self)),
+            rng: self.rng,
+            cache: self.cache,
+        }
+    }
+
+    fn outer_row(&self, depth: usize) -> Result<&[Value]> {
+        let mut cx = self;
+        let mut d = depth;
+        loop {
+            let (row, parent) = cx.outer.ok_or_else(|| {
+                Error::Invalid("invariant: outer reference without outer row".into())
+            })?;
+            d -= 1;
+            if d == 0 {
+                return Ok(row);
+            }
+            cx = parent;
+        }
+    }
+
+    /// The next pseudo-random 64-bit value (xorshift64*; seeded by the database owner).
+    pub fn random(&self) -> i64 {
+        let mut x = self.rng.get();
+        if x == 0 {
+            x = 0x9E37_79B9_7F4A_7C15;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D) as i64
+    }
+}
+
+/// A key for grouping and set membership: equal SQL values give equal keys (an integral real
+/// groups with the equal integer).
+pub fn norm_key(vals: &[Value], out: &mut Vec<u8>) {
+    for v in vals {
+        push_norm(v, out);
+    }
+}
+
+pub fn push_norm(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.0e18 => {
+            encode_key_value(out, &Value::Integer(*r as i64), false)
+        }
+        v => encode_key_value(out, v, false),
+    }
+}
+
+pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    Ok(truth(&*eval(e, row, cx)?))
+}
+
+pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value>> {
+    Ok(match e {
+        PExpr::Lit(v) => Cow::Borrowed(v),
+        PExpr::Col(i) => Cow::Borrowed(row.get(*i).unwrap_or(&Value::Null)),
+        PExpr::Param(i) => Cow::Owned(
+            cx.params
+                .get(*i)
+                .cloned()
+                .ok_or_else(|| Error::ParamCount(format!("parameter {} is not bound", i + 1)))?,
+        ),
+        PExpr::Outer(d, i) => Cow::Owned(cx.outer_row(*d)?.get(*i).cloned().unwrap_or(Value::Null)),
+        // SQLite computes -x as 0 - x (so -0.0 is 0.0).
+        PExpr::Neg(a) => Cow::Owned(arith(
+            types::Arith::Sub,
+            &Value::Integer(0),
+            &*eval(a, row, cx)?,
+        )),
+        PExpr::Pos(a) => eval(a, row, cx)?,
+        PExpr::Not(a) => Cow::Owned(match eval_bool(a, row, cx)? {
+            None => Value::Null,
+            Some(b) => Value::Integer(!b as i64),
+        }),
+        PExpr::BitNot(a) => Cow::Owned(match eval(a, row, cx)?.as_ref() {
+            Value::Null => Value::Null,
+            v => Value::Integer(!types::to_integer(v).unwrap_or(0)),
+        }),
+        PExpr::Arith(op, a, b) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            Cow::Owned(arith(*op, &x, &y))
+        }
+        PExpr::Concat(a, b) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            Cow::Owned(match (to_text(&x), to_text(&y)) {
+                (Some(mut s), Some(t)) => {
+                    s.push_str(&t);
+                    Value::Text(s)
+                }
+                _ => Value::Null,
+            })
+        }
+        PExpr::Bit(op, a, b) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            if x.is_null() || y.is_null() {
+                return Ok(Cow::Owned(Value::Null));
+            }
+            let (x, y) = (
+                types::to_integer(&x).unwrap_or(0),
+                types::to_integer(&y).unwrap_or(0),
+            );
+            Cow::Owned(Value::Integer(match op {
+                BinOp::BitAnd => x & y,
+                BinOp::BitOr => x | y,
+                BinOp::Shl => shift(x, y),
+                _ => shift(x, y.checked_neg().unwrap_or(i64::MAX)),
+            }))
+        }
+        PExpr::Cmp(op, a, b, la, lb) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            Cow::Owned(compare_op(*op, &x, &y, *la, *lb))
+        }
+        PExpr::And(a, b) => {
+            let x = eval_bool(a, row, cx)?;
+            if x == Some(false) {
+                return Ok(Cow::Owned(Value::Integer(0)));
+            }
+            let y = eval_bool(b, row, cx)?;
+            Cow::Owned(match (x, y) {
+                (_, Some(false)) => Value::Integer(0),
+                (Some(true), Some(true)) => Value::Integer(1),
+                _ => Value::Null,
+            })
+        }
+        PExpr::Or(a, b) => {
+            let x = eval_bool(a, row, cx)?;
+            if x == Some(true) {
+                return Ok(Cow::Owned(Value::Integer(1)));
+            }
+            let y = eval_bool(b, row, cx)?;
+            Cow::Owned(match (x, y) {
+                (_, Some(true)) => Value::Integer(1),
+                (Some(false), Some(false)) => Value::Integer(0),
+                _ => Value::Null,
+            })
+        }
+        PExpr::IsNull(a, neg) => {
+            let n = eval(a, row, cx)?.is_null();
+            Cow::Owned(Value::Integer((n != *neg) as i64))
+        }
+        PExpr::InList(a, list, neg, aff) => {
+            let x = eval(a, row, cx)?;
+            if x.is_null() {
+                return Ok(Cow::Owned(if list.is_empty() {
+                    Value::Integer(*neg as i64)
+                } else {
+                    Value::Null
+                }));
+            }
+            let mut saw_null = false;
+            for item in list {
+                let y = eval(item, row, cx)?;
+                if y.is_null() {
+                    saw_null = true;
+                    continue;
+                }
+                if compare_op(BinOp::Eq, &x, &y, Affinity::None, *aff) == Value::Integer(1) {
+                    return Ok(Cow::Owned(Value::Integer(!*neg as i64)));
+                }
+            }
+            Cow::Owned(if saw_null {
+                Value::Null
+            } else {
+                Value::Integer(*neg as i64)
+            })
+        }
+        PExpr::InSub(a, q, neg, la, lb) => {
+            let x = apply_affinity(eval(a, row, cx)?.into_owned(), *la);
+            Cow::Owned(in_subquery(&x, q, *neg, *lb, row, cx)?)
+        }
+        PExpr::Exists(q, neg) => {
+            let found = match cached(q, cx)? {
+                Some(Cached::Value(v)) => !v.is_null(),
+                _ => {
+                    let mut found = false;
+                    executor::run_query(q, &cx.nested(row), &mut |_| {
+                        found = true;
+                        Ok(false)
+                    })?;
+                    if !q.correlated {
+                        let v = if found {
+                            Value::Integer(1)
+                        } else {
+                            Value::Null
+                        };
+                        cx.cache.borrow_mut().insert(key_of(q), Cached::Value(v));
+                    }
+                    found
+                }
+            };
+            Cow::Owned(Value::Integer((found != *neg) as i64))
+        }
+        PExpr::Scalar(q) => match cached(q, cx)? {
+            Some(Cached::Value(v)) => Cow::Owned(v),
+            _ => {
+                let mut out = Value::Null;
+                executor::run_query(q, &cx.nested(row), &mut |r| {
+                    out = r.first().cloned().unwrap_or(Value::Null);
+                    Ok(false)
+                })?;
+                if !q.correlated {
+                    cx.cache
+                        .borrow_mut()
+                        .insert(key_of(q), Cached::Value(out.clone()));
+                }
+                Cow::Owned(out)
+            }
+        },
+        PExpr::Like {
+            expr,
+            pattern,
+            escape,
+            negated,
+        } => {
+            let (x, p) = (eval(expr, row, cx)?, eval(pattern, row, cx)?);
+            let esc = match escape {
+                Some(e) => match eval(e, row, cx)?.as_ref() {
+                    Value::Null => return Ok(Cow::Owned(Value::Null)),
+                    v => {
+                        let s = to_text(v).unwrap_or_default();
+                        let mut it = s.chars();
+                        match (it.next(), it.next()) {
+                            (Some(c), None) => Some(c),
+                            _ => {
+                                return Err(Error::Invalid(
+                                    "ESCAPE expression must be a single character".into(),
+                                ))
+                            }
+                        }
+                    }
+                },
+                None => None,
+            };
+            match (to_text(&x), to_text(&p)) {
+                (Some(x), Some(p)) => Cow::Owned(Value::Integer(
+                    (types::like(&p, &x, esc) != *negated) as i64,
+                )),
+                _ => Cow::Owned(Value::Null),
+            }
+        }
+        PExpr::Glob {
+            expr,
+            pattern,
+            negated,
+        } => {
+            let (x, p) = (eval(expr, row, cx)?, eval(pattern, row, cx)?);
+            match (to_text(&x), to_text(&p)) {
+                (Some(x), Some(p)) => {
+                    Cow::Owned(Value::Integer((types::glob(&p, &x) != *negated) as i64))
+                }
+                _ => Cow::Owned(Value::Null),
+            }
+        }
+        PExpr::Case {
+            operand,
+            whens,
+            else_,
+        } => {
+            match operand {
+                Some(op) => {
+                    let x = eval(op, row, cx)?;
+                    for (w, t) in whens {
+                        let y = eval(w, row, cx)?;
+                        if compare_op(BinOp::Eq, &x, &y, Affinity::None, Affinity::None)
+                            == Value::Integer(1)
+                        {
+                            return eval(t, row, cx);
+                        }
+                    }
+                }
+                None => {
+                    for (w, t) in whens {
+                        if eval_bool(w, row, cx)? == Some(true) {
+                            return eval(t, row, cx);
+                        }
+                    }
+                }
+            }
+            match else_ {
+                Some(e) => eval(e, row, cx)?,
+                None => Cow::Owned(Value::Null),
+            }
+        }
+        PExpr::Cast(a, ty) => Cow::Owned(cast(eval(a, row, cx)?.into_owned(), *ty)),
+        PExpr::Affine(a, aff) => Cow::Owned(apply_affinity(eval(a, row, cx)?.into_owned(), *aff)),
+        PExpr::Func(f, args) => Cow::Owned(call(*f, args, row, cx)?),
+        PExpr::AggRef(_) => {
+            return Err(Error::Invalid(
+                "misuse of aggregate function outside an aggregate query".into(),
+            ))
+        }
+    })
+}
+
+fn key_of(q: &QueryPlan) -> usize {
+    q as *const QueryPlan as usize
+}
+
+fn cached(q: &QueryPlan, cx: &Cx) -> Result<Option<Cached>> {
+    if q.correlated {
+        return Ok(None);
+    }
+    let c = cx.cache.borrow();
+    Ok(match c.get(&key_of(q)) {
+        Some(Cached::Value(v)) => Some(Cached::Value(v.clone())),
+        _ => None,
+    })
+}
+
+fn in_subquery(
+    x: &Value,
+    q: &Rc<QueryPlan>,
+    neg: bool,
+    aff: Affinity,
+    row: &[Value],
+    cx: &Cx,
+) -> Result<Value> {
+    let k = key_of(q);
+    if q.correlated || !cx.cache.borrow().contains_key(&k) {
+        let mut keys = HashSet::new();
+        let mut has_null = false;
+        executor::run_query(q, &cx.nested(row), &mut |r| {
+            match r.first() {
+                Some(Value::Null) | None => has_null = true,
+                Some(v) => {
+                    let mut kb = Vec::new();
+                    push_norm(&apply_affinity(v.clone(), aff), &mut kb);
+                    keys.insert(kb);
+                }
+            }
+            Ok(true)
+        })?;
+        let set = Cached::Set { keys, has_null };
+        if q.correlated {
+            return Ok(in_result(x, &set, neg));
+        }
+        cx.cache.borrow_mut().insert(k, set);
+    }
+    let c = cx.cache.borrow();
+    let set = c
+        .get(&k)
+        .ok_or_else(|| Error::Invalid("invariant: subquery result cached".into()))?;
+    Ok(in_result(x, set, neg))
+}
+
+fn in_result(x: &Value, set: &Cached, neg: bool) -> Value {
+    let Cached::Set { keys, has_null } = set else {
+        return Value::Null;
+    };
+    if keys.is_empty() && !has_null {
+        return Value::Integer(neg as i64);
+    }
+    if x.is_null() {
+        return Value::Null;
+    }
+    let mut kb = Vec::new();
+    push_norm(x, &mut kb);
+    if keys.contains(&kb) {
+        Value::Integer(!neg as i64)
+    } else if *has_null {
+        Value::Null
+    } else {
+        Value::Integer(neg as i64)
+    }
+}
+
+fn shift(x: i64, by: i64) -> i64 {
+    if by >= 64 {
+        0
+    } else if by >= 0 {
+        ((x as u64) << by) as i64
+    } else if by <= -64 {
+        if x < 0 {
+            -1
+        } else {
+            0
+        }
+    } else {
+        x >> (-by)
+    }
+}
+
+/// A comparison operator on two values, after applying each side's comparison affinity.
+pub fn compare_op(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Value {
+    match op {
+        BinOp::Is | BinOp::IsNot => {
+            let eq = match (x.is_null(), y.is_null()) {
+                (true, true) => true,
+                (true, false) | (false, true) => false,
+                _ => cmp_aff(x, y, la, lb) == Ordering::Equal,
+            };
+            Value::Integer((eq == (op == BinOp::Is)) as i64)
+        }
+        _ => {
+            if x.is_null() || y.is_null() {
+                return Value::Null;
+            }
+            let o = cmp_aff(x, y, la, lb);
+            let r = match op {
+                BinOp::Eq => o == Ordering::Equal,
+                BinOp::Ne => o != Ordering::Equal,
+                BinOp::Lt => o == Ordering::Less,
+                BinOp::Le => o != Ordering::Greater,
+                BinOp::Gt => o == Ordering::Greater,
+                _ => o != Ordering::Less,
+            };
+            Value::Integer(r as i64)
+        }
+    }
+}
+
+fn cmp_aff(x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Ordering {
+    let conv = |v: &Value, a: Affinity| -> Option<Value> {
+        match (a, v) {
+            (Affinity::None | Affinity::Blob, _) => None,
+            (Affinity::Text, Value::Integer(_) | Value::Real(_)) => {
+                Some(apply_affinity(v.clone(), a))
+            }
+            (Affinity::Integer | Affinity::Real | Affinity::Numeric, Value::Text(_)) => {
+                Some(apply_affinity(v.clone(), a))
+            }
+            _ => None,
+        }
+    };
+    match (conv(x, la), conv(y, lb)) {
+        (None, None) => x.total_cmp(y),
+        (Some(a), None) => a.total_cmp(y),
+        (None, Some(b)) => x.total_cmp(&b),
+        (Some(a), Some(b)) => a.total_cmp(&b),
+    }
+}
+
+pub fn cast(v: Value, ty: ColType) -> Value {
+    match (ty, v) {
+        (_, Value::Null) => Value::Null,
+        (ColType::Integer, v) => Value::Integer(types::to_integer(&v).unwrap_or(0)),
+        (ColType::Real, v) => Value::Real(types::to_f64(&v).unwrap_or(0.0)),
+        (ColType::Text, v) => Value::Text(to_text(&v).unwrap_or_default()),
+        (ColType::Blob, Value::Blob(b)) => Value::Blob(b),
+        (ColType::Blob, v) => Value::Blob(to_text(&v).unwrap_or_default().into_bytes()),
+        (ColType::Numeric, v @ (Value::Integer(_) | Value::Real(_))) => v,
+        (ColType::Numeric, v) => match to_numeric(&v) {
+            Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.0e18 => Value::Integer(r as i64),
+            n => n,
+        },
+        (ColType::Any, v) => v,
+    }
+}
+
+fn arg<'r>(args: &'r [PExpr], i: usize, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value>> {
+    match args.get(i) {
+        Some(a) => eval(a, row, cx),
+        None => Ok(Cow::Owned(Value::Null)),
+    }
+}
+
+fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
+    use Value::*;
+    let a0 = || arg(args, 0, row, cx);
+    Ok(match f {
+        Func::Abs => match a0()?.as_ref() {
+            Null => Null,
+            Integer(i) => Integer(i.checked_abs().ok_or(Error::IntegerOverflow)?),
+            Real(r) => Real(r.abs()),
+            v => Real(types::to_f64(v).unwrap_or(0.0).abs()),
+        },
+        Func::Sign => match to_numeric(&*a0()?) {
+            Integer(i) => Integer(i.signum()),
+            Real(r) => Integer(if r > 0.0 {
+                1
+            } else if r < 0.0 {
+                -1
+            } else {
+                0
+            }),
+            _ => Null,
+        },
+        Func::Coalesce | Func::IfNull => {
+            for a in args {
+                let v = eval(a, row, cx)?;
+                if !v.is_null() {
+                    return Ok(v.into_owned());
+                }
+            }
+            Null
+        }
+        Func::NullIf => {
+            let (x, y) = (a0()?, arg(args, 1, row, cx)?);
+            if compare_op(BinOp::Eq, &x, &y, Affinity::None, Affinity::None) == Integer(1) {
+                Null
+            } else {
+                x.into_owned()
+            }
+        }
+        Func::Iif => {
+            if eval_bool(&args[0], row, cx)? == Some(true) {
+                arg(args, 1, row, cx)?.into_owned()
+            } else {
+                arg(args, 2, row, cx)?.into_owned()
+            }
+        }
+        Func::Length => match a0()?.as_ref() {
+            Null => Null,
+            Blob(b) => Integer(b.len() as i64),
+            Text(s) => Integer(s.chars().count() as i64),
+            v => Integer(to_text(v).unwrap_or_default().chars().count() as i64),
+        },
+        Func::Lower | Func::Upper => match to_text(&*a0()?) {
+            None => Null,
+            Some(s) => Text(if f == Func::Lower {
+                s.to_ascii_lowercase()
+            } else {
+                s.to_ascii_uppercase()
+            }),
+        },
+        Func::Substr => substr(
+            &*a0()?,
+            &*arg(args, 1, row, cx)?,
+            args.get(2)
+                .map(|a| eval(a, row, cx))
+                .transpose()?
+                .as_deref(),
+        ),
+        Func::Trim | Func::LTrim | Func::RTrim => {
+            let x = a0()?;
+            let Some(s) = to_text(&x) else {
+                return Ok(Null);
+            };
+            let chars: Vec<char> = if args.len() > 1 {
+                match to_text(&*arg(args, 1, row, cx)?) {
+                    Some(c) => c.chars().collect(),
+                    None => return Ok(Null),
+                }
+            } else {
+                vec![' ']
+            };
+            let pat = |c: char| chars.contains(&c);
+            Text(match f {
+                Func::Trim => s.trim_matches(pat).to_string(),
+                Func::LTrim => s.trim_start_matches(pat).to_string(),
+                _ => s.trim_end_matches(pat).to_string(),
+            })
+        }
+        Func::Replace => {
+            let (x, y, z) = (a0()?, arg(args, 1, row, cx)?, arg(args, 2, row, cx)?);
+            // SQLite's order: an empty pattern returns x before the replacement is looked at.
+            match (to_text(&x), to_text(&y)) {
+                (Some(x), Some(y)) if y.is_empty() => Text(x),
+                (Some(x), Some(y)) => match to_text(&z) {
+                    Some(z) => Text(x.replace(&y, &z)),
+                    None => Null,
+                },
+                _ => Null,
+            }
+        }
+        Func::Instr => {
+            let (x, y) = (a0()?, arg(args, 1, row, cx)?);
+            match (x.as_ref(), y.as_ref()) {
+                (Null, _) | (_, Null) => Null,
+                (Blob(h), Blob(n)) => Integer(if n.is_empty() {
+                    1
+                } else {
+                    h.windows(n.len())
+                        .position(|w| w == n.as_slice())
+                        .map_or(0, |p| p as i64 + 1)
+                }),
+                (x, y) => {
+                    let (h, n) = (
+                        to_text(x).unwrap_or_default(),
+                        to_text(y).unwrap_or_default(),
+                    );
+                    Integer(match h.find(&n) {
+                        Some(p) => h[..p].chars().count() as i64 + 1,
+                        None => 0,
+                    })
+                }
+            }
+        }
+        Func::Round => {
+            let x = a0()?;
+            if x.is_null() {
+                return Ok(Null);
+            }
+            let n = match args.get(1) {
+                Some(a) => match eval(a, row, cx)?.as_ref() {
+                    Null => return Ok(Null),
+                    v => types::to_integer(v).unwrap_or(0).clamp(0, 30),
+                },
+                None => 0,
+            };
+            let r = types::to_f64(&x).unwrap_or(0.0);
+            Real(round(r, n as usize))
+        }
+        Func::Min | Func::Max => {
+            let mut best: Option<Value> = None;
+            for a in args {
+                let v = eval(a, row, cx)?;
+                if v.is_null() {
+                    return Ok(Null);
+                }
+                let better = match &best {
+                    None => true,
+                    Some(b) => {
+                        // On ties min() takes the later argument, max() the earlier, as SQLite.
+                        let o = v.total_cmp(b);
+                        if f == Func::Min {
+                            o != Ordering::Greater
+                        } else {
+                            o == Ordering::Greater
+                        }
+                    }
+                };
+                if better {
+                    best = Some(v.into_owned());
+                }
+            }
+            best.unwrap_or(Null)
+        }
+        Func::Typeof => Text(a0()?.type_name().to_string()),
+        Func::Hex => {
+            let x = a0()?;
+            let bytes: Vec<u8> = match x.as_ref() {
+                Null => Vec::new(),
+                Blob(b) => b.clone(),
+                v => to_text(v).unwrap_or_default().into_bytes(),
+            };
+            let mut s = String::with_capacity(bytes.len() * 2);
+            for b in bytes {
+                s.push_str(&format!("{b:02X}"));
+            }
+            Text(s)
+        }
+        Func::Random => Integer(cx.random()),
+    })
+}
+
+/// Rounds half away from zero to `n` decimals, as SQLite's round().
+fn round(r: f64, n: usize) -> f64 {
+    if !r.is_finite() {
+        return r;
+    }
+    if n == 0 {
+        return r.round();
+    }
+    // Beyond 2^52 every double is an integer already.
+    if r.abs() >= 4_503_599_627_370_496.0 {
+        return r;
+    }
+    let s = format!("{:.*}", n, r);
+    let direct: f64 = s.parse().unwrap_or(r);
+    let m = 10f64.powi(n as i32);
+    let scaled = (r * m).round() / m;
+    if scaled.is_finite() && (scaled - r).abs() <= (direct - r).abs() + f64::EPSILON * r.abs() {
+        scaled
+    } else {
+        direct
+    }
+}
+
+fn substr(x: &Value, start: &Value, len: Option<&Value>) -> Value {
+    if x.is_null() || start.is_null() || len.is_some_and(|l| l.is_null()) {
+        return Value::Null;
+    }
+    let mut p1 = types::to_integer(start).unwrap_or(0);
+    // SQLite reads an empty blob as a NULL pointer and returns NULL.
+    if matches!(x, Value::Blob(b) if b.is_empty()) {
+        return Value::Null;
+    }
+    let (is_blob, chars): (bool, Vec<u32>) = match x {
+        Value::Blob(b) => (true, b.iter().map(|&c| c as u32).collect()),
+        v => (
+            false,
+            to_text(v)
+                .unwrap_or_default()
+                .chars()
+                .map(|c| c as u32)
+                .collect(),
+        ),
+    };
+    let n = chars.len() as i64;
+    let mut p2 = match len {
+        Some(l) => types::to_integer(l).unwrap_or(0),
+        None => 1_000_000_000,
+    };
+    // SQLite's substr() arithmetic, literally.
+    let mut neg = false;
+    if p2 < 0 {
+        p2 = p2.saturating_neg();
+        neg = true;
+    }
+    if p1 < 0 {
+        p1 = p1.saturating_add(n);
+        if p1 < 0 {
+            p2 = p2.saturating_add(p1).max(0);
+            p1 = 0;
+        }
+    } else if p1 > 0 {
+        p1 -= 1;
+    } else if p2 > 0 {
+        p2 -= 1;
+    }
+    if neg {
+        p1 = p1.saturating_sub(p2);
+        if p1 < 0 {
+            p2 = p2.saturating_add(p1);
+            p1 = 0;
+        }
+    }
+    let from = p1.clamp(0, n) as usize;
+    let to = p1.saturating_add(p2).clamp(0, n) as usize;
+    let slice = if from < to { &chars[from..to] } else { &[][..] };
+    if is_blob {
+        Value::Blob(slice.iter().map(|&c| c as u8).collect())
+    } else {
+        Value::Text(slice.iter().filter_map(|&c| char::from_u32(c)).collect())
+    }
+}

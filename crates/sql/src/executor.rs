@@ -1,0 +1,1409 @@
+//! The executor: runs plans. Queries are pushed, not pulled: each join level calls the next for
+//! every row it finds, writing its columns into one shared frame (no per-row allocation for the
+//! join itself), and the last level hands the frame to a sink (projection, aggregation). A sink
+//! returns `false` to stop early (LIMIT, EXISTS).
+//!
+//! Writes (INSERT, UPDATE, DELETE) first collect what they will change, then change it, so a
+//! statement never sees its own writes (no Halloween problem).
+
+use crate::ast::{BinOp, Conflict};
+use crate::error::{Error, Result};
+use crate::eval::{eval, eval_bool, norm_key, push_norm, Cached, Cx, HashRows};
+use crate::plan::*;
+use crate::planner::prefix_successor;
+use crate::schema::{Key, Table};
+use crate::storage::Storage;
+use crate::types::{self, ColType};
+use cairn_store::codec::{
+    decode_key_value, encode_key, encode_key_value, encode_record_into, Record,
+};
+use cairn_store::Value;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::rc::Rc;
+
+type Sink<'s> = dyn FnMut(&mut Vec<Value>) -> Result<bool> + 's;
+
+fn all_true(filters: &[PExpr], frame: &[Value], cx: &Cx) -> Result<bool> {
+    for f in filters {
+        if eval_bool(f, frame, cx)? != Some(true) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Runs a query, handing each output row to `sink` until it returns false.
+pub fn run_query(
+    q: &QueryPlan,
+    cx: &Cx,
+    sink: &mut dyn FnMut(&[Value]) -> Result<bool>,
+) -> Result<()> {
+    let limit = match &q.limit {
+        Some(e) => match types::to_integer(&*eval(e, &[], cx)?) {
+            Some(n) if n >= 0 => Some(n as u64),
+            _ => None,
+        },
+        None => None,
+    };
+    let mut offset = match &q.offset {
+        Some(e) => types::to_integer(&*eval(e, &[], cx)?).unwrap_or(0).max(0) as u64,
+        None => 0,
+    };
+    if limit == Some(0) {
+        return Ok(());
+    }
+    let keep = limit
+        .map(|l| l.saturating_add(offset))
+        .filter(|&k| k <= 100_000)
+        .map(|k| k as usize);
+    let mut emitted = 0u64;
+    let width = q.width;
+    let mut emit = |row: &[Value]| -> Result<bool> {
+        if offset > 0 {
+            offset -= 1;
+            return Ok(true);
+        }
+        emitted += 1;
+        let go = sink(&row[..width.min(row.len())])?;
+        Ok(go && limit.is_none_or(|l| emitted < l))
+    };
+    let sorted_by_scan = matches!(&q.body, Body::Core(c) if c.ordered);
+    if q.order.is_empty() || sorted_by_scan {
+        run_body(&q.body, cx, &mut |row| emit(&row))?;
+        return Ok(());
+    }
+    // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
+    // cutting back to the best ones whenever the buffer fills (top-k, O(n log k)).
+    let mut rows = Vec::new();
+    run_body(&q.body, cx, &mut |row| {
+        rows.push(row);
+        if let Some(k) = keep {
+            if rows.len() >= 2 * k.max(16) {
+                rows.select_nth_unstable_by(k, |a, b| compare_rows(a, b, &q.order));
+                rows.truncate(k);
+            }
+        }
+        Ok(true)
+    })?;
+    rows.sort_by(|a, b| compare_rows(a, b, &q.order));
+    for r in rows {
+        if !emit(&r)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub fn compare_rows(a: &[Value], b: &[Value], keys: &[SortKey]) -> Ordering {
+    for k in keys {
+        let (x, y) = (&a[k.col], &b[k.col]);
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => {
+                if k.nulls_first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (false, true) => {
+                if k.nulls_first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            _ => {
+                let o = x.total_cmp(y);
+                if k.desc {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+/// Runs a body, handing each row (with any trailing sort columns) to `sink`.
+fn run_body(b: &Body, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
+    match b {
+        Body::Core(c) => run_core(c, cx, sink),
+        Body::Values(rows) => {
+            for r in rows {
+                let row = r
+                    .iter()
+                    .map(|e| eval(e, &[], cx).map(|v| v.into_owned()))
+                    .collect::<Result<Vec<_>>>()?;
+                if !sink(row)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        Body::Union {
+            all: true,
+            left,
+            right,
+        } => {
+            if !run_body(left, cx, sink)? {
+                return Ok(false);
+            }
+            run_body(right, cx, sink)
+        }
+        Body::Union { all: false, .. } => {
+            let mut seen = HashSet::new();
+            let mut parts = Vec::new();
+            flatten_union(b, &mut parts);
+            for p in parts {
+                let go = run_body(p, cx, &mut |row| {
+                    let mut k = Vec::new();
+                    norm_key(&row, &mut k);
+                    if seen.insert(k) {
+                        sink(row)
+                    } else {
+                        Ok(true)
+                    }
+                })?;
+                if !go {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// A chain of UNIONs (distinct) as its terms; UNION ALL nested under UNION dedups as a whole.
+fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
+    match b {
+        Body::Union {
+            all: false,
+            left,
+            right,
+        } => {
+            flatten_union(left, out);
+            flatten_union(right, out);
+        }
+        Body::Union {
+            all: true,
+            left,
+            right,
+        } => {
+            flatten_union(left, out);
+            flatten_union(right, out);
+        }
+        b => out.push(b),
+    }
+}
+
+fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
+    let mut frame = vec![Value::Null; c.frame_len];
+    if !all_true(&c.const_filters, &frame, cx)? {
+        if let Some(agg) = &c.agg {
+            if agg.group_by.is_empty() {
+                return finish_groups(c, agg, Groups::default(), cx, sink);
+            }
+        }
+        return Ok(true);
+    }
+    match &c.agg {
+        None => {
+            let mut seen = HashSet::new();
+            let mut key = Vec::new();
+            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                let row = c
+                    .project
+                    .iter()
+                    .map(|e| eval(e, frame, cx).map(|v| v.into_owned()))
+                    .collect::<Result<Vec<_>>>()?;
+                if c.distinct {
+                    key.clear();
+                    norm_key(&row, &mut key);
+                    if !seen.insert(key.clone()) {
+                        return Ok(true);
+                    }
+                }
+                sink(row)
+            })
+        }
+        Some(agg) => {
+            let mut groups = Groups::default();
+            let mut key = Vec::new();
+            let mut gvals = Vec::new();
+            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                key.clear();
+                gvals.clear();
+                for g in &agg.group_by {
+                    let v = eval(g, frame, cx)?;
+                    push_norm(&v, &mut key);
+                    gvals.push(v.into_owned());
+                }
+                let gi = match groups.index.get(&key) {
+                    Some(&i) => i,
+                    None => {
+                        groups.index.insert(key.clone(), groups.groups.len());
+                        groups
+                            .groups
+                            .push((gvals.clone(), agg.aggs.iter().map(AggState::new).collect()));
+                        groups.groups.len() - 1
+                    }
+                };
+                let states = &mut groups.groups[gi].1;
+                let mut extreme_changed = true;
+                for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
+                    if spec.func != AggFunc::Last {
+                        let changed = st.update(spec, frame, cx)?;
+                        if agg.minmax == Some(i) {
+                            extreme_changed = changed;
+                        }
+                    }
+                }
+                if extreme_changed {
+                    for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
+                        if spec.func == AggFunc::Last {
+                            st.update(spec, frame, cx)?;
+                        }
+                    }
+                }
+                Ok(true)
+            })?;
+            finish_groups(c, agg, groups, cx, sink)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Groups {
+    index: HashMap<Vec<u8>, usize>,
+    groups: Vec<(Vec<Value>, Vec<AggState>)>,
+}
+
+fn finish_groups(
+    c: &Core,
+    agg: &AggPlan,
+    mut groups: Groups,
+    cx: &Cx,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+) -> Result<bool> {
+    if groups.groups.is_empty() && agg.group_by.is_empty() {
+        groups
+            .groups
+            .push((vec![], agg.aggs.iter().map(AggState::new).collect()));
+    }
+    let mut seen = HashSet::new();
+    for (gvals, states) in groups.groups {
+        let mut frame = gvals;
+        for (spec, st) in agg.aggs.iter().zip(states) {
+            frame.push(st.finish(spec)?);
+        }
+        if let Some(h) = &agg.having {
+            if eval_bool(h, &frame, cx)? != Some(true) {
+                continue;
+            }
+        }
+        let row = c
+            .project
+            .iter()
+            .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
+            .collect::<Result<Vec<_>>>()?;
+        if c.distinct {
+            let mut k = Vec::new();
+            norm_key(&row, &mut k);
+            if !seen.insert(k) {
+                continue;
+            }
+        }
+        if !sink(row)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[derive(Default)]
+struct SumState {
+    int: i64,
+    sum: f64,
+    err: f64,
+    approx: bool,
+    overflow: bool,
+    n: i64,
+}
+
+impl SumState {
+    fn kbn(&mut self, r: f64) {
+        let s = self.sum;
+        let t = s + r;
+        if s.abs() > r.abs() {
+            self.err += (s - t) + r;
+        } else {
+            self.err += (r - t) + s;
+        }
+        self.sum = t;
+    }
+
+    /// Adds an integer to the compensated sum without losing its low bits.
+    fn kbn_int(&mut self, i: i64) {
+        if !(-4_503_599_627_370_496..4_503_599_627_370_496).contains(&i) {
+            let big = i - (i % 16384);
+            self.kbn(big as f64);
+            self.kbn((i - big) as f64);
+        } else {
+            self.kbn(i as f64);
+        }
+    }
+
+    fn go_approx(&mut self) {
+        if !self.approx {
+            self.approx = true;
+            let i = self.int;
+            self.sum = 0.0;
+            self.err = 0.0;
+            self.kbn_int(i);
+        }
+    }
+
+    fn add(&mut self, v: &Value) {
+        self.n += 1;
+        // Text counts as an integer only if all of it is one; otherwise as a real.
+        let v = match v {
+            Value::Text(_) | Value::Blob(_) => {
+                match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
+                    i @ Value::Integer(_) => i,
+                    other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
+                }
+            }
+            v => v.clone(),
+        };
+        match v {
+            Value::Integer(i) if !self.approx => match self.int.checked_add(i) {
+                Some(s) => self.int = s,
+                None => {
+                    self.overflow = true;
+                    self.go_approx();
+                    self.kbn_int(i);
+                }
+            },
+            Value::Integer(i) => self.kbn_int(i),
+            Value::Real(r) => {
+                self.go_approx();
+                self.kbn(r);
+            }
+            _ => {}
+        }
+    }
+
+    fn value(&self) -> f64 {
+        if self.approx {
+            if self.err.is_finite() {
+                self.sum + self.err
+            } else {
+                self.sum
+            }
+        } else {
+            self.int as f64
+        }
+    }
+
+    fn finish(&self, f: AggFunc) -> Result<Value> {
+        Ok(match f {
+            AggFunc::Total => Value::Real(self.value()),
+            AggFunc::Avg if self.n == 0 => Value::Null,
+            AggFunc::Avg => Value::Real(self.value() / self.n as f64),
+            _ if self.n == 0 => Value::Null,
+            _ if self.overflow => return Err(Error::IntegerOverflow),
+            _ if self.approx => Value::Real(self.value()),
+            _ => Value::Integer(self.int),
+        })
+    }
+}
+
+enum AggState {
+    Count(i64),
+    /// sum(), total() and avg(): SQLite's accumulator, an exact integer sum until a real or
+    /// an overflow, then Kahan-Babuska-Neumaier compensated summation.
+    Sum(Box<SumState>),
+    Ext(Option<Value>),
+    Concat(Option<String>),
+    Last(Value),
+    Distinct(HashSet<Vec<u8>>, Box<AggState>),
+}
+
+impl AggState {
+    fn new(spec: &AggSpec) -> AggState {
+        let base = match spec.func {
+            AggFunc::CountStar | AggFunc::Count => AggState::Count(0),
+            AggFunc::Sum | AggFunc::Total | AggFunc::Avg => AggState::Sum(Box::default()),
+            AggFunc::Min | AggFunc::Max => AggState::Ext(None),
+            AggFunc::GroupConcat => AggState::Concat(None),
+            AggFunc::Last => AggState::Last(Value::Null),
+        };
+        if spec.distinct {
+            AggState::Distinct(HashSet::new(), Box::new(base))
+        } else {
+            base
+        }
+    }
+
+    /// Adds a row; says whether the state changed (for min/max: a new extreme).
+    fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
+        if spec.func == AggFunc::CountStar {
+            if let AggState::Count(n) = self {
+                *n += 1;
+            }
+            return Ok(true);
+        }
+        let v = match spec.args.first() {
+            Some(a) => eval(a, frame, cx)?,
+            None => return Ok(false),
+        };
+        if let AggState::Distinct(seen, inner) = self {
+            if v.is_null() {
+                return Ok(false);
+            }
+            let mut k = Vec::new();
+            push_norm(&v, &mut k);
+            if !seen.insert(k) {
+                return Ok(false);
+            }
+            return inner.add(spec, v.into_owned(), frame, cx);
+        }
+        if spec.func == AggFunc::Last {
+            *self = AggState::Last(v.into_owned());
+            return Ok(true);
+        }
+        if v.is_null() {
+            return Ok(false);
+        }
+        self.add(spec, v.into_owned(), frame, cx)
+    }
+
+    fn add(&mut self, spec: &AggSpec, v: Value, frame: &[Value], cx: &Cx) -> Result<bool> {
+        match self {
+            AggState::Count(n) => *n += 1,
+            AggState::Sum(st) => st.add(&v),
+            AggState::Ext(best) => {
+                let better = match best {
+                    None => true,
+                    Some(b) => {
+                        let o = v.total_cmp(b);
+                        if spec.func == AggFunc::Min {
+                            o == Ordering::Less
+                        } else {
+                            o == Ordering::Greater
+                        }
+                    }
+                };
+                if better {
+                    *best = Some(v);
+                }
+                return Ok(better);
+            }
+            AggState::Concat(acc) => {
+                let s = types::to_text(&v).unwrap_or_default();
+                match acc {
+                    None => *acc = Some(s),
+                    Some(a) => {
+                        let sep = match spec.args.get(1) {
+                            Some(e) => types::to_text(&*eval(e, frame, cx)?).unwrap_or_default(),
+                            None => ",".to_string(),
+                        };
+                        a.push_str(&sep);
+                        a.push_str(&s);
+                    }
+                }
+            }
+            AggState::Last(l) => *l = v,
+            AggState::Distinct(_, inner) => return inner.add(spec, v, frame, cx),
+        }
+        Ok(true)
+    }
+
+    fn finish(self, spec: &AggSpec) -> Result<Value> {
+        Ok(match self {
+            AggState::Count(n) => Value::Integer(n),
+            AggState::Sum(st) => st.finish(spec.func)?,
+            AggState::Ext(b) => b.unwrap_or(Value::Null),
+            AggState::Concat(s) => s.map(Value::Text).unwrap_or(Value::Null),
+            AggState::Last(v) => v,
+            AggState::Distinct(_, inner) => inner.finish(spec)?,
+        })
+    }
+}
+
+/// Runs join levels `li..` for the current frame.
+fn run_levels(
+    c: &Core,
+    li: usize,
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    sink: &mut Sink,
+) -> Result<bool> {
+    if li == c.levels.len() {
+        return sink(frame);
+    }
+    let lvl = &c.levels[li];
+    let mut matched = false;
+    let go = for_each_row(lvl, frame, cx, &mut |frame: &mut Vec<Value>| {
+        matched = true;
+        if !all_true(&lvl.after, frame, cx)? {
+            return Ok(true);
+        }
+        run_levels(c, li + 1, frame, cx, sink)
+    })?;
+    if !go {
+        return Ok(false);
+    }
+    if lvl.left && !matched {
+        for s in &mut frame[lvl.base..lvl.base + lvl.width] {
+            *s = Value::Null;
+        }
+        if all_true(&lvl.after, frame, cx)? {
+            return run_levels(c, li + 1, frame, cx, sink);
+        }
+    }
+    Ok(true)
+}
+
+fn decode_cols(rec: &Record, cols: &[usize], base: usize, frame: &mut [Value]) -> Result<()> {
+    for &c in cols {
+        frame[base + c] = rec.get(c)?;
+    }
+    Ok(())
+}
+
+/// Finds the candidate rows of a level, writes each into the frame, checks the level's filters
+/// and calls `f` for those that pass.
+fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> Result<bool> {
+    match (&lvl.source, &lvl.access) {
+        (_, Access::Hash { build, probe }) => {
+            let table = hash_table(lvl, build, frame, cx)?;
+            let pv = eval(probe, frame, cx)?;
+            if pv.is_null() {
+                return Ok(true);
+            }
+            let mut k = Vec::new();
+            push_norm(&pv, &mut k);
+            if let Some(rows) = table.get(&k) {
+                for r in rows {
+                    frame[lvl.base..lvl.base + lvl.width].clone_from_slice(r);
+                    if all_true(&lvl.filters, frame, cx)? && !f(frame)? {
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        }
+        (Source::Query(q), _) => {
+            let rows = materialize(q, cx)?;
+            for r in rows.iter() {
+                frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
+                if all_true(&lvl.filters, frame, cx)? && !f(frame)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        (Source::Table(t), Access::Scan { reverse }) => {
+            let mut cur = cx
+                .store
+                .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
+            while cur.next()? {
+                if !primary_row(lvl, cur.key(), cur.value(), frame, cx, f)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        (
+            Source::Table(t),
+            Access::Index {
+                index,
+                probes,
+                lower,
+                upper,
+                reverse,
+                covering,
+            },
+        ) => {
+            let ranges = index_ranges(probes, lower, upper, frame, cx)?;
+            let tree = match index {
+                Some(i) => t.indexes[*i].tree,
+                None => t.tree,
+            };
+            for (lo, hi) in ranges {
+                let mut cur = cx
+                    .store
+                    .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
+                while cur.next()? {
+                    let go = match index {
+                        None => primary_row(lvl, cur.key(), cur.value(), frame, cx, f)?,
+                        Some(i) => index_row(lvl, t, *i, *covering, cur.key(), frame, cx, f)?,
+                    };
+                    if !go {
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        }
+    }
+}
+
+fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn primary_row(
+    lvl: &Level,
+    key: &[u8],
+    value: &[u8],
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    f: &mut Sink,
+) -> Result<bool> {
+    let rec = Record::new(value)?;
+    decode_cols(&rec, &lvl.pre_cols, lvl.base, frame)?;
+    if lvl.key_slot {
+        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
+    }
+    if !all_true(&lvl.filters, frame, cx)? {
+        return Ok(true);
+    }
+    decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
+    f(frame)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn index_row(
+    lvl: &Level,
+    t: &Table,
+    ix: usize,
+    covering: bool,
+    key: &[u8],
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    f: &mut Sink,
+) -> Result<bool> {
+    let cols = &t.indexes[ix].columns;
+    let mut rest = key;
+    // Keys hold integral reals as integers: a REAL column gets its type back here (the planner
+    // never covers ANY or NUMERIC columns, whose type the key cannot tell).
+    let typed = |v: Value, c: usize| match (v, t.columns[c].ty) {
+        (Value::Integer(i), ColType::Real) => Value::Real(i as f64),
+        (v, _) => v,
+    };
+    for &c in cols {
+        let (v, r) = decode_key_value(rest, false)?;
+        frame[lvl.base + c] = typed(v, c);
+        rest = r;
+    }
+    if covering {
+        if let Key::Rowid(None) = t.key {
+        } else {
+            for c in t.key_columns() {
+                let (v, r) = decode_key_value(rest, false)?;
+                frame[lvl.base + c] = typed(v, c);
+                rest = r;
+            }
+        }
+        if !all_true(&lvl.filters, frame, cx)? {
+            return Ok(true);
+        }
+        return f(frame);
+    }
+    let pk = rest;
+    let Some(value) = cx.store.get(t.tree, pk)? else {
+        return Err(Error::Storage(cairn_store::Error::Corrupt(format!(
+            "index {} points at a missing row",
+            t.indexes[ix].name
+        ))));
+    };
+    primary_row(lvl, pk, &value, frame, cx, f)
+}
+
+fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {
+    let k = Rc::as_ptr(q) as usize;
+    if !q.correlated {
+        if let Some(Cached::Rows(r)) = cx.cache.borrow().get(&k) {
+            return Ok(r.clone());
+        }
+    }
+    let mut rows = Vec::new();
+    run_query(q, cx, &mut |r| {
+        rows.push(r.to_vec());
+        Ok(true)
+    })?;
+    let rows = Rc::new(rows);
+    if !q.correlated {
+        cx.cache.borrow_mut().insert(k, Cached::Rows(rows.clone()));
+    }
+    Ok(rows)
+}
+
+fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Result<Rc<HashRows>> {
+    let k = lvl as *const Level as usize;
+    if let Some(Cached::Hash(h)) = cx.cache.borrow().get(&k) {
+        return Ok(h.clone());
+    }
+    let saved: Vec<Value> = frame[lvl.base..lvl.base + lvl.width].to_vec();
+    let mut map: HashMap<Vec<u8>, Vec<Vec<Value>>> = HashMap::new();
+    let mut add = |frame: &mut Vec<Value>| -> Result<bool> {
+        let v = eval(build, frame, cx)?;
+        if !v.is_null() {
+            let mut key = Vec::new();
+            push_norm(&v, &mut key);
+            map.entry(key)
+                .or_default()
+                .push(frame[lvl.base..lvl.base + lvl.width].to_vec());
+        }
+        Ok(true)
+    };
+    match &lvl.source {
+        Source::Query(q) => {
+            for r in materialize(q, cx)?.iter() {
+                frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
+                add(frame)?;
+            }
+        }
+        Source::Table(t) => {
+            let mut cur = cx
+                .store
+                .scan(t.tree, Bound::Unbounded, Bound::Unbounded, false)?;
+            while cur.next()? {
+                let rec = Record::new(cur.value())?;
+                decode_cols(&rec, &lvl.pre_cols, lvl.base, frame)?;
+                decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
+                add(frame)?;
+            }
+        }
+    }
+    frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&saved);
+    let map = Rc::new(map);
+    cx.cache.borrow_mut().insert(k, Cached::Hash(map.clone()));
+    Ok(map)
+}
+
+/// Encodes an equality prefix component. Keys hold values normalized (an integral real is
+/// keyed as the equal integer, see `eval::push_norm`), so equal numbers have equal keys.
+/// `last`: the prefix ends here, so the kind byte is left off and a number matches an integer
+/// or a real.
+fn encode_eq(out: &mut Vec<u8>, v: &Value, last: bool) {
+    push_norm(v, out);
+    if last && matches!(v, Value::Integer(_) | Value::Real(_)) {
+        out.pop();
+    }
+}
+
+fn encode_bound(out: &mut Vec<u8>, v: &Value) {
+    push_norm(v, out);
+    if matches!(v, Value::Integer(_) | Value::Real(_)) {
+        out.pop();
+    }
+}
+
+type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+fn index_ranges(
+    probes: &[Vec<PExpr>],
+    lower: &Option<(PExpr, bool)>,
+    upper: &Option<(PExpr, bool)>,
+    frame: &[Value],
+    cx: &Cx,
+) -> Result<Vec<Range>> {
+    let ranged = lower.is_some() || upper.is_some();
+    let lo_v = match lower {
+        Some((e, incl)) => match eval(e, frame, cx)?.into_owned() {
+            Value::Null => return Ok(vec![]),
+            v => Some((v, *incl)),
+        },
+        None => None,
+    };
+    let hi_v = match upper {
+        Some((e, incl)) => match eval(e, frame, cx)?.into_owned() {
+            Value::Null => return Ok(vec![]),
+            v => Some((v, *incl)),
+        },
+        None => None,
+    };
+    let mut out: Vec<Range> = Vec::new();
+    'probe: for p in probes {
+        let mut prefix = Vec::new();
+        for (j, e) in p.iter().enumerate() {
+            let v = eval(e, frame, cx)?;
+            if v.is_null() {
+                continue 'probe;
+            }
+            let last = j + 1 == p.len() && !ranged;
+            encode_eq(&mut prefix, &v, last);
+        }
+        let lo = match &lo_v {
+            Some((v, incl)) => {
+                let mut b = prefix.clone();
+                encode_bound(&mut b, v);
+                if *incl {
+                    Bound::Included(b)
+                } else {
+                    match prefix_successor(&b) {
+                        Some(s) => Bound::Included(s),
+                        None => continue 'probe,
+                    }
+                }
+            }
+            None if ranged => {
+                // Past the NULLs, which no range comparison matches.
+                let mut b = prefix.clone();
+                encode_key_value(&mut b, &Value::Null, false);
+                match prefix_successor(&b) {
+                    Some(s) => Bound::Included(s),
+                    None => continue 'probe,
+                }
+            }
+            None if prefix.is_empty() => Bound::Unbounded,
+            None => Bound::Included(prefix.clone()),
+        };
+        let hi = match &hi_v {
+            Some((v, incl)) => {
+                let mut b = prefix.clone();
+                encode_bound(&mut b, v);
+                if *incl {
+                    match prefix_successor(&b) {
+                        Some(s) => Bound::Excluded(s),
+                        None => Bound::Unbounded,
+                    }
+                } else {
+                    Bound::Excluded(b)
+                }
+            }
+            None => match prefix_successor(&prefix) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            },
+        };
+        out.push((lo, hi));
+    }
+    if out.len() > 1 {
+        out.sort_by(|a, b| cmp_lower(&a.0, &b.0));
+        out.dedup();
+    }
+    Ok(out)
+}
+
+fn cmp_lower(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Ordering {
+    match (a, b) {
+        (Bound::Unbounded, Bound::Unbounded) => Ordering::Equal,
+        (Bound::Unbounded, _) => Ordering::Less,
+        (_, Bound::Unbounded) => Ordering::Greater,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            x.cmp(y)
+        }
+    }
+}
+
+// ---- writes ----
+
+/// What a write statement did.
+#[derive(Debug, Default)]
+pub struct WriteResult {
+    pub changes: u64,
+    pub last_rowid: Option<i64>,
+    pub returned: Vec<Vec<Value>>,
+}
+
+pub struct Writer<'a> {
+    pub store: &'a mut dyn Storage,
+    pub params: &'a [Value],
+    pub rng: &'a std::cell::Cell<u64>,
+}
+
+impl Writer<'_> {
+    fn cx<'b>(&'b self, cache: &'b std::cell::RefCell<HashMap<usize, Cached>>) -> Cx<'b> {
+        Cx {
+            store: &*self.store,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache,
+        }
+    }
+
+    fn pk_of(
+        &self,
+        t: &Table,
+        row: &mut [Value],
+        next_rowid: &mut Option<i64>,
+    ) -> Result<(Vec<u8>, Option<i64>)> {
+        match &t.key {
+            Key::Rowid(alias) => {
+                let given = alias.and_then(|c| match &row[c] {
+                    Value::Integer(i) => Some(*i),
+                    _ => None,
+                });
+                let id = match given {
+                    Some(i) => i,
+                    None => {
+                        let next = match next_rowid {
+                            Some(n) => *n,
+                            None => match self.store.last_key(t.tree)? {
+                                Some(k) => match decode_key_value(&k, false)?.0 {
+                                    Value::Integer(i) => i.checked_add(1).ok_or_else(|| {
+                                        Error::Invalid(
+                                            "table is full: row ids are exhausted".into(),
+                                        )
+                                    })?,
+                                    _ => 1,
+                                },
+                                None => 1,
+                            },
+                        };
+                        next
+                    }
+                };
+                *next_rowid = Some(match next_rowid {
+                    Some(n) => (*n).max(id.saturating_add(1)),
+                    None => id.saturating_add(1),
+                });
+                if let Some(c) = alias {
+                    row[*c] = Value::Integer(id);
+                }
+                Ok((encode_key(&[Value::Integer(id)]), Some(id)))
+            }
+            Key::Columns(cols) => {
+                let mut k = Vec::new();
+                for &c in cols {
+                    push_norm(&row[c], &mut k);
+                }
+                Ok((k, None))
+            }
+        }
+    }
+
+    /// Type, NOT NULL and CHECK constraints on a complete row.
+    fn check_row(
+        &self,
+        t: &Table,
+        row: &mut [Value],
+        checks: &[PExpr],
+        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+    ) -> Result<()> {
+        for (i, c) in t.columns.iter().enumerate() {
+            let v = std::mem::replace(&mut row[i], Value::Null);
+            row[i] = c.ty.coerce(v, &format!("{}.{}", t.name, c.name))?;
+            if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
+                return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
+            }
+        }
+        let cx = self.cx(cache);
+        for (k, ch) in checks.iter().enumerate() {
+            if eval_bool(ch, row, &cx)? == Some(false) {
+                return Err(Error::ConstraintCheck(crate::display::expr(&t.checks[k])));
+            }
+        }
+        Ok(())
+    }
+
+    fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Vec<u8> {
+        let mut k = Vec::new();
+        for &c in &t.indexes[ix].columns {
+            push_norm(&row[c], &mut k);
+        }
+        k.extend_from_slice(pk);
+        k
+    }
+
+    /// The primary key of another row that holds the same values in unique index `ix`.
+    fn unique_conflict(
+        &self,
+        t: &Table,
+        ix: usize,
+        row: &[Value],
+        own: &[&[u8]],
+    ) -> Result<Option<Vec<u8>>> {
+        let index = &t.indexes[ix];
+        if !index.unique || index.columns.iter().any(|&c| row[c].is_null()) {
+            return Ok(None);
+        }
+        let mut prefix = Vec::new();
+        for &c in &index.columns {
+            push_norm(&row[c], &mut prefix);
+        }
+        let hi = prefix_successor(&prefix);
+        let mut cur = self.store.scan(
+            index.tree,
+            Bound::Included(&prefix),
+            match &hi {
+                Some(h) => Bound::Excluded(h.as_slice()),
+                None => Bound::Unbounded,
+            },
+            false,
+        )?;
+        while cur.next()? {
+            let pk = &cur.key()[prefix.len()..];
+            if !own.contains(&pk) {
+                return Ok(Some(pk.to_vec()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn unique_error(t: &Table, ix: Option<usize>) -> Error {
+        let cols: Vec<usize> = match ix {
+            Some(i) => t.indexes[i].columns.clone(),
+            None => t.key_columns(),
+        };
+        let names: Vec<String> = cols
+            .iter()
+            .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
+            .collect();
+        match ix {
+            Some(_) => Error::ConstraintUnique(names.join(", ")),
+            None => Error::ConstraintPrimaryKey(names.join(", ")),
+        }
+    }
+
+    fn put_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        let mut rec = Vec::with_capacity(16 + row.len() * 8);
+        encode_record_into(&mut rec, row);
+        self.store.put(t.tree, pk, &rec)?;
+        for i in 0..t.indexes.len() {
+            self.store
+                .put(t.indexes[i].tree, &Self::index_key(t, i, row, pk), &[])?;
+        }
+        Ok(())
+    }
+
+    fn delete_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        self.store.delete(t.tree, pk)?;
+        for i in 0..t.indexes.len() {
+            self.store
+                .delete(t.indexes[i].tree, &Self::index_key(t, i, row, pk))?;
+        }
+        Ok(())
+    }
+
+    fn load_row(&self, t: &Table, pk: &[u8]) -> Result<Vec<Value>> {
+        let v = self
+            .store
+            .get(t.tree, pk)?
+            .ok_or_else(|| Error::Storage(cairn_store::Error::Corrupt("row vanished".into())))?;
+        let rec = Record::new(&v)?;
+        (0..t.columns.len()).map(|c| Ok(rec.get(c)?)).collect()
+    }
+
+    /// Finds the first constraint `row` would violate at `pk`: (constraint, conflicting pk).
+    fn find_conflict(
+        &self,
+        t: &Table,
+        pk: &[u8],
+        row: &[Value],
+        own: &[&[u8]],
+    ) -> Result<Option<(Option<usize>, Vec<u8>)>> {
+        if !own.contains(&pk) && self.store.get(t.tree, pk)?.is_some() {
+            return Ok(Some((None, pk.to_vec())));
+        }
+        for i in 0..t.indexes.len() {
+            if let Some(other) = self.unique_conflict(t, i, row, own)? {
+                return Ok(Some((Some(i), other)));
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn insert(&mut self, p: &InsertPlan, checks: &[PExpr]) -> Result<WriteResult> {
+        let t = &p.table;
+        let cache = std::cell::RefCell::new(HashMap::new());
+        // Input rows first: a SELECT must not see this statement's own inserts.
+        let inputs: Vec<Vec<Value>> = {
+            let cx = self.cx(&cache);
+            match &p.rows {
+                InsertRows::Values(rows) => rows
+                    .iter()
+                    .map(|r| {
+                        r.iter()
+                            .map(|e| eval(e, &[], &cx).map(|v| v.into_owned()))
+                            .collect()
+                    })
+                    .collect::<Result<_>>()?,
+                InsertRows::Query(q) => {
+                    let mut rows = Vec::new();
+                    run_query(q, &cx, &mut |r| {
+                        rows.push(r.to_vec());
+                        Ok(true)
+                    })?;
+                    rows
+                }
+            }
+        };
+        let mut res = WriteResult::default();
+        let mut next_rowid = None;
+        for input in inputs {
+            let mut row = Vec::with_capacity(t.columns.len());
+            {
+                let cx = self.cx(&cache);
+                for src in &p.columns {
+                    row.push(match src {
+                        ColSource::Input(i) => input[*i].clone(),
+                        ColSource::Default(Some(e)) => eval(e, &[], &cx)?.into_owned(),
+                        ColSource::Default(None) => Value::Null,
+                    });
+                }
+            }
+            if let Key::Rowid(Some(c)) = t.key {
+                let v = std::mem::replace(&mut row[c], Value::Null);
+                row[c] =
+                    ColType::Integer.coerce(v, &format!("{}.{}", t.name, t.columns[c].name))?;
+            }
+            // The row id first (a CHECK may read it), the primary key of other tables after
+            // coercion (which may change the key columns' values).
+            let mut pk_rowid = None;
+            if let Key::Rowid(_) = t.key {
+                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid)?);
+            }
+            match self.check_row(t, &mut row, checks, &cache) {
+                Ok(()) => {}
+                Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
+                    if p.or == Conflict::Ignore =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            }
+            let (pk, rowid) = match pk_rowid {
+                Some(x) => x,
+                None => self.pk_of(t, &mut row, &mut next_rowid)?,
+            };
+            self.insert_tail(p, checks, row, pk, rowid, &cache, &mut res)?;
+        }
+        Ok(res)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert_tail(
+        &mut self,
+        p: &InsertPlan,
+        checks: &[PExpr],
+        row: Vec<Value>,
+        pk: Vec<u8>,
+        rowid: Option<i64>,
+        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        res: &mut WriteResult,
+    ) -> Result<()> {
+        let t = &p.table;
+        while let Some((constraint, other)) = self.find_conflict(t, &pk, &row, &[])? {
+            if let Some(u) = &p.upsert {
+                let applies = match u.target {
+                    None => true,
+                    Some(c) => c == constraint,
+                };
+                if applies {
+                    let Some((sets, w)) = &u.set else {
+                        return Ok(());
+                    };
+                    let old = self.load_row(t, &other)?;
+                    let mut frame = old.clone();
+                    frame.extend(row.iter().cloned());
+                    let mut new = old.clone();
+                    {
+                        let cx = self.cx(cache);
+                        if let Some(w) = w {
+                            if eval_bool(w, &frame, &cx)? != Some(true) {
+                                return Ok(());
+                            }
+                        }
+                        for (c, e) in sets {
+                            new[*c] = eval(e, &frame, &cx)?.into_owned();
+                        }
+                    }
+                    let new =
+                        self.update_row(t, &other, old, new, Conflict::Abort, checks, cache)?;
+                    if let Some(new) = new {
+                        res.changes += 1;
+                        self.returning(&p.returning, &new, cache, res)?;
+                    }
+                    return Ok(());
+                }
+            }
+            match p.or {
+                Conflict::Ignore => return Ok(()),
+                Conflict::Replace => {
+                    let old = self.load_row(t, &other)?;
+                    self.delete_row(t, &other, &old)?;
+                }
+                Conflict::Abort => return Err(Self::unique_error(t, constraint)),
+            }
+        }
+        self.put_row(t, &pk, &row)?;
+        res.changes += 1;
+        if rowid.is_some() {
+            res.last_rowid = rowid;
+        }
+        self.returning(&p.returning, &row, cache, res)
+    }
+
+    fn returning(
+        &self,
+        exprs: &[PExpr],
+        row: &[Value],
+        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        res: &mut WriteResult,
+    ) -> Result<()> {
+        if exprs.is_empty() {
+            return Ok(());
+        }
+        let cx = self.cx(cache);
+        let out = exprs
+            .iter()
+            .map(|e| eval(e, row, &cx).map(|v| v.into_owned()))
+            .collect::<Result<Vec<_>>>()?;
+        res.returned.push(out);
+        Ok(())
+    }
+
+    /// Replaces row `old` (at `old_pk`) with `new`; returns the stored row, or None if skipped.
+    #[allow(clippy::too_many_arguments)]
+    fn update_row(
+        &mut self,
+        t: &Table,
+        old_pk: &[u8],
+        old: Vec<Value>,
+        mut new: Vec<Value>,
+        or: Conflict,
+        checks: &[PExpr],
+        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+    ) -> Result<Option<Vec<Value>>> {
+        if let Key::Rowid(Some(c)) = t.key {
+            if new[c].is_null() {
+                return Err(Error::Type(format!(
+                    "{}.{} (the row id) cannot be NULL",
+                    t.name, t.columns[c].name
+                )));
+            }
+        }
+        match self.check_row(t, &mut new, checks, cache) {
+            Ok(()) => {}
+            Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
+                if or == Conflict::Ignore =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        }
+        let new_pk = match &t.key {
+            Key::Rowid(None) => old_pk.to_vec(),
+            Key::Rowid(Some(c)) => encode_key(std::slice::from_ref(&new[*c])),
+            Key::Columns(cols) => {
+                let mut k = Vec::new();
+                for &c in cols {
+                    push_norm(&new[c], &mut k);
+                }
+                k
+            }
+        };
+        while let Some((constraint, other)) = self.find_conflict(t, &new_pk, &new, &[old_pk])? {
+            match or {
+                Conflict::Ignore => return Ok(None),
+                Conflict::Replace => {
+                    let o = self.load_row(t, &other)?;
+                    self.delete_row(t, &other, &o)?;
+                }
+                Conflict::Abort => return Err(Self::unique_error(t, constraint)),
+            }
+        }
+        if new_pk != old_pk {
+            self.delete_row(t, old_pk, &old)?;
+            self.put_row(t, &new_pk, &new)?;
+        } else {
+            let mut rec = Vec::new();
+            encode_record_into(&mut rec, &new);
+            self.store.put(t.tree, &new_pk, &rec)?;
+            for i in 0..t.indexes.len() {
+                let changed = t.indexes[i].columns.iter().any(|&c| {
+                    old[c].total_cmp(&new[c]) != Ordering::Equal
+                        || old[c].type_name() != new[c].type_name()
+                });
+                if changed {
+                    self.store
+                        .delete(t.indexes[i].tree, &Self::index_key(t, i, &old, old_pk))?;
+                    self.store.put(
+                        t.indexes[i].tree,
+                        &Self::index_key(t, i, &new, &new_pk),
+                        &[],
+                    )?;
+                }
+            }
+        }
+        Ok(Some(new))
+    }
+
+    fn targets(
+        &self,
+        p: &WritePlan,
+        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+    ) -> Result<Vec<(Vec<u8>, Vec<Value>)>> {
+        let cx = self.cx(cache);
+        let mut out = Vec::new();
+        let width = p.table.columns.len();
+        let mut frame = vec![Value::Null; p.scan.frame_len];
+        run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
+            let pk = match &frame[width] {
+                Value::Blob(b) => b.clone(),
+                _ => return Err(Error::Invalid("invariant: key slot holds the key".into())),
+            };
+            out.push((pk, frame[..width].to_vec()));
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
+        let cache = std::cell::RefCell::new(HashMap::new());
+        let targets = self.targets(p, &cache)?;
+        let mut res = WriteResult::default();
+        for (pk, old) in targets {
+            // An earlier row's REPLACE may have deleted this one.
+            if p.or == Conflict::Replace && self.store.get(p.table.tree, &pk)?.is_none() {
+                continue;
+            }
+            let mut new = old.clone();
+            {
+                let cx = self.cx(&cache);
+                for (c, e) in &p.set {
+                    new[*c] = eval(e, &old, &cx)?.into_owned();
+                }
+            }
+            if let Some(new) = self.update_row(&p.table, &pk, old, new, p.or, checks, &cache)? {
+                res.changes += 1;
+                self.returning(&p.returning, &new, &cache, &mut res)?;
+            }
+        }
+        Ok(res)
+    }
+
+    pub fn delete(&mut self, p: &WritePlan) -> Result<WriteResult> {
+        let cache = std::cell::RefCell::new(HashMap::new());
+        let targets = self.targets(p, &cache)?;
+        let mut res = WriteResult::default();
+        for (pk, old) in targets {
+            self.returning(&p.returning, &old, &cache, &mut res)?;
+            self.delete_row(&p.table, &pk, &old)?;
+            res.changes += 1;
+        }
+        Ok(res)
+    }
+}
+
+/// Whether a comparison operator is an equality (used by EXPLAIN).
+pub fn is_eq(op: BinOp) -> bool {
+    op == BinOp::Eq
+}

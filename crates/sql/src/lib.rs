@@ -1,0 +1,986 @@
+//! cairn's SQL engine: a hand-written lexer and parser, a planner that uses indexes, and a
+//! push-based executor, over a small byte-oriented storage trait ([`storage::Storage`]).
+//!
+//! # The life of a statement
+//!
+//! Take `db.execute("SELECT name FROM users WHERE id = ?", &[Value::Integer(7)])`:
+//!
+//! 1. [`Database::execute`] calls [`Database::prepare`], which hands the text to
+//!    [`parser::parse`]. The parser asks [`lexer::tokenize`] for tokens (each with its line and
+//!    column, for error messages) and builds an [`ast::Statement`] by recursive descent
+//!    (`Parser::statement`, `Parser::select`, precedence climbing in `Parser::binary`).
+//! 2. `Database::plan` runs the [`planner::Planner`] over the AST against the in-memory
+//!    [`schema::Catalog`]. `Planner::query` resolves names to frame slots
+//!    (`Planner::resolve`), plans expressions (`Planner::expr`) into [`plan::PExpr`], splits
+//!    WHERE into conjuncts, places each on a join level, and picks an access path per level
+//!    (`choose_access`): here `id = ?` matches the primary key, so the level becomes
+//!    `Access::Index { index: None, probes: [[?1]] }`. It also records which columns the query
+//!    needs (`name`, `id`), and which of them the level's filters need first (`id`).
+//! 3. The [`Statement`] keeps the plan with the catalog version it was made for; running it
+//!    again with new parameters skips steps 1 and 2 unless the schema changed.
+//! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
+//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The level finds its key range
+//!    (`index_ranges`: the parameter, encoded with `cairn_store::codec::encode_key_value`),
+//!    opens a [`storage::Cursor`] with [`storage::Storage::scan`], and for each entry
+//!    (`primary_row`) decodes only the filter's columns with `cairn_store::codec::Record::get`,
+//!    tests the filters ([`eval::eval`]), decodes the rest of what is needed, and pushes the
+//!    frame on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
+//!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
+//!    row and writes records and index entries with [`storage::Storage::put`].
+//!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
+//!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
+//!    back to, so a failed statement has no effect and the transaction stays usable.
+//!
+//! Errors are one enum, [`Error`], each variant with a stable [`Error::code`].
+
+pub mod ast;
+pub mod display;
+pub mod error;
+pub mod eval;
+pub mod executor;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod lexer;
+pub mod maintenance;
+pub mod paged;
+pub mod parser;
+pub mod plan;
+pub mod planner;
+pub mod schema;
+pub mod storage;
+pub mod types;
+
+pub use cairn_store::Value;
+pub use error::{Error, Result};
+pub use storage::{Memory, Storage};
+
+use ast::AlterAction;
+use plan::{Access, Body, InsertPlan, PExpr, QueryPlan, Source, WritePlan};
+use planner::{Params, Planner};
+use schema::{Catalog, Key, Table};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// What a statement returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// A query's (or RETURNING clause's) result.
+    Rows {
+        columns: Vec<String>,
+        rows: Vec<Vec<Value>>,
+    },
+    /// A write without RETURNING.
+    Changes {
+        changes: u64,
+        last_insert_rowid: i64,
+    },
+    /// DDL and transaction control.
+    Done,
+}
+
+impl Output {
+    /// The rows of a query result (empty for other outputs).
+    pub fn rows(&self) -> &[Vec<Value>] {
+        match self {
+            Output::Rows { rows, .. } => rows,
+            _ => &[],
+        }
+    }
+}
+
+enum Prepared {
+    Query(Rc<QueryPlan>),
+    Insert(InsertPlan, Vec<PExpr>),
+    Update(WritePlan, Vec<PExpr>),
+    Delete(WritePlan),
+    Explain(Vec<String>),
+    /// DDL and transaction control run from the AST.
+    Direct,
+}
+
+/// A parsed statement with its plan, to be run many times with different parameters.
+pub struct Statement {
+    sql: String,
+    ast: ast::Statement,
+    params: Params,
+    plan: RefCell<Option<(u64, Rc<Prepared>)>>,
+}
+
+impl Statement {
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// How many parameters the statement takes.
+    pub fn param_count(&self) -> usize {
+        self.params.count
+    }
+
+    /// The 0-based position of a named parameter (`:name`, `$name`, `@name`, prefix included).
+    pub fn param_index(&self, name: &str) -> Option<usize> {
+        self.params
+            .names
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, i)| *i)
+    }
+
+    /// Runs the statement on `db` with positional parameters.
+    pub fn execute(&self, db: &mut Database, params: &[Value]) -> Result<Output> {
+        db.run(self, params)
+    }
+
+    /// Runs the statement with named parameters.
+    pub fn execute_named(&self, db: &mut Database, params: &[(&str, Value)]) -> Result<Output> {
+        let mut vals = vec![Value::Null; self.params.count];
+        let mut bound = vec![false; self.params.count];
+        for (name, v) in params {
+            let i = self.param_index(name).ok_or_else(|| {
+                Error::ParamCount(format!("the statement has no parameter {name}"))
+            })?;
+            vals[i] = v.clone();
+            bound[i] = true;
+        }
+        if let Some(i) = bound.iter().position(|b| !b) {
+            return Err(Error::ParamCount(format!(
+                "parameter {} is not bound",
+                i + 1
+            )));
+        }
+        db.run(self, &vals)
+    }
+}
+
+/// A database: a catalog and a storage engine. Single-threaded, as it runs inside one Worker.
+pub struct Database {
+    store: Box<dyn Storage>,
+    catalog: Catalog,
+    in_tx: bool,
+    /// The catalog as it was at BEGIN, restored by ROLLBACK.
+    tx_catalog: Option<Catalog>,
+    rng: Cell<u64>,
+    last_rowid: i64,
+}
+
+impl Database {
+    /// Opens a database over `store`, reading the catalog it holds.
+    pub fn open(store: Box<dyn Storage>) -> Result<Database> {
+        let catalog = Catalog::load(store.as_ref())?;
+        Ok(Database {
+            store,
+            catalog,
+            in_tx: false,
+            tx_catalog: None,
+            rng: Cell::new(0x2545_F491_4F6C_DD1D),
+            last_rowid: 0,
+        })
+    }
+
+    /// A database in memory.
+    pub fn memory() -> Database {
+        Database::open(Box::new(Memory::new())).expect("an empty memory store opens")
+    }
+
+    /// Seeds `random()`; the engine never takes randomness from anywhere else.
+    pub fn set_random_seed(&mut self, seed: u64) {
+        self.rng.set(seed);
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_tx
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn storage(&self) -> &dyn Storage {
+        self.store.as_ref()
+    }
+
+    /// Checks that every row decodes, has the table's shape and types, and that every index
+    /// holds exactly one entry per row (and nothing else). Returns the problems found, empty
+    /// when the database is consistent.
+    pub fn check(&self) -> Result<Vec<String>> {
+        use std::collections::BTreeSet;
+        use std::ops::Bound::Unbounded;
+        let mut problems = Vec::new();
+        for t in self.catalog.tables.values() {
+            let mut expected: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); t.indexes.len()];
+            let mut rows = 0u64;
+            let mut cur = self.store.scan(t.tree, Unbounded, Unbounded, false)?;
+            while cur.next()? {
+                rows += 1;
+                let vals = match cairn_store::codec::decode_record(cur.value()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        problems.push(format!("table {}: a row does not decode: {e}", t.name));
+                        continue;
+                    }
+                };
+                if vals.len() > t.columns.len() {
+                    problems.push(format!(
+                        "table {}: a row has {} columns, the table {}",
+                        t.name,
+                        vals.len(),
+                        t.columns.len()
+                    ));
+                    continue;
+                }
+                let mut vals = vals;
+                vals.resize(t.columns.len(), Value::Null);
+                for (c, v) in t.columns.iter().zip(&vals) {
+                    if c.ty.coerce(v.clone(), &c.name).is_err() {
+                        problems.push(format!(
+                            "table {}: column {} holds a {} value",
+                            t.name,
+                            c.name,
+                            v.type_name()
+                        ));
+                    }
+                }
+                for (i, ix) in t.indexes.iter().enumerate() {
+                    let mut k = Vec::new();
+                    for &c in &ix.columns {
+                        eval::push_norm(&vals[c], &mut k);
+                    }
+                    k.extend_from_slice(cur.key());
+                    expected[i].insert(k);
+                }
+            }
+            drop(cur);
+            for (i, ix) in t.indexes.iter().enumerate() {
+                let mut found = BTreeSet::new();
+                let mut cur = self.store.scan(ix.tree, Unbounded, Unbounded, false)?;
+                while cur.next()? {
+                    found.insert(cur.key().to_vec());
+                }
+                let missing = expected[i].difference(&found).count();
+                let extra = found.difference(&expected[i]).count();
+                if missing > 0 || extra > 0 {
+                    problems.push(format!(
+                        "index {} on {}: {missing} entries missing, {extra} entries without a row ({rows} rows)",
+                        ix.name, t.name
+                    ));
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Closes the database and hands back its storage (to reopen it, or to inspect it). An
+    /// open transaction is rolled back.
+    pub fn into_storage(mut self) -> Box<dyn Storage> {
+        if self.in_tx {
+            let _ = self.store.rollback();
+        }
+        self.store
+    }
+
+    pub fn last_insert_rowid(&self) -> i64 {
+        self.last_rowid
+    }
+
+    /// Parses and plans one statement.
+    pub fn prepare(&self, sql: &str) -> Result<Statement> {
+        let ast = parser::parse(sql)?;
+        self.prepare_ast(sql.to_string(), ast)
+    }
+
+    fn prepare_ast(&self, sql: String, ast: ast::Statement) -> Result<Statement> {
+        let (prepared, params) = self.plan(&ast)?;
+        Ok(Statement {
+            sql,
+            ast,
+            params,
+            plan: RefCell::new(Some((self.catalog.version, Rc::new(prepared)))),
+        })
+    }
+
+    /// Parses, plans and runs one statement.
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<Output> {
+        let stmt = self.prepare(sql)?;
+        self.run(&stmt, params)
+    }
+
+    /// Runs every statement in `sql` (no parameters), returning each one's output; stops at the
+    /// first error.
+    pub fn exec_script(&mut self, sql: &str) -> Result<Vec<Output>> {
+        let mut outs = Vec::new();
+        for (ast, text) in parser::parse_statements(sql)? {
+            let stmt = self.prepare_ast(text, ast)?;
+            outs.push(self.run(&stmt, &[])?);
+        }
+        Ok(outs)
+    }
+
+    fn plan(&self, stmt: &ast::Statement) -> Result<(Prepared, Params)> {
+        let mut p = Planner::new(&self.catalog);
+        let prepared = match stmt {
+            ast::Statement::Select(q) => Prepared::Query(Rc::new(p.query(q)?)),
+            ast::Statement::Insert(i) => {
+                let plan = p.insert(i)?;
+                let checks = table_checks(&mut p, &plan.table)?;
+                Prepared::Insert(plan, checks)
+            }
+            ast::Statement::Update(u) => {
+                let plan = p.update(u)?;
+                let checks = table_checks(&mut p, &plan.table)?;
+                Prepared::Update(plan, checks)
+            }
+            ast::Statement::Delete(d) => Prepared::Delete(p.delete(d)?),
+            ast::Statement::Explain(inner) => {
+                let (prep, params) = self.plan(inner)?;
+                p.params = params;
+                let mut lines = Vec::new();
+                match &prep {
+                    Prepared::Query(q) => explain_query(q, 0, &mut lines),
+                    Prepared::Update(w, _) | Prepared::Delete(w) => {
+                        lines.push(format!(
+                            "{} {}",
+                            if matches!(prep, Prepared::Delete(_)) {
+                                "DELETE FROM"
+                            } else {
+                                "UPDATE"
+                            },
+                            w.table.name
+                        ));
+                        explain_core(&w.scan, 1, &mut lines);
+                    }
+                    Prepared::Insert(i, _) => {
+                        lines.push(format!("INSERT INTO {}", i.table.name));
+                        if let plan::InsertRows::Query(q) = &i.rows {
+                            explain_query(q, 1, &mut lines);
+                        }
+                    }
+                    _ => lines.push("(no plan: runs directly)".into()),
+                }
+                Prepared::Explain(lines)
+            }
+            _ => Prepared::Direct,
+        };
+        Ok((prepared, p.params))
+    }
+
+    fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<Output> {
+        if params.len() != stmt.params.count {
+            return Err(Error::ParamCount(format!(
+                "the statement takes {} parameters, {} were given",
+                stmt.params.count,
+                params.len()
+            )));
+        }
+        let prepared = {
+            let mut slot = stmt.plan.borrow_mut();
+            match &*slot {
+                Some((v, p)) if *v == self.catalog.version => p.clone(),
+                _ => {
+                    let (p, _) = self.plan(&stmt.ast)?;
+                    let p = Rc::new(p);
+                    *slot = Some((self.catalog.version, p.clone()));
+                    p
+                }
+            }
+        };
+        match &*prepared {
+            Prepared::Query(q) => {
+                let cache = RefCell::new(HashMap::new());
+                let cx = eval::Cx {
+                    store: self.store.as_ref(),
+                    params,
+                    outer: None,
+                    rng: &self.rng,
+                    cache: &cache,
+                };
+                let mut rows = Vec::new();
+                executor::run_query(q, &cx, &mut |r| {
+                    rows.push(r.to_vec());
+                    Ok(true)
+                })?;
+                Ok(Output::Rows {
+                    columns: q.columns.clone(),
+                    rows,
+                })
+            }
+            Prepared::Explain(lines) => Ok(Output::Rows {
+                columns: vec!["plan".into()],
+                rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
+            }),
+            Prepared::Insert(plan, checks) => {
+                let res = self.atomic(false, |db| db.writer(params).insert(plan, checks))?;
+                if let Some(r) = res.last_rowid {
+                    self.last_rowid = r;
+                }
+                Ok(write_output(res, &plan.returning_names, self.last_rowid))
+            }
+            Prepared::Update(plan, checks) => {
+                let res = self.atomic(false, |db| db.writer(params).update(plan, checks))?;
+                Ok(write_output(res, &plan.returning_names, self.last_rowid))
+            }
+            Prepared::Delete(plan) => {
+                let res = self.atomic(false, |db| db.writer(params).delete(plan))?;
+                Ok(write_output(res, &plan.returning_names, self.last_rowid))
+            }
+            Prepared::Direct => self.direct(&stmt.ast),
+        }
+    }
+
+    fn writer<'a>(&'a mut self, params: &'a [Value]) -> executor::Writer<'a> {
+        executor::Writer {
+            store: self.store.as_mut(),
+            params,
+            rng: &self.rng,
+        }
+    }
+
+    /// Runs `f` so that it has no effect if it fails: its own transaction outside BEGIN, a
+    /// savepoint inside one.
+    fn atomic<T>(&mut self, ddl: bool, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let saved = if ddl {
+            Some(self.catalog.clone())
+        } else {
+            None
+        };
+        let restore = |db: &mut Self| {
+            if let Some(c) = saved.clone() {
+                db.catalog = c;
+            }
+        };
+        if self.in_tx {
+            let sp = self.store.savepoint()?;
+            match f(self) {
+                Ok(v) => {
+                    self.store.release(sp)?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    self.store.rollback_to(sp)?;
+                    self.store.release(sp)?;
+                    restore(self);
+                    Err(e)
+                }
+            }
+        } else {
+            self.store.begin()?;
+            match f(self) {
+                Ok(v) => {
+                    self.store.commit()?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    self.store.rollback()?;
+                    restore(self);
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    fn direct(&mut self, stmt: &ast::Statement) -> Result<Output> {
+        match stmt {
+            ast::Statement::Begin => {
+                if self.in_tx {
+                    return Err(Error::Transaction(
+                        "cannot start a transaction within a transaction".into(),
+                    ));
+                }
+                self.store.begin()?;
+                self.in_tx = true;
+                self.tx_catalog = Some(self.catalog.clone());
+                Ok(Output::Done)
+            }
+            ast::Statement::Commit => {
+                if !self.in_tx {
+                    return Err(Error::Transaction(
+                        "cannot commit - no transaction is active".into(),
+                    ));
+                }
+                self.store.commit()?;
+                self.in_tx = false;
+                self.tx_catalog = None;
+                Ok(Output::Done)
+            }
+            ast::Statement::Rollback => {
+                if !self.in_tx {
+                    return Err(Error::Transaction(
+                        "cannot rollback - no transaction is active".into(),
+                    ));
+                }
+                self.store.rollback()?;
+                self.in_tx = false;
+                if let Some(c) = self.tx_catalog.take() {
+                    self.catalog = c;
+                    self.catalog.version += 1_000_000;
+                }
+                Ok(Output::Done)
+            }
+            other => {
+                let other = other.clone();
+                self.atomic(true, |db| db.ddl(&other))?;
+                self.catalog.version += 1;
+                Ok(Output::Done)
+            }
+        }
+    }
+
+    fn name_taken(&self, name: &str) -> bool {
+        self.catalog.tables.contains_key(&name.to_ascii_lowercase())
+            || self.catalog.index_owner(name).is_some()
+    }
+
+    fn ddl(&mut self, stmt: &ast::Statement) -> Result<()> {
+        match stmt {
+            ast::Statement::CreateTable(ct) => {
+                if self
+                    .catalog
+                    .tables
+                    .contains_key(&ct.name.to_ascii_lowercase())
+                {
+                    if ct.if_not_exists {
+                        return Ok(());
+                    }
+                    return Err(Error::AlreadyExists(format!("table {}", ct.name)));
+                }
+                if self.name_taken(&ct.name) {
+                    return Err(Error::AlreadyExists(format!("an index named {}", ct.name)));
+                }
+                if ct.name.to_ascii_lowercase().starts_with("sqlite_") {
+                    return Err(Error::Invalid(format!(
+                        "object name reserved for internal use: {}",
+                        ct.name
+                    )));
+                }
+                let tree = self.catalog.next_tree;
+                let mut next = tree + 1;
+                let t = schema::table_from_ast(ct, tree, &mut next)?;
+                // Plan CHECK and DEFAULT now, so a bad one fails at CREATE, not at INSERT.
+                {
+                    let mut p = Planner::new(&self.catalog);
+                    for c in &t.checks {
+                        p.table_expr(&t, c)?;
+                    }
+                    let empty = Table {
+                        columns: vec![],
+                        indexes: vec![],
+                        checks: vec![],
+                        ..t.clone()
+                    };
+                    for c in &t.columns {
+                        if let Some(d) = &c.default {
+                            p.table_expr(&empty, d)?;
+                        }
+                    }
+                }
+                self.catalog.next_tree = next;
+                self.store.create_tree(t.tree)?;
+                for ix in &t.indexes {
+                    self.store.create_tree(ix.tree)?;
+                }
+                Catalog::save_table(self.store.as_mut(), &t)?;
+                self.catalog
+                    .tables
+                    .insert(t.name.to_ascii_lowercase(), Rc::new(t));
+                Ok(())
+            }
+            ast::Statement::DropTable { name, if_exists } => {
+                let Some(t) = self.catalog.tables.get(&name.to_ascii_lowercase()).cloned() else {
+                    if *if_exists {
+                        return Ok(());
+                    }
+                    return Err(Error::UnknownTable(name.clone()));
+                };
+                self.store.drop_tree(t.tree)?;
+                for ix in &t.indexes {
+                    self.store.drop_tree(ix.tree)?;
+                }
+                Catalog::delete_table_rows(self.store.as_mut(), &t)?;
+                self.catalog.tables.remove(&name.to_ascii_lowercase());
+                Ok(())
+            }
+            ast::Statement::CreateIndex(ci) => {
+                let t = self.catalog.table(&ci.table)?.clone();
+                if self.name_taken(&ci.name) {
+                    if ci.if_not_exists && self.catalog.index_owner(&ci.name).is_some() {
+                        return Ok(());
+                    }
+                    return Err(Error::AlreadyExists(format!("index {}", ci.name)));
+                }
+                let columns = ci
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        t.column(c)
+                            .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let tree = self.catalog.next_tree;
+                self.catalog.next_tree += 1;
+                self.store.create_tree(tree)?;
+                let mut t2 = (*t).clone();
+                t2.indexes.push(schema::Index {
+                    name: ci.name.clone(),
+                    columns: columns.clone(),
+                    unique: ci.unique,
+                    tree,
+                    auto: false,
+                });
+                let ix = t2.indexes.len() - 1;
+                // Fill the index from the table's rows.
+                let mut entries = Vec::new();
+                {
+                    let mut cur = self.store.scan(
+                        t.tree,
+                        std::ops::Bound::Unbounded,
+                        std::ops::Bound::Unbounded,
+                        false,
+                    )?;
+                    while cur.next()? {
+                        let rec = cairn_store::codec::Record::new(cur.value())?;
+                        let mut key = Vec::new();
+                        let mut has_null = false;
+                        for &c in &columns {
+                            let v = rec.get(c)?;
+                            has_null |= v.is_null();
+                            eval::push_norm(&v, &mut key);
+                        }
+                        let plen = key.len();
+                        key.extend_from_slice(cur.key());
+                        entries.push((key, plen, has_null));
+                    }
+                }
+                entries.sort();
+                for w in entries.windows(2) {
+                    if ci.unique
+                        && !w[0].2
+                        && w[0].1 == w[1].1
+                        && w[0].0[..w[0].1] == w[1].0[..w[1].1]
+                    {
+                        let names: Vec<String> = columns
+                            .iter()
+                            .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
+                            .collect();
+                        return Err(Error::ConstraintUnique(names.join(", ")));
+                    }
+                }
+                for (k, _, _) in &entries {
+                    self.store.put(tree, k, &[])?;
+                }
+                let _ = ix;
+                Catalog::save_table(self.store.as_mut(), &t2)?;
+                self.catalog
+                    .tables
+                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
+                Ok(())
+            }
+            ast::Statement::DropIndex { name, if_exists } => {
+                let Some((t, i)) = self.catalog.index_owner(name).map(|(t, i)| (t.clone(), i))
+                else {
+                    if *if_exists {
+                        return Ok(());
+                    }
+                    return Err(Error::UnknownIndex(name.clone()));
+                };
+                if t.indexes[i].auto {
+                    return Err(Error::Invalid(format!(
+                        "index {name} belongs to a UNIQUE constraint and cannot be dropped"
+                    )));
+                }
+                self.store.drop_tree(t.indexes[i].tree)?;
+                Catalog::delete_index_row(self.store.as_mut(), name)?;
+                let mut t2 = (*t).clone();
+                t2.indexes.remove(i);
+                self.catalog
+                    .tables
+                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
+                Ok(())
+            }
+            ast::Statement::AlterTable { table, action } => {
+                let t = self.catalog.table(table)?.clone();
+                match action {
+                    AlterAction::RenameTo(to) => {
+                        if self.name_taken(to) {
+                            return Err(Error::AlreadyExists(format!("table or index {to}")));
+                        }
+                        Catalog::delete_table_rows(self.store.as_mut(), &t)?;
+                        let mut t2 = (*t).clone();
+                        t2.name = to.clone();
+                        Catalog::save_table(self.store.as_mut(), &t2)?;
+                        self.catalog.tables.remove(&t.name.to_ascii_lowercase());
+                        self.catalog
+                            .tables
+                            .insert(to.to_ascii_lowercase(), Rc::new(t2));
+                        Ok(())
+                    }
+                    AlterAction::AddColumn(def) => {
+                        if t.column(&def.name).is_some() {
+                            return Err(Error::AlreadyExists(format!("column {}", def.name)));
+                        }
+                        if def.primary_key || def.unique {
+                            return Err(Error::Invalid(
+                                "cannot add a PRIMARY KEY or UNIQUE column".into(),
+                            ));
+                        }
+                        let col = schema::column_from_def(def);
+                        let default = match &def.default {
+                            Some(d) => {
+                                let mut p = Planner::new(&self.catalog);
+                                let empty = Table {
+                                    columns: vec![],
+                                    indexes: vec![],
+                                    checks: vec![],
+                                    ..(*t).clone()
+                                };
+                                let pe = p.table_expr(&empty, d)?;
+                                let cache = RefCell::new(HashMap::new());
+                                let cx = eval::Cx {
+                                    store: self.store.as_ref(),
+                                    params: &[],
+                                    outer: None,
+                                    rng: &self.rng,
+                                    cache: &cache,
+                                };
+                                let v = eval::eval(&pe, &[], &cx)?.into_owned();
+                                col.ty.coerce(v, &def.name)?
+                            }
+                            None => Value::Null,
+                        };
+                        if col.not_null && default.is_null() {
+                            return Err(Error::Invalid(
+                                "cannot add a NOT NULL column with default value NULL".into(),
+                            ));
+                        }
+                        let mut t2 = (*t).clone();
+                        t2.columns.push(col);
+                        if let Some(c) = &def.check {
+                            t2.checks.push(c.clone());
+                            Planner::new(&self.catalog).table_expr(&t2, c)?;
+                        }
+                        if !default.is_null() {
+                            // Rows written before the column existed read as NULL: give them
+                            // the default now.
+                            let mut rows = Vec::new();
+                            {
+                                let mut cur = self.store.scan(
+                                    t.tree,
+                                    std::ops::Bound::Unbounded,
+                                    std::ops::Bound::Unbounded,
+                                    false,
+                                )?;
+                                while cur.next()? {
+                                    let mut vals = cairn_store::codec::decode_record(cur.value())?;
+                                    vals.resize(t.columns.len(), Value::Null);
+                                    vals.push(default.clone());
+                                    rows.push((
+                                        cur.key().to_vec(),
+                                        cairn_store::codec::encode_record(&vals),
+                                    ));
+                                }
+                            }
+                            for (k, v) in rows {
+                                self.store.put(t.tree, &k, &v)?;
+                            }
+                        }
+                        Catalog::save_table(self.store.as_mut(), &t2)?;
+                        self.catalog
+                            .tables
+                            .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
+                        Ok(())
+                    }
+                }
+            }
+            _ => Err(Error::Invalid("invariant: not a direct statement".into())),
+        }
+    }
+}
+
+fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
+    t.checks.iter().map(|c| p.table_expr(t, c)).collect()
+}
+
+fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Output {
+    if names.is_empty() {
+        Output::Changes {
+            changes: res.changes,
+            last_insert_rowid: last,
+        }
+    } else {
+        Output::Rows {
+            columns: names.to_vec(),
+            rows: res.returned,
+        }
+    }
+}
+
+fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
+    planner::walk(e, &mut |x| match x {
+        PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
+        PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
+        PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
+        _ => {}
+    });
+}
+
+fn explain_query(q: &QueryPlan, depth: usize, out: &mut Vec<String>) {
+    let pad = "  ".repeat(depth);
+    explain_body(&q.body, depth, out);
+    let ordered = matches!(&q.body, Body::Core(c) if c.ordered);
+    if !q.order.is_empty() {
+        if ordered {
+            out.push(format!("{pad}ORDER BY (served by the scan order, no sort)"));
+        } else {
+            out.push(format!("{pad}SORT ({} keys)", q.order.len()));
+        }
+    }
+    if q.limit.is_some() || q.offset.is_some() {
+        out.push(format!("{pad}LIMIT"));
+    }
+}
+
+fn explain_body(b: &Body, depth: usize, out: &mut Vec<String>) {
+    let pad = "  ".repeat(depth);
+    match b {
+        Body::Core(c) => explain_core(c, depth, out),
+        Body::Values(rows) => out.push(format!("{pad}VALUES ({} rows)", rows.len())),
+        Body::Union { all, left, right } => {
+            out.push(format!("{pad}UNION{}", if *all { " ALL" } else { "" }));
+            explain_body(left, depth + 1, out);
+            explain_body(right, depth + 1, out);
+        }
+    }
+}
+
+fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
+    let pad = "  ".repeat(depth);
+    if c.levels.is_empty() {
+        out.push(format!("{pad}ONE ROW (no FROM)"));
+    }
+    for (i, l) in c.levels.iter().enumerate() {
+        let join = if i == 0 {
+            ""
+        } else if l.left {
+            "LEFT JOIN "
+        } else {
+            "JOIN "
+        };
+        let line = match (&l.source, &l.access) {
+            (Source::Query(q), Access::Hash { .. }) => {
+                let s = format!(
+                    "{pad}{join}HASH JOIN {} (subquery materialized, hashed once)",
+                    l.name
+                );
+                out.push(s);
+                explain_query(q, depth + 1, out);
+                continue;
+            }
+            (Source::Query(q), _) => {
+                out.push(format!("{pad}{join}SCAN {} (subquery)", l.name));
+                explain_query(q, depth + 1, out);
+                continue;
+            }
+            (Source::Table(_), Access::Hash { .. }) => {
+                format!(
+                    "{pad}{join}HASH JOIN {} (no index fits the join; table hashed once)",
+                    l.name
+                )
+            }
+            (Source::Table(t), Access::Scan { reverse }) => format!(
+                "{pad}{join}SCAN {}{}{}",
+                l.name,
+                if l.name != t.name {
+                    format!(" ({})", t.name)
+                } else {
+                    String::new()
+                },
+                if *reverse { " DESC" } else { "" }
+            ),
+            (
+                Source::Table(t),
+                Access::Index {
+                    index,
+                    probes,
+                    lower,
+                    upper,
+                    reverse,
+                    covering,
+                },
+            ) => {
+                let cols = planner::access_columns(t, *index);
+                let mut conds = Vec::new();
+                let neq = probes.first().map_or(0, |p| p.len());
+                for (j, &col) in cols.iter().enumerate().take(neq) {
+                    let name = &t.columns[col].name;
+                    if probes.len() > 1 {
+                        conds.push(format!("{name} IN (...)"));
+                    } else {
+                        conds.push(format!("{name}=?"));
+                    }
+                    let _ = j;
+                }
+                if let Some(&col) = cols.get(neq) {
+                    let name = &t.columns[col].name;
+                    if let Some((_, incl)) = lower {
+                        conds.push(format!("{name}{}?", if *incl { ">=" } else { ">" }));
+                    }
+                    if let Some((_, incl)) = upper {
+                        conds.push(format!("{name}{}?", if *incl { "<=" } else { "<" }));
+                    }
+                }
+                let how = match index {
+                    None => match t.key {
+                        Key::Rowid(_) => "INTEGER PRIMARY KEY".to_string(),
+                        Key::Columns(_) => "PRIMARY KEY".to_string(),
+                    },
+                    Some(i) => format!(
+                        "{}INDEX {}",
+                        if *covering { "COVERING " } else { "" },
+                        t.indexes[*i].name
+                    ),
+                };
+                let verb = if conds.is_empty() { "SCAN" } else { "SEARCH" };
+                format!(
+                    "{pad}{join}{verb} {} USING {how}{}{}",
+                    l.name,
+                    if conds.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", conds.join(" AND "))
+                    },
+                    if *reverse { " DESC" } else { "" }
+                )
+            }
+        };
+        out.push(line);
+    }
+    let mut subs = Vec::new();
+    for l in &c.levels {
+        for f in l.filters.iter().chain(&l.after) {
+            collect_subqueries(f, &mut subs);
+        }
+    }
+    for e in c.const_filters.iter().chain(&c.project) {
+        collect_subqueries(e, &mut subs);
+    }
+    for (kind, q) in subs {
+        out.push(format!(
+            "{pad}{kind} SUBQUERY{}",
+            if q.correlated {
+                " (correlated: runs per row)"
+            } else {
+                " (runs once)"
+            }
+        ));
+        explain_query(&q, depth + 1, out);
+    }
+    if let Some(a) = &c.agg {
+        if a.group_by.is_empty() {
+            out.push(format!("{pad}AGGREGATE ({} aggregates)", a.aggs.len()));
+        } else {
+            out.push(format!("{pad}GROUP BY ({} keys, hashed)", a.group_by.len()));
+        }
+    }
+    if c.distinct {
+        out.push(format!("{pad}DISTINCT"));
+    }
+}

@@ -1,0 +1,415 @@
+//! [`Storage`] over the real storage engine: copy-on-write B+trees in one paged file
+//! ([`cairn_store::Db`]), on any block file (OPFS in the browser, a native file in the shell,
+//! memory in tests).
+//!
+//! - The SQL layer names trees by number; the store by name. Tree `n` is the store tree `"n"`.
+//! - Reads outside a transaction use a read snapshot of the last commit, taken when first needed
+//!   and dropped when a write transaction begins (so it never pins pages a later commit frees).
+//! - Savepoints (statement atomicity inside an explicit transaction) keep an undo log of what each
+//!   write replaced, only while a savepoint is open. A dropped tree is hidden until commit and
+//!   dropped then, so rolling back to before a `DROP TABLE` is cheap.
+//! - A failed commit leaves the file at its last commit, but the store then needs to be reopened
+//!   before the next write: this adapter does it, so the SQL layer sees an error and goes on.
+
+use std::cell::{RefCell, RefMut};
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+
+use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
+
+use crate::error::{Error, Result};
+use crate::storage::{Cursor, Storage, TreeId, SCHEMA_TREE};
+
+enum Undo {
+    Put(TreeId, Vec<u8>, Option<Vec<u8>>),
+    CreateTree(TreeId),
+    DropTree(TreeId),
+}
+
+/// A read transaction and the tree handles opened in it.
+type Snapshot<F> = (ReadTx<F>, HashMap<TreeId, Tree>);
+
+pub struct Paged<F: BlockFile + 'static> {
+    db: Option<Db<F>>,
+    opts: Options,
+    tx: RefCell<Option<WriteTx<F>>>,
+    /// Tree handles of the open write transaction, by SQL tree id.
+    trees: RefCell<HashMap<TreeId, Tree>>,
+    /// The snapshot reads outside a transaction go to, and its tree handles.
+    snapshot: RefCell<Option<Snapshot<F>>>,
+    dropped: HashSet<TreeId>,
+    /// Open savepoints (their positions in `undo`); writes are logged only while there is one.
+    savepoints: Vec<usize>,
+    undo: Vec<Undo>,
+}
+
+fn name(tree: TreeId) -> String {
+    tree.to_string()
+}
+
+impl<F: BlockFile + 'static> Paged<F> {
+    /// Opens the database in `file`, creating it when the file is empty.
+    pub fn open(file: F, opts: Options) -> Result<Self> {
+        let db = if file.is_empty()? {
+            let db = Db::create(file, opts.clone())?;
+            let mut tx = db.begin_write()?;
+            tx.create_tree(&name(SCHEMA_TREE), TreeKind::Table)?;
+            tx.commit()?;
+            db
+        } else {
+            Db::open(file, opts.clone())?
+        };
+        Ok(Paged {
+            db: Some(db),
+            opts,
+            tx: RefCell::new(None),
+            trees: RefCell::default(),
+            snapshot: RefCell::default(),
+            dropped: HashSet::new(),
+            savepoints: Vec::new(),
+            undo: Vec::new(),
+        })
+    }
+
+    /// Opens the database in `file`, refusing an empty file (`NOT_A_DATABASE`) instead of creating one.
+    pub fn open_existing(file: F, opts: Options) -> Result<Self> {
+        if file.is_empty()? {
+            return Err(cairn_store::Error::NotADatabase("the file is empty".into()).into());
+        }
+        Self::open(file, opts)
+    }
+
+    pub fn db(&self) -> &Db<F> {
+        self.db
+            .as_ref()
+            .expect("invariant: the store is open between calls")
+    }
+
+    /// Closes the store and hands back the file.
+    pub fn into_file(mut self) -> Result<F> {
+        self.tx.replace(None);
+        self.snapshot.replace(None);
+        Ok(self
+            .db
+            .take()
+            .expect("invariant: the store is open between calls")
+            .into_file()?)
+    }
+
+    fn write_tree(&self, tree: TreeId) -> Result<Tree> {
+        if self.dropped.contains(&tree) {
+            return Err(Error::Invalid(format!("tree {tree} was dropped")));
+        }
+        if let Some(t) = self.trees.borrow().get(&tree) {
+            return Ok(*t);
+        }
+        let t = self
+            .tx
+            .borrow_mut()
+            .as_mut()
+            .ok_or_else(|| Error::Transaction("no transaction is open".into()))?
+            .open_tree(&name(tree))?;
+        self.trees.borrow_mut().insert(tree, t);
+        Ok(t)
+    }
+
+    fn tx_mut(&self) -> Result<RefMut<'_, WriteTx<F>>> {
+        RefMut::filter_map(self.tx.borrow_mut(), Option::as_mut)
+            .map_err(|_| Error::Transaction("a write outside a transaction".into()))
+    }
+
+    fn in_tx(&self) -> bool {
+        self.tx.borrow().is_some()
+    }
+
+    /// Runs `f` against the current state: the write transaction if one is open, else the snapshot.
+    fn read<T>(
+        &self,
+        tree: TreeId,
+        f: impl FnOnce(Reader<'_, F>, Tree) -> cairn_store::Result<T>,
+    ) -> Result<T> {
+        if self.in_tx() {
+            let t = self.write_tree(tree)?;
+            let tx = self.tx_mut()?;
+            return Ok(f(Reader::Write(&tx), t)?);
+        }
+        let mut snap = self.snapshot.borrow_mut();
+        if snap.is_none() {
+            *snap = Some((self.db().begin_read()?, HashMap::new()));
+        }
+        let (rtx, trees) = snap.as_mut().expect("invariant: just set");
+        let t = match trees.get(&tree) {
+            Some(t) => *t,
+            None => {
+                let t = rtx.open_tree(&name(tree))?;
+                trees.insert(tree, t);
+                t
+            }
+        };
+        Ok(f(Reader::Read(rtx), t)?)
+    }
+
+    fn end_tx(&mut self) {
+        self.trees.borrow_mut().clear();
+        self.dropped.clear();
+        self.savepoints.clear();
+        self.undo.clear();
+    }
+
+    fn logging(&self) -> bool {
+        !self.savepoints.is_empty()
+    }
+
+    /// After a failed commit the store must be reopened before it takes another write.
+    fn reopen(&mut self) -> Result<()> {
+        self.snapshot.replace(None);
+        let file = self
+            .db
+            .take()
+            .expect("invariant: the store is open between calls")
+            .into_file()?;
+        self.db = Some(Db::open(file, self.opts.clone())?);
+        Ok(())
+    }
+}
+
+enum Reader<'a, F: BlockFile> {
+    Write(&'a WriteTx<F>),
+    Read(&'a ReadTx<F>),
+}
+
+impl<F: BlockFile> Reader<'_, F> {
+    fn get(&self, t: Tree, key: &[u8]) -> cairn_store::Result<Option<Vec<u8>>> {
+        match self {
+            Reader::Write(tx) => tx.get(t, key),
+            Reader::Read(tx) => tx.get(t, key),
+        }
+    }
+    fn range(
+        &self,
+        t: Tree,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> cairn_store::Result<Range<F>> {
+        match self {
+            Reader::Write(tx) => tx.range(t, lower, upper, reverse),
+            Reader::Read(tx) => tx.range(t, lower, upper, reverse),
+        }
+    }
+}
+
+/// A range over the store, copying out each entry (the store's cursor borrows from its page).
+struct PagedCursor<F: BlockFile> {
+    range: Range<F>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl<F: BlockFile> Cursor for PagedCursor<F> {
+    fn next(&mut self) -> Result<bool> {
+        if !self.range.next()? {
+            return Ok(false);
+        }
+        self.key.clear();
+        self.key.extend_from_slice(self.range.key());
+        self.value.clear();
+        self.value.extend_from_slice(self.range.value()?);
+        Ok(true)
+    }
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn value(&self) -> &[u8] {
+        &self.value
+    }
+}
+
+impl<F: BlockFile + 'static> Storage for Paged<F> {
+    fn begin(&mut self) -> Result<()> {
+        if self.in_tx() {
+            return Err(Error::Transaction("a transaction is already open".into()));
+        }
+        self.snapshot.replace(None);
+        let tx = self.db().begin_write()?;
+        self.tx.replace(Some(tx));
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let mut tx = self
+            .tx
+            .get_mut()
+            .take()
+            .ok_or_else(|| Error::Transaction("no transaction is open".into()))?;
+        for tree in std::mem::take(&mut self.dropped) {
+            tx.drop_tree(&name(tree))?;
+        }
+        self.end_tx();
+        if let Err(e) = tx.commit() {
+            self.reopen()?;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        if let Some(tx) = self.tx.get_mut().take() {
+            tx.rollback();
+        }
+        self.end_tx();
+        Ok(())
+    }
+
+    fn savepoint(&mut self) -> Result<u64> {
+        self.tx_mut()?;
+        self.savepoints.push(self.undo.len());
+        Ok(self.savepoints.len() as u64 - 1)
+    }
+
+    fn rollback_to(&mut self, sp: u64) -> Result<()> {
+        let sp = usize::try_from(sp).unwrap_or(usize::MAX);
+        let Some(&mark) = self.savepoints.get(sp) else {
+            return Err(Error::Transaction(format!("no savepoint {sp}")));
+        };
+        while self.undo.len() > mark {
+            match self.undo.pop().expect("invariant: longer than mark") {
+                Undo::Put(tree, key, old) => {
+                    let t = self.write_tree(tree)?;
+                    let mut tx = self.tx_mut()?;
+                    match old {
+                        Some(v) => tx.insert(t, &key, &v)?,
+                        None => tx.remove(t, &key)?,
+                    };
+                }
+                Undo::CreateTree(tree) => {
+                    self.trees.borrow_mut().remove(&tree);
+                    self.tx_mut()?.drop_tree(&name(tree))?;
+                }
+                Undo::DropTree(tree) => {
+                    self.dropped.remove(&tree);
+                }
+            }
+        }
+        // The savepoint stays open (the SQL layer may roll back to it again); later ones end.
+        self.savepoints.truncate(sp + 1);
+        Ok(())
+    }
+
+    fn integrity_check(&mut self) -> Result<Vec<String>> {
+        if self.in_tx() {
+            return Err(Error::Transaction("check needs no open transaction".into()));
+        }
+        self.snapshot.replace(None);
+        let report = self.db().check()?;
+        Ok(report.problems.iter().map(|p| p.to_string()).collect())
+    }
+
+    fn export(&mut self) -> Result<Vec<u8>> {
+        if self.in_tx() {
+            return Err(Error::Transaction(
+                "export needs no open transaction".into(),
+            ));
+        }
+        // With no transaction open, the file is exactly the last commit (and free pages).
+        self.snapshot.replace(None);
+        let db = self
+            .db
+            .take()
+            .expect("invariant: the store is open between calls");
+        let file = db.into_file()?;
+        let bytes = (|| {
+            let len = usize::try_from(file.len()?)
+                .map_err(|_| cairn_store::Error::InvalidInput("file too large to export".into()))?;
+            let mut bytes = vec![0; len];
+            file.read(0, &mut bytes)?;
+            Ok::<_, cairn_store::Error>(bytes)
+        })();
+        self.db = Some(Db::open(file, self.opts.clone())?);
+        Ok(bytes?)
+    }
+
+    fn release(&mut self, sp: u64) -> Result<()> {
+        let sp = usize::try_from(sp).unwrap_or(usize::MAX);
+        if sp < self.savepoints.len() {
+            self.savepoints.truncate(sp);
+            if self.savepoints.is_empty() {
+                self.undo.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn create_tree(&mut self, tree: TreeId) -> Result<()> {
+        let t = self.tx_mut()?.create_tree(&name(tree), TreeKind::Table)?;
+        self.trees.borrow_mut().insert(tree, t);
+        if self.logging() {
+            self.undo.push(Undo::CreateTree(tree));
+        }
+        Ok(())
+    }
+
+    fn drop_tree(&mut self, tree: TreeId) -> Result<()> {
+        self.write_tree(tree)?;
+        self.trees.borrow_mut().remove(&tree);
+        self.dropped.insert(tree);
+        if self.logging() {
+            self.undo.push(Undo::DropTree(tree));
+        }
+        Ok(())
+    }
+
+    fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read(tree, |r, t| r.get(t, key))
+    }
+
+    fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {
+        let t = self.write_tree(tree)?;
+        if self.logging() {
+            let old = self.tx_mut()?.get(t, key)?;
+            self.undo.push(Undo::Put(tree, key.to_vec(), old));
+        }
+        self.tx_mut()?.insert(t, key, value)?;
+        Ok(())
+    }
+
+    fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
+        let t = self.write_tree(tree)?;
+        if self.logging() {
+            let old = self.tx_mut()?.get(t, key)?;
+            let existed = old.is_some();
+            if existed {
+                self.undo.push(Undo::Put(tree, key.to_vec(), old));
+                self.tx_mut()?.remove(t, key)?;
+            }
+            return Ok(existed);
+        }
+        Ok(self.tx_mut()?.remove(t, key)?)
+    }
+
+    fn scan<'a>(
+        &'a self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Box<dyn Cursor + 'a>> {
+        let range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
+        Ok(Box::new(PagedCursor {
+            range,
+            key: Vec::new(),
+            value: Vec::new(),
+        }))
+    }
+
+    fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>> {
+        self.read(tree, |r, t| {
+            let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, true)?;
+            if range.next()? {
+                Ok(Some(range.key().to_vec()))
+            } else {
+                Ok(None)
+            }
+        })
+    }
+}

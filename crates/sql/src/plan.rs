@@ -1,0 +1,266 @@
+//! Plans: what the planner ([`crate::planner`]) hands to the executor ([`crate::executor`]).
+//! Names are resolved to frame slots, functions to [`Func`], tables to access paths.
+
+use crate::ast::{BinOp, Conflict};
+use crate::schema::Table;
+use crate::types::{Affinity, Arith, ColType};
+use cairn_store::Value;
+use std::rc::Rc;
+
+/// A planned expression. Columns are slots in the current frame ([`PExpr::Col`]) or in an
+/// enclosing query's frame ([`PExpr::Outer`], for correlated subqueries).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PExpr {
+    Lit(Value),
+    /// 0-based parameter index.
+    Param(usize),
+    Col(usize),
+    /// (how many query levels up, slot).
+    Outer(usize, usize),
+    Neg(Box<PExpr>),
+    Pos(Box<PExpr>),
+    Not(Box<PExpr>),
+    BitNot(Box<PExpr>),
+    Arith(Arith, Box<PExpr>, Box<PExpr>),
+    Concat(Box<PExpr>, Box<PExpr>),
+    Bit(BinOp, Box<PExpr>, Box<PExpr>),
+    /// A comparison, with the affinity to apply to each side first (SQLite's comparison rules).
+    Cmp(BinOp, Box<PExpr>, Box<PExpr>, Affinity, Affinity),
+    And(Box<PExpr>, Box<PExpr>),
+    Or(Box<PExpr>, Box<PExpr>),
+    IsNull(Box<PExpr>, bool),
+    /// expr, list, negated, affinity applied to the left side's comparisons.
+    InList(Box<PExpr>, Vec<PExpr>, bool, Affinity),
+    /// expr, subquery, negated, affinity applied to expr, affinity applied to the subquery's values.
+    InSub(Box<PExpr>, Rc<QueryPlan>, bool, Affinity, Affinity),
+    Exists(Rc<QueryPlan>, bool),
+    Scalar(Rc<QueryPlan>),
+    Like {
+        expr: Box<PExpr>,
+        pattern: Box<PExpr>,
+        escape: Option<Box<PExpr>>,
+        negated: bool,
+    },
+    Glob {
+        expr: Box<PExpr>,
+        pattern: Box<PExpr>,
+        negated: bool,
+    },
+    Case {
+        operand: Option<Box<PExpr>>,
+        whens: Vec<(PExpr, PExpr)>,
+        else_: Option<Box<PExpr>>,
+    },
+    Cast(Box<PExpr>, ColType),
+    /// Applies an affinity (as a comparison would) to an index probe value.
+    Affine(Box<PExpr>, Affinity),
+    Func(Func, Vec<PExpr>),
+    /// An aggregate's result, only while planning an aggregate query.
+    AggRef(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Func {
+    Abs,
+    Coalesce,
+    IfNull,
+    NullIf,
+    Iif,
+    Length,
+    Lower,
+    Upper,
+    Substr,
+    Trim,
+    LTrim,
+    RTrim,
+    Replace,
+    Instr,
+    Round,
+    Min,
+    Max,
+    Typeof,
+    Hex,
+    Random,
+    Sign,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggFunc {
+    CountStar,
+    Count,
+    Sum,
+    Total,
+    Avg,
+    Min,
+    Max,
+    GroupConcat,
+    /// A bare column in an aggregate query: the value from the group's last row, as SQLite.
+    Last,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggSpec {
+    pub func: AggFunc,
+    pub args: Vec<PExpr>,
+    pub distinct: bool,
+}
+
+/// A query: a body (one or more cores), then sort, offset and limit on its output rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryPlan {
+    pub columns: Vec<String>,
+    pub body: Body,
+    /// Sort keys over the body's rows (which may carry extra trailing sort columns).
+    pub order: Vec<SortKey>,
+    /// Each output column's affinity (a plain column's), for comparisons with its values.
+    pub affinities: Vec<Affinity>,
+    /// Output width: the body's rows are cut to this after sorting.
+    pub width: usize,
+    pub limit: Option<PExpr>,
+    pub offset: Option<PExpr>,
+    /// Refers to an enclosing query's columns, so it cannot be cached between outer rows.
+    pub correlated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Core(Box<Core>),
+    Values(Vec<Vec<PExpr>>),
+    Union {
+        all: bool,
+        left: Box<Body>,
+        right: Box<Body>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SortKey {
+    pub col: usize,
+    pub desc: bool,
+    pub nulls_first: bool,
+}
+
+/// One SELECT core: a join pipeline over levels, then aggregation, projection, DISTINCT.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Core {
+    pub levels: Vec<Level>,
+    pub frame_len: usize,
+    /// Conditions that reference no table (checked once before the scan).
+    pub const_filters: Vec<PExpr>,
+    pub agg: Option<AggPlan>,
+    /// Output expressions (plus trailing sort-only expressions).
+    pub project: Vec<PExpr>,
+    pub distinct: bool,
+    /// The scan already yields rows in the ORDER BY order, so the sort can be skipped.
+    pub ordered: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggPlan {
+    pub group_by: Vec<PExpr>,
+    pub aggs: Vec<AggSpec>,
+    /// The query's only min()/max(), if it has exactly one: bare columns then come from the
+    /// row that gave the min or max, as in SQLite.
+    pub minmax: Option<usize>,
+    /// Evaluated on the aggregate frame: group values, then aggregate results.
+    pub having: Option<PExpr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    Table(Rc<Table>),
+    /// A subquery or CTE in FROM, materialized once per execution.
+    Query(Rc<QueryPlan>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    pub name: String,
+    pub source: Source,
+    /// First frame slot of this level's columns.
+    pub base: usize,
+    pub width: usize,
+    pub access: Access,
+    pub left: bool,
+    /// Checked on each candidate row (ON conditions and pushed-down WHERE conjuncts).
+    pub filters: Vec<PExpr>,
+    /// WHERE conjuncts that must see a LEFT JOIN's NULL row, checked after it is decided.
+    pub after: Vec<PExpr>,
+    /// Columns (table-relative) the filters need, decoded first.
+    pub pre_cols: Vec<usize>,
+    /// The other columns the query needs, decoded only for rows that pass.
+    pub post_cols: Vec<usize>,
+    /// Write the row's primary key bytes (as a blob) into the slot after the row (UPDATE and
+    /// DELETE find rows this way).
+    pub key_slot: bool,
+}
+
+/// How a level's rows are found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Access {
+    /// Every row of the primary tree (or the materialized rows of a subquery).
+    Scan { reverse: bool },
+    /// Rows of the primary tree (index None) or of a secondary index: for each probe (an
+    /// equality prefix of the key columns), the keys with that prefix, narrowed by a range on
+    /// the next key column.
+    Index {
+        index: Option<usize>,
+        probes: Vec<Vec<PExpr>>,
+        lower: Option<(PExpr, bool)>,
+        upper: Option<(PExpr, bool)>,
+        reverse: bool,
+        /// Every needed column is in the index key: the table is never read.
+        covering: bool,
+    },
+    /// No index fits the join condition: the inner rows are hashed once on `build`, and
+    /// looked up with `probe`, evaluated on the outer frame.
+    Hash { build: PExpr, probe: PExpr },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertPlan {
+    pub table: Rc<Table>,
+    /// For each table column, the source position in an input row, or its default.
+    pub columns: Vec<ColSource>,
+    pub rows: InsertRows,
+    pub or: Conflict,
+    pub upsert: Option<UpsertPlan>,
+    pub returning: Vec<PExpr>,
+    pub returning_names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColSource {
+    Input(usize),
+    Default(Option<PExpr>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertRows {
+    Values(Vec<Vec<PExpr>>),
+    Query(Rc<QueryPlan>),
+}
+
+/// Column assignments and an optional WHERE.
+pub type UpsertSet = (Vec<(usize, PExpr)>, Option<PExpr>);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpsertPlan {
+    /// The unique index (Some) or primary key (None) whose conflict the clause handles; None
+    /// target with `any` handles every conflict.
+    pub target: Option<Option<usize>>,
+    /// DO UPDATE: (column, expression over [existing row ++ excluded row]), and its WHERE.
+    pub set: Option<UpsertSet>,
+}
+
+/// UPDATE and DELETE: a single-table scan plan, then per-row changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WritePlan {
+    pub table: Rc<Table>,
+    pub scan: Core,
+    /// UPDATE: column index and new value expression, over the old row. Empty for DELETE.
+    pub set: Vec<(usize, PExpr)>,
+    pub or: Conflict,
+    pub returning: Vec<PExpr>,
+    pub returning_names: Vec<String>,
+}

@@ -1,0 +1,426 @@
+//! The catalog: tables and indexes, kept in memory and persisted in the storage's schema tree
+//! ([`crate::storage::SCHEMA_TREE`]) as SQLite keeps `sqlite_schema`: one row per object with
+//! its kind, name, table, tree id and the SQL that recreates it. Opening a database reads these
+//! rows and parses the SQL again; no row data is touched.
+
+use crate::ast::{self, ColumnDef, Expr};
+use crate::error::{Error, Result};
+use crate::parser;
+use crate::storage::{Storage, TreeId, SCHEMA_TREE};
+use crate::types::ColType;
+use cairn_store::codec::{decode_record, encode_key, encode_record};
+use cairn_store::Value;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::rc::Rc;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: ColType,
+    pub decl: Option<String>,
+    pub not_null: bool,
+    pub default: Option<Expr>,
+}
+
+/// How a table's rows are keyed in its tree.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Key {
+    /// By a 64-bit row id: hidden (None) or aliased by an INTEGER PRIMARY KEY column.
+    Rowid(Option<usize>),
+    /// By the primary key columns' values.
+    Columns(Vec<usize>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Index {
+    pub name: String,
+    pub columns: Vec<usize>,
+    pub unique: bool,
+    pub tree: TreeId,
+    /// Created for a UNIQUE constraint in CREATE TABLE (dropped with the table, not by name).
+    pub auto: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub name: String,
+    pub columns: Vec<Column>,
+    pub key: Key,
+    pub tree: TreeId,
+    /// CHECK constraints, table and column level, over the table's columns.
+    pub checks: Vec<Expr>,
+    pub indexes: Vec<Index>,
+}
+
+impl Table {
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The columns the primary tree is keyed by (empty for a hidden row id).
+    pub fn key_columns(&self) -> Vec<usize> {
+        match &self.key {
+            Key::Rowid(Some(c)) => vec![*c],
+            Key::Rowid(None) => vec![],
+            Key::Columns(c) => c.clone(),
+        }
+    }
+
+    /// SQL that recreates the table (kept in the catalog, shown by `.schema`).
+    pub fn sql(&self) -> String {
+        let mut s = format!("CREATE TABLE {} (", quote_ident(&self.name));
+        for (i, c) in self.columns.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            s.push_str(&quote_ident(&c.name));
+            if let Some(d) = &c.decl {
+                s.push(' ');
+                s.push_str(d);
+            }
+            if matches!(self.key, Key::Rowid(Some(k)) if k == i) {
+                s.push_str(" PRIMARY KEY");
+            }
+            if c.not_null {
+                s.push_str(" NOT NULL");
+            }
+            if let Some(d) = &c.default {
+                s.push_str(&format!(" DEFAULT ({})", crate::display::expr(d)));
+            }
+        }
+        if let Key::Columns(cols) = &self.key {
+            let names: Vec<_> = cols
+                .iter()
+                .map(|&c| quote_ident(&self.columns[c].name))
+                .collect();
+            s.push_str(&format!(", PRIMARY KEY ({})", names.join(", ")));
+        }
+        for ix in self.indexes.iter().filter(|i| i.auto) {
+            let names: Vec<_> = ix
+                .columns
+                .iter()
+                .map(|&c| quote_ident(&self.columns[c].name))
+                .collect();
+            s.push_str(&format!(", UNIQUE ({})", names.join(", ")));
+        }
+        for c in &self.checks {
+            s.push_str(&format!(", CHECK ({})", crate::display::expr(c)));
+        }
+        s.push(')');
+        s
+    }
+
+    pub fn index_sql(&self, ix: &Index) -> String {
+        let names: Vec<_> = ix
+            .columns
+            .iter()
+            .map(|&c| quote_ident(&self.columns[c].name))
+            .collect();
+        format!(
+            "CREATE {}INDEX {} ON {} ({})",
+            if ix.unique { "UNIQUE " } else { "" },
+            quote_ident(&ix.name),
+            quote_ident(&self.name),
+            names.join(", ")
+        )
+    }
+}
+
+pub fn quote_ident(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain && !parser::is_keyword(s) {
+        s.to_string()
+    } else {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    }
+}
+
+pub fn column_from_def(def: &ColumnDef) -> Column {
+    Column {
+        name: def.name.clone(),
+        ty: ColType::from_decl(def.type_name.as_deref()),
+        decl: def.type_name.clone(),
+        not_null: def.not_null,
+        default: def.default.clone(),
+    }
+}
+
+/// Builds a table from its definition; index trees are numbered from `next_tree` on.
+pub fn table_from_ast(
+    ct: &ast::CreateTable,
+    tree: TreeId,
+    next_tree: &mut TreeId,
+) -> Result<Table> {
+    let mut columns: Vec<Column> = Vec::new();
+    for def in &ct.columns {
+        if columns
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(&def.name))
+        {
+            return Err(Error::AlreadyExists(format!("column {}", def.name)));
+        }
+        columns.push(column_from_def(def));
+    }
+    let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+    let find = |n: &str| -> Result<usize> {
+        names
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(n))
+            .ok_or_else(|| Error::UnknownColumn(format!("{}.{n}", ct.name)))
+    };
+    let col_pk: Vec<usize> = ct
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.primary_key)
+        .map(|(i, _)| i)
+        .collect();
+    let pk: Vec<usize> = match (&ct.primary_key, col_pk.len()) {
+        (Some(_), n) if n > 0 => {
+            return Err(Error::Invalid(format!(
+                "table {} has more than one primary key",
+                ct.name
+            )))
+        }
+        (_, n) if n > 1 => {
+            return Err(Error::Invalid(format!(
+                "table {} has more than one primary key",
+                ct.name
+            )))
+        }
+        (Some(names), _) => names.iter().map(|n| find(n)).collect::<Result<_>>()?,
+        (None, _) => col_pk,
+    };
+    let key = if pk.len() == 1
+        && columns[pk[0]]
+            .decl
+            .as_deref()
+            .is_some_and(|d| d.eq_ignore_ascii_case("INTEGER"))
+        && !ct.columns[pk[0]].primary_key_desc
+    {
+        Key::Rowid(Some(pk[0]))
+    } else if pk.is_empty() {
+        Key::Rowid(None)
+    } else {
+        for &c in &pk {
+            // SQLite lets NULL into a non-integer primary key only by an old bug; cairn refuses.
+            columns[c].not_null = true;
+        }
+        Key::Columns(pk)
+    };
+    let mut checks: Vec<Expr> = ct.columns.iter().filter_map(|c| c.check.clone()).collect();
+    checks.extend(ct.checks.iter().cloned());
+    let mut uniques: Vec<Vec<usize>> = Vec::new();
+    for (i, c) in ct.columns.iter().enumerate() {
+        if c.unique {
+            uniques.push(vec![i]);
+        }
+    }
+    for u in &ct.uniques {
+        uniques.push(u.iter().map(|n| find(n)).collect::<Result<_>>()?);
+    }
+    let mut indexes = Vec::new();
+    for (n, cols) in uniques.into_iter().enumerate() {
+        // A UNIQUE constraint on exactly the primary key adds nothing.
+        if cols == Table::key_cols_of(&key) {
+            continue;
+        }
+        let t = *next_tree;
+        *next_tree += 1;
+        indexes.push(Index {
+            name: format!("{}_autoindex_{}", ct.name, n + 1),
+            columns: cols,
+            unique: true,
+            tree: t,
+            auto: true,
+        });
+    }
+    Ok(Table {
+        name: ct.name.clone(),
+        columns,
+        key,
+        tree,
+        checks,
+        indexes,
+    })
+}
+
+impl Table {
+    fn key_cols_of(key: &Key) -> Vec<usize> {
+        match key {
+            Key::Rowid(Some(c)) => vec![*c],
+            Key::Rowid(None) => vec![],
+            Key::Columns(c) => c.clone(),
+        }
+    }
+}
+
+/// The in-memory catalog.
+#[derive(Debug, Default, Clone)]
+pub struct Catalog {
+    /// By lower-cased name.
+    pub tables: BTreeMap<String, Rc<Table>>,
+    pub next_tree: TreeId,
+    /// Bumped by every schema change; prepared statements re-plan when it moved.
+    pub version: u64,
+}
+
+const KIND_TABLE: &str = "table";
+const KIND_INDEX: &str = "index";
+
+impl Catalog {
+    pub fn table(&self, name: &str) -> Result<&Rc<Table>> {
+        self.tables
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+    }
+
+    /// Finds the table owning the index `name`.
+    pub fn index_owner(&self, name: &str) -> Option<(&Rc<Table>, usize)> {
+        self.tables.values().find_map(|t| {
+            t.indexes
+                .iter()
+                .position(|i| i.name.eq_ignore_ascii_case(name))
+                .map(|p| (t, p))
+        })
+    }
+
+    /// Reads the catalog from the schema tree.
+    pub fn load(store: &dyn Storage) -> Result<Catalog> {
+        let mut cat = Catalog {
+            next_tree: 1,
+            ..Default::default()
+        };
+        let mut tables: Vec<(String, TreeId, String)> = Vec::new();
+        let mut indexes: Vec<(String, TreeId, String, bool)> = Vec::new();
+        let mut cur = store.scan(SCHEMA_TREE, Bound::Unbounded, Bound::Unbounded, false)?;
+        while cur.next()? {
+            let rec = decode_record(cur.value())?;
+            let text = |i: usize| -> Result<String> {
+                match rec.get(i) {
+                    Some(Value::Text(s)) => Ok(s.clone()),
+                    _ => Err(Error::Storage(cairn_store::Error::Corrupt(
+                        "schema row is malformed".into(),
+                    ))),
+                }
+            };
+            let tree = match rec.get(3) {
+                Some(Value::Integer(t)) if *t >= 0 => *t as TreeId,
+                _ => {
+                    return Err(Error::Storage(cairn_store::Error::Corrupt(
+                        "schema row has no tree id".into(),
+                    )))
+                }
+            };
+            cat.next_tree = cat.next_tree.max(tree + 1);
+            let kind = text(0)?;
+            if kind == KIND_TABLE {
+                tables.push((text(1)?, tree, text(4)?));
+            } else {
+                let auto = matches!(rec.get(5), Some(Value::Integer(1)));
+                indexes.push((text(2)?, tree, text(4)?, auto));
+            }
+        }
+        drop(cur);
+        for (_, tree, sql) in tables {
+            let ast::Statement::CreateTable(ct) = parser::parse(&sql)? else {
+                return Err(Error::Storage(cairn_store::Error::Corrupt(
+                    "schema row holds no CREATE TABLE".into(),
+                )));
+            };
+            let mut dummy = 0;
+            let mut t = table_from_ast(&ct, tree, &mut dummy)?;
+            // Index trees come from their own rows.
+            t.indexes.clear();
+            cat.tables.insert(t.name.to_ascii_lowercase(), Rc::new(t));
+        }
+        for (table, tree, sql, auto) in indexes {
+            let ast::Statement::CreateIndex(ci) = parser::parse(&sql)? else {
+                return Err(Error::Storage(cairn_store::Error::Corrupt(
+                    "schema row holds no CREATE INDEX".into(),
+                )));
+            };
+            let t = cat.table(&table)?;
+            let mut t2 = (**t).clone();
+            let columns = ci
+                .columns
+                .iter()
+                .map(|c| t2.column(c).ok_or_else(|| Error::UnknownColumn(c.clone())))
+                .collect::<Result<_>>()?;
+            t2.indexes.push(Index {
+                name: ci.name,
+                columns,
+                unique: ci.unique,
+                tree,
+                auto,
+            });
+            cat.tables.insert(table.to_ascii_lowercase(), Rc::new(t2));
+        }
+        Ok(cat)
+    }
+
+    /// Writes a table's catalog rows (and its indexes'), replacing what was there.
+    pub fn save_table(store: &mut dyn Storage, t: &Table) -> Result<()> {
+        let key = encode_key(&[
+            Value::Text(KIND_TABLE.into()),
+            Value::Text(t.name.to_ascii_lowercase()),
+        ]);
+        let rec = encode_record(&[
+            Value::Text(KIND_TABLE.into()),
+            Value::Text(t.name.clone()),
+            Value::Text(t.name.clone()),
+            Value::Integer(t.tree as i64),
+            Value::Text(t.sql()),
+            Value::Integer(0),
+        ]);
+        store.put(SCHEMA_TREE, &key, &rec)?;
+        for ix in &t.indexes {
+            let key = encode_key(&[
+                Value::Text(KIND_INDEX.into()),
+                Value::Text(ix.name.to_ascii_lowercase()),
+            ]);
+            let rec = encode_record(&[
+                Value::Text(KIND_INDEX.into()),
+                Value::Text(ix.name.clone()),
+                Value::Text(t.name.clone()),
+                Value::Integer(ix.tree as i64),
+                Value::Text(t.index_sql(ix)),
+                Value::Integer(ix.auto as i64),
+            ]);
+            store.put(SCHEMA_TREE, &key, &rec)?;
+        }
+        Ok(())
+    }
+
+    pub fn delete_table_rows(store: &mut dyn Storage, t: &Table) -> Result<()> {
+        store.delete(
+            SCHEMA_TREE,
+            &encode_key(&[
+                Value::Text(KIND_TABLE.into()),
+                Value::Text(t.name.to_ascii_lowercase()),
+            ]),
+        )?;
+        for ix in &t.indexes {
+            Self::delete_index_row(store, &ix.name)?;
+        }
+        Ok(())
+    }
+
+    pub fn delete_index_row(store: &mut dyn Storage, name: &str) -> Result<()> {
+        store.delete(
+            SCHEMA_TREE,
+            &encode_key(&[
+                Value::Text(KIND_INDEX.into()),
+                Value::Text(name.to_ascii_lowercase()),
+            ]),
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,645 @@
+//! SQLite's value semantics, on [`Value`]: column types and affinity, text-to-number conversion,
+//! arithmetic with overflow to real, comparison, truth, number formatting, LIKE and GLOB.
+
+use crate::error::{Error, Result};
+use cairn_store::Value;
+use std::cmp::Ordering;
+
+/// A column's declared type, reduced as SQLite reduces declared types to affinities. cairn
+/// enforces it as SQLite's STRICT tables do (see docs/sql.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColType {
+    Integer,
+    Real,
+    Text,
+    Blob,
+    /// NUMERIC, DECIMAL, BOOLEAN, DATE...: integer or real.
+    Numeric,
+    /// No declared type, or ANY: anything goes.
+    Any,
+}
+
+/// The affinity an expression carries into a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Affinity {
+    Integer,
+    Real,
+    Numeric,
+    Text,
+    /// A BLOB or ANY column's: converts nothing, and (unlike None) does not take TEXT affinity
+    /// from the other side of a comparison.
+    Blob,
+    /// An expression's: no affinity.
+    None,
+}
+
+impl ColType {
+    /// SQLite's rules for deriving an affinity from a declared type name (section 3.1 of
+    /// "Datatypes In SQLite"), in its order.
+    pub fn from_decl(decl: Option<&str>) -> ColType {
+        let Some(d) = decl else { return ColType::Any };
+        let d = d.to_ascii_uppercase();
+        if d == "ANY" {
+            ColType::Any
+        } else if d.contains("INT") {
+            ColType::Integer
+        } else if d.contains("CHAR") || d.contains("CLOB") || d.contains("TEXT") {
+            ColType::Text
+        } else if d.contains("BLOB") {
+            ColType::Blob
+        } else if d.contains("REAL") || d.contains("FLOA") || d.contains("DOUB") {
+            ColType::Real
+        } else {
+            ColType::Numeric
+        }
+    }
+
+    pub fn affinity(self) -> Affinity {
+        match self {
+            ColType::Integer => Affinity::Integer,
+            ColType::Real => Affinity::Real,
+            ColType::Text => Affinity::Text,
+            ColType::Numeric => Affinity::Numeric,
+            ColType::Blob | ColType::Any => Affinity::Blob,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ColType::Integer => "INTEGER",
+            ColType::Real => "REAL",
+            ColType::Text => "TEXT",
+            ColType::Blob => "BLOB",
+            ColType::Numeric => "NUMERIC",
+            ColType::Any => "ANY",
+        }
+    }
+
+    /// Converts `v` for storage in a column of this type, or refuses it (strict typing).
+    pub fn coerce(self, v: Value, column: &str) -> Result<Value> {
+        let v = match apply_affinity(v, self.affinity()) {
+            // SQLite stores an integral real as an integer on disk, so -0.0 reads back as 0.0.
+            Value::Real(r) => Value::Real(if r == 0.0 { 0.0 } else { r }),
+            v => v,
+        };
+        let ok = matches!(
+            (&v, self),
+            (Value::Null, _)
+                | (_, ColType::Any)
+                | (Value::Integer(_), ColType::Integer | ColType::Numeric)
+                | (Value::Real(_), ColType::Real | ColType::Numeric)
+                | (Value::Text(_), ColType::Text)
+                | (Value::Blob(_), ColType::Blob)
+        );
+        if ok {
+            Ok(v)
+        } else {
+            Err(Error::Type(format!(
+                "cannot store {} value in {} column {column}",
+                v.type_name().to_ascii_uppercase(),
+                self.name()
+            )))
+        }
+    }
+}
+
+/// Applies an affinity as SQLite does when storing into a column or comparing.
+pub fn apply_affinity(v: Value, aff: Affinity) -> Value {
+    match aff {
+        Affinity::None | Affinity::Blob => v,
+        Affinity::Text => match v {
+            Value::Integer(_) | Value::Real(_) => Value::Text(to_text(&v).unwrap_or_default()),
+            v => v,
+        },
+        Affinity::Integer | Affinity::Numeric => match v {
+            Value::Text(ref s) => match parse_number_exact(s) {
+                Some(Value::Real(r)) => real_to_int_if_exact(r),
+                Some(n) => n,
+                None => v,
+            },
+            Value::Real(r) => real_to_int_if_exact(r),
+            v => v,
+        },
+        Affinity::Real => match v {
+            Value::Text(ref s) => match parse_number_exact(s) {
+                Some(Value::Integer(i)) => Value::Real(i as f64),
+                Some(n) => n,
+                None => v,
+            },
+            Value::Integer(i) => Value::Real(i as f64),
+            v => v,
+        },
+    }
+}
+
+fn real_to_int_if_exact(r: f64) -> Value {
+    if r.fract() == 0.0 && (-9.223_372_036_854_775e18..=9.223_372_036_854_775e18).contains(&r) {
+        Value::Integer(r as i64)
+    } else {
+        Value::Real(r)
+    }
+}
+
+/// Parses `s` as a number if all of it (bar surrounding spaces) is one; SQLite's test for whether
+/// numeric affinity converts a text.
+pub fn parse_number_exact(s: &str) -> Option<Value> {
+    let t = s.trim_matches(|c: char| c.is_ascii_whitespace());
+    let (v, used) = parse_number_prefix(t);
+    if used == 0 || used != t.len() {
+        return None;
+    }
+    v
+}
+
+/// The longest numeric prefix of `s` (after leading spaces), as SQLite's text-to-number cast
+/// reads it, and how many bytes of the trimmed text it used.
+fn parse_number_prefix(s: &str) -> (Option<Value>, usize) {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    let digits_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let mut int_digits = i - digits_start;
+    let mut real = false;
+    if i < b.len() && b[i] == b'.' {
+        let j = i + 1;
+        let mut k = j;
+        while k < b.len() && b[k].is_ascii_digit() {
+            k += 1;
+        }
+        if int_digits > 0 || k > j {
+            real = true;
+            int_digits += k - j;
+            i = k;
+        }
+    }
+    if int_digits == 0 {
+        return (None, 0);
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        let mut j = i + 1;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            j += 1;
+        }
+        if j < b.len() && b[j].is_ascii_digit() {
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            real = true;
+            i = j;
+        }
+    }
+    let text = &s[..i];
+    if !real {
+        if let Ok(n) = text.parse::<i64>() {
+            return (Some(Value::Integer(n)), i);
+        }
+    }
+    (text.parse::<f64>().ok().map(Value::Real), i)
+}
+
+/// A value as a number for arithmetic: text and blobs by their numeric prefix (0 if none),
+/// NULL stays NULL.
+pub fn to_numeric(v: &Value) -> Value {
+    match v {
+        Value::Integer(_) | Value::Real(_) | Value::Null => v.clone(),
+        Value::Text(s) => text_to_numeric(s),
+        Value::Blob(b) => text_to_numeric(&String::from_utf8_lossy(b)),
+    }
+}
+
+fn text_to_numeric(s: &str) -> Value {
+    let t = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    match parse_number_prefix(t).0 {
+        Some(Value::Real(r)) => {
+            // A text that is an integer written with a fraction or exponent stays real, as in SQLite.
+            Value::Real(r)
+        }
+        Some(v) => v,
+        None => Value::Integer(0),
+    }
+}
+
+pub fn to_f64(v: &Value) -> Option<f64> {
+    match to_numeric(v) {
+        Value::Integer(i) => Some(i as f64),
+        Value::Real(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// `CAST(v AS INTEGER)`.
+pub fn to_integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Text(s) => return Some(text_int_prefix(s)),
+        Value::Blob(b) => return Some(text_int_prefix(&String::from_utf8_lossy(b))),
+        _ => {}
+    }
+    match to_numeric(v) {
+        Value::Integer(i) => Some(i),
+        Value::Real(r) => Some(real_to_i64(r)),
+        _ => None,
+    }
+}
+
+/// The integer at the start of a text (sign and digits only, as SQLite's text-to-integer cast
+/// reads it), saturating at the i64 range.
+fn text_int_prefix(s: &str) -> i64 {
+    let t = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let b = t.as_bytes();
+    let mut i = 0;
+    let neg = match b.first() {
+        Some(b'-') => {
+            i = 1;
+            true
+        }
+        Some(b'+') => {
+            i = 1;
+            false
+        }
+        _ => false,
+    };
+    let mut n: i128 = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        n = (n * 10 + (b[i] - b'0') as i128).min(1 << 64);
+        i += 1;
+    }
+    let n = if neg { -n } else { n };
+    n.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// Real to integer as SQLite casts: truncation, saturating at the i64 range.
+pub fn real_to_i64(r: f64) -> i64 {
+    if r.is_nan() {
+        0
+    } else if r >= 9.223_372_036_854_776e18 {
+        i64::MAX
+    } else if r <= -9.223_372_036_854_776e18 {
+        i64::MIN
+    } else {
+        r as i64
+    }
+}
+
+/// SQLite's text form of a value (`CAST(v AS TEXT)`, `||`); None for NULL.
+pub fn to_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Real(r) => Some(fmt_real(*r)),
+        Value::Text(s) => Some(s.clone()),
+        Value::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+    }
+}
+
+/// Formats a real as SQLite (3.4x) does: 15 significant digits if they read back as the same
+/// number, else 17; trailing zeros dropped; exponent form below 1e-4 and from 1e17; and always a
+/// decimal point or exponent, so the text reads back as a real. (SQLite's own digit generator
+/// may differ from exact decimal in the 17th digit; cairn's is exact.)
+pub fn fmt_real(r: f64) -> String {
+    if r.is_nan() {
+        return "NaN".into();
+    }
+    if r.is_infinite() {
+        return if r > 0.0 { "Inf".into() } else { "-Inf".into() };
+    }
+    if r == 0.0 {
+        // SQLite prints -0.0 as 0.0.
+        return "0.0".into();
+    }
+    let mut digits = 15;
+    let mut sci = format!("{:.*e}", digits - 1, r);
+    if sci.parse::<f64>().ok() != Some(r) {
+        digits = 17;
+        sci = format!("{:.*e}", digits - 1, r);
+    }
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..17).contains(&exp) {
+        let mant = mant.trim_end_matches('0');
+        let mant = if mant.ends_with('.') {
+            format!("{mant}0")
+        } else {
+            mant.to_string()
+        };
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mant}e{sign}{:02}", exp.abs());
+    }
+    let decimals = (digits as i32 - 1 - exp).max(0) as usize;
+    let s = format!("{:.*}", decimals, r);
+    if s.contains('.') {
+        let t = s.trim_end_matches('0');
+        if t.ends_with('.') {
+            format!("{t}0")
+        } else {
+            t.to_string()
+        }
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// SQL truth: NULL is unknown (None); numbers are true when non-zero; text and blobs by their
+/// numeric value.
+pub fn truth(v: &Value) -> Option<bool> {
+    match v {
+        Value::Null => None,
+        Value::Integer(i) => Some(*i != 0),
+        Value::Real(r) => Some(*r != 0.0),
+        other => match to_numeric(other) {
+            Value::Integer(i) => Some(i != 0),
+            Value::Real(r) => Some(r != 0.0),
+            _ => Some(false),
+        },
+    }
+}
+
+/// Compares two non-NULL values of any types in SQLite's order (affinity already applied).
+pub fn compare(a: &Value, b: &Value) -> Ordering {
+    a.total_cmp(b)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+/// Arithmetic with SQLite's rules: NULL in, NULL out; integer overflow becomes real; division or
+/// remainder by zero is NULL.
+pub fn arith(op: Arith, a0: &Value, b0: &Value) -> Value {
+    if a0.is_null() || b0.is_null() {
+        return Value::Null;
+    }
+    let (a, b) = (to_numeric(a0), to_numeric(b0));
+    match (&a, &b) {
+        (Value::Integer(x), Value::Integer(y)) => {
+            let (x, y) = (*x, *y);
+            let r = match op {
+                Arith::Add => x.checked_add(y),
+                Arith::Sub => x.checked_sub(y),
+                Arith::Mul => x.checked_mul(y),
+                Arith::Div => {
+                    if y == 0 {
+                        return Value::Null;
+                    }
+                    x.checked_div(y)
+                }
+                Arith::Rem => {
+                    if y == 0 {
+                        return Value::Null;
+                    }
+                    Some(x.checked_rem(y).unwrap_or(0))
+                }
+            };
+            match r {
+                Some(v) => Value::Integer(v),
+                None => real_arith(op, x as f64, y as f64),
+            }
+        }
+        // SQLite computes a remainder on integers, casting the operands as they were (a text
+        // by its integer prefix).
+        _ if op == Arith::Rem => {
+            let (x, y) = (to_integer(a0).unwrap_or(0), to_integer(b0).unwrap_or(0));
+            if y == 0 {
+                return Value::Null;
+            }
+            Value::Real(x.checked_rem(y).unwrap_or(0) as f64)
+        }
+        _ => {
+            let x = to_f64(&a).unwrap_or(0.0);
+            let y = to_f64(&b).unwrap_or(0.0);
+            real_arith(op, x, y)
+        }
+    }
+}
+
+fn real_arith(op: Arith, x: f64, y: f64) -> Value {
+    let r = match op {
+        Arith::Add => x + y,
+        Arith::Sub => x - y,
+        Arith::Mul => x * y,
+        Arith::Div => {
+            if y == 0.0 {
+                return Value::Null;
+            }
+            x / y
+        }
+        Arith::Rem => {
+            let (xi, yi) = (real_to_i64(x), real_to_i64(y));
+            if yi == 0 {
+                return Value::Null;
+            }
+            return Value::Real(xi.checked_rem(yi).unwrap_or(0) as f64);
+        }
+    };
+    if r.is_nan() {
+        Value::Null
+    } else {
+        Value::Real(r)
+    }
+}
+
+/// `LIKE`: `%` any run, `_` one character, ASCII letters compared case-insensitively, optional
+/// escape character.
+pub fn like(pattern: &str, text: &str, escape: Option<char>) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    like_at(&p, &t, escape)
+}
+
+fn like_at(p: &[char], t: &[char], esc: Option<char>) -> bool {
+    let (mut pi, mut ti) = (0, 0);
+    // Backtracking point for the last `%`: pattern index after it, text index to retry from.
+    let mut star: Option<(usize, usize)> = None;
+    loop {
+        if pi < p.len() {
+            let c = p[pi];
+            if Some(c) == esc {
+                if pi + 1 < p.len() && ti < t.len() && eq_nocase(p[pi + 1], t[ti]) {
+                    pi += 2;
+                    ti += 1;
+                    continue;
+                }
+                if pi + 1 >= p.len() {
+                    return false;
+                }
+            } else if c == '%' {
+                star = Some((pi + 1, ti));
+                pi += 1;
+                continue;
+            } else if ti < t.len() && (c == '_' || eq_nocase(c, t[ti])) {
+                pi += 1;
+                ti += 1;
+                continue;
+            }
+        } else if ti == t.len() {
+            return true;
+        }
+        match star {
+            Some((sp, st)) if st < t.len() => {
+                star = Some((sp, st + 1));
+                pi = sp;
+                ti = st + 1;
+            }
+            _ => return false,
+        }
+    }
+}
+
+fn eq_nocase(a: char, b: char) -> bool {
+    a == b || (a.is_ascii() && b.is_ascii() && a.eq_ignore_ascii_case(&b))
+}
+
+/// `GLOB`: `*`, `?`, `[...]` character classes (with `^` negation and ranges); case-sensitive.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    glob_at(&p, &t)
+}
+
+fn glob_at(p: &[char], t: &[char]) -> bool {
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    loop {
+        if pi < p.len() {
+            match p[pi] {
+                '*' => {
+                    star = Some((pi + 1, ti));
+                    pi += 1;
+                    continue;
+                }
+                '?' if ti < t.len() => {
+                    pi += 1;
+                    ti += 1;
+                    continue;
+                }
+                '[' if ti < t.len() => {
+                    if let Some((matched, next)) = class_match(p, pi, t[ti]) {
+                        if matched {
+                            pi = next;
+                            ti += 1;
+                            continue;
+                        }
+                    } else if p[pi] == t[ti] {
+                        // An unclosed '[' matches nothing in SQLite.
+                        return false;
+                    }
+                }
+                c if c != '?' && c != '[' && ti < t.len() && c == t[ti] => {
+                    pi += 1;
+                    ti += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        } else if ti == t.len() {
+            return true;
+        }
+        match star {
+            Some((sp, st)) if st < t.len() => {
+                star = Some((sp, st + 1));
+                pi = sp;
+                ti = st + 1;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Matches `c` against the class starting at `p[start] == '['`; returns (matched, index after `]`).
+fn class_match(p: &[char], start: usize, c: char) -> Option<(bool, usize)> {
+    let mut i = start + 1;
+    let negate = p.get(i) == Some(&'^');
+    if negate {
+        i += 1;
+    }
+    let mut matched = false;
+    let mut first = true;
+    loop {
+        let ch = *p.get(i)?;
+        if ch == ']' && !first {
+            return Some((matched != negate, i + 1));
+        }
+        first = false;
+        if p.get(i + 1) == Some(&'-') && p.get(i + 2).is_some_and(|&e| e != ']') {
+            let hi = p[i + 2];
+            if ch <= c && c <= hi {
+                matched = true;
+            }
+            i += 3;
+        } else {
+            if ch == c {
+                matched = true;
+            }
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_formatting_matches_sqlite() {
+        for (r, s) in [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1.5, "1.5"),
+            (-2.25, "-2.25"),
+            (1e20, "1.0e+20"),
+            (1e15, "1000000000000000.0"),
+            (1e17, "1.0e+17"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e14, "100000000000000.0"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0e-05"),
+            (2.0 / 3.0, "0.66666666666666663"),
+        ] {
+            assert_eq!(fmt_real(r), s, "{r}");
+        }
+    }
+
+    #[test]
+    fn like_and_glob() {
+        assert!(like("a%c", "ABC", None));
+        assert!(like("%b_", "abc", None));
+        assert!(!like("a_c", "ac", None));
+        assert!(like("10!%", "10%", Some('!')));
+        assert!(!like("10!%", "100", Some('!')));
+        assert!(glob("a*[0-9]?", "abc5x"));
+        assert!(!glob("A*", "abc"));
+        assert!(glob("[^x]y", "ay"));
+    }
+
+    #[test]
+    fn numeric_conversions() {
+        assert_eq!(
+            to_numeric(&Value::Text(" 12abc".into())),
+            Value::Integer(12)
+        );
+        assert_eq!(to_numeric(&Value::Text("1.5e2".into())), Value::Real(150.0));
+        assert_eq!(to_numeric(&Value::Text("x".into())), Value::Integer(0));
+        assert_eq!(
+            arith(Arith::Add, &Value::Integer(i64::MAX), &Value::Integer(1)),
+            Value::Real(9.223372036854776e18)
+        );
+        assert_eq!(
+            arith(Arith::Div, &Value::Integer(1), &Value::Integer(0)),
+            Value::Null
+        );
+        assert_eq!(
+            arith(Arith::Div, &Value::Integer(7), &Value::Integer(2)),
+            Value::Integer(3)
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! The public API: prepared statements, parameters, outputs, reopening a storage.
+
+use cairn_sql::{Database, Output, Value};
+
+fn rows(o: Output) -> Vec<Vec<Value>> {
+    o.rows().to_vec()
+}
+
+#[test]
+fn prepared_statements_run_many_times_and_replan_after_schema_changes() {
+    let mut db = Database::memory();
+    db.exec_script("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        .unwrap();
+    let ins = db.prepare("INSERT INTO t (v) VALUES (?)").unwrap();
+    assert_eq!(ins.param_count(), 1);
+    for i in 0..100 {
+        let o = ins
+            .execute(&mut db, &[Value::Text(format!("v{i}"))])
+            .unwrap();
+        assert_eq!(
+            o,
+            Output::Changes {
+                changes: 1,
+                last_insert_rowid: i + 1
+            }
+        );
+    }
+    let get = db.prepare("SELECT v FROM t WHERE id = ?1").unwrap();
+    assert_eq!(
+        rows(get.execute(&mut db, &[Value::Integer(7)]).unwrap()),
+        vec![vec![Value::Text("v6".into())]]
+    );
+    // A schema change makes the statement re-plan; it still works and sees the new index.
+    db.execute("CREATE INDEX t_v ON t (v)", &[]).unwrap();
+    let by_v = db.prepare("SELECT id FROM t WHERE v = :v").unwrap();
+    assert_eq!(by_v.param_index(":v"), Some(0));
+    assert_eq!(
+        rows(
+            by_v.execute_named(&mut db, &[(":v", Value::Text("v9".into()))])
+                .unwrap()
+        ),
+        vec![vec![Value::Integer(10)]]
+    );
+    db.execute("ALTER TABLE t ADD COLUMN w INTEGER DEFAULT 5", &[])
+        .unwrap();
+    assert_eq!(
+        rows(get.execute(&mut db, &[Value::Integer(8)]).unwrap()),
+        vec![vec![Value::Text("v7".into())]]
+    );
+    db.execute("DROP TABLE t", &[]).unwrap();
+    assert_eq!(
+        get.execute(&mut db, &[Value::Integer(8)])
+            .unwrap_err()
+            .code(),
+        "UNKNOWN_TABLE"
+    );
+}
+
+#[test]
+fn parameter_errors() {
+    let mut db = Database::memory();
+    let s = db.prepare("SELECT ?, ?3, :x").unwrap();
+    assert_eq!(s.param_count(), 4);
+    assert_eq!(
+        s.execute(&mut db, &[Value::Null]).unwrap_err().code(),
+        "PARAM_COUNT"
+    );
+    assert_eq!(
+        db.execute("SELECT ?", &[]).unwrap_err().code(),
+        "PARAM_COUNT"
+    );
+    assert_eq!(
+        s.execute_named(&mut db, &[(":y", Value::Null)])
+            .unwrap_err()
+            .code(),
+        "PARAM_COUNT"
+    );
+    let n = db.prepare("SELECT :a + :b, :a").unwrap();
+    assert_eq!(n.param_count(), 2);
+    assert_eq!(
+        rows(
+            n.execute_named(
+                &mut db,
+                &[(":a", Value::Integer(2)), (":b", Value::Integer(3))]
+            )
+            .unwrap()
+        ),
+        vec![vec![Value::Integer(5), Value::Integer(2)]]
+    );
+    assert_eq!(
+        n.execute_named(&mut db, &[(":a", Value::Integer(2))])
+            .unwrap_err()
+            .code(),
+        "PARAM_COUNT"
+    );
+    let o = db
+        .execute(
+            "SELECT $x, @y",
+            &[Value::Integer(1), Value::Text("s".into())],
+        )
+        .unwrap();
+    assert_eq!(
+        rows(o),
+        vec![vec![Value::Integer(1), Value::Text("s".into())]]
+    );
+}
+
+#[test]
+fn schema_and_rows_survive_reopening_the_storage() {
+    let mut db = Database::memory();
+    db.exec_script(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE, n INTEGER DEFAULT 3 CHECK (n > 0));
+         CREATE INDEX t_n ON t (n);
+         INSERT INTO t (v) VALUES ('a'), ('b');
+         CREATE TABLE gone (x INTEGER);
+         DROP TABLE gone;
+         ALTER TABLE t RENAME TO t2;",
+    )
+    .unwrap();
+    let store = db.into_storage();
+    let mut db = Database::open(store).unwrap();
+    let o = db
+        .execute("SELECT id, v, n FROM t2 WHERE n = 3 ORDER BY id", &[])
+        .unwrap();
+    assert_eq!(o.rows().len(), 2);
+    assert_eq!(
+        db.execute("INSERT INTO t2 (v) VALUES ('a')", &[])
+            .unwrap_err()
+            .code(),
+        "CONSTRAINT_UNIQUE"
+    );
+    assert_eq!(
+        db.execute("INSERT INTO t2 (v, n) VALUES ('c', 0)", &[])
+            .unwrap_err()
+            .code(),
+        "CONSTRAINT_CHECK"
+    );
+    assert_eq!(
+        db.execute("SELECT * FROM gone", &[]).unwrap_err().code(),
+        "UNKNOWN_TABLE"
+    );
+    let plan = db
+        .execute("EXPLAIN SELECT v FROM t2 WHERE n = 3", &[])
+        .unwrap();
+    assert!(format!("{plan:?}").contains("t_n"), "{plan:?}");
+    // New trees do not reuse the ids of the old ones.
+    db.execute("CREATE TABLE fresh (x INTEGER)", &[]).unwrap();
+    db.execute("INSERT INTO fresh VALUES (1)", &[]).unwrap();
+    assert_eq!(
+        db.execute("SELECT count(*) FROM t2", &[]).unwrap().rows()[0][0],
+        Value::Integer(2)
+    );
+}
+
+#[test]
+fn random_is_injected_and_repeatable() {
+    let mut a = Database::memory();
+    let mut b = Database::memory();
+    a.set_random_seed(42);
+    b.set_random_seed(42);
+    let ra = a.execute("SELECT random(), random()", &[]).unwrap();
+    let rb = b.execute("SELECT random(), random()", &[]).unwrap();
+    assert_eq!(ra, rb);
+    assert_ne!(ra.rows()[0][0], ra.rows()[0][1]);
+}
+
+#[test]
+fn failed_statement_in_transaction_has_no_effect_and_the_transaction_goes_on() {
+    let mut db = Database::memory();
+    db.exec_script("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL UNIQUE); CREATE INDEX t_v2 ON t (v)").unwrap();
+    db.execute("BEGIN", &[]).unwrap();
+    db.execute("INSERT INTO t (v) VALUES ('a')", &[]).unwrap();
+    // The second row fails: the first row of this statement must be undone too, with its
+    // index entries.
+    let e = db
+        .execute("INSERT INTO t (v) VALUES ('b'), ('a')", &[])
+        .unwrap_err();
+    assert_eq!(e.code(), "CONSTRAINT_UNIQUE");
+    assert!(db.in_transaction());
+    assert_eq!(
+        db.execute("SELECT v FROM t WHERE v = 'b'", &[])
+            .unwrap()
+            .rows()
+            .len(),
+        0
+    );
+    assert_eq!(
+        db.execute("SELECT count(*) FROM t", &[]).unwrap().rows()[0][0],
+        Value::Integer(1)
+    );
+    db.execute("INSERT INTO t (v) VALUES ('b')", &[]).unwrap();
+    db.execute("COMMIT", &[]).unwrap();
+    assert_eq!(
+        db.execute("SELECT count(*) FROM t", &[]).unwrap().rows()[0][0],
+        Value::Integer(2)
+    );
+}
+
+#[test]
+fn check_finds_nothing_wrong_after_many_writes() {
+    let mut db = Database::memory();
+    db.exec_script(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b TEXT UNIQUE);
+         CREATE INDEX t_a ON t (a);
+         CREATE TABLE k (x TEXT, y INTEGER, z ANY, PRIMARY KEY (x, y));
+         CREATE INDEX k_z ON k (z);",
+    )
+    .unwrap();
+    for i in 0..200 {
+        let _ = db.execute(
+            &format!(
+                "INSERT OR REPLACE INTO t (id, a, b) VALUES ({}, {}, 'b{}')",
+                i % 50,
+                i % 7,
+                i % 30
+            ),
+            &[],
+        );
+        let _ = db.execute(
+            &format!(
+                "INSERT OR IGNORE INTO k VALUES ('x{}', {}, {})",
+                i % 9,
+                i % 4,
+                i % 3
+            ),
+            &[],
+        );
+        let _ = db.execute(
+            &format!("UPDATE t SET a = a + 1, b = 'c{}' WHERE id = {}", i, i % 13),
+            &[],
+        );
+        let _ = db.execute(
+            &format!("UPDATE k SET z = {}.5 WHERE y = {}", i % 5, i % 4),
+            &[],
+        );
+        let _ = db.execute(&format!("DELETE FROM t WHERE a = {}", i % 11), &[]);
+    }
+    assert_eq!(db.check().unwrap(), Vec::<String>::new());
+}

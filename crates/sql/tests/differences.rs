@@ -1,0 +1,155 @@
+//! Each deliberate difference from SQLite listed in docs/sql.md, shown on both engines.
+
+use cairn_sql::{Database, Value};
+
+fn sqlite() -> rusqlite::Connection {
+    rusqlite::Connection::open_in_memory().expect("sqlite")
+}
+
+#[test]
+fn column_types_are_strict() {
+    let mut db = Database::memory();
+    db.execute("CREATE TABLE t (n INTEGER, s VARCHAR(10))", &[])
+        .unwrap();
+    // Converted as SQLite converts it...
+    db.execute("INSERT INTO t VALUES ('12', 3)", &[]).unwrap();
+    assert_eq!(
+        db.execute("SELECT n, s, typeof(s) FROM t", &[])
+            .unwrap()
+            .rows(),
+        &[vec![
+            Value::Integer(12),
+            Value::Text("3".into()),
+            Value::Text("text".into())
+        ]]
+    );
+    // ...but what does not fit is refused, where plain SQLite stores it.
+    assert_eq!(
+        db.execute("INSERT INTO t (n) VALUES ('abc')", &[])
+            .unwrap_err()
+            .code(),
+        "TYPE"
+    );
+    let s = sqlite();
+    s.execute("CREATE TABLE t (n INTEGER, s VARCHAR(10))", [])
+        .unwrap();
+    s.execute("INSERT INTO t (n) VALUES ('abc')", []).unwrap();
+    let t: String = s
+        .query_row("SELECT typeof(n) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(t, "text");
+    // A SQLite STRICT table refuses it too.
+    s.execute("CREATE TABLE st (n INTEGER) STRICT", []).unwrap();
+    assert!(s.execute("INSERT INTO st VALUES ('abc')", []).is_err());
+}
+
+#[test]
+fn primary_key_columns_are_not_null() {
+    let mut db = Database::memory();
+    db.execute("CREATE TABLE t (k TEXT PRIMARY KEY)", &[])
+        .unwrap();
+    assert_eq!(
+        db.execute("INSERT INTO t VALUES (NULL)", &[])
+            .unwrap_err()
+            .code(),
+        "CONSTRAINT_NOT_NULL"
+    );
+    let s = sqlite();
+    s.execute("CREATE TABLE t (k TEXT PRIMARY KEY)", [])
+        .unwrap();
+    s.execute("INSERT INTO t VALUES (NULL)", []).unwrap();
+}
+
+#[test]
+fn tables_with_other_keys_are_stored_in_key_order() {
+    let mut db = Database::memory();
+    let s = sqlite();
+    for sql in [
+        "CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)",
+        "INSERT INTO t VALUES ('b', 1), ('a', 2)",
+    ] {
+        db.execute(sql, &[]).unwrap();
+        s.execute(sql, []).unwrap();
+    }
+    let ours: Vec<Vec<Value>> = db
+        .execute("SELECT k FROM t WHERE v > 0", &[])
+        .unwrap()
+        .rows()
+        .to_vec();
+    assert_eq!(
+        ours,
+        vec![vec![Value::Text("a".into())], vec![Value::Text("b".into())]]
+    );
+    let mut st = s.prepare("SELECT k FROM t WHERE v > 0").unwrap();
+    let theirs: Vec<String> = st
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(theirs, vec!["b", "a"]);
+}
+
+#[test]
+fn all_parameters_must_be_bound() {
+    let mut db = Database::memory();
+    assert_eq!(
+        db.execute("SELECT ?1, ?2", &[Value::Integer(1)])
+            .unwrap_err()
+            .code(),
+        "PARAM_COUNT"
+    );
+    let s = sqlite();
+    let mut st = s.prepare("SELECT ?1, ?2").unwrap();
+    st.raw_bind_parameter(1, 1).unwrap();
+    let v: Option<i64> = st.raw_query().next().unwrap().unwrap().get(1).unwrap();
+    assert_eq!(v, None);
+}
+
+#[test]
+fn text_with_nul_is_handled_whole() {
+    let mut db = Database::memory();
+    let o = db
+        .execute("SELECT length(CAST(X'610062' AS TEXT))", &[])
+        .unwrap();
+    assert_eq!(o.rows()[0][0], Value::Integer(3));
+    let n: i64 = sqlite()
+        .query_row("SELECT length(CAST(X'610062' AS TEXT))", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn reals_as_text_have_an_exact_17th_digit() {
+    let mut db = Database::memory();
+    let o = db
+        .execute("SELECT CAST(1.0 / 3 AS TEXT), CAST(0.1 + 0.2 AS TEXT)", &[])
+        .unwrap();
+    assert_eq!(
+        o.rows()[0],
+        vec![
+            Value::Text("0.33333333333333331".into()),
+            Value::Text("0.30000000000000004".into())
+        ]
+    );
+    let (a, b): (String, String) = sqlite()
+        .query_row(
+            "SELECT CAST(1.0 / 3 AS TEXT), CAST(0.1 + 0.2 AS TEXT)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (a.as_str(), b.as_str()),
+        ("0.33333333333333332", "0.30000000000000004")
+    );
+}
+
+#[test]
+fn nesting_is_bounded() {
+    let mut db = Database::memory();
+    let deep = format!("SELECT {}1{}", "(".repeat(150), ")".repeat(150));
+    assert_eq!(db.execute(&deep, &[]).unwrap_err().code(), "SYNTAX");
+    assert!(sqlite()
+        .query_row(&deep, [], |r| r.get::<_, i64>(0))
+        .is_ok());
+}

@@ -1,0 +1,889 @@
+//! Differential tests: the same statements on cairn and on SQLite (rusqlite, bundled), results
+//! compared row for row (in order only when the query has a top-level ORDER BY).
+//!
+//! Tables are created STRICT on the SQLite side, because cairn's column types are always
+//! strict (docs/sql.md).
+//!
+//! - `corpus`: every `testscripts/diff/*.sql` file, statement by statement.
+//! - `random_queries` / `random_writes`: a seeded generator of schemas, data, queries and writes
+//!   within the dialect. `CAIRN_DIFF_CASES=N` runs N cases per seed instead of the default;
+//!   `CAIRN_DIFF_SEED=S` starts from another seed.
+
+use cairn_sql::{Database, Output, Value};
+
+struct Pair {
+    cairn: Database,
+    sqlite: rusqlite::Connection,
+    checked: usize,
+    /// Every statement run so far, written out when a difference is found.
+    log: Vec<String>,
+}
+
+#[derive(Debug)]
+enum Res {
+    Rows(Vec<Vec<Value>>),
+    Changes(u64),
+    Err(String),
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Real(x), Value::Real(y)) => {
+            x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan())
+        }
+        (Value::Integer(x), Value::Integer(y)) => x == y,
+        // An integer and an equal real tie in min()/max(), and which one wins depends on the
+        // scan order, which SQLite leaves unspecified. typeof() tests in the corpus pin types.
+        (Value::Integer(i), Value::Real(r)) | (Value::Real(r), Value::Integer(i)) => {
+            *i as f64 == *r && r.fract() == 0.0 && r.abs() < 9e15
+        }
+        // SQLite's 17th significant digit of a real turned to text is not always exact.
+        (Value::Text(x), Value::Text(y)) => {
+            x == y
+                || matches!((x.parse::<f64>(), y.parse::<f64>()), (Ok(p), Ok(q)) if x.len() >= 17 && (p - q).abs() <= 1e-15 * p.abs().max(q.abs()))
+        }
+        (Value::Blob(x), Value::Blob(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        _ => false,
+    }
+}
+
+fn fmt_row(r: &[Value]) -> String {
+    let parts: Vec<String> = r
+        .iter()
+        .map(|v| match v {
+            // Sorted like the equal integer: which of 1 and 1.0 DISTINCT keeps is unspecified.
+            Value::Real(x) if x.fract() == 0.0 && x.abs() < 9e15 => {
+                format!("Integer({})", *x as i64)
+            }
+            Value::Real(x) => format!("Real({x:.9e})"),
+            v => format!("{v:?}"),
+        })
+        .collect();
+    parts.join("|")
+}
+
+/// Whether the statement's outermost query has an ORDER BY (so row order is defined).
+fn ordered(sql: &str) -> bool {
+    let up = sql.to_ascii_uppercase();
+    let mut depth = 0i32;
+    let b = up.as_bytes();
+    let mut last_top_order = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            b'\'' => {
+                i += 1;
+                while i < b.len() && b[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            _ => {
+                if depth == 0 && up[i..].starts_with("ORDER BY") {
+                    last_top_order = true;
+                }
+            }
+        }
+        i += 1;
+    }
+    last_top_order
+}
+
+impl Pair {
+    fn new() -> Pair {
+        Pair {
+            cairn: Database::memory(),
+            sqlite: rusqlite::Connection::open_in_memory().expect("sqlite opens"),
+            checked: 0,
+            log: Vec::new(),
+        }
+    }
+
+    fn run_sqlite(&self, sql: &str) -> Res {
+        let mut stmt = match self.sqlite.prepare(sql) {
+            Ok(s) => s,
+            Err(e) => return Res::Err(e.to_string()),
+        };
+        let n = stmt.column_count();
+        if n == 0 {
+            return match stmt.execute([]) {
+                Ok(c) => Res::Changes(c as u64),
+                Err(e) => Res::Err(e.to_string()),
+            };
+        }
+        let mut rows = match stmt.query([]) {
+            Ok(r) => r,
+            Err(e) => return Res::Err(e.to_string()),
+        };
+        let mut out = Vec::new();
+        loop {
+            match rows.next() {
+                Ok(Some(r)) => {
+                    let mut row = Vec::with_capacity(n);
+                    for i in 0..n {
+                        // SQLite can make text that is not UTF-8 (CAST(X'FF' AS TEXT)); read it
+                        // lossily, as cairn converts it.
+                        let v = match r.get_ref(i).expect("value") {
+                            rusqlite::types::ValueRef::Text(t) => {
+                                Value::Text(String::from_utf8_lossy(t).into_owned())
+                            }
+                            rusqlite::types::ValueRef::Null => Value::Null,
+                            rusqlite::types::ValueRef::Integer(i) => Value::Integer(i),
+                            rusqlite::types::ValueRef::Real(f) => Value::Real(f),
+                            rusqlite::types::ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+                        };
+                        row.push(v);
+                    }
+                    out.push(row);
+                }
+                Ok(None) => break,
+                Err(e) => return Res::Err(e.to_string()),
+            }
+        }
+        Res::Rows(out)
+    }
+
+    fn run_cairn(&mut self, sql: &str) -> Res {
+        match self.cairn.execute(sql, &[]) {
+            Ok(Output::Rows { rows, .. }) => Res::Rows(rows),
+            Ok(Output::Changes { changes, .. }) => Res::Changes(changes),
+            Ok(Output::Done) => Res::Changes(0),
+            Err(e) => Res::Err(format!("{} ({})", e, e.code())),
+        }
+    }
+
+    /// Runs `sql` on both; `sqlite_sql` may differ (STRICT tables). Panics on a difference.
+    fn check2(&mut self, sql: &str, sqlite_sql: &str) {
+        let a = self.run_cairn(sql);
+        let b = self.run_sqlite(sqlite_sql);
+        self.checked += 1;
+        self.log.push(format!("{sql};"));
+        let log = self.log.join("\n");
+        let plan = self.cairn.execute(&format!("EXPLAIN {sql}"), &[]);
+        let fail = |why: &str| -> ! {
+            let path = std::env::temp_dir().join("cairn_diff_fail.sql");
+            let _ = std::fs::write(&path, &log);
+            eprintln!("statements so far: {}\nplan: {plan:?}", path.display());
+            panic!("difference on\n  {sql}\n{why}\n  cairn:  {a:?}\n  sqlite: {b:?}");
+        };
+        match (&a, &b) {
+            (Res::Err(_), Res::Err(_)) => {}
+            // Whether sum() overflows depends on the order it sees its rows in (an integer
+            // overflow before the first real fails, after it does not), and scan order is
+            // unspecified: such a case is not a difference.
+            (Res::Err(e), _) | (_, Res::Err(e)) if e.contains("integer overflow") => {}
+            (Res::Changes(x), Res::Changes(y)) => {
+                let ddl = ["CREATE", "DROP", "ALTER"]
+                    .iter()
+                    .any(|k| sql.trim_start().to_ascii_uppercase().starts_with(k));
+                if x != y && !ddl {
+                    fail("change counts differ");
+                }
+            }
+            (Res::Rows(x), Res::Rows(y)) => {
+                if x.len() != y.len() {
+                    fail("row counts differ");
+                }
+                let (mut x, mut y) = (x.clone(), y.clone());
+                if !ordered(sql) {
+                    x.sort_by_key(|r| fmt_row(r));
+                    y.sort_by_key(|r| fmt_row(r));
+                }
+                for (r, s) in x.iter().zip(&y) {
+                    if r.len() != s.len() || !r.iter().zip(s).all(|(p, q)| same_value(p, q)) {
+                        fail(&format!("rows differ: {} vs {}", fmt_row(r), fmt_row(s)));
+                    }
+                }
+            }
+            // A write with RETURNING gives rows on one side and changes on the other only if
+            // the harness misread it; DDL gives Changes(0) on both.
+            _ => fail("one failed, the other did not"),
+        }
+    }
+
+    fn check(&mut self, sql: &str) {
+        let sqlite_sql = strict(sql);
+        self.check2(sql, &sqlite_sql);
+    }
+}
+
+/// Adds STRICT to a CREATE TABLE for SQLite.
+fn strict(sql: &str) -> String {
+    let t = sql.trim().trim_end_matches(';');
+    if t.to_ascii_uppercase().starts_with("CREATE TABLE")
+        && !t.to_ascii_uppercase().ends_with("STRICT")
+    {
+        format!("{t} STRICT")
+    } else {
+        t.to_string()
+    }
+}
+
+fn split_statements(text: &str) -> Vec<String> {
+    // Statements end with ';' at the end of a line; lines starting with -- are comments.
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("--") || line.trim().is_empty() {
+            continue;
+        }
+        cur.push_str(line);
+        cur.push('\n');
+        if line.trim_end().ends_with(';') {
+            out.push(cur.trim().trim_end_matches(';').to_string());
+            cur.clear();
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+#[test]
+fn corpus() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testscripts/diff");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("corpus dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let mut total = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read");
+        let mut pair = Pair::new();
+        for s in split_statements(&text) {
+            pair.check(&s);
+        }
+        total += pair.checked;
+    }
+    assert!(total > 100, "corpus ran {total} statements");
+    eprintln!("differential corpus: {total} statements");
+}
+
+// ---- the random generator ----
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn chance(&mut self, pct: usize) -> bool {
+        self.below(100) < pct
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len())]
+    }
+}
+
+#[derive(Clone)]
+struct GenCol {
+    name: String,
+    ty: &'static str,
+}
+
+#[derive(Clone)]
+struct GenTable {
+    name: String,
+    cols: Vec<GenCol>,
+    /// Keyed by a composite primary key: cairn scans it in key order, SQLite in rowid order.
+    composite: bool,
+}
+
+const WORDS: &[&str] = &[
+    "a", "b", "ab", "abc", "B", "Abc", "x_y", "x%y", "", " a ", "zz", "10", "2.5", "-3",
+];
+
+fn literal(r: &mut Rng, ty: &str) -> String {
+    if r.chance(12) {
+        return "NULL".into();
+    }
+    match ty {
+        "INTEGER" => match r.below(10) {
+            0 => (r.below(2000) as i64 - 1000).to_string(),
+            1 => "9223372036854775807".into(),
+            2 => "-9223372036854775807".into(),
+            3 => "4611686018427387904".into(),
+            _ => (r.below(12) as i64 - 3).to_string(),
+        },
+        // Reals with a fraction only: 1 and 1.0 in one ANY column group together, and which
+        // of them a group shows is unspecified.
+        "REALFRAC" => r.pick(&["-2.5", "0.25", "1.75", "-0.5", "0.1"]).to_string(),
+        "REAL" => match r.below(6) {
+            0 => format!("{}.25", r.below(10) as i64 - 5),
+            1 => "0.1".into(),
+            2 => "1e20".into(),
+            3 => "-2.5".into(),
+            _ => format!("{}.0", r.below(8) as i64 - 3),
+        },
+        // No X'00': SQLite's text functions stop at a NUL inside text, cairn's do not (docs/sql.md).
+        "BLOB" => r.pick(&["X''", "X'41'", "X'4142'", "X'FF'"]).to_string(),
+        _ => format!("'{}'", r.pick(WORDS)),
+    }
+}
+
+fn any_literal(r: &mut Rng) -> String {
+    let ty = *r.pick(&["INTEGER", "INTEGER", "REAL", "TEXT", "TEXT", "BLOB"]);
+    literal(r, ty)
+}
+
+struct ExprGen<'a> {
+    cols: &'a [(String, &'static str)],
+    /// Aggregates allowed.
+    agg: bool,
+}
+
+impl ExprGen<'_> {
+    fn col(&self, r: &mut Rng) -> String {
+        r.pick(self.cols).0.clone()
+    }
+
+    fn expr(&self, r: &mut Rng, depth: usize) -> String {
+        if depth == 0 || r.chance(30) {
+            return if r.chance(65) {
+                self.col(r)
+            } else {
+                any_literal(r)
+            };
+        }
+        let d = depth - 1;
+        match r.below(24) {
+            0 => format!(
+                "({} {} {})",
+                self.expr(r, d),
+                r.pick(&["+", "-", "*", "/", "%"]),
+                self.expr(r, d)
+            ),
+            1 => format!("({} || {})", self.expr(r, d), self.expr(r, d)),
+            2 | 3 => self.cond(r, d),
+            4 => format!("(-{})", self.expr(r, d)),
+            5 => format!("abs({})", self.expr(r, d)),
+            6 => format!("coalesce({}, {})", self.expr(r, d), self.expr(r, d)),
+            7 => format!("ifnull({}, {})", self.expr(r, d), self.expr(r, d)),
+            8 => format!("nullif({}, {})", self.expr(r, d), self.expr(r, d)),
+            9 => format!("length({})", self.expr(r, d)),
+            10 => format!(
+                "{}({})",
+                r.pick(&["lower", "upper", "trim", "ltrim", "rtrim", "typeof"]),
+                self.expr(r, d)
+            ),
+            11 => format!(
+                "substr({}, {}, {})",
+                self.expr(r, d),
+                r.below(7) as i64 - 3,
+                r.below(7) as i64 - 3
+            ),
+            12 => format!("substr({}, {})", self.expr(r, d), r.below(7) as i64 - 3),
+            13 => format!(
+                "replace({}, {}, {})",
+                self.expr(r, d),
+                literal(r, "TEXT"),
+                literal(r, "TEXT")
+            ),
+            14 => format!("instr({}, {})", self.expr(r, d), literal(r, "TEXT")),
+            15 => format!("round({})", self.expr(r, d)),
+            16 => format!(
+                "{}({}, {})",
+                r.pick(&["min", "max"]),
+                self.expr(r, d),
+                self.expr(r, d)
+            ),
+            17 => format!(
+                "CASE WHEN {} THEN {} WHEN {} THEN {} ELSE {} END",
+                self.cond(r, d),
+                self.expr(r, d),
+                self.cond(r, d),
+                self.expr(r, d),
+                self.expr(r, d)
+            ),
+            18 => format!(
+                "CASE {} WHEN {} THEN {} ELSE {} END",
+                self.expr(r, d),
+                any_literal(r),
+                self.expr(r, d),
+                self.expr(r, d)
+            ),
+            19 => format!(
+                "CAST({} AS {})",
+                self.expr(r, d),
+                r.pick(&["INTEGER", "REAL", "TEXT", "NUMERIC"])
+            ),
+            20 if self.agg => format!(
+                "{}({})",
+                r.pick(&[
+                    "count",
+                    "sum",
+                    "total",
+                    "min",
+                    "max",
+                    "count",
+                    "group_concat"
+                ]),
+                self.expr(r, d.min(1))
+            ),
+            21 if self.agg => "count(*)".into(),
+            22 if self.agg => format!("count(DISTINCT {})", self.col(r)),
+            // hex() of a computed real would expose SQLite's inexact 17th digit; of a column only.
+            22 if !self.agg => format!("hex({})", self.col(r)),
+            23 => format!(
+                "({} {} {})",
+                self.expr(r, d),
+                r.pick(&["&", "|"]),
+                self.expr(r, d)
+            ),
+            _ => self.col(r),
+        }
+    }
+
+    fn cond(&self, r: &mut Rng, depth: usize) -> String {
+        let d = depth.saturating_sub(1);
+        match r.below(12) {
+            0..=2 => format!(
+                "{} {} {}",
+                self.expr(r, d),
+                r.pick(&["=", "<>", "<", "<=", ">", ">=", "==", "!="]),
+                self.expr(r, d)
+            ),
+            3 => format!("({} AND {})", self.cond(r, d), self.cond(r, d)),
+            4 => format!("({} OR {})", self.cond(r, d), self.cond(r, d)),
+            5 => format!("NOT ({})", self.cond(r, d)),
+            6 => format!(
+                "{} IS {}NULL",
+                self.expr(r, d),
+                if r.chance(50) { "NOT " } else { "" }
+            ),
+            7 => format!(
+                "{} {}BETWEEN {} AND {}",
+                self.expr(r, d),
+                if r.chance(30) { "NOT " } else { "" },
+                self.expr(r, d),
+                self.expr(r, d)
+            ),
+            8 => {
+                let n = 1 + r.below(4);
+                let items: Vec<String> = (0..n).map(|_| any_literal(r)).collect();
+                format!(
+                    "{} {}IN ({})",
+                    self.expr(r, d),
+                    if r.chance(30) { "NOT " } else { "" },
+                    items.join(", ")
+                )
+            }
+            9 => format!(
+                "{} {}LIKE '{}'",
+                self.expr(r, d),
+                if r.chance(30) { "NOT " } else { "" },
+                r.pick(&["a%", "%b%", "_b%", "A_C", "%", "x!%y", "%y"])
+            ),
+            10 => format!(
+                "{} GLOB '{}'",
+                self.expr(r, d),
+                r.pick(&["a*", "*b*", "?b*", "[a-b]*", "[^a]*", "A*"])
+            ),
+            _ => format!(
+                "{} IS {}{}",
+                self.expr(r, d),
+                if r.chance(50) { "NOT " } else { "" },
+                self.expr(r, d)
+            ),
+        }
+    }
+}
+
+const COL_TYPES: [&str; 6] = ["INTEGER", "INTEGER", "REAL", "TEXT", "TEXT", "ANY"];
+
+fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
+    let mut tables = Vec::new();
+    for ti in 0..(2 + r.below(2)) {
+        let name = format!("t{ti}");
+        let ncols = 2 + r.below(3);
+        let mut cols = Vec::new();
+        for ci in 0..ncols {
+            cols.push(GenCol {
+                name: format!("c{ci}"),
+                ty: COL_TYPES[r.below(COL_TYPES.len())],
+            });
+        }
+        let pk = r.below(3);
+        let mut defs: Vec<String> = Vec::new();
+        if pk == 0 {
+            defs.push("id INTEGER PRIMARY KEY".into());
+        }
+        for c in &cols {
+            defs.push(format!("{} {}", c.name, c.ty));
+        }
+        if pk == 2 {
+            defs.push(format!("PRIMARY KEY ({}, id)", cols[0].name));
+            defs.push("id INTEGER NOT NULL".into());
+            // A table-level constraint must come last: rebuild in order.
+            let pkdef = defs.remove(defs.len() - 2);
+            defs.push(pkdef);
+        }
+        let mut all_cols = cols.clone();
+        if pk != 1 {
+            all_cols.insert(
+                0,
+                GenCol {
+                    name: "id".into(),
+                    ty: "INTEGER",
+                },
+            );
+        }
+        pair.check(&format!("CREATE TABLE {name} ({})", defs.join(", ")));
+        for ix in 0..r.below(3) {
+            let c1 = &cols[r.below(cols.len())].name;
+            let c2 = &cols[r.below(cols.len())].name;
+            let cols_sql = if c1 != c2 && r.chance(40) {
+                format!("{c1}, {c2}")
+            } else {
+                c1.clone()
+            };
+            pair.check(&format!("CREATE INDEX {name}_i{ix} ON {name} ({cols_sql})"));
+        }
+        // Rows; primary key clashes are expected and make both sides fail alike.
+        let nrows = 5 + r.below(25);
+        for k in 0..nrows {
+            let mut names = Vec::new();
+            let mut vals = Vec::new();
+            for c in &all_cols {
+                names.push(c.name.clone());
+                if c.name == "id" {
+                    vals.push(if pk == 0 && r.chance(30) {
+                        "NULL".to_string()
+                    } else {
+                        (k as i64 + r.below(3) as i64).to_string()
+                    });
+                } else {
+                    let ty = if c.ty == "ANY" {
+                        *r.pick(&["INTEGER", "REALFRAC", "TEXT"])
+                    } else {
+                        c.ty
+                    };
+                    vals.push(literal(r, ty));
+                }
+            }
+            pair.check(&format!(
+                "INSERT INTO {name} ({}) VALUES ({})",
+                names.join(", "),
+                vals.join(", ")
+            ));
+        }
+        tables.push(GenTable {
+            name,
+            cols: all_cols,
+            composite: pk == 2,
+        });
+    }
+    tables
+}
+
+fn gen_select(r: &mut Rng, tables: &[GenTable]) -> String {
+    let njoin = if r.chance(12) {
+        3
+    } else if r.chance(35) {
+        2
+    } else {
+        1
+    };
+    let mut from = Vec::new();
+    let mut cols: Vec<(String, &'static str)> = Vec::new();
+    for j in 0..njoin {
+        let t = r.pick(tables);
+        let alias = format!("a{j}");
+        for c in &t.cols {
+            cols.push((format!("{alias}.{}", c.name), c.ty));
+        }
+        from.push((t.name.clone(), alias));
+    }
+    let agg = r.chance(30);
+    let g = ExprGen {
+        cols: &cols,
+        agg: false,
+    };
+    let mut sql = String::from("SELECT ");
+    let distinct = !agg && r.chance(15);
+    if distinct {
+        sql.push_str("DISTINCT ");
+    }
+    let nout = 1 + r.below(3);
+    let mut outs = Vec::new();
+    let mut group = Vec::new();
+    if agg {
+        let ga = ExprGen {
+            cols: &cols,
+            agg: true,
+        };
+        if r.chance(60) {
+            let gc = g.col(r);
+            group.push(gc.clone());
+            outs.push(gc);
+        }
+        // Only aggregates and grouped columns: a bare column's row is unspecified in SQLite.
+        let _ = &ga;
+        while outs.len() < nout {
+            let f = *r.pick(&[
+                "count",
+                "sum",
+                "max",
+                "min",
+                "total",
+                "avg",
+                "count(DISTINCT",
+            ]);
+            let arg = g.expr(r, 1);
+            let shape = if f == "count(DISTINCT" {
+                format!("{f} {arg})")
+            } else {
+                format!("{f}({arg})")
+            };
+            outs.push(if r.chance(20) {
+                format!("{shape} + count(*)")
+            } else {
+                shape
+            });
+        }
+    } else {
+        for _ in 0..nout {
+            outs.push(g.expr(r, 2));
+        }
+    }
+    sql.push_str(&outs.join(", "));
+    sql.push_str(&format!(" FROM {} {}", from[0].0, from[0].1));
+    if njoin == 3 {
+        // Three tables, inner joins written in any order: the planner may reorder them.
+        let t1 = tables.iter().find(|t| t.name == from[1].0).expect("table");
+        let t2 = tables.iter().find(|t| t.name == from[2].0).expect("table");
+        let t0 = tables.iter().find(|t| t.name == from[0].0).expect("table");
+        let on1 = format!(
+            "a0.{} = a1.{}",
+            r.pick(&t0.cols).name,
+            r.pick(&t1.cols).name
+        );
+        let on2 = format!(
+            "a{}.{} = a2.{}",
+            r.below(2),
+            r.pick(&t0.cols).name,
+            r.pick(&t2.cols).name
+        );
+        let on2 = if on2.starts_with("a1.") {
+            format!(
+                "a1.{} = a2.{}",
+                r.pick(&t1.cols).name,
+                r.pick(&t2.cols).name
+            )
+        } else {
+            on2
+        };
+        sql.push_str(&format!(
+            " JOIN {} a1 ON {on1} JOIN {} a2 ON {on2}",
+            from[1].0, from[2].0
+        ));
+    }
+    if njoin == 2 {
+        let kind = if r.chance(40) { "LEFT JOIN" } else { "JOIN" };
+        let left = r
+            .pick(
+                &cols[..tables
+                    .iter()
+                    .find(|t| t.name == from[0].0)
+                    .map_or(1, |t| t.cols.len())],
+            )
+            .0
+            .clone();
+        let right_t = tables.iter().find(|t| t.name == from[1].0).expect("table");
+        let right = format!("a1.{}", r.pick(&right_t.cols).name);
+        let extra = if r.chance(30) {
+            format!(" AND {}", g.cond(r, 1))
+        } else {
+            String::new()
+        };
+        sql.push_str(&format!(
+            " {kind} {} {} ON {left} = {right}{extra}",
+            from[1].0, from[1].1
+        ));
+    }
+    if r.chance(70) {
+        sql.push_str(&format!(" WHERE {}", g.cond(r, 2)));
+    }
+    if r.chance(10) {
+        let t = r.pick(tables);
+        let c = &r.pick(&t.cols).name;
+        sql.push_str(&format!(
+            "{} {} {}IN (SELECT {c} FROM {})",
+            if sql.contains(" WHERE ") {
+                " AND"
+            } else {
+                " WHERE"
+            },
+            g.col(r),
+            if r.chance(30) { "NOT " } else { "" },
+            t.name
+        ));
+    }
+    if agg && !group.is_empty() {
+        sql.push_str(&format!(" GROUP BY {}", group.join(", ")));
+        if r.chance(30) {
+            sql.push_str(&format!(" HAVING count(*) > {}", r.below(3)));
+        }
+    }
+    if r.chance(60) {
+        let keys: Vec<String> = (1..=outs.len())
+            .map(|i| format!("{i}{}", if r.chance(40) { " DESC" } else { "" }))
+            .collect();
+        sql.push_str(&format!(" ORDER BY {}", keys.join(", ")));
+        if r.chance(40) {
+            sql.push_str(&format!(" LIMIT {}", r.below(6)));
+            if r.chance(40) {
+                sql.push_str(&format!(" OFFSET {}", r.below(4)));
+            }
+        }
+    }
+    sql
+}
+
+fn gen_write(r: &mut Rng, tables: &[GenTable]) -> String {
+    let t = r.pick(tables);
+    let cols: Vec<(String, &'static str)> = t.cols.iter().map(|c| (c.name.clone(), c.ty)).collect();
+    let g = ExprGen {
+        cols: &cols,
+        agg: false,
+    };
+    match r.below(4) {
+        0 => {
+            // Rewriting a composite key row by row collides or not depending on the scan
+            // order, which differs (see GenTable::composite); key columns stay put there.
+            let cols: Vec<&GenCol> = t
+                .cols
+                .iter()
+                .filter(|c| !t.composite || (c.name != "id" && c.name != "c0"))
+                .collect();
+            let c = cols[r.below(cols.len())];
+            let v = if c.name == "id" {
+                format!("{} + 100", g.col(r))
+            } else {
+                g.expr(r, 2)
+            };
+            // OR IGNORE on a key column: which of two colliding rows wins depends on the scan
+            // order, which differs when cairn keys a table by its primary key (SQLite: rowid).
+            let or = if c.name != "id" && r.chance(20) {
+                "OR IGNORE "
+            } else {
+                ""
+            };
+            format!(
+                "UPDATE {}{} SET {} = {} WHERE {}",
+                or,
+                t.name,
+                c.name,
+                v,
+                g.cond(r, 2)
+            )
+        }
+        1 => format!("DELETE FROM {} WHERE {}", t.name, g.cond(r, 2)),
+        _ => {
+            let names: Vec<String> = t.cols.iter().map(|c| c.name.clone()).collect();
+            let vals: Vec<String> = t
+                .cols
+                .iter()
+                .map(|c| {
+                    if c.name == "id" {
+                        (r.below(40) as i64).to_string()
+                    } else {
+                        literal(r, if c.ty == "ANY" { "TEXT" } else { c.ty })
+                    }
+                })
+                .collect();
+            let or = *r.pick(&["", "", "OR IGNORE ", "OR REPLACE "]);
+            format!(
+                "INSERT {or}INTO {} ({}) VALUES ({})",
+                t.name,
+                names.join(", "),
+                vals.join(", ")
+            )
+        }
+    }
+}
+
+fn cases() -> usize {
+    std::env::var("CAIRN_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150)
+}
+
+fn seed() -> u64 {
+    std::env::var("CAIRN_DIFF_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5EED)
+}
+
+#[test]
+fn random_queries() {
+    let mut total = 0;
+    for s in 0..8u64 {
+        let mut r = Rng(seed().wrapping_add(s).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut pair = Pair::new();
+        let tables = gen_schema(&mut r, &mut pair);
+        for _ in 0..cases() {
+            let q = gen_select(&mut r, &tables);
+            pair.check(&q);
+        }
+        total += pair.checked;
+    }
+    eprintln!("random differential queries: {total} statements");
+}
+
+#[test]
+fn random_writes() {
+    let mut total = 0;
+    for s in 0..6u64 {
+        let mut r = Rng(seed()
+            .wrapping_add(100 + s)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            | 1);
+        let mut pair = Pair::new();
+        let tables = gen_schema(&mut r, &mut pair);
+        for i in 0..cases() / 2 {
+            let w = gen_write(&mut r, &tables);
+            pair.check(&w);
+            if i % 5 == 0 {
+                for t in &tables {
+                    pair.check(&format!("SELECT * FROM {}", t.name));
+                }
+            }
+        }
+        for t in &tables {
+            pair.check(&format!("SELECT * FROM {}", t.name));
+        }
+        // Indexes still match the rows after all those writes.
+        assert_eq!(
+            pair.cairn.check().expect("check runs"),
+            Vec::<String>::new()
+        );
+        total += pair.checked;
+    }
+    eprintln!("random differential writes: {total} statements");
+}
+
+/// `CAIRN_DIFF_REPLAY=file.sql` replays a statement log (as written on a failure).
+#[test]
+fn replay() {
+    let Ok(path) = std::env::var("CAIRN_DIFF_REPLAY") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).expect("replay file");
+    let mut pair = Pair::new();
+    for s in split_statements(&text) {
+        pair.check(&s);
+    }
+}

@@ -1,0 +1,868 @@
+//! Copy-on-write B+tree algorithms over byte keys and byte values. They see pages only through
+//! the [`Pages`] trait (implemented by the database's shared state), so they know nothing of
+//! transactions or files: a write copies every page on its path that this transaction does not
+//! own yet into a fresh page (`cow`) and frees the old one, so the committed tree is never touched.
+//!
+//! Node layout lives in [`crate::page`]; the invariants (`docs/file-format.md`): keys strictly
+//! increase, all leaves are at one depth, and no non-root node is empty.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use crate::error::{Error, Result};
+use crate::page::{self, LeafValue, HDR, KIND_BRANCH, KIND_LEAF, KIND_OVERFLOW, OVERFLOW_BIT};
+use crate::pager::Page;
+
+pub(crate) trait Pages {
+    fn page_size(&self) -> usize;
+    fn read(&mut self, id: u32) -> Result<Page>;
+    fn is_owned(&self, id: u32) -> bool;
+    /// An owned page's bytes, for changing.
+    fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
+    /// A fresh owned page, zeroed.
+    fn alloc(&mut self) -> Result<u32>;
+    /// Gives `id` up: reusable at once if this transaction allocated it, else after commit.
+    fn free(&mut self, id: u32) -> Result<()>;
+}
+
+fn expect_kind(id: u32, p: &[u8], kind: u8) -> Result<()> {
+    if page::kind(p) != kind {
+        return Err(page::corrupt(
+            id,
+            format!("expected page kind {kind}, found {}", page::kind(p)),
+        ));
+    }
+    Ok(())
+}
+
+/// Returns an owned copy of `id` (itself if already owned).
+fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
+    if p.is_owned(id) {
+        return Ok(id);
+    }
+    let old = p.read(id)?;
+    let new = p.alloc()?;
+    p.page_mut(new)?.copy_from_slice(&old);
+    p.free(id)?;
+    Ok(new)
+}
+
+/// Reads a value (inline or overflow) into `out`.
+pub(crate) fn read_value<P: Pages>(
+    p: &mut P,
+    leaf: &[u8],
+    i: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    match page::leaf_value(leaf, i) {
+        LeafValue::Inline(v) => out.extend_from_slice(v),
+        LeafValue::Overflow(len, first) => read_overflow(p, len, first, out)?,
+    }
+    Ok(())
+}
+
+pub(crate) fn read_overflow<P: Pages>(
+    p: &mut P,
+    len: usize,
+    first: u32,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.reserve(len);
+    let mut next = first;
+    while out.len() < len {
+        if next == 0 {
+            return Err(page::corrupt(first, "overflow chain ends early"));
+        }
+        let pg = p.read(next)?;
+        expect_kind(next, &pg, KIND_OVERFLOW)?;
+        let used = page::get_u32(&pg, 20) as usize;
+        let take = used.min(len - out.len());
+        out.extend_from_slice(&pg[HDR..HDR + take]);
+        next = page::right(&pg);
+    }
+    Ok(())
+}
+
+fn free_overflow<P: Pages>(p: &mut P, first: u32) -> Result<()> {
+    let mut next = first;
+    let mut guard = 0u64;
+    while next != 0 {
+        let pg = p.read(next)?;
+        expect_kind(next, &pg, KIND_OVERFLOW)?;
+        let n = page::right(&pg);
+        p.free(next)?;
+        next = n;
+        guard += 1;
+        if guard > u32::MAX as u64 {
+            return Err(page::corrupt(first, "overflow chain loops"));
+        }
+    }
+    Ok(())
+}
+
+fn write_overflow<P: Pages>(p: &mut P, v: &[u8]) -> Result<u32> {
+    let per = p.page_size() - HDR;
+    let n = v.len().div_ceil(per);
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(p.alloc()?);
+    }
+    for (i, chunk) in v.chunks(per).enumerate() {
+        let next = ids.get(i + 1).copied().unwrap_or(0);
+        let pg = p.page_mut(ids[i])?;
+        page::init(pg, KIND_OVERFLOW);
+        page::put_u32(pg, 20, chunk.len() as u32);
+        page::set_right(pg, next);
+        pg[HDR..HDR + chunk.len()].copy_from_slice(chunk);
+    }
+    Ok(ids[0])
+}
+
+/// Looks `key` up; on a hit copies its value into `out`.
+pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    if root == 0 {
+        return Ok(false);
+    }
+    let mut id = root;
+    loop {
+        let pg = p.read(id)?;
+        match page::kind(&pg) {
+            KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
+            KIND_LEAF => {
+                return match page::search(&pg, key) {
+                    Ok(i) => {
+                        read_value(p, &pg, i, out)?;
+                        Ok(true)
+                    }
+                    Err(_) => Ok(false),
+                }
+            }
+            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+        }
+    }
+}
+
+enum Fix {
+    None,
+    Split(Vec<u8>, u32),
+    Check,
+}
+
+/// Owned path from the root to the leaf that holds (or would hold) `key`: (branch, child index)
+/// pairs and the leaf. Updates `root` if the root moved.
+fn cow_path<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+) -> Result<u32> {
+    path.clear();
+    let mut id = cow(p, *root)?;
+    *root = id;
+    loop {
+        let pg = p.page_mut(id)?;
+        match page::kind(pg) {
+            KIND_LEAF => return Ok(id),
+            KIND_BRANCH => {
+                let idx = page::child_index(pg, key);
+                let c = page::child(pg, idx);
+                let c2 = cow(p, c)?;
+                if c2 != c {
+                    page::set_child(p.page_mut(id)?, idx, c2);
+                }
+                path.push((id, idx));
+                id = c2;
+            }
+            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+        }
+    }
+}
+
+/// Index where a full node of `cells` splits so both halves are about equally full.
+fn split_point<C: AsRef<[u8]>>(cells: &[C]) -> usize {
+    let total: usize = cells.iter().map(|c| c.as_ref().len() + 2).sum();
+    let mut acc = 0;
+    for (i, c) in cells.iter().enumerate() {
+        acc += c.as_ref().len() + 2;
+        if acc * 2 >= total {
+            return (i + 1).clamp(1, cells.len() - 1);
+        }
+    }
+    cells.len() / 2
+}
+
+/// The shortest prefix of `hi` that still sorts after `lo` (both leaf keys, `lo < hi`): a smaller
+/// separator means more of them per branch page.
+fn separator(lo: &[u8], hi: &[u8]) -> Vec<u8> {
+    let common = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+    hi[..(common + 1).min(hi.len())].to_vec()
+}
+
+/// Splits the owned node `id` whose contents are `cells` (too many for one page) into `id` and a
+/// new right sibling. Returns the separator and the sibling.
+fn split<P: Pages>(p: &mut P, id: u32, kind: u8, cells: Vec<Vec<u8>>, right: u32) -> Result<Fix> {
+    let m = split_point(&cells);
+    let new = p.alloc()?;
+    if kind == KIND_LEAF {
+        let sep = separator(page::cell_key(&cells[m - 1]), page::cell_key(&cells[m]));
+        page::fill(p.page_mut(new)?, KIND_LEAF, &cells[m..], 0);
+        page::fill(p.page_mut(id)?, KIND_LEAF, &cells[..m], 0);
+        Ok(Fix::Split(sep, new))
+    } else {
+        let sep = page::cell_key(&cells[m]).to_vec();
+        let mid_child = page::cell_child(&cells[m]);
+        page::fill(p.page_mut(new)?, KIND_BRANCH, &cells[m + 1..], right);
+        page::fill(p.page_mut(id)?, KIND_BRANCH, &cells[..m], mid_child);
+        Ok(Fix::Split(sep, new))
+    }
+}
+
+/// Inserts a raw cell at `i` of owned node `id`, splitting it if it is full.
+fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fix> {
+    let pg = p.page_mut(id)?;
+    if let Some(off) = page::reserve(pg, i, cell.len()) {
+        pg[off..off + cell.len()].copy_from_slice(cell);
+        return Ok(Fix::None);
+    }
+    let kind = page::kind(pg);
+    let right = page::right(pg);
+    let mut cells = page::cells(pg);
+    cells.insert(i, cell.to_vec());
+    split(p, id, kind, cells, right)
+}
+
+/// Inserts or replaces `key`. Returns whether it was there before.
+pub(crate) fn insert<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+) -> Result<bool> {
+    let ps = p.page_size();
+    if key.len() > page::max_key(ps) {
+        return Err(Error::TooLarge(format!(
+            "a key of {} bytes is longer than the {} bytes a {}-byte page allows",
+            key.len(),
+            page::max_key(ps),
+            ps
+        )));
+    }
+    if value.len() > (OVERFLOW_BIT - 1) as usize {
+        return Err(Error::TooLarge(format!("a value of {} bytes", value.len())));
+    }
+    if *root == 0 {
+        let id = p.alloc()?;
+        page::init(p.page_mut(id)?, KIND_LEAF);
+        *root = id;
+    }
+    let leaf = cow_path(p, root, key, path)?;
+    let pg = p.page_mut(leaf)?;
+    let (existed, at) = match page::search(pg, key) {
+        Ok(i) => {
+            if let LeafValue::Overflow(_, first) = page::leaf_value(pg, i) {
+                free_overflow(p, first)?;
+            }
+            page::remove(p.page_mut(leaf)?, i);
+            (true, i)
+        }
+        Err(i) => (false, i),
+    };
+    if page::CELL_HDR + key.len() + value.len() <= page::max_cell(ps) {
+        page::leaf_cell(scratch, key, value.len() as u32, value);
+    } else {
+        let first = write_overflow(p, value)?;
+        page::leaf_cell(
+            scratch,
+            key,
+            value.len() as u32 | OVERFLOW_BIT,
+            &first.to_le_bytes(),
+        );
+    }
+    let fix = insert_cell(p, leaf, at, scratch)?;
+    // A replacement may leave the leaf smaller than before.
+    let fix = match fix {
+        Fix::None if existed => Fix::Check,
+        f => f,
+    };
+    fix_up(p, root, path, leaf, fix)?;
+    Ok(existed)
+}
+
+/// Removes `key`. Returns whether it was there.
+pub(crate) fn remove<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+) -> Result<bool> {
+    if *root == 0 {
+        return Ok(false);
+    }
+    // Look first, so a miss copies no page.
+    let mut id = *root;
+    loop {
+        let pg = p.read(id)?;
+        match page::kind(&pg) {
+            KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
+            KIND_LEAF => {
+                if page::search(&pg, key).is_err() {
+                    return Ok(false);
+                }
+                break;
+            }
+            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+        }
+    }
+    let leaf = cow_path(p, root, key, path)?;
+    let pg = p.page_mut(leaf)?;
+    let Ok(i) = page::search(pg, key) else {
+        return Err(page::corrupt(
+            leaf,
+            "key vanished between lookup and removal",
+        ));
+    };
+    if let LeafValue::Overflow(_, first) = page::leaf_value(pg, i) {
+        free_overflow(p, first)?;
+    }
+    page::remove(p.page_mut(leaf)?, i);
+    fix_up(p, root, path, leaf, Fix::Check)?;
+    Ok(true)
+}
+
+fn underfull(pg: &[u8]) -> bool {
+    page::count(pg) == 0 || page::used(pg) < page::capacity(pg.len()) / 4
+}
+
+/// Carries a split or a possible underflow from node `id` up the path to the root.
+fn fix_up<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    path: &mut Vec<(u32, usize)>,
+    mut id: u32,
+    mut fix: Fix,
+) -> Result<()> {
+    while let Some((parent, idx)) = path.pop() {
+        fix = match fix {
+            Fix::None => return Ok(()),
+            Fix::Split(sep, right) => {
+                page::set_child(p.page_mut(parent)?, idx, right);
+                insert_cell(p, parent, idx, &page::branch_cell(&sep, id))?
+            }
+            Fix::Check => {
+                if underfull(p.page_mut(id)?) {
+                    rebalance(p, parent, idx)?
+                } else {
+                    return Ok(());
+                }
+            }
+        };
+        id = parent;
+    }
+    match fix {
+        Fix::None => {}
+        Fix::Split(sep, right) => {
+            let new = p.alloc()?;
+            let pg = p.page_mut(new)?;
+            page::init(pg, KIND_BRANCH);
+            page::fill(pg, KIND_BRANCH, &[page::branch_cell(&sep, id)], right);
+            *root = new;
+        }
+        Fix::Check => loop {
+            let pg = p.page_mut(*root)?;
+            if page::count(pg) > 0 {
+                break;
+            }
+            if page::kind(pg) == KIND_BRANCH {
+                let only = page::right(pg);
+                p.free(*root)?;
+                *root = only;
+            } else {
+                p.free(*root)?;
+                *root = 0;
+                break;
+            }
+        },
+    }
+    Ok(())
+}
+
+/// Merges child `idx` of `parent` with a neighbour, or shares their cells evenly when both do
+/// not fit in one page.
+fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
+    let ppg = p.page_mut(parent)?;
+    if page::count(ppg) == 0 {
+        return Ok(Fix::Check);
+    }
+    let li = if idx > 0 { idx - 1 } else { idx };
+    let sep = page::key(ppg, li).to_vec();
+    let (lc, rc) = (page::child(ppg, li), page::child(ppg, li + 1));
+    let l = cow(p, lc)?;
+    let r = cow(p, rc)?;
+    let ppg = p.page_mut(parent)?;
+    page::set_child(ppg, li, l);
+    page::set_child(ppg, li + 1, r);
+    let lpg = p.read(l)?;
+    let rpg = p.read(r)?;
+    let kind = page::kind(&lpg);
+    if page::kind(&rpg) != kind {
+        return Err(page::corrupt(r, "sibling nodes of different kinds"));
+    }
+    let mut cells = page::cells(&lpg);
+    if kind == KIND_BRANCH {
+        cells.push(page::branch_cell(&sep, page::right(&lpg)));
+    }
+    cells.extend(page::cells(&rpg));
+    let right = page::right(&rpg);
+    drop((lpg, rpg));
+    let total: usize = cells.iter().map(|c| c.len() + 2).sum();
+    if total <= page::capacity(p.page_size()) {
+        page::fill(p.page_mut(l)?, kind, &cells, right);
+        p.free(r)?;
+        let ppg = p.page_mut(parent)?;
+        page::remove(ppg, li);
+        page::set_child(ppg, li, l);
+        return Ok(Fix::Check);
+    }
+    let m = split_point(&cells);
+    let new_sep = if kind == KIND_LEAF {
+        let s = separator(page::cell_key(&cells[m - 1]), page::cell_key(&cells[m]));
+        page::fill(p.page_mut(l)?, kind, &cells[..m], 0);
+        page::fill(p.page_mut(r)?, kind, &cells[m..], 0);
+        s
+    } else {
+        let s = page::cell_key(&cells[m]).to_vec();
+        page::fill(
+            p.page_mut(l)?,
+            kind,
+            &cells[..m],
+            page::cell_child(&cells[m]),
+        );
+        page::fill(p.page_mut(r)?, kind, &cells[m + 1..], right);
+        s
+    };
+    page::remove(p.page_mut(parent)?, li);
+    match insert_cell(p, parent, li, &page::branch_cell(&new_sep, l))? {
+        Fix::None => Ok(Fix::Check),
+        f => Ok(f),
+    }
+}
+
+/// Frees every page of the tree at `root`.
+pub(crate) fn free_tree<P: Pages>(p: &mut P, root: u32) -> Result<()> {
+    if root == 0 {
+        return Ok(());
+    }
+    let pg = p.read(root)?;
+    match page::kind(&pg) {
+        KIND_BRANCH => {
+            for i in 0..=page::count(&pg) {
+                free_tree(p, page::child(&pg, i))?;
+            }
+        }
+        KIND_LEAF => {
+            for i in 0..page::count(&pg) {
+                if let LeafValue::Overflow(_, first) = page::leaf_value(&pg, i) {
+                    free_overflow(p, first)?;
+                }
+            }
+        }
+        k => return Err(page::corrupt(root, format!("page kind {k} inside a tree"))),
+    }
+    p.free(root)
+}
+
+/// Builds a tree bottom-up from `(key, value)` pairs in strictly increasing key order, filling
+/// each leaf to about 90% (room for a few later inserts before it splits). `done` is called with
+/// every finished page so the caller can write it out and keep memory bounded.
+pub(crate) fn bulk_build<P: Pages, I, K, V>(
+    p: &mut P,
+    items: I,
+    done: &mut dyn FnMut(&mut P, u32) -> Result<()>,
+) -> Result<(u32, u64)>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let ps = p.page_size();
+    let target = page::capacity(ps) * 9 / 10;
+    // levels[0] = leaves; each level: finished (first key, page) pairs
+    let mut level: Vec<(Vec<u8>, u32)> = Vec::new();
+    let mut cells: Vec<Vec<u8>> = Vec::new();
+    let mut used = 0;
+    let mut first_key: Vec<u8> = Vec::new();
+    let mut prev: Option<Vec<u8>> = None;
+    let mut n = 0u64;
+    let mut scratch = Vec::new();
+    for (k, v) in items {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        if k.len() > page::max_key(ps) {
+            return Err(Error::TooLarge(format!("a key of {} bytes", k.len())));
+        }
+        if let Some(pk) = &prev {
+            if pk.as_slice() >= k {
+                return Err(Error::InvalidInput(
+                    "bulk build needs keys in strictly increasing order".into(),
+                ));
+            }
+        }
+        if page::CELL_HDR + k.len() + v.len() <= page::max_cell(ps) {
+            page::leaf_cell(&mut scratch, k, v.len() as u32, v);
+        } else {
+            let first = write_overflow(p, v)?;
+            page::leaf_cell(
+                &mut scratch,
+                k,
+                v.len() as u32 | OVERFLOW_BIT,
+                &first.to_le_bytes(),
+            );
+        }
+        if used + scratch.len() + 2 > target && !cells.is_empty() {
+            let id = p.alloc()?;
+            page::fill(p.page_mut(id)?, KIND_LEAF, &cells, 0);
+            done(p, id)?;
+            level.push((std::mem::take(&mut first_key), id));
+            cells.clear();
+            used = 0;
+        }
+        if cells.is_empty() {
+            first_key = match &prev {
+                Some(pk) => separator(pk, k),
+                None => k.to_vec(),
+            };
+        }
+        used += scratch.len() + 2;
+        cells.push(scratch.clone());
+        prev = Some(k.to_vec());
+        n += 1;
+    }
+    if n == 0 {
+        return Ok((0, 0));
+    }
+    let id = p.alloc()?;
+    page::fill(p.page_mut(id)?, KIND_LEAF, &cells, 0);
+    done(p, id)?;
+    level.push((first_key, id));
+    // Branch levels: each branch takes children while their separators fit the fill target.
+    while level.len() > 1 {
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < level.len() {
+            let start = i;
+            let mut used = 0;
+            i += 1;
+            while i < level.len() {
+                let c = page::CELL_HDR + level[i].0.len() + 2;
+                if used + c > target {
+                    break;
+                }
+                used += c;
+                i += 1;
+            }
+            groups.push((start, i));
+        }
+        // A branch needs two children: let a lone last child borrow one from its neighbour
+        // (which has at least four, since a cell takes at most a quarter of a page).
+        if groups.len() > 1 {
+            let g = groups.len();
+            if groups[g - 1].1 - groups[g - 1].0 == 1 {
+                groups[g - 2].1 -= 1;
+                groups[g - 1].0 -= 1;
+            }
+        }
+        let mut next: Vec<(Vec<u8>, u32)> = Vec::with_capacity(groups.len());
+        for (a, b) in groups {
+            let bcells: Vec<Vec<u8>> = (a + 1..b)
+                .map(|j| page::branch_cell(&level[j].0, level[j - 1].1))
+                .collect();
+            let id = p.alloc()?;
+            page::fill(p.page_mut(id)?, KIND_BRANCH, &bcells, level[b - 1].1);
+            done(p, id)?;
+            next.push((level[a].0.clone(), id));
+        }
+        level = next;
+    }
+    Ok((level[0].1, n))
+}
+
+/// Which way a seek lands when the key itself is absent (or present and excluded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seek {
+    /// The first key `>=` the given one.
+    Ge,
+    /// The first key `>`.
+    Gt,
+    /// The last key `<=`.
+    Le,
+    /// The last key `<`.
+    Lt,
+}
+
+/// A position in a tree: the pages from the root to a leaf, and the index taken in each.
+#[derive(Default)]
+pub(crate) struct Stack {
+    pub levels: Vec<(Page, usize)>,
+}
+
+impl Stack {
+    pub fn valid(&self) -> bool {
+        match self.levels.last() {
+            Some((pg, i)) => page::kind(pg) == KIND_LEAF && *i < page::count(pg),
+            None => false,
+        }
+    }
+
+    pub fn leaf(&self) -> Option<(&Page, usize)> {
+        if !self.valid() {
+            return None;
+        }
+        self.levels.last().map(|(p, i)| (p, *i))
+    }
+
+    fn descend<P: Pages>(
+        &mut self,
+        p: &mut P,
+        mut id: u32,
+        key: Option<&[u8]>,
+        leftmost: bool,
+    ) -> Result<()> {
+        loop {
+            let pg = p.read(id)?;
+            match page::kind(&pg) {
+                KIND_BRANCH => {
+                    let idx = match key {
+                        Some(k) => page::child_index(&pg, k),
+                        None if leftmost => 0,
+                        None => page::count(&pg),
+                    };
+                    id = page::child(&pg, idx);
+                    self.levels.push((pg, idx));
+                }
+                KIND_LEAF => {
+                    let idx = match key {
+                        Some(_) => 0,
+                        None if leftmost => 0,
+                        None => page::count(&pg).wrapping_sub(1),
+                    };
+                    self.levels.push((pg, idx));
+                    return Ok(());
+                }
+                k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+            }
+        }
+    }
+
+    pub fn first<P: Pages>(&mut self, p: &mut P, root: u32) -> Result<bool> {
+        self.levels.clear();
+        if root == 0 {
+            return Ok(false);
+        }
+        self.descend(p, root, None, true)?;
+        if !self.valid() {
+            self.levels.clear();
+        }
+        Ok(self.valid())
+    }
+
+    pub fn last<P: Pages>(&mut self, p: &mut P, root: u32) -> Result<bool> {
+        self.levels.clear();
+        if root == 0 {
+            return Ok(false);
+        }
+        self.descend(p, root, None, false)?;
+        if !self.valid() {
+            self.levels.clear();
+        }
+        Ok(self.valid())
+    }
+
+    pub fn seek<P: Pages>(&mut self, p: &mut P, root: u32, key: &[u8], op: Seek) -> Result<bool> {
+        self.levels.clear();
+        if root == 0 {
+            return Ok(false);
+        }
+        self.descend(p, root, Some(key), true)?;
+        let Some((pg, slot)) = self.levels.last_mut() else {
+            return Ok(false);
+        };
+        let r = page::search(pg, key);
+        let n = page::count(pg);
+        match op {
+            Seek::Ge | Seek::Gt => {
+                let i = match r {
+                    Ok(i) if op == Seek::Ge => i,
+                    Ok(i) => i + 1,
+                    Err(i) => i,
+                };
+                *slot = i;
+                if i >= n {
+                    *slot = n.saturating_sub(1);
+                    if n == 0 {
+                        self.levels.clear();
+                        return Ok(false);
+                    }
+                    return self.next(p);
+                }
+                Ok(true)
+            }
+            Seek::Le | Seek::Lt => {
+                let i = match r {
+                    Ok(i) if op == Seek::Le => Some(i),
+                    Ok(i) | Err(i) => i.checked_sub(1),
+                };
+                match i {
+                    Some(i) => {
+                        *slot = i;
+                        Ok(true)
+                    }
+                    None => {
+                        *slot = 0;
+                        if n == 0 {
+                            self.levels.clear();
+                            return Ok(false);
+                        }
+                        self.prev(p)
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn next<P: Pages>(&mut self, p: &mut P) -> Result<bool> {
+        let Some((pg, i)) = self.levels.last_mut() else {
+            return Ok(false);
+        };
+        if *i + 1 < page::count(pg) {
+            *i += 1;
+            return Ok(true);
+        }
+        // Climb to the lowest branch with a child to the right, then take its leftmost leaf.
+        let mut depth = self.levels.len() - 1;
+        loop {
+            if depth == 0 {
+                self.levels.clear();
+                return Ok(false);
+            }
+            depth -= 1;
+            let (pg, i) = &mut self.levels[depth];
+            if *i < page::count(pg) {
+                *i += 1;
+                let id = page::child(pg, *i);
+                self.levels.truncate(depth + 1);
+                self.descend(p, id, None, true)?;
+                if self.valid() {
+                    return Ok(true);
+                }
+                return Err(page::corrupt(id, "empty node inside a tree"));
+            }
+        }
+    }
+
+    pub fn prev<P: Pages>(&mut self, p: &mut P) -> Result<bool> {
+        let Some((_, i)) = self.levels.last_mut() else {
+            return Ok(false);
+        };
+        if *i > 0 {
+            *i -= 1;
+            return Ok(true);
+        }
+        let mut depth = self.levels.len() - 1;
+        loop {
+            if depth == 0 {
+                self.levels.clear();
+                return Ok(false);
+            }
+            depth -= 1;
+            let (pg, i) = &mut self.levels[depth];
+            if *i > 0 {
+                *i -= 1;
+                let id = page::child(pg, *i);
+                self.levels.truncate(depth + 1);
+                self.descend(p, id, None, false)?;
+                if self.valid() {
+                    return Ok(true);
+                }
+                return Err(page::corrupt(id, "empty node inside a tree"));
+            }
+        }
+    }
+}
+
+/// Whether `k` is inside the bound `b` taken as an upper (`upper`) or lower limit.
+pub(crate) fn within(k: &[u8], b: Bound<&[u8]>, upper: bool) -> bool {
+    match b {
+        Bound::Unbounded => true,
+        Bound::Included(x) => {
+            let o = k.cmp(x);
+            if upper {
+                o != Ordering::Greater
+            } else {
+                o != Ordering::Less
+            }
+        }
+        Bound::Excluded(x) => {
+            let o = k.cmp(x);
+            if upper {
+                o == Ordering::Less
+            } else {
+                o == Ordering::Greater
+            }
+        }
+    }
+}
+
+/// Moves every page of the tree at `id` that lies at or past `cutoff` to a fresh page (the
+/// allocator hands out the lowest free page first), rewriting the parents that point at moved
+/// pages. Returns the root's new page. Used by vacuum.
+pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32> {
+    if id == 0 {
+        return Ok(0);
+    }
+    let pg = p.read(id)?;
+    let mut cur = id;
+    match page::kind(&pg) {
+        KIND_BRANCH => {
+            for i in 0..=page::count(&pg) {
+                let c = page::child(&pg, i);
+                let nc = relocate(p, c, cutoff)?;
+                if nc != c {
+                    cur = cow(p, cur)?;
+                    page::set_child(p.page_mut(cur)?, i, nc);
+                }
+            }
+        }
+        KIND_LEAF => {
+            let mut v = Vec::new();
+            for i in 0..page::count(&pg) {
+                let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) else {
+                    continue;
+                };
+                let mut far = false;
+                let mut next = first;
+                while next != 0 {
+                    far |= next >= cutoff;
+                    next = page::right(&p.read(next)?);
+                }
+                if !far {
+                    continue;
+                }
+                read_overflow(p, len, first, &mut v)?;
+                free_overflow(p, first)?;
+                let nf = write_overflow(p, &v)?;
+                cur = cow(p, cur)?;
+                let lp = p.page_mut(cur)?;
+                let off = page::slot(lp, i);
+                let at = off + page::CELL_HDR + page::get_u16(lp, off);
+                page::put_u32(lp, at, nf);
+            }
+        }
+        k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+    }
+    if cur == id && id >= cutoff {
+        cur = cow(p, id)?;
+    }
+    Ok(cur)
+}

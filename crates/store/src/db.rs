@@ -1,0 +1,1693 @@
+//! The database: transactions over the pager and the trees, the catalog, commit and open.
+//!
+//! **Commit** (`Shared::commit`): write the changed trees' roots into the catalog, bring the free
+//! tree up to date (a small fixed-point loop, since changing the free tree allocates and frees
+//! pages itself), write every page this transaction owns, then one superblock that names the new
+//! roots and lists every page written since the last flush with its checksum, then one flush.
+//! A crash that keeps the superblock but loses a page is caught at open by that list, and the
+//! other slot (the last flushed superblock, never overwritten before the next flush) wins.
+//!
+//! **Page reuse**: a page freed by commit `T` becomes allocatable only once `T` is durable (so
+//! no fallback superblock still needs it) and no open read snapshot is older than `T`.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
+use std::rc::Rc;
+
+use crate::btree::{self, Pages, Seek, Stack};
+use crate::error::{Error, Result};
+use crate::file::BlockFile;
+use crate::hash::xxh64;
+use crate::page::{self, LeafValue};
+use crate::pager::{IdMap, Page, Pager};
+
+pub const MAGIC: [u8; 8] = *b"cairnDB\0";
+pub const FORMAT_VERSION: u32 = 1;
+const SB_LIST: usize = 64;
+
+/// When a commit is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `commit` returns after the pages and the superblock are flushed (one flush).
+    Full,
+    /// `commit` writes but does not flush; [`Db::flush`] (or a commit too large for the
+    /// superblock's page list) makes everything so far durable. A crash loses a suffix of the
+    /// relaxed commits, never a middle one.
+    Relaxed,
+}
+
+/// Settings. The defaults: 4 KiB pages, a 2048-page cache (8 MiB), full durability, and at most
+/// 4096 changed pages (16 MiB) held in memory by a write transaction before they are written out.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub page_size: usize,
+    pub cache_pages: usize,
+    pub durability: Durability,
+    pub dirty_pages: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            page_size: 4096,
+            cache_pages: 2048,
+            durability: Durability::Full,
+            dirty_pages: 4096,
+        }
+    }
+}
+
+/// What a tree is for. An index names the table tree its entries are derived from, which is what
+/// lets [`Db::check_with`] compare the two.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeKind {
+    Table,
+    Index { table: String },
+}
+
+/// A tree as the catalog records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeInfo {
+    pub name: String,
+    pub kind: TreeKind,
+    /// Number of entries.
+    pub len: u64,
+    /// Bytes owned by the caller (the SQL layer's schema for this tree).
+    pub meta: Vec<u8>,
+    pub(crate) root: u32,
+}
+
+impl TreeInfo {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let (k, t) = match &self.kind {
+            TreeKind::Table => (0u8, &[][..]),
+            TreeKind::Index { table } => (1u8, table.as_bytes()),
+        };
+        let mut v = Vec::with_capacity(15 + t.len() + self.meta.len());
+        v.extend_from_slice(&self.root.to_le_bytes());
+        v.extend_from_slice(&self.len.to_le_bytes());
+        v.push(k);
+        v.extend_from_slice(&(t.len() as u16).to_le_bytes());
+        v.extend_from_slice(t);
+        v.extend_from_slice(&self.meta);
+        v
+    }
+
+    pub(crate) fn decode(name: &[u8], v: &[u8]) -> Result<TreeInfo> {
+        let bad = || {
+            Error::Corrupt(format!(
+                "catalog entry {:?} is malformed",
+                String::from_utf8_lossy(name)
+            ))
+        };
+        if v.len() < 15 {
+            return Err(bad());
+        }
+        let root = page::get_u32(v, 0);
+        let len = page::get_u64(v, 4);
+        let tlen = page::get_u16(v, 13);
+        if v.len() < 15 + tlen {
+            return Err(bad());
+        }
+        let table = String::from_utf8(v[15..15 + tlen].to_vec()).map_err(|_| bad())?;
+        let kind = match v[12] {
+            0 => TreeKind::Table,
+            1 => TreeKind::Index { table },
+            _ => return Err(bad()),
+        };
+        Ok(TreeInfo {
+            name: String::from_utf8(name.to_vec()).map_err(|_| bad())?,
+            kind,
+            len,
+            meta: v[15 + tlen..].to_vec(),
+            root,
+        })
+    }
+}
+
+/// The roots and counts a superblock names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State {
+    pub txn: u64,
+    pub page_count: u32,
+    pub catalog: u32,
+    pub free: u32,
+    pub catalog_len: u64,
+    pub free_len: u64,
+}
+
+struct TreeSlot {
+    info: TreeInfo,
+    changed: bool,
+    dropped: bool,
+}
+
+/// The state of the one open write transaction.
+struct W {
+    state: State,
+    base_page_count: u32,
+    dirty: IdMap<Page>,
+    owned: IdMap<()>,
+    /// Pages of the committed state this transaction freed.
+    freed: Vec<u32>,
+    /// Pending changes to the free tree: page -> true (add) / false (remove).
+    delta: BTreeMap<u32, bool>,
+    trees: Vec<TreeSlot>,
+    names: HashMap<String, usize>,
+    /// Bumped by every change, so a cursor knows to find its place again.
+    seq: u64,
+    serial: u64,
+}
+
+pub(crate) struct Shared<F> {
+    pub(crate) pager: Pager<F>,
+    opts: Options,
+    pub(crate) state: State,
+    durable_slot: usize,
+    last_slot: usize,
+    durable_txn: u64,
+    next_txn: u64,
+    /// Pages written since the last flush, with their checksums: the superblock's commit list.
+    unflushed: IdMap<u64>,
+    readers: BTreeMap<u64, usize>,
+    pending: VecDeque<(u64, Vec<u32>)>,
+    free: Option<BTreeSet<u32>>,
+    w: Option<W>,
+    poisoned: Option<String>,
+    path: Vec<(u32, usize)>,
+    scratch: Vec<u8>,
+    serial: u64,
+    recovered: Option<String>,
+}
+
+impl<F: BlockFile> Pages for Shared<F> {
+    fn page_size(&self) -> usize {
+        self.pager.page_size
+    }
+
+    fn read(&mut self, id: u32) -> Result<Page> {
+        if let Some(w) = &self.w {
+            if let Some(p) = w.dirty.get(&id) {
+                return Ok(p.clone());
+            }
+        }
+        if id < 2 || id >= self.page_limit() {
+            return Err(page::corrupt(
+                id,
+                "is not a page of a tree (outside the page range)",
+            ));
+        }
+        self.pager.read(id)
+    }
+
+    fn is_owned(&self, id: u32) -> bool {
+        self.w.as_ref().is_some_and(|w| w.owned.contains_key(&id))
+    }
+
+    fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>> {
+        let w = self
+            .w
+            .as_mut()
+            .expect("invariant: page_mut only inside a write transaction");
+        if !w.dirty.contains_key(&id) {
+            if !w.owned.contains_key(&id) {
+                return Err(Error::Corrupt(format!(
+                    "page {id} changed without being copied first"
+                )));
+            }
+            let p = self.pager.read_uncached(id)?;
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            w.dirty.insert(id, Rc::new(p));
+        }
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.seq += 1;
+        let p = w.dirty.get_mut(&id).expect("invariant: just inserted");
+        Ok(Rc::make_mut(p))
+    }
+
+    fn alloc(&mut self) -> Result<u32> {
+        let ps = self.pager.page_size;
+        let w = self
+            .w
+            .as_mut()
+            .expect("invariant: alloc only inside a write transaction");
+        let free = self
+            .free
+            .as_mut()
+            .expect("invariant: free set loaded by begin_write");
+        let id = match free.pop_first() {
+            Some(id) => {
+                // Every allocatable page is in the free tree (or about to be added to it).
+                delta_set(&mut w.delta, id, false);
+                id
+            }
+            None => {
+                let id = w.state.page_count;
+                w.state.page_count = id
+                    .checked_add(1)
+                    .ok_or_else(|| Error::TooLarge("the file would pass 2^32 pages".into()))?;
+                id
+            }
+        };
+        w.owned.insert(id, ());
+        w.dirty.insert(id, Rc::new(vec![0u8; ps]));
+        Ok(id)
+    }
+
+    fn free(&mut self, id: u32) -> Result<()> {
+        let w = self
+            .w
+            .as_mut()
+            .expect("invariant: free only inside a write transaction");
+        w.seq += 1;
+        if w.owned.remove(&id).is_some() {
+            w.dirty.remove(&id);
+            self.unflushed.remove(&id);
+            self.pager.forget(id);
+            delta_set(&mut w.delta, id, true);
+            self.free
+                .as_mut()
+                .expect("invariant: free set loaded")
+                .insert(id);
+        } else {
+            if w.delta.contains_key(&id) {
+                return Err(page::corrupt(id, "freed twice"));
+            }
+            w.freed.push(id);
+            w.delta.insert(id, true);
+        }
+        Ok(())
+    }
+}
+
+/// Records a change to the free tree; an add and a remove of the same page cancel.
+fn delta_set(delta: &mut BTreeMap<u32, bool>, id: u32, add: bool) {
+    match delta.get(&id) {
+        Some(&prev) if prev != add => {
+            delta.remove(&id);
+        }
+        _ => {
+            delta.insert(id, add);
+        }
+    }
+}
+
+fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) -> Vec<u8> {
+    let mut b = vec![0u8; ps];
+    b[..8].copy_from_slice(&MAGIC);
+    page::put_u32(&mut b, 16, FORMAT_VERSION);
+    page::put_u32(&mut b, 20, ps as u32);
+    page::put_u64(&mut b, 24, s.txn);
+    page::put_u32(&mut b, 32, s.page_count);
+    page::put_u32(&mut b, 36, s.catalog);
+    page::put_u32(&mut b, 40, s.free);
+    page::put_u64(&mut b, 44, s.catalog_len);
+    page::put_u64(&mut b, 52, s.free_len);
+    page::put_u32(&mut b, 60, list.len() as u32);
+    for (i, (id, sum)) in list.iter().enumerate() {
+        page::put_u32(&mut b, SB_LIST + 12 * i, *id);
+        page::put_u64(&mut b, SB_LIST + 12 * i + 4, *sum);
+    }
+    let sum = xxh64(&b[16..], slot as u64);
+    page::put_u64(&mut b, 8, sum);
+    b
+}
+
+fn list_capacity(ps: usize) -> usize {
+    (ps - SB_LIST) / 12
+}
+
+struct Slot {
+    state: State,
+    list: Vec<(u32, u64)>,
+}
+
+/// Parses one superblock slot, or says what is wrong with it.
+fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Slot, SlotError> {
+    if b[..8] != MAGIC {
+        return Err(SlotError::NoMagic);
+    }
+    let version = page::get_u32(b, 16);
+    if version > FORMAT_VERSION {
+        return Err(SlotError::Version(version));
+    }
+    if xxh64(&b[16..ps], slot as u64) != page::get_u64(b, 8) {
+        return Err(SlotError::Bad("checksum mismatch".into()));
+    }
+    if version == 0 {
+        return Err(SlotError::Bad("format version 0".into()));
+    }
+    if page::get_u32(b, 20) as usize != ps {
+        return Err(SlotError::Bad(
+            "page size differs from the other slot".into(),
+        ));
+    }
+    let state = State {
+        txn: page::get_u64(b, 24),
+        page_count: page::get_u32(b, 32),
+        catalog: page::get_u32(b, 36),
+        free: page::get_u32(b, 40),
+        catalog_len: page::get_u64(b, 44),
+        free_len: page::get_u64(b, 52),
+    };
+    let n = page::get_u32(b, 60) as usize;
+    if n > list_capacity(ps) {
+        return Err(SlotError::Bad(format!(
+            "commit list of {n} entries is too long"
+        )));
+    }
+    let list = (0..n)
+        .map(|i| {
+            (
+                page::get_u32(b, SB_LIST + 12 * i),
+                page::get_u64(b, SB_LIST + 12 * i + 4),
+            )
+        })
+        .collect();
+    Ok(Slot { state, list })
+}
+
+enum SlotError {
+    NoMagic,
+    Version(u32),
+    Bad(String),
+}
+
+fn valid_page_size(ps: usize) -> bool {
+    ps.is_power_of_two() && (512..=65536).contains(&ps)
+}
+
+impl<F: BlockFile> Shared<F> {
+    pub(crate) fn has_writer(&self) -> bool {
+        self.w.is_some()
+    }
+
+    fn page_limit(&self) -> u32 {
+        match &self.w {
+            Some(w) => w.state.page_count,
+            None => self.state.page_count,
+        }
+    }
+
+    fn new(pager: Pager<F>, opts: Options, state: State, slot: usize) -> Self {
+        Shared {
+            pager,
+            opts,
+            state,
+            durable_slot: slot,
+            last_slot: slot,
+            durable_txn: state.txn,
+            next_txn: state.txn + 1,
+            unflushed: IdMap::default(),
+            readers: BTreeMap::new(),
+            pending: VecDeque::new(),
+            free: None,
+            w: None,
+            poisoned: None,
+            path: Vec::new(),
+            scratch: Vec::new(),
+            serial: 0,
+            recovered: None,
+        }
+    }
+
+    fn load_free(&mut self) -> Result<()> {
+        if self.free.is_some() {
+            return Ok(());
+        }
+        let mut set = BTreeSet::new();
+        let mut st = Stack::default();
+        let mut ok = st.first(self, self.state.free)?;
+        while ok {
+            let (pg, i) = st.leaf().expect("invariant: valid stack has a leaf");
+            let k = page::key(pg, i);
+            if k.len() != 4 {
+                return Err(Error::Corrupt("free tree key is not a page number".into()));
+            }
+            set.insert(u32::from_be_bytes([k[0], k[1], k[2], k[3]]));
+            ok = st.next(self)?;
+        }
+        self.free = Some(set);
+        Ok(())
+    }
+
+    fn begin_write(&mut self) -> Result<u64> {
+        if let Some(m) = &self.poisoned {
+            return Err(Error::NeedsReopen(m.clone()));
+        }
+        if self.w.is_some() {
+            return Err(Error::Busy("a write transaction is already open".into()));
+        }
+        self.load_free()?;
+        self.release_pending();
+        self.serial += 1;
+        self.w = Some(W {
+            state: self.state,
+            base_page_count: self.state.page_count,
+            dirty: IdMap::default(),
+            owned: IdMap::default(),
+            freed: Vec::new(),
+            delta: BTreeMap::new(),
+            trees: Vec::new(),
+            names: HashMap::new(),
+            seq: 0,
+            serial: self.serial,
+        });
+        Ok(self.serial)
+    }
+
+    fn release_pending(&mut self) {
+        let oldest_reader = self.readers.keys().next().copied();
+        let free = self.free.as_mut().expect("invariant: free set loaded");
+        while let Some((t, _)) = self.pending.front() {
+            let t = *t;
+            if t > self.durable_txn || oldest_reader.is_some_and(|r| t > r) {
+                break;
+            }
+            let (_, pages) = self.pending.pop_front().expect("invariant: front exists");
+            free.extend(pages);
+        }
+    }
+
+    fn rollback(&mut self) {
+        let Some(w) = self.w.take() else { return };
+        let free = self.free.as_mut().expect("invariant: free set loaded");
+        for (&id, &add) in &w.delta {
+            // Pages taken from the free tree go back; pages past the old end are forgotten.
+            if !add && id < w.base_page_count {
+                free.insert(id);
+            }
+        }
+        free.retain(|&id| id < w.base_page_count);
+        for &id in w.owned.keys() {
+            self.unflushed.remove(&id);
+            self.pager.forget(id);
+        }
+    }
+
+    /// Spills the changed pages to the file when there are too many to hold (they go to free
+    /// places, so writing them early is harmless; they stay owned and are rewritten if changed).
+    fn maybe_spill(&mut self) -> Result<()> {
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        if w.dirty.len() <= self.opts.dirty_pages {
+            return Ok(());
+        }
+        self.write_dirty()
+    }
+
+    fn write_dirty(&mut self) -> Result<()> {
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let mut ids: Vec<u32> = w.dirty.keys().copied().collect();
+        ids.sort_unstable();
+        let txn = w.state.txn.max(self.next_txn);
+        for id in ids {
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            let mut p = w.dirty.remove(&id).expect("invariant: listed");
+            let sum = self
+                .pager
+                .write(id, Rc::make_mut(&mut p).as_mut_slice(), txn)?;
+            self.unflushed.insert(id, sum);
+            self.pager.cache_put(id, p);
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let r = self.commit_inner();
+        if let Err(e) = &r {
+            self.poisoned = Some(e.to_string());
+            self.rollback();
+        }
+        r
+    }
+
+    fn commit_inner(&mut self) -> Result<()> {
+        let txn = self.next_txn;
+        // 1. Changed trees into the catalog.
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let changed: Vec<(String, Vec<u8>)> = w
+            .trees
+            .iter_mut()
+            .filter(|t| t.changed && !t.dropped)
+            .map(|t| {
+                t.changed = false;
+                (t.info.name.clone(), t.info.encode())
+            })
+            .collect();
+        for (name, v) in changed {
+            self.catalog_put(name.as_bytes(), &v)?;
+        }
+        // 2. The free tree, until it no longer changes itself.
+        let mut rounds = 0;
+        loop {
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            let delta = std::mem::take(&mut w.delta);
+            if delta.is_empty() {
+                break;
+            }
+            rounds += 1;
+            if rounds > 64 {
+                return Err(Error::Corrupt("free tree update does not settle".into()));
+            }
+            let mut root = w.state.free;
+            let mut len = w.state.free_len;
+            let mut path = std::mem::take(&mut self.path);
+            let mut scratch = std::mem::take(&mut self.scratch);
+            for (id, add) in delta {
+                let k = id.to_be_bytes();
+                let changed = if add {
+                    !btree::insert(self, &mut root, &k, &[], &mut path, &mut scratch)?
+                } else {
+                    btree::remove(self, &mut root, &k, &mut path)?
+                };
+                if !changed {
+                    return Err(page::corrupt(
+                        id,
+                        "free tree out of step with the allocator",
+                    ));
+                }
+                if add {
+                    len += 1;
+                } else {
+                    len -= 1;
+                }
+            }
+            self.path = path;
+            self.scratch = scratch;
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            w.state.free = root;
+            w.state.free_len = len;
+        }
+        // 3. Pages, then the superblock, then one flush. Pages this commit freed leave the list:
+        // the new state does not need them, and once durable they may be overwritten.
+        self.write_dirty()?;
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        for id in &w.freed {
+            self.unflushed.remove(id);
+        }
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let mut state = w.state;
+        state.txn = txn;
+        let ps = self.pager.page_size;
+        let slot = 1 - self.durable_slot;
+        let flushed = if self.unflushed.len() <= list_capacity(ps) {
+            let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
+            list.sort_unstable();
+            let sb = encode_superblock(ps, slot, &state, &list);
+            self.pager.file.write((slot * ps) as u64, &sb)?;
+            if self.opts.durability == Durability::Full {
+                self.pager.file.flush()?;
+                true
+            } else {
+                false
+            }
+        } else {
+            // Too many pages to name: make them durable first, then a superblock naming none.
+            self.pager.file.flush()?;
+            self.unflushed.clear();
+            let sb = encode_superblock(ps, slot, &state, &[]);
+            self.pager.file.write((slot * ps) as u64, &sb)?;
+            if self.opts.durability == Durability::Full {
+                self.pager.file.flush()?;
+                true
+            } else {
+                false
+            }
+        };
+        // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
+        let w = self.w.take().expect("invariant: write transaction open");
+        self.state = state;
+        self.next_txn = txn + 1;
+        self.last_slot = slot;
+        if flushed {
+            self.mark_durable();
+        }
+        if !w.freed.is_empty() {
+            self.pending.push_back((txn, w.freed));
+        }
+        Ok(())
+    }
+
+    fn mark_durable(&mut self) {
+        self.unflushed.clear();
+        self.durable_slot = self.last_slot;
+        self.durable_txn = self.state.txn;
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if let Err(e) = self.pager.file.flush() {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        self.mark_durable();
+        Ok(())
+    }
+
+    fn catalog_put(&mut self, name: &[u8], v: &[u8]) -> Result<()> {
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let mut root = w.state.catalog;
+        let mut path = std::mem::take(&mut self.path);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = btree::insert(self, &mut root, name, v, &mut path, &mut scratch);
+        self.path = path;
+        self.scratch = scratch;
+        let existed = r?;
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.state.catalog = root;
+        if !existed {
+            w.state.catalog_len += 1;
+        }
+        Ok(())
+    }
+
+    fn catalog_remove(&mut self, name: &[u8]) -> Result<bool> {
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let mut root = w.state.catalog;
+        let mut path = std::mem::take(&mut self.path);
+        let r = btree::remove(self, &mut root, name, &mut path);
+        self.path = path;
+        let existed = r?;
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.state.catalog = root;
+        if existed {
+            w.state.catalog_len -= 1;
+        }
+        Ok(existed)
+    }
+
+    pub(crate) fn catalog_get(&mut self, catalog: u32, name: &str) -> Result<Option<TreeInfo>> {
+        let mut v = Vec::new();
+        if btree::get(self, catalog, name.as_bytes(), &mut v)? {
+            Ok(Some(TreeInfo::decode(name.as_bytes(), &v)?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    pub(crate) fn catalog_list(&mut self, catalog: u32) -> Result<Vec<TreeInfo>> {
+        let mut out = Vec::new();
+        let mut st = Stack::default();
+        let mut ok = st.first(self, catalog)?;
+        let mut v = Vec::new();
+        while ok {
+            let (pg, i) = st.leaf().expect("invariant: valid stack has a leaf");
+            let pg = pg.clone();
+            btree::read_value(self, &pg, i, &mut v)?;
+            out.push(TreeInfo::decode(page::key(&pg, i), &v)?);
+            ok = st.next(self)?;
+        }
+        Ok(out)
+    }
+
+    fn w(&mut self, serial: u64) -> Result<&mut W> {
+        match self.w.as_mut() {
+            Some(w) if w.serial == serial => Ok(w),
+            _ => Err(Error::InvalidInput(
+                "the write transaction has ended".into(),
+            )),
+        }
+    }
+}
+
+/// A database over a block file. Single-threaded by design (it lives in one Worker): handles are
+/// `Rc`-based and share one pager and cache.
+pub struct Db<F: BlockFile> {
+    shared: Rc<RefCell<Shared<F>>>,
+}
+
+impl<F: BlockFile> Db<F> {
+    /// Creates a database in an empty file.
+    pub fn create(mut file: F, opts: Options) -> Result<Self> {
+        if !valid_page_size(opts.page_size) {
+            return Err(Error::InvalidInput(format!(
+                "page size {} is not a power of two from 512 to 65536",
+                opts.page_size
+            )));
+        }
+        if file.len()? != 0 {
+            return Err(Error::InvalidInput("create needs an empty file".into()));
+        }
+        let ps = opts.page_size;
+        let state = State {
+            txn: 1,
+            page_count: 2,
+            catalog: 0,
+            free: 0,
+            catalog_len: 0,
+            free_len: 0,
+        };
+        file.write(0, &encode_superblock(ps, 0, &state, &[]))?;
+        file.write(ps as u64, &vec![0u8; ps])?;
+        file.flush()?;
+        let pager = Pager::new(file, ps, opts.cache_pages);
+        Ok(Db {
+            shared: Rc::new(RefCell::new(Shared::new(pager, opts, state, 0))),
+        })
+    }
+
+    /// Opens an existing database: reads the two superblock slots and the pages the newer one's
+    /// commit list names, and the catalog's root. Refuses anything that is not a cairn file, is
+    /// newer than this build, or is damaged, saying what and where.
+    pub fn open(file: F, opts: Options) -> Result<Self> {
+        let len = file.len()?;
+        if len < 64 {
+            return Err(Error::NotADatabase(format!(
+                "the file is {len} bytes, too short to hold a superblock"
+            )));
+        }
+        let mut head = [0u8; 24];
+        file.read(0, &mut head)?;
+        let mut ps = page::get_u32(&head, 20) as usize;
+        if head[..8] != MAGIC || !valid_page_size(ps) {
+            // Slot A is damaged: look for slot B at every possible page size.
+            ps = 0;
+            let mut size = 512;
+            while size <= 65536 {
+                let mut h = [0u8; 24];
+                if file.read(size as u64, &mut h).is_ok()
+                    && h[..8] == MAGIC
+                    && page::get_u32(&h, 20) as usize == size
+                {
+                    ps = size;
+                    break;
+                }
+                size *= 2;
+            }
+            if ps == 0 {
+                if head[..8] == MAGIC {
+                    return Err(Error::Corrupt(
+                        "page 0 (superblock A): bad page size and no valid superblock B".into(),
+                    ));
+                }
+                return Err(Error::NotADatabase(
+                    "no cairn magic number in either superblock".into(),
+                ));
+            }
+        }
+        let mut pager = Pager::new(file, ps, opts.cache_pages);
+        let mut slots = Vec::new();
+        let mut problems = Vec::new();
+        let mut magic = false;
+        for s in 0..2 {
+            let mut b = vec![0u8; ps];
+            if pager.file.read((s * ps) as u64, &mut b).is_err() {
+                problems.push(format!("page {s} (superblock {}): missing", ["A", "B"][s]));
+                continue;
+            }
+            match decode_superblock(&b, s, ps) {
+                Ok(sl) => {
+                    magic = true;
+                    slots.push((s, sl))
+                }
+                Err(SlotError::NoMagic) => problems.push(format!(
+                    "page {s} (superblock {}): no magic number",
+                    ["A", "B"][s]
+                )),
+                Err(SlotError::Version(v)) => {
+                    return Err(Error::UnsupportedVersion {
+                        found: v,
+                        supported: FORMAT_VERSION,
+                    })
+                }
+                Err(SlotError::Bad(m)) => {
+                    magic = true;
+                    problems.push(format!("page {s} (superblock {}): {m}", ["A", "B"][s]))
+                }
+            }
+        }
+        if !magic {
+            return Err(Error::NotADatabase(
+                "no cairn magic number in either superblock".into(),
+            ));
+        }
+        slots.sort_by_key(|(_, sl)| std::cmp::Reverse(sl.state.txn));
+        let mut chosen = None;
+        for (s, sl) in slots {
+            match verify_list(&mut pager, &sl.list) {
+                Ok(()) => {
+                    chosen = Some((s, sl.state));
+                    break;
+                }
+                Err(m) => problems.push(format!(
+                    "superblock {} (transaction {}): {m}",
+                    ["A", "B"][s],
+                    sl.state.txn
+                )),
+            }
+        }
+        let Some((slot, state)) = chosen else {
+            return Err(Error::Corrupt(problems.join("; ")));
+        };
+        let mut sh = Shared::new(
+            pager,
+            Options {
+                page_size: ps,
+                ..opts
+            },
+            state,
+            slot,
+        );
+        let notes: Vec<&String> = problems
+            .iter()
+            .filter(|p| !p.ends_with("no magic number"))
+            .collect();
+        if !notes.is_empty() {
+            sh.recovered = Some(
+                notes
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
+        if state.catalog != 0 {
+            sh.read(state.catalog)?;
+        }
+        Ok(Db {
+            shared: Rc::new(RefCell::new(sh)),
+        })
+    }
+
+    pub fn begin_write(&self) -> Result<WriteTx<F>> {
+        let serial = self.shared.borrow_mut().begin_write()?;
+        Ok(WriteTx {
+            shared: self.shared.clone(),
+            serial,
+        })
+    }
+
+    pub fn begin_read(&self) -> Result<ReadTx<F>> {
+        let mut sh = self.shared.borrow_mut();
+        let state = sh.state;
+        *sh.readers.entry(state.txn).or_insert(0) += 1;
+        sh.serial += 1;
+        Ok(ReadTx {
+            shared: self.shared.clone(),
+            state,
+            trees: RefCell::new(Vec::new()),
+            serial: sh.serial,
+        })
+    }
+
+    /// Makes every relaxed commit so far durable.
+    pub fn flush(&self) -> Result<()> {
+        self.shared.borrow_mut().flush()
+    }
+
+    /// The id of the last committed transaction.
+    pub fn txn(&self) -> u64 {
+        self.shared.borrow().state.txn
+    }
+
+    /// Number of pages in the file as the last commit sees it.
+    pub fn page_count(&self) -> u32 {
+        self.shared.borrow().state.page_count
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.shared.borrow().pager.page_size
+    }
+
+    /// Pages currently held by the cache (never more than `Options::cache_pages`).
+    pub fn cached_pages(&self) -> usize {
+        self.shared.borrow().pager.cached_pages()
+    }
+
+    /// Page reads that went to the file so far.
+    pub fn file_reads(&self) -> u64 {
+        self.shared.borrow().pager.reads
+    }
+
+    pub(crate) fn shared(&self) -> &Rc<RefCell<Shared<F>>> {
+        &self.shared
+    }
+
+    /// Closes the file (flushing relaxed commits first). Open transactions must be dropped first.
+    pub fn close(self) -> Result<()> {
+        let mut sh = self.shared.borrow_mut();
+        if sh.w.is_some() {
+            return Err(Error::Busy("a write transaction is still open".into()));
+        }
+        if sh.poisoned.is_none() && !sh.unflushed.is_empty() {
+            sh.flush()?;
+        }
+        sh.pager.file.close()
+    }
+
+    /// Hands the file back without closing it (relaxed commits are not flushed). Fails with
+    /// `BUSY` while a transaction or cursor still holds the database.
+    pub fn into_file(self) -> Result<F> {
+        match Rc::try_unwrap(self.shared) {
+            Ok(cell) => Ok(cell.into_inner().pager.file),
+            Err(_) => Err(Error::Busy("a transaction or cursor is still open".into())),
+        }
+    }
+
+    /// Every free page of the last committed state, in order (from the free tree).
+    pub fn free_pages(&self) -> Result<Vec<u32>> {
+        let mut sh = self.shared.borrow_mut();
+        let root = sh.state.free;
+        let mut out = Vec::new();
+        let mut st = Stack::default();
+        let mut ok = st.first(&mut *sh, root)?;
+        while ok {
+            let (pg, i) = st.leaf().expect("invariant: valid stack has a leaf");
+            let k = page::key(pg, i);
+            if k.len() == 4 {
+                out.push(u32::from_be_bytes([k[0], k[1], k[2], k[3]]));
+            }
+            ok = st.next(&mut *sh)?;
+        }
+        Ok(out)
+    }
+
+    /// Compacts the file: moves pages from its end into free pages nearer the start, then cuts
+    /// the free tail off. Needs no open transaction. Costs a walk of every tree and four commits;
+    /// returns the page counts before and after.
+    pub fn vacuum(&self) -> Result<(u32, u32)> {
+        let before = self.page_count();
+        {
+            let mut sh = self.shared.borrow_mut();
+            if sh.w.is_some() || !sh.readers.is_empty() {
+                return Err(Error::Busy("vacuum needs no open transaction".into()));
+            }
+            sh.flush()?;
+        }
+        // 1. Move pages past the cutoff down.
+        let tx = self.begin_write()?;
+        let held: Vec<u32> = {
+            let mut guard = self.shared.borrow_mut();
+            let sh = &mut *guard;
+            let free = sh.free.as_mut().expect("invariant: loaded by begin_write");
+            let count = sh.state.page_count;
+            let live = count - free.len() as u32;
+            let cutoff = (live + live / 8 + 16).min(count);
+            let held: Vec<u32> = free.range(cutoff..).copied().collect();
+            for id in &held {
+                free.remove(id);
+            }
+            let catalog = sh.w.as_ref().expect("invariant: open").state.catalog;
+            for mut info in sh.catalog_list(catalog)? {
+                let root = btree::relocate(sh, info.root, cutoff)?;
+                if root != info.root {
+                    info.root = root;
+                    sh.catalog_put(info.name.as_bytes(), &info.encode())?;
+                }
+            }
+            let w = sh.w.as_ref().expect("invariant: open");
+            let (cat, fr) = (w.state.catalog, w.state.free);
+            let cat = btree::relocate(sh, cat, cutoff)?;
+            let fr = btree::relocate(sh, fr, cutoff)?;
+            let w = sh.w.as_mut().expect("invariant: open");
+            w.state.catalog = cat;
+            w.state.free = fr;
+            held
+        };
+        let r = tx.commit();
+        {
+            let mut sh = self.shared.borrow_mut();
+            if let Some(free) = sh.free.as_mut() {
+                free.extend(held);
+            }
+        }
+        r?;
+        self.flush()?;
+        // 2. Drop the free tail from the free tree and the page count.
+        let tx = self.begin_write()?;
+        let new_count = {
+            let mut guard = self.shared.borrow_mut();
+            let sh = &mut *guard;
+            let free = sh.free.as_mut().expect("invariant: loaded by begin_write");
+            let w = sh.w.as_mut().expect("invariant: open");
+            let mut n = w.state.page_count;
+            while n > 2 && free.contains(&(n - 1)) {
+                n -= 1;
+                free.remove(&n);
+                delta_set(&mut w.delta, n, false);
+            }
+            w.state.page_count = n;
+            n
+        };
+        tx.commit()?;
+        self.flush()?;
+        // 3. One more commit, so the other superblock slot no longer names the tail either.
+        self.begin_write()?.commit()?;
+        self.flush()?;
+        let mut sh = self.shared.borrow_mut();
+        let count = sh.state.page_count.max(new_count);
+        let ps = sh.pager.page_size as u64;
+        sh.pager.file.set_len(count as u64 * ps)?;
+        sh.flush()?;
+        Ok((before, count))
+    }
+
+    /// Why open did not use the newest superblock, if it did not (a crash in the middle of a
+    /// commit, or damage to that superblock).
+    pub fn recovery_note(&self) -> Option<String> {
+        self.shared.borrow().recovered.clone()
+    }
+}
+
+fn verify_list<F: BlockFile>(
+    pager: &mut Pager<F>,
+    list: &[(u32, u64)],
+) -> std::result::Result<(), String> {
+    let ps = pager.page_size;
+    let mut buf = vec![0u8; ps];
+    for &(id, sum) in list {
+        if pager.file.read(id as u64 * ps as u64, &mut buf).is_err() {
+            return Err(format!("page {id} of the last commit is missing"));
+        }
+        if page::get_u64(&buf, 0) != sum || crate::pager::page_checksum(id, &buf) != sum {
+            return Err(format!(
+                "page {id} of the last commit did not reach the disk intact"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A handle on a tree, valid in the transaction that returned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tree {
+    serial: u64,
+    idx: usize,
+    /// The root, for read transactions (whose trees do not change).
+    root: u32,
+}
+
+/// A read transaction: a snapshot of the last commit as of `begin_read`. Pages it can see are
+/// not reused while it is open, so keep it short when writes are heavy.
+pub struct ReadTx<F: BlockFile> {
+    shared: Rc<RefCell<Shared<F>>>,
+    state: State,
+    trees: RefCell<Vec<TreeInfo>>,
+    serial: u64,
+}
+
+impl<F: BlockFile> Drop for ReadTx<F> {
+    fn drop(&mut self) {
+        let mut sh = self.shared.borrow_mut();
+        if let Some(n) = sh.readers.get_mut(&self.state.txn) {
+            *n -= 1;
+            if *n == 0 {
+                sh.readers.remove(&self.state.txn);
+            }
+        }
+    }
+}
+
+impl<F: BlockFile> ReadTx<F> {
+    pub fn txn(&self) -> u64 {
+        self.state.txn
+    }
+
+    pub fn open_tree(&self, name: &str) -> Result<Tree> {
+        let info = self
+            .shared
+            .borrow_mut()
+            .catalog_get(self.state.catalog, name)?
+            .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
+        let root = info.root;
+        let mut trees = self.trees.borrow_mut();
+        trees.push(info);
+        Ok(Tree {
+            serial: self.serial,
+            idx: trees.len() - 1,
+            root,
+        })
+    }
+
+    pub fn list_trees(&self) -> Result<Vec<TreeInfo>> {
+        self.shared.borrow_mut().catalog_list(self.state.catalog)
+    }
+
+    fn root(&self, t: Tree) -> Result<u32> {
+        if t.serial != self.serial {
+            return Err(Error::InvalidInput(
+                "tree handle from another transaction".into(),
+            ));
+        }
+        Ok(t.root)
+    }
+
+    pub fn tree_info(&self, t: Tree) -> Result<TreeInfo> {
+        self.root(t)?;
+        self.trees
+            .borrow()
+            .get(t.idx)
+            .cloned()
+            .ok_or_else(|| Error::InvalidInput("bad tree handle".into()))
+    }
+
+    pub fn len(&self, t: Tree) -> Result<u64> {
+        Ok(self.tree_info(t)?.len)
+    }
+
+    /// Copies the value of `key` into `out`; returns whether it exists.
+    pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let root = self.root(t)?;
+        btree::get(&mut *self.shared.borrow_mut(), root, key, out)
+    }
+
+    pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut v = Vec::new();
+        Ok(self.get_into(t, key, &mut v)?.then_some(v))
+    }
+
+    pub fn cursor(&self, t: Tree) -> Result<Cursor<F>> {
+        let root = self.root(t)?;
+        Ok(Cursor::new(self.shared.clone(), Source::Fixed(root)))
+    }
+
+    pub fn range(
+        &self,
+        t: Tree,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Range<F>> {
+        Ok(Range::new(self.cursor(t)?, lower, upper, reverse))
+    }
+}
+
+/// The one write transaction. Dropping it without `commit` rolls it back.
+pub struct WriteTx<F: BlockFile> {
+    shared: Rc<RefCell<Shared<F>>>,
+    serial: u64,
+}
+
+impl<F: BlockFile> Drop for WriteTx<F> {
+    fn drop(&mut self) {
+        let mut sh = self.shared.borrow_mut();
+        if sh.w.as_ref().is_some_and(|w| w.serial == self.serial) {
+            sh.rollback();
+        }
+    }
+}
+
+impl<F: BlockFile> WriteTx<F> {
+    fn slot<'a>(&self, sh: &'a mut Shared<F>, t: Tree) -> Result<&'a mut TreeSlot> {
+        let w = sh.w(self.serial)?;
+        if t.serial != self.serial {
+            return Err(Error::InvalidInput(
+                "tree handle from another transaction".into(),
+            ));
+        }
+        match w.trees.get_mut(t.idx) {
+            Some(s) if !s.dropped => Ok(s),
+            Some(s) => Err(Error::NotFound(format!(
+                "tree {:?} was dropped",
+                s.info.name
+            ))),
+            None => Err(Error::InvalidInput("bad tree handle".into())),
+        }
+    }
+
+    fn handle(&self, sh: &mut Shared<F>, info: TreeInfo) -> Result<Tree> {
+        let w = sh.w(self.serial)?;
+        let idx = w.trees.len();
+        w.names.insert(info.name.clone(), idx);
+        w.trees.push(TreeSlot {
+            info,
+            changed: false,
+            dropped: false,
+        });
+        Ok(Tree {
+            serial: self.serial,
+            idx,
+            root: 0,
+        })
+    }
+
+    /// Creates an empty tree named `name`.
+    pub fn create_tree(&mut self, name: &str, kind: TreeKind) -> Result<Tree> {
+        let mut sh = self.shared.borrow_mut();
+        let catalog = sh.w(self.serial)?.state.catalog;
+        if name.len() > page::max_key(sh.pager.page_size) {
+            return Err(Error::TooLarge(format!(
+                "tree name of {} bytes",
+                name.len()
+            )));
+        }
+        if sh.catalog_get(catalog, name)?.is_some() {
+            return Err(Error::AlreadyExists(format!("tree {name:?}")));
+        }
+        let info = TreeInfo {
+            name: name.to_string(),
+            kind,
+            len: 0,
+            meta: Vec::new(),
+            root: 0,
+        };
+        sh.catalog_put(name.as_bytes(), &info.encode())?;
+        self.handle(&mut sh, info)
+    }
+
+    pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
+        let mut sh = self.shared.borrow_mut();
+        let w = sh.w(self.serial)?;
+        if let Some(&idx) = w.names.get(name) {
+            if !w.trees[idx].dropped {
+                return Ok(Tree {
+                    serial: self.serial,
+                    idx,
+                    root: 0,
+                });
+            }
+        }
+        let catalog = w.state.catalog;
+        let info = sh
+            .catalog_get(catalog, name)?
+            .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
+        self.handle(&mut sh, info)
+    }
+
+    /// Deletes a tree and frees all its pages.
+    pub fn drop_tree(&mut self, name: &str) -> Result<()> {
+        let t = self.open_tree(name)?;
+        let mut sh = self.shared.borrow_mut();
+        let root = self.slot(&mut sh, t)?.info.root;
+        btree::free_tree(&mut *sh, root)?;
+        sh.catalog_remove(name.as_bytes())?;
+        let w = sh.w(self.serial)?;
+        w.trees[t.idx].dropped = true;
+        w.names.remove(name);
+        Ok(())
+    }
+
+    /// Every tree, as this transaction sees it.
+    pub fn list_trees(&self) -> Result<Vec<TreeInfo>> {
+        let mut sh = self.shared.borrow_mut();
+        let catalog = sh.w(self.serial)?.state.catalog;
+        let mut list = sh.catalog_list(catalog)?;
+        let w = sh.w(self.serial)?;
+        for info in &mut list {
+            if let Some(&i) = w.names.get(&info.name) {
+                *info = w.trees[i].info.clone();
+            }
+        }
+        Ok(list)
+    }
+
+    pub fn tree_info(&self, t: Tree) -> Result<TreeInfo> {
+        let mut sh = self.shared.borrow_mut();
+        Ok(self.slot(&mut sh, t)?.info.clone())
+    }
+
+    pub fn len(&self, t: Tree) -> Result<u64> {
+        let mut sh = self.shared.borrow_mut();
+        Ok(self.slot(&mut sh, t)?.info.len)
+    }
+
+    /// Replaces the caller's metadata bytes for tree `t` (kept in the catalog).
+    pub fn set_meta(&mut self, t: Tree, meta: &[u8]) -> Result<()> {
+        let mut sh = self.shared.borrow_mut();
+        let s = self.slot(&mut sh, t)?;
+        s.info.meta = meta.to_vec();
+        s.changed = true;
+        let (name, v) = (s.info.name.clone(), s.info.encode());
+        sh.catalog_put(name.as_bytes(), &v)
+    }
+
+    pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let mut sh = self.shared.borrow_mut();
+        let root = self.slot(&mut sh, t)?.info.root;
+        btree::get(&mut *sh, root, key, out)
+    }
+
+    pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut v = Vec::new();
+        Ok(self.get_into(t, key, &mut v)?.then_some(v))
+    }
+
+    /// Inserts or replaces; returns whether the key was there before.
+    pub fn insert(&mut self, t: Tree, key: &[u8], value: &[u8]) -> Result<bool> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let r = btree::insert(sh, &mut root, key, value, &mut path, &mut scratch);
+        sh.path = path;
+        sh.scratch = scratch;
+        // Even on error the root must be kept: pages may have moved before the failure.
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        s.changed = true;
+        let existed = r?;
+        if !existed {
+            s.info.len += 1;
+        }
+        sh.maybe_spill()?;
+        Ok(existed)
+    }
+
+    /// Removes `key`; returns whether it was there.
+    pub fn remove(&mut self, t: Tree, key: &[u8]) -> Result<bool> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let r = btree::remove(sh, &mut root, key, &mut path);
+        sh.path = path;
+        let s = self.slot(sh, t)?;
+        if s.info.root != root {
+            s.info.root = root;
+        }
+        let existed = r?;
+        if existed {
+            s.info.len -= 1;
+            s.changed = true;
+        }
+        sh.maybe_spill()?;
+        Ok(existed)
+    }
+
+    /// Fills the empty tree `t` from pairs in strictly increasing key order, building it bottom-up
+    /// (each page written once). Returns the number of entries.
+    pub fn bulk_load<I, K, V>(&mut self, t: Tree, items: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        if self.slot(sh, t)?.info.root != 0 {
+            return Err(Error::InvalidInput("bulk load needs an empty tree".into()));
+        }
+        let limit = sh.opts.dirty_pages;
+        let mut done = |sh: &mut Shared<F>, _id: u32| -> Result<()> {
+            let w = sh.w.as_ref().expect("invariant: write transaction open");
+            if w.dirty.len() > limit {
+                sh.write_dirty()?;
+            }
+            Ok(())
+        };
+        let (root, n) = btree::bulk_build(sh, items, &mut done)?;
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        s.info.len = n;
+        s.changed = true;
+        Ok(n)
+    }
+
+    pub fn cursor(&self, t: Tree) -> Result<Cursor<F>> {
+        let mut sh = self.shared.borrow_mut();
+        self.slot(&mut sh, t)?;
+        Ok(Cursor::new(
+            self.shared.clone(),
+            Source::Write {
+                serial: self.serial,
+                idx: t.idx,
+            },
+        ))
+    }
+
+    pub fn range(
+        &self,
+        t: Tree,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Range<F>> {
+        Ok(Range::new(self.cursor(t)?, lower, upper, reverse))
+    }
+
+    /// Makes the transaction's changes the committed state (durable on return with
+    /// `Durability::Full`). On error nothing of it is committed and the database must be reopened
+    /// before the next write (`NEEDS_REOPEN`); reads go on.
+    pub fn commit(self) -> Result<()> {
+        let mut sh = self.shared.borrow_mut();
+        sh.w(self.serial)?;
+        sh.commit()
+    }
+
+    pub fn rollback(self) {
+        // Drop does it.
+    }
+}
+
+enum Source {
+    Fixed(u32),
+    Write { serial: u64, idx: usize },
+}
+
+/// A position in a tree. Steps are cheap: the cursor holds its root-to-leaf path. In a write
+/// transaction, a cursor that outlives a change to the tree finds its place again by key
+/// (the next step goes to the key after, or before, the one it was on).
+pub struct Cursor<F: BlockFile> {
+    shared: Rc<RefCell<Shared<F>>>,
+    source: Source,
+    stack: Stack,
+    seq: u64,
+    key: Vec<u8>,
+    val: Vec<u8>,
+}
+
+impl<F: BlockFile> Cursor<F> {
+    fn new(shared: Rc<RefCell<Shared<F>>>, source: Source) -> Self {
+        Cursor {
+            shared,
+            source,
+            stack: Stack::default(),
+            seq: 0,
+            key: Vec::new(),
+            val: Vec::new(),
+        }
+    }
+
+    fn root(&self, sh: &mut Shared<F>) -> Result<u32> {
+        match self.source {
+            Source::Fixed(r) => Ok(r),
+            Source::Write { serial, idx } => {
+                let w = sh.w(serial)?;
+                match w.trees.get(idx) {
+                    Some(s) if !s.dropped => Ok(s.info.root),
+                    _ => Err(Error::NotFound("the cursor's tree was dropped".into())),
+                }
+            }
+        }
+    }
+
+    fn after(&mut self, sh: &mut Shared<F>, ok: bool) -> Result<bool> {
+        if let Source::Write { serial, .. } = self.source {
+            self.seq = sh.w(serial)?.seq;
+            self.key.clear();
+            if let Some((pg, i)) = self.stack.leaf() {
+                self.key.extend_from_slice(page::key(pg, i));
+            }
+        }
+        Ok(ok)
+    }
+
+    /// In a write transaction, whether the tree changed since the last step.
+    fn stale(&self, sh: &mut Shared<F>) -> Result<bool> {
+        match self.source {
+            Source::Fixed(_) => Ok(false),
+            Source::Write { serial, .. } => Ok(sh.w(serial)?.seq != self.seq),
+        }
+    }
+
+    pub fn first(&mut self) -> Result<bool> {
+        let sh_rc = self.shared.clone();
+        let mut sh = sh_rc.borrow_mut();
+        let root = self.root(&mut sh)?;
+        let ok = self.stack.first(&mut *sh, root)?;
+        self.after(&mut sh, ok)
+    }
+
+    pub fn last(&mut self) -> Result<bool> {
+        let sh_rc = self.shared.clone();
+        let mut sh = sh_rc.borrow_mut();
+        let root = self.root(&mut sh)?;
+        let ok = self.stack.last(&mut *sh, root)?;
+        self.after(&mut sh, ok)
+    }
+
+    /// Moves to the entry `op` picks relative to `key`; returns whether there is one.
+    pub fn seek(&mut self, key: &[u8], op: Seek) -> Result<bool> {
+        let sh_rc = self.shared.clone();
+        let mut sh = sh_rc.borrow_mut();
+        let root = self.root(&mut sh)?;
+        let ok = self.stack.seek(&mut *sh, root, key, op)?;
+        self.after(&mut sh, ok)
+    }
+
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<bool> {
+        let sh_rc = self.shared.clone();
+        let mut sh = sh_rc.borrow_mut();
+        let ok = if self.stale(&mut sh)? {
+            if self.key.is_empty() && !self.stack.valid() {
+                false
+            } else {
+                let root = self.root(&mut sh)?;
+                let k = std::mem::take(&mut self.key);
+                let ok = self.stack.seek(&mut *sh, root, &k, Seek::Gt)?;
+                self.key = k;
+                ok
+            }
+        } else {
+            self.stack.next(&mut *sh)?
+        };
+        self.after(&mut sh, ok)
+    }
+
+    pub fn prev(&mut self) -> Result<bool> {
+        let sh_rc = self.shared.clone();
+        let mut sh = sh_rc.borrow_mut();
+        let ok = if self.stale(&mut sh)? {
+            if self.key.is_empty() && !self.stack.valid() {
+                false
+            } else {
+                let root = self.root(&mut sh)?;
+                let k = std::mem::take(&mut self.key);
+                let ok = self.stack.seek(&mut *sh, root, &k, Seek::Lt)?;
+                self.key = k;
+                ok
+            }
+        } else {
+            self.stack.prev(&mut *sh)?
+        };
+        self.after(&mut sh, ok)
+    }
+
+    pub fn valid(&self) -> bool {
+        self.stack.valid()
+    }
+
+    /// The current key (`None` when the cursor is off either end).
+    pub fn key(&self) -> Option<&[u8]> {
+        self.stack.leaf().map(|(pg, i)| page::key(pg, i))
+    }
+
+    /// The current value. Inline values are borrowed from the page; overflow values are read
+    /// into a buffer the cursor reuses.
+    pub fn value(&mut self) -> Result<&[u8]> {
+        let Some((pg, i)) = self.stack.leaf() else {
+            return Err(Error::InvalidInput("the cursor is not on an entry".into()));
+        };
+        match page::leaf_value(pg, i) {
+            LeafValue::Inline(_) => {}
+            LeafValue::Overflow(len, first) => {
+                let mut sh = self.shared.borrow_mut();
+                self.val.clear();
+                btree::read_overflow(&mut *sh, len, first, &mut self.val)?;
+                return Ok(&self.val);
+            }
+        }
+        let (pg, i) = self.stack.leaf().expect("invariant: checked above");
+        match page::leaf_value(pg, i) {
+            LeafValue::Inline(v) => Ok(v),
+            LeafValue::Overflow(..) => unreachable!("invariant: checked above"),
+        }
+    }
+}
+
+/// Entries between two bounds, in either direction: `while range.next()? { range.key() ... }`.
+pub struct Range<F: BlockFile> {
+    cursor: Cursor<F>,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    reverse: bool,
+    started: bool,
+}
+
+fn own(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl<F: BlockFile> Range<F> {
+    fn new(cursor: Cursor<F>, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> Self {
+        Range {
+            cursor,
+            lower: own(lower),
+            upper: own(upper),
+            reverse,
+            started: false,
+        }
+    }
+
+    /// Steps to the next entry in range; returns false at the end.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<bool> {
+        let ok = if !self.started {
+            self.started = true;
+            if !self.reverse {
+                match &self.lower {
+                    Bound::Unbounded => self.cursor.first()?,
+                    Bound::Included(k) => {
+                        let k = k.clone();
+                        self.cursor.seek(&k, Seek::Ge)?
+                    }
+                    Bound::Excluded(k) => {
+                        let k = k.clone();
+                        self.cursor.seek(&k, Seek::Gt)?
+                    }
+                }
+            } else {
+                match &self.upper {
+                    Bound::Unbounded => self.cursor.last()?,
+                    Bound::Included(k) => {
+                        let k = k.clone();
+                        self.cursor.seek(&k, Seek::Le)?
+                    }
+                    Bound::Excluded(k) => {
+                        let k = k.clone();
+                        self.cursor.seek(&k, Seek::Lt)?
+                    }
+                }
+            }
+        } else if self.reverse {
+            self.cursor.prev()?
+        } else {
+            self.cursor.next()?
+        };
+        if !ok {
+            return Ok(false);
+        }
+        let k = self.cursor.key().expect("invariant: cursor on an entry");
+        let inside = if self.reverse {
+            btree::within(k, as_ref(&self.lower), false)
+        } else {
+            btree::within(k, as_ref(&self.upper), true)
+        };
+        if !inside {
+            self.cursor.stack.levels.clear();
+        }
+        Ok(inside)
+    }
+
+    pub fn key(&self) -> &[u8] {
+        self.cursor.key().unwrap_or(&[])
+    }
+
+    pub fn value(&mut self) -> Result<&[u8]> {
+        self.cursor.value()
+    }
+
+    /// Collects the rest of the range (for tests and small scans; allocates per entry).
+    pub fn collect_all(&mut self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        while self.next()? {
+            let k = self.key().to_vec();
+            out.push((k, self.value()?.to_vec()));
+        }
+        Ok(out)
+    }
+}

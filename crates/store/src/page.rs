@@ -1,0 +1,347 @@
+//! Byte layout of tree pages (`docs/file-format.md`, "Pages that hold trees"): the common header,
+//! slotted leaf and branch nodes, overflow pages. Functions here take page bytes and never do
+//! I/O. Pages read from disk pass [`validate`] once when they enter the cache, so the accessors
+//! below can index without re-checking bounds on every call (a page that fails is reported as
+//! corrupt, never indexed).
+
+use crate::error::Error;
+use std::cmp::Ordering;
+
+pub const HDR: usize = 32;
+pub const KIND_LEAF: u8 = 1;
+pub const KIND_BRANCH: u8 = 2;
+pub const KIND_OVERFLOW: u8 = 3;
+pub const OVERFLOW_BIT: u32 = 1 << 31;
+/// Bytes of a cell before its key: u16 key length, u32 value field or child.
+pub const CELL_HDR: usize = 6;
+
+#[inline]
+pub fn get_u16(p: &[u8], at: usize) -> usize {
+    u16::from_le_bytes([p[at], p[at + 1]]) as usize
+}
+#[inline]
+pub fn get_u32(p: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+}
+#[inline]
+pub fn get_u64(p: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&p[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+#[inline]
+pub fn put_u16(p: &mut [u8], at: usize, v: usize) {
+    p[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+}
+#[inline]
+pub fn put_u32(p: &mut [u8], at: usize, v: u32) {
+    p[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+#[inline]
+pub fn put_u64(p: &mut [u8], at: usize, v: u64) {
+    p[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+pub fn kind(p: &[u8]) -> u8 {
+    p[16]
+}
+#[inline]
+pub fn count(p: &[u8]) -> usize {
+    get_u16(p, 18)
+}
+#[inline]
+fn set_count(p: &mut [u8], n: usize) {
+    put_u16(p, 18, n)
+}
+#[inline]
+fn content_start(p: &[u8]) -> usize {
+    get_u32(p, 20) as usize
+}
+#[inline]
+fn set_content_start(p: &mut [u8], v: usize) {
+    put_u32(p, 20, v as u32)
+}
+#[inline]
+pub fn right(p: &[u8]) -> u32 {
+    get_u32(p, 24)
+}
+#[inline]
+pub fn set_right(p: &mut [u8], v: u32) {
+    put_u32(p, 24, v)
+}
+#[inline]
+fn dead(p: &[u8]) -> usize {
+    get_u32(p, 28) as usize
+}
+#[inline]
+fn set_dead(p: &mut [u8], v: usize) {
+    put_u32(p, 28, v as u32)
+}
+pub fn txn(p: &[u8]) -> u64 {
+    get_u64(p, 8)
+}
+
+/// Most bytes one cell (with its slot) may take: a node always holds at least four.
+pub fn max_cell(page_size: usize) -> usize {
+    (page_size - HDR) / 4 - 2
+}
+/// Longest key accepted.
+pub fn max_key(page_size: usize) -> usize {
+    max_cell(page_size) - CELL_HDR - 4
+}
+/// Bytes a node may hold in slots and cells.
+pub fn capacity(page_size: usize) -> usize {
+    page_size - HDR
+}
+
+/// Starts an empty node of `kind` in `p`.
+pub fn init(p: &mut [u8], kind: u8) {
+    p[..HDR].fill(0);
+    p[16] = kind;
+    let len = p.len();
+    set_content_start(p, len);
+}
+
+#[inline]
+pub fn slot(p: &[u8], i: usize) -> usize {
+    get_u16(p, HDR + 2 * i)
+}
+
+/// The size of the cell at offset `off` of a node of `kind`.
+#[inline]
+pub fn cell_size_at(p: &[u8], off: usize, kind: u8) -> usize {
+    let klen = get_u16(p, off);
+    if kind == KIND_BRANCH {
+        CELL_HDR + klen
+    } else {
+        let vf = get_u32(p, off + 2);
+        CELL_HDR
+            + klen
+            + if vf & OVERFLOW_BIT != 0 {
+                4
+            } else {
+                vf as usize
+            }
+    }
+}
+
+#[inline]
+pub fn key(p: &[u8], i: usize) -> &[u8] {
+    let off = slot(p, i);
+    let klen = get_u16(p, off);
+    &p[off + CELL_HDR..off + CELL_HDR + klen]
+}
+
+/// A leaf's value at `i`: inline bytes, or (total length, first overflow page).
+pub enum LeafValue<'a> {
+    Inline(&'a [u8]),
+    Overflow(usize, u32),
+}
+
+#[inline]
+pub fn leaf_value(p: &[u8], i: usize) -> LeafValue<'_> {
+    let off = slot(p, i);
+    let klen = get_u16(p, off);
+    let vf = get_u32(p, off + 2);
+    let start = off + CELL_HDR + klen;
+    if vf & OVERFLOW_BIT != 0 {
+        LeafValue::Overflow((vf & !OVERFLOW_BIT) as usize, get_u32(p, start))
+    } else {
+        LeafValue::Inline(&p[start..start + vf as usize])
+    }
+}
+
+/// The raw bytes of cell `i`.
+pub fn cell(p: &[u8], i: usize) -> &[u8] {
+    let off = slot(p, i);
+    &p[off..off + cell_size_at(p, off, kind(p))]
+}
+
+/// Child `idx` of a branch (`idx == count` is the rightmost).
+#[inline]
+pub fn child(p: &[u8], idx: usize) -> u32 {
+    if idx < count(p) {
+        get_u32(p, slot(p, idx) + 2)
+    } else {
+        right(p)
+    }
+}
+
+pub fn set_child(p: &mut [u8], idx: usize, id: u32) {
+    if idx < count(p) {
+        let off = slot(p, idx) + 2;
+        put_u32(p, off, id)
+    } else {
+        set_right(p, id)
+    }
+}
+
+/// Binary search: `Ok(i)` when key `i` equals `k`, else `Err(insertion point)`.
+#[inline]
+pub fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0, count(p));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match key(p, mid).cmp(k) {
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+            Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
+/// Which child of a branch may hold `k`.
+#[inline]
+pub fn child_index(p: &[u8], k: &[u8]) -> usize {
+    match search(p, k) {
+        Ok(i) => i + 1,
+        Err(i) => i,
+    }
+}
+
+/// Bytes used by slots and cells.
+pub fn used(p: &[u8]) -> usize {
+    2 * count(p) + (p.len() - content_start(p)) - dead(p)
+}
+
+/// Reserves room for a cell of `size` bytes at slot `i`, defragmenting if that makes room.
+/// Returns the cell's offset, or `None` when the node is too full.
+pub fn reserve(p: &mut [u8], i: usize, size: usize) -> Option<usize> {
+    let n = count(p);
+    let slots_end = HDR + 2 * n;
+    let mut start = content_start(p);
+    if start < slots_end + 2 + size {
+        if start - slots_end + dead(p) < 2 + size {
+            return None;
+        }
+        defragment(p);
+        start = content_start(p);
+    }
+    let off = start - size;
+    set_content_start(p, off);
+    p.copy_within(HDR + 2 * i..slots_end, HDR + 2 * i + 2);
+    put_u16(p, HDR + 2 * i, off);
+    set_count(p, n + 1);
+    Some(off)
+}
+
+/// Removes cell `i` (its bytes become dead space).
+pub fn remove(p: &mut [u8], i: usize) {
+    let n = count(p);
+    let off = slot(p, i);
+    let size = cell_size_at(p, off, kind(p));
+    if off == content_start(p) {
+        set_content_start(p, off + size);
+    } else {
+        let d = dead(p);
+        set_dead(p, d + size);
+    }
+    p.copy_within(HDR + 2 * (i + 1)..HDR + 2 * n, HDR + 2 * i);
+    set_count(p, n - 1);
+}
+
+fn defragment(p: &mut [u8]) {
+    let cells: Vec<Vec<u8>> = (0..count(p)).map(|i| cell(p, i).to_vec()).collect();
+    let (k, r) = (kind(p), right(p));
+    fill(p, k, &cells, r);
+}
+
+/// Rewrites `p` as a node of `kind` holding `cells` in order. The caller has checked they fit.
+pub fn fill<C: AsRef<[u8]>>(p: &mut [u8], kind: u8, cells: &[C], right: u32) {
+    let (cs, tx) = (get_u64(p, 0), txn(p));
+    init(p, kind);
+    put_u64(p, 0, cs);
+    put_u64(p, 8, tx);
+    set_right(p, right);
+    let mut off = p.len();
+    for (i, c) in cells.iter().enumerate() {
+        let c = c.as_ref();
+        off -= c.len();
+        p[off..off + c.len()].copy_from_slice(c);
+        put_u16(p, HDR + 2 * i, off);
+    }
+    set_content_start(p, off);
+    set_count(p, cells.len());
+}
+
+/// All cells of a node, copied.
+pub fn cells(p: &[u8]) -> Vec<Vec<u8>> {
+    (0..count(p)).map(|i| cell(p, i).to_vec()).collect()
+}
+
+/// Writes a leaf cell into `out`.
+pub fn leaf_cell(out: &mut Vec<u8>, k: &[u8], value_field: u32, v: &[u8]) {
+    out.clear();
+    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+    out.extend_from_slice(&value_field.to_le_bytes());
+    out.extend_from_slice(k);
+    out.extend_from_slice(v);
+}
+
+pub fn branch_cell(k: &[u8], left: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(CELL_HDR + k.len());
+    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+    out.extend_from_slice(&left.to_le_bytes());
+    out.extend_from_slice(k);
+    out
+}
+
+/// The key of a raw cell.
+pub fn cell_key(c: &[u8]) -> &[u8] {
+    let klen = get_u16(c, 0);
+    &c[CELL_HDR..CELL_HDR + klen]
+}
+pub fn cell_child(c: &[u8]) -> u32 {
+    get_u32(c, 2)
+}
+
+/// Checks that a page read from disk is a well-formed node or overflow page, so the accessors
+/// above cannot index out of bounds. Says what is wrong.
+pub fn validate(p: &[u8]) -> std::result::Result<(), String> {
+    let len = p.len();
+    match kind(p) {
+        KIND_OVERFLOW => {
+            if content_start(p) > len - HDR {
+                return Err("overflow page claims more bytes than it holds".into());
+            }
+            Ok(())
+        }
+        k @ (KIND_LEAF | KIND_BRANCH) => {
+            let n = count(p);
+            let cs = content_start(p);
+            if HDR + 2 * n > cs || cs > len {
+                return Err(format!("cell area start {cs} does not fit {n} slots"));
+            }
+            for i in 0..n {
+                let off = slot(p, i);
+                if off < cs || off + CELL_HDR > len {
+                    return Err(format!("slot {i} points outside the cell area"));
+                }
+                let klen = get_u16(p, off);
+                let size = if k == KIND_BRANCH {
+                    CELL_HDR + klen
+                } else {
+                    let vf = get_u32(p, off + 2);
+                    CELL_HDR
+                        + klen
+                        + if vf & OVERFLOW_BIT != 0 {
+                            4
+                        } else {
+                            vf as usize
+                        }
+                };
+                if off + size > len {
+                    return Err(format!("cell {i} runs past the end of the page"));
+                }
+            }
+            Ok(())
+        }
+        k => Err(format!("unknown page kind {k}")),
+    }
+}
+
+pub fn corrupt(page: u32, what: impl std::fmt::Display) -> Error {
+    Error::Corrupt(format!("page {page}: {what}"))
+}

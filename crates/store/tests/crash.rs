@@ -1,0 +1,214 @@
+//! Crash tests: a sequence of commits runs over a `FaultFile` that fails at the Nth mutating call
+//! (every write, set_len and flush, one after another), and the file a crash would leave there is
+//! rebuilt three ways (unflushed writes dropped, kept, or the last one torn). Each must open,
+//! pass `check()`, and hold exactly the state after the last commit that returned or after the
+//! one in flight (with relaxed durability: any state since the last flush, in order).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use cairn_store::fault::{CrashMode, FaultFile};
+use cairn_store::{Db, Durability, MemoryFile, Options, TreeKind};
+
+type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn opts(durability: Durability, dirty_pages: usize) -> Options {
+    Options {
+        page_size: 512,
+        cache_pages: 16,
+        durability,
+        dirty_pages,
+    }
+}
+
+/// The change commit `i` makes to the model (and to the database).
+fn change(i: u32, m: &mut Map) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut ops = Vec::new();
+    for j in 0..12u32 {
+        let k = format!("key{:04}", (i * 37 + j * 11) % 97).into_bytes();
+        let op = if (i + j).is_multiple_of(5) {
+            None
+        } else if j == 3 {
+            Some(vec![i as u8; 700 + 50 * i as usize]) // overflow chain
+        } else {
+            Some(
+                format!("v{i}.{j}")
+                    .repeat(1 + (j as usize % 4))
+                    .into_bytes(),
+            )
+        };
+        match &op {
+            Some(v) => m.insert(k.clone(), v.clone()),
+            None => m.remove(&k),
+        };
+        ops.push((k, op));
+    }
+    ops
+}
+
+const COMMITS: u32 = 10;
+
+/// Runs the workload until the first error. Returns (commits that returned, flushed commits).
+fn workload(db: &Db<FaultFile>, relaxed: bool) -> (u32, u32) {
+    let mut model = Map::new();
+    let mut flushed = 0;
+    for i in 1..=COMMITS {
+        let ops = change(i, &mut model);
+        let r = (|| -> cairn_store::Result<()> {
+            let mut tx = db.begin_write()?;
+            let t = match tx.open_tree("t") {
+                Ok(t) => t,
+                Err(_) => tx.create_tree("t", TreeKind::Table)?,
+            };
+            for (k, v) in &ops {
+                match v {
+                    Some(v) => {
+                        tx.insert(t, k, v)?;
+                    }
+                    None => {
+                        tx.remove(t, k)?;
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        if r.is_err() {
+            return (i - 1, flushed);
+        }
+        if !relaxed {
+            flushed = i;
+        } else if i % 3 == 0 {
+            if db.flush().is_err() {
+                return (i, flushed);
+            }
+            flushed = i;
+        }
+    }
+    (COMMITS, flushed)
+}
+
+fn states() -> Vec<Map> {
+    let mut m = Map::new();
+    let mut out = vec![m.clone()];
+    for i in 1..=COMMITS {
+        change(i, &mut m);
+        out.push(m.clone());
+    }
+    out
+}
+
+fn contents(bytes: Vec<u8>, o: &Options) -> Result<Map, String> {
+    let db =
+        Db::open(MemoryFile::from_bytes(bytes), o.clone()).map_err(|e| format!("open: {e}"))?;
+    let rep = db.check().map_err(|e| format!("check: {e}"))?;
+    if !rep.is_ok() {
+        return Err(format!("check found:\n{rep}"));
+    }
+    let r = db.begin_read().map_err(|e| e.to_string())?;
+    let Ok(t) = r.open_tree("t") else {
+        return Ok(Map::new());
+    };
+    let all = r
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .and_then(|mut x| x.collect_all())
+        .map_err(|e| format!("scan: {e}"))?;
+    Ok(all.into_iter().collect())
+}
+
+fn crash_everywhere(durability: Durability, dirty_pages: usize) -> usize {
+    let o = opts(durability, dirty_pages);
+    let relaxed = durability == Durability::Relaxed;
+    let states = states();
+    // A dry run counts the calls the workload makes.
+    let f = FaultFile::new();
+    let db = Db::create(f.clone(), o.clone()).unwrap();
+    let base = f.ops();
+    assert_eq!(workload(&db, relaxed).0, COMMITS);
+    let total = f.ops() - base;
+    assert!(total > 50, "the workload makes only {total} calls");
+    let mut checked = 0;
+    for n in 0..total {
+        let f = FaultFile::new();
+        let db = Db::create(f.clone(), o.clone()).unwrap();
+        f.fail_at(f.ops() + n, true);
+        let (returned, flushed) = workload(&db, relaxed);
+        assert!(returned < COMMITS || relaxed, "call {n} never failed");
+        let in_flight = (returned + 1).min(COMMITS);
+        let lowest = if relaxed { flushed } else { returned };
+        for mode in [
+            CrashMode::DropUnflushed,
+            CrashMode::KeepUnflushed,
+            CrashMode::TearLast,
+        ] {
+            let got = contents(f.crash_image(mode), &o)
+                .unwrap_or_else(|m| panic!("crash at call {n} ({mode:?}): {m}"));
+            let ok = (lowest..=in_flight).any(|j| states[j as usize] == got);
+            assert!(
+                ok,
+                "crash at call {n} ({mode:?}): contents match no state in {lowest}..={in_flight} (they match {:?})",
+                states.iter().position(|s| *s == got)
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn full_durability_survives_a_crash_at_every_call() {
+    assert!(crash_everywhere(Durability::Full, 4096) > 150);
+}
+
+#[test]
+fn full_durability_with_spilled_pages_survives_a_crash_at_every_call() {
+    // Few dirty pages allowed: write transactions spill pages before commit.
+    assert!(crash_everywhere(Durability::Full, 4) > 150);
+}
+
+#[test]
+fn relaxed_durability_loses_only_a_suffix_of_commits() {
+    assert!(crash_everywhere(Durability::Relaxed, 4096) > 100);
+}
+
+#[test]
+fn one_flush_per_small_commit() {
+    let f = FaultFile::new();
+    let db = Db::create(f.clone(), opts(Durability::Full, 4096)).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.insert(t, b"a", b"1").unwrap();
+    tx.commit().unwrap();
+    // Count flushes: each one moves every written byte into the durable image.
+    let before = f.ops();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.insert(t, b"b", b"2").unwrap();
+    f.fail_at(u64::MAX, false);
+    tx.commit().unwrap();
+    let calls = f.ops() - before;
+    // Pages (leaf, catalog leaf, free-tree leaf and friends), one superblock, one flush.
+    assert_eq!(f.crash_image(CrashMode::DropUnflushed), f.written_bytes());
+    assert!(calls <= 8, "a one-row commit made {calls} calls");
+    // Exactly one of them was a flush: failing the last call (the flush) leaves it undurable.
+    let f2 = FaultFile::new();
+    let db2 = Db::create(f2.clone(), opts(Durability::Full, 4096)).unwrap();
+    let mut tx = db2.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.insert(t, b"a", b"1").unwrap();
+    tx.commit().unwrap();
+    let start = f2.ops();
+    let mut tx = db2.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.insert(t, b"b", b"2").unwrap();
+    f2.fail_at(start + calls - 1, false);
+    assert!(tx.commit().is_err());
+    assert_ne!(
+        f2.durable_bytes(),
+        f2.written_bytes(),
+        "only the last call flushes"
+    );
+    // After a failed commit, writing needs a reopen; reading goes on.
+    assert_eq!(db2.begin_write().err().unwrap().code(), "NEEDS_REOPEN");
+    assert!(db2.begin_read().is_ok());
+}

@@ -1,0 +1,446 @@
+//! The database a Worker serves: cairn's SQL engine over the paged store in an OPFS file.
+//!
+//! Results cross to JavaScript as flat arrays: `[columns, kinds, rowCount, changes,
+//! lastInsertRowid, ...columns]`, where each column is an `Int32Array` or `Float64Array` when every
+//! value in it is such a number, and a plain `Array` otherwise (docs/protocol.md).
+
+use std::collections::HashMap;
+
+use cairn_sql::paged::Paged;
+use cairn_sql::{Output, Statement, Value};
+use cairn_store::{BlockFile, Durability, OpfsFile, Options};
+use js_sys::{Array, BigInt, Float64Array, Int32Array, Object, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+/// Modes of `execute` (0 is every row, the default).
+const MODE_RUN: u8 = 1;
+const MODE_FIRST: u8 = 2;
+
+const COL_ARRAY: u8 = 0;
+const COL_F64: u8 = 1;
+const COL_I32: u8 = 2;
+
+/// Statements run by SQL text are kept prepared, up to this many.
+const CACHE: usize = 64;
+
+/// Largest integer a JavaScript number holds exactly.
+const MAX_SAFE: i64 = (1 << 53) - 1;
+
+fn error(code: &str, message: &str, extra: Option<(u32, u32)>) -> JsValue {
+    let err = js_sys::Error::new(message);
+    let _ = Reflect::set(&err, &"code".into(), &code.into());
+    if let Some((line, column)) = extra {
+        let o = Object::new();
+        let _ = Reflect::set(&o, &"line".into(), &line.into());
+        let _ = Reflect::set(&o, &"column".into(), &column.into());
+        let _ = Reflect::set(&err, &"extra".into(), &o);
+    }
+    err.into()
+}
+
+fn sql_error(e: cairn_sql::Error) -> JsValue {
+    let pos = match &e {
+        cairn_sql::Error::Syntax { line, column, .. } => Some((*line, *column)),
+        _ => None,
+    };
+    error(e.code(), &e.to_string(), pos)
+}
+
+fn store_error(e: cairn_store::Error) -> JsValue {
+    error(e.code(), &e.to_string(), None)
+}
+
+/// A JavaScript value as a SQL value.
+fn to_value(v: &JsValue, what: &dyn Fn() -> String) -> Result<Value, JsValue> {
+    if v.is_null() || v.is_undefined() {
+        return Ok(Value::Null);
+    }
+    if let Some(n) = v.as_f64() {
+        if n.fract() == 0.0 && n.abs() <= MAX_SAFE as f64 {
+            return Ok(Value::Integer(n as i64));
+        }
+        return Ok(if n.is_nan() {
+            Value::Null
+        } else {
+            Value::Real(n)
+        });
+    }
+    if let Some(s) = v.as_string() {
+        return Ok(Value::Text(s));
+    }
+    if let Some(b) = v.as_bool() {
+        return Ok(Value::Integer(b as i64));
+    }
+    if v.is_bigint() {
+        let b: BigInt = v.clone().unchecked_into();
+        return i64::try_from(b).map(Value::Integer).map_err(|_| {
+            error(
+                "TYPE",
+                &format!("{} does not fit in a 64-bit integer", what()),
+                None,
+            )
+        });
+    }
+    if let Some(a) = v.dyn_ref::<Uint8Array>() {
+        return Ok(Value::Blob(a.to_vec()));
+    }
+    if let Some(a) = v.dyn_ref::<js_sys::ArrayBuffer>() {
+        return Ok(Value::Blob(Uint8Array::new(a).to_vec()));
+    }
+    Err(error(
+        "TYPE",
+        &format!(
+            "{} must be null, a number, a bigint, a string, a boolean or a Uint8Array",
+            what()
+        ),
+        None,
+    ))
+}
+
+enum Params {
+    Positional(Vec<Value>),
+    Named(Vec<(String, Value)>),
+}
+
+fn to_params(p: &JsValue) -> Result<Params, JsValue> {
+    if p.is_null() || p.is_undefined() {
+        return Ok(Params::Positional(Vec::new()));
+    }
+    if let Some(arr) = p.dyn_ref::<Array>() {
+        let mut out = Vec::with_capacity(arr.length() as usize);
+        for (i, v) in arr.iter().enumerate() {
+            out.push(to_value(&v, &|| format!("parameter {}", i + 1))?);
+        }
+        return Ok(Params::Positional(out));
+    }
+    if p.is_object() {
+        let mut out = Vec::new();
+        for entry in Object::entries(p.unchecked_ref()).iter() {
+            let entry: Array = entry.unchecked_into();
+            let name = entry.get(0).as_string().unwrap_or_default();
+            let v = to_value(&entry.get(1), &|| format!("parameter {name:?}"))?;
+            out.push((name, v));
+        }
+        return Ok(Params::Named(out));
+    }
+    Err(error(
+        "INVALID_INPUT",
+        "parameters must be an array (positional) or an object (named)",
+        None,
+    ))
+}
+
+fn js_value(v: &Value) -> JsValue {
+    match v {
+        Value::Null => JsValue::NULL,
+        Value::Integer(i) if i.abs() <= MAX_SAFE => JsValue::from_f64(*i as f64),
+        Value::Integer(i) => BigInt::from(*i).into(),
+        Value::Real(r) => JsValue::from_f64(*r),
+        Value::Text(s) => JsValue::from_str(s),
+        Value::Blob(b) => Uint8Array::from(&b[..]).into(),
+    }
+}
+
+/// One result column as the cheapest JavaScript value that holds it exactly.
+fn column(rows: &[Vec<Value>], c: usize) -> (u8, JsValue) {
+    let all_i32 = rows
+        .iter()
+        .all(|r| matches!(r[c], Value::Integer(i) if i32::try_from(i).is_ok()));
+    if all_i32 && !rows.is_empty() {
+        let v: Vec<i32> = rows
+            .iter()
+            .map(|r| match r[c] {
+                Value::Integer(i) => i as i32,
+                _ => 0,
+            })
+            .collect();
+        return (COL_I32, Int32Array::from(&v[..]).into());
+    }
+    let all_f64 = rows.iter().all(|r| match r[c] {
+        Value::Integer(i) => i.abs() <= MAX_SAFE,
+        Value::Real(_) => true,
+        _ => false,
+    });
+    if all_f64 && !rows.is_empty() {
+        let v: Vec<f64> = rows
+            .iter()
+            .map(|r| match r[c] {
+                Value::Integer(i) => i as f64,
+                Value::Real(x) => x,
+                _ => 0.0,
+            })
+            .collect();
+        return (COL_F64, Float64Array::from(&v[..]).into());
+    }
+    let arr = Array::new_with_length(rows.len() as u32);
+    for (i, r) in rows.iter().enumerate() {
+        arr.set(i as u32, js_value(&r[c]));
+    }
+    (COL_ARRAY, arr.into())
+}
+
+fn wire(out: Output, mode: u8, last_rowid: i64) -> JsValue {
+    let (columns, rows, changes) = match out {
+        Output::Rows { columns, rows } => (columns, rows, 0),
+        Output::Changes {
+            changes,
+            last_insert_rowid,
+        } => {
+            if mode == MODE_RUN {
+                let a = Array::new();
+                a.push(&JsValue::from_f64(changes as f64));
+                a.push(&js_value(&Value::Integer(last_insert_rowid)));
+                return a.into();
+            }
+            (Vec::new(), Vec::new(), changes)
+        }
+        Output::Done => (Vec::new(), Vec::new(), 0),
+    };
+    if mode == MODE_RUN {
+        let a = Array::new();
+        a.push(&JsValue::from_f64(changes as f64));
+        a.push(&js_value(&Value::Integer(last_rowid)));
+        return a.into();
+    }
+    let rows = if mode == MODE_FIRST && rows.len() > 1 {
+        rows[..1].to_vec()
+    } else {
+        rows
+    };
+    let out = Array::new();
+    let names = Array::new();
+    for c in &columns {
+        names.push(&JsValue::from_str(c));
+    }
+    let mut kinds = vec![COL_ARRAY; columns.len()];
+    let mut cols = Vec::with_capacity(columns.len());
+    for (c, kind) in kinds.iter_mut().enumerate() {
+        let (k, v) = column(&rows, c);
+        *kind = k;
+        cols.push(v);
+    }
+    out.push(&names);
+    out.push(&Uint8Array::from(&kinds[..]));
+    out.push(&JsValue::from_f64(rows.len() as f64));
+    out.push(&JsValue::from_f64(changes as f64));
+    out.push(&js_value(&Value::Integer(last_rowid)));
+    for v in cols {
+        out.push(&v);
+    }
+    out.into()
+}
+
+#[wasm_bindgen]
+pub struct Database {
+    db: cairn_sql::Database,
+    stmts: Vec<Option<Statement>>,
+    /// Statements prepared for `execute` by SQL text, least recently used first.
+    cache: HashMap<String, (Statement, u64)>,
+    tick: u64,
+}
+
+fn run(
+    db: &mut cairn_sql::Database,
+    stmt: &Statement,
+    params: &JsValue,
+    mode: u8,
+) -> Result<JsValue, JsValue> {
+    let out = match to_params(params)? {
+        Params::Positional(p) => stmt.execute(db, &p),
+        Params::Named(p) => {
+            let named: Vec<(&str, Value)> =
+                p.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+            stmt.execute_named(db, &named)
+        }
+    }
+    .map_err(sql_error)?;
+    Ok(wire(out, mode, db.last_insert_rowid()))
+}
+
+#[wasm_bindgen]
+impl Database {
+    /// Opens (or with `create`, creates) the database `name` in cairn's OPFS directory.
+    pub async fn open(
+        name: String,
+        create: bool,
+        durability: String,
+        cache_pages: u32,
+    ) -> Result<Database, JsValue> {
+        let durability = match durability.as_str() {
+            "full" => Durability::Full,
+            "relaxed" => Durability::Relaxed,
+            other => {
+                return Err(error(
+                    "INVALID_INPUT",
+                    &format!("durability must be \"full\" or \"relaxed\", not {other:?}"),
+                    None,
+                ))
+            }
+        };
+        let defaults = Options::default();
+        let opts = Options {
+            durability,
+            cache_pages: if cache_pages > 0 {
+                cache_pages as usize
+            } else {
+                defaults.cache_pages
+            },
+            ..defaults
+        };
+        let file = OpfsFile::open(&name, create).await.map_err(store_error)?;
+        let store = Paged::open(file, opts).map_err(sql_error)?;
+        let db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
+        Ok(Database {
+            db,
+            stmts: Vec::new(),
+            cache: HashMap::new(),
+            tick: 0,
+        })
+    }
+
+    /// Runs a parameter-free script of one or more statements.
+    pub fn exec(&mut self, sql: &str) -> Result<(), JsValue> {
+        self.db.exec_script(sql).map(|_| ()).map_err(sql_error)
+    }
+
+    /// Runs one statement, prepared once per SQL text and kept in a small cache.
+    pub fn execute(&mut self, sql: String, params: JsValue, mode: u8) -> Result<JsValue, JsValue> {
+        self.tick += 1;
+        if !self.cache.contains_key(&sql) {
+            let stmt = self.db.prepare(&sql).map_err(sql_error)?;
+            if self.cache.len() >= CACHE {
+                if let Some(oldest) = self
+                    .cache
+                    .iter()
+                    .min_by_key(|(_, (_, t))| *t)
+                    .map(|(k, _)| k.clone())
+                {
+                    self.cache.remove(&oldest);
+                }
+            }
+            self.cache.insert(sql.clone(), (stmt, self.tick));
+        }
+        let (stmt, used) = self.cache.get_mut(&sql).expect("invariant: just inserted");
+        *used = self.tick;
+        run(&mut self.db, stmt, &params, mode)
+    }
+
+    /// Prepares a statement and returns its id.
+    pub fn prepare(&mut self, sql: &str) -> Result<u32, JsValue> {
+        let stmt = self.db.prepare(sql).map_err(sql_error)?;
+        match self.stmts.iter().position(Option::is_none) {
+            Some(i) => {
+                self.stmts[i] = Some(stmt);
+                Ok(i as u32)
+            }
+            None => {
+                self.stmts.push(Some(stmt));
+                Ok(self.stmts.len() as u32 - 1)
+            }
+        }
+    }
+
+    #[wasm_bindgen(js_name = executePrepared)]
+    pub fn execute_prepared(
+        &mut self,
+        id: u32,
+        params: JsValue,
+        mode: u8,
+    ) -> Result<JsValue, JsValue> {
+        let stmt = self
+            .stmts
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| {
+                error(
+                    "FINALIZED",
+                    &format!("no prepared statement has id {id}"),
+                    None,
+                )
+            })?;
+        run(&mut self.db, stmt, &params, mode)
+    }
+
+    pub fn finalize(&mut self, id: u32) {
+        if let Some(slot) = self.stmts.get_mut(id as usize) {
+            *slot = None;
+        }
+    }
+
+    #[wasm_bindgen(js_name = inTransaction)]
+    pub fn in_transaction(&self) -> bool {
+        self.db.in_transaction()
+    }
+
+    /// Every problem the integrity check finds, as strings (empty when sound).
+    pub fn check(&mut self) -> Result<Vec<String>, JsValue> {
+        self.db.integrity_check().map_err(sql_error)
+    }
+
+    /// `[{ type, name, table, sql }]` for every table and index.
+    pub fn schema(&self) -> Array {
+        let out = Array::new();
+        for e in self.db.schema() {
+            let o = Object::new();
+            let _ = Reflect::set(&o, &"type".into(), &e.kind.into());
+            let _ = Reflect::set(&o, &"name".into(), &e.name.into());
+            let _ = Reflect::set(&o, &"table".into(), &e.table.into());
+            let _ = Reflect::set(&o, &"sql".into(), &e.sql.into());
+            out.push(&o);
+        }
+        out
+    }
+
+    /// The database file as of the last commit.
+    #[wasm_bindgen(js_name = exportBytes)]
+    pub fn export_bytes(&mut self) -> Result<Uint8Array, JsValue> {
+        let bytes = self.db.export().map_err(sql_error)?;
+        Ok(Uint8Array::from(&bytes[..]))
+    }
+
+    /// Closes the database and releases its file.
+    pub fn close(self) {}
+
+    /// Writes `bytes` as the database `name` after checking they are a sound cairn database.
+    #[wasm_bindgen(js_name = importFile)]
+    pub async fn import_file(name: String, bytes: Vec<u8>) -> Result<(), JsValue> {
+        // Open and check the bytes in memory first: nothing is written unless they are sound.
+        let store = Paged::open_existing(
+            cairn_store::MemoryFile::from_bytes(bytes.clone()),
+            Options::default(),
+        )
+        .map_err(sql_error)?;
+        let mut db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
+        let problems = db.integrity_check().map_err(sql_error)?;
+        if !problems.is_empty() {
+            return Err(error(
+                "CORRUPT",
+                &format!("the file is damaged: {}", problems.join("; ")),
+                None,
+            ));
+        }
+        // Never over an existing database: the caller destroys it first, so nothing is lost.
+        if OpfsFile::list().await.map_err(store_error)?.contains(&name) {
+            return Err(error(
+                "ALREADY_EXISTS",
+                &format!("a database named {name:?} exists; destroy it first to replace it"),
+                None,
+            ));
+        }
+        let mut f = OpfsFile::open(&name, true).await.map_err(store_error)?;
+        let written = f.write(0, &bytes).and_then(|_| f.flush());
+        drop(f);
+        if let Err(e) = written {
+            // A partial copy would be refused on open anyway; do not leave it behind.
+            let _ = OpfsFile::remove(&name).await;
+            return Err(store_error(e));
+        }
+        Ok(())
+    }
+
+    /// Deletes the database `name`; fails with BUSY while it is open.
+    pub async fn destroy(name: String) -> Result<(), JsValue> {
+        OpfsFile::remove(&name).await.map_err(store_error)
+    }
+}

@@ -1,0 +1,208 @@
+// The package's API in a real Worker over real OPFS: statements, prepared statements,
+// transactions, errors with codes, export and import, over both channels.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch } from './harness.mjs';
+
+async function withPage(fn, opts) {
+  const b = await launch(opts);
+  try {
+    await fn(b.page, b);
+    assert.deepEqual(b.errors, [], 'the page threw');
+  } finally {
+    await b.close();
+  }
+}
+
+for (const channel of ['postMessage', 'auto']) {
+  test(`statements, prepared statements and transactions (${channel})`, () =>
+    withPage(async (page) => {
+      const r = await page.evaluate(async (channel) => {
+        const db = await cairn.open('api', { channel });
+        const out = { channel: db.channel };
+        await db.exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL, score REAL, data BLOB);
+                       CREATE INDEX t_name ON t (name);`);
+        out.run = await db.run('INSERT INTO t (name, score) VALUES (?, ?), (?, ?)', ['ada', 1.5, 'bob', 2]);
+        out.named = await db.run('INSERT INTO t (name, score, data) VALUES (:n, :s, :d)', { ':n': 'cy', ':s': null, ':d': new Uint8Array([1, 2, 255]) });
+        out.rows = await db.query('SELECT id, name, score, data FROM t ORDER BY id');
+        out.array = await db.query('SELECT id, name FROM t WHERE id <= ? ORDER BY id', [2], { rowMode: 'array' });
+        out.get = await db.get('SELECT count(*) AS n, sum(score) AS s FROM t');
+        out.none = await db.get('SELECT * FROM t WHERE id = 99');
+        const ins = db.prepare('INSERT INTO t (name, score) VALUES (?, ?)');
+        for (let i = 0; i < 20; i++) await ins.run([`p${i}`, i]);
+        await ins.finalize();
+        out.afterFinalize = await attempt(() => ins.run(['x', 1]));
+        const sel = db.prepare('SELECT name FROM t WHERE score = ?');
+        out.prepared = [(await sel.get([7])).name, (await sel.all([3])).map((r) => r.name)];
+        // A transaction that commits, and one that throws and rolls back.
+        out.committed = await db.transaction(async (tx) => {
+          await tx.run("INSERT INTO t (name) VALUES ('in-tx')");
+          return (await tx.get("SELECT count(*) AS n FROM t WHERE name = 'in-tx'")).n;
+        });
+        out.rolledBack = await attempt(() => db.transaction(async (tx) => {
+          await tx.run("INSERT INTO t (name) VALUES ('doomed')");
+          throw new Error('changed my mind');
+        }));
+        out.doomed = (await db.get("SELECT count(*) AS n FROM t WHERE name = 'doomed'")).n;
+        // Concurrent callers wait for an open transaction instead of joining it.
+        let release;
+        const gate = new Promise((r) => { release = r; });
+        const txDone = db.transaction(async (tx) => {
+          await tx.run("INSERT INTO t (name) VALUES ('slow')");
+          await gate;
+        });
+        await new Promise((r) => setTimeout(r, 20));
+        const outside = db.get("SELECT count(*) AS n FROM t WHERE name = 'slow'");
+        release();
+        await txDone;
+        out.outsideSawCommitted = (await outside).n;
+        out.count = (await db.get('SELECT count(*) AS n FROM t')).n;
+        out.check = await db.check();
+        out.schema = (await db.schema()).map((s) => s.name);
+        await db.close();
+        return out;
+      }, channel);
+      if (channel === 'auto') assert.equal(r.channel, 'sharedMemory', 'an isolated page must use the shared-memory channel');
+      else assert.equal(r.channel, 'postMessage');
+      assert.deepEqual(r.run, { changes: 2, lastInsertRowid: 2 });
+      assert.deepEqual(r.named, { changes: 1, lastInsertRowid: 3 });
+      assert.deepEqual(r.rows.map((x) => [x.id, x.name, x.score]), [[1, 'ada', 1.5], [2, 'bob', 2], [3, 'cy', null]]);
+      assert.deepEqual(Array.from(r.rows[2].data), [1, 2, 255]);
+      assert.equal(r.rows[0].data, null);
+      assert.deepEqual(r.array.columns, ['id', 'name']);
+      assert.deepEqual(r.array.values, [1, 'ada', 2, 'bob']);
+      assert.deepEqual(r.get, { n: 3, s: 3.5 });
+      assert.equal(r.none, undefined);
+      assert.equal(r.afterFinalize.code, 'FINALIZED');
+      assert.deepEqual(r.prepared, ['p7', ['p3']]);
+      assert.equal(r.committed, 1);
+      assert.equal(r.rolledBack.ok, false);
+      assert.match(r.rolledBack.message, /changed my mind/);
+      assert.equal(r.doomed, 0);
+      assert.equal(r.outsideSawCommitted, 1, 'a statement outside the transaction ran inside it');
+      assert.equal(r.count, 25);
+      assert.deepEqual(r.check, []);
+      assert.deepEqual(r.schema.sort(), ['t', 't_name']);
+    }));
+}
+
+test('errors carry a stable code, a position, and leave the database usable', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const db = await cairn.open('errors');
+      await db.exec('CREATE TABLE u (id INTEGER PRIMARY KEY, email TEXT UNIQUE NOT NULL, age INTEGER CHECK (age >= 0))');
+      await db.run("INSERT INTO u (email, age) VALUES ('a@x', 1)");
+      const out = {};
+      out.syntax = await attempt(() => db.query('SELECT * FROM u WHER id = 1'));
+      out.unknownTable = await attempt(() => db.query('SELECT * FROM nope'));
+      out.unknownColumn = await attempt(() => db.query('SELECT nope FROM u'));
+      out.paramCount = await attempt(() => db.query('SELECT * FROM u WHERE id = ?', []));
+      out.badParams = await attempt(() => db.query('SELECT 1', 'not params'));
+      out.unique = await attempt(() => db.run("INSERT INTO u (email, age) VALUES ('a@x', 2)"));
+      out.notNull = await attempt(() => db.run('INSERT INTO u (age) VALUES (3)'));
+      out.check = await attempt(() => db.run("INSERT INTO u (email, age) VALUES ('b@x', -1)"));
+      // In a transaction, a failed statement has no effect and the transaction goes on.
+      out.tx = await db.transaction(async (tx) => {
+        await tx.run("INSERT INTO u (email, age) VALUES ('c@x', 5)");
+        const dup = await attempt(() => tx.run("INSERT INTO u (email, age) VALUES ('c@x', 6)"));
+        await tx.run("INSERT INTO u (email, age) VALUES ('d@x', 7)");
+        return dup.code;
+      });
+      out.emails = (await db.query('SELECT email FROM u ORDER BY email')).map((x) => x.email);
+      out.errorClass = await page_errorClass();
+      return out;
+      async function page_errorClass() {
+        try { await db.query('SELEC'); } catch (e) { return [e instanceof cairn.CairnError, e.name]; }
+      }
+    });
+    assert.equal(r.syntax.code, 'SYNTAX');
+    assert.equal(r.syntax.ok, false);
+    assert.equal(r.unknownTable.code, 'UNKNOWN_TABLE');
+    assert.equal(r.unknownColumn.code, 'UNKNOWN_COLUMN');
+    assert.equal(r.paramCount.code, 'PARAM_COUNT');
+    assert.equal(r.badParams.code, 'INVALID_INPUT');
+    assert.equal(r.unique.code, 'CONSTRAINT_UNIQUE');
+    assert.equal(r.notNull.code, 'CONSTRAINT_NOT_NULL');
+    assert.equal(r.check.code, 'CONSTRAINT_CHECK');
+    assert.equal(r.tx, 'CONSTRAINT_UNIQUE');
+    assert.deepEqual(r.emails, ['a@x', 'c@x', 'd@x']);
+    assert.deepEqual(r.errorClass, [true, 'CairnError']);
+  }));
+
+test('a syntax error reports its line and column', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const db = await cairn.open('pos');
+      return attempt(() => db.query('SELECT 1,\n  2 +* 3'));
+    });
+    assert.equal(r.code, 'SYNTAX');
+    assert.match(r.message, /line 2/);
+  }));
+
+test('export, import and destroy', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const db = await cairn.open('src');
+      await db.exec("CREATE TABLE k (id TEXT PRIMARY KEY, v INTEGER); INSERT INTO k VALUES ('a', 1), ('b', 2);");
+      const bytes = await db.export();
+      const out = { size: bytes.length };
+      out.importGarbage = await attempt(() => cairn.importDatabase('bad', new Uint8Array(8192).fill(7)));
+      out.importEmpty = await attempt(() => cairn.importDatabase('bad', new Uint8Array(0)));
+      await cairn.importDatabase('copy', bytes);
+      const copy = await cairn.open('copy', { create: false });
+      out.copied = await copy.query('SELECT id, v FROM k ORDER BY id');
+      out.copyCheck = await copy.check();
+      out.destroyOpen = await attempt(() => cairn.destroy('copy'));
+      await copy.close();
+      await cairn.destroy('copy');
+      out.openDestroyed = await attempt(() => cairn.open('copy', { create: false }));
+      out.missing = await attempt(() => cairn.open('never-made', { create: false }));
+      return out;
+    });
+    assert.ok(r.size >= 4096, `export is ${r.size} bytes`);
+    assert.equal(r.importGarbage.code, 'NOT_A_DATABASE', JSON.stringify(r.importGarbage));
+    assert.equal(r.importEmpty.code, 'NOT_A_DATABASE', JSON.stringify(r.importEmpty));
+    assert.deepEqual(r.copied, [{ id: 'a', v: 1 }, { id: 'b', v: 2 }]);
+    assert.deepEqual(r.copyCheck, []);
+    assert.equal(r.destroyOpen.code, 'BUSY');
+    assert.equal(r.openDestroyed.code, 'NOT_FOUND');
+    assert.equal(r.missing.code, 'NOT_FOUND');
+  }));
+
+test('a page that is not cross-origin isolated works over postMessage', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const db = await cairn.open('plain');
+      await db.exec('CREATE TABLE t (a INTEGER)');
+      await db.run('INSERT INTO t VALUES (?)', [42]);
+      return { isolated: crossOriginIsolated, channel: db.channel, rows: await db.query('SELECT a FROM t') };
+    });
+    assert.equal(r.isolated, false);
+    assert.equal(r.channel, 'postMessage');
+    assert.deepEqual(r.rows, [{ a: 42 }]);
+  }, { isolated: false }));
+
+test('a panic is INTERNAL, the Worker restarts, and the database reopens at its last commit', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const db = await cairn.open('panic');
+      await db.exec('CREATE TABLE t (a INTEGER)');
+      await db.run('INSERT INTO t VALUES (1)');
+      const stmt = db.prepare('SELECT count(*) AS n FROM t');
+      await db.exec('BEGIN');
+      await db.run('INSERT INTO t VALUES (2)');
+      const panic = await attempt(() => db._send('debugPanic', 0, ['boom']));
+      // The next calls wait for the restarted Worker.
+      let after = null;
+      for (let i = 0; i < 100; i++) {
+        after = await attempt(() => db.query('SELECT a FROM t ORDER BY a'));
+        if (after.ok) break;
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      return { panic, after, prepared: await stmt.get() };
+    });
+    assert.equal(r.panic.code, 'INTERNAL');
+    assert.match(r.panic.message, /boom/);
+    assert.deepEqual(r.after, { ok: true, value: [{ a: 1 }] }, 'the uncommitted insert must be gone, the committed one kept');
+    assert.deepEqual(r.prepared, { n: 1 }, 'a prepared statement must survive the restart');
+  }));

@@ -1,0 +1,225 @@
+// A compact binary encoding of the values that cross between the page and the Worker, for the
+// shared-memory channel (docs/protocol.md, "The shared-memory channel"). It covers exactly what
+// requests and replies hold: null, booleans, numbers, bigints, strings, Uint8Arrays, Float64Arrays,
+// Int32Arrays, arrays and plain objects. Little-endian throughout.
+
+const T_NULL = 0;
+const T_TRUE = 1;
+const T_FALSE = 2;
+const T_I32 = 3;
+const T_F64 = 4;
+const T_STR = 5;
+const T_BYTES = 6;
+const T_BIGINT = 7;
+const T_ARRAY = 8;
+const T_OBJECT = 9;
+const T_F64S = 10;
+const T_I32S = 11;
+const T_UNDEFINED = 12;
+
+/** Thrown when a value does not fit in the buffer; the caller falls back to postMessage. */
+export class Full extends Error {}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export class Writer {
+  constructor(buffer, start) {
+    this.u8 = new Uint8Array(buffer);
+    this.dv = new DataView(buffer);
+    this.pos = start;
+  }
+  need(n) {
+    if (this.pos + n > this.u8.length) throw new Full();
+  }
+  u8v(v) {
+    this.need(1);
+    this.u8[this.pos++] = v;
+  }
+  u32(v) {
+    this.need(4);
+    this.dv.setUint32(this.pos, v, true);
+    this.pos += 4;
+  }
+  align(n) {
+    const pad = (n - (this.pos % n)) % n;
+    this.need(pad);
+    this.pos += pad;
+  }
+  str(s) {
+    // Short ASCII strings (most column names and SQL) are copied byte by byte; others encoded.
+    const n = s.length;
+    if (n < 64) {
+      let ascii = true;
+      for (let i = 0; i < n; i++) if (s.charCodeAt(i) > 0x7f) { ascii = false; break; }
+      if (ascii) {
+        this.u32(n);
+        this.need(n);
+        for (let i = 0; i < n; i++) this.u8[this.pos + i] = s.charCodeAt(i);
+        this.pos += n;
+        return;
+      }
+    }
+    const bytes = encoder.encode(s);
+    this.u32(bytes.length);
+    this.need(bytes.length);
+    this.u8.set(bytes, this.pos);
+    this.pos += bytes.length;
+  }
+  value(v) {
+    switch (typeof v) {
+      case 'number':
+        if ((v | 0) === v && !Object.is(v, -0)) {
+          this.u8v(T_I32);
+          this.need(4);
+          this.dv.setInt32(this.pos, v, true);
+          this.pos += 4;
+        } else {
+          this.u8v(T_F64);
+          this.need(8);
+          this.dv.setFloat64(this.pos, v, true);
+          this.pos += 8;
+        }
+        return;
+      case 'string':
+        this.u8v(T_STR);
+        this.str(v);
+        return;
+      case 'boolean':
+        this.u8v(v ? T_TRUE : T_FALSE);
+        return;
+      case 'bigint':
+        this.u8v(T_BIGINT);
+        this.need(8);
+        this.dv.setBigInt64(this.pos, v, true);
+        this.pos += 8;
+        return;
+      case 'undefined':
+        this.u8v(T_UNDEFINED);
+        return;
+    }
+    if (v === null) return this.u8v(T_NULL);
+    if (v instanceof Uint8Array) {
+      this.u8v(T_BYTES);
+      this.u32(v.length);
+      this.need(v.length);
+      this.u8.set(v, this.pos);
+      this.pos += v.length;
+      return;
+    }
+    if (v instanceof Float64Array || v instanceof Int32Array) {
+      const f = v instanceof Float64Array;
+      this.u8v(f ? T_F64S : T_I32S);
+      this.u32(v.length);
+      this.align(f ? 8 : 4);
+      this.need(v.byteLength);
+      this.u8.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), this.pos);
+      this.pos += v.byteLength;
+      return;
+    }
+    if (v instanceof ArrayBuffer) return this.value(new Uint8Array(v));
+    if (Array.isArray(v)) {
+      this.u8v(T_ARRAY);
+      this.u32(v.length);
+      for (const x of v) this.value(x);
+      return;
+    }
+    if (typeof v === 'object') {
+      const keys = Object.keys(v);
+      this.u8v(T_OBJECT);
+      this.u32(keys.length);
+      for (const k of keys) {
+        this.str(k);
+        this.value(v[k]);
+      }
+      return;
+    }
+    throw new TypeError(`cannot send a ${typeof v}`);
+  }
+}
+
+export class Reader {
+  constructor(buffer, start) {
+    this.u8 = new Uint8Array(buffer);
+    this.dv = new DataView(buffer);
+    this.pos = start;
+  }
+  u32() {
+    const v = this.dv.getUint32(this.pos, true);
+    this.pos += 4;
+    return v;
+  }
+  str() {
+    const n = this.u32();
+    const at = this.pos;
+    this.pos += n;
+    if (n < 64) {
+      let s = '';
+      for (let i = 0; i < n; i++) {
+        const c = this.u8[at + i];
+        if (c > 0x7f) return decoder.decode(this.u8.slice(at, at + n));
+        s += String.fromCharCode(c);
+      }
+      return s;
+    }
+    // TextDecoder refuses views of shared memory: decode a copy.
+    return decoder.decode(this.u8.slice(at, at + n));
+  }
+  value() {
+    const tag = this.u8[this.pos++];
+    switch (tag) {
+      case T_NULL: return null;
+      case T_TRUE: return true;
+      case T_FALSE: return false;
+      case T_UNDEFINED: return undefined;
+      case T_I32: {
+        const v = this.dv.getInt32(this.pos, true);
+        this.pos += 4;
+        return v;
+      }
+      case T_F64: {
+        const v = this.dv.getFloat64(this.pos, true);
+        this.pos += 8;
+        return v;
+      }
+      case T_BIGINT: {
+        const v = this.dv.getBigInt64(this.pos, true);
+        this.pos += 8;
+        return v;
+      }
+      case T_STR: return this.str();
+      case T_BYTES: {
+        const n = this.u32();
+        const v = this.u8.slice(this.pos, this.pos + n);
+        this.pos += n;
+        return v;
+      }
+      case T_F64S:
+      case T_I32S: {
+        const n = this.u32();
+        const size = tag === T_F64S ? 8 : 4;
+        this.pos += (size - (this.pos % size)) % size;
+        const bytes = this.u8.slice(this.pos, this.pos + n * size);
+        this.pos += n * size;
+        return tag === T_F64S ? new Float64Array(bytes.buffer) : new Int32Array(bytes.buffer);
+      }
+      case T_ARRAY: {
+        const n = this.u32();
+        const out = new Array(n);
+        for (let i = 0; i < n; i++) out[i] = this.value();
+        return out;
+      }
+      case T_OBJECT: {
+        const n = this.u32();
+        const out = {};
+        for (let i = 0; i < n; i++) {
+          const k = this.str();
+          out[k] = this.value();
+        }
+        return out;
+      }
+      default:
+        throw new Error(`bad tag ${tag} at ${this.pos - 1} in a shared-memory message`);
+    }
+  }
+}
