@@ -1,0 +1,127 @@
+//! A replica's identity: an Ed25519 key pair made from injected secure randomness. The public key
+//! is the author id. Export/import moves an identity to another device.
+
+use crate::error::{Error, Result};
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use rand_core::CryptoRngCore;
+use std::fmt;
+
+/// An author id: an Ed25519 public key, compared bytewise (the LWW tie-break).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AuthorId(pub [u8; 32]);
+
+impl fmt::Debug for AuthorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.0[..4] {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str("…")
+    }
+}
+
+impl AuthorId {
+    pub fn verifying_key(&self) -> Result<VerifyingKey> {
+        VerifyingKey::from_bytes(&self.0)
+            .map_err(|_| Error::Malformed("author id is not an Ed25519 public key".into()))
+    }
+
+    /// Checks one signature by this author.
+    pub fn verify(&self, message: &[u8], sig: &[u8; 64]) -> bool {
+        match self.verifying_key() {
+            Ok(k) => k.verify(message, &Signature::from_bytes(sig)).is_ok(),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Export format: `"cairn-key" || u8 version = 1 || secret(32)` then BLAKE3 of the former, first 4
+/// bytes, as a typo check.
+const EXPORT_TAG: &[u8] = b"cairn-key";
+const EXPORT_VERSION: u8 = 1;
+
+pub struct Identity {
+    key: SigningKey,
+    id: AuthorId,
+}
+
+impl Identity {
+    /// A new key pair. `rng` must be a cryptographically secure generator (the host passes
+    /// `OsRng`, which is `crypto.getRandomValues` in a browser).
+    pub fn generate(rng: &mut impl CryptoRngCore) -> Identity {
+        Identity::from_secret(SigningKey::generate(rng).to_bytes())
+    }
+
+    pub fn from_secret(secret: [u8; 32]) -> Identity {
+        let key = SigningKey::from_bytes(&secret);
+        let id = AuthorId(key.verifying_key().to_bytes());
+        Identity { key, id }
+    }
+
+    pub fn id(&self) -> AuthorId {
+        self.id
+    }
+
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.key.sign(message).to_bytes()
+    }
+
+    /// The secret key with a version and a checksum. Whoever holds these bytes can write as
+    /// this author: the host must keep them as it keeps the database.
+    pub fn export(&self) -> Vec<u8> {
+        let mut out = EXPORT_TAG.to_vec();
+        out.push(EXPORT_VERSION);
+        out.extend_from_slice(&self.key.to_bytes());
+        let check = blake3::hash(&out);
+        out.extend_from_slice(&check.as_bytes()[..4]);
+        out
+    }
+
+    pub fn import(bytes: &[u8]) -> Result<Identity> {
+        let body_len = EXPORT_TAG.len() + 1 + 32;
+        if bytes.len() != body_len + 4 || !bytes.starts_with(EXPORT_TAG) {
+            return Err(Error::Malformed("not an exported cairn key".into()));
+        }
+        if bytes[EXPORT_TAG.len()] != EXPORT_VERSION {
+            return Err(Error::Malformed(format!(
+                "exported key version {} is not supported (expected {EXPORT_VERSION})",
+                bytes[EXPORT_TAG.len()]
+            )));
+        }
+        let (body, check) = bytes.split_at(body_len);
+        if &blake3::hash(body).as_bytes()[..4] != check {
+            return Err(Error::Malformed("exported key checksum mismatch".into()));
+        }
+        let mut secret = [0u8; 32];
+        secret.copy_from_slice(&body[EXPORT_TAG.len() + 1..]);
+        Ok(Identity::from_secret(secret))
+    }
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Identity({:?})", self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_import_round_trip_and_refusals() {
+        let a = Identity::from_secret([7; 32]);
+        let bytes = a.export();
+        let b = Identity::import(&bytes).expect("invariant: own export imports");
+        assert_eq!(a.id(), b.id());
+        let sig = b.sign(b"x");
+        assert!(a.id().verify(b"x", &sig));
+        assert!(!a.id().verify(b"y", &sig));
+        let mut bad = bytes.clone();
+        bad[12] ^= 1;
+        assert!(Identity::import(&bad).is_err());
+        let mut v2 = bytes.clone();
+        v2[EXPORT_TAG.len()] = 2;
+        assert!(Identity::import(&v2).is_err());
+        assert!(Identity::import(&bytes[..10]).is_err());
+    }
+}

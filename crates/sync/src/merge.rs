@@ -1,0 +1,516 @@
+//! Merge rules (docs/sync.md sec. 7). A row's merged state is a join-semilattice: applying an op
+//! joins a one-op state into it, so replicas holding the same ops hold the same rows whatever the
+//! order they arrived in. The rows live behind `RowStore`; `MemoryRows` is the in-memory model.
+
+use crate::change::{Op, Payload};
+use crate::error::{Error, Reason, Result};
+use crate::hlc::Hlc;
+use crate::identity::AuthorId;
+use crate::scope::ScopeId;
+use crate::wire::{value_bytes, Reader, Writer};
+use cairn_store::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// An op's place in the last-writer-wins order: HLC, then author id, then the author's seq and
+/// the op's index in its record, so two distinct ops never tie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    pub hlc: Hlc,
+    pub author: AuthorId,
+    pub seq: u64,
+    pub idx: u32,
+}
+
+impl Version {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u64le(self.hlc);
+        w.raw(&self.author.0);
+        w.varint(self.seq);
+        w.varint(u64::from(self.idx));
+    }
+    pub fn decode(r: &mut Reader) -> Result<Version> {
+        Ok(Version {
+            hlc: r.u64le()?,
+            author: AuthorId(r.array()?),
+            seq: r.varint()?,
+            idx: u32::try_from(r.varint()?)
+                .map_err(|_| Error::Malformed("op index out of range".into()))?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// Last writer wins.
+    Lww,
+    /// An i64 that sums every author's additions.
+    Counter,
+}
+
+/// A table registered as replicated. Columns are the non-key columns, addressed by index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    pub name: String,
+    pub pk_len: usize,
+    pub columns: Vec<(String, ColumnKind)>,
+    /// Column sets whose non-NULL values must be unique among visible rows.
+    pub unique: Vec<Vec<u32>>,
+}
+
+impl TableSchema {
+    pub fn new(name: impl Into<String>, pk_len: usize) -> TableSchema {
+        TableSchema {
+            name: name.into(),
+            pk_len,
+            columns: Vec::new(),
+            unique: Vec::new(),
+        }
+    }
+    pub fn lww(mut self, col: impl Into<String>) -> Self {
+        self.columns.push((col.into(), ColumnKind::Lww));
+        self
+    }
+    pub fn counter(mut self, col: impl Into<String>) -> Self {
+        self.columns.push((col.into(), ColumnKind::Counter));
+        self
+    }
+    pub fn unique(mut self, cols: Vec<u32>) -> Self {
+        self.unique.push(cols);
+        self
+    }
+    pub fn column(&self, name: &str) -> Option<u32> {
+        self.columns
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(|i| i as u32)
+    }
+
+    /// Checks an op against the schema (pk arity, column indexes and kinds).
+    pub fn check_op(&self, op: &Op) -> Result<()> {
+        let bad = |m: &str| {
+            Err(Error::reject(
+                Reason::SchemaMismatch,
+                format!("{}: {m}", self.name),
+            ))
+        };
+        if op.pk.len() != self.pk_len {
+            return bad("primary key arity");
+        }
+        match op.payload() {
+            Some(Payload::Set(cols)) => {
+                for (c, _) in cols {
+                    if self.columns.get(*c as usize).map(|x| x.1) != Some(ColumnKind::Lww) {
+                        return bad("SET on a column that is not last-writer-wins");
+                    }
+                }
+            }
+            Some(Payload::Add(c, _))
+                if self.columns.get(*c as usize).map(|x| x.1) != Some(ColumnKind::Counter) =>
+            {
+                return bad("ADD on a column that is not a counter");
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A row's identity: table, scope, and the canonical encoding of its primary key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RowKey {
+    pub table: String,
+    pub scope: ScopeId,
+    pub pk: Vec<u8>,
+}
+
+impl RowKey {
+    pub fn new(table: &str, scope: &ScopeId, pk: &[Value]) -> RowKey {
+        let mut w = Writer::new();
+        w.values(pk);
+        RowKey {
+            table: table.to_string(),
+            scope: scope.clone(),
+            pk: w.buf,
+        }
+    }
+    pub fn pk_values(&self) -> Vec<Value> {
+        Reader::new(&self.pk)
+            .values(u64::MAX)
+            .expect("invariant: a row key's pk is our own encoding")
+    }
+}
+
+/// The merged state of one row.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RowState {
+    /// Purged rows absorb every op (purge is final).
+    pub purged: bool,
+    pub tombstone: Option<Version>,
+    /// LWW cells newer than the tombstone.
+    pub cells: BTreeMap<u32, (Version, Value)>,
+    /// Counter additions newer than the tombstone, by column then by op version.
+    pub counters: BTreeMap<u32, BTreeMap<Version, i64>>,
+}
+
+impl RowState {
+    fn dead(&self, v: &Version) -> bool {
+        self.tombstone.is_some_and(|t| *v <= t)
+    }
+
+    fn set_cell(&mut self, col: u32, v: Version, value: Value) {
+        if self.purged || self.dead(&v) {
+            return;
+        }
+        match self.cells.get(&col) {
+            // `>=`: within one SET op listing a column twice, the later entry wins; an equal
+            // version from elsewhere is the same op, so this stays idempotent.
+            Some((cur, _)) if v < *cur => {}
+            _ => {
+                self.cells.insert(col, (v, value));
+            }
+        }
+    }
+
+    fn add(&mut self, col: u32, v: Version, delta: i64) {
+        if self.purged || self.dead(&v) {
+            return;
+        }
+        self.counters.entry(col).or_default().insert(v, delta);
+    }
+
+    fn delete(&mut self, v: Version) {
+        if self.purged {
+            // The tombstone of a purged row is still the greatest delete or purge seen, so
+            // it does not depend on whether a delete arrived before or after the purge.
+            self.tombstone = Some(self.tombstone.map_or(v, |t| t.max(v)));
+            return;
+        }
+        if self.dead(&v) {
+            return;
+        }
+        self.tombstone = Some(v);
+        self.cells.retain(|_, (cv, _)| *cv > v);
+        for entries in self.counters.values_mut() {
+            entries.retain(|ev, _| *ev > v);
+        }
+        self.counters.retain(|_, e| !e.is_empty());
+    }
+
+    fn purge(&mut self, v: Version) {
+        self.purged = true;
+        self.tombstone = Some(self.tombstone.map_or(v, |t| t.max(v)));
+        self.cells.clear();
+        self.counters.clear();
+    }
+
+    /// Joins one op into the row. Redacted ops carry nothing to join.
+    pub fn apply(&mut self, op: &Op, v: Version) {
+        match op.payload() {
+            Some(Payload::Set(cols)) => {
+                for (c, value) in cols {
+                    self.set_cell(*c, v, value.clone());
+                }
+            }
+            Some(Payload::Delete) => self.delete(v),
+            Some(Payload::Add(c, d)) => self.add(*c, v, *d),
+            Some(Payload::Purge) => self.purge(v),
+            None => {}
+        }
+    }
+
+    /// Joins another state of the same row into this one (snapshots).
+    pub fn join(&mut self, other: &RowState) {
+        if other.purged {
+            self.purge(other.tombstone.unwrap_or(Version {
+                hlc: 0,
+                author: AuthorId([0; 32]),
+                seq: 0,
+                idx: 0,
+            }));
+            return;
+        }
+        if let Some(t) = other.tombstone {
+            self.delete(t);
+        }
+        for (c, (v, value)) in &other.cells {
+            self.set_cell(*c, *v, value.clone());
+        }
+        for (c, entries) in &other.counters {
+            for (v, d) in entries {
+                self.add(*c, *v, *d);
+            }
+        }
+    }
+
+    /// A row exists if it is not purged and has a write newer than its tombstone; additions to
+    /// a counter alone do not revive a deleted row.
+    pub fn is_live(&self) -> bool {
+        !self.purged
+            && (!self.cells.is_empty() || (self.tombstone.is_none() && !self.counters.is_empty()))
+    }
+
+    /// Column values in schema order (NULL for unset LWW columns, the sum for counters).
+    pub fn values(&self, schema: &TableSchema) -> Vec<Value> {
+        schema
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, kind))| match kind {
+                ColumnKind::Lww => self
+                    .cells
+                    .get(&(i as u32))
+                    .map_or(Value::Null, |(_, v)| v.clone()),
+                ColumnKind::Counter => Value::Integer(
+                    self.counters
+                        .get(&(i as u32))
+                        .map_or(0, |e| e.values().fold(0i64, |a, d| a.wrapping_add(*d))),
+                ),
+            })
+            .collect()
+    }
+
+    /// The version of the earliest live write: the row's age for unique-constraint resolution.
+    pub fn created(&self) -> Option<Version> {
+        let c = self.cells.values().map(|(v, _)| *v).min();
+        let a = self.counters.values().flat_map(|e| e.keys().copied()).min();
+        match (c, a) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        let flags = u8::from(self.purged) | (u8::from(self.tombstone.is_some()) << 1);
+        w.u8(flags);
+        if let Some(t) = &self.tombstone {
+            t.encode(w);
+        }
+        w.varint(self.cells.len() as u64);
+        for (c, (v, value)) in &self.cells {
+            w.varint(u64::from(*c));
+            v.encode(w);
+            w.value(value);
+        }
+        w.varint(self.counters.len() as u64);
+        for (c, entries) in &self.counters {
+            w.varint(u64::from(*c));
+            w.varint(entries.len() as u64);
+            for (v, d) in entries {
+                v.encode(w);
+                w.zigzag(*d);
+            }
+        }
+    }
+
+    /// Decodes a row and rebuilds it by joining, so a hostile encoding cannot produce a state
+    /// the rules could not (cells under the tombstone are dropped, and so on).
+    pub fn decode(r: &mut Reader) -> Result<RowState> {
+        let flags = r.u8()?;
+        if flags > 3 {
+            return Err(Error::Malformed("bad row flags".into()));
+        }
+        let tombstone = if flags & 2 != 0 {
+            Some(Version::decode(r)?)
+        } else {
+            None
+        };
+        let mut row = RowState::default();
+        if let Some(t) = tombstone {
+            if flags & 1 != 0 {
+                row.purge(t);
+            } else {
+                row.delete(t);
+            }
+        } else if flags & 1 != 0 {
+            return Err(Error::Malformed("purged row without tombstone".into()));
+        }
+        let n = r.count(43, 1 << 20)?;
+        for _ in 0..n {
+            let c = col(r.varint()?)?;
+            let v = Version::decode(r)?;
+            let value = r.value()?;
+            row.set_cell(c, v, value);
+        }
+        let n = r.count(2, 1 << 20)?;
+        for _ in 0..n {
+            let c = col(r.varint()?)?;
+            let m = r.count(43, 1 << 24)?;
+            for _ in 0..m {
+                let v = Version::decode(r)?;
+                let d = r.zigzag()?;
+                row.add(c, v, d);
+            }
+        }
+        Ok(row)
+    }
+}
+
+fn col(v: u64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::Malformed("column index out of range".into()))
+}
+
+/// Where merged rows live. The in-memory `MemoryRows` is the model; the SQL layer implements it
+/// over its tables (the state's versions in hidden columns or a side table).
+pub trait RowStore {
+    /// Runs `f` on the row's state (a default one if the row is new) and keeps the result.
+    fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState));
+    fn get(&self, key: &RowKey) -> Option<RowState>;
+    /// Every row, in key order.
+    fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState));
+}
+
+/// The in-memory model. A hash map: replication applies an op per record, and with keys that
+/// share long prefixes (a table, a scope, uuid7 ids) a search tree spends its time comparing
+/// them; scans, rare, sort.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryRows {
+    pub rows: HashMap<RowKey, RowState>,
+}
+
+impl RowStore for MemoryRows {
+    fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState)) {
+        if let Some(row) = self.rows.get_mut(key) {
+            f(row);
+        } else {
+            let mut row = RowState::default();
+            f(&mut row);
+            // A redacted op on a row never seen leaves nothing; keep no empty entry for it.
+            if row != RowState::default() {
+                self.rows.insert(key.clone(), row);
+            }
+        }
+    }
+    fn get(&self, key: &RowKey) -> Option<RowState> {
+        self.rows.get(key).cloned()
+    }
+    fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState)) {
+        let mut keys: Vec<&RowKey> = self.rows.keys().collect();
+        keys.sort();
+        for k in keys {
+            f(k, &self.rows[k]);
+        }
+    }
+}
+
+/// A row as a query would see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisibleRow {
+    pub key: RowKey,
+    pub pk: Vec<Value>,
+    pub values: Vec<Value>,
+}
+
+/// The rows of `table` a query sees, in key order, with unique constraints resolved: live rows
+/// sorted by (age, pk) each stay visible unless an earlier visible row holds the same non-NULL
+/// values in one of the unique column sets. Also returns the rows hidden that way.
+pub fn visible_rows(
+    store: &dyn RowStore,
+    schema: &TableSchema,
+) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
+    let mut live: Vec<(Option<Version>, VisibleRow)> = Vec::new();
+    store.scan(&mut |k, row| {
+        if k.table == schema.name && row.is_live() {
+            live.push((
+                row.created(),
+                VisibleRow {
+                    key: k.clone(),
+                    pk: k.pk_values(),
+                    values: row.values(schema),
+                },
+            ));
+        }
+    });
+    if schema.unique.is_empty() {
+        return (live.into_iter().map(|(_, r)| r).collect(), Vec::new());
+    }
+    live.sort_by(|a, b| {
+        (a.0, &a.1.key.pk, &a.1.key.scope).cmp(&(b.0, &b.1.key.pk, &b.1.key.scope))
+    });
+    let mut taken: HashMap<(usize, Vec<Vec<u8>>), ()> = HashMap::new();
+    let (mut shown, mut hidden) = (Vec::new(), Vec::new());
+    for (_, row) in live {
+        let keys: Vec<(usize, Vec<Vec<u8>>)> = schema
+            .unique
+            .iter()
+            .enumerate()
+            .filter_map(|(i, cols)| {
+                let vals: Vec<&Value> = cols
+                    .iter()
+                    .map(|c| row.values.get(*c as usize).unwrap_or(&Value::Null))
+                    .collect();
+                if vals.iter().any(|v| v.is_null()) {
+                    None
+                } else {
+                    Some((i, vals.into_iter().map(value_bytes).collect()))
+                }
+            })
+            .collect();
+        if keys.iter().any(|k| taken.contains_key(k)) {
+            hidden.push(row);
+        } else {
+            for k in keys {
+                taken.insert(k, ());
+            }
+            shown.push(row);
+        }
+    }
+    shown.sort_by(|a, b| a.key.cmp(&b.key));
+    (shown, hidden)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(hlc: u64, a: u8) -> Version {
+        Version {
+            hlc,
+            author: AuthorId([a; 32]),
+            seq: hlc,
+            idx: 0,
+        }
+    }
+    fn set(c: u32, x: i64) -> Op {
+        Op::new(
+            "t",
+            vec![Value::Integer(1)],
+            Payload::Set(vec![(c, Value::Integer(x))]),
+        )
+    }
+    fn op(p: Payload) -> Op {
+        Op::new("t", vec![Value::Integer(1)], p)
+    }
+
+    #[test]
+    fn lww_tie_breaks_on_author_and_delete_revival() {
+        let mut a = RowState::default();
+        a.apply(&set(0, 1), v(5, 2));
+        a.apply(&set(0, 2), v(5, 1));
+        assert_eq!(a.cells[&0].1, Value::Integer(1));
+        a.apply(&op(Payload::Add(1, 10)), v(4, 1));
+        a.apply(&op(Payload::Delete), v(6, 1));
+        assert!(!a.is_live());
+        a.apply(&op(Payload::Add(1, 3)), v(7, 1));
+        assert!(!a.is_live(), "an addition alone does not revive");
+        a.apply(&set(2, 9), v(8, 1));
+        assert!(a.is_live());
+        let schema = TableSchema::new("t", 1).lww("a").counter("n").lww("b");
+        assert_eq!(
+            a.values(&schema),
+            vec![Value::Null, Value::Integer(3), Value::Integer(9)]
+        );
+    }
+
+    #[test]
+    fn row_encoding_round_trips() {
+        let mut a = RowState::default();
+        a.apply(&set(0, 1), v(5, 2));
+        a.apply(&op(Payload::Delete), v(6, 1));
+        a.apply(&set(1, 1), v(7, 2));
+        a.apply(&op(Payload::Add(2, -4)), v(9, 3));
+        let mut w = Writer::new();
+        a.encode(&mut w);
+        let b = RowState::decode(&mut Reader::new(&w.buf)).expect("invariant: decodes");
+        assert_eq!(a, b);
+    }
+}

@@ -1,0 +1,908 @@
+//! A replica: one database's identity, clock, chains, writer lists and merged rows, and the
+//! operations on them — local commits, sealing, verifying and applying what peers send,
+//! snapshots, purge, compaction, `verify()`. No I/O: time comes in as `now_ms`, randomness only
+//! through the identity the host made.
+
+use crate::chain::{verify_signatures, Block, ChainKey, ChainLog, Checkpoint};
+use crate::change::{record_hash, Op, OpBody, Payload, Record};
+use crate::error::{Error, Reason, Result};
+use crate::hlc::{physical_ms, Clock, Hlc};
+use crate::identity::{AuthorId, Identity};
+use crate::merge::{
+    visible_rows, MemoryRows, RowKey, RowState, RowStore, TableSchema, Version, VisibleRow,
+};
+use crate::protocol::VersionVector;
+use crate::scope::{ScopeId, Subscription, WriterList};
+use crate::wire::{Writer, ZERO_HASH};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A record whose HLC is further ahead of `now` than this is refused (`CLOCK_SKEW`).
+    pub max_clock_skew_ms: u64,
+    /// Records (or snapshot rows) per page.
+    pub page_records: usize,
+    /// Pages sent ahead of acknowledgements.
+    pub window_pages: usize,
+    /// A page not acknowledged after this long is sent again.
+    pub retransmit_ms: u64,
+    /// What this replica asks its peers for.
+    pub subscription: Subscription,
+    /// An empty replica asks for a snapshot instead of the whole history.
+    pub snapshot_when_empty: bool,
+    /// A snapshot larger than this (rows, all pages) is refused: a peer cannot make this
+    /// replica buffer without bound.
+    pub max_snapshot_rows: usize,
+    /// List the rows each incoming batch changed in `Event::Applied` (the SQL layer needs it;
+    /// a relay does not).
+    pub report_rows: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_clock_skew_ms: 5 * 60 * 1000,
+            page_records: 1000,
+            window_pages: 4,
+            retransmit_ms: 2000,
+            subscription: Subscription::All,
+            snapshot_when_empty: false,
+            max_snapshot_rows: 10_000_000,
+            report_rows: true,
+        }
+    }
+}
+
+/// What happened while handling input, for the application.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Verified records (or snapshot rows) were applied; `rows` (each once, sorted; empty if
+    /// `Config::report_rows` is off) are the rows to re-read (`Replica::materialize`).
+    Applied { records: usize, rows: Vec<RowKey> },
+    /// A block, writer list or snapshot from a peer was refused whole.
+    Rejected {
+        reason: Reason,
+        author: AuthorId,
+        scope: ScopeId,
+        first_seq: u64,
+        detail: String,
+    },
+    /// An author signed two different records at the same place of a chain.
+    Fork {
+        author: AuthorId,
+        scope: ScopeId,
+        seq: u64,
+    },
+    /// The peer told us it refused something we sent.
+    PeerRejected {
+        code: String,
+        author: AuthorId,
+        scope: ScopeId,
+        first_seq: u64,
+    },
+}
+
+/// A problem `verify()` found in stored history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub author: AuthorId,
+    pub scope: ScopeId,
+    pub seq: u64,
+    pub reason: Reason,
+    pub detail: String,
+}
+
+/// What the replica knows of a peer it has met: what the peer acknowledged, and what it asked
+/// for. Compaction keeps whatever some known peer still lacks.
+#[derive(Debug, Clone, Default)]
+pub struct PeerInfo {
+    pub acked: VersionVector,
+    pub want: Subscription,
+}
+
+pub struct Replica<S: RowStore = MemoryRows> {
+    pub(crate) identity: Identity,
+    pub(crate) clock: Clock,
+    pub(crate) config: Config,
+    pub(crate) tables: HashMap<String, TableSchema>,
+    pub(crate) chains: BTreeMap<ChainKey, ChainLog>,
+    /// Every valid list seen, by scope, then by (version, signature): two different lists an
+    /// owner signed with the same version are both kept, so what is authorized does not depend
+    /// on which arrived first.
+    pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<(u64, [u8; 64]), WriterList>>,
+    pub(crate) writers: BTreeMap<ScopeId, BTreeSet<AuthorId>>,
+    pub(crate) rows: S,
+    pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
+    pub(crate) forks: BTreeSet<AuthorId>,
+}
+
+impl Replica<MemoryRows> {
+    pub fn in_memory(identity: Identity, config: Config) -> Self {
+        Replica::new(identity, config, MemoryRows::default())
+    }
+}
+
+impl<S: RowStore> Replica<S> {
+    pub fn new(identity: Identity, config: Config, rows: S) -> Self {
+        Replica {
+            identity,
+            clock: Clock::new(),
+            config,
+            tables: HashMap::new(),
+            chains: BTreeMap::new(),
+            writer_lists: BTreeMap::new(),
+            writers: BTreeMap::new(),
+            rows,
+            peers: BTreeMap::new(),
+            forks: BTreeSet::new(),
+        }
+    }
+
+    pub fn id(&self) -> AuthorId {
+        self.identity.id()
+    }
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+    pub fn rows(&self) -> &S {
+        &self.rows
+    }
+    pub fn clock(&self) -> Hlc {
+        self.clock.last()
+    }
+    pub fn forks(&self) -> &BTreeSet<AuthorId> {
+        &self.forks
+    }
+    pub fn peers(&self) -> &BTreeMap<AuthorId, PeerInfo> {
+        &self.peers
+    }
+    pub fn chain(&self, key: &ChainKey) -> Option<&ChainLog> {
+        self.chains.get(key)
+    }
+    pub fn chains(&self) -> impl Iterator<Item = (&ChainKey, &ChainLog)> {
+        self.chains.iter()
+    }
+
+    /// Declares a table replicated. Every replica must register the same schema.
+    pub fn register_table(&mut self, schema: TableSchema) -> Result<()> {
+        if schema.pk_len == 0 || schema.pk_len > crate::change::MAX_PK as usize {
+            return Err(Error::InvalidInput(format!(
+                "{}: a replicated table needs a primary key of 1 to 16 columns",
+                schema.name
+            )));
+        }
+        self.tables.insert(schema.name.clone(), schema);
+        Ok(())
+    }
+    pub fn table(&self, name: &str) -> Option<&TableSchema> {
+        self.tables.get(name)
+    }
+
+    /// An op from column names, as the SQL layer has them: SET for last-writer-wins columns.
+    /// (Counter columns take `add_op`.)
+    pub fn set_op(
+        &self,
+        table: &str,
+        pk: Vec<cairn_store::Value>,
+        cols: Vec<(&str, cairn_store::Value)>,
+    ) -> Result<Op> {
+        let schema = self.schema_of(table)?;
+        let mut out = Vec::with_capacity(cols.len());
+        for (name, v) in cols {
+            match schema.column(name) {
+                Some(c) if schema.columns[c as usize].1 == crate::merge::ColumnKind::Lww => {
+                    out.push((c, v))
+                }
+                Some(_) => {
+                    return Err(Error::InvalidInput(format!(
+                        "{table}.{name} is a counter: use add_op"
+                    )))
+                }
+                None => {
+                    return Err(Error::InvalidInput(format!(
+                        "{table} has no replicated column {name}"
+                    )))
+                }
+            }
+        }
+        let op = Op::new(table, pk, Payload::Set(out));
+        schema
+            .check_op(&op)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        Ok(op)
+    }
+
+    /// An ADD op on a counter column, by name.
+    pub fn add_op(
+        &self,
+        table: &str,
+        pk: Vec<cairn_store::Value>,
+        col: &str,
+        delta: i64,
+    ) -> Result<Op> {
+        let schema = self.schema_of(table)?;
+        let c = schema.column(col).ok_or_else(|| {
+            Error::InvalidInput(format!("{table} has no replicated column {col}"))
+        })?;
+        let op = Op::new(table, pk, Payload::Add(c, delta));
+        schema
+            .check_op(&op)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        Ok(op)
+    }
+
+    fn schema_of(&self, table: &str) -> Result<&TableSchema> {
+        self.tables
+            .get(table)
+            .ok_or_else(|| Error::InvalidInput(format!("table {table} is not replicated")))
+    }
+
+    /// What the SQL table should now hold for each of these rows (from `commit` or
+    /// `Event::Applied`): `Some(values)` in schema column order to upsert, `None` to delete.
+    /// Unique conflicts are not applied here; see `visible`.
+    pub fn materialize(&self, keys: &[RowKey]) -> Vec<(RowKey, Option<Vec<cairn_store::Value>>)> {
+        keys.iter()
+            .map(|k| {
+                let values = self.tables.get(&k.table).and_then(|schema| {
+                    self.rows
+                        .get(k)
+                        .filter(RowState::is_live)
+                        .map(|row| row.values(schema))
+                });
+                (k.clone(), values)
+            })
+            .collect()
+    }
+
+    /// The chains held and how far (sealed and pending records alike).
+    pub fn version_vector(&self) -> VersionVector {
+        self.chains
+            .iter()
+            .map(|(k, log)| (k.clone(), log.head().0))
+            .filter(|(_, s)| *s > 0)
+            .collect()
+    }
+
+    pub fn may_write(&self, author: &AuthorId, scope: &ScopeId) -> bool {
+        scope.owner == *author || self.writers.get(scope).is_some_and(|w| w.contains(author))
+    }
+
+    /// As the owner of scope `name`, signs and adopts a writer list.
+    pub fn sign_writers(
+        &mut self,
+        name: &[u8],
+        version: u64,
+        writers: Vec<AuthorId>,
+    ) -> WriterList {
+        let list = WriterList::sign(&self.identity, name, version, writers);
+        self.add_writer_list(list.clone())
+            .expect("invariant: a list we signed checks");
+        list
+    }
+
+    /// Adopts a writer list signed by its scope's owner.
+    pub fn add_writer_list(&mut self, list: WriterList) -> Result<bool> {
+        list.check()?;
+        let known = self.writer_lists.entry(list.scope.clone()).or_default();
+        if known.contains_key(&(list.version, list.sig)) {
+            return Ok(false);
+        }
+        self.writers
+            .entry(list.scope.clone())
+            .or_default()
+            .extend(list.writers.iter().copied());
+        known.insert((list.version, list.sig), list);
+        Ok(true)
+    }
+
+    pub fn writer_lists(&self) -> impl Iterator<Item = &WriterList> {
+        self.writer_lists.values().flat_map(|m| m.values())
+    }
+
+    fn check_ops(&self, ops: &[Op]) -> Result<()> {
+        for op in ops {
+            let schema = self.tables.get(&op.table).ok_or_else(|| {
+                Error::reject(
+                    Reason::UnknownTable,
+                    format!("table {:?} is not replicated", op.table),
+                )
+            })?;
+            schema.check_op(op)?;
+        }
+        Ok(())
+    }
+
+    /// Records a local commit's changes to one scope: one record appended to this author's chain
+    /// for the scope (hashed, not signed) and applied to the merged rows. Returns the rows it
+    /// changed. This is what the SQL layer calls when a transaction on replicated tables commits.
+    pub fn commit(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<Vec<RowKey>> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        if ops.len() as u64 > crate::change::MAX_OPS {
+            return Err(Error::InvalidInput(
+                "too many ops in one record; split the commit".into(),
+            ));
+        }
+        self.check_ops(&ops)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if ops.iter().any(|o| !matches!(o.body, OpBody::Full(_))) {
+            return Err(Error::InvalidInput("a local op cannot be redacted".into()));
+        }
+        let me = self.id();
+        if !self.may_write(&me, scope) {
+            return Err(Error::InvalidInput(format!(
+                "UNAUTHORIZED: this replica may not write to scope {:?}",
+                String::from_utf8_lossy(&scope.name)
+            )));
+        }
+        let hlc = self.clock.tick(now_ms);
+        let key = (me, scope.clone());
+        let (seq, prev) = self.chains.get(&key).map_or((0, ZERO_HASH), |l| l.head());
+        let record = Record::new(&me, scope, seq + 1, hlc, prev, ops);
+        let touched = self.apply_record(&me, scope, &record);
+        self.chains.entry(key).or_default().pending.push(record);
+        if touched.iter().any(|(_, purge)| *purge) {
+            self.redact_purged(scope, &touched);
+        }
+        let mut keys: Vec<RowKey> = touched.into_iter().map(|(k, _)| k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// `purge`: deletes a row and erases its values from every record held, leaving a signed
+    /// tombstone (once sealed) that makes every other replica do the same.
+    pub fn purge(
+        &mut self,
+        now_ms: u64,
+        scope: &ScopeId,
+        table: &str,
+        pk: Vec<cairn_store::Value>,
+    ) -> Result<()> {
+        self.commit(now_ms, scope, vec![Op::new(table, pk, Payload::Purge)])
+            .map(|_| ())
+    }
+
+    /// Joins a record's ops into the rows; returns each touched row and whether it is purged.
+    fn apply_record(
+        &mut self,
+        author: &AuthorId,
+        scope: &ScopeId,
+        record: &Record,
+    ) -> Vec<(RowKey, bool)> {
+        let mut out = Vec::with_capacity(record.ops.len());
+        for (idx, op) in record.ops.iter().enumerate() {
+            let key = RowKey::new(&op.table, scope, &op.pk);
+            let v = Version {
+                hlc: record.hlc,
+                author: *author,
+                seq: record.seq,
+                idx: idx as u32,
+            };
+            let mut purged = false;
+            self.rows.update(&key, &mut |row: &mut RowState| {
+                row.apply(op, v);
+                purged = row.purged;
+            });
+            out.push((key, purged));
+        }
+        self.clock.observe(record.hlc);
+        out
+    }
+
+    /// Replaces, in every record held for `scope`, the ops on purged rows with their redacted form.
+    fn redact_purged(&mut self, scope: &ScopeId, touched: &[(RowKey, bool)]) {
+        let purged: BTreeSet<&RowKey> =
+            touched.iter().filter(|(_, p)| *p).map(|(k, _)| k).collect();
+        if purged.is_empty() {
+            return;
+        }
+        for ((_, s), log) in self.chains.iter_mut() {
+            if s != scope {
+                continue;
+            }
+            let records = log
+                .blocks
+                .iter_mut()
+                .flat_map(|b| b.records.iter_mut())
+                .chain(log.pending.iter_mut());
+            for rec in records {
+                for op in rec.ops.iter_mut() {
+                    // Only SET and ADD carry values; the PURGE itself must travel intact.
+                    if matches!(op.body, OpBody::Full(Payload::Set(_) | Payload::Add(..)))
+                        && purged.contains(&RowKey::new(&op.table, scope, &op.pk))
+                    {
+                        *op = op.redacted();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Seals every chain's pending records into one block each (one signature per chain).
+    /// Returns the number of blocks made.
+    pub fn seal(&mut self) -> usize {
+        let mut n = 0;
+        for ((author, scope), log) in self.chains.iter_mut() {
+            if log.pending.is_empty() || *author != self.identity.id() {
+                continue;
+            }
+            let records = std::mem::take(&mut log.pending);
+            log.blocks
+                .push(Block::seal(&self.identity, scope.clone(), records));
+            n += 1;
+        }
+        n
+    }
+
+    pub fn has_pending(&self) -> bool {
+        self.chains.values().any(|l| !l.pending.is_empty())
+    }
+
+    /// Verifies and applies blocks from a peer. The blocks must come from `Block::decode` (or
+    /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
+    /// batch; each block is then checked against what is held and applied, or rejected whole.
+    pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
+        let mut events = Vec::new();
+        // A block whose every record is already held with the same hashes is a replay: its
+        // content is exactly what was verified before, so its signature is not checked again
+        // (duplicates are common on a mesh; a signature check is the dearest thing here).
+        let (replays, fresh): (Vec<Block>, Vec<Block>) =
+            blocks.into_iter().partition(|b| self.is_replay(b));
+        for b in replays {
+            events.push(Event::Rejected {
+                reason: Reason::Replay,
+                author: b.author,
+                first_seq: b.first_seq(),
+                detail: format!("records {}..={} already held", b.first_seq(), b.last_seq()),
+                scope: b.scope,
+            });
+        }
+        // A block that cannot follow what is held (nor what earlier blocks of this message
+        // bring) is a gap whatever its signature says: refuse it before paying for a check.
+        let mut heads: BTreeMap<ChainKey, u64> = BTreeMap::new();
+        let mut blocks = Vec::with_capacity(fresh.len());
+        for b in fresh {
+            let held = *heads
+                .entry(b.key())
+                .or_insert_with(|| self.chains.get(&b.key()).map_or(0, |l| l.head().0));
+            if b.first_seq() > held.saturating_add(1) {
+                events.push(Event::Rejected {
+                    reason: Reason::ChainGap,
+                    author: b.author,
+                    first_seq: b.first_seq(),
+                    detail: format!("block starts at {}, held up to {held}", b.first_seq()),
+                    scope: b.scope,
+                });
+                continue;
+            }
+            heads.insert(b.key(), held.max(b.last_seq()));
+            blocks.push(b);
+        }
+        let sig_results = {
+            let refs: Vec<&Block> = blocks.iter().collect();
+            verify_signatures(&refs)
+        };
+        let mut applied_records = 0;
+        let mut applied_rows = Vec::new();
+        for (block, sig) in blocks.into_iter().zip(sig_results) {
+            match self.check_block(now_ms, &block, sig) {
+                Ok(skip) => {
+                    let mut block = block;
+                    if skip > 0 {
+                        block.records.drain(..skip);
+                    }
+                    applied_records += block.records.len();
+                    let mut touched = Vec::new();
+                    for rec in &block.records {
+                        touched.extend(self.apply_record(&block.author, &block.scope, rec));
+                    }
+                    let any_purged = touched.iter().any(|(_, p)| *p);
+                    let key = block.key();
+                    self.chains.entry(key).or_default().blocks.push(block);
+                    if any_purged {
+                        let scope = touched[0].0.scope.clone();
+                        self.redact_purged(&scope, &touched);
+                    }
+                    if self.config.report_rows {
+                        applied_rows.extend(touched.into_iter().map(|(k, _)| k));
+                    }
+                }
+                Err((reason, detail)) => {
+                    if reason == Reason::Fork {
+                        self.forks.insert(block.author);
+                        events.push(Event::Fork {
+                            author: block.author,
+                            scope: block.scope.clone(),
+                            seq: block.first_seq(),
+                        });
+                    }
+                    events.push(Event::Rejected {
+                        reason,
+                        author: block.author,
+                        first_seq: block.first_seq(),
+                        scope: block.scope,
+                        detail,
+                    });
+                }
+            }
+        }
+        if applied_records > 0 {
+            applied_rows.sort_unstable();
+            applied_rows.dedup();
+            events.insert(
+                0,
+                Event::Applied {
+                    records: applied_records,
+                    rows: applied_rows,
+                },
+            );
+        }
+        events
+    }
+
+    fn is_replay(&self, block: &Block) -> bool {
+        self.chains.get(&block.key()).is_some_and(|log| {
+            block.last_seq() <= log.head().0
+                && log.hash_at(block.last_seq()) == Some(block.last_hash())
+        })
+    }
+
+    /// The checks of docs/sync.md sec. 6, in order. Ok(n): the block fits; its first n records
+    /// are already held.
+    fn check_block(
+        &self,
+        now_ms: u64,
+        block: &Block,
+        sig: Result<()>,
+    ) -> std::result::Result<usize, (Reason, String)> {
+        let fail = |e: Error| (e.reason(), e.to_string());
+        if !block.is_well_formed() {
+            return Err((Reason::Malformed, "records not consecutive".into()));
+        }
+        for rec in &block.records {
+            self.check_ops(&rec.ops).map_err(fail)?;
+        }
+        sig.map_err(fail)?;
+        let (held, held_hash) = self
+            .chains
+            .get(&block.key())
+            .map_or((0, ZERO_HASH), |l| l.head());
+        let (first, last) = (block.first_seq(), block.last_seq());
+        if last <= held {
+            let log = self.chains.get(&block.key());
+            return match log.and_then(|l| l.hash_at(last)) {
+                Some(h) if h != block.last_hash() => {
+                    Err((Reason::Fork, format!("two records signed at seq {last}")))
+                }
+                _ => Err((
+                    Reason::Replay,
+                    format!("records {first}..={last} already held"),
+                )),
+            };
+        }
+        if first > held.saturating_add(1) {
+            return Err((
+                Reason::ChainGap,
+                format!("block starts at {first}, held up to {held}"),
+            ));
+        }
+        let skip = (held - (first - 1)) as usize;
+        let link = if skip == 0 {
+            block.prev_hash()
+        } else {
+            block.records[skip - 1].hash
+        };
+        if link != held_hash {
+            return Err((
+                Reason::Fork,
+                format!(
+                    "record {} does not follow the held chain",
+                    held.saturating_add(1)
+                ),
+            ));
+        }
+        if !self.may_write(&block.author, &block.scope) {
+            return Err((
+                Reason::Unauthorized,
+                format!("{:?} may not write to this scope", block.author),
+            ));
+        }
+        let limit = now_ms.saturating_add(self.config.max_clock_skew_ms);
+        if let Some(r) = block.records[skip..]
+            .iter()
+            .find(|r| physical_ms(r.hlc) > limit)
+        {
+            return Err((
+                Reason::ClockSkew,
+                format!(
+                    "record {} is {} ms in the future",
+                    r.seq,
+                    physical_ms(r.hlc) - now_ms
+                ),
+            ));
+        }
+        Ok(skip)
+    }
+
+    /// Re-checks every stored signature and every hash of every chain held; lists what fails.
+    pub fn verify(&self) -> Vec<Failure> {
+        let mut failures = Vec::new();
+        let mut to_sign: Vec<&Block> = Vec::new();
+        for ((author, scope), log) in &self.chains {
+            let fail = |seq: u64, reason: Reason, detail: &str| Failure {
+                author: *author,
+                scope: scope.clone(),
+                seq,
+                reason,
+                detail: detail.to_string(),
+            };
+            let (mut seq, mut prev) = (0, ZERO_HASH);
+            if let Some(cp) = &log.base {
+                if cp.check().is_err() {
+                    failures.push(fail(cp.seq, Reason::BadSignature, "checkpoint signature"));
+                }
+                seq = cp.seq;
+                prev = cp.hash;
+            }
+            let records = log
+                .blocks
+                .iter()
+                .flat_map(|b| b.records.iter())
+                .chain(log.pending.iter());
+            for rec in records {
+                if Some(rec.seq) != seq.checked_add(1) {
+                    failures.push(fail(rec.seq, Reason::ChainGap, "records not consecutive"));
+                }
+                if rec.prev != prev {
+                    failures.push(fail(rec.seq, Reason::Fork, "previous hash does not match"));
+                }
+                let h = record_hash(author, scope, rec.seq, rec.hlc, &rec.prev, &rec.ops);
+                if h != rec.hash {
+                    failures.push(fail(
+                        rec.seq,
+                        Reason::BadSignature,
+                        "record hash does not match its content",
+                    ));
+                }
+                seq = rec.seq;
+                prev = h;
+            }
+            to_sign.extend(log.blocks.iter());
+        }
+        for (b, r) in to_sign.iter().zip(verify_signatures(&to_sign)) {
+            if r.is_err() {
+                failures.push(Failure {
+                    author: b.author,
+                    scope: b.scope.clone(),
+                    seq: b.last_seq(),
+                    reason: Reason::BadSignature,
+                    detail: "block signature".into(),
+                });
+            }
+        }
+        failures
+    }
+
+    /// Drops, per chain, the whole blocks every known peer that follows the scope has
+    /// acknowledged, keeping the last dropped block's head and signature as a checkpoint.
+    /// Returns the number of records dropped.
+    pub fn compact(&mut self) -> usize {
+        let mut dropped = 0;
+        for (key, log) in self.chains.iter_mut() {
+            let horizon = self
+                .peers
+                .values()
+                .filter(|p| p.want.covers(&key.1))
+                .map(|p| p.acked.get(key).copied().unwrap_or(0))
+                .min()
+                .unwrap_or(u64::MAX);
+            let n = log
+                .blocks
+                .iter()
+                .take_while(|b| b.last_seq() <= horizon)
+                .count();
+            if n == 0 {
+                continue;
+            }
+            let last = &log.blocks[n - 1];
+            log.base = Some(Checkpoint::of_block(last));
+            dropped += log
+                .blocks
+                .drain(..n)
+                .map(|b| b.records.len())
+                .sum::<usize>();
+        }
+        dropped
+    }
+
+    /// The rows of a table as queries see them (unique conflicts resolved), and the rows hidden
+    /// by a unique conflict.
+    pub fn visible(&self, table: &str) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
+        match self.tables.get(table) {
+            Some(schema) => visible_rows(&self.rows, schema),
+            None => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// A digest of every merged row (their full state, versions included): equal digests mean
+    /// identical rows.
+    pub fn state_digest(&self) -> [u8; 32] {
+        self.state_digest_of(&Subscription::All)
+    }
+
+    /// The same digest, over the rows of the scopes a subscription covers.
+    pub fn state_digest_of(&self, want: &Subscription) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        let empty = RowState::default();
+        self.rows.scan(&mut |k, row| {
+            if *row == empty || !want.covers(&k.scope) {
+                return;
+            }
+            let mut w = Writer::new();
+            w.bytes(k.table.as_bytes());
+            k.scope.encode(&mut w);
+            w.bytes(&k.pk);
+            row.encode(&mut w);
+            h.update(&w.buf);
+        });
+        *h.finalize().as_bytes()
+    }
+
+    /// The sealed heads of the chains a subscription covers, as checkpoints (for a snapshot).
+    pub(crate) fn checkpoints_for(&self, want: &Subscription) -> Vec<Checkpoint> {
+        self.chains
+            .iter()
+            .filter(|((_, s), _)| want.covers(s))
+            .filter_map(|(_, log)| match log.blocks.last() {
+                Some(b) => Some(Checkpoint::of_block(b)),
+                None => log.base.clone(),
+            })
+            .collect()
+    }
+
+    /// Installs a snapshot: checks every checkpoint, then moves heads forward and joins rows.
+    pub fn install_snapshot(
+        &mut self,
+        checkpoints: Vec<Checkpoint>,
+        rows: Vec<(RowKey, RowState)>,
+    ) -> Vec<Event> {
+        let mut events = Vec::new();
+        for cp in &checkpoints {
+            if let Err(e) = cp.check() {
+                events.push(Event::Rejected {
+                    reason: e.reason(),
+                    author: cp.author,
+                    scope: cp.scope.clone(),
+                    first_seq: cp.seq,
+                    detail: "snapshot refused: checkpoint signature".into(),
+                });
+                return events;
+            }
+        }
+        for (k, _) in &rows {
+            if !self.tables.contains_key(&k.table) {
+                events.push(Event::Rejected {
+                    reason: Reason::UnknownTable,
+                    author: k.scope.owner,
+                    scope: k.scope.clone(),
+                    first_seq: 0,
+                    detail: format!("snapshot refused: table {:?} is not replicated", k.table),
+                });
+                return events;
+            }
+        }
+        for cp in checkpoints {
+            let key = (cp.author, cp.scope.clone());
+            let log = self.chains.entry(key).or_default();
+            let (held, _) = log.head();
+            if cp.seq > held {
+                log.blocks.clear();
+                log.pending.clear();
+                log.base = Some(cp);
+            } else if log.hash_at(cp.seq).is_some_and(|h| h != cp.hash) {
+                self.forks.insert(cp.author);
+                events.push(Event::Fork {
+                    author: cp.author,
+                    scope: cp.scope,
+                    seq: cp.seq,
+                });
+            }
+        }
+        let n = rows.len();
+        let mut keys = Vec::new();
+        let mut purged = Vec::new();
+        for (k, row) in rows {
+            let mut max_hlc = 0;
+            let mut is_purged = false;
+            self.rows.update(&k, &mut |mine: &mut RowState| {
+                mine.join(&row);
+                is_purged = mine.purged;
+                max_hlc = mine
+                    .cells
+                    .values()
+                    .map(|(v, _)| v.hlc)
+                    .chain(mine.tombstone.map(|t| t.hlc))
+                    .max()
+                    .unwrap_or(0);
+            });
+            self.clock.observe(max_hlc);
+            if is_purged {
+                purged.push((k.clone(), true));
+            }
+            if self.config.report_rows {
+                keys.push(k);
+            }
+        }
+        // A purge learnt from a snapshot erases the row's values from the history held too.
+        let scopes: BTreeSet<ScopeId> = purged.iter().map(|(k, _)| k.scope.clone()).collect();
+        for scope in scopes {
+            self.redact_purged(&scope, &purged);
+        }
+        events.insert(
+            0,
+            Event::Applied {
+                records: n,
+                rows: keys,
+            },
+        );
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::Payload;
+    use cairn_store::Value;
+
+    #[test]
+    fn verify_reports_tampered_history() {
+        let mut r = Replica::in_memory(Identity::from_secret([1; 32]), Config::default());
+        r.register_table(TableSchema::new("t", 1).lww("a"))
+            .expect("invariant: valid");
+        let scope = ScopeId::new(r.id(), "t");
+        for i in 0..3 {
+            let op = Op::new(
+                "t",
+                vec![Value::Integer(i)],
+                Payload::Set(vec![(0, Value::Integer(i))]),
+            );
+            r.commit(1000, &scope, vec![op]).expect("invariant: valid");
+        }
+        r.seal();
+        assert!(r.verify().is_empty());
+        let key = (r.id(), scope);
+        let log = r.chains.get_mut(&key).expect("invariant: written");
+        log.blocks[0].records[1].ops[0] = Op::new(
+            "t",
+            vec![Value::Integer(1)],
+            Payload::Set(vec![(0, Value::Integer(99))]),
+        );
+        let failures = r.verify();
+        assert!(failures
+            .iter()
+            .any(|f| f.seq == 2 && f.reason == Reason::BadSignature));
+        let log = r.chains.get_mut(&key).expect("invariant: written");
+        log.blocks[0].records[1].ops[0] = Op::new(
+            "t",
+            vec![Value::Integer(1)],
+            Payload::Set(vec![(0, Value::Integer(1))]),
+        );
+        assert!(r.verify().is_empty());
+        log_sig_flip(&mut r, &key);
+        assert_eq!(r.verify().len(), 1);
+    }
+
+    fn log_sig_flip(r: &mut Replica, key: &ChainKey) {
+        let log = r.chains.get_mut(key).expect("invariant: written");
+        log.blocks[0].sig[0] ^= 1;
+    }
+}

@@ -1,0 +1,440 @@
+//! Deterministic simulation: up to 5 replicas, random writes (sets, deletes, counters, purges,
+//! unique conflicts) in a shared scope (writer list signed by its owner) and in private scopes,
+//! over a seeded network that delays, drops, duplicates, reorders, partitions and cuts links;
+//! replicas compact now and then, one replica may ask for a subset of the scopes, and a late
+//! empty replica joins (by snapshot or by history).
+//! After healing, every replica holds identical rows and `verify()` passes.
+//!
+//! `CAIRN_SYNC_SEEDS=n` runs more seeds; `CAIRN_SYNC_SEED=s CAIRN_SYNC_SEEDS=1` replays one.
+
+mod common;
+
+use cairn_sync::{
+    Config, Event, Link, Op, Payload, Reason, Replica, ScopeFilter, ScopeId, Subscription, Value,
+};
+use common::{first_seed, identity, schemas, seed_count, text, Rng};
+
+struct Packet {
+    at: u64,
+    from: usize,
+    to: usize,
+    epoch: u64,
+    bytes: Vec<u8>,
+}
+
+struct Net {
+    /// `links[i][j]`: replica i's link to replica j.
+    links: Vec<Vec<Link>>,
+    epoch: Vec<Vec<u64>>,
+    cut: Vec<Vec<bool>>,
+    queue: Vec<Packet>,
+    drop_pct: u64,
+    dup_pct: u64,
+    max_delay: u64,
+}
+
+struct Sim {
+    rng: Rng,
+    now: u64,
+    replicas: Vec<Replica>,
+    skew: Vec<u64>,
+    net: Net,
+    shared: ScopeId,
+    keys: Vec<String>,
+    bad_events: Vec<String>,
+}
+
+const BENIGN: [Reason; 3] = [Reason::Replay, Reason::ChainGap, Reason::Unauthorized];
+
+impl Sim {
+    fn new(seed: u64, n: usize) -> Sim {
+        let mut rng = Rng(seed);
+        let mut replicas = Vec::new();
+        for _ in 0..n {
+            let cfg = Config {
+                page_records: 1 + rng.below(8) as usize,
+                window_pages: 1 + rng.below(3) as usize,
+                retransmit_ms: 300,
+                snapshot_when_empty: rng.chance(50),
+                ..Config::default()
+            };
+            let mut r = Replica::in_memory(identity(&mut rng), cfg);
+            for s in schemas() {
+                r.register_table(s).expect("invariant: schema is valid");
+            }
+            replicas.push(r);
+        }
+        let ids: Vec<_> = replicas.iter().map(|r| r.id()).collect();
+        // A partial replica: it asks only for replica 0's scopes (and holds its own writes).
+        if n >= 3 && rng.chance(50) {
+            replicas[n - 1].config_mut().subscription = Subscription::Filters(vec![
+                ScopeFilter {
+                    owner: Some(ids[0]),
+                    prefix: b"todo".to_vec(),
+                },
+                ScopeFilter {
+                    owner: Some(ids[n - 1]),
+                    prefix: Vec::new(),
+                },
+            ]);
+        }
+        let shared = ScopeId::new(ids[0], "todo");
+        replicas[0].sign_writers(b"todo", 1, ids[1..].to_vec());
+        let keys = (0..6).map(|i| format!("k{i}")).collect();
+        let skew = (0..n).map(|_| rng.below(3000)).collect();
+        let mut sim = Sim {
+            rng,
+            now: 1_700_000_000_000,
+            replicas,
+            skew,
+            net: Net {
+                links: Vec::new(),
+                epoch: vec![vec![0; n]; n],
+                cut: vec![vec![false; n]; n],
+                queue: Vec::new(),
+                drop_pct: 10,
+                dup_pct: 5,
+                max_delay: 200,
+            },
+            shared,
+            keys,
+            bad_events: Vec::new(),
+        };
+        sim.net.links = (0..n)
+            .map(|_| (0..n).map(|_| Link::new()).collect())
+            .collect();
+        for i in 0..n {
+            for j in 0..n {
+                if i < j {
+                    sim.connect(i, j);
+                }
+            }
+        }
+        sim
+    }
+
+    fn now_of(&self, i: usize) -> u64 {
+        self.now + self.skew[i]
+    }
+
+    fn send(&mut self, from: usize, to: usize, msgs: Vec<Vec<u8>>) {
+        for bytes in msgs {
+            if self.net.cut[from][to] || self.rng.chance(self.net.drop_pct) {
+                continue;
+            }
+            let copies = if self.rng.chance(self.net.dup_pct) {
+                2
+            } else {
+                1
+            };
+            for _ in 0..copies {
+                let at = self.now + self.rng.below(self.net.max_delay + 1);
+                self.net.queue.push(Packet {
+                    at,
+                    from,
+                    to,
+                    epoch: self.net.epoch[from][to],
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+    }
+
+    /// A new connection between i and j: fresh links, packets of the old one are lost.
+    fn connect(&mut self, i: usize, j: usize) {
+        for (a, b) in [(i, j), (j, i)] {
+            self.net.epoch[a][b] += 1;
+            self.net.links[a][b] = Link::new();
+        }
+        for (a, b) in [(i, j), (j, i)] {
+            let now = self.now_of(a);
+            let hello = self.replicas[a].open_link(&mut self.net.links[a][b], now);
+            self.send(a, b, vec![hello]);
+        }
+    }
+
+    fn deliver_due(&mut self) {
+        let now = self.now;
+        let mut due: Vec<Packet> = Vec::new();
+        let mut i = 0;
+        while i < self.net.queue.len() {
+            if self.net.queue[i].at <= now {
+                due.push(self.net.queue.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        // swap_remove scrambles order: part of the reordering.
+        for p in due {
+            if p.epoch != self.net.epoch[p.from][p.to] || self.net.cut[p.from][p.to] {
+                continue;
+            }
+            let (to, from) = (p.to, p.from);
+            let now = self.now_of(to);
+            let out = self.replicas[to].handle(&mut self.net.links[to][from], now, &p.bytes);
+            self.check_events(to, &out.events);
+            self.send(to, from, out.send);
+        }
+    }
+
+    fn check_events(&mut self, at: usize, events: &[Event]) {
+        for e in events {
+            match e {
+                Event::Rejected { reason, detail, .. } if !BENIGN.contains(reason) => {
+                    self.bad_events
+                        .push(format!("replica {at}: {} {detail}", reason.code()));
+                }
+                Event::Fork { .. } => self.bad_events.push(format!("replica {at}: fork")),
+                Event::PeerRejected { code, .. } if code != "UNAUTHORIZED" => self
+                    .bad_events
+                    .push(format!("replica {at}: peer rejected {code}")),
+                _ => {}
+            }
+        }
+    }
+
+    fn poll(&mut self, i: usize, j: usize) {
+        let now = self.now_of(i);
+        let out = self.replicas[i].poll(&mut self.net.links[i][j], now);
+        self.send(i, j, out);
+    }
+
+    fn random_write(&mut self, i: usize) {
+        let me = self.replicas[i].id();
+        let scope = if self.replicas[i].may_write(&me, &self.shared) && self.rng.chance(70) {
+            self.shared.clone()
+        } else {
+            ScopeId::new(me, format!("todo/owner={i}"))
+        };
+        let nops = 1 + self.rng.below(3);
+        let mut ops = Vec::new();
+        for _ in 0..nops {
+            let key = text(self.rng.pick(&self.keys).clone());
+            let op = match self.rng.below(100) {
+                0..=44 => {
+                    let mut cols = vec![(0, text(format!("t{}", self.rng.below(50))))];
+                    if self.rng.chance(50) {
+                        cols.push((1, Value::Integer(self.rng.below(2) as i64)));
+                    }
+                    if self.rng.chance(30) {
+                        cols.push((2, Value::Real(self.rng.below(10) as f64 / 4.0)));
+                    }
+                    Op::new("todo", vec![key], Payload::Set(cols))
+                }
+                45..=69 => Op::new(
+                    "todo",
+                    vec![key],
+                    Payload::Add(3, self.rng.below(21) as i64 - 10),
+                ),
+                70..=79 => Op::new("todo", vec![key], Payload::Delete),
+                80..=81 => Op::new("todo", vec![key], Payload::Purge),
+                _ => Op::new(
+                    "user",
+                    vec![key],
+                    Payload::Set(vec![(0, text(format!("u{}@x", self.rng.below(3))))]),
+                ),
+            };
+            ops.push(op);
+        }
+        let now = self.now_of(i);
+        self.replicas[i]
+            .commit(now, &scope, ops)
+            .expect("invariant: a valid local commit");
+    }
+
+    fn step(&mut self) {
+        self.now += self.rng.below(40);
+        let n = self.replicas.len();
+        match self.rng.below(100) {
+            0..=29 => {
+                let i = self.rng.below(n as u64) as usize;
+                self.random_write(i);
+            }
+            30..=74 => {
+                let i = self.rng.below(n as u64) as usize;
+                let j = self.rng.below(n as u64) as usize;
+                if i != j {
+                    self.poll(i, j);
+                }
+            }
+            75..=79 => {
+                let i = self.rng.below(n as u64) as usize;
+                let j = self.rng.below(n as u64) as usize;
+                if i != j {
+                    let c = !self.net.cut[i][j];
+                    self.net.cut[i][j] = c;
+                    self.net.cut[j][i] = c;
+                }
+            }
+            80..=82 => {
+                let i = self.rng.below(n as u64) as usize;
+                let j = self.rng.below(n as u64) as usize;
+                if i != j {
+                    self.connect(i.min(j), i.max(j));
+                }
+            }
+            83..=84 => {
+                let i = self.rng.below(n as u64) as usize;
+                self.replicas[i].compact();
+            }
+            _ => {}
+        }
+        self.deliver_due();
+    }
+
+    /// No more loss or partitions; reconnect everyone and run until nothing moves.
+    fn heal(&mut self) {
+        let n = self.replicas.len();
+        self.net.drop_pct = 0;
+        self.net.dup_pct = 0;
+        self.net.max_delay = 0;
+        self.net.cut = vec![vec![false; n]; n];
+        for i in 0..n {
+            for j in i + 1..n {
+                self.connect(i, j);
+            }
+        }
+        for round in 0..400 {
+            self.now += 400; // past every retransmit timer
+            for i in 0..n {
+                for j in 0..n {
+                    if i != j {
+                        self.poll(i, j);
+                    }
+                }
+            }
+            let mut quiet = self.net.queue.is_empty();
+            while !self.net.queue.is_empty() {
+                self.deliver_due();
+                quiet = false;
+            }
+            if quiet && round > 2 {
+                return;
+            }
+        }
+        panic!("network did not go quiet after healing");
+    }
+
+    fn add_late_replica(&mut self, snapshot: bool) {
+        let cfg = Config {
+            snapshot_when_empty: snapshot,
+            retransmit_ms: 300,
+            ..Config::default()
+        };
+        let mut r = Replica::in_memory(identity(&mut self.rng), cfg);
+        for s in schemas() {
+            r.register_table(s).expect("invariant: schema is valid");
+        }
+        self.replicas.push(r);
+        self.skew.push(0);
+        let n = self.replicas.len();
+        for row in &mut self.net.links {
+            row.push(Link::new());
+        }
+        self.net.links.push((0..n).map(|_| Link::new()).collect());
+        for row in &mut self.net.epoch {
+            row.push(0);
+        }
+        self.net.epoch.push(vec![0; n]);
+        self.net.cut = vec![vec![false; n]; n];
+    }
+
+    fn assert_converged(&self, seed: u64) {
+        assert!(
+            self.bad_events.is_empty(),
+            "seed {seed}: unexpected events {:?}",
+            self.bad_events
+        );
+        for (i, r) in self.replicas.iter().enumerate() {
+            let want = r.config().subscription.clone();
+            let r0 = &self.replicas[0];
+            let covered = |vv: cairn_sync::VersionVector| -> cairn_sync::VersionVector {
+                vv.into_iter()
+                    .filter(|((_, s), _)| want.covers(s))
+                    .collect()
+            };
+            assert_eq!(
+                covered(r.version_vector()),
+                covered(r0.version_vector()),
+                "seed {seed}: replica {i} version vector"
+            );
+            assert_eq!(
+                r.state_digest_of(&want),
+                r0.state_digest_of(&want),
+                "seed {seed}: replica {i} rows differ:\n{:?}\nvs\n{:?}",
+                r.rows()
+                    .rows
+                    .iter()
+                    .filter(|(k, v)| want.covers(&k.scope) && r0.rows().rows.get(*k) != Some(*v))
+                    .collect::<Vec<_>>(),
+                r0.rows()
+                    .rows
+                    .iter()
+                    .filter(|(k, v)| want.covers(&k.scope) && r.rows().rows.get(*k) != Some(*v))
+                    .collect::<Vec<_>>(),
+            );
+            assert!(
+                r.version_vector().keys().all(|(_, s)| want.covers(s)),
+                "seed {seed}: replica {i} holds a chain it did not ask for"
+            );
+            let failures = r.verify();
+            assert!(
+                failures.is_empty(),
+                "seed {seed}: replica {i}: {failures:?}"
+            );
+            for t in ["todo", "user"] {
+                if want != Subscription::All {
+                    break; // a partial replica sees a subset: its digest was compared above
+                }
+                assert_eq!(
+                    r.visible(t),
+                    self.replicas[0].visible(t),
+                    "seed {seed}: {t}"
+                );
+            }
+        }
+        // Unique emails among visible users.
+        let (users, _) = self.replicas[0].visible("user");
+        let mut emails: Vec<_> = users.iter().map(|u| format!("{:?}", u.values[0])).collect();
+        emails.retain(|e| e != "Null");
+        let before = emails.len();
+        emails.sort();
+        emails.dedup();
+        assert_eq!(before, emails.len(), "seed {seed}: duplicate visible email");
+    }
+}
+
+fn run(seed: u64) {
+    let mut rng = Rng(seed ^ 0xC0FFEE);
+    let n = 2 + rng.below(4) as usize;
+    let steps = STEPS + rng.below(STEPS);
+    let mut sim = Sim::new(seed, n);
+    for _ in 0..steps {
+        sim.step();
+    }
+    sim.heal();
+    sim.assert_converged(seed);
+    // A late empty replica, met after compaction: it needs a snapshot or the whole history.
+    for r in &mut sim.replicas {
+        r.compact();
+    }
+    let snapshot = rng.chance(50);
+    sim.add_late_replica(snapshot);
+    sim.heal();
+    sim.assert_converged(seed);
+}
+
+/// Seeds run by default. Ed25519 in an unoptimized build costs ~12 ms a verification, so a debug
+/// run keeps to a few seeds; `cargo test --release` (or a dev profile that optimizes
+/// curve25519-dalek, ed25519-dalek and sha2) runs hundreds in about a minute.
+const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 5 } else { 300 };
+/// Random steps before healing: between STEPS and 2 x STEPS.
+const STEPS: u64 = if cfg!(debug_assertions) { 60 } else { 150 };
+
+#[test]
+fn simulated_replicas_converge() {
+    let first = first_seed();
+    for seed in first..first + seed_count(DEFAULT_SEEDS) {
+        run(seed);
+    }
+}
