@@ -3,11 +3,14 @@
 //! `.mode table|csv|json`, `.read FILE`, `.help`, `.quit`. In non-interactive use the first
 //! failing statement ends the run with exit code 1.
 //!
-//! With no FILE the database lives in memory. Opening a FILE needs the pager of `cairn-store`,
-//! which this shell does not have yet: it refuses with exit code 2 rather than silently
-//! working on a copy in memory.
+//! With no FILE the database lives in memory. A FILE is a cairn database file (one exported
+//! from the browser with `export()`, say), opened with full durability; it is created when it
+//! does not exist. A file that cannot be opened (not cairn's, damaged, newer format) ends the run
+//! with exit code 2 and the reason.
 
+use cairn_sql::paged::Paged;
 use cairn_sql::{Database, Output, Value};
+use cairn_store::{Options, StdFile};
 use std::io::{BufRead, IsTerminal, Write};
 
 #[derive(Clone, Copy, PartialEq)]
@@ -220,7 +223,7 @@ impl Shell {
             ".help" => {
                 let _ = writeln!(
                     out,
-                    ".check              verify every row and index entry\n\
+                    ".check              verify every page, row and index entry\n\
                      .help               this text\n\
                      .mode table|csv|json  how results are printed\n\
                      .quit               leave\n\
@@ -250,7 +253,7 @@ impl Shell {
                     }
                 }
             }
-            ".check" => match self.db.check() {
+            ".check" => match self.db.integrity_check() {
                 Ok(p) if p.is_empty() => {
                     let _ = writeln!(out, "ok");
                 }
@@ -351,23 +354,31 @@ impl Shell {
     }
 }
 
+fn open_file(path: &str) -> cairn_sql::Result<Database> {
+    let file = StdFile::open(path, true)?;
+    Database::open(Box::new(Paged::open(file, Options::default())?))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("usage: cairn [FILE]   (SQL from the prompt or stdin; .help for commands)");
         return;
     }
-    if let Some(file) = args.first() {
-        eprintln!(
-            "cairn: cannot open {file}: file databases need cairn-store's pager, which this build \
-             does not have yet; run `cairn` with no FILE for a database in memory"
-        );
-        std::process::exit(2);
-    }
+    let db = match args.first() {
+        None => Database::memory(),
+        Some(file) => match open_file(file) {
+            Ok(db) => db,
+            Err(e) => {
+                eprintln!("cairn: cannot open {file}: {e} ({})", e.code());
+                std::process::exit(2);
+            }
+        },
+    };
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
     let mut shell = Shell {
-        db: Database::memory(),
+        db,
         mode: Mode::Table,
         interactive,
     };

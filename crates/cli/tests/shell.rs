@@ -94,9 +94,36 @@ fn read_runs_a_file() {
     assert_eq!(out, "w\n42\n");
 }
 
+fn temp_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cairn-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
 #[test]
-fn a_file_argument_is_refused_until_the_store_exists() {
-    let (code, _, err) = run(&["some.db"], "");
+fn a_file_database_keeps_what_was_committed_across_runs() {
+    let path = temp_path("keep.db");
+    let p = path.to_str().expect("utf-8 path");
+    let (code, _, err) = run(
+        &[p],
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT);\nINSERT INTO t (name) VALUES ('kept');\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(&[p], ".mode csv\nSELECT id, name FROM t;\n.check\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1,kept"), "{out}");
+    assert!(out.contains("ok"), "{out}");
+}
+
+#[test]
+fn a_file_that_is_not_a_cairn_database_is_refused_with_exit_code_2() {
+    let path = temp_path("foreign.db");
+    std::fs::write(&path, vec![0x42u8; 10_000]).expect("write");
+    let (code, _, err) = run(&[path.to_str().expect("utf-8 path")], "SELECT 1;\n");
     assert_eq!(code, 2);
-    assert!(err.contains("in memory"), "{err}");
+    assert!(err.contains("NOT_A_DATABASE"), "{err}");
+    // Nothing was written over it.
+    assert_eq!(std::fs::read(&path).expect("read"), vec![0x42u8; 10_000]);
 }

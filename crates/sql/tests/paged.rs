@@ -114,3 +114,10 @@ fn a_failed_commit_keeps_the_last_commit_and_the_database_usable() {
         vec![vec![Value::Integer(1)], vec![Value::Integer(3)]]
     );
 }
+
+#[test]
+fn paged_store_passes_the_storage_conformance_suite() {
+    cairn_sql::storage::conformance::run(&|| {
+        Box::new(Paged::open(MemoryFile::new(), Options::default()).expect("open store"))
+    });
+}

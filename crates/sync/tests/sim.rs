@@ -427,7 +427,7 @@ fn run(seed: u64) {
 /// Seeds run by default. Ed25519 in an unoptimized build costs ~12 ms a verification, so a debug
 /// run keeps to a few seeds; `cargo test --release` (or a dev profile that optimizes
 /// curve25519-dalek, ed25519-dalek and sha2) runs hundreds in about a minute.
-const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 5 } else { 300 };
+const DEFAULT_SEEDS: u64 = 300;
 /// Random steps before healing: between STEPS and 2 x STEPS.
 const STEPS: u64 = if cfg!(debug_assertions) { 60 } else { 150 };
 
