@@ -16,4 +16,5 @@ step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "cargo clippy (wasm)" cargo clippy --workspace --exclude cairn-cli --target wasm32-unknown-unknown -- -D warnings
 step "cargo test" cargo test --workspace
 step "build and size" node scripts/build.mjs
+step "types" node_modules/.bin/tsc -p tests/types
 step "browser tests" node --test --test-concurrency=1 tests/browser/

@@ -1,7 +1,43 @@
 /** Every error cairn reports carries a stable `code` and a message a person can act on. */
 export class CairnError extends Error {
+  readonly name: 'CairnError';
+  /** Stable, machine-readable: `SYNTAX`, `CONSTRAINT_UNIQUE`, `BUSY`, `QUOTA_EXCEEDED`, ... (docs/protocol.md). */
   readonly code: string;
+  /** For `SYNTAX`: where in the statement (1-based). */
+  readonly line?: number;
+  readonly column?: number;
   constructor(code: string, message: string, extra?: Record<string, unknown>);
+}
+
+/** A SQL value as it reaches the page: INTEGERs beyond ±2^53 are bigints, BLOBs Uint8Arrays. */
+export type SqlValue = null | number | bigint | string | Uint8Array;
+/** A value a statement may be given: booleans become 0 or 1, ArrayBuffers BLOBs. */
+export type SqlParam = SqlValue | boolean | undefined | ArrayBuffer;
+/** Positional (`?`, `?NNN`) or named (`{':id': 1}`, prefix included) parameters. */
+export type Params = SqlParam[] | Record<string, SqlParam>;
+export type Row = Record<string, SqlValue>;
+
+export interface RunResult {
+  changes: number;
+  lastInsertRowid: number | bigint;
+}
+
+/** Rows as `rowMode: 'array'` gives them: `values` is flat and row-major. */
+export interface ArrayRows {
+  columns: string[];
+  rowCount: number;
+  values: SqlValue[];
+  changes: number;
+  lastInsertRowid: number | bigint;
+}
+
+/** Rows as `rowMode: 'columns'` gives them: one array (or typed array) per column. */
+export interface ColumnRows {
+  columns: string[];
+  rowCount: number;
+  values: Array<SqlValue[] | Float64Array | Int32Array>;
+  changes: number;
+  lastInsertRowid: number | bigint;
 }
 
 export interface WorkerOptions {
@@ -9,12 +45,84 @@ export interface WorkerOptions {
   workerUrl?: string | URL;
   /** Where the wasm engine is served from (default: next to this module). */
   wasmUrl?: string | URL;
+  /** 'auto' (default) uses a SharedArrayBuffer channel when the page is cross-origin isolated. */
+  channel?: 'auto' | 'postMessage';
+  /** Size of the shared-memory channel in bytes (default 1 MiB). */
+  channelBytes?: number;
 }
 
-/** A running cairn Worker. */
+export interface OpenOptions extends WorkerOptions {
+  /** Create the database when it does not exist (default true for open and create). */
+  create?: boolean;
+  /** 'full' (default): a write has resolved only once it is on disk. 'relaxed': flushed later, in order. */
+  durability?: 'full' | 'relaxed';
+  /** Page cache size in 4 KiB pages (default 2048, 8 MiB). */
+  cachePages?: number;
+  /** How long a statement waits for another caller's transaction before failing with BUSY (ms, default 5000). */
+  busyTimeout?: number;
+}
+
+interface Queries {
+  /** Runs a parameter-free script of one or more statements. */
+  exec(sql: string): Promise<void>;
+  query(sql: string, params?: Params, options?: { rowMode?: 'object' }): Promise<Row[]>;
+  query(sql: string, params: Params | undefined, options: { rowMode: 'array' }): Promise<ArrayRows>;
+  query(sql: string, params: Params | undefined, options: { rowMode: 'columns' }): Promise<ColumnRows>;
+  run(sql: string, params?: Params): Promise<RunResult>;
+  /** The first row, or undefined. */
+  get(sql: string, params?: Params): Promise<Row | undefined>;
+  prepare(sql: string): Statement;
+}
+
+export type Transaction = Queries;
+
+export interface Statement {
+  readonly sql: string;
+  run(params?: Params): Promise<RunResult>;
+  all(params?: Params, options?: { rowMode?: 'object' }): Promise<Row[]>;
+  all(params: Params | undefined, options: { rowMode: 'array' }): Promise<ArrayRows>;
+  get(params?: Params): Promise<Row | undefined>;
+  finalize(): Promise<void>;
+}
+
+export interface SchemaEntry {
+  type: 'table' | 'index';
+  name: string;
+  table: string;
+  sql: string;
+}
+
+export interface Database extends Queries {
+  readonly name: string;
+  /** Whether this tab owns the database (its Worker holds the file) or goes through the tab that does. */
+  readonly isOwner: boolean;
+  /** How statements reach the engine. */
+  readonly channel: 'sharedMemory' | 'postMessage' | 'owner tab';
+  /** Commits when `fn` resolves, rolls back when it throws. Use `tx`, not the database, inside. */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /** Every problem the integrity check finds (pages, checksums, rows, indexes); empty when sound. */
+  check(): Promise<string[]>;
+  schema(): Promise<SchemaEntry[]>;
+  /** The database file as of the last commit. */
+  export(): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+/** Opens the database `name` in this origin's OPFS (created unless `create: false`). */
+export function open(name: string, options?: OpenOptions): Promise<Database>;
+/** Creates (or opens) the database `name`. */
+export function create(name: string, options?: OpenOptions): Promise<Database>;
+/** Writes `bytes` as the database `name`; refuses bytes that are not a sound cairn database, and an existing name. */
+export function importDatabase(name: string, bytes: Uint8Array | ArrayBuffer, options?: WorkerOptions): Promise<void>;
+export { importDatabase as import };
+/** Deletes the database `name`; fails with BUSY while a tab has it open. */
+export function destroy(name: string, options?: WorkerOptions): Promise<void>;
+
+/** A running cairn Worker (low level: the storage layer's block files). */
 export class EngineWorker {
   constructor(options?: WorkerOptions);
   readonly ready: Promise<void>;
+  readonly channel: 'sharedMemory' | 'postMessage';
   call(op: string, args?: unknown[], transfer?: Transferable[]): Promise<unknown>;
   /** Kills the Worker at once; pending requests fail with code `TERMINATED`. */
   terminate(): void;

@@ -1,0 +1,31 @@
+// Compiled (not run) by the test command: the shipped types must describe the API as documented.
+import { open, create, destroy, importDatabase, CairnError, type Database, type Row } from '../../worker/cairn';
+
+async function example(): Promise<void> {
+  const db: Database = await open('app', { durability: 'full', channel: 'auto', busyTimeout: 1000 });
+  await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)');
+  const info = await db.run('INSERT INTO t (name) VALUES (?)', ['ada']);
+  const id: number | bigint = info.lastInsertRowid;
+  const rows: Row[] = await db.query('SELECT * FROM t WHERE id = :id', { ':id': id });
+  const flat = await db.query('SELECT * FROM t', [], { rowMode: 'array' });
+  const n: number = flat.rowCount + flat.values.length + rows.length;
+  const stmt = db.prepare('SELECT name FROM t WHERE id = ?');
+  const one = await stmt.get([1]);
+  await stmt.finalize();
+  const total = await db.transaction(async (tx) => {
+    await tx.run('DELETE FROM t WHERE id = ?', [n]);
+    return (await tx.get('SELECT count(*) AS c FROM t'))?.c;
+  });
+  const problems: string[] = await db.check();
+  const bytes: Uint8Array = await db.export();
+  await db.close();
+  await importDatabase('copy', bytes);
+  await destroy('copy');
+  (await create('other')).close();
+  try {
+    await db.query('SELEC');
+  } catch (e) {
+    if (e instanceof CairnError && e.code === 'SYNTAX') console.log(e.line, e.column, one, total, problems);
+  }
+}
+void example;
