@@ -8,6 +8,7 @@ import { tmpdir, cpus, totalmem, release, platform } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { gzipSync, brotliCompressSync, constants as zc } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { build, BUILD_DIR, peerVersions } from './build.mjs';
@@ -31,6 +32,8 @@ const HELP = `usage: node run.mjs [options]
   --smoke            one sample, every workload, every engine, 200 rows, short probe waits
   --cpu-wait S       cap of the CPU probe's wait before each round (default 30)
   --flush-wait S     cap of the flush probe's wait before each sample (default 10)
+  --isolated         with --smoke: still one browser profile per sample (smoke groups the timed
+                     workloads of an engine in one session and one database, to stay quick)
   --ua-memory        also call performance.measureUserAgentSpecificMemory (slow)
   --list             list the workloads and exit
   --help`;
@@ -42,7 +45,7 @@ function parse(argv) {
       engines: { type: 'string' }, workloads: { type: 'string' }, samples: { type: 'string' },
       rows: { type: 'string' }, out: { type: 'string' }, extra: { type: 'string' },
       smoke: { type: 'boolean' }, 'cpu-wait': { type: 'string' }, 'flush-wait': { type: 'string' },
-      'ua-memory': { type: 'boolean' }, list: { type: 'boolean' }, help: { type: 'boolean' },
+      'ua-memory': { type: 'boolean' }, isolated: { type: 'boolean' }, list: { type: 'boolean' }, help: { type: 'boolean' },
     },
   });
   const smoke = !!values.smoke;
@@ -58,6 +61,7 @@ function parse(argv) {
     cpuWaitMs: 1000 * Number(values['cpu-wait'] ?? (smoke ? 0 : 30)),
     flushWaitMs: 1000 * Number(values['flush-wait'] ?? (smoke ? 1 : 10)),
     uaMemory: !!values['ua-memory'],
+    grouped: smoke && !values.isolated,
   };
 }
 
@@ -136,17 +140,23 @@ async function closeQuietly(context) {
 }
 
 // ---------- sizes ----------
-const sizeCache = new Map();
+// Brotli -q 11 of PGlite's 9 MB wasm takes a minute: keep sizes by content hash between runs.
+const SIZE_CACHE_FILE = join(HERE, '.cache', 'sizes.json');
+let sizeCache = null;
 function sizes(file) {
-  if (!sizeCache.has(file)) {
-    const buf = readFileSync(file);
-    sizeCache.set(file, {
+  if (!sizeCache) { try { sizeCache = new Map(Object.entries(JSON.parse(readFileSync(SIZE_CACHE_FILE, 'utf8')))); } catch { sizeCache = new Map(); } }
+  const buf = readFileSync(file);
+  const key = createHash('sha256').update(buf).digest('hex');
+  if (!sizeCache.has(key)) {
+    sizeCache.set(key, {
       raw: buf.length,
       gzip: gzipSync(buf, { level: 9 }).length,
       brotli: brotliCompressSync(buf, { params: { [zc.BROTLI_PARAM_QUALITY]: 11, [zc.BROTLI_PARAM_SIZE_HINT]: buf.length } }).length,
     });
+    mkdirSync(dirname(SIZE_CACHE_FILE), { recursive: true });
+    writeFileSync(SIZE_CACHE_FILE, JSON.stringify(Object.fromEntries(sizeCache)));
   }
-  return sizeCache.get(file);
+  return sizeCache.get(key);
 }
 const HARNESS_PATHS = new Set(['/', '/index.html', '/harness.js', '/favicon.ico']);
 function downloadsFrom(log) {
@@ -197,7 +207,7 @@ async function runSample({ engine, workload, opts, server, profilesRoot, round }
       if (workload.kind === 'first-open') {
         server.log.length = 0;
         const r = await page.evaluate(([e, o]) => window.bench.firstOpen(e, o), [engine, pageOpts]);
-        downloads = downloadsFrom(server.log);
+        downloads = server.log.slice(); // sizes are computed after the run, outside the time limit
         return r;
       }
       return page.evaluate(([e, w, o]) => window.bench.sample(e, w, o), [engine, workload.url, pageOpts]);
@@ -208,9 +218,13 @@ async function runSample({ engine, workload, opts, server, profilesRoot, round }
     if (context) await closeQuietly(context);
     rmSync(profileDir, { recursive: true, force: true });
   }
+  return toSample(engine, workload, round, result, t0, logs, downloads);
+}
+
+function toSample(engine, workload, round, result, t0, logs, downloads = null, grouped = false) {
   const status = result.ok ? 'ok' : result.timeout ? 'timeout' : ['setup', 'run', 'check'].includes(result.phase) ? 'unsupported' : 'error';
   return {
-    workload: workload.name, engine, round, status,
+    workload: workload.name, engine, round, status, ...(grouped ? { grouped: true } : {}),
     ms: result.ok ? +result.ms.toFixed(3) : null,
     check: result.ok ? result.check : null,
     memory: result.memory || null,
@@ -220,6 +234,46 @@ async function runSample({ engine, workload, opts, server, profilesRoot, round }
     downloads,
     logs: result.ok ? undefined : logs.slice(-10),
   };
+}
+
+// Grouped mode (the smoke default): every timed workload of one engine in one browser session and one
+// database, tables dropped in between. A timed-out workload ends the session; the rest go on in a new one.
+async function runGroup({ engine, workloads, opts, server, profilesRoot, round }) {
+  const out = [];
+  const remaining = workloads.slice();
+  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/client.js' } : {} };
+  const asError = (err) => (err.timeout ? { ok: false, timeout: true, error: `abandoned: sample ran ${err.message}` } : { ok: false, phase: 'harness', error: String(err.message || err).split('\n')[0] });
+  while (remaining.length) {
+    const profileDir = mkdtempSync(join(profilesRoot, `${engine}-group-`));
+    const logs = [];
+    let context = null;
+    try {
+      context = await launch(profileDir);
+      const page = await openPage(context, server.url, logs);
+      const t0 = Date.now();
+      const o = await withTimeout(page.evaluate(([e, o]) => window.bench.groupOpen(e, o), [engine, pageOpts]), SAMPLE_LIMIT_MS);
+      if (!o.ok) { for (const w of remaining.splice(0)) out.push(toSample(engine, w, round, o, t0, logs, null, true)); break; }
+      while (remaining.length) {
+        const w = remaining.shift();
+        const t1 = Date.now();
+        let r;
+        try {
+          r = await withTimeout(page.evaluate(([u, o]) => window.bench.groupSample(u, o), [w.url, pageOpts]), SAMPLE_LIMIT_MS);
+        } catch (err) {
+          out.push(toSample(engine, w, round, asError(err), t1, logs, null, true));
+          break;
+        }
+        out.push(toSample(engine, w, round, r, t1, logs, null, true));
+      }
+      await withTimeout(page.evaluate(() => window.bench.groupClose()), 10_000).catch(() => {});
+    } catch (err) {
+      for (const w of remaining.splice(0)) out.push(toSample(engine, w, round, asError(err), Date.now(), logs, null, true));
+    } finally {
+      if (context) await closeQuietly(context);
+      rmSync(profileDir, { recursive: true, force: true });
+    }
+  }
+  return out;
 }
 
 // ---------- summary ----------
@@ -337,6 +391,31 @@ export async function main(argv = process.argv.slice(2)) {
     const cpu = await waitFor(cpuProbe, (v) => v <= cpuBase * 1.05, opts.cpuWaitMs, 1000);
     probes.rounds.push({ round, cpu });
     const order = perms[round % perms.length];
+    const report = (s) => {
+      samples.push(s);
+      if (s.version && !env.engineRuntime[s.engine]) env.engineRuntime[s.engine] = s.version;
+      const tag = s.status === 'ok' ? `${fmtMs(s.ms)} ms` : `${s.status.toUpperCase()}: ${s.error}`;
+      console.log(`[${round + 1}/${opts.samples}] ${s.workload.padEnd(20)} ${s.engine.padEnd(6)} ${tag}`);
+      if (s.status !== 'ok') giveUp.add(`${s.engine}/${s.workload}`);
+    };
+    if (opts.grouped) {
+      for (const engine of order) {
+        for (const workload of workloads.filter((w) => w.kind !== 'timed')) {
+          const flush = await waitFor(() => flushProbe(profilesRoot), flushOk, opts.flushWaitMs, 200);
+          const s = await runSample({ engine, workload, opts, server, profilesRoot, round });
+          s.probe = { flushMs: flush.readings.at(-1), flushWaitedMs: flush.waitedMs, flushRecovered: flush.recovered };
+          report(s);
+        }
+        const timed = workloads.filter((w) => w.kind === 'timed' && !giveUp.has(`${engine}/${w.name}`));
+        if (!timed.length) continue;
+        const flush = await waitFor(() => flushProbe(profilesRoot), flushOk, opts.flushWaitMs, 200);
+        for (const s of await runGroup({ engine, workloads: timed, opts, server, profilesRoot, round })) {
+          s.probe = { flushMs: flush.readings.at(-1), flushWaitedMs: flush.waitedMs, flushRecovered: flush.recovered };
+          report(s);
+        }
+      }
+      continue;
+    }
     for (const workload of workloads) {
       for (const engine of order) {
         const key = `${engine}/${workload.name}`;
@@ -344,11 +423,7 @@ export async function main(argv = process.argv.slice(2)) {
         const flush = await waitFor(() => flushProbe(profilesRoot), flushOk, opts.flushWaitMs, 200);
         const s = await runSample({ engine, workload, opts, server, profilesRoot, round });
         s.probe = { flushMs: flush.readings.at(-1), flushWaitedMs: flush.waitedMs, flushRecovered: flush.recovered };
-        samples.push(s);
-        if (s.version && !env.engineRuntime[engine]) env.engineRuntime[engine] = s.version;
-        const tag = s.status === 'ok' ? `${fmtMs(s.ms)} ms` : `${s.status.toUpperCase()}: ${s.error}`;
-        console.log(`[${round + 1}/${opts.samples}] ${workload.name.padEnd(20)} ${engine.padEnd(6)} ${tag}`);
-        if (s.status !== 'ok') giveUp.add(key);
+        report(s);
       }
     }
   }
@@ -356,7 +431,7 @@ export async function main(argv = process.argv.slice(2)) {
   rmSync(profilesRoot, { recursive: true, force: true });
 
   const downloads = {};
-  for (const e of engines) { const s = samples.find((x) => x.engine === e && x.downloads); if (s) downloads[e] = s.downloads; }
+  for (const e of engines) { const s = samples.find((x) => x.engine === e && x.downloads); if (s) downloads[e] = downloadsFrom(s.downloads); }
   for (const s of samples) delete s.downloads;
   const summary = summarize(workloads, engines, samples);
   const mismatches = compareChecks(workloads, samples);
@@ -371,7 +446,7 @@ export async function main(argv = process.argv.slice(2)) {
 
   const report = {
     name: basename(opts.out).replace(/\.json$/, ''), createdAt: new Date().toISOString(),
-    options: { engines, skipped, workloads: workloads.map((w) => w.name), samples: opts.samples, rows: opts.rows, smoke: opts.smoke, extra: opts.extra },
+    options: { engines, skipped, workloads: workloads.map((w) => w.name), samples: opts.samples, rows: opts.rows, smoke: opts.smoke, grouped: opts.grouped, extra: opts.extra },
     env, probes, workloads: workloads.map(({ url, ...w }) => w), downloads, summary,
     checks: { ok: mismatches.length === 0, mismatches }, samples, durationMs: Date.now() - t0,
   };

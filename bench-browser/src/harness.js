@@ -85,6 +85,28 @@ async function measureMemory(db, opts) {
   return m;
 }
 
+let group = null;
+async function runWorkload(db, engine, workloadUrl, opts) {
+  const w = (await import(workloadUrl)).default;
+  const ctx = makeCtx(engine, opts.rows);
+  const tables = w.tables || ['t1', 't2', 'customers', 'orders'];
+  const r = await (async () => {
+    try { if (w.setup) await w.setup(db, ctx); } catch (e) { return fail('setup', e); }
+    let out, ms;
+    try {
+      const t0 = performance.now();
+      out = await w.run(db, ctx);
+      ms = performance.now() - t0;
+    } catch (e) { return fail('run', e); }
+    let check;
+    try { check = w.check ? await w.check(db, ctx, out) : null; } catch (e) { return fail('check', e); }
+    const memory = await measureMemory(db, opts);
+    return { ok: true, ms, check, memory, version: db.version };
+  })();
+  r.tables = tables;
+  return r;
+}
+
 const fail = (phase, err) => ({ ok: false, phase, error: String((err && err.message) || err) });
 
 window.bench = {
@@ -92,26 +114,23 @@ window.bench = {
 
   /** One timed workload: open a new database, untimed setup, timed run, untimed check. */
   async sample(engine, workloadUrl, opts) {
-    const w = (await import(workloadUrl)).default;
-    const ctx = makeCtx(engine, opts.rows);
     let db;
     try { db = await openEngine(engine, opts.dbName || 'bench', opts); } catch (e) { return fail('open', e); }
-    try {
-      try { if (w.setup) await w.setup(db, ctx); } catch (e) { return fail('setup', e); }
-      let out, ms;
-      try {
-        const t0 = performance.now();
-        out = await w.run(db, ctx);
-        ms = performance.now() - t0;
-      } catch (e) { return fail('run', e); }
-      let check;
-      try { check = w.check ? await w.check(db, ctx, out) : null; } catch (e) { return fail('check', e); }
-      const memory = await measureMemory(db, opts);
-      return { ok: true, ms, check, memory, version: db.version };
-    } finally {
-      try { await db.close(); } catch {}
-    }
+    try { return await runWorkload(db, engine, workloadUrl, opts); } finally { try { await db.close(); } catch {} }
   },
+
+  // Grouped mode (smoke): one database per browser session, workloads one after another,
+  // each workload's tables dropped after it. Quicker, less isolated; never used for published figures.
+  async groupOpen(engine, opts) {
+    try { group = { engine, db: await openEngine(engine, opts.dbName || 'bench', opts) }; return { ok: true }; } catch (e) { return fail('open', e); }
+  },
+  async groupSample(workloadUrl, opts) {
+    const r = await runWorkload(group.db, group.engine, workloadUrl, opts);
+    for (const t of r.tables || []) { try { await group.db.exec(`DROP TABLE IF EXISTS ${t}`); } catch {} }
+    delete r.tables;
+    return r;
+  },
+  async groupClose() { try { await group.db.close(); } catch {} group = null; return { ok: true }; },
 
   /** First open: from before the engine is fetched until the first query on a new database returns. */
   async firstOpen(engine, opts) {

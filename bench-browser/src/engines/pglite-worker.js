@@ -12,7 +12,9 @@ const ops = {
   async query(sql, params) { return (await pg.query(sql, params)).rows; },
   async run(sql, params) { return { changes: (await pg.query(sql, params)).affectedRows ?? 0 }; },
   memory() {
-    return { wasmBytes: pg.Module?.HEAP8?.byteLength ?? null, workerHeap: self.performance?.memory?.usedJSHeapSize ?? null };
+    const m = pg.Module || {};
+    const mem = m.HEAP8 || m.HEAPU8 || m.wasmMemory?.buffer || m.wasmExports?.memory?.buffer;
+    return { wasmBytes: mem ? mem.byteLength : null, workerHeap: self.performance?.memory?.usedJSHeapSize ?? null };
   },
   async close() { await pg.close(); },
 };
