@@ -199,8 +199,12 @@ async function runSample({ engine, workload, opts, server, profilesRoot, round }
         await context.close(); context = null;
         if (!prep.ok) return prep;
         context = await launch(profileDir); // same profile: warm HTTP cache, the database in OPFS
+        server.log.length = 0;
         page = await openPage(context, server.url, logs);
-        return page.evaluate(([e, o]) => window.bench.reopen(e, o), [engine, pageOpts]);
+        const r = await page.evaluate(([e, o]) => window.bench.reopen(e, o), [engine, pageOpts]);
+        // What the second session fetched again (it should be nothing but 304s or nothing at all).
+        r.refetched = server.log.filter((x) => x.status === 200).map((x) => x.path);
+        return r;
       }
       context = await launch(profileDir);
       const page = await openPage(context, server.url, logs);
@@ -232,6 +236,7 @@ function toSample(engine, workload, round, result, t0, logs, downloads = null, g
     error: result.ok ? undefined : result.error, phase: result.phase,
     wallMs: Date.now() - t0,
     downloads,
+    ...(result.refetched ? { refetched: result.refetched } : {}),
     logs: result.ok ? undefined : logs.slice(-10),
   };
 }
