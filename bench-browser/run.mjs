@@ -20,7 +20,7 @@ const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const CHROME_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const ALL_ENGINES = ['cairn', 'sqlite', 'pglite'];
-const SAMPLE_LIMIT_MS = 60_000;
+let SAMPLE_LIMIT_MS = 60_000;
 
 const HELP = `usage: node run.mjs [options]
   --engines LIST     comma-separated: cairn,sqlite,pglite (default: all; cairn skipped if not built)
@@ -34,6 +34,7 @@ const HELP = `usage: node run.mjs [options]
   --flush-wait S     cap of the flush probe's wait before each sample (default 10)
   --isolated         with --smoke: still one browser profile per sample (smoke groups the timed
                      workloads of an engine in one session and one database, to stay quick)
+  --limit S          abandon a sample after S seconds (default 60)
   --ua-memory        also call performance.measureUserAgentSpecificMemory (slow)
   --list             list the workloads and exit
   --help`;
@@ -45,7 +46,7 @@ function parse(argv) {
       engines: { type: 'string' }, workloads: { type: 'string' }, samples: { type: 'string' },
       rows: { type: 'string' }, out: { type: 'string' }, extra: { type: 'string' },
       smoke: { type: 'boolean' }, 'cpu-wait': { type: 'string' }, 'flush-wait': { type: 'string' },
-      'ua-memory': { type: 'boolean' }, isolated: { type: 'boolean' }, list: { type: 'boolean' }, help: { type: 'boolean' },
+      'ua-memory': { type: 'boolean' }, isolated: { type: 'boolean' }, limit: { type: 'string' }, list: { type: 'boolean' }, help: { type: 'boolean' },
     },
   });
   const smoke = !!values.smoke;
@@ -62,6 +63,7 @@ function parse(argv) {
     flushWaitMs: 1000 * Number(values['flush-wait'] ?? (smoke ? 1 : 10)),
     uaMemory: !!values['ua-memory'],
     grouped: smoke && !values.isolated,
+    limitMs: 1000 * Number(values.limit ?? 60),
   };
 }
 
@@ -345,6 +347,7 @@ function printSizes(downloads) {
 export async function main(argv = process.argv.slice(2)) {
   const opts = parse(argv);
   if (opts.help) { console.log(HELP); return 0; }
+  SAMPLE_LIMIT_MS = opts.limitMs;
   const allWorkloads = await loadWorkloads(opts.extra);
   if (opts.list) { for (const w of allWorkloads) console.log(`${w.group.padEnd(8)} ${w.name.padEnd(20)} ${w.title}`); return 0; }
   const workloads = opts.workloads ? allWorkloads.filter((w) => opts.workloads.includes(w.name) || opts.workloads.includes(w.group)) : allWorkloads;
