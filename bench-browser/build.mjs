@@ -25,7 +25,7 @@ export async function build({ quiet = false } = {}) {
   await esbuild.build({ ...common, entryPoints: ['src/harness.js'] });
   await esbuild.build({
     ...common,
-    entryPoints: ['src/engines/sqlite-worker.js', 'src/engines/pglite-worker.js'],
+    entryPoints: ['src/engines/sqlite-worker.js', 'src/engines/pglite-worker.js', 'src/probe-worker.js'],
     external: ['node:*', 'fs', 'path', 'zlib', 'stream', 'stream/promises', 'crypto', 'url', 'module', 'child_process', 'os', 'util', 'worker_threads'],
     define: { 'globalThis.PGLITE_VERSION': JSON.stringify(peerVersions().pglite) },
   });

@@ -160,7 +160,7 @@ function sizes(file) {
   }
   return sizeCache.get(key);
 }
-const HARNESS_PATHS = new Set(['/', '/index.html', '/harness.js', '/favicon.ico']);
+const HARNESS_PATHS = new Set(['/', '/index.html', '/harness.js', '/favicon.ico', '/probe-worker.js']);
 function downloadsFrom(log) {
   const seen = new Map();
   for (const e of log) {
@@ -189,42 +189,77 @@ async function runSample({ engine, workload, opts, server, profilesRoot, round }
   const logs = [];
   const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/client.js' } : {} };
   const t0 = Date.now();
-  let result, downloads = null;
+  let result, downloads = null, opfs = null;
   let context = null;
+  const limit = (p) => withTimeout(p, SAMPLE_LIMIT_MS); // the limit covers the engine's work, not launches and probes
   try {
-    result = await withTimeout((async () => {
-      server.log.length = 0;
-      if (workload.kind === 'reopen') {
-        context = await launch(profileDir);
-        let page = await openPage(context, server.url, logs);
-        const prep = await page.evaluate(([e, o]) => window.bench.reopenPrepare(e, o), [engine, pageOpts]);
-        await context.close(); context = null;
-        if (!prep.ok) return prep;
+    server.log.length = 0;
+    if (workload.kind === 'reopen') {
+      context = await launch(profileDir);
+      let page = await openPage(context, server.url, logs);
+      const prep = await limit(page.evaluate(([e, o]) => window.bench.reopenPrepare(e, o), [engine, pageOpts]));
+      await context.close(); context = null;
+      if (!prep.ok) result = prep;
+      else {
         context = await launch(profileDir); // same profile: warm HTTP cache, the database in OPFS
         server.log.length = 0;
         page = await openPage(context, server.url, logs);
-        const r = await page.evaluate(([e, o]) => window.bench.reopen(e, o), [engine, pageOpts]);
+        opfs = await opfsWait(page, opts);
+        const r = await limit(page.evaluate(([e, o]) => window.bench.reopen(e, o), [engine, pageOpts]));
         // What the second session fetched again (it should be nothing but 304s or nothing at all).
-        r.refetched = server.log.filter((x) => x.status === 200).map((x) => x.path);
-        return r;
+        r.refetched = server.log.filter((x) => x.status === 200 && !HARNESS_PATHS.has(x.path)).map((x) => x.path);
+        result = r;
       }
+    } else {
       context = await launch(profileDir);
       const page = await openPage(context, server.url, logs);
+      opfs = await opfsWait(page, opts);
       if (workload.kind === 'first-open') {
         server.log.length = 0;
-        const r = await page.evaluate(([e, o]) => window.bench.firstOpen(e, o), [engine, pageOpts]);
+        result = await limit(page.evaluate(([e, o]) => window.bench.firstOpen(e, o), [engine, pageOpts]));
         downloads = server.log.slice(); // sizes are computed after the run, outside the time limit
-        return r;
+      } else {
+        result = await limit(page.evaluate(([e, w, o]) => window.bench.sample(e, w, o), [engine, workload.url, pageOpts]));
       }
-      return page.evaluate(([e, w, o]) => window.bench.sample(e, w, o), [engine, workload.url, pageOpts]);
-    })(), SAMPLE_LIMIT_MS);
+    }
   } catch (err) {
     result = err.timeout ? { ok: false, timeout: true, error: `abandoned: sample ran ${err.message}` } : { ok: false, phase: 'harness', error: String(err.message || err).split('\n')[0] };
   } finally {
     if (context) await closeQuietly(context);
     rmSync(profileDir, { recursive: true, force: true });
   }
-  return toSample(engine, workload, round, result, t0, logs, downloads);
+  const s = toSample(engine, workload, round, result, t0, logs, downloads);
+  s.opfsProbe = opfs;
+  return s;
+}
+
+/** Before a sample, in its own page: time 4 KiB write + flush() in OPFS until it is at its usual latency (capped). */
+async function opfsWait(page, opts) {
+  if (opts.opfsBaseMs == null) return null;
+  const t0 = Date.now();
+  const readings = [];
+  for (;;) {
+    const r = await withTimeout(page.evaluate((n) => window.bench.opfsProbe(n), 3), 30_000).catch((e) => ({ error: e.message }));
+    if (r.error) return { error: r.error, readings, waitedMs: Date.now() - t0 };
+    const v = median(r.readings);
+    readings.push(+v.toFixed(3));
+    const ok = v <= Math.max(opts.opfsBaseMs * 1.5, opts.opfsBaseMs + 0.5);
+    if (ok || Date.now() - t0 >= opts.flushWaitMs) return { readings, waitedMs: Date.now() - t0, recovered: ok };
+    await sleep(200);
+  }
+}
+async function opfsBaseline(server, profilesRoot) {
+  const dir = mkdtempSync(join(profilesRoot, 'probe-'));
+  const context = await launch(dir);
+  try {
+    const page = await openPage(context, server.url, []);
+    const r = await page.evaluate((n) => window.bench.opfsProbe(n), 15);
+    if (r.error) throw new Error(r.error);
+    return { medianMs: +median(r.readings.slice(1)).toFixed(3), readings: r.readings.map((v) => +v.toFixed(3)) };
+  } finally {
+    await closeQuietly(context);
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function toSample(engine, workload, round, result, t0, logs, downloads = null, grouped = false) {
@@ -262,6 +297,7 @@ async function runGroup({ engine, workloads, opts, server, profilesRoot, round }
       if (!o.ok) { for (const w of remaining.splice(0)) out.push(toSample(engine, w, round, o, t0, logs, null, true)); break; }
       while (remaining.length) {
         const w = remaining.shift();
+        const opfs = await opfsWait(page, opts);
         const t1 = Date.now();
         let r;
         try {
@@ -270,7 +306,7 @@ async function runGroup({ engine, workloads, opts, server, profilesRoot, round }
           out.push(toSample(engine, w, round, asError(err), t1, logs, null, true));
           break;
         }
-        out.push(toSample(engine, w, round, r, t1, logs, null, true));
+        out.push(Object.assign(toSample(engine, w, round, r, t1, logs, null, true), { opfsProbe: opfs }));
       }
       await withTimeout(page.evaluate(() => window.bench.groupClose()), 10_000).catch(() => {});
     } catch (err) {
@@ -388,8 +424,11 @@ export async function main(argv = process.argv.slice(2)) {
   const flushReadings = Array.from({ length: 11 }, () => flushProbe(profilesRoot));
   const flushBase = median(flushReadings);
   const flushOk = (v) => v <= Math.max(flushBase * 1.5, flushBase + 0.5);
-  const probes = { cpuBaselineMs: +cpuBase.toFixed(3), flushBaselineMs: +flushBase.toFixed(3), rounds: [] };
-  console.log(`cpu probe ${cpuBase.toFixed(1)} ms, flush probe ${flushBase.toFixed(2)} ms; ${engines.join(', ')}; ${workloads.length} workloads x ${opts.samples} samples at ${opts.rows} rows`);
+  let opfsBase = null;
+  try { opfsBase = await opfsBaseline(server, profilesRoot); } catch (e) { console.log(`opfs probe unavailable: ${e.message}`); }
+  opts.opfsBaseMs = opfsBase ? opfsBase.medianMs : null;
+  const probes = { cpuBaselineMs: +cpuBase.toFixed(3), flushBaselineMs: +flushBase.toFixed(3), opfsBaselineMs: opts.opfsBaseMs, opfsBaselineReadings: opfsBase?.readings, rounds: [] };
+  console.log(`cpu probe ${cpuBase.toFixed(1)} ms, disk flush probe ${flushBase.toFixed(2)} ms, OPFS flush probe ${opts.opfsBaseMs} ms; ${engines.join(', ')}; ${workloads.length} workloads x ${opts.samples} samples at ${opts.rows} rows`);
 
   const perms = permutations(engines);
   const samples = [];
@@ -451,6 +490,10 @@ export async function main(argv = process.argv.slice(2)) {
   probes.flushWaitedMs = flushWaited;
   probes.flushSamplesNotRecovered = samples.filter((s) => s.probe && !s.probe.flushRecovered).length;
   probes.flushSlowestMs = Math.max(...samples.map((s) => s.probe?.flushMs ?? 0));
+  const opfsSamples = samples.filter((s) => s.opfsProbe && s.opfsProbe.readings?.length);
+  probes.opfsWaitedMs = opfsSamples.reduce((t, s) => t + s.opfsProbe.waitedMs, 0);
+  probes.opfsSamplesNotRecovered = opfsSamples.filter((s) => !s.opfsProbe.recovered).length;
+  probes.opfsSlowestMs = opfsSamples.length ? Math.max(...opfsSamples.map((s) => s.opfsProbe.readings.at(-1))) : null;
 
   const report = {
     name: basename(opts.out).replace(/\.json$/, ''), createdAt: new Date().toISOString(),
@@ -465,7 +508,7 @@ export async function main(argv = process.argv.slice(2)) {
   console.log('\nmedian of ' + opts.samples + ' sample(s), ms:');
   printTable(workloads, engines, summary);
   printSizes(downloads);
-  console.log(`\nprobes: cpu ${cpuBase.toFixed(1)} ms at start, ${probes.cpuSlowestMs.toFixed(1)} slowest, waited ${(cpuWaited / 1000).toFixed(0)} s, ${probes.cpuRoundsNotRecovered} round(s) began unrecovered; flush ${flushBase.toFixed(2)} ms usual, ${probes.flushSlowestMs.toFixed(2)} slowest, waited ${(flushWaited / 1000).toFixed(1)} s`);
+  console.log(`\nprobes: cpu ${cpuBase.toFixed(1)} ms at start, ${probes.cpuSlowestMs.toFixed(1)} slowest, waited ${(cpuWaited / 1000).toFixed(0)} s, ${probes.cpuRoundsNotRecovered} round(s) began unrecovered; flush ${flushBase.toFixed(2)} ms usual, ${probes.flushSlowestMs.toFixed(2)} slowest, waited ${(flushWaited / 1000).toFixed(1)} s; OPFS flush ${opts.opfsBaseMs} ms usual, ${probes.opfsSlowestMs?.toFixed(2)} slowest, waited ${(probes.opfsWaitedMs / 1000).toFixed(1)} s, ${probes.opfsSamplesNotRecovered} sample(s) began unrecovered`);
   console.log(`wrote ${outFile} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
   if (mismatches.length) {
     console.error('\nFAIL: engines disagree on the checks of: ' + mismatches.map((m) => m.workload).join(', '));

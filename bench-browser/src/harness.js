@@ -112,6 +112,16 @@ const fail = (phase, err) => ({ ok: false, phase, error: String((err && err.mess
 window.bench = {
   crossOriginIsolated: self.crossOriginIsolated,
 
+  /** n timed 4 KiB write + flush() on an OPFS sync access handle, in a Worker; readings in ms. */
+  opfsProbe(n = 3) {
+    return new Promise((resolve) => {
+      const w = new Worker('/probe-worker.js', { type: 'module' });
+      w.postMessage({ n });
+      w.onmessage = (e) => { w.terminate(); resolve(e.data); };
+      w.onerror = (e) => { w.terminate(); resolve({ error: e.message || 'probe worker error' }); };
+    });
+  },
+
   /** One timed workload: open a new database, untimed setup, timed run, untimed check. */
   async sample(engine, workloadUrl, opts) {
     let db;
