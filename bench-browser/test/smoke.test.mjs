@@ -38,3 +38,23 @@ test(`smoke pass: ${engines.join(', ')}`, { timeout: 10 * 60_000 }, () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The cairn adapter path, against a stand-in client with cairn's interface (SQLite behind it), so the
+// harness's cairn side is tested before cairn's own build exists.
+test('cairn adapter against the stand-in client', { timeout: 5 * 60_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cairn-mock-'));
+  try {
+    const out = join(dir, 'mock.json');
+    const r = spawnSync(process.execPath, [join(here, 'run.mjs'), '--smoke', '--engines', 'cairn', '--out', out], {
+      encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CAIRN_DIST: join(here, 'test', 'fixtures', 'cairn-mock') },
+    });
+    assert.equal(r.status, 0, r.stderr);
+    const report = JSON.parse(readFileSync(out, 'utf8'));
+    for (const w of report.workloads) {
+      const s = report.samples.find((x) => x.workload === w.name && x.engine === 'cairn');
+      assert.equal(s?.status, 'ok', `cairn(mock) ${w.name}: ${s?.error}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
