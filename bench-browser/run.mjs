@@ -175,7 +175,7 @@ function downloadsFrom(log) {
 // ---------- engines ----------
 function cairnBuild() {
   const dir = process.env.CAIRN_DIST ? resolve(process.env.CAIRN_DIST) : join(REPO, 'dist');
-  const entry = join(dir, 'client.js');
+  const entry = join(dir, 'cairn.js');
   return { dir, entry, present: existsSync(entry) };
 }
 function permutations(xs) {
@@ -187,7 +187,7 @@ function permutations(xs) {
 async function runSample({ engine, workload, opts, server, profilesRoot, round }) {
   const profileDir = mkdtempSync(join(profilesRoot, `${engine}-${workload.name}-`));
   const logs = [];
-  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/client.js' } : {} };
+  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/cairn.js' } : {} };
   const t0 = Date.now();
   let result, downloads = null, opfs = null;
   let context = null;
@@ -283,7 +283,7 @@ function toSample(engine, workload, round, result, t0, logs, downloads = null, g
 async function runGroup({ engine, workloads, opts, server, profilesRoot, round }) {
   const out = [];
   const remaining = workloads.slice();
-  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/client.js' } : {} };
+  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/cairn.js' } : {} };
   const asError = (err) => (err.timeout ? { ok: false, timeout: true, error: `abandoned: sample ran ${err.message}` } : { ok: false, phase: 'harness', error: String(err.message || err).split('\n')[0] });
   while (remaining.length) {
     const profileDir = mkdtempSync(join(profilesRoot, `${engine}-group-`));

@@ -18,3 +18,5 @@ step "cargo test" cargo test --workspace
 step "build and size" node scripts/build.mjs
 step "types" node_modules/.bin/tsc -p tests/types
 step "browser tests" node --test --test-concurrency=1 tests/browser/
+# One sample of every workload for every engine, small: proves the harness and its checks, times nothing.
+step "benchmark smoke pass" npm --prefix bench-browser test

@@ -1,6 +1,6 @@
-// cairn through its own page client (worker/client.js, built to the repo's dist/ by `npm run build`),
+// cairn through its own page client (worker/client.js, built to the repo's dist/cairn.js by `npm run build`),
 // mapped onto the same five calls as the peers. The client owns its Worker.
-export async function open(name, { entry = '/cairn/client.js' } = {}) {
+export async function open(name, { entry = '/cairn/cairn.js' } = {}) {
   const mod = await import(/* @vite-ignore */ entry);
   const client = await mod.open(name, {});
   const wrap = (c) => ({
