@@ -103,6 +103,8 @@ export interface Database extends Queries {
   /** Every problem the integrity check finds (pages, checksums, rows, indexes); empty when sound. */
   check(): Promise<string[]>;
   schema(): Promise<SchemaEntry[]>;
+  /** The engine's memory: the size of the wasm instance's linear memory in bytes. */
+  memory(): Promise<{ wasmBytes: number }>;
   /** The database file as of the last commit. */
   export(): Promise<Uint8Array>;
   close(): Promise<void>;

@@ -416,6 +416,11 @@ export class Database extends Queries {
     return this.#link instanceof OwnerLink ? this.#link.worker.channel : 'owner tab';
   }
 
+  /** The engine's memory: `{ wasmBytes }`, the size of the wasm instance's linear memory. */
+  memory() {
+    return this._send('memory', this._session, []);
+  }
+
   /** Tables and indexes: `[{ type, name, table, sql }]`. */
   schema() {
     return this._send('schema', this._session, []);

@@ -11,6 +11,7 @@ import { Writer, Reader, Full } from './wire.js';
 
 let ready = null;
 let loaded = false;
+let wasm = null; // the instance's exports, once loaded
 let stopped = null; // the panic message, once the engine has trapped
 let db = null; // the open engine.Database
 let busyTimeout = 5000;
@@ -47,6 +48,7 @@ const syncOps = {
   },
   finalize: (stmt) => [needDb().finalize(stmt)],
   inTransaction: () => [db ? db.inTransaction() : false],
+  memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength }],
   check: () => [needDb().check()],
   schema: () => [needDb().schema()],
   exportFile: () => {
@@ -95,7 +97,7 @@ const asyncOps = {
 };
 
 /** Ops that do not read or write the database through a session, and so never wait for one. */
-const sessionless = new Set(['ping', 'inTransaction', 'endSession', 'finalize', 'fileOpen', 'fileRead', 'fileWrite',
+const sessionless = new Set(['ping', 'inTransaction', 'memory', 'endSession', 'finalize', 'fileOpen', 'fileRead', 'fileWrite',
   'fileLen', 'fileSetLen', 'fileFlush', 'fileClose', 'fileRemove', 'fileList', 'conformanceCases', 'conformanceRun',
   'debugPanic']);
 
@@ -168,7 +170,7 @@ async function handle(msg) {
   if (op === 'init') {
     ready ??= init({ module_or_path: args[0] ?? new URL('./cairn.wasm', import.meta.url) });
     try {
-      await ready;
+      wasm = await ready;
       loaded = true;
       self.postMessage([id, OK, null]);
     } catch (e) {

@@ -59,6 +59,7 @@ for (const channel of ['postMessage', 'auto']) {
         out.count = (await db.get('SELECT count(*) AS n FROM t')).n;
         out.check = await db.check();
         out.schema = (await db.schema()).map((s) => s.name);
+        out.memory = await db.memory();
         await db.close();
         return out;
       }, channel);
@@ -83,6 +84,7 @@ for (const channel of ['postMessage', 'auto']) {
       assert.equal(r.count, 25);
       assert.deepEqual(r.check, []);
       assert.deepEqual(r.schema.sort(), ['t', 't_name']);
+      assert.ok(r.memory.wasmBytes >= 65536 && r.memory.wasmBytes % 65536 === 0, `wasm memory ${r.memory.wasmBytes}`);
     }));
 }
 
