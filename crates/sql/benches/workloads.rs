@@ -294,11 +294,65 @@ fn open(kind: Kind, mode: Mode, tag: &str) -> (Box<dyn Engine>, Vec<PathBuf>) {
 // ---------------------------------------------------------------------------------------------
 // Workloads.
 
+/// The run's parameters and its input data, made once before anything is timed (building
+/// 10,000 rows of text costs milliseconds, which would blur the engines' differences).
 struct Ctx {
     rows: usize,
+    /// t1 as the setup loads it (seed 1).
+    t1: Vec<Vec<Value>>,
+    /// The rows the insert workloads insert (seed 2).
+    fresh: Vec<Vec<Value>>,
+    /// `fresh` as multi-row INSERTs of 200: (SQL, parameters).
+    fresh_multirow: Vec<(String, Vec<Value>)>,
+    /// update-text's parameters: (text, key).
+    text_updates: Vec<Vec<Value>>,
+    /// upsert's rows: existing keys with new b and c, interleaved with new keys.
+    upserts: Vec<Vec<Value>>,
 }
 
 impl Ctx {
+    fn new(rows: usize) -> Ctx {
+        let mut ctx = Ctx {
+            rows,
+            t1: t1_rows(rows, 1, 1),
+            fresh: t1_rows(rows, 2, 1),
+            fresh_multirow: Vec::new(),
+            text_updates: Vec::new(),
+            upserts: Vec::new(),
+        };
+        ctx.fresh_multirow = multirow("t1", &ctx.fresh, 200);
+        let keys = ints(ctx.scale(1000), rows, 12);
+        let vals = ints(keys.len(), 100_000, 13);
+        ctx.text_updates = keys
+            .iter()
+            .zip(&vals)
+            .map(|(k, v)| vec![Value::Text(words(*v)), Value::Integer(k + 1)])
+            .collect();
+        let k = ctx.scale(1000);
+        let old = ints(k.div_ceil(2), rows, 14);
+        let fresh = t1_rows(k / 2, 15, rows as i64 + 1);
+        let vals = ints(old.len(), 100_000, 16);
+        let mut upserts: Vec<Vec<Value>> = old
+            .iter()
+            .zip(&vals)
+            .enumerate()
+            .map(|(i, (o, v))| {
+                vec![
+                    Value::Integer(o + 1),
+                    Value::Integer(o + 1),
+                    Value::Integer(*v),
+                    Value::Text(words(*v)),
+                    Value::Integer(i as i64 % 100),
+                ]
+            })
+            .collect();
+        for (i, f) in fresh.into_iter().enumerate() {
+            upserts.insert(2 * i + 1, f);
+        }
+        ctx.upserts = upserts;
+        ctx
+    }
+
     /// `n` (a count at 10,000 rows) scaled to the row count, at least 1.
     fn scale(&self, n: usize) -> usize {
         ((n as f64 * self.rows as f64 / 10_000.0).round() as usize).max(1)
@@ -330,17 +384,24 @@ fn text_len(v: &Value) -> i64 {
     }
 }
 
-/// Multi-row INSERTs of `per` rows each, in the current transaction (or none).
-fn insert_rows(db: &mut dyn Engine, table: &str, rows: &[Vec<Value>], per: usize) -> R<()> {
-    for chunk in rows.chunks(per) {
-        let ncols = chunk[0].len();
-        let one = format!("({})", vec!["?"; ncols].join(","));
-        let sql = format!(
-            "INSERT INTO {table} VALUES {}",
-            vec![one.as_str(); chunk.len()].join(",")
-        );
-        let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
-        db.query(&sql, &params)?;
+/// `rows` as multi-row INSERTs of `per` rows each: (SQL, parameters).
+fn multirow(table: &str, rows: &[Vec<Value>], per: usize) -> Vec<(String, Vec<Value>)> {
+    rows.chunks(per)
+        .map(|chunk| {
+            let one = format!("({})", vec!["?"; chunk[0].len()].join(","));
+            let sql = format!(
+                "INSERT INTO {table} VALUES {}",
+                vec![one.as_str(); chunk.len()].join(",")
+            );
+            (sql, chunk.iter().flatten().cloned().collect())
+        })
+        .collect()
+}
+
+/// Runs multi-row INSERTs, in the current transaction (or none).
+fn insert_rows(db: &mut dyn Engine, inserts: &[(String, Vec<Value>)]) -> R<()> {
+    for (sql, params) in inserts {
+        db.query(sql, params)?;
     }
     Ok(())
 }
@@ -348,7 +409,7 @@ fn insert_rows(db: &mut dyn Engine, table: &str, rows: &[Vec<Value>], per: usize
 fn load_t1(db: &mut dyn Engine, ctx: &Ctx, index_b: bool) -> R<()> {
     db.exec(T1_SCHEMA)?;
     db.exec("BEGIN")?;
-    insert_rows(db, "t1", &t1_rows(ctx.rows, 1, 1), 200)?;
+    insert_rows(db, &multirow("t1", &ctx.t1, 200))?;
     db.exec("COMMIT")?;
     if index_b {
         db.exec("CREATE INDEX t1_b ON t1(b)")?;
@@ -384,8 +445,8 @@ fn load_join(db: &mut dyn Engine, ctx: &Ctx) -> R<()> {
         })
         .collect();
     db.exec("BEGIN")?;
-    insert_rows(db, "customers", &customers, 200)?;
-    insert_rows(db, "orders", &orders, 200)?;
+    insert_rows(db, &multirow("customers", &customers, 200))?;
+    insert_rows(db, &multirow("orders", &orders, 200))?;
     db.exec("COMMIT")?;
     db.exec("CREATE INDEX orders_customer ON orders(customer_id)")
 }
@@ -439,9 +500,8 @@ fn check_t1(db: &mut dyn Engine, _: &Ctx) -> R<Vec<Value>> {
 const INSERT_T1: &str = "INSERT INTO t1 VALUES (?,?,?,?,?)";
 
 fn insert_each_in_txn(db: &mut dyn Engine, ctx: &Ctx) -> R<Vec<Value>> {
-    let rows = t1_rows(ctx.rows, 2, 1);
     db.exec("BEGIN")?;
-    for row in &rows {
+    for row in &ctx.fresh {
         db.query(INSERT_T1, row)?;
     }
     db.exec("COMMIT")?;
@@ -472,8 +532,8 @@ fn workloads() -> Vec<Workload> {
             title: "1,000 inserts, each committed alone",
             setup: schema_only,
             run: |db, ctx| {
-                for row in t1_rows(ctx.scale(1000), 2, 1) {
-                    db.query(INSERT_T1, &row)?;
+                for row in &ctx.fresh[..ctx.scale(1000).min(ctx.rows)] {
+                    db.query(INSERT_T1, row)?;
                 }
                 Ok(Vec::new())
             },
@@ -502,9 +562,8 @@ fn workloads() -> Vec<Workload> {
             title: "10,000 rows as multi-row inserts of 200, one transaction",
             setup: schema_only,
             run: |db, ctx| {
-                let rows = t1_rows(ctx.rows, 2, 1);
                 db.exec("BEGIN")?;
-                insert_rows(db, "t1", &rows, 200)?;
+                insert_rows(db, &ctx.fresh_multirow)?;
                 db.exec("COMMIT")?;
                 Ok(Vec::new())
             },
@@ -557,10 +616,9 @@ fn workloads() -> Vec<Workload> {
             title: "1,000 reads by an indexed column (b)",
             setup: loaded_indexed,
             run: |db, ctx| {
-                let all = t1_rows(ctx.rows, 1, 1);
                 let (mut n, mut s) = (0, 0);
                 for i in ints(ctx.scale(1000), ctx.rows, 4) {
-                    let b = all[i as usize][2].clone();
+                    let b = ctx.t1[i as usize][2].clone();
                     for r in db.query("SELECT * FROM t1 WHERE b = ?", &[b])? {
                         n += 1;
                         s += int(&r[1]);
@@ -710,14 +768,9 @@ fn workloads() -> Vec<Workload> {
             title: "1,000 text updates by key, one transaction",
             setup: loaded,
             run: |db, ctx| {
-                let keys = ints(ctx.scale(1000), ctx.rows, 12);
-                let vals = ints(keys.len(), 100_000, 13);
                 db.exec("BEGIN")?;
-                for (k, v) in keys.iter().zip(&vals) {
-                    db.query(
-                        "UPDATE t1 SET c = ? WHERE id = ?",
-                        &[Value::Text(words(*v)), Value::Integer(k + 1)],
-                    )?;
+                for params in &ctx.text_updates {
+                    db.query("UPDATE t1 SET c = ? WHERE id = ?", params)?;
                 }
                 db.exec("COMMIT")?;
                 Ok(Vec::new())
@@ -739,30 +792,9 @@ fn workloads() -> Vec<Workload> {
             title: "1,000 upserts (half new keys), one transaction",
             setup: loaded,
             run: |db, ctx| {
-                let k = ctx.scale(1000);
-                let old = ints(k.div_ceil(2), ctx.rows, 14);
-                let fresh = t1_rows(k / 2, 15, ctx.rows as i64 + 1);
-                let vals = ints(old.len(), 100_000, 16);
-                let mut rows: Vec<Vec<Value>> = old
-                    .iter()
-                    .zip(&vals)
-                    .enumerate()
-                    .map(|(i, (o, v))| {
-                        vec![
-                            Value::Integer(o + 1),
-                            Value::Integer(o + 1),
-                            Value::Integer(*v),
-                            Value::Text(words(*v)),
-                            Value::Integer(i as i64 % 100),
-                        ]
-                    })
-                    .collect();
-                for (i, f) in fresh.into_iter().enumerate() {
-                    rows.insert(2 * i + 1, f);
-                }
                 let sql = "INSERT INTO t1 VALUES (?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET b = excluded.b, c = excluded.c";
                 db.exec("BEGIN")?;
-                for r in &rows {
+                for r in &ctx.upserts {
                     db.query(sql, r)?;
                 }
                 db.exec("COMMIT")?;
@@ -924,7 +956,7 @@ fn main() {
     let runs = env_usize("BENCH_RUNS", 5).max(1);
     let rows = env_usize("BENCH_ROWS", 10_000).max(1);
     let only = std::env::var("BENCH_ONLY").ok().filter(|s| !s.is_empty());
-    let ctx = Ctx { rows };
+    let ctx = Ctx::new(rows);
     let all = workloads();
     let chosen: Vec<&Workload> = all
         .iter()
@@ -1029,10 +1061,18 @@ fn main() {
          run natively by `crates/sql/benches/workloads.rs`. Times are the median of {runs} runs of\n\
          the timed part only (setup and checks untimed), in milliseconds; t1 has {rows} rows.\n\
          A ratio above 1 means cairn is slower.\n\n\
-         - date: {}\n- command: `{command}`\n- machine: nproc = {}, {}\n- total time: {total:.0} s\n{report}",
+         Titles give the counts at 10,000 rows; they scale with the row count.\n\n\
+         Syncs: each commit is one `fdatasync` for cairn (`StdFile::flush`) and one `fsync` of the\n\
+         WAL for the bundled SQLite (which does not use `fdatasync`), so part of any lead on\n\
+         `insert-autocommit` is the cheaper call.\n\n\
+         - date: {}\n- command: `{command}`\n- machine: nproc = {}, {}, load average at the end {}\n\
+         - total time: {total:.0} s\n{report}",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         command_output("nproc", &[]),
         command_output("uname", &["-sm"]),
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "?".into()),
     );
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench-results");
     std::fs::create_dir_all(&dir).expect("create bench-results");
