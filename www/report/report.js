@@ -6,7 +6,7 @@ const GROUPS = [['create', 'Create'], ['read', 'Read'], ['update', 'Update'], ['
 const SVG = 'http://www.w3.org/2000/svg';
 
 const params = new URLSearchParams(location.search);
-const dataUrl = params.get('data') || '../../bench-browser/results/peers-10k.json';
+const dataUrl = params.get('data') || '../../bench-browser/results/all-10k.json';
 const main = document.getElementById('report');
 
 const el = (tag, attrs = {}, ...kids) => {
