@@ -12,13 +12,7 @@ thread_local! {
     static FILES: RefCell<Vec<Option<OpfsFile>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Builds the JavaScript error for `e`: an `Error` with `code` set.
-fn to_js(e: Error) -> JsValue {
-    let err = js_sys::Error::new(&e.to_string());
-    // Setting a property on a fresh Error object cannot fail.
-    let _ = Reflect::set(&err, &"code".into(), &e.code().into());
-    err.into()
-}
+use crate::database::store_error as to_js;
 
 /// Converts a JavaScript number to a file offset, refusing what is not a whole non-negative number.
 fn offset(v: f64, what: &str) -> Result<u64, JsValue> {

@@ -27,6 +27,7 @@ const CACHE: usize = 64;
 /// Largest integer a JavaScript number holds exactly.
 const MAX_SAFE: i64 = (1 << 53) - 1;
 
+/// A JavaScript `Error` with a stable `code`, and for a syntax error `extra: {line, column}`.
 fn error(code: &str, message: &str, extra: Option<(u32, u32)>) -> JsValue {
     let err = js_sys::Error::new(message);
     let _ = Reflect::set(&err, &"code".into(), &code.into());
@@ -47,7 +48,8 @@ fn sql_error(e: cairn_sql::Error) -> JsValue {
     error(e.code(), &e.to_string(), pos)
 }
 
-fn store_error(e: cairn_store::Error) -> JsValue {
+/// The JavaScript error for a storage error: an `Error` with `code` set.
+pub(crate) fn store_error(e: cairn_store::Error) -> JsValue {
     error(e.code(), &e.to_string(), None)
 }
 
