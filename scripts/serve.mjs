@@ -22,7 +22,7 @@ const types = {
   '.ts': 'text/plain; charset=utf-8',
 };
 
-export function startServer({ port = 0, host = '127.0.0.1', isolated = true } = {}) {
+export function startServer({ port = 0, host = '127.0.0.1', isolated = true, root: base = root } = {}) {
   const server = createServer(async (req, res) => {
     const headers = { 'Cache-Control': 'no-cache' };
     if (isolated) {
@@ -31,10 +31,10 @@ export function startServer({ port = 0, host = '127.0.0.1', isolated = true } = 
       headers['Cross-Origin-Resource-Policy'] = 'same-origin';
     }
     let path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-    if (path === '/') path = '/www/index.html';
+    if (path === '/' && base === root) path = '/www/index.html';
     if (path.endsWith('/')) path += 'index.html';
-    const file = normalize(join(root, path));
-    if (!file.startsWith(root + sep) || file.includes(`${sep}.`) || file.includes(`${sep}node_modules${sep}`)) {
+    const file = normalize(join(base, path));
+    if (!file.startsWith(base + sep) || file.includes(`${sep}.`) || file.includes(`${sep}node_modules${sep}`)) {
       res.writeHead(403, headers).end('forbidden');
       return;
     }
