@@ -32,6 +32,7 @@ const HEADER = 16;
 export class EngineWorker {
   #worker;
   #pending = new Map(); // id -> {resolve, reject}, for replies by postMessage
+  #early = new Map(); // id -> reply that came by postMessage before the channel said to expect it
   #queue = []; // requests not yet sent, in order
   #posted = new Map(); // session -> requests of it sent by postMessage and not yet answered
   #chan = null; // {sab, i32}
@@ -83,7 +84,11 @@ export class EngineWorker {
 
   #reply(msg) {
     const req = this.#pending.get(msg[0]);
-    if (!req) return;
+    if (!req) {
+      // A channel request whose reply did not fit: it can arrive before the channel's notice.
+      if (this.#chanReq?.id === msg[0]) this.#early.set(msg[0], msg);
+      return;
+    }
     this.#pending.delete(msg[0]);
     this.#unpost(req.session);
     this.#settle(req, msg);
@@ -171,8 +176,13 @@ export class EngineWorker {
       this.#chanReq = null;
       if (msg[1] === RESEND) this.#post(req);
       else if (msg[1] === REPLY_BY_POST) {
-        this.#pending.set(req.id, req);
-        this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
+        const early = this.#early.get(req.id);
+        this.#early.delete(req.id);
+        if (early) this.#settle(req, early);
+        else {
+          this.#pending.set(req.id, req);
+          this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
+        }
       } else this.#settle(req, msg);
       this.#pump();
     };

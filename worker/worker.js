@@ -260,14 +260,17 @@ function serveOne(seq) {
     // Not now: the page sends it again by postMessage, where it waits its turn.
     out = { reply: [id, RESEND] };
   } else out = verdict ?? runSync(id, op, session, args);
+  let byPost = false;
   try {
     new Writer(chan.sab, HEADER).value(out.reply);
   } catch (e) {
     if (!(e instanceof Full)) throw e;
-    // Too big for the channel: the reply goes by postMessage, and the channel says so.
-    self.postMessage(out.reply, out.transfer ?? []);
+    // Too big for the channel: the channel says so, and the reply goes by postMessage. The page
+    // may see either first; it keeps a reply that arrives before it knows to wait for one.
     new Writer(chan.sab, HEADER).value([id, REPLY_BY_POST]);
+    byPost = true;
   }
   Atomics.store(chan.i32, DONE, seq);
   Atomics.notify(chan.i32, DONE);
+  if (byPost) self.postMessage(out.reply, out.transfer ?? []);
 }

@@ -208,3 +208,23 @@ test('a panic is INTERNAL, the Worker restarts, and the database reopens at its 
     assert.deepEqual(r.after, { ok: true, value: [{ a: 1 }] }, 'the uncommitted insert must be gone, the committed one kept');
     assert.deepEqual(r.prepared, { n: 1 }, 'a prepared statement must survive the restart');
   }));
+
+test('results too big for the shared-memory channel come by postMessage, every time', { timeout: 60_000 }, () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      // A small channel, so most results overflow it.
+      const db = await cairn.open('big', { channelBytes: 4096 });
+      await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)');
+      await db.run('INSERT INTO t (body) SELECT ? FROM (VALUES (1),(2),(3),(4),(5),(6),(7),(8),(9),(10))', ['x'.repeat(50)]);
+      for (let i = 0; i < 5; i++) await db.run('INSERT INTO t (body) SELECT body FROM t');
+      const counts = [];
+      for (let i = 0; i < 200; i++) {
+        // Alternate a result that overflows with one that fits, as a read loop would.
+        counts.push((await db.query('SELECT id, body FROM t')).length);
+        counts.push((await db.query('SELECT count(*) AS n FROM t'))[0].n);
+      }
+      return { channel: db.channel, counts: [...new Set(counts)] };
+    });
+    assert.equal(r.channel, 'sharedMemory');
+    assert.deepEqual(r.counts, [320]);
+  }));
