@@ -1596,25 +1596,16 @@ impl<F: BlockFile> Cursor<F> {
 
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<bool> {
-        let sh_rc = self.shared.clone();
-        let mut sh = sh_rc.borrow_mut();
-        let ok = if self.stale(&mut sh)? {
-            if self.key.is_empty() && !self.stack.valid() {
-                false
-            } else {
-                let root = self.root(&mut sh)?;
-                let k = std::mem::take(&mut self.key);
-                let ok = self.stack.seek(&mut *sh, root, &k, Seek::Gt)?;
-                self.key = k;
-                ok
-            }
-        } else {
-            self.stack.next(&mut *sh)?
-        };
-        self.after(&mut sh, ok)
+        self.step(true)
     }
 
     pub fn prev(&mut self) -> Result<bool> {
+        self.step(false)
+    }
+
+    /// One entry forward or back. When the tree changed under the cursor, it finds its place
+    /// again by key: the entry after (or before) the last one it returned.
+    fn step(&mut self, forward: bool) -> Result<bool> {
         let sh_rc = self.shared.clone();
         let mut sh = sh_rc.borrow_mut();
         let ok = if self.stale(&mut sh)? {
@@ -1623,10 +1614,13 @@ impl<F: BlockFile> Cursor<F> {
             } else {
                 let root = self.root(&mut sh)?;
                 let k = std::mem::take(&mut self.key);
-                let ok = self.stack.seek(&mut *sh, root, &k, Seek::Lt)?;
+                let op = if forward { Seek::Gt } else { Seek::Lt };
+                let ok = self.stack.seek(&mut *sh, root, &k, op)?;
                 self.key = k;
                 ok
             }
+        } else if forward {
+            self.stack.next(&mut *sh)?
         } else {
             self.stack.prev(&mut *sh)?
         };

@@ -185,18 +185,7 @@ fn column(rows: &[Vec<Value>], c: usize) -> (u8, JsValue) {
 fn wire(out: Output, mode: u8, last_rowid: i64) -> JsValue {
     let (columns, rows, changes) = match out {
         Output::Rows { columns, rows } => (columns, rows, 0),
-        Output::Changes {
-            changes,
-            last_insert_rowid,
-        } => {
-            if mode == MODE_RUN {
-                let a = Array::new();
-                a.push(&JsValue::from_f64(changes as f64));
-                a.push(&js_value(&Value::Integer(last_insert_rowid)));
-                return a.into();
-            }
-            (Vec::new(), Vec::new(), changes)
-        }
+        Output::Changes { changes, .. } => (Vec::new(), Vec::new(), changes),
         Output::Done => (Vec::new(), Vec::new(), 0),
     };
     if mode == MODE_RUN {
