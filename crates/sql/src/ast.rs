@@ -36,6 +36,17 @@ pub struct CreateTable {
     /// Table-level `UNIQUE (a, b)`.
     pub uniques: Vec<Vec<String>>,
     pub checks: Vec<Expr>,
+    /// `REPLICATED [(SCOPE col, COUNTER col, ...)]` after the column list.
+    pub replicated: Option<Replicated>,
+}
+
+/// A replicated table's options (docs/sql.md, "Replicated tables").
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Replicated {
+    /// The column whose value names the scope a row belongs to (one scope per table if None).
+    pub scope: Option<String>,
+    /// Columns merged as counters (each author's additions sum) rather than last writer wins.
+    pub counters: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

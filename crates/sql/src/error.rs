@@ -37,6 +37,11 @@ pub enum Error {
     Unsupported(String),
     /// Wrong use of an otherwise valid construct (aggregate in WHERE, wrong argument count...).
     Invalid(String),
+    /// A table that cannot be replicated as declared, or an operation a replicated table refuses.
+    NotReplicable(String),
+    /// A sync operation failed (bad key, malformed peer message, ...); the code is the sync
+    /// layer's own (`SYNC_*`).
+    Sync(&'static str, String),
     /// An error from the storage engine.
     Storage(cairn_store::Error),
 }
@@ -63,6 +68,8 @@ impl Error {
             Error::Transaction(_) => "TRANSACTION",
             Error::Unsupported(_) => "UNSUPPORTED",
             Error::Invalid(_) => "INVALID",
+            Error::NotReplicable(_) => "NOT_REPLICABLE",
+            Error::Sync(code, _) => code,
             Error::Storage(e) => e.code(),
         }
     }
@@ -105,6 +112,8 @@ impl fmt::Display for Error {
             Error::Transaction(m) => write!(f, "transaction: {m}"),
             Error::Unsupported(m) => write!(f, "not supported: {m}"),
             Error::Invalid(m) => write!(f, "{m}"),
+            Error::NotReplicable(m) => write!(f, "not replicable: {m}"),
+            Error::Sync(_, m) => write!(f, "sync: {m}"),
             Error::Storage(e) => write!(f, "storage: {e}"),
         }
     }

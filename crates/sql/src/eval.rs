@@ -84,6 +84,44 @@ impl<'a> Cx<'a> {
     }
 }
 
+static CLOCK: std::sync::OnceLock<fn() -> u64> = std::sync::OnceLock::new();
+
+/// Sets where `uuid7()` reads the time (milliseconds since 1970) from; in wasm the host must,
+/// as the standard library has no clock there. The first call wins.
+pub fn set_clock(f: fn() -> u64) {
+    let _ = CLOCK.set(f);
+}
+
+fn now_ms() -> u64 {
+    if let Some(f) = CLOCK.get() {
+        return f();
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+    #[cfg(target_arch = "wasm32")]
+    0
+}
+
+/// An RFC 9562 version 7 UUID as lower-case text: 48 bits of Unix milliseconds (so ids sort by
+/// creation time), the version, 74 random bits, the variant.
+pub fn uuid7(ms: u64, r1: u64, r2: u64) -> String {
+    let hi: u64 = (ms & 0xFFFF_FFFF_FFFF) << 16 | 0x7000 | (r1 & 0x0FFF);
+    let lo: u64 = 0x8000_0000_0000_0000 | (r2 & 0x3FFF_FFFF_FFFF_FFFF);
+    let h = format!("{hi:016x}{lo:016x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
 /// A key for grouping and set membership: equal SQL values give equal keys (an integral real
 /// groups with the equal integer).
 pub fn norm_key(vals: &[Value], out: &mut Vec<u8>) {
@@ -686,6 +724,7 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
             Text(s)
         }
         Func::Random => Integer(cx.random()),
+        Func::Uuid7 => Text(uuid7(now_ms(), cx.random() as u64, cx.random() as u64)),
     })
 }
 

@@ -1017,6 +1017,42 @@ pub struct Writer<'a> {
     pub store: &'a mut dyn Storage,
     pub params: &'a [Value],
     pub rng: &'a std::cell::Cell<u64>,
+    /// Where writes to replicated tables are recorded (None: not recorded, e.g. while rows
+    /// that arrived from a peer are applied).
+    pub capture: Option<&'a mut Vec<RowChange>>,
+}
+
+/// A write to a replicated table, as the sync layer turns it into ops.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowChange {
+    /// `columns` were set (all but the counters, for an insert) and `adds` added to counter
+    /// columns; `row` is the whole row after the write.
+    Set {
+        table: String,
+        row: Vec<Value>,
+        columns: Vec<usize>,
+        adds: Vec<(usize, i64)>,
+    },
+    /// The row (as it was) was deleted.
+    Delete { table: String, row: Vec<Value> },
+}
+
+/// A row a replicated table must hold after a commit, when merging the commit into the
+/// replica's state gave something other than what the statements wrote (a counter that kept
+/// additions from other devices, a row revived after a delete elsewhere). `None`: no row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Correction {
+    pub table: String,
+    pub pk: Vec<Value>,
+    pub row: Option<Vec<Value>>,
+}
+
+fn counter_delta(old: &Value, new: &Value) -> i64 {
+    let as_int = |v: &Value| match v {
+        Value::Integer(i) => *i,
+        _ => 0,
+    };
+    as_int(new).wrapping_sub(as_int(old))
 }
 
 impl Writer<'_> {
@@ -1164,7 +1200,50 @@ impl Writer<'_> {
         }
     }
 
+    fn capture_set(&mut self, t: &Table, old: Option<&[Value]>, new: &[Value]) {
+        let (Some(r), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) else {
+            return;
+        };
+        let mut old = old;
+        if let (Some(o), Some(sc)) = (old, r.scope) {
+            if o[sc].total_cmp(&new[sc]) != Ordering::Equal
+                || o[sc].type_name() != new[sc].type_name()
+            {
+                // The row moves to another scope: gone from the old one, whole in the new one.
+                cap.push(RowChange::Delete {
+                    table: t.name.clone(),
+                    row: o.to_vec(),
+                });
+                old = None;
+            }
+        }
+        let mut columns = Vec::new();
+        let mut adds = Vec::new();
+        for (c, v) in new.iter().enumerate() {
+            if r.counters.contains(&c) {
+                let d = counter_delta(old.map_or(&Value::Null, |o| &o[c]), v);
+                if d != 0 {
+                    adds.push((c, d));
+                }
+            } else if old.is_none_or(|o| {
+                o[c].total_cmp(v) != Ordering::Equal || o[c].type_name() != v.type_name()
+            }) {
+                columns.push(c);
+            }
+        }
+        if columns.is_empty() && adds.is_empty() {
+            return;
+        }
+        cap.push(RowChange::Set {
+            table: t.name.clone(),
+            row: new.to_vec(),
+            columns,
+            adds,
+        });
+    }
+
     fn put_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        self.capture_set(t, None, row);
         let mut rec = Vec::with_capacity(16 + row.len() * 8);
         encode_record_into(&mut rec, row);
         self.store.put(t.tree, pk, &rec)?;
@@ -1176,10 +1255,45 @@ impl Writer<'_> {
     }
 
     fn delete_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        if let (Some(_), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) {
+            cap.push(RowChange::Delete {
+                table: t.name.clone(),
+                row: row.to_vec(),
+            });
+        }
         self.store.delete(t.tree, pk)?;
         for i in 0..t.indexes.len() {
             self.store
                 .delete(t.indexes[i].tree, &Self::index_key(t, i, row, pk))?;
+        }
+        Ok(())
+    }
+
+    /// Makes the table hold `row` (or nothing) at primary key `pk`, unrecorded: for
+    /// corrections from the sync layer. A row that breaks NOT NULL, type or UNIQUE constraints
+    /// is left out, as every replica would leave it out.
+    pub fn force_row(&mut self, t: &Table, pk: &[Value], row: Option<Vec<Value>>) -> Result<()> {
+        let key = match &t.key {
+            Key::Columns(_) => {
+                let mut k = Vec::new();
+                for v in pk {
+                    push_norm(v, &mut k);
+                }
+                k
+            }
+            Key::Rowid(_) => encode_key(pk),
+        };
+        if self.store.get(t.tree, &key)?.is_some() {
+            let old = self.load_row(t, &key)?;
+            self.delete_row(t, &key, &old)?;
+        }
+        if let Some(mut row) = row {
+            let cache = std::cell::RefCell::new(HashMap::new());
+            if self.check_row(t, &mut row, &[], &cache).is_ok()
+                && self.find_conflict(t, &key, &row, &[])?.is_none()
+            {
+                self.put_row(t, &key, &row)?;
+            }
         }
         Ok(())
     }
@@ -1416,6 +1530,7 @@ impl Writer<'_> {
             self.delete_row(t, old_pk, &old)?;
             self.put_row(t, &new_pk, &new)?;
         } else {
+            self.capture_set(t, Some(&old), &new);
             let mut rec = Vec::new();
             encode_record_into(&mut rec, &new);
             self.store.put(t.tree, &new_pk, &rec)?;

@@ -53,6 +53,7 @@ pub mod types;
 
 pub use cairn_store::Value;
 pub use error::{Error, Result};
+pub use executor::{Correction, RowChange};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
@@ -170,6 +171,26 @@ pub struct Database {
     /// times its schema changed (a plan made before is made again).
     id: u64,
     epoch: u64,
+    /// Writes to replicated tables since the transaction began, for the commit hook.
+    changes: Vec<RowChange>,
+    /// False while rows from a peer are applied (they are not new local changes).
+    capture: bool,
+    hook: Option<Box<dyn CommitHook>>,
+}
+
+/// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
+/// the transaction, before it commits, so what it writes commits atomically with the rows.
+pub trait CommitHook {
+    /// `changes` is never empty. Returns rows to correct before the commit (applied
+    /// unrecorded, in the same transaction). An error rolls the whole transaction back.
+    fn before_commit(
+        &mut self,
+        store: &mut dyn Storage,
+        catalog: &Catalog,
+        changes: Vec<RowChange>,
+    ) -> Result<Vec<Correction>>;
+    /// Whether the commit that `before_commit` prepared reached the storage.
+    fn after_commit(&mut self, committed: bool);
 }
 
 static NEXT_DATABASE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -187,6 +208,9 @@ impl Database {
             last_rowid: 0,
             id: NEXT_DATABASE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             epoch: 0,
+            changes: Vec::new(),
+            capture: true,
+            hook: None,
         })
     }
 
@@ -202,6 +226,63 @@ impl Database {
 
     pub fn in_transaction(&self) -> bool {
         self.in_tx
+    }
+
+    /// Installs the hook that sees commits to replicated tables (one per database).
+    pub fn set_commit_hook(&mut self, hook: Box<dyn CommitHook>) {
+        self.hook = Some(hook);
+    }
+
+    /// Runs `f` with writes to replicated tables not recorded as local changes: for applying
+    /// rows that arrived from a peer.
+    pub fn without_capture<T>(&mut self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
+        let was = std::mem::replace(&mut self.capture, false);
+        let out = f(self);
+        self.capture = was;
+        out
+    }
+
+    /// The storage, for a layer that keeps its own trees beside the tables (tree ids at or
+    /// above [`storage::SYSTEM_TREES`]) and writes them inside the database's transactions.
+    pub fn storage_mut(&mut self) -> &mut dyn Storage {
+        self.store.as_mut()
+    }
+
+    /// Commits the storage's open transaction, first handing the changes it made to replicated
+    /// tables to the hook. On error nothing is committed and no transaction is left open.
+    fn commit_store(&mut self) -> Result<()> {
+        let changes = std::mem::take(&mut self.changes);
+        let hook = match self.hook.as_mut() {
+            Some(h) if !changes.is_empty() => Some(h),
+            _ => None,
+        };
+        let Some(hook) = hook else {
+            return self.store.commit();
+        };
+        let fixed = hook
+            .before_commit(self.store.as_mut(), &self.catalog, changes)
+            .and_then(|corrections| {
+                let mut w = executor::Writer {
+                    store: self.store.as_mut(),
+                    params: &[],
+                    rng: &self.rng,
+                    capture: None,
+                };
+                for c in corrections {
+                    let t = self.catalog.table(&c.table)?;
+                    w.force_row(t, &c.pk, c.row)?;
+                }
+                Ok(())
+            });
+        let hook = self.hook.as_mut().expect("invariant: checked above");
+        if let Err(e) = fixed {
+            hook.after_commit(false);
+            self.store.rollback()?;
+            return Err(e);
+        }
+        let r = self.store.commit();
+        hook.after_commit(r.is_ok());
+        r
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -448,6 +529,11 @@ impl Database {
             store: self.store.as_mut(),
             params,
             rng: &self.rng,
+            capture: if self.capture {
+                Some(&mut self.changes)
+            } else {
+                None
+            },
         }
     }
 
@@ -464,6 +550,7 @@ impl Database {
                 db.catalog = c;
             }
         };
+        let mark = self.changes.len();
         if self.in_tx {
             let sp = self.store.savepoint()?;
             match f(self) {
@@ -472,6 +559,7 @@ impl Database {
                     Ok(v)
                 }
                 Err(e) => {
+                    self.changes.truncate(mark);
                     self.store.rollback_to(sp)?;
                     self.store.release(sp)?;
                     restore(self);
@@ -482,10 +570,14 @@ impl Database {
             self.store.begin()?;
             match f(self) {
                 Ok(v) => {
-                    self.store.commit()?;
+                    if let Err(e) = self.commit_store() {
+                        restore(self);
+                        return Err(e);
+                    }
                     Ok(v)
                 }
                 Err(e) => {
+                    self.changes.truncate(mark);
                     self.store.rollback()?;
                     restore(self);
                     Err(e)
@@ -513,7 +605,15 @@ impl Database {
                         "cannot commit - no transaction is active".into(),
                     ));
                 }
-                self.store.commit()?;
+                if let Err(e) = self.commit_store() {
+                    // The transaction is over either way: nothing of it was committed.
+                    self.in_tx = false;
+                    if let Some(c) = self.tx_catalog.take() {
+                        self.catalog = c;
+                        self.epoch += 1;
+                    }
+                    return Err(e);
+                }
                 self.in_tx = false;
                 self.tx_catalog = None;
                 Ok(Output::Done)
@@ -525,6 +625,7 @@ impl Database {
                     ));
                 }
                 self.store.rollback()?;
+                self.changes.clear();
                 self.in_tx = false;
                 if let Some(c) = self.tx_catalog.take() {
                     self.catalog = c;
@@ -716,6 +817,13 @@ impl Database {
                 let t = self.catalog.table(table)?.clone();
                 match action {
                     AlterAction::RenameTo(to) => {
+                        if t.replicated.is_some() {
+                            return Err(Error::NotReplicable(format!(
+                                "table {} is replicated: its name is part of every row's identity \
+                                 on every replica, so it cannot be renamed",
+                                t.name
+                            )));
+                        }
                         if self.name_taken(to) {
                             return Err(Error::AlreadyExists(format!("table or index {to}")));
                         }

@@ -459,6 +459,7 @@ impl Parser {
             primary_key: None,
             uniques: Vec::new(),
             checks: Vec::new(),
+            replicated: None,
         };
         loop {
             if self.eat_kw("CONSTRAINT") {
@@ -489,6 +490,28 @@ impl Parser {
         self.expect_op(")")?;
         if self.eat_kw("STRICT") {
             // cairn's tables are always strict; the word is accepted for SQLite compatibility.
+        }
+        if self.eat_kw("REPLICATED") {
+            let mut r = crate::ast::Replicated::default();
+            if self.eat_op("(") {
+                loop {
+                    if self.eat_kw("SCOPE") {
+                        if r.scope.is_some() {
+                            return Err(self.error_here("a replicated table has at most one SCOPE"));
+                        }
+                        r.scope = Some(self.ident()?);
+                    } else if self.eat_kw("COUNTER") {
+                        r.counters.push(self.ident()?);
+                    } else {
+                        return Err(self.unexpected("SCOPE or COUNTER"));
+                    }
+                    if !self.eat_op(",") {
+                        break;
+                    }
+                }
+                self.expect_op(")")?;
+            }
+            t.replicated = Some(r);
         }
         Ok(Statement::CreateTable(t))
     }

@@ -81,6 +81,7 @@ pub enum Func {
     Typeof,
     Hex,
     Random,
+    Uuid7,
     Sign,
 }
 

@@ -369,6 +369,7 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
         "typeof" => (Func::Typeof, n == 1),
         "hex" => (Func::Hex, n == 1),
         "random" => (Func::Random, n == 0),
+        "uuid7" => (Func::Uuid7, n == 0),
         _ => return Err(Error::UnknownFunction(name.to_string())),
     };
     if !ok {

@@ -51,6 +51,15 @@ pub struct Table {
     /// CHECK constraints, table and column level, over the table's columns.
     pub checks: Vec<Expr>,
     pub indexes: Vec<Index>,
+    /// Set when the table is a sync replica (`CREATE TABLE ... REPLICATED`).
+    pub replicated: Option<Replication>,
+}
+
+/// How a replicated table's rows merge: by scope column, and which columns are counters.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Replication {
+    pub scope: Option<usize>,
+    pub counters: Vec<usize>,
 }
 
 impl Table {
@@ -110,6 +119,19 @@ impl Table {
             s.push_str(&format!(", CHECK ({})", crate::display::expr(c)));
         }
         s.push(')');
+        if let Some(r) = &self.replicated {
+            s.push_str(" REPLICATED");
+            let mut opts: Vec<String> = Vec::new();
+            if let Some(c) = r.scope {
+                opts.push(format!("SCOPE {}", quote_ident(&self.columns[c].name)));
+            }
+            for &c in &r.counters {
+                opts.push(format!("COUNTER {}", quote_ident(&self.columns[c].name)));
+            }
+            if !opts.is_empty() {
+                s.push_str(&format!(" ({})", opts.join(", ")));
+            }
+        }
         s
     }
 
@@ -242,6 +264,10 @@ pub fn table_from_ast(
             auto: true,
         });
     }
+    let replicated = match &ct.replicated {
+        None => None,
+        Some(r) => Some(replication(ct, &columns, &key, r, &find)?),
+    };
     Ok(Table {
         name: ct.name.clone(),
         columns,
@@ -249,7 +275,54 @@ pub fn table_from_ast(
         tree,
         checks,
         indexes,
+        replicated,
     })
+}
+
+/// Checks a replicated table's definition: rows need keys that are unique on every device, so a
+/// row-id table is refused; counters are INTEGER columns outside the key.
+fn replication(
+    ct: &ast::CreateTable,
+    columns: &[Column],
+    key: &Key,
+    r: &ast::Replicated,
+    find: &dyn Fn(&str) -> Result<usize>,
+) -> Result<Replication> {
+    let pk = match key {
+        Key::Columns(c) => c.clone(),
+        Key::Rowid(_) => {
+            return Err(Error::NotReplicable(format!(
+                "table {} is keyed by an integer row id, which two devices would both hand out; \
+                 give it a globally unique primary key, e.g. id TEXT PRIMARY KEY DEFAULT (uuid7())",
+                ct.name
+            )))
+        }
+    };
+    let scope = r.scope.as_deref().map(find).transpose()?;
+    let mut counters = Vec::new();
+    for n in &r.counters {
+        let c = find(n)?;
+        if pk.contains(&c) || Some(c) == scope {
+            return Err(Error::NotReplicable(format!(
+                "{}.{n} is part of the key or the scope and cannot be a counter",
+                ct.name
+            )));
+        }
+        if columns[c].ty != ColType::Integer {
+            return Err(Error::NotReplicable(format!(
+                "counter column {}.{n} must be INTEGER",
+                ct.name
+            )));
+        }
+        if counters.contains(&c) {
+            return Err(Error::NotReplicable(format!(
+                "counter column {}.{n} is listed twice",
+                ct.name
+            )));
+        }
+        counters.push(c);
+    }
+    Ok(Replication { scope, counters })
 }
 
 impl Table {

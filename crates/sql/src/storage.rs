@@ -19,6 +19,10 @@ pub type TreeId = u64;
 /// The tree that holds the catalog.
 pub const SCHEMA_TREE: TreeId = 0;
 
+/// Tree ids from here on are never handed to tables or indexes: layers above SQL (the sync
+/// layer) keep their own trees there.
+pub const SYSTEM_TREES: TreeId = 1 << 40;
+
 /// A position in a range scan. `next` moves to the next entry (the first, on the first call) and
 /// says whether there is one; `key` and `value` borrow the current entry without copying it.
 pub trait Cursor {

@@ -20,6 +20,21 @@ impl fmt::Debug for AuthorId {
 }
 
 impl AuthorId {
+    /// The id as 64 lower-case hex digits (how applications show and exchange it).
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    /// Parses 64 hex digits.
+    pub fn from_hex(s: &str) -> Option<AuthorId> {
+        if s.len() != 64 || !s.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(AuthorId(out))
+    }
     pub fn verifying_key(&self) -> Result<VerifyingKey> {
         VerifyingKey::from_bytes(&self.0)
             .map_err(|_| Error::Malformed("author id is not an Ed25519 public key".into()))

@@ -30,12 +30,12 @@ pub mod scope;
 pub mod wire;
 
 pub use cairn_store::Value;
-pub use chain::{Block, Checkpoint};
+pub use chain::{Block, ChainKey, ChainLog, Checkpoint};
 pub use change::{Op, Payload, Record};
 pub use error::{Error, Reason, Result};
 pub use identity::{AuthorId, Identity};
 pub use link::{Link, Output};
 pub use merge::{ColumnKind, MemoryRows, RowKey, RowState, RowStore, TableSchema, Version};
 pub use protocol::{Message, VersionVector};
-pub use replica::{Config, Event, Failure, Replica};
+pub use replica::{Config, Event, Failure, PeerInfo, Replica};
 pub use scope::{ScopeFilter, ScopeId, Subscription, WriterList};

@@ -43,7 +43,7 @@ pub enum Message {
     },
 }
 
-fn encode_vv(w: &mut Writer, vv: &VersionVector) {
+pub fn encode_vv(w: &mut Writer, vv: &VersionVector) {
     w.varint(vv.len() as u64);
     for ((a, s), seq) in vv {
         w.raw(&a.0);
@@ -52,7 +52,7 @@ fn encode_vv(w: &mut Writer, vv: &VersionVector) {
     }
 }
 
-fn decode_vv(r: &mut Reader) -> Result<VersionVector> {
+pub fn decode_vv(r: &mut Reader) -> Result<VersionVector> {
     let n = r.count(66, MAX_ITEMS)?;
     let mut vv = VersionVector::new();
     for _ in 0..n {

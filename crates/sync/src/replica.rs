@@ -169,6 +169,37 @@ impl<S: RowStore> Replica<S> {
         self.chains.iter()
     }
 
+    // ---- for a host that saves the replica's state and rebuilds it on open ----
+
+    /// Puts back a chain as it was saved (its checkpoint, sealed blocks and pending records).
+    /// Blocks are trusted: they were verified when first received (`verify()` re-checks).
+    pub fn restore_chain(&mut self, key: ChainKey, log: ChainLog) {
+        for r in log.pending.iter() {
+            self.clock.observe(r.hlc);
+        }
+        for b in &log.blocks {
+            if let Some(r) = b.records.last() {
+                self.clock.observe(r.hlc);
+            }
+        }
+        self.chains.insert(key, log);
+    }
+    /// Moves the clock to at least `hlc` (the last one saved), so that no new write is ever
+    /// ordered before one made before a restart.
+    pub fn observe_clock(&mut self, hlc: Hlc) {
+        self.clock.observe(hlc);
+    }
+    pub fn restore_peer(&mut self, id: AuthorId, info: PeerInfo) {
+        self.peers.insert(id, info);
+    }
+    pub fn restore_fork(&mut self, id: AuthorId) {
+        self.forks.insert(id);
+    }
+    /// The merged rows, for loading them from storage.
+    pub fn rows_mut(&mut self) -> &mut S {
+        &mut self.rows
+    }
+
     /// Declares a table replicated. Every replica must register the same schema.
     pub fn register_table(&mut self, schema: TableSchema) -> Result<()> {
         if schema.pk_len == 0 || schema.pk_len > crate::change::MAX_PK as usize {

@@ -1,0 +1,820 @@
+//! cairn-replicated: a SQL database whose `REPLICATED` tables are sync replicas.
+//!
+//! [`Sync::attach`] installs a commit hook on a [`cairn_sql::Database`]. From then on:
+//! - a commit that wrote to replicated tables hands its row changes to the hook, which turns
+//!   them into sync ops (one record per scope, appended to this device's chain by
+//!   [`cairn_sync::Replica::commit`]) and saves the replica's new state in the database's own
+//!   trees, inside the same storage transaction: the rows and their history commit together;
+//! - [`Sync::connect`], [`Sync::receive`] and [`Sync::poll`] run the sync protocol over a
+//!   transport that carries bytes; what a peer sends is verified, merged, applied to the SQL
+//!   tables (without being recorded as a local change) and saved, again in one transaction.
+//!
+//! The replica's merged rows are also kept in memory (loaded at attach). docs/sync.md, section
+//! "In the database", describes the saved layout and the SQL rules.
+
+mod persist;
+
+use cairn_sql::schema::{Catalog, Key, Table};
+use cairn_sql::{CommitHook, Correction, Database, Error, Result, RowChange, Storage, Value};
+use cairn_sync::{
+    AuthorId, ColumnKind, Event, Identity, Link, Op, Payload, Replica, RowKey, RowStore, ScopeId,
+    TableSchema,
+};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+pub use cairn_sync::Failure;
+
+/// Where the time comes from (milliseconds since 1970): the host's clock.
+pub type Clock = fn() -> u64;
+
+/// Something the application should hear about: a peer's block refused, a row that could not
+/// be applied, a fork.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncEvent {
+    /// `applied`, `rejected`, `fork`, `peer_rejected`, `row_refused`.
+    pub kind: &'static str,
+    /// A stable code (the sync reason, or the SQL error code for `row_refused`).
+    pub code: String,
+    pub detail: String,
+}
+
+fn sync_err(e: cairn_sync::Error) -> Error {
+    Error::Sync("SYNC", e.to_string())
+}
+
+/// A row as (primary key values, other columns' values).
+type PkAndValues = (Vec<Value>, Vec<Value>);
+
+/// The sync side of a database. Cheap to clone (it is shared with the commit hook).
+#[derive(Clone)]
+pub struct Sync {
+    st: Rc<RefCell<State>>,
+}
+
+pub(crate) struct State {
+    pub(crate) now: Clock,
+    /// None until the first replicated commit or sync call creates the identity.
+    pub(crate) replica: Option<Replica>,
+    /// The owner of the scopes local writes go to (this device's key unless set).
+    pub(crate) owner: Option<AuthorId>,
+    /// Table definitions registered with the replica, by name (the SQL text they came from).
+    registered: HashMap<String, String>,
+    pub(crate) saved: persist::Saved,
+    pub(crate) dirty: BTreeSet<RowKey>,
+    links: HashMap<u32, Link>,
+    next_link: u32,
+    events: Vec<SyncEvent>,
+    /// Messages that arrived while the application had a transaction open.
+    inbox: Vec<(u32, Vec<u8>)>,
+    /// A commit the hook prepared did not reach the disk: reload before the next use.
+    stale: bool,
+}
+
+impl Sync {
+    /// Installs the hook on `db` and loads what the database holds of its replica (nothing is
+    /// written until the first replicated commit or sync call).
+    pub fn attach(db: &mut Database, now: Clock) -> Result<Sync> {
+        let st = Rc::new(RefCell::new(State {
+            now,
+            replica: None,
+            owner: None,
+            registered: HashMap::new(),
+            saved: persist::Saved::default(),
+            dirty: BTreeSet::new(),
+            links: HashMap::new(),
+            next_link: 1,
+            events: Vec::new(),
+            inbox: Vec::new(),
+            stale: false,
+        }));
+        st.borrow_mut().load(db.storage(), db.catalog())?;
+        db.set_commit_hook(Box::new(Hook(st.clone())));
+        Ok(Sync { st })
+    }
+
+    /// This device's author id (creating the key pair on first use).
+    pub fn id(&self, db: &mut Database) -> Result<AuthorId> {
+        self.write(db, |st, _| Ok(st.replica().id()))
+    }
+
+    /// The key pair, to move this identity to another device (`cairn-key` format).
+    pub fn export_key(&self, db: &mut Database) -> Result<Vec<u8>> {
+        self.write(db, |st, _| Ok(st.replica().identity().export()))
+    }
+
+    /// Replaces this device's key pair with an exported one. Refused once this device has
+    /// written history under its own key (that history would lose its author).
+    pub fn import_key(&self, db: &mut Database, bytes: &[u8]) -> Result<()> {
+        let identity =
+            Identity::import(bytes).map_err(|e| Error::Sync("SYNC_BAD_KEY", e.to_string()))?;
+        self.write(db, |st, store| {
+            let me = st.replica().id();
+            if st.replica().chains().any(|((a, _), _)| *a == me) {
+                return Err(Error::Sync(
+                    "SYNC_HAS_HISTORY",
+                    "this database already wrote changes under its own key; import the key into a new database".into(),
+                ));
+            }
+            persist::put_identity(store, &identity)?;
+            st.stale = true;
+            Ok(())
+        })?;
+        self.reload(db)
+    }
+
+    /// Sets whose scopes this device's writes go to: its own (the default) or another author's
+    /// that listed it as a writer (`authorize`). Saved in the database.
+    pub fn set_owner(&self, db: &mut Database, owner: AuthorId) -> Result<()> {
+        self.write(db, |st, store| {
+            persist::put_owner(store, &owner)?;
+            st.owner = Some(owner);
+            Ok(())
+        })
+    }
+
+    /// As the owner of scope `name`, signs the list of other authors allowed to write to it.
+    pub fn authorize(&self, db: &mut Database, name: &str, writers: Vec<AuthorId>) -> Result<()> {
+        self.write(db, |st, store| {
+            let version = st
+                .replica()
+                .writer_lists()
+                .filter(|l| l.scope.name == name.as_bytes() && l.scope.owner == st.replica().id())
+                .map(|l| l.version)
+                .max()
+                .unwrap_or(0)
+                + 1;
+            // Lists only grow: keep everyone listed before.
+            let mut all: BTreeSet<AuthorId> = st
+                .replica()
+                .writer_lists()
+                .filter(|l| l.scope.name == name.as_bytes() && l.scope.owner == st.replica().id())
+                .flat_map(|l| l.writers.iter().copied())
+                .collect();
+            all.extend(writers);
+            st.replica_mut()
+                .sign_writers(name.as_bytes(), version, all.into_iter().collect());
+            st.persist(store)
+        })
+    }
+
+    /// Opens a link to a peer: its id and the HELLO to send.
+    pub fn connect(&self, db: &mut Database) -> Result<(u32, Vec<u8>)> {
+        self.write(db, |st, store| {
+            let id = st.next_link;
+            st.next_link += 1;
+            let now = (st.now)();
+            let mut link = Link::new();
+            let hello = st.replica_mut().open_link(&mut link, now);
+            st.links.insert(id, link);
+            // open_link seals pending records: save the blocks.
+            st.persist(store)?;
+            Ok((id, hello))
+        })
+    }
+
+    pub fn disconnect(&self, link: u32) {
+        self.st.borrow_mut().links.remove(&link);
+    }
+
+    /// Handles bytes a peer sent over `link`; returns what to send back. While the application
+    /// has a transaction open the message waits (handled by the next call after it ends).
+    pub fn receive(&self, db: &mut Database, link: u32, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+        if db.in_transaction() {
+            self.st.borrow_mut().inbox.push((link, bytes.to_vec()));
+            return Ok(Vec::new());
+        }
+        let mut out = self.drain_inbox(db)?;
+        out.extend(self.handle(db, link, bytes)?);
+        Ok(out)
+    }
+
+    fn drain_inbox(&self, db: &mut Database) -> Result<Vec<Vec<u8>>> {
+        let queued = std::mem::take(&mut self.st.borrow_mut().inbox);
+        let mut out = Vec::new();
+        for (link, bytes) in queued {
+            out.extend(self.handle(db, link, &bytes)?);
+        }
+        Ok(out)
+    }
+
+    fn handle(&self, db: &mut Database, link: u32, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.write_sql(db, |st| {
+            let now = (st.now)();
+            let mut l = st
+                .links
+                .remove(&link)
+                .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
+            let out = st.replica_mut().handle(&mut l, now, bytes);
+            st.links.insert(link, l);
+            Ok((out.send, out.events))
+        })
+    }
+
+    /// What to send on `link` now: new local blocks, retransmissions. Call it after local
+    /// commits and on a timer.
+    pub fn poll(&self, db: &mut Database, link: u32) -> Result<Vec<Vec<u8>>> {
+        if db.in_transaction() {
+            return Ok(Vec::new());
+        }
+        let mut out = self.drain_inbox(db)?;
+        out.extend(self.write(db, |st, store| {
+            let now = (st.now)();
+            let mut l = st
+                .links
+                .remove(&link)
+                .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
+            let send = st.replica_mut().poll(&mut l, now);
+            st.links.insert(link, l);
+            st.persist(store)?;
+            Ok(send)
+        })?);
+        Ok(out)
+    }
+
+    /// Events since the last call.
+    pub fn take_events(&self) -> Vec<SyncEvent> {
+        std::mem::take(&mut self.st.borrow_mut().events)
+    }
+
+    /// Re-checks every stored signature and chain link.
+    pub fn verify(&self, db: &mut Database) -> Result<Vec<Failure>> {
+        self.write(db, |st, _| Ok(st.replica().verify()))
+    }
+
+    /// Drops history every known peer has acknowledged; returns the records dropped.
+    pub fn compact(&self, db: &mut Database) -> Result<usize> {
+        self.write(db, |st, store| {
+            let n = st.replica_mut().compact();
+            st.persist(store)?;
+            Ok(n)
+        })
+    }
+
+    /// A digest of every merged row: equal on replicas that hold the same changes.
+    pub fn state_digest(&self, db: &mut Database) -> Result<[u8; 32]> {
+        self.write(db, |st, _| Ok(st.replica().state_digest()))
+    }
+
+    /// Changes recorded and not yet sealed into a signed block.
+    pub fn has_pending(&self) -> bool {
+        self.st
+            .borrow()
+            .replica
+            .as_ref()
+            .is_some_and(|r| r.has_pending())
+    }
+
+    fn reload(&self, db: &mut Database) -> Result<()> {
+        let mut st = self.st.borrow_mut();
+        st.replica = None;
+        st.registered.clear();
+        st.saved = persist::Saved::default();
+        st.dirty.clear();
+        st.stale = false;
+        st.load(db.storage(), db.catalog())
+    }
+
+    /// Runs `f` on the state inside a storage transaction of its own, creating the replica
+    /// first when needed; commits what `f` wrote.
+    fn write<T>(
+        &self,
+        db: &mut Database,
+        f: impl FnOnce(&mut State, &mut dyn Storage) -> Result<T>,
+    ) -> Result<T> {
+        if db.in_transaction() {
+            return Err(Error::Transaction(
+                "sync calls run between transactions; commit or roll back first".into(),
+            ));
+        }
+        if self.st.borrow().stale {
+            self.reload(db)?;
+        }
+        let catalog = db.catalog().clone();
+        let store = db.storage_mut();
+        store.begin()?;
+        let r = (|| {
+            let mut st = self.st.borrow_mut();
+            st.ensure(store, &catalog)?;
+            f(&mut st, store)
+        })();
+        match r {
+            Ok(v) => match store.commit() {
+                Ok(()) => Ok(v),
+                Err(e) => {
+                    self.st.borrow_mut().stale = true;
+                    Err(e)
+                }
+            },
+            Err(e) => {
+                store.rollback()?;
+                self.st.borrow_mut().stale = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Like `write`, for protocol input: `f` returns messages to send and events; rows the
+    /// events name are applied to the SQL tables before the transaction commits.
+    fn write_sql(
+        &self,
+        db: &mut Database,
+        f: impl FnOnce(&mut State) -> Result<(Vec<Vec<u8>>, Vec<Event>)>,
+    ) -> Result<Vec<Vec<u8>>> {
+        if self.st.borrow().stale {
+            self.reload(db)?;
+        }
+        db.execute("BEGIN", &[])?;
+        let r = (|| {
+            let catalog = db.catalog().clone();
+            let (send, events) = {
+                let mut st = self.st.borrow_mut();
+                st.ensure(db.storage_mut(), &catalog)?;
+                f(&mut st)?
+            };
+            let mut rows: BTreeSet<RowKey> = BTreeSet::new();
+            {
+                let mut st = self.st.borrow_mut();
+                for e in events {
+                    if let Event::Applied { rows: r, .. } = &e {
+                        rows.extend(r.iter().cloned());
+                    }
+                    st.events.push(event(e));
+                }
+            }
+            self.apply_rows(db, &catalog, rows)?;
+            let mut st = self.st.borrow_mut();
+            st.persist(db.storage_mut())?;
+            Ok(send)
+        })();
+        match r {
+            Ok(send) => match db.execute("COMMIT", &[]) {
+                Ok(_) => Ok(send),
+                Err(e) => {
+                    self.st.borrow_mut().stale = true;
+                    Err(e)
+                }
+            },
+            Err(e) => {
+                let _ = db.execute("ROLLBACK", &[]);
+                self.st.borrow_mut().stale = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Brings the SQL tables in line with the merged rows for `rows` (which arrived from a
+    /// peer). Tables with UNIQUE constraints are reconciled whole: which of two conflicting
+    /// rows is visible depends on rows this batch did not touch.
+    fn apply_rows(
+        &self,
+        db: &mut Database,
+        catalog: &Catalog,
+        rows: BTreeSet<RowKey>,
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut by_table: BTreeMap<String, Vec<RowKey>> = BTreeMap::new();
+        for k in rows {
+            by_table.entry(k.table.clone()).or_default().push(k);
+        }
+        for (name, keys) in by_table {
+            let Ok(t) = catalog.table(&name) else {
+                continue;
+            };
+            let t = t.clone();
+            let unique = t.indexes.iter().any(|i| i.unique);
+            let (upserts, deletes): (Vec<PkAndValues>, Vec<Vec<Value>>) = {
+                let st = self.st.borrow();
+                let replica = st.replica.as_ref().expect("invariant: ensured");
+                if unique {
+                    let (visible, hidden) = replica.visible(&t.name);
+                    (
+                        visible.into_iter().map(|r| (r.pk, r.values)).collect(),
+                        hidden.into_iter().map(|r| r.pk).collect(),
+                    )
+                } else {
+                    let mut up = Vec::new();
+                    let mut del = Vec::new();
+                    let mut gone = Vec::new();
+                    for (k, v) in replica.materialize(&keys) {
+                        match v {
+                            Some(vals) => up.push((k.pk_values(), vals)),
+                            None => gone.push(k),
+                        }
+                    }
+                    // With a scope column, one key may live in another scope (the row moved):
+                    // a tombstone in the old scope must not delete it.
+                    if !gone.is_empty() && t.replicated.as_ref().is_some_and(|r| r.scope.is_some())
+                    {
+                        let mut live: HashMap<Vec<u8>, RowKey> = HashMap::new();
+                        replica.rows().scan(&mut |k, row| {
+                            if k.table == t.name && row.is_live() {
+                                live.insert(k.pk.clone(), k.clone());
+                            }
+                        });
+                        for k in gone {
+                            match live.get(&k.pk) {
+                                Some(other) => {
+                                    if let Some((_, Some(vals))) =
+                                        replica.materialize(std::slice::from_ref(other)).pop()
+                                    {
+                                        up.push((other.pk_values(), vals));
+                                    }
+                                }
+                                None => del.push(k.pk_values()),
+                            }
+                        }
+                    } else {
+                        del.extend(gone.iter().map(|k| k.pk_values()));
+                    }
+                    (up, del)
+                }
+            };
+            let pk_cols = t.key_columns();
+            let where_pk: Vec<String> = pk_cols
+                .iter()
+                .map(|&c| format!("{} = ?", cairn_sql::schema::quote_ident(&t.columns[c].name)))
+                .collect();
+            let del_sql = format!(
+                "DELETE FROM {} WHERE {}",
+                cairn_sql::schema::quote_ident(&t.name),
+                where_pk.join(" AND ")
+            );
+            let names: Vec<String> = t
+                .columns
+                .iter()
+                .map(|c| cairn_sql::schema::quote_ident(&c.name))
+                .collect();
+            let sets: Vec<String> = t
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !pk_cols.contains(i))
+                .map(|(_, c)| {
+                    let n = cairn_sql::schema::quote_ident(&c.name);
+                    format!("{n} = excluded.{n}")
+                })
+                .collect();
+            let pk_names: Vec<String> = pk_cols.iter().map(|&c| names[c].clone()).collect();
+            let up_sql = format!(
+                "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}",
+                cairn_sql::schema::quote_ident(&t.name),
+                names.join(", "),
+                vec!["?"; names.len()].join(", "),
+                pk_names.join(", "),
+                if sets.is_empty() {
+                    "NOTHING".to_string()
+                } else {
+                    format!("UPDATE SET {}", sets.join(", "))
+                }
+            );
+            let del = db.prepare(&del_sql)?;
+            let up = db.prepare(&up_sql)?;
+            let non_key: Vec<usize> = (0..t.columns.len())
+                .filter(|c| !pk_cols.contains(c))
+                .collect();
+            let mut refused = Vec::new();
+            db.without_capture(|db| {
+                for pk in &deletes {
+                    del.execute(db, pk)?;
+                }
+                for (pk, vals) in &upserts {
+                    let mut row = vec![Value::Null; t.columns.len()];
+                    for (i, &c) in pk_cols.iter().enumerate() {
+                        row[c] = pk.get(i).cloned().unwrap_or(Value::Null);
+                    }
+                    for (i, &c) in non_key.iter().enumerate() {
+                        row[c] = vals.get(i).cloned().unwrap_or(Value::Null);
+                    }
+                    match up.execute(db, &row) {
+                        Ok(_) => {}
+                        // A merged row the table's constraints refuse (a NOT NULL column left
+                        // NULL by a revival after a delete, a CHECK, a type, a UNIQUE index the
+                        // peer lacks) stays in the merged state and out of the table, on every
+                        // replica alike: whatever copy the table held goes.
+                        Err(
+                            e @ (Error::ConstraintNotNull(_)
+                            | Error::ConstraintCheck(_)
+                            | Error::ConstraintUnique(_)
+                            | Error::Type(_)),
+                        ) => {
+                            del.execute(db, pk)?;
+                            refused.push(e);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            })?;
+            let mut st = self.st.borrow_mut();
+            for e in refused {
+                st.events.push(SyncEvent {
+                    kind: "row_refused",
+                    code: e.code().to_string(),
+                    detail: format!("{}: {e}", t.name),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn event(e: Event) -> SyncEvent {
+    match e {
+        Event::Applied { records, rows } => SyncEvent {
+            kind: "applied",
+            code: "APPLIED".into(),
+            detail: format!("{records} records, {} rows", rows.len()),
+        },
+        Event::Rejected {
+            reason,
+            author,
+            first_seq,
+            detail,
+            ..
+        } => SyncEvent {
+            kind: "rejected",
+            code: reason.code().to_string(),
+            detail: format!(
+                "author {} from seq {first_seq}: {detail}",
+                &author.to_hex()[..12]
+            ),
+        },
+        Event::Fork { author, seq, .. } => SyncEvent {
+            kind: "fork",
+            code: "FORK".into(),
+            detail: format!(
+                "author {} signed two records at seq {seq}",
+                &author.to_hex()[..12]
+            ),
+        },
+        Event::PeerRejected {
+            code, first_seq, ..
+        } => SyncEvent {
+            kind: "peer_rejected",
+            code,
+            detail: format!("the peer refused our records from seq {first_seq}"),
+        },
+    }
+}
+
+impl State {
+    pub(crate) fn replica(&self) -> &Replica {
+        self.replica.as_ref().expect("invariant: ensured")
+    }
+    pub(crate) fn replica_mut(&mut self) -> &mut Replica {
+        self.replica.as_mut().expect("invariant: ensured")
+    }
+
+    /// Creates the trees and the identity if this database has none yet (inside the caller's
+    /// transaction), and registers the replicated tables of `catalog`.
+    fn ensure(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
+        if self.replica.is_none() {
+            let identity = persist::create(store)?;
+            self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
+        }
+        self.register(catalog)
+    }
+
+    /// Registers every replicated table whose definition is new or changed.
+    fn register(&mut self, catalog: &Catalog) -> Result<()> {
+        let Some(replica) = self.replica.as_mut() else {
+            return Ok(());
+        };
+        for t in catalog.tables.values() {
+            if t.replicated.is_none() {
+                continue;
+            }
+            let sql = t.sql();
+            if self.registered.get(&t.name) == Some(&sql) {
+                continue;
+            }
+            replica.register_table(sync_schema(t)).map_err(sync_err)?;
+            self.registered.insert(t.name.clone(), sql);
+        }
+        Ok(())
+    }
+
+    fn scope_name(t: &Table, row: &[Value]) -> String {
+        match t.replicated.as_ref().and_then(|r| r.scope) {
+            None => t.name.clone(),
+            Some(c) => format!("{}/{}={}", t.name, t.columns[c].name, scope_value(&row[c])),
+        }
+    }
+
+    fn owner(&self) -> AuthorId {
+        self.owner.unwrap_or_else(|| self.replica().id())
+    }
+
+    /// Turns a transaction's row changes into one record per scope.
+    fn record(
+        &mut self,
+        store: &mut dyn Storage,
+        catalog: &Catalog,
+        changes: Vec<RowChange>,
+    ) -> Result<Vec<Correction>> {
+        self.ensure(store, catalog)?;
+        let owner = self.owner();
+        // What the table holds for each row at the end of the transaction.
+        let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
+        let mut scopes: Vec<(String, Vec<Op>)> = Vec::new();
+        let mut push = |scope: String, op: Op| match scopes.iter_mut().find(|(s, _)| *s == scope) {
+            Some((_, ops)) => ops.push(op),
+            None => scopes.push((scope, vec![op])),
+        };
+        for ch in changes {
+            let (name, row) = match &ch {
+                RowChange::Set { table, row, .. } | RowChange::Delete { table, row } => {
+                    (table, row)
+                }
+            };
+            let t = catalog.table(name)?;
+            let pk_cols = t.key_columns();
+            let pk: Vec<Value> = pk_cols.iter().map(|&c| row[c].clone()).collect();
+            let non_key: Vec<usize> = (0..t.columns.len())
+                .filter(|c| !pk_cols.contains(c))
+                .collect();
+            let sync_col = |c: usize| non_key.iter().position(|&x| x == c).map(|i| i as u32);
+            let scope = Self::scope_name(t, row);
+            let key = RowKey::new(&t.name, &ScopeId::new(owner, scope.as_bytes()), &pk);
+            let after = match &ch {
+                RowChange::Set { row, .. } => Some(row.clone()),
+                RowChange::Delete { .. } => None,
+            };
+            finals.insert(key, (t.name.clone(), after));
+            match ch {
+                RowChange::Delete { .. } => {
+                    push(scope, Op::new(t.name.clone(), pk, Payload::Delete))
+                }
+                RowChange::Set {
+                    columns, adds, row, ..
+                } => {
+                    let counters = &t
+                        .replicated
+                        .as_ref()
+                        .expect("capture is for replicated tables")
+                        .counters;
+                    let set: Vec<(u32, Value)> = columns
+                        .iter()
+                        .filter(|c| !counters.contains(c))
+                        .filter_map(|&c| sync_col(c).map(|i| (i, row[c].clone())))
+                        .collect();
+                    let is_insert = columns.iter().any(|c| pk_cols.contains(c));
+                    if !set.is_empty() || is_insert {
+                        push(
+                            scope.clone(),
+                            Op::new(t.name.clone(), pk.clone(), Payload::Set(set)),
+                        );
+                    }
+                    for (c, d) in adds {
+                        if let Some(i) = sync_col(c) {
+                            push(
+                                scope.clone(),
+                                Op::new(t.name.clone(), pk.clone(), Payload::Add(i, d)),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let now = (self.now)();
+        for (name, ops) in scopes {
+            let scope = ScopeId::new(owner, name.as_bytes());
+            for chunk in ops.chunks(cairn_sync::change::MAX_OPS as usize) {
+                let keys = self
+                    .replica_mut()
+                    .commit(now, &scope, chunk.to_vec())
+                    .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+                self.dirty.extend(keys);
+            }
+        }
+        self.persist(store)?;
+        // Where merging gave other values than the statements wrote, the table takes the
+        // merged ones (every replica computes the same).
+        let mut fixes = Vec::new();
+        for (key, (table, after)) in finals {
+            let t = catalog.table(&table)?;
+            let pk_cols = t.key_columns();
+            let merged = self
+                .replica()
+                .materialize(std::slice::from_ref(&key))
+                .pop()
+                .and_then(|(_, v)| v);
+            let merged_row = merged.map(|vals| {
+                let mut row = vec![Value::Null; t.columns.len()];
+                let pk = key.pk_values();
+                for (i, &c) in pk_cols.iter().enumerate() {
+                    row[c] = pk[i].clone();
+                }
+                let non_key = (0..t.columns.len()).filter(|c| !pk_cols.contains(c));
+                for (v, c) in vals.into_iter().zip(non_key) {
+                    row[c] = v;
+                }
+                row
+            });
+            let same = match (&merged_row, &after) {
+                (None, None) => true,
+                (Some(a), Some(b)) => {
+                    a.len() == b.len()
+                        && a.iter()
+                            .zip(b)
+                            .all(|(x, y)| x.total_cmp(y).is_eq() && x.type_name() == y.type_name())
+                }
+                _ => false,
+            };
+            if !same {
+                fixes.push(Correction {
+                    table,
+                    pk: key.pk_values(),
+                    row: merged_row,
+                });
+            }
+        }
+        Ok(fixes)
+    }
+}
+
+/// A scope value as it appears in a scope name.
+fn scope_value(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Integer(i) => i.to_string(),
+        Value::Text(s) => s.clone(),
+        other => {
+            let b = cairn_sync::wire::value_bytes(other);
+            b.iter().map(|x| format!("{x:02x}")).collect()
+        }
+    }
+}
+
+/// The sync schema of a replicated SQL table: key arity, the other columns in table order
+/// (counters as counters), unique column sets over those columns.
+pub fn sync_schema(t: &Table) -> TableSchema {
+    let pk_cols = t.key_columns();
+    let counters = t
+        .replicated
+        .as_ref()
+        .map(|r| r.counters.clone())
+        .unwrap_or_default();
+    let mut s = TableSchema::new(t.name.clone(), pk_cols.len());
+    let non_key: Vec<usize> = (0..t.columns.len())
+        .filter(|c| !pk_cols.contains(c))
+        .collect();
+    for &c in &non_key {
+        let kind = if counters.contains(&c) {
+            ColumnKind::Counter
+        } else {
+            ColumnKind::Lww
+        };
+        s.columns.push((t.columns[c].name.clone(), kind));
+    }
+    for ix in t.indexes.iter().filter(|i| i.unique) {
+        let cols: Option<Vec<u32>> = ix
+            .columns
+            .iter()
+            .map(|c| non_key.iter().position(|x| x == c).map(|i| i as u32))
+            .collect();
+        if let Some(cols) = cols {
+            s.unique.push(cols);
+        }
+    }
+    debug_assert!(matches!(t.key, Key::Columns(_)));
+    s
+}
+
+struct Hook(Rc<RefCell<State>>);
+
+impl CommitHook for Hook {
+    fn before_commit(
+        &mut self,
+        store: &mut dyn Storage,
+        catalog: &Catalog,
+        changes: Vec<RowChange>,
+    ) -> Result<Vec<Correction>> {
+        let mut st = self.0.borrow_mut();
+        if st.stale {
+            // The in-memory state is behind a failed commit: rebuild it from what is on disk
+            // (this transaction has not touched the sync trees yet).
+            st.replica = None;
+            st.registered.clear();
+            st.saved = persist::Saved::default();
+            st.dirty.clear();
+            st.stale = false;
+            st.load(&*store, catalog)?;
+        }
+        let r = st.record(store, catalog, changes);
+        if r.is_err() {
+            st.stale = true;
+        }
+        r
+    }
+
+    fn after_commit(&mut self, committed: bool) {
+        if !committed {
+            self.0.borrow_mut().stale = true;
+        }
+    }
+}

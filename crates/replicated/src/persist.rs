@@ -1,0 +1,328 @@
+//! The replica's state in the database's own trees (docs/sync.md, "In the database"):
+//!
+//! | tree | key | value |
+//! |---|---|---|
+//! | `SYSTEM_TREES + 1` meta | `identity`, `owner`, `clock`, `peers` | key export, author, u64le HLC, peers |
+//! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding |
+//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2) |
+//! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
+//!
+//! Writes are incremental: after each operation only the rows it touched, the blocks and
+//! records appended since the last save (tracked per chain in [`Saved`]), and the small meta
+//! values are written.
+
+use crate::State;
+use cairn_sql::schema::Catalog;
+use cairn_sql::storage::SYSTEM_TREES;
+use cairn_sql::{Error, Result, Storage};
+use cairn_sync::protocol::{decode_vv, encode_vv};
+use cairn_sync::wire::{Reader, Writer};
+use cairn_sync::{
+    AuthorId, Block, ChainKey, ChainLog, Checkpoint, Identity, PeerInfo, Record, Replica, RowKey,
+    RowState, RowStore, ScopeId, Subscription, WriterList,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+
+const META: u64 = SYSTEM_TREES + 1;
+const ROWS: u64 = SYSTEM_TREES + 2;
+const LOG: u64 = SYSTEM_TREES + 3;
+const WRITERS: u64 = SYSTEM_TREES + 4;
+
+const K_CHECKPOINT: u8 = 0;
+const K_BLOCK: u8 = 1;
+const K_PENDING: u8 = 2;
+
+/// How far each chain is saved.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct Mark {
+    base: u64,
+    blocks_upto: u64,
+    pending_upto: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Saved {
+    marks: HashMap<ChainKey, Mark>,
+    writers: usize,
+    peers: Vec<u8>,
+    clock: u64,
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Storage(cairn_store::Error::Corrupt(format!(
+        "sync state: {what}: {e}"
+    )))
+}
+
+fn has_state(store: &dyn Storage) -> bool {
+    matches!(store.get(META, b"identity"), Ok(Some(_)))
+}
+
+/// The identity, creating the trees and a new key pair (from the platform's secure
+/// randomness) when the database has none. Inside the caller's transaction.
+pub(crate) fn create(store: &mut dyn Storage) -> Result<Identity> {
+    if let Some(b) = store.get(META, b"identity").ok().flatten() {
+        return Identity::import(&b).map_err(|e| corrupt("identity", e));
+    }
+    for t in [META, ROWS, LOG, WRITERS] {
+        store.create_tree(t)?;
+    }
+    let identity = Identity::generate(&mut rand_core::OsRng);
+    put_identity(store, &identity)?;
+    Ok(identity)
+}
+
+pub(crate) fn put_identity(store: &mut dyn Storage, id: &Identity) -> Result<()> {
+    store.put(META, b"identity", &id.export())
+}
+
+pub(crate) fn put_owner(store: &mut dyn Storage, owner: &AuthorId) -> Result<()> {
+    store.put(META, b"owner", &owner.0)
+}
+
+fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.raw(&author.0);
+    scope.encode(&mut w);
+    w.buf
+}
+
+fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.push(kind);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn row_key(k: &RowKey) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.bytes(k.table.as_bytes());
+    k.scope.encode(&mut w);
+    w.raw(&k.pk);
+    w.buf
+}
+
+fn scan_all(store: &dyn Storage, tree: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut cur = store.scan(tree, Bound::Unbounded, Bound::Unbounded, false)?;
+    while cur.next()? {
+        out.push((cur.key().to_vec(), cur.value().to_vec()));
+    }
+    Ok(out)
+}
+
+impl State {
+    /// Rebuilds the replica from the database (nothing to do when it has no sync state yet).
+    pub(crate) fn load(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
+        if !has_state(store) {
+            return Ok(());
+        }
+        let identity = create_readonly(store)?;
+        let mut replica = Replica::in_memory(identity, cairn_sync::Config::default());
+        if let Some(o) = store.get(META, b"owner")? {
+            let a: [u8; 32] = o.as_slice().try_into().map_err(|e| corrupt("owner", e))?;
+            self.owner = Some(AuthorId(a));
+        }
+        for (k, v) in scan_all(store, ROWS)? {
+            let mut r = Reader::new(&k);
+            let table = String::from_utf8(r.bytes().map_err(|e| corrupt("row key", e))?.to_vec())
+                .map_err(|e| corrupt("row key", e))?;
+            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("row key", e))?;
+            let pk = k[r.pos()..].to_vec();
+            let state = RowState::decode(&mut Reader::new(&v)).map_err(|e| corrupt("row", e))?;
+            replica
+                .rows_mut()
+                .rows
+                .insert(RowKey { table, scope, pk }, state);
+        }
+        let mut writers = 0;
+        for (_, v) in scan_all(store, WRITERS)? {
+            let list =
+                WriterList::decode(&mut Reader::new(&v)).map_err(|e| corrupt("writers", e))?;
+            replica
+                .add_writer_list(list)
+                .map_err(|e| corrupt("writers", e))?;
+            writers += 1;
+        }
+        // The log, in key order: per chain its checkpoint, blocks, then pending records.
+        let mut chains: BTreeMap<Vec<u8>, (ChainKey, ChainLog)> = BTreeMap::new();
+        for (k, v) in scan_all(store, LOG)? {
+            let mut r = Reader::new(&k);
+            let author = AuthorId(r.array().map_err(|e| corrupt("log key", e))?);
+            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("log key", e))?;
+            let prefix = k[..r.pos()].to_vec();
+            let kind = r.u8().map_err(|e| corrupt("log key", e))?;
+            let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("log key", e))?);
+            let (_, log) = chains
+                .entry(prefix)
+                .or_insert_with(|| ((author, scope.clone()), ChainLog::default()));
+            match kind {
+                K_CHECKPOINT => {
+                    log.base = Some(
+                        Checkpoint::decode(&mut Reader::new(&v))
+                            .map_err(|e| corrupt("checkpoint", e))?,
+                    )
+                }
+                K_BLOCK => log
+                    .blocks
+                    .push(Block::from_bytes(&v).map_err(|e| corrupt("block", e))?),
+                K_PENDING => {
+                    let prev = log.head().1;
+                    let rec = Record::decode(&mut Reader::new(&v), &author, &scope, seq, prev)
+                        .map_err(|e| corrupt("record", e))?;
+                    log.pending.push(rec);
+                }
+                _ => return Err(corrupt("log key", "unknown kind")),
+            }
+        }
+        let mut marks = HashMap::new();
+        for (_, (key, log)) in chains {
+            marks.insert(key.clone(), mark_of(&log));
+            replica.restore_chain(key, log);
+        }
+        if let Some(c) = store.get(META, b"clock")? {
+            let c: [u8; 8] = c.as_slice().try_into().map_err(|e| corrupt("clock", e))?;
+            replica.observe_clock(u64::from_le_bytes(c));
+        }
+        let mut peers = Vec::new();
+        if let Some(p) = store.get(META, b"peers")? {
+            let mut r = Reader::new(&p);
+            let n = r.varint().map_err(|e| corrupt("peers", e))?;
+            for _ in 0..n {
+                let id = AuthorId(r.array().map_err(|e| corrupt("peers", e))?);
+                let acked = decode_vv(&mut r).map_err(|e| corrupt("peers", e))?;
+                let want = Subscription::decode(&mut r).map_err(|e| corrupt("peers", e))?;
+                replica.restore_peer(id, PeerInfo { acked, want });
+            }
+            peers = p;
+        }
+        self.saved = Saved {
+            marks,
+            writers,
+            peers,
+            clock: replica.clock(),
+        };
+        self.replica = Some(replica);
+        self.register(catalog)
+    }
+
+    /// Writes what changed since the last save.
+    pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
+        let State {
+            replica,
+            saved,
+            dirty,
+            ..
+        } = self;
+        let replica = replica.as_ref().expect("invariant: persist after ensure");
+        for k in std::mem::take(dirty) {
+            match replica.rows().get(&k) {
+                Some(state) => {
+                    let mut w = Writer::new();
+                    state.encode(&mut w);
+                    store.put(ROWS, &row_key(&k), &w.buf)?;
+                }
+                None => {
+                    store.delete(ROWS, &row_key(&k))?;
+                }
+            }
+        }
+        for (key, log) in replica.chains() {
+            let prefix = chain_prefix(&key.0, &key.1);
+            let old = saved.marks.get(key).copied().unwrap_or_default();
+            let now = mark_of(log);
+            if now == old {
+                continue;
+            }
+            let base = log.base.as_ref().map_or(0, |c| c.seq);
+            let mut from = old;
+            if base != old.base {
+                // Compacted or bootstrapped from a snapshot: write the chain again.
+                let mut end = prefix.clone();
+                end.push(0xFF);
+                let mut keys = Vec::new();
+                {
+                    let mut cur =
+                        store.scan(LOG, Bound::Included(&prefix), Bound::Excluded(&end), false)?;
+                    while cur.next()? {
+                        keys.push(cur.key().to_vec());
+                    }
+                }
+                for k in keys {
+                    store.delete(LOG, &k)?;
+                }
+                if let Some(c) = &log.base {
+                    let mut w = Writer::new();
+                    c.encode(&mut w);
+                    store.put(LOG, &log_key(&prefix, K_CHECKPOINT, c.seq), &w.buf)?;
+                }
+                from = Mark::default();
+            }
+            for b in log
+                .blocks
+                .iter()
+                .filter(|b| b.last_seq() > from.blocks_upto)
+            {
+                store.put(LOG, &log_key(&prefix, K_BLOCK, b.last_seq()), &b.to_bytes())?;
+            }
+            // Records sealed since: their pending copies go.
+            let sealed = log.sealed_head().0;
+            if sealed > from.blocks_upto {
+                for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
+                    store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
+                }
+            }
+            for r in log.pending.iter().filter(|r| r.seq > from.pending_upto) {
+                let mut w = Writer::new();
+                r.encode(&mut w);
+                store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &w.buf)?;
+            }
+            saved.marks.insert(key.clone(), now);
+        }
+        let lists: Vec<&WriterList> = replica.writer_lists().collect();
+        if lists.len() != saved.writers {
+            for l in &lists {
+                let mut k = Writer::new();
+                l.scope.encode(&mut k);
+                k.raw(&l.version.to_be_bytes());
+                k.raw(&l.sig);
+                let mut w = Writer::new();
+                l.encode(&mut w);
+                store.put(WRITERS, &k.buf, &w.buf)?;
+            }
+            saved.writers = lists.len();
+        }
+        let mut w = Writer::new();
+        w.varint(replica.peers().len() as u64);
+        for (id, p) in replica.peers() {
+            w.raw(&id.0);
+            encode_vv(&mut w, &p.acked);
+            p.want.encode(&mut w);
+        }
+        if w.buf != saved.peers {
+            store.put(META, b"peers", &w.buf)?;
+            saved.peers = w.buf;
+        }
+        if replica.clock() != saved.clock {
+            store.put(META, b"clock", &replica.clock().to_le_bytes())?;
+            saved.clock = replica.clock();
+        }
+        Ok(())
+    }
+}
+
+fn create_readonly(store: &dyn Storage) -> Result<Identity> {
+    let b = store
+        .get(META, b"identity")?
+        .ok_or_else(|| corrupt("identity", "missing"))?;
+    Identity::import(&b).map_err(|e| corrupt("identity", e))
+}
+
+fn mark_of(log: &ChainLog) -> Mark {
+    Mark {
+        base: log.base.as_ref().map_or(0, |c| c.seq),
+        blocks_upto: log.blocks.last().map_or(0, |b| b.last_seq()),
+        pending_upto: log.pending.last().map_or(log.sealed_head().0, |r| r.seq),
+    }
+}

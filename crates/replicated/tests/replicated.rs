@@ -1,0 +1,479 @@
+//! Replicated SQL tables: declaration, recording, persistence in the database file, sync
+//! between databases over an in-process transport, and convergence.
+
+use cairn_replicated::Sync;
+use cairn_sql::paged::Paged;
+use cairn_sql::{Database, Output, Value};
+use cairn_store::{MemoryFile, Options};
+use std::collections::VecDeque;
+
+fn now() -> u64 {
+    1_800_000_000_000
+}
+
+struct Node {
+    db: Database,
+    sync: Sync,
+}
+
+impl Node {
+    fn memory() -> Node {
+        let mut db = Database::memory();
+        let sync = Sync::attach(&mut db, now).unwrap();
+        Node { db, sync }
+    }
+    fn exec(&mut self, sql: &str) {
+        self.db
+            .exec_script(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    fn rows(&mut self, sql: &str) -> Vec<Vec<Value>> {
+        match self.db.execute(sql, &[]).unwrap() {
+            Output::Rows { rows, .. } => rows,
+            o => panic!("not rows: {o:?}"),
+        }
+    }
+}
+
+/// Connects `a` and `b` and delivers messages both ways until neither has anything to say.
+/// Returns the number of messages carried.
+fn sync_pair(a: &mut Node, b: &mut Node) -> usize {
+    let (la, hello_a) = a.sync.connect(&mut a.db).unwrap();
+    let (lb, hello_b) = b.sync.connect(&mut b.db).unwrap();
+    let mut to_b: VecDeque<Vec<u8>> = VecDeque::from([hello_a]);
+    let mut to_a: VecDeque<Vec<u8>> = VecDeque::from([hello_b]);
+    let mut carried = 0;
+    for _ in 0..10_000 {
+        if let Some(m) = to_b.pop_front() {
+            carried += 1;
+            to_a.extend(b.sync.receive(&mut b.db, lb, &m).unwrap());
+            continue;
+        }
+        if let Some(m) = to_a.pop_front() {
+            carried += 1;
+            to_b.extend(a.sync.receive(&mut a.db, la, &m).unwrap());
+            continue;
+        }
+        to_b.extend(a.sync.poll(&mut a.db, la).unwrap());
+        to_a.extend(b.sync.poll(&mut b.db, lb).unwrap());
+        if to_a.is_empty() && to_b.is_empty() {
+            a.sync.disconnect(la);
+            b.sync.disconnect(lb);
+            return carried;
+        }
+    }
+    panic!("sync did not settle");
+}
+
+const TODO: &str =
+    "CREATE TABLE todo (id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL, \
+                    done INTEGER DEFAULT 0, likes INTEGER DEFAULT 0) REPLICATED (COUNTER likes)";
+
+#[test]
+fn row_id_tables_cannot_be_replicated() {
+    let mut n = Node::memory();
+    for sql in [
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT) REPLICATED",
+        "CREATE TABLE t (x TEXT) REPLICATED",
+    ] {
+        let e = n.db.execute(sql, &[]).unwrap_err();
+        assert_eq!(e.code(), "NOT_REPLICABLE", "{sql}: {e}");
+        assert!(e.to_string().contains("uuid7"), "{e}");
+    }
+    let e =
+        n.db.execute(
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT) REPLICATED (COUNTER n)",
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), "NOT_REPLICABLE");
+    n.exec(TODO);
+    let e =
+        n.db.execute("ALTER TABLE todo RENAME TO tasks", &[])
+            .unwrap_err();
+    assert_eq!(e.code(), "NOT_REPLICABLE");
+    // Nothing was left behind by the refusals.
+    assert_eq!(
+        n.rows("SELECT count(*) FROM todo"),
+        vec![vec![Value::Integer(0)]]
+    );
+}
+
+#[test]
+fn the_declaration_survives_in_the_schema() {
+    let mut n = Node::memory();
+    n.exec("CREATE TABLE note (id TEXT PRIMARY KEY, list TEXT, body TEXT, n INTEGER) REPLICATED (SCOPE list, COUNTER n)");
+    let t = n.db.catalog().table("note").unwrap().clone();
+    assert!(
+        t.sql().ends_with(") REPLICATED (SCOPE list, COUNTER n)"),
+        "{}",
+        t.sql()
+    );
+    // The catalog keeps the SQL and parses it again on open: the same table comes back.
+    let store = n.db.into_storage();
+    let db = Database::open(store).unwrap();
+    assert_eq!(**db.catalog().table("note").unwrap(), *t);
+}
+
+#[test]
+fn uuid7_ids_are_well_formed_and_distinct() {
+    let mut n = Node::memory();
+    n.db.set_random_seed(42);
+    let rows = n.rows("SELECT uuid7(), uuid7(), uuid7()");
+    let ids: Vec<String> = rows[0]
+        .iter()
+        .map(|v| match v {
+            Value::Text(s) => s.clone(),
+            o => panic!("{o:?}"),
+        })
+        .collect();
+    for id in &ids {
+        assert_eq!(id.len(), 36, "{id}");
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            vec![8, 4, 4, 4, 12]
+        );
+        assert!(parts[2].starts_with('7'), "version 7: {id}");
+        assert!(
+            matches!(&parts[3][..1], "8" | "9" | "a" | "b"),
+            "variant: {id}"
+        );
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert_ne!(ids[1], ids[2]);
+    // The timestamp leads: ids made later sort later.
+    assert_eq!(&ids[0][..8], &ids[2][..8]);
+}
+
+#[test]
+fn two_databases_converge() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    a.exec(TODO);
+    b.exec(TODO);
+    // Both write under one owner: B writes to A's scopes, as A's second device would.
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    let b_id = b.sync.id(&mut b.db).unwrap();
+    a.sync.authorize(&mut a.db, "todo", vec![b_id]).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    sync_pair(&mut a, &mut b);
+
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'milk'), ('t2', 'bread')");
+    b.exec("INSERT INTO todo (id, title) VALUES ('t3', 'eggs')");
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, title, done, likes FROM todo ORDER BY id";
+    assert_eq!(a.rows(all).len(), 3);
+    assert_eq!(a.rows(all), b.rows(all));
+
+    // Concurrent edits: different columns of one row merge; the same column: later wins;
+    // counters add up.
+    a.exec("UPDATE todo SET done = 1, likes = likes + 2 WHERE id = 't1'");
+    b.exec("UPDATE todo SET title = 'oat milk', likes = likes + 3 WHERE id = 't1'");
+    b.exec("DELETE FROM todo WHERE id = 't2'");
+    sync_pair(&mut a, &mut b);
+    assert_eq!(a.rows(all), b.rows(all));
+    assert_eq!(
+        a.rows("SELECT title, done, likes FROM todo WHERE id = 't1'"),
+        vec![vec![
+            Value::Text("oat milk".into()),
+            Value::Integer(1),
+            Value::Integer(5)
+        ]]
+    );
+    assert_eq!(
+        a.rows("SELECT count(*) FROM todo WHERE id = 't2'"),
+        vec![vec![Value::Integer(0)]]
+    );
+    assert_eq!(
+        a.sync.state_digest(&mut a.db).unwrap(),
+        b.sync.state_digest(&mut b.db).unwrap()
+    );
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    assert!(b.sync.verify(&mut b.db).unwrap().is_empty());
+    assert!(a.db.check().unwrap().is_empty());
+    assert!(b.db.check().unwrap().is_empty());
+}
+
+#[test]
+fn a_writer_not_listed_is_refused_and_its_transaction_has_no_effect() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    a.exec(TODO);
+    b.exec(TODO);
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    let e =
+        b.db.execute("INSERT INTO todo (id, title) VALUES ('x', 'not mine')", &[])
+            .unwrap_err();
+    assert_eq!(e.code(), "SYNC_REFUSED", "{e}");
+    assert!(e.to_string().contains("UNAUTHORIZED"), "{e}");
+    assert_eq!(
+        b.rows("SELECT count(*) FROM todo"),
+        vec![vec![Value::Integer(0)]]
+    );
+    // Authorized, the same write goes through and reaches the owner.
+    let b_id = b.sync.id(&mut b.db).unwrap();
+    a.sync.authorize(&mut a.db, "todo", vec![b_id]).unwrap();
+    sync_pair(&mut a, &mut b);
+    b.exec("INSERT INTO todo (id, title) VALUES ('x', 'now mine')");
+    sync_pair(&mut a, &mut b);
+    assert_eq!(
+        a.rows("SELECT title FROM todo"),
+        vec![vec![Value::Text("now mine".into())]]
+    );
+}
+
+#[test]
+fn rolled_back_work_is_not_recorded() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    a.exec(TODO);
+    b.exec(TODO);
+    a.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('gone', 'x'); ROLLBACK");
+    // A failed statement inside a transaction takes its changes with it; the rest commits.
+    a.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('kept', 'y')");
+    let e =
+        a.db.execute("INSERT INTO todo (id, title) VALUES ('bad', NULL)", &[])
+            .unwrap_err();
+    assert_eq!(e.code(), "CONSTRAINT_NOT_NULL");
+    a.exec("COMMIT");
+    assert!(a.sync.has_pending());
+    // B follows A's scopes.
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    sync_pair(&mut a, &mut b);
+    assert_eq!(
+        b.rows("SELECT id FROM todo"),
+        vec![vec![Value::Text("kept".into())]]
+    );
+}
+
+#[test]
+fn scopes_follow_the_scope_column() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    let ddl = "CREATE TABLE item (id TEXT PRIMARY KEY, list TEXT NOT NULL, name TEXT) REPLICATED (SCOPE list)";
+    a.exec(ddl);
+    b.exec(ddl);
+    a.exec("INSERT INTO item VALUES ('1', 'home', 'lamp'), ('2', 'work', 'desk')");
+    // Moving a row to another scope is a delete in the old one and a write in the new one.
+    a.exec("UPDATE item SET list = 'work' WHERE id = '1'");
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, list, name FROM item ORDER BY id";
+    assert_eq!(a.rows(all), b.rows(all));
+    assert_eq!(b.rows(all).len(), 2);
+    assert_eq!(
+        a.sync.state_digest(&mut a.db).unwrap(),
+        b.sync.state_digest(&mut b.db).unwrap()
+    );
+}
+
+fn paged(file: MemoryFile) -> Node {
+    let store = Paged::open(file, Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let sync = Sync::attach(&mut db, now).unwrap();
+    Node { db, sync }
+}
+
+fn close(n: Node) -> MemoryFile {
+    let store = n.db.into_storage();
+    // The storage is a Paged<MemoryFile>; reach the file through an export of its bytes.
+    let mut store = store;
+    let bytes = store.export().unwrap();
+    MemoryFile::from_bytes(bytes)
+}
+
+#[test]
+fn the_replica_is_kept_in_the_database_file() {
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one')");
+    let id_before = a.sync.id(&mut a.db).unwrap();
+    let key = a.sync.export_key(&mut a.db).unwrap();
+    // Some history sealed (a link was opened), some still pending.
+    let mut b = Node::memory();
+    b.exec(TODO);
+    b.sync.set_owner(&mut b.db, id_before).unwrap();
+    sync_pair(&mut a, &mut b);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t2', 'two')");
+    let digest = a.sync.state_digest(&mut a.db).unwrap();
+
+    let mut a = paged(close(a));
+    assert_eq!(a.sync.id(&mut a.db).unwrap(), id_before);
+    assert_eq!(a.sync.export_key(&mut a.db).unwrap(), key);
+    assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    // The chain goes on where it stopped: B takes the new records without a gap or a fork.
+    a.exec("INSERT INTO todo (id, title) VALUES ('t3', 'three')");
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, title FROM todo ORDER BY id";
+    assert_eq!(b.rows(all).len(), 3);
+    assert_eq!(a.rows(all), b.rows(all));
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    // And a reopened B-side file would hold what it received: reopen A once more and compare.
+    let mut a = paged(close(a));
+    assert_eq!(
+        a.sync.state_digest(&mut a.db).unwrap(),
+        b.sync.state_digest(&mut b.db).unwrap()
+    );
+}
+
+#[test]
+fn a_tampered_message_is_rejected_whole() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    a.exec(TODO);
+    b.exec(TODO);
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one'), ('t2', 'two')");
+    let (la, hello_a) = a.sync.connect(&mut a.db).unwrap();
+    let (lb, hello_b) = b.sync.connect(&mut b.db).unwrap();
+    b.sync.receive(&mut b.db, lb, &hello_a).unwrap();
+    let out = a.sync.receive(&mut a.db, la, &hello_b).unwrap();
+    // A answers B's HELLO with the writer lists (none) and a page of blocks; corrupt the
+    // blocks: flip a byte near the end (inside the signature).
+    let mut got_blocks = false;
+    for mut m in out {
+        if m[3] == 3 {
+            got_blocks = true;
+            let n = m.len();
+            m[n - 5] ^= 0x40;
+        }
+        b.sync.receive(&mut b.db, lb, &m).unwrap();
+    }
+    assert!(got_blocks);
+    let events = b.sync.take_events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "rejected" && e.code == "BAD_SIGNATURE"),
+        "{events:?}"
+    );
+    assert_eq!(
+        b.rows("SELECT count(*) FROM todo"),
+        vec![vec![Value::Integer(0)]]
+    );
+}
+
+#[test]
+fn sync_waits_for_an_open_transaction() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    a.exec(TODO);
+    b.exec(TODO);
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one')");
+    let (la, hello_a) = a.sync.connect(&mut a.db).unwrap();
+    let (lb, hello_b) = b.sync.connect(&mut b.db).unwrap();
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('mine', 'local')");
+    // Calls that write the replica's state refuse while a transaction is open ...
+    let e = b.sync.connect(&mut b.db).unwrap_err();
+    assert_eq!(e.code(), "TRANSACTION");
+    // ... and what a peer sends waits for it to end.
+    assert!(b.sync.receive(&mut b.db, lb, &hello_a).unwrap().is_empty());
+    let mut to_b = a.sync.receive(&mut a.db, la, &hello_b).unwrap();
+    for m in to_b.drain(..) {
+        assert!(b.sync.receive(&mut b.db, lb, &m).unwrap().is_empty());
+    }
+    assert_eq!(
+        b.rows("SELECT count(*) FROM todo"),
+        vec![vec![Value::Integer(1)]]
+    );
+    b.exec("ROLLBACK");
+    let replies = b.sync.poll(&mut b.db, lb).unwrap();
+    assert!(
+        !replies.is_empty(),
+        "the queued messages were handled and answered"
+    );
+    assert_eq!(
+        b.rows("SELECT id FROM todo"),
+        vec![vec![Value::Text("t1".into())]]
+    );
+}
+
+/// Seeded runs: three databases write at random (inserts, updates, counter adds, deletes) and
+/// sync in random pairs; after a last round of syncs every table and digest is identical.
+#[test]
+fn random_writes_on_three_replicas_converge() {
+    let seeds: u64 = std::env::var("CAIRN_REPLICATED_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    for seed in 0..seeds {
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut nodes: Vec<Node> = (0..3).map(|_| Node::memory()).collect();
+        let owner = {
+            let n = &mut nodes[0];
+            n.sync.id(&mut n.db).unwrap()
+        };
+        let ids: Vec<_> = nodes
+            .iter_mut()
+            .map(|n| n.sync.id(&mut n.db).unwrap())
+            .collect();
+        {
+            let n = &mut nodes[0];
+            n.sync.authorize(&mut n.db, "todo", ids).unwrap();
+        }
+        for n in nodes.iter_mut() {
+            n.exec(TODO);
+            n.sync.set_owner(&mut n.db, owner).unwrap();
+        }
+        let (x, rest) = nodes.split_at_mut(1);
+        for other in rest.iter_mut() {
+            sync_pair(&mut x[0], other);
+        }
+        for _ in 0..40 {
+            let i = next(3) as usize;
+            let id = format!("r{}", next(8));
+            let n = &mut nodes[i];
+            let sql = match next(5) {
+                0 | 1 => format!(
+                    "INSERT INTO todo (id, title) VALUES ('{id}', 'n{i}') ON CONFLICT (id) DO UPDATE SET title = excluded.title"
+                ),
+                2 => format!("UPDATE todo SET done = {} WHERE id = '{id}'", next(2)),
+                3 => format!("UPDATE todo SET likes = likes + {} WHERE id = '{id}'", next(5) + 1),
+                _ => format!("DELETE FROM todo WHERE id = '{id}'"),
+            };
+            n.exec(&sql);
+            if next(4) == 0 {
+                let a = next(3) as usize;
+                let b = (a + 1 + next(2) as usize) % 3;
+                let (lo, hi) = (a.min(b), a.max(b));
+                let (l, r) = nodes.split_at_mut(hi);
+                sync_pair(&mut l[lo], &mut r[0]);
+            }
+        }
+        for _ in 0..2 {
+            for (a, b) in [(0, 1), (1, 2), (0, 2)] {
+                let (l, r) = nodes.split_at_mut(b);
+                sync_pair(&mut l[a], &mut r[0]);
+            }
+        }
+        let all = "SELECT id, title, done, likes FROM todo ORDER BY id";
+        let want = nodes[0].rows(all);
+        let digest = {
+            let n = &mut nodes[0];
+            n.sync.state_digest(&mut n.db).unwrap()
+        };
+        for n in nodes.iter_mut() {
+            assert_eq!(n.rows(all), want, "seed {seed}");
+            assert_eq!(
+                n.sync.state_digest(&mut n.db).unwrap(),
+                digest,
+                "seed {seed}"
+            );
+            assert!(n.sync.verify(&mut n.db).unwrap().is_empty(), "seed {seed}");
+            assert!(n.db.check().unwrap().is_empty(), "seed {seed}");
+        }
+    }
+}
