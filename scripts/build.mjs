@@ -25,25 +25,36 @@ function run(cmd, args, env = {}) {
 mkdirSync(join(root, 'build', 'wasm'), { recursive: true });
 mkdirSync(join(root, 'dist'), { recursive: true });
 
-run('cargo', ['build', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown'], {
-  CARGO_BUILD_JOBS: process.env.CARGO_BUILD_JOBS ?? '2',
-});
-run('wasm-bindgen', [
-  'target/wasm32-unknown-unknown/release/cairn_wasm.wasm',
-  '--target', 'web',
-  '--out-dir', 'build/wasm',
-  '--remove-name-section',
-  '--remove-producers-section',
-]);
-if (dev) {
-  copyFileSync(join(root, 'build/wasm/cairn_wasm_bg.wasm'), join(root, 'dist/cairn.wasm'));
-} else {
-  run(bin('wasm-opt'), [
-    '-Oz',
-    '--enable-bulk-memory', '--enable-sign-ext', '--enable-nontrapping-float-to-int',
-    '--enable-mutable-globals', '--enable-reference-types', '--enable-multivalue', '--enable-simd',
-    'build/wasm/cairn_wasm_bg.wasm', '-o', 'dist/cairn.wasm',
+// Two modules from one crate: cairn.wasm (SQL over OPFS) and cairn-sync.wasm (the same plus
+// replication). They export the same functions, so one JS glue serves both; the build checks it.
+const env = { CARGO_BUILD_JOBS: process.env.CARGO_BUILD_JOBS ?? '2' };
+for (const [features, out, dir] of [[[], 'dist/cairn.wasm', 'build/wasm'], [['--features', 'sync'], 'dist/cairn-sync.wasm', 'build/wasm-sync']]) {
+  mkdirSync(join(root, dir), { recursive: true });
+  run('cargo', ['build', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown', ...features], env);
+  run('wasm-bindgen', [
+    'target/wasm32-unknown-unknown/release/cairn_wasm.wasm',
+    '--target', 'web',
+    '--out-dir', dir,
+    '--remove-name-section',
+    '--remove-producers-section',
   ]);
+  if (dev) {
+    copyFileSync(join(root, dir, 'cairn_wasm_bg.wasm'), join(root, out));
+  } else {
+    run(bin('wasm-opt'), [
+      '-Oz',
+      '--enable-bulk-memory', '--enable-sign-ext', '--enable-nontrapping-float-to-int',
+      '--enable-mutable-globals', '--enable-reference-types', '--enable-multivalue', '--enable-simd',
+      `${dir}/cairn_wasm_bg.wasm`, '-o', out,
+    ]);
+  }
+}
+// (Comments may differ: they name closure shims by index.)
+const glue = (dir) => readFileSync(join(root, dir, 'cairn_wasm.js'), 'utf8').replace(/^\s*\/\/.*$/gm, '');
+if (glue('build/wasm') !== glue('build/wasm-sync')) {
+  console.error('build failed: cairn.wasm and cairn-sync.wasm need different JS glue (build/wasm*/cairn_wasm.js differ); '
+    + 'give both builds the same exports and imports');
+  process.exit(1);
 }
 
 const esbuild = await import('esbuild');
@@ -54,6 +65,7 @@ copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
 
 // The size of what a page fetches to open a database.
 const files = ['dist/cairn.js', 'dist/cairn-worker.js', 'dist/cairn.wasm'];
+const syncBytes = readFileSync(join(root, 'dist/cairn-sync.wasm'));
 const rows = files.map((f) => {
   const bytes = readFileSync(join(root, f));
   return {
@@ -71,8 +83,15 @@ const total = rows.reduce((t, r) => ({ file: 'total', raw: t.raw + r.raw, gzip: 
 const kb = (n) => (n / 1024).toFixed(1).padStart(9);
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb(r.gzip)}${kb(r.brotli)}`);
+const syncRow = {
+  file: 'dist/cairn-sync.wasm',
+  raw: syncBytes.length,
+  gzip: zlib.gzipSync(syncBytes, { level: 9 }).length,
+  brotli: zlib.brotliCompressSync(syncBytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11 } }).length,
+};
+console.log(`${syncRow.file.padEnd(24)}${kb(syncRow.raw)}${kb(syncRow.gzip)}${kb(syncRow.brotli)}   (instead of cairn.wasm, with { sync: true })`);
 if (!dev) {
   mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });
-  const report = { build: 'release', files: rows, total, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
+  const report = { build: 'release', files: rows, total, sync: syncRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
   writeFileSync(join(root, 'bench-browser/results/size.json'), JSON.stringify(report, null, 2) + '\n');
 }

@@ -45,6 +45,10 @@ export interface WorkerOptions {
   workerUrl?: string | URL;
   /** Where the wasm engine is served from (default: next to this module). */
   wasmUrl?: string | URL;
+  /** Load cairn-sync.wasm (replication) instead of cairn.wasm. Needed to write to REPLICATED tables. */
+  sync?: boolean;
+  /** Where cairn-sync.wasm is served from (default: beside cairn.js). */
+  syncWasmUrl?: string | URL;
   /** 'auto' (default) uses a SharedArrayBuffer channel when the page is cross-origin isolated. */
   channel?: 'auto' | 'postMessage';
   /** Size of the shared-memory channel in bytes (default 1 MiB). */
@@ -92,7 +96,33 @@ export interface SchemaEntry {
   sql: string;
 }
 
+export interface SyncEvent {
+  /** `applied`, `rejected`, `fork`, `peer_rejected`, `row_refused`, `error`. */
+  kind: string;
+  /** A stable code: the sync reason (`BAD_SIGNATURE`, `CHAIN_GAP`, `UNAUTHORIZED`, ...) or a SQL error code. */
+  code: string;
+  detail: string;
+}
+
+/** A database's replica (docs/sync.md). */
+export interface Sync {
+  /** This database's author id: 64 hex digits. */
+  id(): Promise<string>;
+  exportKey(): Promise<Uint8Array>;
+  importKey(bytes: Uint8Array | ArrayBuffer): Promise<void>;
+  /** Writes go to the scopes this author owns (default: this database's own id). */
+  setOwner(ownerId: string): Promise<void>;
+  /** As the owner of `scope`, lets these authors write to it. */
+  authorize(scope: string, writerIds: Iterable<string>): Promise<void>;
+  digest(): Promise<string>;
+  verify(): Promise<string[]>;
+  events(): Promise<SyncEvent[]>;
+  /** Runs the sync protocol over `port` inside the Worker (the owner tab only). */
+  connect(port: MessagePort): Promise<{ link: number; close(): Promise<boolean> }>;
+}
+
 export interface Database extends Queries {
+  readonly sync: Sync;
   readonly name: string;
   /** Whether this tab owns the database (its Worker holds the file) or goes through the tab that does. */
   readonly isOwner: boolean;

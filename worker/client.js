@@ -16,7 +16,7 @@ export class CairnError extends Error {
 }
 
 const defaultWorkerUrl = () => new URL('./cairn-worker.js', import.meta.url);
-const defaultWasmUrl = () => new URL('./cairn.wasm', import.meta.url);
+const defaultWasmUrl = (sync) => new URL(sync ? './cairn-sync.wasm' : './cairn.wasm', import.meta.url);
 
 // Ops that may go through the shared-memory channel: the ones a statement loop is made of.
 const CHANNEL_OPS = new Set(['ping', 'exec', 'execute', 'executePrepared', 'prepare', 'finalize', 'inTransaction']);
@@ -51,7 +51,7 @@ export class EngineWorker {
       this.#die('WORKER_ERROR', `the cairn Worker failed: ${e.message || 'it could not start (check workerUrl)'}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
-    this.ready = this.call('init', [String(options.wasmUrl ?? defaultWasmUrl())]).then(() => this.#attach(options));
+    this.ready = this.call('init', [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? defaultWasmUrl(options.sync))]).then(() => this.#attach(options));
   }
 
   async #attach(options) {
@@ -401,6 +401,63 @@ class Queries {
   }
 }
 
+/** A database's replica: its author id and key, who may write to its scopes, and the links
+ * that carry the sync protocol to peers (another database, a relay). */
+export class Sync {
+  #db;
+  constructor(db) {
+    this.#db = db;
+  }
+  #send(op, args = [], transfer = []) {
+    return this.#db._send(op, this.#db._session, args, transfer);
+  }
+  /** This database's author id: 64 hex digits (the key pair is made on first use). */
+  id() {
+    return this.#send('syncId');
+  }
+  /** The key pair, to move this identity to another device. Keep it secret. */
+  exportKey() {
+    return this.#send('syncExportKey');
+  }
+  /** Takes an exported key pair (refused once this database has written changes of its own). */
+  importKey(bytes) {
+    const copy = new Uint8Array(bytes).slice();
+    return this.#send('syncImportKey', [copy.buffer], [copy.buffer]);
+  }
+  /** Writes go to the scopes of `ownerId` (default: this database's own id). */
+  setOwner(ownerId) {
+    return this.#send('syncSetOwner', [String(ownerId)]);
+  }
+  /** As a scope's owner, lets `writerIds` write to scope `scope` (a table name, or
+   * `table/column=value` for a scoped table). Lists only grow. */
+  authorize(scope, writerIds) {
+    return this.#send('syncAuthorize', [String(scope), Array.from(writerIds, String)]);
+  }
+  /** Equal on two replicas that hold the same changes. */
+  digest() {
+    return this.#send('syncDigest');
+  }
+  /** Re-checks every stored signature and chain link; returns the problems (empty when sound). */
+  verify() {
+    return this.#send('syncVerify');
+  }
+  /** What happened since the last call: `[{ kind, code, detail }]` (`applied`, `rejected` with
+   * the reason, `fork`, `peer_rejected`, `row_refused`, `error`). */
+  async events() {
+    const raw = await this.#send('syncEvents');
+    return raw.map(([kind, code, detail]) => ({ kind, code, detail }));
+  }
+  /** Syncs with whatever is at the other end of `port` (a `MessagePort`: another database's
+   * `sync.connect`, or a bridge to a relay). The port moves into the Worker, which runs the
+   * protocol by itself. Returns `{ link, close() }`. Only the tab that owns the database can. */
+  async connect(port) {
+    const worker = this.#db._ownerWorker();
+    if (!worker) throw new CairnError('NOT_OWNER', 'sync.connect runs in the tab that owns the database (db.isOwner)');
+    const link = await worker.call('syncAttach', [port], [port]);
+    return { link, close: () => worker.call('syncDetach', [link]) };
+  }
+}
+
 export class Database extends Queries {
   #name;
   #options;
@@ -429,6 +486,17 @@ export class Database extends Queries {
   /** The engine's memory: `{ wasmBytes }`, the size of the wasm instance's linear memory. */
   memory() {
     return this._send('memory', this._session, []);
+  }
+
+  /** Replication: identity, writers, transports (docs/sync.md). */
+  get sync() {
+    this._sync ??= new Sync(this);
+    return this._sync;
+  }
+
+  /** The Worker that holds the file, when this tab owns the database. */
+  _ownerWorker() {
+    return this.#link instanceof OwnerLink ? this.#link.worker : null;
   }
 
   /** Tables and indexes: `[{ type, name, table, sql }]`. */

@@ -56,6 +56,7 @@ const syncOps = {
     return [bytes, [bytes.buffer]];
   },
   close: () => {
+    for (const link of [...links.keys()]) detachPort(link);
     if (db) db.close();
     db = null;
     txSession = null;
@@ -66,6 +67,20 @@ const syncOps = {
     if (db && txSession === session && db.inTransaction()) db.exec('ROLLBACK');
     return [null];
   },
+  // Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.
+  syncId: () => [needDb().syncId()],
+  syncExportKey: () => {
+    const k = needDb().syncExportKey();
+    return [k, [k.buffer]];
+  },
+  syncImportKey: (bytes) => [needDb().syncImportKey(new Uint8Array(bytes))],
+  syncSetOwner: (id) => [needDb().syncSetOwner(String(id))],
+  syncAuthorize: (scope, writers) => [needDb().syncAuthorize(String(scope), Array.from(writers ?? [], String))],
+  syncDigest: () => [needDb().syncDigest()],
+  syncVerify: () => [needDb().syncVerify()],
+  syncEvents: () => [takeSyncEvents()],
+  syncAttach: (port) => [attachPort(port)],
+  syncDetach: (link) => [detachPort(link)],
   // The storage layer's block files, for the storage round trip and the conformance tests.
   fileRead: (h, at, len) => {
     const bytes = engine.fileRead(h, at, len);
@@ -95,6 +110,56 @@ const asyncOps = {
   fileList: () => engine.fileList().then((names) => [names]),
   conformanceRun: (testCase, file) => engine.conformanceRun(testCase, file).then((r) => [r ?? null]),
 };
+
+// ---- sync transports: a MessagePort handed to this Worker carries one link's messages ----
+const links = new Map(); // link id -> { port, timer }
+let syncEvents = [];
+const POLL_MS = 100;
+
+function takeSyncEvents() {
+  if (db && stopped === null) for (const e of db.syncEvents()) syncEvents.push(e);
+  const out = syncEvents;
+  syncEvents = [];
+  return out;
+}
+
+function attachPort(port) {
+  if (!(port instanceof MessagePort)) throw err('INVALID_INPUT', 'sync.connect takes a MessagePort');
+  const d = needDb();
+  const [link, hello] = d.syncConnect();
+  const send = (msgs) => {
+    for (const m of msgs) port.postMessage(m, [m.buffer]);
+  };
+  // Runs one step of the protocol; an error ends the link (and an engine trap stops the engine).
+  const step = (f) => {
+    if (db !== d || stopped !== null) return detachPort(link);
+    try {
+      send(f());
+    } catch (e) {
+      if (e instanceof WebAssembly.RuntimeError) {
+        stop(0, e);
+        return;
+      }
+      syncEvents.push(['error', (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
+    }
+  };
+  port.onmessage = (e) => step(() => d.syncReceive(link, new Uint8Array(e.data)));
+  const timer = setInterval(() => step(() => d.syncPoll(link)), POLL_MS);
+  links.set(link, { port, timer });
+  port.postMessage(hello, [hello.buffer]);
+  return link;
+}
+
+function detachPort(link) {
+  const l = links.get(link);
+  if (!l) return false;
+  clearInterval(l.timer);
+  l.port.onmessage = null;
+  l.port.close();
+  links.delete(link);
+  if (db && stopped === null) db.syncDisconnect(link);
+  return true;
+}
 
 /** Ops that do not read or write the database through a session, and so never wait for one. */
 const sessionless = new Set(['ping', 'inTransaction', 'memory', 'endSession', 'finalize', 'fileOpen', 'fileRead', 'fileWrite',

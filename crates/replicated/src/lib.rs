@@ -96,12 +96,12 @@ impl Sync {
 
     /// This device's author id (creating the key pair on first use).
     pub fn id(&self, db: &mut Database) -> Result<AuthorId> {
-        self.write(db, |st, _| Ok(st.replica().id()))
+        self.read(db, |st| Ok(st.replica().id()))
     }
 
     /// The key pair, to move this identity to another device (`cairn-key` format).
     pub fn export_key(&self, db: &mut Database) -> Result<Vec<u8>> {
-        self.write(db, |st, _| Ok(st.replica().identity().export()))
+        self.read(db, |st| Ok(st.replica().identity().export()))
     }
 
     /// Replaces this device's key pair with an exported one. Refused once this device has
@@ -219,6 +219,27 @@ impl Sync {
             return Ok(Vec::new());
         }
         let mut out = self.drain_inbox(db)?;
+        let quiet = {
+            let mut st = self.st.borrow_mut();
+            let ready = st.replica.is_some() && !st.stale;
+            if ready && !st.replica().has_pending() {
+                // Nothing to seal, nothing to save: retransmissions only, no disk write.
+                let now = (st.now)();
+                let mut l = st
+                    .links
+                    .remove(&link)
+                    .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
+                let send = st.replica_mut().poll(&mut l, now);
+                st.links.insert(link, l);
+                Some(send)
+            } else {
+                None
+            }
+        };
+        if let Some(send) = quiet {
+            out.extend(send);
+            return Ok(out);
+        }
         out.extend(self.write(db, |st, store| {
             let now = (st.now)();
             let mut l = st
@@ -240,7 +261,7 @@ impl Sync {
 
     /// Re-checks every stored signature and chain link.
     pub fn verify(&self, db: &mut Database) -> Result<Vec<Failure>> {
-        self.write(db, |st, _| Ok(st.replica().verify()))
+        self.read(db, |st| Ok(st.replica().verify()))
     }
 
     /// Drops history every known peer has acknowledged; returns the records dropped.
@@ -254,7 +275,7 @@ impl Sync {
 
     /// A digest of every merged row: equal on replicas that hold the same changes.
     pub fn state_digest(&self, db: &mut Database) -> Result<[u8; 32]> {
-        self.write(db, |st, _| Ok(st.replica().state_digest()))
+        self.read(db, |st| Ok(st.replica().state_digest()))
     }
 
     /// Changes recorded and not yet sealed into a signed block.
@@ -274,6 +295,17 @@ impl Sync {
         st.dirty.clear();
         st.stale = false;
         st.load(db.storage(), db.catalog())
+    }
+
+    /// Runs `f` on the state without writing; falls back to `write` until the replica exists.
+    fn read<T>(&self, db: &mut Database, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        {
+            let mut st = self.st.borrow_mut();
+            if st.replica.is_some() && !st.stale {
+                return f(&mut st);
+            }
+        }
+        self.write(db, |st, _| f(st))
     }
 
     /// Runs `f` on the state inside a storage transaction of its own, creating the replica
@@ -339,6 +371,7 @@ impl Sync {
                 for e in events {
                     if let Event::Applied { rows: r, .. } = &e {
                         rows.extend(r.iter().cloned());
+                        st.dirty.extend(r.iter().cloned());
                     }
                     st.events.push(event(e));
                 }

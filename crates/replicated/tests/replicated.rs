@@ -312,12 +312,19 @@ fn the_replica_is_kept_in_the_database_file() {
     assert_eq!(a.rows(all), b.rows(all));
     let events = b.sync.take_events();
     assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
-    // And a reopened B-side file would hold what it received: reopen A once more and compare.
-    let mut a = paged(close(a));
-    assert_eq!(
-        a.sync.state_digest(&mut a.db).unwrap(),
-        b.sync.state_digest(&mut b.db).unwrap()
-    );
+    // What a replica received is kept too: B (on a file this time) takes edits from A,
+    // reopens, and still holds the same merged state.
+    let mut b2 = paged(MemoryFile::new());
+    b2.exec(TODO);
+    b2.sync.set_owner(&mut b2.db, id_before).unwrap();
+    a.exec("UPDATE todo SET likes = likes + 4 WHERE id = 't1'");
+    sync_pair(&mut a, &mut b2);
+    let digest = a.sync.state_digest(&mut a.db).unwrap();
+    assert_eq!(b2.sync.state_digest(&mut b2.db).unwrap(), digest);
+    let mut b2 = paged(close(b2));
+    assert_eq!(b2.sync.state_digest(&mut b2.db).unwrap(), digest);
+    assert!(b2.sync.verify(&mut b2.db).unwrap().is_empty());
+    assert_eq!(b2.rows(all), a.rows(all));
 }
 
 #[test]

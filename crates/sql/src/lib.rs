@@ -257,6 +257,15 @@ impl Database {
             _ => None,
         };
         let Some(hook) = hook else {
+            if !changes.is_empty() {
+                // Nobody would record these changes: they would never reach another replica.
+                self.store.rollback()?;
+                return Err(Error::NotReplicable(
+                    "writes to replicated tables need the sync layer, which this database was \
+                     opened without (in the browser: open it with { sync: true })"
+                        .into(),
+                ));
+            }
             return self.store.commit();
         };
         let fixed = hook

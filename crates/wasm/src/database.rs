@@ -229,6 +229,39 @@ pub struct Database {
     /// Statements prepared for `execute` by SQL text, least recently used first.
     cache: HashMap<String, (Statement, u64)>,
     tick: u64,
+    #[cfg(feature = "sync")]
+    sync: cairn_replicated::Sync,
+}
+
+fn js_now() -> u64 {
+    js_sys::Date::now() as u64
+}
+
+#[cfg(feature = "sync")]
+fn author(hex: &str) -> Result<cairn_sync::AuthorId, JsValue> {
+    cairn_sync::AuthorId::from_hex(hex).ok_or_else(|| {
+        error(
+            "INVALID_INPUT",
+            &format!("{hex:?} is not an author id (64 hex digits)"),
+            None,
+        )
+    })
+}
+
+#[cfg(not(feature = "sync"))]
+fn no_sync() -> JsValue {
+    error(
+        "NO_SYNC",
+        "this build of cairn has no sync: open the database with { sync: true } (cairn-sync.wasm)",
+        None,
+    )
+}
+
+#[cfg(feature = "sync")]
+fn byte_arrays(v: Vec<Vec<u8>>) -> Array {
+    v.into_iter()
+        .map(|m| JsValue::from(Uint8Array::from(m.as_slice())))
+        .collect()
 }
 
 fn run(
@@ -281,12 +314,22 @@ impl Database {
         };
         let file = OpfsFile::open(&name, create).await.map_err(store_error)?;
         let store = Paged::open(Box::new(file) as Box<dyn BlockFile>, opts).map_err(sql_error)?;
-        let db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
+        let mut db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
+        cairn_sql::eval::set_clock(js_now);
+        // random() and uuid7() draw from this; two devices must not share a sequence.
+        let mut seed = [0u8; 8];
+        getrandom::getrandom(&mut seed)
+            .map_err(|e| error("INTERNAL", &format!("no secure randomness: {e}"), None))?;
+        db.set_random_seed(u64::from_le_bytes(seed) | 1);
+        #[cfg(feature = "sync")]
+        let sync = cairn_replicated::Sync::attach(&mut db, js_now).map_err(sql_error)?;
         Ok(Database {
             db,
             stmts: Vec::new(),
             cache: HashMap::new(),
             tick: 0,
+            #[cfg(feature = "sync")]
+            sync,
         })
     }
 
@@ -392,6 +435,195 @@ impl Database {
 
     /// Closes the database and releases its file.
     pub fn close(self) {}
+
+    // ---- sync (docs/sync.md) ----
+
+    /// This database's author id, 64 hex digits (the key pair is made on first use).
+    #[wasm_bindgen(js_name = syncId)]
+    pub fn sync_id(&mut self) -> Result<String, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            Ok(self.sync.id(&mut self.db).map_err(sql_error)?.to_hex())
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
+    #[wasm_bindgen(js_name = syncExportKey)]
+    pub fn sync_export_key(&mut self) -> Result<Uint8Array, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let k = self.sync.export_key(&mut self.db).map_err(sql_error)?;
+            Ok(Uint8Array::from(k.as_slice()))
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
+    #[wasm_bindgen(js_name = syncImportKey)]
+    pub fn sync_import_key(&mut self, bytes: Vec<u8>) -> Result<(), JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            self.sync
+                .import_key(&mut self.db, &bytes)
+                .map_err(sql_error)
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &bytes;
+            Err(no_sync())
+        }
+    }
+    #[wasm_bindgen(js_name = syncSetOwner)]
+    pub fn sync_set_owner(&mut self, owner: &str) -> Result<(), JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let owner = author(owner)?;
+            self.sync.set_owner(&mut self.db, owner).map_err(sql_error)
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &owner;
+            Err(no_sync())
+        }
+    }
+    #[wasm_bindgen(js_name = syncAuthorize)]
+    pub fn sync_authorize(&mut self, scope: &str, writers: Vec<String>) -> Result<(), JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let writers = writers
+                .iter()
+                .map(|w| author(w))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.sync
+                .authorize(&mut self.db, scope, writers)
+                .map_err(sql_error)
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &scope;
+            let _ = &writers;
+            Err(no_sync())
+        }
+    }
+    /// Opens a link: `[id, hello]`.
+    #[wasm_bindgen(js_name = syncConnect)]
+    pub fn sync_connect(&mut self) -> Result<Array, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let (id, hello) = self.sync.connect(&mut self.db).map_err(sql_error)?;
+            let out = Array::new();
+            out.push(&JsValue::from(id));
+            out.push(&Uint8Array::from(hello.as_slice()).into());
+            Ok(out)
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
+    /// Handles a peer's message; returns the messages to send back.
+    #[wasm_bindgen(js_name = syncReceive)]
+    pub fn sync_receive(&mut self, link: u32, bytes: Vec<u8>) -> Result<Array, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let out = self
+                .sync
+                .receive(&mut self.db, link, &bytes)
+                .map_err(sql_error)?;
+            Ok(byte_arrays(out))
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &link;
+            let _ = &bytes;
+            Err(no_sync())
+        }
+    }
+    #[wasm_bindgen(js_name = syncPoll)]
+    pub fn sync_poll(&mut self, link: u32) -> Result<Array, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let out = self.sync.poll(&mut self.db, link).map_err(sql_error)?;
+            Ok(byte_arrays(out))
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &link;
+            Err(no_sync())
+        }
+    }
+    #[wasm_bindgen(js_name = syncDisconnect)]
+    pub fn sync_disconnect(&mut self, link: u32) {
+        #[cfg(feature = "sync")]
+        {
+            self.sync.disconnect(link);
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &link;
+        }
+    }
+    /// Events since the last call, each `[kind, code, detail]`.
+    #[wasm_bindgen(js_name = syncEvents)]
+    pub fn sync_events(&mut self) -> Array {
+        #[cfg(feature = "sync")]
+        {
+            self.sync
+                .take_events()
+                .into_iter()
+                .map(|e| {
+                    let a = Array::new();
+                    a.push(&e.kind.into());
+                    a.push(&e.code.into());
+                    a.push(&e.detail.into());
+                    JsValue::from(a)
+                })
+                .collect()
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Array::new()
+        }
+    }
+    /// Problems `verify()` found in the stored history, as text (empty when sound).
+    #[wasm_bindgen(js_name = syncVerify)]
+    pub fn sync_verify(&mut self) -> Result<Vec<String>, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let f = self.sync.verify(&mut self.db).map_err(sql_error)?;
+            Ok(f.iter()
+                .map(|f| {
+                    format!(
+                        "{} seq {}: {} {}",
+                        &f.author.to_hex()[..12],
+                        f.seq,
+                        f.reason.code(),
+                        f.detail
+                    )
+                })
+                .collect())
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
+    /// A digest of the merged rows, hex: equal on replicas holding the same changes.
+    #[wasm_bindgen(js_name = syncDigest)]
+    pub fn sync_digest(&mut self) -> Result<String, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let d = self.sync.state_digest(&mut self.db).map_err(sql_error)?;
+            Ok(d.iter().map(|b| format!("{b:02x}")).collect())
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
 
     /// Writes `bytes` as the database `name` after checking they are a sound cairn database.
     #[wasm_bindgen(js_name = importFile)]
