@@ -1,1 +1,149 @@
-fn main() {}
+//! The cost of recording a change: the same inserts and updates into a plain table and into a
+//! replicated one (same columns, TEXT keys), side by side, on the paged store over a memory
+//! file. Prints medians and the ratio; writes bench-results/replicated.md.
+//!
+//!   cargo bench -p cairn-replicated --bench replicated [-- --samples N]
+
+use cairn_replicated::Sync;
+use cairn_sql::paged::Paged;
+use cairn_sql::{Database, Value};
+use cairn_store::{Durability, MemoryFile, Options};
+use std::time::Instant;
+
+fn now() -> u64 {
+    1_800_000_000_000
+}
+
+fn open(replicated: bool) -> (Database, Sync) {
+    let store = Paged::open(
+        MemoryFile::new(),
+        Options {
+            durability: Durability::Full,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let sync = Sync::attach(&mut db, now).unwrap();
+    let tail = if replicated { " REPLICATED" } else { "" };
+    db.exec_script(&format!(
+        "CREATE TABLE t (id TEXT PRIMARY KEY, a INTEGER, b INTEGER, c TEXT){tail}"
+    ))
+    .unwrap();
+    (db, sync)
+}
+
+fn id(i: usize) -> Value {
+    Value::Text(format!("0190a1b2-c3d4-7e5f-8a6b-{i:012}"))
+}
+
+type Work = fn(&mut Database, usize);
+
+fn insert_tx(db: &mut Database, n: usize) {
+    db.execute("BEGIN", &[]).unwrap();
+    let st = db.prepare("INSERT INTO t VALUES (?, ?, ?, ?)").unwrap();
+    for i in 0..n {
+        st.execute(
+            db,
+            &[
+                id(i),
+                Value::Integer(i as i64),
+                Value::Integer((i * 7919 % 100_000) as i64),
+                Value::Text(format!("row number {i}")),
+            ],
+        )
+        .unwrap();
+    }
+    db.execute("COMMIT", &[]).unwrap();
+}
+
+fn insert_each(db: &mut Database, n: usize) {
+    let st = db.prepare("INSERT INTO t VALUES (?, ?, ?, ?)").unwrap();
+    for i in 0..n / 10 {
+        st.execute(
+            db,
+            &[
+                id(i),
+                Value::Integer(i as i64),
+                Value::Integer(i as i64),
+                Value::Text("x".into()),
+            ],
+        )
+        .unwrap();
+    }
+}
+
+fn update_tx(db: &mut Database, n: usize) {
+    insert_tx(db, n);
+    db.execute("BEGIN", &[]).unwrap();
+    let st = db.prepare("UPDATE t SET b = b + 1 WHERE id = ?").unwrap();
+    for i in 0..n {
+        st.execute(db, &[id(i)]).unwrap();
+    }
+    db.execute("COMMIT", &[]).unwrap();
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let samples = args
+        .iter()
+        .position(|a| a == "--samples")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let n = 10_000;
+    let works: [(&str, Work, bool); 3] = [
+        ("10,000 inserts in one transaction", insert_tx, false),
+        ("1,000 inserts, each committed alone", insert_each, false),
+        (
+            "10,000 inserts, then 10,000 updates by key, in a transaction each",
+            update_tx,
+            false,
+        ),
+    ];
+    let mut out = String::from(
+        "# Replicated vs plain writes (native)\n\n`cargo bench -p cairn-replicated --bench replicated`: \
+         the same statements on a plain table and on a `REPLICATED` one (TEXT keys, 4 columns), \
+         paged store over a memory file, durability full; median of ",
+    );
+    out.push_str(&format!(
+        "{samples} samples.\n\n| workload | plain ms | replicated ms | ratio |\n|---|---:|---:|---:|\n"
+    ));
+    println!(
+        "{:<66} {:>9} {:>12} {:>7}",
+        "workload", "plain ms", "replicated", "ratio"
+    );
+    for (name, f, _) in works {
+        let mut plain = Vec::new();
+        let mut repl = Vec::new();
+        for s in 0..samples {
+            // Alternate which goes first.
+            for r in if s % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            } {
+                let (mut db, _sync) = open(r);
+                let t = Instant::now();
+                f(&mut db, n);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                if r {
+                    repl.push(ms);
+                } else {
+                    plain.push(ms);
+                }
+            }
+        }
+        let (p, r) = (median(plain), median(repl));
+        println!("{name:<66} {p:>9.1} {r:>12.1} {:>6.2}x", r / p);
+        out.push_str(&format!("| {name} | {p:.1} | {r:.1} | {:.2}x |\n", r / p));
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bench-results");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(format!("{dir}/replicated.md"), out).unwrap();
+}

@@ -673,11 +673,20 @@ impl State {
             let sync_col = |c: usize| non_key.iter().position(|&x| x == c).map(|i| i as u32);
             let scope = Self::scope_name(t, row);
             let key = RowKey::new(&t.name, &ScopeId::new(owner, scope.as_bytes()), &pk);
-            let after = match &ch {
-                RowChange::Set { row, .. } => Some(row.clone()),
-                RowChange::Delete { .. } => None,
-            };
-            finals.insert(key, (t.name.clone(), after));
+            // Only a table with counters can merge to other values than a local write left
+            // (a row inserted after a delete elsewhere counts the additions made since);
+            // elsewhere the newest write wins whole, and the table already holds it.
+            let has_counters = t
+                .replicated
+                .as_ref()
+                .is_some_and(|r| !r.counters.is_empty());
+            if has_counters {
+                let after = match &ch {
+                    RowChange::Set { row, .. } => Some(row.clone()),
+                    RowChange::Delete { .. } => None,
+                };
+                finals.insert(key, (t.name.clone(), after));
+            }
             match ch {
                 RowChange::Delete { .. } => {
                     push(scope, Op::new(t.name.clone(), pk, Payload::Delete))
