@@ -654,25 +654,42 @@ impl State {
         // What the table holds for each row at the end of the transaction.
         let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
         let mut scopes: Vec<(String, Vec<Op>)> = Vec::new();
-        let mut push = |scope: String, op: Op| match scopes.iter_mut().find(|(s, _)| *s == scope) {
-            Some((_, ops)) => ops.push(op),
-            None => scopes.push((scope, vec![op])),
+        let mut scope_at: HashMap<String, usize> = HashMap::new();
+        let mut push = |scope: String, op: Op| match scope_at.get(&scope) {
+            Some(&i) => scopes[i].1.push(op),
+            None => {
+                scope_at.insert(scope.clone(), scopes.len());
+                scopes.push((scope, vec![op]));
+            }
         };
+        // Per table: the table, its key columns, and each column's index among the others.
+        type Shape = (Rc<Table>, Vec<usize>, Vec<Option<u32>>);
+        let mut shapes: HashMap<String, Shape> = HashMap::new();
         for ch in changes {
             let (name, row) = match &ch {
                 RowChange::Set { table, row, .. } | RowChange::Delete { table, row } => {
                     (table, row)
                 }
             };
-            let t = catalog.table(name)?;
-            let pk_cols = t.key_columns();
+            if !shapes.contains_key(name) {
+                let t = catalog.table(name)?.clone();
+                let pk_cols = t.key_columns();
+                let mut next = 0u32;
+                let sync_cols = (0..t.columns.len())
+                    .map(|c| {
+                        (!pk_cols.contains(&c)).then(|| {
+                            next += 1;
+                            next - 1
+                        })
+                    })
+                    .collect();
+                shapes.insert(name.clone(), (t, pk_cols, sync_cols));
+            }
+            let (t, pk_cols, sync_cols) = &shapes[name];
+            let t: &Table = t;
             let pk: Vec<Value> = pk_cols.iter().map(|&c| row[c].clone()).collect();
-            let non_key: Vec<usize> = (0..t.columns.len())
-                .filter(|c| !pk_cols.contains(c))
-                .collect();
-            let sync_col = |c: usize| non_key.iter().position(|&x| x == c).map(|i| i as u32);
+            let sync_col = |c: usize| sync_cols[c];
             let scope = Self::scope_name(t, row);
-            let key = RowKey::new(&t.name, &ScopeId::new(owner, scope.as_bytes()), &pk);
             // Only a table with counters can merge to other values than a local write left
             // (a row inserted after a delete elsewhere counts the additions made since);
             // elsewhere the newest write wins whole, and the table already holds it.
@@ -681,6 +698,7 @@ impl State {
                 .as_ref()
                 .is_some_and(|r| !r.counters.is_empty());
             if has_counters {
+                let key = RowKey::new(&t.name, &ScopeId::new(owner, scope.as_bytes()), &pk);
                 let after = match &ch {
                     RowChange::Set { row, .. } => Some(row.clone()),
                     RowChange::Delete { .. } => None,

@@ -19,7 +19,7 @@ use cairn_sync::protocol::{decode_vv, encode_vv};
 use cairn_sync::wire::{Reader, Writer};
 use cairn_sync::{
     AuthorId, Block, ChainKey, ChainLog, Checkpoint, Identity, PeerInfo, Record, Replica, RowKey,
-    RowState, RowStore, ScopeId, Subscription, WriterList,
+    RowState, ScopeId, Subscription, WriterList,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -217,7 +217,7 @@ impl State {
         } = self;
         let replica = replica.as_ref().expect("invariant: persist after ensure");
         for k in std::mem::take(dirty) {
-            match replica.rows().get(&k) {
+            match replica.rows().rows.get(&k) {
                 Some(state) => {
                     let mut w = Writer::new();
                     state.encode(&mut w);
