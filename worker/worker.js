@@ -26,10 +26,11 @@ function needDb() {
   return db;
 }
 
-/** Buffers of typed arrays in a result, to transfer rather than copy. */
+/** Buffers of typed arrays in a result, to transfer rather than copy (a small one is cheaper to
+ * copy than to detach). */
 function buffers(wire) {
   const out = [];
-  if (Array.isArray(wire)) for (const v of wire) if (ArrayBuffer.isView(v)) out.push(v.buffer);
+  if (Array.isArray(wire)) for (const v of wire) if (ArrayBuffer.isView(v) && v.byteLength >= 1024) out.push(v.buffer);
   return out;
 }
 
@@ -210,6 +211,9 @@ function trackTransaction(session) {
   }
 }
 
+/** The ops that can open or end a transaction. */
+const statementOps = new Set(['exec', 'execute', 'executePrepared', 'endSession', 'close']);
+
 function runSync(id, op, session, args) {
   try {
     const [result, transfer] = syncOps[op](...args);
@@ -217,7 +221,7 @@ function runSync(id, op, session, args) {
   } catch (e) {
     return caught(id, e);
   } finally {
-    trackTransaction(session);
+    if (statementOps.has(op)) trackTransaction(session);
   }
 }
 
@@ -275,7 +279,22 @@ function enqueue(msg) {
   queued++;
   queue = queue.then(() => handle(msg)).finally(() => queued--);
 }
-self.onmessage = (event) => enqueue(event.data);
+// A request that can be answered at once, with nothing ahead of it, is answered in this turn of
+// the event loop: no promise hops between the message and its reply.
+function answerNow(msg) {
+  const [id, op, session, ...args] = msg;
+  if (queued > 0 || asyncBusy > 0 || !loaded || !(op in syncOps)) return false;
+  const verdict = admit(id, op, session);
+  if (verdict === 'park') park(msg);
+  else {
+    const out = verdict ?? runSync(id, op, session, args);
+    self.postMessage(out.reply, out.transfer ?? []);
+  }
+  return true;
+}
+self.onmessage = (event) => {
+  if (!answerNow(event.data)) enqueue(event.data);
+};
 
 // ---------------------------------------------------------------------------------------------
 // The shared-memory channel. The page writes a request after the header and bumps REQ; the Worker
