@@ -62,7 +62,6 @@ pub(crate) struct State {
     /// Table definitions registered with the replica, by name (the SQL text they came from).
     registered: HashMap<String, String>,
     pub(crate) saved: persist::Saved,
-    pub(crate) dirty: BTreeSet<RowKey>,
     links: HashMap<u32, Link>,
     next_link: u32,
     events: Vec<SyncEvent>,
@@ -82,7 +81,6 @@ impl Sync {
             owner: None,
             registered: HashMap::new(),
             saved: persist::Saved::default(),
-            dirty: BTreeSet::new(),
             links: HashMap::new(),
             next_link: 1,
             events: Vec::new(),
@@ -264,6 +262,70 @@ impl Sync {
         self.read(db, |st| Ok(st.replica().verify()))
     }
 
+    /// Deletes a row of a replicated table and erases its values from the history this
+    /// replica holds, leaving a signed tombstone that makes every replica do the same.
+    /// Returns whether the row existed.
+    pub fn purge(&self, db: &mut Database, table: &str, pk: &[Value]) -> Result<bool> {
+        let t = db.catalog().table(table)?.clone();
+        if t.replicated.is_none() {
+            return Err(Error::NotReplicable(format!(
+                "table {} is not replicated",
+                t.name
+            )));
+        }
+        let pk_cols = t.key_columns();
+        if pk.len() != pk_cols.len() {
+            return Err(Error::ParamCount(format!(
+                "{} has a key of {} columns, {} values were given",
+                t.name,
+                pk_cols.len(),
+                pk.len()
+            )));
+        }
+        let where_pk: Vec<String> = pk_cols
+            .iter()
+            .map(|&c| format!("{} = ?", cairn_sql::schema::quote_ident(&t.columns[c].name)))
+            .collect();
+        let sel = format!(
+            "SELECT * FROM {} WHERE {}",
+            cairn_sql::schema::quote_ident(&t.name),
+            where_pk.join(" AND ")
+        );
+        let row = match db.execute(&sel, pk)? {
+            cairn_sql::Output::Rows { mut rows, .. } if !rows.is_empty() => rows.swap_remove(0),
+            _ => return Ok(false),
+        };
+        let del = format!(
+            "DELETE FROM {} WHERE {}",
+            cairn_sql::schema::quote_ident(&t.name),
+            where_pk.join(" AND ")
+        );
+        db.execute("BEGIN", &[])?;
+        let r = (|| {
+            db.without_capture(|db| db.execute(&del, pk).map(|_| ()))?;
+            let catalog = db.catalog().clone();
+            let mut st = self.st.borrow_mut();
+            st.ensure(db.storage_mut(), &catalog)?;
+            let scope = ScopeId::new(st.owner(), State::scope_name(&t, &row).as_bytes());
+            let now = (st.now)();
+            st.replica_mut()
+                .purge(now, &scope, &t.name, pk.to_vec())
+                .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+            st.persist(db.storage_mut())
+        })();
+        match r {
+            Ok(()) => {
+                db.execute("COMMIT", &[])?;
+                Ok(true)
+            }
+            Err(e) => {
+                let _ = db.execute("ROLLBACK", &[]);
+                self.st.borrow_mut().stale = true;
+                Err(e)
+            }
+        }
+    }
+
     /// Drops history every known peer has acknowledged; returns the records dropped.
     pub fn compact(&self, db: &mut Database) -> Result<usize> {
         self.write(db, |st, store| {
@@ -292,7 +354,6 @@ impl Sync {
         st.replica = None;
         st.registered.clear();
         st.saved = persist::Saved::default();
-        st.dirty.clear();
         st.stale = false;
         st.load(db.storage(), db.catalog())
     }
@@ -371,7 +432,6 @@ impl Sync {
                 for e in events {
                     if let Event::Applied { rows: r, .. } = &e {
                         rows.extend(r.iter().cloned());
-                        st.dirty.extend(r.iter().cloned());
                     }
                     st.events.push(event(e));
                 }
@@ -744,11 +804,9 @@ impl State {
         for (name, ops) in scopes {
             let scope = ScopeId::new(owner, name.as_bytes());
             for chunk in ops.chunks(cairn_sync::change::MAX_OPS as usize) {
-                let keys = self
-                    .replica_mut()
+                self.replica_mut()
                     .commit(now, &scope, chunk.to_vec())
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
-                self.dirty.extend(keys);
             }
         }
         self.persist(store)?;
@@ -861,7 +919,6 @@ impl CommitHook for Hook {
             st.replica = None;
             st.registered.clear();
             st.saved = persist::Saved::default();
-            st.dirty.clear();
             st.stale = false;
             st.load(&*store, catalog)?;
         }

@@ -3,13 +3,14 @@
 //! | tree | key | value |
 //! |---|---|---|
 //! | `SYSTEM_TREES + 1` meta | `identity`, `owner`, `clock`, `peers` | key export, author, u64le HLC, peers |
-//! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding |
+//! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
 //! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
 //!
-//! Writes are incremental: after each operation only the rows it touched, the blocks and
-//! records appended since the last save (tracked per chain in [`Saved`]), and the small meta
-//! values are written.
+//! Writes are incremental: after each operation only the blocks and records appended since the
+//! last save (tracked per chain in [`Saved`]) and the small meta values that changed are
+//! written. The merged rows are written whole only when history is dropped (compaction, a
+//! snapshot); on open they are rebuilt from those rows and the history held since.
 
 use crate::State;
 use cairn_sql::schema::Catalog;
@@ -47,6 +48,7 @@ pub(crate) struct Saved {
     writers: usize,
     peers: Vec<u8>,
     clock: u64,
+    redactions: u64,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
@@ -181,6 +183,9 @@ impl State {
             marks.insert(key.clone(), mark_of(&log));
             replica.restore_chain(key, log);
         }
+        // The rows saved are as of the last time history was dropped; the history held since
+        // brings them up to date.
+        replica.replay_history();
         if let Some(c) = store.get(META, b"clock")? {
             let c: [u8; 8] = c.as_slice().try_into().map_err(|e| corrupt("clock", e))?;
             replica.observe_clock(u64::from_le_bytes(c));
@@ -202,6 +207,7 @@ impl State {
             writers,
             peers,
             clock: replica.clock(),
+            redactions: 0,
         };
         self.replica = Some(replica);
         self.register(catalog)
@@ -209,35 +215,46 @@ impl State {
 
     /// Writes what changed since the last save.
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
-        let State {
-            replica,
-            saved,
-            dirty,
-            ..
-        } = self;
+        let State { replica, saved, .. } = self;
         let replica = replica.as_ref().expect("invariant: persist after ensure");
-        for k in std::mem::take(dirty) {
-            match replica.rows().rows.get(&k) {
-                Some(state) => {
-                    let mut w = Writer::new();
-                    state.encode(&mut w);
-                    store.put(ROWS, &row_key(&k), &w.buf)?;
-                }
-                None => {
-                    store.delete(ROWS, &row_key(&k))?;
+        let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
+        // Rows are saved only when history is dropped (compaction, a snapshot): until then the
+        // history held rebuilds them on open.
+        let history_dropped = replica
+            .chains()
+            .any(|(k, log)| base_of(log) != saved.marks.get(k).map_or(0, |m| m.base));
+        if history_dropped {
+            let mut keys = Vec::new();
+            {
+                let mut cur = store.scan(ROWS, Bound::Unbounded, Bound::Unbounded, false)?;
+                while cur.next()? {
+                    keys.push(cur.key().to_vec());
                 }
             }
+            for k in keys {
+                store.delete(ROWS, &k)?;
+            }
+            let mut rows: Vec<(&RowKey, &RowState)> = replica.rows().rows.iter().collect();
+            rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, state) in rows {
+                let mut w = Writer::new();
+                state.encode(&mut w);
+                store.put(ROWS, &row_key(k), &w.buf)?;
+            }
         }
+        // A purge redacted held records: their saved copies are written again.
+        let redacted = replica.redactions() != saved.redactions;
+        saved.redactions = replica.redactions();
         for (key, log) in replica.chains() {
             let prefix = chain_prefix(&key.0, &key.1);
             let old = saved.marks.get(key).copied().unwrap_or_default();
             let now = mark_of(log);
-            if now == old {
+            if now == old && !redacted {
                 continue;
             }
-            let base = log.base.as_ref().map_or(0, |c| c.seq);
+            let base = base_of(log);
             let mut from = old;
-            if base != old.base {
+            if base != old.base || redacted {
                 // Compacted or bootstrapped from a snapshot: write the chain again.
                 let mut end = prefix.clone();
                 end.push(0xFF);

@@ -484,3 +484,93 @@ fn random_writes_on_three_replicas_converge() {
         }
     }
 }
+
+/// Compaction and purge change history that was already saved: a reopened file must hold the
+/// same rows and the redacted history, and verify.
+#[test]
+fn compaction_and_purge_are_kept_across_a_reopen() {
+    let mut a = paged(MemoryFile::new());
+    let mut b = Node::memory();
+    a.exec(TODO);
+    b.exec(TODO);
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'secret'), ('t2', 'kept')");
+    a.exec("UPDATE todo SET likes = likes + 3 WHERE id = 't2'");
+    sync_pair(&mut a, &mut b);
+    // Everything is acknowledged by B: compaction drops the history and keeps the rows.
+    assert!(a.sync.compact(&mut a.db).unwrap() > 0);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t3', 'after')");
+    let digest = a.sync.state_digest(&mut a.db).unwrap();
+    let all = "SELECT id, title, likes FROM todo ORDER BY id";
+    let rows = a.rows(all);
+    let mut a = paged(close(a));
+    assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+    assert_eq!(a.rows(all), rows);
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+
+    // Purge: the row goes here and on B, and its values leave the saved history.
+    let mut c = paged(MemoryFile::new());
+    c.exec(TODO);
+    c.sync.set_owner(&mut c.db, a_id).unwrap();
+    c.exec("SELECT 1");
+    let c_id = c.sync.id(&mut c.db).unwrap();
+    a.sync.authorize(&mut a.db, "todo", vec![c_id]).unwrap();
+    sync_pair(&mut a, &mut c);
+    c.exec("INSERT INTO todo (id, title) VALUES ('p1', 'erase me please')");
+    sync_pair(&mut a, &mut c);
+    assert!(c
+        .sync
+        .purge(&mut c.db, "todo", &[Value::Text("p1".into())])
+        .unwrap());
+    assert!(!c
+        .sync
+        .purge(&mut c.db, "todo", &[Value::Text("nope".into())])
+        .unwrap());
+    sync_pair(&mut a, &mut c);
+    sync_pair(&mut a, &mut b);
+    for n in [&mut a, &mut b, &mut c] {
+        assert_eq!(
+            n.rows("SELECT count(*) FROM todo WHERE id = 'p1'"),
+            vec![vec![Value::Integer(0)]]
+        );
+    }
+    // The value is in no tree of the database any more: not the table, not the saved history.
+    // (Copies in pages the copy-on-write store has freed stay in the file until reused: a
+    // known limit, docs/sync.md.)
+    let needle = b"erase me please";
+    let c_file = close(c);
+    {
+        let db = Database::open(Box::new(
+            Paged::open(c_file.clone(), Options::default()).unwrap(),
+        ))
+        .unwrap();
+        let st = db.storage();
+        let sys = cairn_sql::storage::SYSTEM_TREES;
+        let mut scanned = 0;
+        for tree in (0..8).chain(sys..sys + 8) {
+            let Ok(mut cur) = st.scan(
+                tree,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                false,
+            ) else {
+                continue;
+            };
+            while cur.next().unwrap() {
+                scanned += 1;
+                assert!(
+                    !cur.value().windows(needle.len()).any(|w| w == needle),
+                    "tree {tree} still holds the purged value"
+                );
+            }
+        }
+        assert!(scanned > 5, "the scan saw the trees ({scanned} entries)");
+    }
+    let mut c = paged(c_file);
+    assert!(c.sync.verify(&mut c.db).unwrap().is_empty());
+    assert_eq!(
+        c.sync.state_digest(&mut c.db).unwrap(),
+        a.sync.state_digest(&mut a.db).unwrap()
+    );
+}

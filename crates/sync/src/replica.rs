@@ -114,6 +114,9 @@ pub struct Replica<S: RowStore = MemoryRows> {
     pub(crate) rows: S,
     pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
     pub(crate) forks: BTreeSet<AuthorId>,
+    /// Bumped whenever held records are redacted (a purge): a host that saved them must save
+    /// them again.
+    pub(crate) redactions: u64,
 }
 
 impl Replica<MemoryRows> {
@@ -135,6 +138,7 @@ impl<S: RowStore> Replica<S> {
             rows,
             peers: BTreeMap::new(),
             forks: BTreeSet::new(),
+            redactions: 0,
         }
     }
 
@@ -194,6 +198,26 @@ impl<S: RowStore> Replica<S> {
     }
     pub fn restore_fork(&mut self, id: AuthorId) {
         self.forks.insert(id);
+    }
+    /// How many times held records were redacted (see `restore_chain`: saved copies of them
+    /// must be written again when this moves).
+    pub fn redactions(&self) -> u64 {
+        self.redactions
+    }
+    /// Applies every held record (sealed and pending) to the merged rows again. A host that
+    /// saves the rows only when history is dropped rebuilds the rest this way on open; merging
+    /// is a join, so rows that already contain some of it come out the same.
+    pub fn replay_history(&mut self) {
+        let chains = std::mem::take(&mut self.chains);
+        for ((author, scope), log) in &chains {
+            for r in log.blocks.iter().flat_map(|b| b.records.iter()) {
+                self.apply_record(author, scope, r);
+            }
+            for r in &log.pending {
+                self.apply_record(author, scope, r);
+            }
+        }
+        self.chains = chains;
     }
     /// The merged rows, for loading them from storage.
     pub fn rows_mut(&mut self) -> &mut S {
@@ -435,6 +459,7 @@ impl<S: RowStore> Replica<S> {
         if purged.is_empty() {
             return;
         }
+        self.redactions += 1;
         for ((_, s), log) in self.chains.iter_mut() {
             if s != scope {
                 continue;
