@@ -456,6 +456,15 @@ export class Sync {
     const link = await worker.call('syncAttach', [port], [port]);
     return { link, close: () => worker.call('syncDetach', [link]) };
   }
+  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the Worker answers the
+   * relay's challenge with this database's key, runs the protocol, and reconnects after a cut.
+   * Refusals arrive as events of kind `relay`. Returns `{ link, close() }`. Owner tab only. */
+  async connectRelay(url) {
+    const worker = this.#db._ownerWorker();
+    if (!worker) throw new CairnError('NOT_OWNER', 'sync.connectRelay runs in the tab that owns the database (db.isOwner)');
+    const link = await worker.call('syncRelay', [String(url)]);
+    return { link, close: () => worker.call('syncDetach', [link]) };
+  }
 }
 
 export class Database extends Queries {

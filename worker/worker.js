@@ -57,7 +57,7 @@ const syncOps = {
     return [bytes, [bytes.buffer]];
   },
   close: () => {
-    for (const link of [...links.keys()]) detachPort(link);
+    for (const link of [...links.keys(), ...relays.keys()]) detachPort(link);
     if (db) db.close();
     db = null;
     txSession = null;
@@ -81,6 +81,7 @@ const syncOps = {
   syncVerify: () => [needDb().syncVerify()],
   syncEvents: () => [takeSyncEvents()],
   syncAttach: (port) => [attachPort(port)],
+  syncRelay: (url) => [attachRelay(String(url))],
   syncDetach: (link) => [detachPort(link)],
   // The storage layer's block files, for the storage round trip and the conformance tests.
   fileRead: (h, at, len) => {
@@ -151,7 +152,88 @@ function attachPort(port) {
   return link;
 }
 
+// A relay over WebSocket (docs/relay.md): answer the challenge, then carry sync messages. A cut
+// connection is opened again after a pause, with a new link (HELLO resumes where vectors say).
+let nextRelay = -1; // relay handles are negative, beside the positive link ids of ports
+const relays = new Map(); // handle -> { ws, link, timer, closed }
+
+function attachRelay(url) {
+  const d = needDb();
+  d.syncId(); // the key pair exists before the first challenge
+  const handle = nextRelay--;
+  const r = { ws: null, link: null, timer: null, closed: false, retry: null };
+  relays.set(handle, r);
+  const note = (code, message) => syncEvents.push(['relay', code, message]);
+  const step = (f) => {
+    if (db !== d || stopped !== null) return detachRelay(handle);
+    try {
+      for (const m of f()) r.ws.send(m);
+    } catch (e) {
+      if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
+      note((e && e.code) || 'INTERNAL', (e && e.message) || String(e));
+    }
+  };
+  const open = () => {
+    if (r.closed) return;
+    const ws = new WebSocket(url);
+    ws.binaryType = 'arraybuffer';
+    r.ws = ws;
+    ws.onmessage = (e) => {
+      const bytes = new Uint8Array(e.data);
+      if (bytes[0] === 0x43 && bytes[1] === 0x52) {
+        const type = bytes[3];
+        if (type === 1) step(() => [d.syncRelayAuth(bytes)]);
+        else if (type === 3) {
+          step(() => {
+            const [link, hello] = d.syncConnect();
+            r.link = link;
+            r.timer = setInterval(() => step(() => d.syncPoll(link)), POLL_MS);
+            return [hello];
+          });
+        } else if (type === 4) {
+          const text = new TextDecoder();
+          // u8 fatal, text code, text message (varint lengths; codes and messages are short).
+          let at = 5;
+          const str = () => {
+            let n = 0, shift = 0, b;
+            do { b = bytes[at++]; n |= (b & 0x7f) << shift; shift += 7; } while (b & 0x80);
+            const s = text.decode(bytes.subarray(at, at + n));
+            at += n;
+            return s;
+          };
+          const code = str();
+          note(code, str());
+        }
+        return;
+      }
+      if (r.link !== null) step(() => d.syncReceive(r.link, bytes));
+    };
+    ws.onclose = () => {
+      clearInterval(r.timer);
+      if (r.link !== null && db === d && stopped === null) d.syncDisconnect(r.link);
+      r.link = null;
+      if (!r.closed) r.retry = setTimeout(open, 1000);
+    };
+    ws.onerror = () => note('CONNECTION', `cannot reach the relay at ${url}`);
+  };
+  open();
+  return handle;
+}
+
+function detachRelay(handle) {
+  const r = relays.get(handle);
+  if (!r) return false;
+  r.closed = true;
+  clearInterval(r.timer);
+  clearTimeout(r.retry);
+  relays.delete(handle);
+  if (r.link !== null && db && stopped === null) db.syncDisconnect(r.link);
+  r.ws?.close();
+  return true;
+}
+
 function detachPort(link) {
+  if (link < 0) return detachRelay(link);
   const l = links.get(link);
   if (!l) return false;
   clearInterval(l.timer);

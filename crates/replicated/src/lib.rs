@@ -97,6 +97,11 @@ impl Sync {
         self.read(db, |st| Ok(st.replica().id()))
     }
 
+    /// Signs `message` with this device's key (for a relay's challenge, docs/relay.md).
+    pub fn sign(&self, db: &mut Database, message: &[u8]) -> Result<[u8; 64]> {
+        self.read(db, |st| Ok(st.replica().identity().sign(message)))
+    }
+
     /// The key pair, to move this identity to another device (`cairn-key` format).
     pub fn export_key(&self, db: &mut Database) -> Result<Vec<u8>> {
         self.read(db, |st| Ok(st.replica().identity().export()))

@@ -611,6 +611,34 @@ impl Database {
             Err(no_sync())
         }
     }
+    /// Answers a relay's CHALLENGE frame with the AUTH frame (docs/relay.md, sec. 2): this
+    /// database's key and its signature over the nonce and the relay's id.
+    #[wasm_bindgen(js_name = syncRelayAuth)]
+    pub fn sync_relay_auth(&mut self, challenge: Vec<u8>) -> Result<Uint8Array, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            if challenge.len() != 72 || challenge[..4] != [0x43, 0x52, 1, 1] {
+                return Err(error(
+                    "MALFORMED",
+                    "the relay's first frame is not a version 1 CHALLENGE",
+                    None,
+                ));
+            }
+            let mut msg = b"cairn-relay auth v1".to_vec();
+            msg.extend_from_slice(&challenge[4..68]);
+            let sig = self.sync.sign(&mut self.db, &msg).map_err(sql_error)?;
+            let id = self.sync.id(&mut self.db).map_err(sql_error)?;
+            let mut frame = vec![0x43, 0x52, 1, 2];
+            frame.extend_from_slice(&id.0);
+            frame.extend_from_slice(&sig);
+            Ok(Uint8Array::from(frame.as_slice()))
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            let _ = &challenge;
+            Err(no_sync())
+        }
+    }
     /// A digest of the merged rows, hex: equal on replicas holding the same changes.
     #[wasm_bindgen(js_name = syncDigest)]
     pub fn sync_digest(&mut self) -> Result<String, JsValue> {
