@@ -130,7 +130,19 @@ impl<S: RowStore> Replica<S> {
             }
             Message::Blocks(blocks) => {
                 let chains: BTreeSet<_> = blocks.iter().map(|b| b.key()).collect();
+                let heads: Vec<_> = blocks
+                    .iter()
+                    .map(|b| (b.key(), b.last_seq(), b.last_hash()))
+                    .collect();
                 let events = self.receive_blocks(now_ms, blocks);
+                // The peer holds what it sent: where that is what we hold too (not a fork),
+                // never send it back.
+                for (k, seq, hash) in heads {
+                    if self.chains.get(&k).and_then(|l| l.hash_at(seq)) == Some(hash) {
+                        let sent = link.sent.entry(k).or_insert(0);
+                        *sent = (*sent).max(seq);
+                    }
+                }
                 for e in &events {
                     if let Event::Rejected {
                         reason,

@@ -141,3 +141,24 @@ fn serve_members_only_sends_a_peer_only_the_scopes_it_may_write() {
     sync(&mut r, &mut dave);
     assert_eq!(dave.state_digest(), alice.state_digest_of(&only_shared));
 }
+
+#[test]
+fn blocks_are_not_echoed_to_the_peer_that_sent_them() {
+    let mut a = app(1);
+    write(&mut a, "todo", 1, "one");
+    let mut r = relay(true);
+    let (mut la, mut lr) = (Link::new(), Link::new());
+    let hello_a = a.open_link(&mut la, NOW);
+    let hello_r = r.open_link(&mut lr, NOW);
+    let to_r = a.handle(&mut la, NOW, &hello_r).send;
+    r.handle(&mut lr, NOW, &hello_a);
+    let mut back = Vec::new();
+    for m in to_r {
+        back.extend(r.handle(&mut lr, NOW, &m).send);
+    }
+    back.extend(r.poll(&mut lr, NOW));
+    assert_eq!(r.version_vector().len(), 1);
+    let types: Vec<u8> = back.iter().map(|m| m[3]).collect();
+    assert!(!types.contains(&3), "BLOCKS sent back: {types:?}");
+    assert!(types.contains(&4), "an ACK: {types:?}");
+}
