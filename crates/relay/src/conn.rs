@@ -168,7 +168,8 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                 );
                 continue;
             }
-            Some(Ok(Ws::Close(_))) | None | Some(Err(_)) => break,
+            Some(Ok(Ws::Close(_))) | None => break,
+            Some(Err(_)) => break,
             Some(Ok(_)) => continue, // ping, pong: tungstenite answers pings itself
         };
         metrics.frames_in.fetch_add(1, Relaxed);
@@ -343,7 +344,18 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
     // Let the writer send what is queued (a fatal refusal last); it ends when the core has
     // dropped its copy of the outbox too.
     if !writer_done {
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut writer).await;
+        // Keep reading (and dropping) while the writer finishes and the close handshake runs:
+        // closing a socket with unread input resets it, and the client would lose the
+        // refusal that says why.
+        let drain = async {
+            while let Some(Ok(m)) = stream.next().await {
+                if let Ws::Close(_) = m {
+                    break;
+                }
+            }
+        };
+        let both = async { tokio::join!(&mut writer, drain) };
+        let _ = tokio::time::timeout(Duration::from_secs(2), both).await;
         writer.abort();
     }
 }

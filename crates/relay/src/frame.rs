@@ -52,7 +52,7 @@ impl Code {
         }
     }
 
-    pub fn from_str(s: &str) -> Option<Code> {
+    pub fn from_code(s: &str) -> Option<Code> {
         Code::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
@@ -244,7 +244,7 @@ mod tests {
             }
         }
         for c in Code::ALL {
-            assert_eq!(Code::from_str(c.as_str()), Some(c));
+            assert_eq!(Code::from_code(c.as_str()), Some(c));
         }
     }
 
