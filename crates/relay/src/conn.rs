@@ -6,7 +6,7 @@
 use crate::core::{Command, Out, Outbox};
 use crate::frame::{auth_message, Code, Frame, Refusal, RELAY_MAGIC, SYNC_MAGIC};
 use crate::server::Shared;
-use cairn_sync::{AuthorId, Message};
+use cairn_sync::{AuthorId, Message, ScopeId};
 use futures_util::{SinkExt, StreamExt};
 use rand_core::RngCore;
 use std::sync::atomic::Ordering::Relaxed;
@@ -270,6 +270,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                 );
             }
             (Phase::Authenticated { key }, Some(m)) if m == SYNC_MAGIC => {
+                let mut scopes: Vec<ScopeId> = Vec::new();
                 let records = match Message::decode(&bytes) {
                     Err(e) => {
                         refuse(&outbox, Code::Malformed, false, &e.to_string(), 0);
@@ -285,9 +286,18 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                         );
                         break;
                     }
-                    Ok(Message::Blocks(blocks)) => blocks.iter().map(|b| b.record_count()).sum(),
+                    Ok(Message::Blocks(blocks)) => {
+                        scopes.extend(blocks.iter().map(|b| b.scope.clone()));
+                        blocks.iter().map(|b| b.record_count()).sum()
+                    }
+                    Ok(Message::Writers(lists)) => {
+                        scopes.extend(lists.into_iter().map(|l| l.scope));
+                        0
+                    }
                     Ok(_) => 0,
                 };
+                scopes.sort_unstable();
+                scopes.dedup();
                 if records > 0 {
                     if let Err(retry) = bucket.take(records) {
                         rate_strikes += 1;
@@ -318,6 +328,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                     .send(Command::Message {
                         id,
                         bytes: bytes.into(),
+                        scopes,
                         permit,
                     })
                     .is_err()

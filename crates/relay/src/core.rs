@@ -8,8 +8,8 @@
 use crate::frame::{Code, Frame, Refusal};
 use crate::metrics::Metrics;
 use crate::store::Store;
-use cairn_sync::{AuthorId, Event, Link, Reason, Replica};
-use std::collections::HashMap;
+use cairn_sync::{AuthorId, Event, Link, Reason, Replica, ScopeId};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
@@ -78,6 +78,8 @@ pub enum Command {
     Message {
         id: u64,
         bytes: Vec<u8>,
+        /// The scopes of the blocks or writer lists it carries: whose members may get news.
+        scopes: Vec<ScopeId>,
         permit: OwnedSemaphorePermit,
     },
     Close {
@@ -89,6 +91,7 @@ pub enum Command {
 }
 
 struct Conn {
+    key: AuthorId,
     link: Link,
     out: Outbox,
 }
@@ -145,28 +148,33 @@ impl Core {
     fn handle_batch(&mut self, batch: Vec<Command>) -> crate::Result<bool> {
         let now = now_ms();
         let mut sends: Vec<(u64, Vec<u8>)> = Vec::new();
-        let mut changed = false;
+        let mut touched: BTreeSet<ScopeId> = BTreeSet::new();
         let mut go_on = true;
         for cmd in batch {
             match cmd {
-                Command::Open { id, key: _, out } => {
+                Command::Open { id, key, out } => {
                     let mut link = Link::new();
                     sends.push((id, self.replica.open_link(&mut link, now)));
-                    self.conns.insert(id, Conn { link, out });
+                    self.conns.insert(id, Conn { key, link, out });
                 }
-                Command::Message { id, bytes, permit } => {
+                Command::Message {
+                    id,
+                    bytes,
+                    scopes,
+                    permit,
+                } => {
                     let Some(conn) = self.conns.get_mut(&id) else {
                         continue;
                     };
-                    // WRITERS may open scopes to members of other connections.
-                    changed |= bytes.get(3) == Some(&2);
                     let out = self.replica.handle(&mut conn.link, now, &bytes);
                     drop(permit);
+                    // WRITERS may open scopes to members of other connections.
+                    let mut news = bytes.get(3) == Some(&2);
                     for e in &out.events {
                         match e {
                             Event::Applied { records, .. } => {
                                 self.metrics.records_in.fetch_add(*records as u64, Relaxed);
-                                changed = true;
+                                news = true;
                             }
                             Event::Rejected { reason, .. }
                                 if !matches!(reason, Reason::Replay | Reason::ChainGap) =>
@@ -177,6 +185,9 @@ impl Core {
                         }
                     }
                     sends.extend(out.send.into_iter().map(|b| (id, b)));
+                    if news {
+                        touched.extend(scopes);
+                    }
                 }
                 Command::Close { id } => {
                     self.conns.remove(&id);
@@ -190,10 +201,15 @@ impl Core {
                 Command::Shutdown => go_on = false,
             }
         }
-        if changed {
+        if !touched.is_empty() {
             // Stored before any ACK or forwarded page leaves: an acknowledged block is on disk.
             self.store.persist(&self.replica)?;
+            // Only the members of what changed can have news: polling every link after every
+            // batch made the relay quadratic in its connections.
             for (id, c) in self.conns.iter_mut() {
+                if !touched.iter().any(|s| self.replica.may_write(&c.key, s)) {
+                    continue;
+                }
                 let out = self.replica.poll(&mut c.link, now);
                 sends.extend(out.into_iter().map(|b| (*id, b)));
             }
