@@ -272,11 +272,13 @@ async fn run(n: usize) {
     );
     let m = relay.metrics();
     println!(
-        "  relay: frames in {}, frames out {}, block pages out {}, verification failures {}",
+        "  relay: frames in {}, frames out {}, block pages out {}, verification failures {}; core busy handling {:.2} s, storing {:.2} s",
         m.frames_in.load(Relaxed),
         m.frames_out.load(Relaxed),
         m.block_pages_out.load(Relaxed),
         m.verification_failures.load(Relaxed),
+        m.handle_us.load(Relaxed) as f64 / 1e6,
+        m.store_us.load(Relaxed) as f64 / 1e6,
     );
     let _ = stop_tx.send(true);
     for t in tasks {

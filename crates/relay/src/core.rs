@@ -166,8 +166,12 @@ impl Core {
                     let Some(conn) = self.conns.get_mut(&id) else {
                         continue;
                     };
+                    let t = std::time::Instant::now();
                     let out = self.replica.handle(&mut conn.link, now, &bytes);
                     drop(permit);
+                    self.metrics
+                        .handle_us
+                        .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
                     // WRITERS may open scopes to members of other connections.
                     let mut news = bytes.get(3) == Some(&2);
                     for e in &out.events {
@@ -203,7 +207,11 @@ impl Core {
         }
         if !touched.is_empty() {
             // Stored before any ACK or forwarded page leaves: an acknowledged block is on disk.
+            let t = std::time::Instant::now();
             self.store.persist(&self.replica)?;
+            self.metrics
+                .store_us
+                .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
             // Only the members of what changed can have news: polling every link after every
             // batch made the relay quadratic in its connections.
             for (id, c) in self.conns.iter_mut() {

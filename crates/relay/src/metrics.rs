@@ -17,6 +17,9 @@ pub struct Metrics {
     pub queue: AtomicU64,
     pub chains: AtomicU64,
     pub records_held: AtomicU64,
+    /// Microseconds the core spent handling messages (verification included) and storing.
+    pub handle_us: AtomicU64,
+    pub store_us: AtomicU64,
     refusals: [AtomicU64; Code::ALL.len()],
 }
 
@@ -96,6 +99,18 @@ impl Metrics {
             "gauge",
             "chains held",
             self.chains.load(Relaxed),
+        );
+        line(
+            "cairn_relay_handle_microseconds_total",
+            "counter",
+            "time the core spent handling messages, verification included",
+            self.handle_us.load(Relaxed),
+        );
+        line(
+            "cairn_relay_store_microseconds_total",
+            "counter",
+            "time the core spent storing (commits, flushes)",
+            self.store_us.load(Relaxed),
         );
         out.push_str("# HELP cairn_relay_refusals_total ERROR frames sent, by code\n");
         out.push_str("# TYPE cairn_relay_refusals_total counter\n");
