@@ -17,8 +17,6 @@ use tokio::sync::Semaphore;
 use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::WebSocketStream;
 
-/// Time a client has to answer the challenge.
-const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Refusals tolerated before authentication.
 const MAX_UNAUTH_STRIKES: u32 = 8;
 /// BLOCKS messages in a row dropped for the rate before the client is cut off.
@@ -116,7 +114,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
         .encode(),
     ));
     let mut phase = Phase::Challenged { nonce, strikes: 0 };
-    let deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + shared.limits.auth_timeout;
     let mut bucket = Bucket::new(shared.limits.write_rate);
     let mut rate_strikes = 0u32;
     let waiting = Arc::new(Semaphore::new(MAX_WAITING));
@@ -141,7 +139,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                 break;
             }
             _ = tokio::time::sleep_until(deadline), if !authed => {
-                refuse(&outbox, Code::AuthRequired, true, "no valid AUTH within 10 s of the challenge", 0);
+                refuse(&outbox, Code::AuthRequired, true, &format!("no valid AUTH within {} ms of the challenge", shared.limits.auth_timeout.as_millis()), 0);
                 break;
             }
         };

@@ -29,6 +29,8 @@ pub struct Limits {
     pub write_rate: u32,
     /// Frames queued towards one client before it is cut off (`TOO_SLOW`).
     pub max_pending: usize,
+    /// Time a client has to answer the challenge (`AUTH_REQUIRED`, fatal, after it).
+    pub auth_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -37,6 +39,7 @@ impl Default for Limits {
             max_message: 8 << 20,
             write_rate: 5000,
             max_pending: 1024,
+            auth_timeout: Duration::from_secs(10),
         }
     }
 }

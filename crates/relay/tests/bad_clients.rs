@@ -58,7 +58,7 @@ async fn bad_clients_are_refused_with_their_reason_while_honest_ones_sync() {
         Limits {
             max_message: MAX_MESSAGE,
             write_rate: 20,
-            max_pending: 1024,
+            ..Limits::default()
         },
     )
     .await;
@@ -225,5 +225,24 @@ async fn bad_clients_are_refused_with_their_reason_while_honest_ones_sync() {
 
     alice.stop().await;
     bob.stop().await;
+    relay.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_answers_the_challenge_is_cut_off() {
+    let dir = temp_dir("silent");
+    let relay = start_relay(
+        &dir,
+        Limits {
+            auth_timeout: std::time::Duration::from_millis(200),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let mut s = client::open(&relay.url()).await.expect("open");
+    client::challenge(&mut s).await.expect("challenge");
+    let r = refusal(&mut s).await.expect("told why before the close");
+    assert_eq!((r.code.as_str(), r.fatal), ("AUTH_REQUIRED", true));
+    assert_eq!(refusal(&mut s).await, None);
     relay.shutdown().await.expect("clean shutdown");
 }
