@@ -130,7 +130,19 @@ impl<S: RowStore> Replica<S> {
             }
             Message::Blocks(blocks) => {
                 let chains: BTreeSet<_> = blocks.iter().map(|b| b.key()).collect();
+                let heads: Vec<_> = blocks
+                    .iter()
+                    .map(|b| (b.key(), b.last_seq(), b.last_hash()))
+                    .collect();
                 let events = self.receive_blocks(now_ms, blocks);
+                // The peer holds what it sent: where that is what we hold too (not a fork),
+                // never send it back.
+                for (k, seq, hash) in heads {
+                    if self.chains.get(&k).and_then(|l| l.hash_at(seq)) == Some(hash) {
+                        let sent = link.sent.entry(k).or_insert(0);
+                        *sent = (*sent).max(seq);
+                    }
+                }
                 for e in &events {
                     if let Event::Rejected {
                         reason,
@@ -266,6 +278,15 @@ impl<S: RowStore> Replica<S> {
         let Some(want) = link.their_want.clone() else {
             return out;
         };
+        // With `serve_members_only`, the peer's subscription is cut to the scopes its key may
+        // write to; checked per scope at each send, so a new writer list takes effect at once.
+        let member = self
+            .config
+            .serve_members_only
+            .then(|| link.peer.unwrap_or(AuthorId([0; 32])));
+        let serves = |me: &Self, s: &ScopeId| {
+            want.covers(s) && member.as_ref().is_none_or(|p| me.may_write(p, s))
+        };
         self.seal();
         if link.in_flight() == 0 {
             link.last_progress_ms = now_ms;
@@ -273,7 +294,7 @@ impl<S: RowStore> Replica<S> {
         // Writer lists first: blocks by listed writers are refused without them.
         let lists: Vec<_> = self
             .writer_lists()
-            .filter(|l| want.covers(&l.scope) && !link.sent_lists.contains(&l.sig))
+            .filter(|l| serves(self, &l.scope) && !link.sent_lists.contains(&l.sig))
             .cloned()
             .collect();
         if !lists.is_empty() {
@@ -284,19 +305,20 @@ impl<S: RowStore> Replica<S> {
         }
         // Snapshot if the peer is behind our compaction point, or asked for one while empty.
         let behind = self.chains.iter().any(|(k, log)| {
-            want.covers(&k.1)
+            serves(self, &k.1)
                 && log.first_held() > 1
                 && link.sent.get(k).copied().unwrap_or(0) < log.first_held() - 1
         });
         let asked = link.their_wants_snapshot
             && !link.snapshot_sent
             && link.their_have.is_empty()
-            && self.chains.keys().any(|(_, s)| want.covers(s));
+            && self.chains.keys().any(|(_, s)| serves(self, s));
         if (behind || asked) && !link.snapshot_sent {
             link.snapshots_made += 1;
-            out.extend(self.snapshot_pages(&want, link.snapshots_made));
+            let covers = |s: &ScopeId| serves(self, s);
+            out.extend(self.snapshot_pages(&covers, link.snapshots_made));
             link.snapshot_sent = true;
-            for cp in self.checkpoints_for(&want) {
+            for cp in self.checkpoints_for(covers) {
                 let k = (cp.author, cp.scope.clone());
                 let s = link.sent.entry(k).or_insert(0);
                 *s = (*s).max(cp.seq);
@@ -315,7 +337,7 @@ impl<S: RowStore> Replica<S> {
                 if n >= page {
                     break;
                 }
-                if !want.covers(&k.1) {
+                if !serves(self, &k.1) {
                     continue;
                 }
                 let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
@@ -341,15 +363,15 @@ impl<S: RowStore> Replica<S> {
         out
     }
 
-    fn snapshot_pages(&self, want: &Subscription, id: u64) -> Vec<Vec<u8>> {
+    fn snapshot_pages(&self, covers: &dyn Fn(&ScopeId) -> bool, id: u64) -> Vec<Vec<u8>> {
         let page = self.config.page_records.max(1);
         let mut rows = Vec::new();
         self.rows.scan(&mut |k, row| {
-            if want.covers(&k.scope) {
+            if covers(&k.scope) {
                 rows.push((k.clone(), row.clone()));
             }
         });
-        let mut checkpoints = Some(self.checkpoints_for(want));
+        let mut checkpoints = Some(self.checkpoints_for(covers));
         let mut out = Vec::new();
         let chunks: Vec<_> = if rows.is_empty() {
             vec![Vec::new()]

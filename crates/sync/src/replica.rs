@@ -36,6 +36,16 @@ pub struct Config {
     /// List the rows each incoming batch changed in `Event::Applied` (the SQL layer needs it;
     /// a relay does not).
     pub report_rows: bool,
+    /// Accept ops on tables that are not registered, without a schema check (`UNKNOWN_TABLE`
+    /// and `SCHEMA_MISMATCH` are then never raised for them). A relay stores and forwards the
+    /// tables of every application it serves without knowing their schemas; signatures, chains,
+    /// writers and clocks are still checked. Rows of such tables merge as usual, so
+    /// `state_digest` and snapshots still work; `materialize` and `visible` skip them.
+    pub accept_unknown_tables: bool,
+    /// Serve a peer only the scopes its HELLO key may write to (the owner, or a key in one of
+    /// the scope's signed writer lists: its members), whatever its subscription asks for. A relay
+    /// that authenticated the peer's key sets it so that a user reads only its own scopes.
+    pub serve_members_only: bool,
 }
 
 impl Default for Config {
@@ -49,6 +59,8 @@ impl Default for Config {
             snapshot_when_empty: false,
             max_snapshot_rows: 10_000_000,
             report_rows: true,
+            accept_unknown_tables: false,
+            serve_members_only: false,
         }
     }
 }
@@ -362,13 +374,16 @@ impl<S: RowStore> Replica<S> {
 
     fn check_ops(&self, ops: &[Op]) -> Result<()> {
         for op in ops {
-            let schema = self.tables.get(&op.table).ok_or_else(|| {
-                Error::reject(
-                    Reason::UnknownTable,
-                    format!("table {:?} is not replicated", op.table),
-                )
-            })?;
-            schema.check_op(op)?;
+            match self.tables.get(&op.table) {
+                Some(schema) => schema.check_op(op)?,
+                None if self.config.accept_unknown_tables => {}
+                None => {
+                    return Err(Error::reject(
+                        Reason::UnknownTable,
+                        format!("table {:?} is not replicated", op.table),
+                    ))
+                }
+            }
         }
         Ok(())
     }
@@ -813,10 +828,10 @@ impl<S: RowStore> Replica<S> {
     }
 
     /// The sealed heads of the chains a subscription covers, as checkpoints (for a snapshot).
-    pub(crate) fn checkpoints_for(&self, want: &Subscription) -> Vec<Checkpoint> {
+    pub(crate) fn checkpoints_for(&self, covers: impl Fn(&ScopeId) -> bool) -> Vec<Checkpoint> {
         self.chains
             .iter()
-            .filter(|((_, s), _)| want.covers(s))
+            .filter(|((_, s), _)| covers(s))
             .filter_map(|(_, log)| match log.blocks.last() {
                 Some(b) => Some(Checkpoint::of_block(b)),
                 None => log.base.clone(),
@@ -844,7 +859,7 @@ impl<S: RowStore> Replica<S> {
             }
         }
         for (k, _) in &rows {
-            if !self.tables.contains_key(&k.table) {
+            if !self.config.accept_unknown_tables && !self.tables.contains_key(&k.table) {
                 events.push(Event::Rejected {
                     reason: Reason::UnknownTable,
                     author: k.scope.owner,

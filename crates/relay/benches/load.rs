@@ -1,0 +1,304 @@
+//! Load on one relay: `cargo bench -p cairn-relay --bench load [-- N ...]` (default 50 and 200
+//! clients). Results are saved by hand under `bench-results/`.
+//!
+//! Every client is a real `Replica` on its own authenticated WebSocket, and owns one scope whose
+//! writer list names the next four clients (a ring), so each record is stored once by the relay
+//! and delivered to four readers. Two phases:
+//! - steady: each client commits one record every 100 ms for 5 s; delivery latency is the time
+//!   from the commit to the reader having the record (p50, p99 over every delivery);
+//! - burst: each client commits 200 records at once; records/s in (verified and stored by the
+//!   relay) and out (delivered to readers) until everything has arrived.
+//!
+//! Relay and clients share one process and the machine's cores: the figures are what one relay
+//! sustains while its clients run beside it, not a ceiling of the relay alone.
+
+use cairn_relay::client::{connect, recv, Incoming};
+use cairn_relay::{Limits, Relay, RelayConfig};
+use cairn_sync::{AuthorId, Identity, Link, Message, Replica, ScopeId, TableSchema, Value};
+use futures_util::SinkExt;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Notify};
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+const READERS: usize = 4;
+const STEADY_MS: u64 = 5000;
+const STEADY_EVERY_MS: u64 = 100;
+const BURST: usize = 200;
+
+fn secret(i: usize) -> [u8; 32] {
+    *blake3::hash(&(i as u64).to_le_bytes()).as_bytes()
+}
+
+/// When each record `(author, seq)` was committed.
+type Sent = Mutex<HashMap<(AuthorId, u64), Instant>>;
+
+struct Bench {
+    sent: Sent,
+    latencies_us: Mutex<Vec<u64>>,
+    delivered: AtomicU64,
+}
+
+struct Client {
+    replica: Mutex<Replica>,
+    wake: Notify,
+    scope: ScopeId,
+}
+
+fn now_ms() -> u64 {
+    cairn_relay::core::now_ms()
+}
+
+impl Client {
+    fn commit(&self, bench: &Bench, id: i64) {
+        let mut r = self.replica.lock().expect("invariant: not poisoned");
+        let op = r
+            .set_op(
+                "todo",
+                vec![Value::Integer(id)],
+                vec![("title", Value::Text(format!("item {id}")))],
+            )
+            .expect("invariant: valid op");
+        r.commit(now_ms(), &self.scope, vec![op])
+            .expect("own scope");
+        let seq = r.version_vector()[&(r.id(), self.scope.clone())];
+        bench
+            .sent
+            .lock()
+            .expect("invariant: not poisoned")
+            .insert((r.id(), seq), Instant::now());
+        drop(r);
+        self.wake.notify_one();
+    }
+}
+
+async fn run_client(
+    c: Arc<Client>,
+    identity: Identity,
+    url: String,
+    bench: Arc<Bench>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut conn = connect(&url, &identity)
+        .await
+        .expect("client authenticates");
+    let mut link = Link::new();
+    let hello = c
+        .replica
+        .lock()
+        .expect("invariant")
+        .open_link(&mut link, now_ms());
+    conn.socket
+        .send(Ws::Binary(hello.into()))
+        .await
+        .expect("send");
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        let out = tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => c.replica.lock().expect("invariant").poll(&mut link, now_ms()),
+            _ = c.wake.notified() => c.replica.lock().expect("invariant").poll(&mut link, now_ms()),
+            m = recv(&mut conn.socket) => match m {
+                Incoming::Sync(bytes) => {
+                    let mut r = c.replica.lock().expect("invariant");
+                    let mut fresh = Vec::new();
+                    if let Ok(Message::Blocks(blocks)) = Message::decode(&bytes) {
+                        let vv = r.version_vector();
+                        for b in &blocks {
+                            let held = vv.get(&b.key()).copied().unwrap_or(0);
+                            fresh.extend(b.records.iter().filter(|rec| rec.seq > held).map(|rec| (b.author, rec.seq)));
+                        }
+                    }
+                    let out = r.handle(&mut link, now_ms(), &bytes);
+                    drop(r);
+                    let at = Instant::now();
+                    if !fresh.is_empty() {
+                        let sent = bench.sent.lock().expect("invariant");
+                        let mut lat = bench.latencies_us.lock().expect("invariant");
+                        for k in &fresh {
+                            if let Some(t) = sent.get(k) {
+                                lat.push(at.duration_since(*t).as_micros() as u64);
+                            }
+                        }
+                        bench.delivered.fetch_add(fresh.len() as u64, Relaxed);
+                    }
+                    out.send
+                }
+                Incoming::Refusal(r) => panic!("refused: {r:?}"),
+                Incoming::Closed => return,
+            },
+        };
+        for m in out {
+            if conn.socket.send(Ws::Binary(m.into())).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+async fn wait_for(what: &str, deadline: Duration, cond: impl Fn() -> bool) {
+    let give_up = Instant::now() + deadline;
+    while !cond() {
+        assert!(Instant::now() < give_up, "gave up waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn run(n: usize) {
+    let dir = std::env::temp_dir().join(format!("cairn-relay-bench-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let relay = Relay::start(RelayConfig {
+        listen: "127.0.0.1:0".parse().expect("invariant"),
+        data: dir.clone(),
+        limits: Limits::default(),
+    })
+    .await
+    .expect("relay starts");
+    let url = relay.url();
+    let bench = Arc::new(Bench {
+        sent: Mutex::new(HashMap::new()),
+        latencies_us: Mutex::new(Vec::new()),
+        delivered: AtomicU64::new(0),
+    });
+    let ids: Vec<AuthorId> = (0..n)
+        .map(|i| Identity::from_secret(secret(i)).id())
+        .collect();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut clients = Vec::new();
+    let mut tasks = Vec::new();
+    let t0 = Instant::now();
+    for i in 0..n {
+        let mut r = Replica::in_memory(
+            Identity::from_secret(secret(i)),
+            cairn_sync::Config::default(),
+        );
+        r.register_table(TableSchema::new("todo", 1).lww("title"))
+            .expect("invariant");
+        let readers: Vec<AuthorId> = (1..=READERS).map(|k| ids[(i + k) % n]).collect();
+        let name = format!("todo/c{i}");
+        r.sign_writers(name.as_bytes(), 1, readers);
+        let c = Arc::new(Client {
+            replica: Mutex::new(r),
+            wake: Notify::new(),
+            scope: ScopeId::new(ids[i], name),
+        });
+        clients.push(c.clone());
+        tasks.push(tokio::spawn(run_client(
+            c,
+            Identity::from_secret(secret(i)),
+            url.clone(),
+            bench.clone(),
+            stop_rx.clone(),
+        )));
+    }
+    wait_for("every client connected", Duration::from_secs(60), || {
+        relay.metrics().connections.load(Relaxed) == n as u64
+    })
+    .await;
+    let connect_s = t0.elapsed().as_secs_f64();
+
+    // Steady phase.
+    let steady_commits = (STEADY_MS / STEADY_EVERY_MS) as usize;
+    let start = Instant::now();
+    let mut interval = tokio::time::interval(Duration::from_millis(STEADY_EVERY_MS));
+    for k in 0..steady_commits {
+        interval.tick().await;
+        for c in &clients {
+            c.commit(&bench, k as i64);
+        }
+    }
+    let expected = (n * steady_commits * READERS) as u64;
+    wait_for("steady deliveries", Duration::from_secs(120), || {
+        bench.delivered.load(Relaxed) >= expected
+    })
+    .await;
+    let steady_s = start.elapsed().as_secs_f64();
+    let mut lat = std::mem::take(&mut *bench.latencies_us.lock().expect("invariant"));
+    lat.sort_unstable();
+    let steady_in = relay.metrics().records_in.load(Relaxed);
+
+    // Burst phase.
+    let delivered0 = bench.delivered.load(Relaxed);
+    let in0 = relay.metrics().records_in.load(Relaxed);
+    let start = Instant::now();
+    for c in &clients {
+        for k in 0..BURST {
+            c.commit(&bench, (steady_commits + k) as i64);
+        }
+    }
+    let want_in = in0 + (n * BURST) as u64;
+    wait_for("burst stored", Duration::from_secs(300), || {
+        relay.metrics().records_in.load(Relaxed) >= want_in
+    })
+    .await;
+    let in_s = start.elapsed().as_secs_f64();
+    let want_out = delivered0 + (n * BURST * READERS) as u64;
+    wait_for("burst delivered", Duration::from_secs(300), || {
+        bench.delivered.load(Relaxed) >= want_out
+    })
+    .await;
+    let out_s = start.elapsed().as_secs_f64();
+    let mut burst_lat = std::mem::take(&mut *bench.latencies_us.lock().expect("invariant"));
+    burst_lat.sort_unstable();
+
+    println!("{n} clients, {READERS} readers per scope (connect {connect_s:.2} s)");
+    println!(
+        "  steady: {} records in ({:.0}/s offered), {} deliveries in {steady_s:.2} s; latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        steady_in,
+        n as f64 * 1000.0 / STEADY_EVERY_MS as f64,
+        lat.len(),
+        pct(&lat, 0.50),
+        pct(&lat, 0.99),
+        pct(&lat, 1.0),
+    );
+    println!(
+        "  burst:  {} records in {in_s:.2} s ({:.0} records/s in), {} delivered in {out_s:.2} s ({:.0} records/s out); latency p50 {:.0} ms, p99 {:.0} ms",
+        n * BURST,
+        (n * BURST) as f64 / in_s,
+        n * BURST * READERS,
+        (n * BURST * READERS) as f64 / out_s,
+        pct(&burst_lat, 0.50),
+        pct(&burst_lat, 0.99),
+    );
+    let m = relay.metrics();
+    println!(
+        "  relay: frames in {}, frames out {}, block pages out {}, verification failures {}; core busy handling {:.2} s, storing {:.2} s",
+        m.frames_in.load(Relaxed),
+        m.frames_out.load(Relaxed),
+        m.block_pages_out.load(Relaxed),
+        m.verification_failures.load(Relaxed),
+        m.handle_us.load(Relaxed) as f64 / 1e6,
+        m.store_us.load(Relaxed) as f64 / 1e6,
+    );
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    relay.shutdown().await.expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let ns: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let ns = if ns.is_empty() { vec![50, 200] } else { ns };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("invariant: a runtime");
+    for n in ns {
+        runtime.block_on(run(n));
+    }
+}

@@ -1,0 +1,79 @@
+//! `cairn-relay --listen ADDR --data DIR [--max-message BYTES] [--write-rate N] [--max-pending N]`
+
+use cairn_relay::frame::hex;
+use cairn_relay::{Limits, Relay, RelayConfig};
+use std::path::PathBuf;
+
+const USAGE: &str = "usage: cairn-relay --listen ADDR --data DIR [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES]";
+
+fn parse(args: &[String]) -> Result<RelayConfig, String> {
+    let mut listen = None;
+    let mut data = None;
+    let mut limits = Limits::default();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        let number = |v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag}: {v:?} is not a number"))
+        };
+        match flag.as_str() {
+            "--listen" => {
+                let v = value()?;
+                listen = Some(
+                    v.parse()
+                        .map_err(|_| format!("--listen: bad address {v:?}"))?,
+                )
+            }
+            "--data" => data = Some(PathBuf::from(value()?)),
+            "--max-message" => limits.max_message = number(value()?)? as usize,
+            "--write-rate" => limits.write_rate = number(value()?)?.min(u32::MAX as u64) as u32,
+            "--max-pending" => limits.max_pending = number(value()?)?.max(1) as usize,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(RelayConfig {
+        listen: listen.ok_or_else(|| format!("--listen is required\n{USAGE}"))?,
+        data: data.ok_or_else(|| format!("--data is required\n{USAGE}"))?,
+        limits,
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = match parse(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("invariant: a runtime can be built");
+    let result = runtime.block_on(async {
+        let relay = Relay::start(config).await?;
+        let l = relay.loaded();
+        println!(
+            "listening on {} relay {} (loaded {} lists, {} blocks, {} records, {} refused)",
+            relay.local_addr(),
+            hex(&relay.id().0),
+            l.lists,
+            l.blocks,
+            l.records,
+            l.refused
+        );
+        let _ = tokio::signal::ctrl_c().await;
+        relay.shutdown().await
+    });
+    if let Err(e) = result {
+        eprintln!("cairn-relay: {e}");
+        std::process::exit(1);
+    }
+}

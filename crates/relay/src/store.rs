@@ -1,0 +1,205 @@
+//! The relay's disk: one cairn store database holding its identity, every writer list and every
+//! block its replica accepted, in their sync byte encodings (docs/relay.md sec. 6). On start the
+//! stored lists and blocks go back through `Replica::add_writer_list` and
+//! `Replica::receive_blocks`, so what the relay serves after a restart is verified again.
+
+use crate::error::{Error, Result};
+use cairn_store::{Db, Durability, Options, StdFile, TreeKind};
+use cairn_sync::chain::ChainKey;
+use cairn_sync::wire::{Reader, Writer};
+use cairn_sync::{Block, Event, Identity, Reason, Replica, WriterList};
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::path::Path;
+
+pub const FILE_NAME: &str = "relay.cairn";
+const STORE_FORMAT: u8 = 1;
+const META: &str = "meta";
+const WRITERS: &str = "writers";
+const BLOCKS: &str = "blocks";
+/// Blocks fed to `receive_blocks` at once while loading: one signature batch each.
+const LOAD_BATCH: usize = 256;
+
+pub struct Store {
+    db: Db<StdFile>,
+    /// Per chain, the last seq on disk: blocks past it are new.
+    heads: HashMap<ChainKey, u64>,
+    /// Signatures of the writer lists on disk.
+    lists: HashSet<[u8; 64]>,
+}
+
+/// What loading found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    pub lists: usize,
+    pub blocks: usize,
+    pub records: usize,
+    /// Stored items the replica refused on the way back in (a damaged or tampered file).
+    pub refused: usize,
+}
+
+/// The blocks tree key: the chain's hash (author and scope, which may be 1 KiB, do not fit in
+/// a key) then the first seq, big-endian so a chain's blocks sort in seq order.
+fn block_key(author_scope: &ChainKey, first_seq: u64) -> [u8; 40] {
+    let mut w = Writer::new();
+    w.raw(&author_scope.0 .0);
+    author_scope.1.encode(&mut w);
+    let mut key = [0u8; 40];
+    key[..32].copy_from_slice(blake3::hash(&w.buf).as_bytes());
+    key[32..].copy_from_slice(&first_seq.to_be_bytes());
+    key
+}
+
+impl Store {
+    /// Opens `dir/relay.cairn`, creating the directory, the file and a new relay identity when
+    /// absent. Returns the store and the relay's identity.
+    pub fn open(dir: &Path) -> Result<(Store, Identity)> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+        let path = dir.join(FILE_NAME);
+        let opts = Options {
+            durability: Durability::Full,
+            ..Options::default()
+        };
+        let db = if path.exists() {
+            Db::open(StdFile::open(&path, false)?, opts)?
+        } else {
+            let db = Db::create(StdFile::open(&path, true)?, opts)?;
+            let identity = Identity::generate(&mut rand_core::OsRng);
+            let mut tx = db.begin_write()?;
+            let meta = tx.create_tree(META, TreeKind::Table)?;
+            tx.insert(meta, b"format", &[STORE_FORMAT])?;
+            tx.insert(meta, b"identity", &identity.export())?;
+            tx.create_tree(WRITERS, TreeKind::Table)?;
+            tx.create_tree(BLOCKS, TreeKind::Table)?;
+            tx.commit()?;
+            db
+        };
+        let r = db.begin_read()?;
+        let meta = r.open_tree(META)?;
+        match r.get(meta, b"format")?.as_deref() {
+            Some([STORE_FORMAT]) => {}
+            other => {
+                return Err(Error::Corrupt(format!(
+                    "relay store format {other:?} is not supported (expected [{STORE_FORMAT}])"
+                )))
+            }
+        }
+        let key = r
+            .get(meta, b"identity")?
+            .ok_or_else(|| Error::Corrupt("relay store without an identity".into()))?;
+        let identity =
+            Identity::import(&key).map_err(|e| Error::Corrupt(format!("relay identity: {e}")))?;
+        drop(r);
+        Ok((
+            Store {
+                db,
+                heads: HashMap::new(),
+                lists: HashSet::new(),
+            },
+            identity,
+        ))
+    }
+
+    /// Feeds every stored list, then every stored block (chain by chain, in seq order), to the
+    /// replica's public verification path.
+    pub fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
+        let mut report = LoadReport::default();
+        let r = self.db.begin_read()?;
+        let t = r.open_tree(WRITERS)?;
+        let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, false)?;
+        while range.next()? {
+            let (_, value) = range.entry()?;
+            let mut rd = Reader::new(value);
+            let list = WriterList::decode(&mut rd).and_then(|l| rd.finish().map(|_| l));
+            match list.map(|l| (l.sig, replica.add_writer_list(l))) {
+                Ok((sig, Ok(_))) => {
+                    self.lists.insert(sig);
+                    report.lists += 1;
+                }
+                _ => report.refused += 1,
+            }
+        }
+        let t = r.open_tree(BLOCKS)?;
+        let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, false)?;
+        let mut batch = Vec::with_capacity(LOAD_BATCH);
+        let feed = |replica: &mut Replica, batch: &mut Vec<Block>, report: &mut LoadReport| {
+            for e in replica.receive_blocks(now_ms, std::mem::take(batch)) {
+                match e {
+                    Event::Applied { records, .. } => report.records += records,
+                    Event::Rejected { reason, .. } if reason != Reason::Replay => {
+                        report.refused += 1
+                    }
+                    _ => {}
+                }
+            }
+        };
+        while range.next()? {
+            let (_, value) = range.entry()?;
+            match Block::from_bytes(value) {
+                Ok(b) => {
+                    report.blocks += 1;
+                    batch.push(b);
+                }
+                Err(_) => report.refused += 1,
+            }
+            if batch.len() >= LOAD_BATCH {
+                feed(replica, &mut batch, &mut report);
+            }
+        }
+        feed(replica, &mut batch, &mut report);
+        for (key, log) in replica.chains() {
+            self.heads.insert(key.clone(), log.head().0);
+        }
+        Ok(report)
+    }
+
+    /// Writes, in one commit, every writer list and block the replica holds that is not on disk
+    /// yet. Returns the number of blocks written.
+    pub fn persist(&mut self, replica: &Replica) -> Result<usize> {
+        let new_lists: Vec<&WriterList> = replica
+            .writer_lists()
+            .filter(|l| !self.lists.contains(&l.sig))
+            .collect();
+        let mut new_blocks: Vec<(ChainKey, &Block)> = Vec::new();
+        for (key, log) in replica.chains() {
+            let on_disk = self.heads.get(key).copied().unwrap_or(0);
+            if log.head().0 <= on_disk {
+                continue;
+            }
+            new_blocks.extend(
+                log.blocks
+                    .iter()
+                    .filter(|b| b.last_seq() > on_disk)
+                    .map(|b| (key.clone(), b)),
+            );
+        }
+        if new_lists.is_empty() && new_blocks.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.db.begin_write()?;
+        let wt = tx.open_tree(WRITERS)?;
+        for l in &new_lists {
+            let mut w = Writer::new();
+            l.encode(&mut w);
+            tx.insert(wt, blake3::hash(&w.buf).as_bytes(), &w.buf)?;
+        }
+        let bt = tx.open_tree(BLOCKS)?;
+        for (key, b) in &new_blocks {
+            tx.insert(bt, &block_key(key, b.first_seq()), &b.to_bytes())?;
+        }
+        tx.commit()?;
+        for l in new_lists {
+            self.lists.insert(l.sig);
+        }
+        let n = new_blocks.len();
+        for (key, b) in new_blocks {
+            let h = self.heads.entry(key).or_insert(0);
+            *h = (*h).max(b.last_seq());
+        }
+        Ok(n)
+    }
+
+    pub fn close(self) -> Result<()> {
+        Ok(self.db.close()?)
+    }
+}
