@@ -14,6 +14,7 @@ step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 # The native shell and the relay (tokio) have no wasm build; everything else must lint clean for the browser.
 step "cargo clippy (wasm)" cargo clippy --workspace --exclude cairn-cli --exclude cairn-relay --target wasm32-unknown-unknown -- -D warnings
+step "cargo clippy (wasm, sync)" cargo clippy -p cairn-wasm --features sync --target wasm32-unknown-unknown -- -D warnings
 step "cargo test" cargo test --workspace
 step "build and size" node scripts/build.mjs
 step "types" node_modules/.bin/tsc -p tests/types
