@@ -160,6 +160,7 @@ async fn run(n: usize) {
     let relay = Relay::start(RelayConfig {
         listen: "127.0.0.1:0".parse().expect("invariant"),
         data: dir.clone(),
+        postgres: None,
         limits: Limits::default(),
     })
     .await

@@ -7,7 +7,7 @@
 
 use crate::frame::{Code, Frame, Refusal};
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::Durable;
 use cairn_sync::{AuthorId, Event, Link, Reason, Replica, ScopeId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -87,6 +87,11 @@ pub enum Command {
     },
     /// Poll every link: resend what went unacknowledged.
     Tick,
+    /// Another relay sharing the store committed rows `from..=to` (PostgreSQL NOTIFY).
+    Refresh {
+        from: i64,
+        to: i64,
+    },
     Shutdown,
 }
 
@@ -98,13 +103,13 @@ struct Conn {
 
 pub struct Core {
     replica: Replica,
-    store: Store,
+    store: Box<dyn Durable>,
     conns: HashMap<u64, Conn>,
     metrics: Arc<Metrics>,
 }
 
 impl Core {
-    pub fn new(replica: Replica, store: Store, metrics: Arc<Metrics>) -> Core {
+    pub fn new(replica: Replica, store: Box<dyn Durable>, metrics: Arc<Metrics>) -> Core {
         Core {
             replica,
             store,
@@ -197,6 +202,17 @@ impl Core {
                     self.conns.remove(&id);
                 }
                 Command::Tick => {
+                    for (id, c) in self.conns.iter_mut() {
+                        let out = self.replica.poll(&mut c.link, now);
+                        sends.extend(out.into_iter().map(|b| (*id, b)));
+                    }
+                }
+                Command::Refresh { from, to } => {
+                    let report = self.store.refresh(&mut self.replica, now, from, to)?;
+                    self.metrics
+                        .records_in
+                        .fetch_add(report.records as u64, Relaxed);
+                    // Rare, and the scopes are not at hand: every link may have news.
                     for (id, c) in self.conns.iter_mut() {
                         let out = self.replica.poll(&mut c.link, now);
                         sends.extend(out.into_iter().map(|b| (*id, b)));

@@ -23,6 +23,8 @@ pub mod error;
 pub mod frame;
 pub mod http;
 pub mod metrics;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod server;
 pub mod store;
 

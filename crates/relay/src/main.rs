@@ -1,14 +1,15 @@
-//! `cairn-relay --listen ADDR --data DIR [--max-message BYTES] [--write-rate N] [--max-pending N]`
+//! `cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate N] [--max-pending N]`
 
 use cairn_relay::frame::hex;
 use cairn_relay::{Limits, Relay, RelayConfig};
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: cairn-relay --listen ADDR --data DIR [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES]";
+const USAGE: &str = "usage: cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES]";
 
 fn parse(args: &[String]) -> Result<RelayConfig, String> {
     let mut listen = None;
     let mut data = None;
+    let mut postgres = None;
     let mut limits = Limits::default();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -30,6 +31,7 @@ fn parse(args: &[String]) -> Result<RelayConfig, String> {
                 )
             }
             "--data" => data = Some(PathBuf::from(value()?)),
+            "--postgres" => postgres = Some(value()?),
             "--max-message" => limits.max_message = number(value()?)? as usize,
             "--write-rate" => limits.write_rate = number(value()?)?.min(u32::MAX as u64) as u32,
             "--max-pending" => limits.max_pending = number(value()?)?.max(1) as usize,
@@ -39,7 +41,12 @@ fn parse(args: &[String]) -> Result<RelayConfig, String> {
     }
     Ok(RelayConfig {
         listen: listen.ok_or_else(|| format!("--listen is required\n{USAGE}"))?,
-        data: data.ok_or_else(|| format!("--data is required\n{USAGE}"))?,
+        data: match (&data, &postgres) {
+            (Some(d), _) => d.clone(),
+            (None, Some(_)) => PathBuf::new(),
+            (None, None) => return Err(format!("--data or --postgres is required\n{USAGE}")),
+        },
+        postgres,
         limits,
     })
 }

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::frame::hex;
 use crate::http::{self, Route};
 use crate::metrics::Metrics;
-use crate::store::{LoadReport, Store};
+use crate::store::{Durable, LoadReport, Store};
 use cairn_sync::{AuthorId, Config, Replica};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,8 +47,33 @@ impl Default for Limits {
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
     pub listen: SocketAddr,
+    /// The directory of the cairn store (unused with `postgres`).
     pub data: PathBuf,
+    /// A PostgreSQL connection string: keep blocks there instead (feature `postgres`).
+    pub postgres: Option<String>,
     pub limits: Limits,
+}
+
+/// Opens the configured store; on the core thread, where it will be used.
+fn open_store(
+    config: &RelayConfig,
+    _instance: &str,
+) -> Result<(Box<dyn Durable>, cairn_sync::Identity)> {
+    match &config.postgres {
+        #[cfg(feature = "postgres")]
+        Some(url) => {
+            let (store, identity) = crate::pg::PgStore::open(url, _instance)?;
+            Ok((Box::new(store), identity))
+        }
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => Err(Error::InvalidInput(
+            "--postgres needs a relay built with the `postgres` feature".into(),
+        )),
+        None => {
+            let (store, identity) = Store::open(&config.data)?;
+            Ok((Box::new(store), identity))
+        }
+    }
 }
 
 /// What connection tasks share.
@@ -90,17 +115,24 @@ impl Relay {
         let metrics = Arc::new(Metrics::default());
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel();
-        let data = config.data.clone();
+        let store_config = config.clone();
+        // Tells this relay's notifications from those of others sharing its database.
+        #[cfg(feature = "postgres")]
+        let instance = crate::pg::instance_tag();
+        #[cfg(not(feature = "postgres"))]
+        let instance = String::new();
+        let core_instance = instance.clone();
         let core_metrics = metrics.clone();
         // The store's handles are single-threaded: it is opened, loaded and used on this thread.
         let core = std::thread::Builder::new()
             .name("cairn-relay-core".into())
             .spawn(move || {
-                let opened = Store::open(&data).and_then(|(mut store, identity)| {
-                    let mut replica = Replica::in_memory(identity, replica_config());
-                    let report = store.load_into(&mut replica, crate::core::now_ms())?;
-                    Ok((store, replica, report))
-                });
+                let opened =
+                    open_store(&store_config, &core_instance).and_then(|(mut store, identity)| {
+                        let mut replica = Replica::in_memory(identity, replica_config());
+                        let report = store.load_into(&mut replica, crate::core::now_ms())?;
+                        Ok((store, replica, report))
+                    });
                 match opened {
                     Ok((store, replica, report)) => {
                         let _ = ready_tx.send(Ok((replica.id(), report)));
@@ -127,6 +159,10 @@ impl Relay {
             limits: config.limits.clone(),
             next_conn: AtomicU64::new(1),
         });
+        #[cfg(feature = "postgres")]
+        if let Some(url) = &config.postgres {
+            crate::pg::listen(url, instance.clone(), shared.core.clone()).await?;
+        }
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(Relay {
             addr,

@@ -20,6 +20,27 @@ const BLOCKS: &str = "blocks";
 /// Blocks fed to `receive_blocks` at once while loading: one signature batch each.
 const LOAD_BATCH: usize = 256;
 
+/// Where the relay keeps what it accepted: the cairn file here, or PostgreSQL (`pg`, feature
+/// `postgres`). The core calls it on its own thread, between batches.
+pub trait Durable {
+    /// Feeds everything stored to the replica's verification path.
+    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport>;
+    /// Stores, in one transaction, what the replica holds and the store does not.
+    fn persist(&mut self, replica: &Replica) -> Result<usize>;
+    /// Takes in what other relays sharing the store added (ids `from..=to` of their commit);
+    /// nothing for a store only this relay writes.
+    fn refresh(
+        &mut self,
+        _replica: &mut Replica,
+        _now_ms: u64,
+        _from: i64,
+        _to: i64,
+    ) -> Result<LoadReport> {
+        Ok(LoadReport::default())
+    }
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
 pub struct Store {
     db: Db<StdFile>,
     /// Per chain, the last seq on disk: blocks past it are new.
@@ -41,13 +62,60 @@ pub struct LoadReport {
 /// The blocks tree key: the chain's hash (author and scope, which may be 1 KiB, do not fit in
 /// a key) then the first seq, big-endian so a chain's blocks sort in seq order.
 fn block_key(author_scope: &ChainKey, first_seq: u64) -> [u8; 40] {
-    let mut w = Writer::new();
-    w.raw(&author_scope.0 .0);
-    author_scope.1.encode(&mut w);
     let mut key = [0u8; 40];
-    key[..32].copy_from_slice(blake3::hash(&w.buf).as_bytes());
+    key[..32].copy_from_slice(&chain_hash(author_scope));
     key[32..].copy_from_slice(&first_seq.to_be_bytes());
     key
+}
+
+/// BLAKE3 of `author || scope encoding`: a chain's fixed-size name in a store.
+pub fn chain_hash(key: &ChainKey) -> [u8; 32] {
+    let mut w = Writer::new();
+    w.raw(&key.0 .0);
+    key.1.encode(&mut w);
+    *blake3::hash(&w.buf).as_bytes()
+}
+
+/// Feeds decoded blocks to the replica in batches, counting what it applied and refused.
+pub fn feed(replica: &mut Replica, now_ms: u64, blocks: Vec<Block>, report: &mut LoadReport) {
+    let mut it = blocks.into_iter().peekable();
+    while it.peek().is_some() {
+        let batch: Vec<Block> = it.by_ref().take(LOAD_BATCH).collect();
+        report.blocks += batch.len();
+        for e in replica.receive_blocks(now_ms, batch) {
+            match e {
+                Event::Applied { records, .. } => report.records += records,
+                Event::Rejected { reason, .. } if reason != Reason::Replay => report.refused += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The blocks and lists a replica holds past what a store has (`heads`, `lists`).
+pub fn unsaved<'a>(
+    replica: &'a Replica,
+    heads: &HashMap<ChainKey, u64>,
+    lists: &HashSet<[u8; 64]>,
+) -> (Vec<&'a WriterList>, Vec<(ChainKey, &'a Block)>) {
+    let new_lists = replica
+        .writer_lists()
+        .filter(|l| !lists.contains(&l.sig))
+        .collect();
+    let mut new_blocks = Vec::new();
+    for (key, log) in replica.chains() {
+        let on_disk = heads.get(key).copied().unwrap_or(0);
+        if log.head().0 <= on_disk {
+            continue;
+        }
+        new_blocks.extend(
+            log.blocks
+                .iter()
+                .filter(|b| b.last_seq() > on_disk)
+                .map(|b| (key.clone(), b)),
+        );
+    }
+    (new_lists, new_blocks)
 }
 
 impl Store {
@@ -99,10 +167,12 @@ impl Store {
             identity,
         ))
     }
+}
 
+impl Durable for Store {
     /// Feeds every stored list, then every stored block (chain by chain, in seq order), to the
     /// replica's public verification path.
-    pub fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
+    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         let r = self.db.begin_read()?;
         let t = r.open_tree(WRITERS)?;
@@ -122,31 +192,17 @@ impl Store {
         let t = r.open_tree(BLOCKS)?;
         let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, false)?;
         let mut batch = Vec::with_capacity(LOAD_BATCH);
-        let feed = |replica: &mut Replica, batch: &mut Vec<Block>, report: &mut LoadReport| {
-            for e in replica.receive_blocks(now_ms, std::mem::take(batch)) {
-                match e {
-                    Event::Applied { records, .. } => report.records += records,
-                    Event::Rejected { reason, .. } if reason != Reason::Replay => {
-                        report.refused += 1
-                    }
-                    _ => {}
-                }
-            }
-        };
         while range.next()? {
             let (_, value) = range.entry()?;
             match Block::from_bytes(value) {
-                Ok(b) => {
-                    report.blocks += 1;
-                    batch.push(b);
-                }
+                Ok(b) => batch.push(b),
                 Err(_) => report.refused += 1,
             }
             if batch.len() >= LOAD_BATCH {
-                feed(replica, &mut batch, &mut report);
+                feed(replica, now_ms, std::mem::take(&mut batch), &mut report);
             }
         }
-        feed(replica, &mut batch, &mut report);
+        feed(replica, now_ms, batch, &mut report);
         for (key, log) in replica.chains() {
             self.heads.insert(key.clone(), log.head().0);
         }
@@ -155,24 +211,8 @@ impl Store {
 
     /// Writes, in one commit, every writer list and block the replica holds that is not on disk
     /// yet. Returns the number of blocks written.
-    pub fn persist(&mut self, replica: &Replica) -> Result<usize> {
-        let new_lists: Vec<&WriterList> = replica
-            .writer_lists()
-            .filter(|l| !self.lists.contains(&l.sig))
-            .collect();
-        let mut new_blocks: Vec<(ChainKey, &Block)> = Vec::new();
-        for (key, log) in replica.chains() {
-            let on_disk = self.heads.get(key).copied().unwrap_or(0);
-            if log.head().0 <= on_disk {
-                continue;
-            }
-            new_blocks.extend(
-                log.blocks
-                    .iter()
-                    .filter(|b| b.last_seq() > on_disk)
-                    .map(|b| (key.clone(), b)),
-            );
-        }
+    fn persist(&mut self, replica: &Replica) -> Result<usize> {
+        let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
         if new_lists.is_empty() && new_blocks.is_empty() {
             return Ok(0);
         }
@@ -199,7 +239,7 @@ impl Store {
         Ok(n)
     }
 
-    pub fn close(self) -> Result<()> {
+    fn close(self: Box<Self>) -> Result<()> {
         Ok(self.db.close()?)
     }
 }

@@ -2,7 +2,7 @@
 //! `Replica::open_link`, `handle` and `poll` take bytes and time in and give bytes and events
 //! out. A transport only carries the bytes.
 
-use crate::chain::Checkpoint;
+use crate::chain::{ChainKey, Checkpoint};
 use crate::error::Reason;
 use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState, RowStore};
@@ -28,6 +28,17 @@ pub struct Link {
     snapshot_rx: Option<SnapshotRx>,
     snapshot_sent: bool,
     snapshots_made: u64,
+    served: Option<Served>,
+}
+
+/// The chains and writer-list scopes a link's peer is served, in key order, kept while the
+/// replica's `(chains, lists)` counts are unchanged: `pump` then walks these instead of every
+/// chain the replica holds (a relay holds many; each peer is served few).
+#[derive(Debug)]
+struct Served {
+    key: (usize, usize),
+    chains: Vec<ChainKey>,
+    list_scopes: Vec<ScopeId>,
 }
 
 type SnapshotPage = (Vec<Checkpoint>, Vec<(RowKey, RowState)>);
@@ -111,6 +122,7 @@ impl<S: RowStore> Replica<S> {
                 link.their_wants_snapshot = wants_snapshot;
                 link.sent_lists.clear();
                 link.snapshot_sent = false;
+                link.served = None;
                 link.last_progress_ms = now_ms;
                 self.peers.insert(replica, PeerInfo { acked: have, want });
             }
@@ -291,10 +303,32 @@ impl<S: RowStore> Replica<S> {
         if link.in_flight() == 0 {
             link.last_progress_ms = now_ms;
         }
+        let key = (self.chains.len(), self.lists_added);
+        let served = match link.served.take() {
+            Some(s) if s.key == key => s,
+            _ => Served {
+                key,
+                chains: self
+                    .chains
+                    .keys()
+                    .filter(|k| serves(self, &k.1))
+                    .cloned()
+                    .collect(),
+                list_scopes: self
+                    .writer_lists
+                    .keys()
+                    .filter(|s| serves(self, s))
+                    .cloned()
+                    .collect(),
+            },
+        };
         // Writer lists first: blocks by listed writers are refused without them.
-        let lists: Vec<_> = self
-            .writer_lists()
-            .filter(|l| serves(self, &l.scope) && !link.sent_lists.contains(&l.sig))
+        let lists: Vec<_> = served
+            .list_scopes
+            .iter()
+            .filter_map(|s| self.writer_lists.get(s))
+            .flat_map(|m| m.values())
+            .filter(|l| !link.sent_lists.contains(&l.sig))
             .cloned()
             .collect();
         if !lists.is_empty() {
@@ -304,15 +338,14 @@ impl<S: RowStore> Replica<S> {
             out.push(Message::Writers(lists).encode());
         }
         // Snapshot if the peer is behind our compaction point, or asked for one while empty.
-        let behind = self.chains.iter().any(|(k, log)| {
-            serves(self, &k.1)
-                && log.first_held() > 1
-                && link.sent.get(k).copied().unwrap_or(0) < log.first_held() - 1
+        let behind = served.chains.iter().any(|k| {
+            let first = self.chains.get(k).map_or(1, |log| log.first_held());
+            first > 1 && link.sent.get(k).copied().unwrap_or(0) < first - 1
         });
         let asked = link.their_wants_snapshot
             && !link.snapshot_sent
             && link.their_have.is_empty()
-            && self.chains.keys().any(|(_, s)| serves(self, s));
+            && !served.chains.is_empty();
         if (behind || asked) && !link.snapshot_sent {
             link.snapshots_made += 1;
             let covers = |s: &ScopeId| serves(self, s);
@@ -333,13 +366,13 @@ impl<S: RowStore> Replica<S> {
             }
             let mut blocks = Vec::new();
             let mut n = 0;
-            for (k, log) in &self.chains {
+            for k in &served.chains {
                 if n >= page {
                     break;
                 }
-                if !serves(self, &k.1) {
+                let Some(log) = self.chains.get(k) else {
                     continue;
-                }
+                };
                 let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
                 if from < log.first_held() {
                     continue; // only a snapshot can help; sent above
@@ -360,6 +393,7 @@ impl<S: RowStore> Replica<S> {
             }
             out.push(encode_blocks_page(&blocks));
         }
+        link.served = Some(served);
         out
     }
 

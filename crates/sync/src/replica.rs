@@ -123,6 +123,9 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// on which arrived first.
     pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<(u64, [u8; 64]), WriterList>>,
     pub(crate) writers: BTreeMap<ScopeId, BTreeSet<AuthorId>>,
+    /// Lists adopted so far. Chains and lists are never removed, so `(chains.len(),
+    /// lists_added)` changes exactly when what a link may be served can change.
+    pub(crate) lists_added: usize,
     pub(crate) rows: S,
     pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
     pub(crate) forks: BTreeSet<AuthorId>,
@@ -147,6 +150,7 @@ impl<S: RowStore> Replica<S> {
             chains: BTreeMap::new(),
             writer_lists: BTreeMap::new(),
             writers: BTreeMap::new(),
+            lists_added: 0,
             rows,
             peers: BTreeMap::new(),
             forks: BTreeSet::new(),
@@ -365,6 +369,7 @@ impl<S: RowStore> Replica<S> {
             .or_default()
             .extend(list.writers.iter().copied());
         known.insert((list.version, list.sig), list);
+        self.lists_added += 1;
         Ok(true)
     }
 

@@ -23,6 +23,7 @@ pub async fn start_relay(dir: &std::path::Path, limits: Limits) -> Relay {
     Relay::start(RelayConfig {
         listen: "127.0.0.1:0".parse().expect("invariant: valid address"),
         data: dir.to_path_buf(),
+        postgres: None,
         limits,
     })
     .await

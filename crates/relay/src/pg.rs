@@ -1,0 +1,327 @@
+//! PostgreSQL as the relay's store (`--postgres URL`, feature `postgres`; docs/relay.md sec. 6).
+//! Same contents as the cairn file — the relay identity, writer lists and blocks in their sync
+//! encodings — in three tables, created by an idempotent migration. Several relays may share one
+//! database: each commit that adds rows ends with a NOTIFY naming the rows, and the other relays
+//! feed them to their replicas (verified again) and forward them to their clients.
+//!
+//! The core thread is synchronous; this store drives `tokio-postgres` on a small runtime of its
+//! own on that thread. The LISTEN side runs on the server's runtime.
+
+use crate::core::Command;
+use crate::error::{Error, Result};
+use crate::store::{chain_hash, feed, unsaved, Durable, LoadReport};
+use cairn_sync::chain::ChainKey;
+use cairn_sync::wire::{Reader, Writer};
+use cairn_sync::{Block, Identity, Replica, WriterList};
+use rand_core::RngCore;
+use std::collections::{HashMap, HashSet};
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+pub const CHANNEL: &str = "cairn_relay_blocks";
+const SCHEMA_VERSION: &[u8] = b"1";
+
+/// Every statement is `IF NOT EXISTS`: running it again, or from a second relay, changes nothing.
+const MIGRATION: &str = "
+CREATE TABLE IF NOT EXISTS cairn_relay_meta (key text PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS cairn_relay_writers (hash bytea PRIMARY KEY, list bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS cairn_relay_blocks (
+    id bigserial PRIMARY KEY,
+    chain bytea NOT NULL,
+    first_seq bigint NOT NULL,
+    block bytea NOT NULL,
+    UNIQUE (chain, first_seq)
+);
+INSERT INTO cairn_relay_meta (key, value) VALUES ('schema', '\\x31') ON CONFLICT DO NOTHING;
+";
+
+fn pg(e: tokio_postgres::Error) -> Error {
+    Error::Store(format!("postgres: {e}"))
+}
+
+pub struct PgStore {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    /// Tells this relay's NOTIFYs from the others' (relays sharing a database share the relay
+    /// identity too, so the identity cannot).
+    instance: String,
+    heads: HashMap<ChainKey, u64>,
+    lists: HashSet<[u8; 64]>,
+}
+
+/// A random tag for one running relay, in its NOTIFYs, so that it skips its own.
+pub fn instance_tag() -> String {
+    let mut b = [0u8; 8];
+    rand_core::OsRng.fill_bytes(&mut b);
+    crate::frame::hex(&b)
+}
+
+impl PgStore {
+    pub fn open(url: &str, instance: &str) -> Result<(PgStore, Identity)> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Io(e.to_string()))?;
+        let client = rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
+            tokio::spawn(conn);
+            client.batch_execute(MIGRATION).await.map_err(pg)?;
+            Ok::<_, Error>(client)
+        })?;
+        let identity = rt.block_on(async {
+            let schema = client
+                .query_one("SELECT value FROM cairn_relay_meta WHERE key = 'schema'", &[])
+                .await
+                .map_err(pg)?;
+            let v: Vec<u8> = schema.get(0);
+            if v != SCHEMA_VERSION {
+                return Err(Error::Corrupt(format!(
+                    "relay tables at schema {:?}; this relay knows {:?}",
+                    String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(SCHEMA_VERSION)
+                )));
+            }
+            // The first relay to start makes the identity; the others adopt it.
+            let fresh = Identity::generate(&mut rand_core::OsRng).export();
+            client
+                .execute(
+                    "INSERT INTO cairn_relay_meta (key, value) VALUES ('identity', $1) ON CONFLICT DO NOTHING",
+                    &[&fresh],
+                )
+                .await
+                .map_err(pg)?;
+            let row = client
+                .query_one("SELECT value FROM cairn_relay_meta WHERE key = 'identity'", &[])
+                .await
+                .map_err(pg)?;
+            let bytes: Vec<u8> = row.get(0);
+            Identity::import(&bytes).map_err(|e| Error::Corrupt(format!("relay identity: {e}")))
+        })?;
+        Ok((
+            PgStore {
+                rt,
+                client,
+                instance: instance.to_string(),
+                heads: HashMap::new(),
+                lists: HashSet::new(),
+            },
+            identity,
+        ))
+    }
+
+    fn load_lists(&mut self, replica: &mut Replica, report: &mut LoadReport) -> Result<()> {
+        let rows = self
+            .rt
+            .block_on(
+                self.client
+                    .query("SELECT list FROM cairn_relay_writers", &[]),
+            )
+            .map_err(pg)?;
+        for row in rows {
+            let bytes: Vec<u8> = row.get(0);
+            let mut r = Reader::new(&bytes);
+            let list = WriterList::decode(&mut r).and_then(|l| r.finish().map(|_| l));
+            match list {
+                Ok(l) if self.lists.contains(&l.sig) => {}
+                Ok(l) => {
+                    let sig = l.sig;
+                    if replica.add_writer_list(l).is_ok() {
+                        self.lists.insert(sig);
+                        report.lists += 1;
+                    } else {
+                        report.refused += 1;
+                    }
+                }
+                Err(_) => report.refused += 1,
+            }
+        }
+        Ok(())
+    }
+
+    fn load_blocks(
+        &mut self,
+        replica: &mut Replica,
+        now_ms: u64,
+        range: Option<(i64, i64)>,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        let rows = self
+            .rt
+            .block_on(async {
+                match range {
+                    Some((from, to)) => {
+                        self.client
+                            .query(
+                                "SELECT block FROM cairn_relay_blocks WHERE id BETWEEN $1 AND $2 ORDER BY chain, first_seq",
+                                &[&from, &to],
+                            )
+                            .await
+                    }
+                    None => {
+                        self.client
+                            .query("SELECT block FROM cairn_relay_blocks ORDER BY chain, first_seq", &[])
+                            .await
+                    }
+                }
+            })
+            .map_err(pg)?;
+        let mut blocks = Vec::with_capacity(rows.len());
+        for row in rows {
+            let bytes: Vec<u8> = row.get(0);
+            match Block::from_bytes(&bytes) {
+                Ok(b) => blocks.push(b),
+                Err(_) => report.refused += 1,
+            }
+        }
+        feed(replica, now_ms, blocks, report);
+        for (key, log) in replica.chains() {
+            self.heads.insert(key.clone(), log.head().0);
+        }
+        Ok(())
+    }
+}
+
+impl Durable for PgStore {
+    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
+        let mut report = LoadReport::default();
+        self.load_lists(replica, &mut report)?;
+        self.load_blocks(replica, now_ms, None, &mut report)?;
+        Ok(report)
+    }
+
+    fn persist(&mut self, replica: &Replica) -> Result<usize> {
+        let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
+        if new_lists.is_empty() && new_blocks.is_empty() {
+            return Ok(0);
+        }
+        let lists: Vec<Vec<u8>> = new_lists
+            .iter()
+            .map(|l| {
+                let mut w = Writer::new();
+                l.encode(&mut w);
+                w.buf
+            })
+            .collect();
+        let blocks: Vec<(Vec<u8>, i64, Vec<u8>)> = new_blocks
+            .iter()
+            .map(|(k, b)| (chain_hash(k).to_vec(), b.first_seq() as i64, b.to_bytes()))
+            .collect();
+        let instance = self.instance.clone();
+        let client = &mut self.client;
+        self.rt
+            .block_on(async {
+                let tx = client.transaction().await?;
+                for l in &lists {
+                    let hash = blake3::hash(l).as_bytes().to_vec();
+                    tx.execute(
+                        "INSERT INTO cairn_relay_writers (hash, list) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&hash, l],
+                    )
+                    .await?;
+                }
+                let (mut from, mut to) = (i64::MAX, 0i64);
+                for (chain, first, block) in &blocks {
+                    let rows = tx
+                        .query(
+                            "INSERT INTO cairn_relay_blocks (chain, first_seq, block) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING id",
+                            &[chain, first, block],
+                        )
+                        .await?;
+                    for r in rows {
+                        let id: i64 = r.get(0);
+                        from = from.min(id);
+                        to = to.max(id);
+                    }
+                }
+                // Delivered to listeners when (and only if) the transaction commits.
+                let payload = format!("{instance} {from} {to}");
+                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
+                    .await?;
+                tx.commit().await
+            })
+            .map_err(pg)?;
+        for l in new_lists {
+            self.lists.insert(l.sig);
+        }
+        let n = new_blocks.len();
+        for (key, b) in new_blocks {
+            let h = self.heads.entry(key).or_insert(0);
+            *h = (*h).max(b.last_seq());
+        }
+        Ok(n)
+    }
+
+    fn refresh(
+        &mut self,
+        replica: &mut Replica,
+        now_ms: u64,
+        from: i64,
+        to: i64,
+    ) -> Result<LoadReport> {
+        let mut report = LoadReport::default();
+        self.load_lists(replica, &mut report)?;
+        if from <= to {
+            self.load_blocks(replica, now_ms, Some((from, to)), &mut report)?;
+        }
+        if report.refused > 0 {
+            // A notification was missed (a gap): take everything in again; what is held
+            // already is a replay, not checked twice.
+            report = LoadReport::default();
+            self.load_blocks(replica, now_ms, None, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// LISTENs on the relay channel (its own connection) and turns other relays' NOTIFYs into
+/// `Command::Refresh`. Returns once the LISTEN is in place.
+pub async fn listen(
+    url: &str,
+    instance: String,
+    core: mpsc::UnboundedSender<Command>,
+) -> Result<()> {
+    let (client, mut conn) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Polling the connection runs the client's queries and yields the notifications.
+    tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if tx.send(n).is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return,
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}"))
+        .await
+        .map_err(pg)?;
+    tokio::spawn(async move {
+        let _keep_listening = client;
+        while let Some(n) = rx.recv().await {
+            let mut parts = n.payload().split(' ');
+            let (Some(who), Some(from), Some(to)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if who == instance {
+                continue;
+            }
+            let (Ok(from), Ok(to)) = (from.parse(), to.parse()) else {
+                continue;
+            };
+            if core.send(Command::Refresh { from, to }).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
