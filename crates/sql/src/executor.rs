@@ -692,6 +692,11 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 sub_probe,
             },
         ) => {
+            if index.is_none() && sub_probe.is_none() && lower.is_none() && upper.is_none() {
+                if let Some(keys) = point_keys(t, probes, frame, cx)? {
+                    return point_rows(lvl, t, keys, *reverse, frame, cx, f);
+                }
+            }
             let ranges = match sub_probe {
                 Some((q, aff)) => subquery_ranges(q, *aff, cx)?,
                 None => index_ranges(probes, lower, upper, frame, cx)?,
@@ -717,6 +722,69 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             Ok(true)
         }
     }
+}
+
+/// The whole primary keys an equality on every key column names, for a direct `get` of each
+/// instead of a range scan; None when a probe covers only part of the key, or when a value's
+/// stored key is not certain (a number beyond +-9e18, where an integer and an equal real have
+/// different keys), which the range scan handles. Probes with a NULL name no row.
+fn point_keys(
+    t: &Table,
+    probes: &[Vec<PExpr>],
+    frame: &[Value],
+    cx: &Cx,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    let width = match &t.key {
+        Key::Rowid(Some(_)) => 1,
+        Key::Rowid(None) => return Ok(None),
+        Key::Columns(c) => c.len(),
+    };
+    if probes.is_empty() || probes.iter().any(|p| p.len() != width) {
+        return Ok(None);
+    }
+    let mut keys = Vec::with_capacity(probes.len());
+    'probe: for p in probes {
+        let mut k = Vec::new();
+        for e in p {
+            let v = eval(e, frame, cx)?;
+            let exact = match v.as_ref() {
+                Value::Null => continue 'probe,
+                Value::Integer(i) => (*i as f64).abs() < 9.0e18,
+                Value::Real(r) => r.is_finite() && (r.fract() != 0.0 || r.abs() < 9.0e18),
+                Value::Text(_) | Value::Blob(_) => true,
+            };
+            if !exact {
+                return Ok(None);
+            }
+            push_norm(&v, &mut k);
+        }
+        keys.push(k);
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(Some(keys))
+}
+
+fn point_rows(
+    lvl: &Level,
+    t: &Table,
+    mut keys: Vec<Vec<u8>>,
+    reverse: bool,
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    f: &mut Sink,
+) -> Result<bool> {
+    if reverse {
+        keys.reverse();
+    }
+    for k in keys {
+        if let Some(value) = cx.store.get(t.tree, &k)? {
+            if !primary_row(lvl, &k, &value, frame, cx, f)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
