@@ -108,6 +108,8 @@ pub struct Statement {
     params: Params,
     /// The plan, with the (database, schema epoch) it was made for.
     plan: RefCell<Option<(SchemaStamp, Rc<Prepared>)>>,
+    /// How many times the statement has been planned (once, unless the schema changed).
+    plans: std::cell::Cell<u64>,
 }
 
 /// (database id, schema epoch).
@@ -116,6 +118,12 @@ type SchemaStamp = (u64, u64);
 impl Statement {
     pub fn sql(&self) -> &str {
         &self.sql
+    }
+
+    /// How many times the statement has been planned: 1 after [`Database::prepare`], and one
+    /// more each time it runs after a schema change (or on another database).
+    pub fn times_planned(&self) -> u64 {
+        self.plans.get()
     }
 
     /// How many parameters the statement takes.
@@ -313,6 +321,7 @@ impl Database {
             ast,
             params,
             plan: RefCell::new(Some((self.schema_stamp(), Rc::new(prepared)))),
+            plans: std::cell::Cell::new(1),
         })
     }
 
@@ -395,6 +404,7 @@ impl Database {
                 Some((v, p)) if *v == self.schema_stamp() => p.clone(),
                 _ => {
                     let (p, _) = self.plan(&stmt.ast)?;
+                    stmt.plans.set(stmt.plans.get() + 1);
                     let p = Rc::new(p);
                     *slot = Some((self.schema_stamp(), p.clone()));
                     p
