@@ -101,6 +101,15 @@ pub fn push_norm(v: &Value, out: &mut Vec<u8>) {
     }
 }
 
+/// A value as text for LIKE and GLOB, borrowed when it already is text (the common case, so
+/// matching a row allocates nothing).
+fn text_of(v: &Value) -> Option<Cow<'_, str>> {
+    match v {
+        Value::Text(s) => Some(Cow::Borrowed(s.as_str())),
+        v => to_text(v).map(Cow::Owned),
+    }
+}
+
 pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
     Ok(truth(&*eval(e, row, cx)?))
 }
@@ -286,7 +295,7 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value
                 },
                 None => None,
             };
-            match (to_text(&x), to_text(&p)) {
+            match (text_of(&x), text_of(&p)) {
                 (Some(x), Some(p)) => Cow::Owned(Value::Integer(
                     (types::like(&p, &x, esc) != *negated) as i64,
                 )),
@@ -299,7 +308,7 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value
             negated,
         } => {
             let (x, p) = (eval(expr, row, cx)?, eval(pattern, row, cx)?);
-            match (to_text(&x), to_text(&p)) {
+            match (text_of(&x), text_of(&p)) {
                 (Some(x), Some(p)) => {
                     Cow::Owned(Value::Integer((types::glob(&p, &x) != *negated) as i64))
                 }
