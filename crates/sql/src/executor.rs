@@ -76,6 +76,20 @@ pub fn run_query(
     }
     // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
     // cutting back to the best ones whenever the buffer fills (top-k, O(n log k)).
+    // A top-k level (see `Level::topk`) drops rows past the k-th best seen so far, published
+    // here each time the buffer is cut back. The bound is per run: a correlated subquery
+    // starts afresh for each outer row.
+    let bound = match &q.body {
+        Body::Core(c) => c
+            .levels
+            .first()
+            .filter(|l| l.topk.is_some() && keep.is_some())
+            .map(topk_slot),
+        _ => None,
+    };
+    if let Some(b) = bound {
+        cx.cache.borrow_mut().remove(&b);
+    }
     let mut rows = Vec::new();
     run_body(&q.body, cx, &mut |row| {
         rows.push(row);
@@ -83,10 +97,19 @@ pub fn run_query(
             if rows.len() >= 2 * k.max(16) {
                 rows.select_nth_unstable_by(k, |a, b| compare_rows(a, b, &q.order));
                 rows.truncate(k);
+                if let (Some(slot), Some(first)) = (bound, q.order.first()) {
+                    if let Some(worst) = rows.iter().max_by(|a, b| compare_rows(a, b, &q.order)) {
+                        let v = worst[first.col].clone();
+                        cx.cache.borrow_mut().insert(slot, Cached::Value(v));
+                    }
+                }
             }
         }
         Ok(true)
     })?;
+    if let Some(b) = bound {
+        cx.cache.borrow_mut().remove(&b);
+    }
     rows.sort_by(|a, b| compare_rows(a, b, &q.order));
     for r in rows {
         if !emit(&r)? {
@@ -98,37 +121,57 @@ pub fn run_query(
 
 pub fn compare_rows(a: &[Value], b: &[Value], keys: &[SortKey]) -> Ordering {
     for k in keys {
-        let (x, y) = (&a[k.col], &b[k.col]);
-        let o = match (x.is_null(), y.is_null()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => {
-                if k.nulls_first {
-                    Ordering::Less
-                } else {
-                    Ordering::Greater
-                }
-            }
-            (false, true) => {
-                if k.nulls_first {
-                    Ordering::Greater
-                } else {
-                    Ordering::Less
-                }
-            }
-            _ => {
-                let o = x.total_cmp(y);
-                if k.desc {
-                    o.reverse()
-                } else {
-                    o
-                }
-            }
-        };
+        let o = compare_key(&a[k.col], &b[k.col], k);
         if o != Ordering::Equal {
             return o;
         }
     }
     Ordering::Equal
+}
+
+/// One sort key's order between two values.
+fn compare_key(x: &Value, y: &Value, k: &SortKey) -> Ordering {
+    match (x.is_null(), y.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => {
+            if k.nulls_first {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }
+        }
+        (false, true) => {
+            if k.nulls_first {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            }
+        }
+        _ => {
+            let o = x.total_cmp(y);
+            if k.desc {
+                o.reverse()
+            } else {
+                o
+            }
+        }
+    }
+}
+
+/// Where a top-k level's bound lives in the execution cache: the level's address, plus 2 so it
+/// meets neither a hash join's table (the address) nor a materialized plan (an aligned plan
+/// address plus 1).
+fn topk_slot(l: &Level) -> usize {
+    l as *const Level as usize + 2
+}
+
+/// Whether a top-k level's row sorts strictly after the current k-th best row on the first
+/// sort key, so it cannot be in the result.
+fn beyond_topk(lvl: &Level, k: &SortKey, frame: &[Value], cx: &Cx) -> bool {
+    match cx.cache.borrow().get(&topk_slot(lvl)) {
+        Some(Cached::Value(b)) => compare_key(&frame[lvl.base + k.col], b, k) == Ordering::Greater,
+        _ => false,
+    }
 }
 
 /// Runs a body, handing each row (with any trailing sort columns) to `sink`.
@@ -810,6 +853,11 @@ fn primary_row(
     }
     if !all_true(&lvl.filters, frame, cx)? {
         return Ok(true);
+    }
+    if let Some(k) = &lvl.topk {
+        if beyond_topk(lvl, k, frame, cx) {
+            return Ok(true);
+        }
     }
     decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
     f(frame)

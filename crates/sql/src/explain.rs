@@ -42,10 +42,11 @@ pub fn query(q: &QueryPlan, depth: usize, out: &mut Vec<String>) {
             out.push(format!(
                 "{pad}USE TEMP B-TREE FOR ORDER BY ({}{})",
                 plural(q.order.len(), "key"),
-                if limited {
-                    ", top-k: keeps only the best OFFSET+LIMIT rows"
-                } else {
-                    ""
+                match &q.body {
+                    Body::Core(c) if limited && c.levels.first().is_some_and(|l| l.topk.is_some()) =>
+                        ", top-k: keeps only the best OFFSET+LIMIT rows; a row past the k-th best is dropped before its other columns are decoded",
+                    _ if limited => ", top-k: keeps only the best OFFSET+LIMIT rows",
+                    _ => "",
                 }
             ));
         }
