@@ -110,18 +110,38 @@ fn text_of(v: &Value) -> Option<Cow<'_, str>> {
     }
 }
 
+/// A condition's truth. Comparisons, the usual filter, are answered without building the
+/// 0/1 value `eval` would return.
 pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    if let PExpr::Cmp(op, a, b, la, lb) = e {
+        if !matches!(op, BinOp::Is | BinOp::IsNot) {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            if x.is_null() || y.is_null() {
+                return Ok(None);
+            }
+            let o = cmp_aff(&x, &y, *la, *lb);
+            return Ok(Some(match op {
+                BinOp::Eq => o == Ordering::Equal,
+                BinOp::Ne => o != Ordering::Equal,
+                BinOp::Lt => o == Ordering::Less,
+                BinOp::Le => o != Ordering::Greater,
+                BinOp::Gt => o == Ordering::Greater,
+                _ => o != Ordering::Less,
+            }));
+        }
+    }
     Ok(truth(&*eval(e, row, cx)?))
 }
 
-pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value>> {
+/// Evaluates `e` over `row`. A column, literal or parameter is borrowed (`cx` lives at least
+/// as long as the row), so only computed values are allocated.
+pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, Value>> {
     Ok(match e {
         PExpr::Lit(v) => Cow::Borrowed(v),
         PExpr::Col(i) => Cow::Borrowed(row.get(*i).unwrap_or(&Value::Null)),
-        PExpr::Param(i) => Cow::Owned(
+        PExpr::Param(i) => Cow::Borrowed(
             cx.params
                 .get(*i)
-                .cloned()
                 .ok_or_else(|| Error::ParamCount(format!("parameter {} is not bound", i + 1)))?,
         ),
         PExpr::Outer(d, i) => Cow::Owned(cx.outer_row(*d)?.get(*i).cloned().unwrap_or(Value::Null)),
@@ -511,7 +531,7 @@ pub fn cast(v: Value, ty: ColType) -> Value {
     }
 }
 
-fn arg<'r>(args: &'r [PExpr], i: usize, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value>> {
+fn arg<'r>(args: &'r [PExpr], i: usize, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, Value>> {
     match args.get(i) {
         Some(a) => eval(a, row, cx),
         None => Ok(Cow::Owned(Value::Null)),

@@ -717,7 +717,9 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 .store
                 .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
             while cur.next()? {
-                if !primary_row(lvl, cur.key(), cur.value(), frame, cx, f)? {
+                // The key is only read when the level writes it out (UPDATE, DELETE).
+                let key = if lvl.key_slot { cur.key() } else { &[] };
+                if !primary_row(lvl, key, cur.value(), frame, cx, f)? {
                     return Ok(false);
                 }
             }
@@ -754,7 +756,10 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
                 while cur.next()? {
                     let go = match index {
-                        None => primary_row(lvl, cur.key(), cur.value(), frame, cx, f)?,
+                        None => {
+                            let key = if lvl.key_slot { cur.key() } else { &[] };
+                            primary_row(lvl, key, cur.value(), frame, cx, f)?
+                        }
                         Some(i) => index_row(lvl, t, *i, *covering, cur.key(), frame, cx, f)?,
                     };
                     if !go {
