@@ -673,9 +673,11 @@ fn run_levels(
     Ok(true)
 }
 
+/// Decodes columns into the frame, reusing the slots' text and blob buffers from the previous
+/// row (no allocation per row for a scanned text column).
 fn decode_cols(rec: &Record, cols: &[usize], base: usize, frame: &mut [Value]) -> Result<()> {
     for &c in cols {
-        frame[base + c] = rec.get(c)?;
+        rec.get_into(c, &mut frame[base + c])?;
     }
     Ok(())
 }
