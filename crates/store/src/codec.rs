@@ -458,11 +458,23 @@ mod tests {
     #[test]
     fn get_into_reuses_buffers_and_matches_get() {
         let rows = [
-            vec![Integer(1), Text("hello".into()), Blob(vec![1, 2]), Null, Real(1.5)],
-            vec![Text("x".into()), Null, Blob(vec![]), Text("".into()), Integer(-7)],
+            vec![
+                Integer(1),
+                Text("hello".into()),
+                Blob(vec![1, 2]),
+                Null,
+                Real(1.5),
+            ],
+            vec![
+                Text("x".into()),
+                Null,
+                Blob(vec![]),
+                Text("".into()),
+                Integer(-7),
+            ],
             vec![Null, Text("a longer text than before".into()), Integer(300)],
         ];
-        let mut slots = vec![Text("old".into()), Blob(vec![9; 4]), Integer(0), Null, Null];
+        let mut slots = [Text("old".into()), Blob(vec![9; 4]), Integer(0), Null, Null];
         for r in &rows {
             let buf = encode_record(r);
             let rec = Record::new(&buf).unwrap();
