@@ -19,12 +19,15 @@
 //! 3. The [`Statement`] keeps the plan with the schema epoch it was made for; running it
 //!    again with new parameters skips steps 1 and 2 unless the schema changed.
 //! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
-//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The level finds its key range
-//!    (`index_ranges`: the parameter, encoded with `cairn_store::codec::encode_key_value`),
-//!    opens a [`storage::Cursor`] with [`storage::Storage::scan`], and for each entry
-//!    (`primary_row`) decodes only the filter's columns with `cairn_store::codec::Record::get`,
-//!    tests the filters ([`eval::eval`]), decodes the rest of what is needed, and pushes the
-//!    frame on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
+//!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
+//!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
+//!    [`storage::Storage::get`]; a range or an index would instead open a [`storage::Cursor`]
+//!    with [`storage::Storage::scan`] over `index_ranges`. For each row (`primary_row`) it
+//!    decodes only the filters' columns with `cairn_store::codec::Record::get_into`, tests the
+//!    filters ([`eval::eval_bool`]), decodes the rest of what is needed, and pushes the frame
+//!    on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    `EXPLAIN` prints the plan instead ([`explain`]).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`].
