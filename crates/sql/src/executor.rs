@@ -40,6 +40,26 @@ pub fn run_query(
     cx: &Cx,
     sink: &mut dyn FnMut(&[Value]) -> Result<bool>,
 ) -> Result<()> {
+    run_query_owned(q, cx, &mut |row| sink(&row))
+}
+
+/// Runs a query and returns all its rows: each row is the one the query built, moved out, not
+/// copied again.
+pub fn collect_rows(q: &QueryPlan, cx: &Cx) -> Result<Vec<Vec<Value>>> {
+    let mut rows = Vec::new();
+    run_query_owned(q, cx, &mut |row| {
+        rows.push(row);
+        Ok(true)
+    })?;
+    Ok(rows)
+}
+
+/// [`run_query`], handing the sink each row by value.
+fn run_query_owned(
+    q: &QueryPlan,
+    cx: &Cx,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+) -> Result<()> {
     let limit = match &q.limit {
         Some(e) => match types::to_integer(&*eval(e, &[], cx)?) {
             Some(n) if n >= 0 => Some(n as u64),
@@ -60,18 +80,19 @@ pub fn run_query(
         .map(|k| k as usize);
     let mut emitted = 0u64;
     let width = q.width;
-    let mut emit = |row: &[Value]| -> Result<bool> {
+    let mut emit = |mut row: Vec<Value>| -> Result<bool> {
         if offset > 0 {
             offset -= 1;
             return Ok(true);
         }
         emitted += 1;
-        let go = sink(&row[..width.min(row.len())])?;
+        row.truncate(width);
+        let go = sink(row)?;
         Ok(go && limit.is_none_or(|l| emitted < l))
     };
     let sorted_by_scan = matches!(&q.body, Body::Core(c) if c.ordered);
     if q.order.is_empty() || sorted_by_scan {
-        run_body(&q.body, cx, &mut |row| emit(&row))?;
+        run_body(&q.body, cx, &mut emit)?;
         return Ok(());
     }
     // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
@@ -112,7 +133,7 @@ pub fn run_query(
     }
     rows.sort_by(|a, b| compare_rows(a, b, &q.order));
     for r in rows {
-        if !emit(&r)? {
+        if !emit(r)? {
             break;
         }
     }
@@ -928,12 +949,7 @@ fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {
             return Ok(r.clone());
         }
     }
-    let mut rows = Vec::new();
-    run_query(q, cx, &mut |r| {
-        rows.push(r.to_vec());
-        Ok(true)
-    })?;
-    let rows = Rc::new(rows);
+    let rows = Rc::new(collect_rows(q, cx)?);
     if !q.correlated {
         cx.cache.borrow_mut().insert(k, Cached::Rows(rows.clone()));
     }
@@ -1350,14 +1366,7 @@ impl Writer<'_> {
                             .collect()
                     })
                     .collect::<Result<_>>()?,
-                InsertRows::Query(q) => {
-                    let mut rows = Vec::new();
-                    run_query(q, &cx, &mut |r| {
-                        rows.push(r.to_vec());
-                        Ok(true)
-                    })?;
-                    rows
-                }
+                InsertRows::Query(q) => collect_rows(q, &cx)?,
             }
         };
         let mut res = WriteResult::default();

@@ -424,14 +424,9 @@ impl Database {
                     rng: &self.rng,
                     cache: &cache,
                 };
-                let mut rows = Vec::new();
-                executor::run_query(q, &cx, &mut |r| {
-                    rows.push(r.to_vec());
-                    Ok(true)
-                })?;
                 Ok(Output::Rows {
                     columns: q.columns.clone(),
-                    rows,
+                    rows: executor::collect_rows(q, &cx)?,
                 })
             }
             Prepared::Explain(lines) => Ok(Output::Rows {
