@@ -1,7 +1,8 @@
 //! `cairn [FILE]`: a shell over the same engine the browser runs. SQL comes from a prompt (on a
 //! terminal) or from stdin; dot-commands `.tables`, `.schema [TABLE]`, `.check`,
-//! `.mode table|csv|json`, `.read FILE`, `.help`, `.quit`. In non-interactive use the first
-//! failing statement ends the run with exit code 1.
+//! `.mode table|csv|json`, `.read FILE` (the rest of the line, quotes optional; files nest at
+//! most 16 deep), `.help`, `.quit`. In non-interactive use the first failing statement or
+//! dot-command, also inside a `.read` file, ends the run with exit code 1.
 //!
 //! With no FILE the database lives in memory. A FILE is a cairn database file (one exported
 //! from the browser with `export()`, say), opened with full durability; it is created when it
@@ -24,7 +25,13 @@ struct Shell {
     db: Database,
     mode: Mode,
     interactive: bool,
+    /// How many `.read` files are open inside each other (a file that reads itself would
+    /// otherwise recurse until the stack runs out).
+    reading: usize,
 }
+
+/// `.read` files open inside each other at most this deep.
+const MAX_READ_DEPTH: usize = 16;
 
 fn text(v: &Value) -> String {
     match v {
@@ -215,9 +222,9 @@ impl Shell {
 
     /// Runs a dot-command; returns None to quit, Some(ok) otherwise.
     fn dot(&mut self, line: &str, out: &mut dyn Write) -> Option<bool> {
-        let mut parts = line.split_whitespace();
-        let cmd = parts.next().unwrap_or("");
-        let arg = parts.next();
+        let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        let arg = rest.split_whitespace().next();
         match cmd {
             ".quit" | ".exit" => return None,
             ".help" => {
@@ -280,13 +287,29 @@ impl Shell {
                 };
             }
             ".read" => {
-                let Some(path) = arg else {
+                // The rest of the line is the path (it may hold spaces), optionally quoted.
+                let path = match rest.as_bytes() {
+                    [q @ (b'\'' | b'"'), .., last] if last == q && rest.len() >= 2 => {
+                        &rest[1..rest.len() - 1]
+                    }
+                    _ => rest,
+                };
+                if path.is_empty() {
                     eprintln!("usage: .read FILE");
                     return Some(false);
-                };
+                }
+                if self.reading >= MAX_READ_DEPTH {
+                    eprintln!(
+                        "cannot read {path}: .read files nest more than {MAX_READ_DEPTH} deep"
+                    );
+                    return Some(false);
+                }
                 match std::fs::read_to_string(path) {
                     Ok(text) => {
-                        return Some(self.run_lines(text.lines().map(str::to_string), out, false))
+                        self.reading += 1;
+                        let ok = self.run_lines(text.lines().map(str::to_string), out, false);
+                        self.reading -= 1;
+                        return Some(ok);
                     }
                     Err(e) => {
                         eprintln!("cannot read {path}: {e}");
@@ -381,6 +404,7 @@ fn main() {
         db,
         mode: Mode::Table,
         interactive,
+        reading: 0,
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -11,12 +11,17 @@ fn run(args: &[&str], input: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn cairn");
-    child
+    // A shell that exits before reading all its input (refusing the file, say) closes the
+    // pipe; that is not the test's failure.
+    match child
         .stdin
         .take()
         .expect("stdin")
         .write_all(input.as_bytes())
-        .expect("write");
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write: {e}"),
+        _ => {}
+    }
     let out = child.wait_with_output().expect("wait");
     (
         out.status.code().unwrap_or(-1),
@@ -126,4 +131,49 @@ fn a_file_that_is_not_a_cairn_database_is_refused_with_exit_code_2() {
     assert!(err.contains("NOT_A_DATABASE"), "{err}");
     // Nothing was written over it.
     assert_eq!(std::fs::read(&path).expect("read"), vec![0x42u8; 10_000]);
+}
+
+#[test]
+fn schema_shows_one_table_and_its_indexes() {
+    let (code, out, err) = run(
+        &[],
+        "CREATE TABLE b (x INTEGER);\nCREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT UNIQUE);\nCREATE INDEX a_v2 ON a (v, id);\n.tables\n.schema a\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "a  b\nCREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT, UNIQUE (v));\nCREATE INDEX a_v2 ON a (v, id);\n"
+    );
+}
+
+#[test]
+fn read_failures_end_a_script_with_exit_code_1() {
+    let dir = temp_path("read-dir");
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A failing statement inside the file stops the file and the script.
+    let bad = dir.join("bad file.sql");
+    std::fs::write(&bad, "SELECT 1;\nSELECT * FROM nope;\nSELECT 2;\n").expect("write");
+    let (code, out, err) = run(&[], &format!(".read '{}'\nSELECT 3;\n", bad.display()));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.contains("| 1 |") && !out.contains("| 2 |") && !out.contains("| 3 |"),
+        "{out}"
+    );
+    assert!(err.contains("UNKNOWN_TABLE"), "{err}");
+    // A file that does not exist.
+    let (code, _, err) = run(&[], &format!(".read {}\n", dir.join("none.sql").display()));
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read"), "{err}");
+    // A file that reads itself is stopped, not left to overflow the stack.
+    let selfish = dir.join("self.sql");
+    std::fs::write(
+        &selfish,
+        format!("SELECT 7 AS n;\n.read {}\n", selfish.display()),
+    )
+    .expect("write");
+    let (code, out, err) = run(&[], &format!(".read {}\n", selfish.display()));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nest more than"), "{err}");
+    // The script opens it once and each copy once more, until 16 are open.
+    assert_eq!(out.matches("| 7 |").count(), 16, "{out}");
 }

@@ -139,18 +139,47 @@ pub fn push_norm(v: &Value, out: &mut Vec<u8>) {
     }
 }
 
+/// A value as text for LIKE and GLOB, borrowed when it already is text (the common case, so
+/// matching a row allocates nothing).
+fn text_of(v: &Value) -> Option<Cow<'_, str>> {
+    match v {
+        Value::Text(s) => Some(Cow::Borrowed(s.as_str())),
+        v => to_text(v).map(Cow::Owned),
+    }
+}
+
+/// A condition's truth. Comparisons, the usual filter, are answered without building the
+/// 0/1 value `eval` would return.
 pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    if let PExpr::Cmp(op, a, b, la, lb) = e {
+        if !matches!(op, BinOp::Is | BinOp::IsNot) {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            if x.is_null() || y.is_null() {
+                return Ok(None);
+            }
+            let o = cmp_aff(&x, &y, *la, *lb);
+            return Ok(Some(match op {
+                BinOp::Eq => o == Ordering::Equal,
+                BinOp::Ne => o != Ordering::Equal,
+                BinOp::Lt => o == Ordering::Less,
+                BinOp::Le => o != Ordering::Greater,
+                BinOp::Gt => o == Ordering::Greater,
+                _ => o != Ordering::Less,
+            }));
+        }
+    }
     Ok(truth(&*eval(e, row, cx)?))
 }
 
-pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value>> {
+/// Evaluates `e` over `row`. A column, literal or parameter is borrowed (`cx` lives at least
+/// as long as the row), so only computed values are allocated.
+pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, Value>> {
     Ok(match e {
         PExpr::Lit(v) => Cow::Borrowed(v),
         PExpr::Col(i) => Cow::Borrowed(row.get(*i).unwrap_or(&Value::Null)),
-        PExpr::Param(i) => Cow::Owned(
+        PExpr::Param(i) => Cow::Borrowed(
             cx.params
                 .get(*i)
-                .cloned()
                 .ok_or_else(|| Error::ParamCount(format!("parameter {} is not bound", i + 1)))?,
         ),
         PExpr::Outer(d, i) => Cow::Owned(cx.outer_row(*d)?.get(*i).cloned().unwrap_or(Value::Null)),
@@ -324,7 +353,7 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value
                 },
                 None => None,
             };
-            match (to_text(&x), to_text(&p)) {
+            match (text_of(&x), text_of(&p)) {
                 (Some(x), Some(p)) => Cow::Owned(Value::Integer(
                     (types::like(&p, &x, esc) != *negated) as i64,
                 )),
@@ -337,7 +366,7 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value
             negated,
         } => {
             let (x, p) = (eval(expr, row, cx)?, eval(pattern, row, cx)?);
-            match (to_text(&x), to_text(&p)) {
+            match (text_of(&x), text_of(&p)) {
                 (Some(x), Some(p)) => {
                     Cow::Owned(Value::Integer((types::glob(&p, &x) != *negated) as i64))
                 }
@@ -540,7 +569,7 @@ pub fn cast(v: Value, ty: ColType) -> Value {
     }
 }
 
-fn arg<'r>(args: &'r [PExpr], i: usize, row: &'r [Value], cx: &Cx) -> Result<Cow<'r, Value>> {
+fn arg<'r>(args: &'r [PExpr], i: usize, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, Value>> {
     match args.get(i) {
         Some(a) => eval(a, row, cx),
         None => Ok(Cow::Owned(Value::Null)),

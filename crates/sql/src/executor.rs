@@ -40,6 +40,26 @@ pub fn run_query(
     cx: &Cx,
     sink: &mut dyn FnMut(&[Value]) -> Result<bool>,
 ) -> Result<()> {
+    run_query_owned(q, cx, &mut |row| sink(&row))
+}
+
+/// Runs a query and returns all its rows: each row is the one the query built, moved out, not
+/// copied again.
+pub fn collect_rows(q: &QueryPlan, cx: &Cx) -> Result<Vec<Vec<Value>>> {
+    let mut rows = Vec::new();
+    run_query_owned(q, cx, &mut |row| {
+        rows.push(row);
+        Ok(true)
+    })?;
+    Ok(rows)
+}
+
+/// [`run_query`], handing the sink each row by value.
+fn run_query_owned(
+    q: &QueryPlan,
+    cx: &Cx,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+) -> Result<()> {
     let limit = match &q.limit {
         Some(e) => match types::to_integer(&*eval(e, &[], cx)?) {
             Some(n) if n >= 0 => Some(n as u64),
@@ -60,22 +80,37 @@ pub fn run_query(
         .map(|k| k as usize);
     let mut emitted = 0u64;
     let width = q.width;
-    let mut emit = |row: &[Value]| -> Result<bool> {
+    let mut emit = |mut row: Vec<Value>| -> Result<bool> {
         if offset > 0 {
             offset -= 1;
             return Ok(true);
         }
         emitted += 1;
-        let go = sink(&row[..width.min(row.len())])?;
+        row.truncate(width);
+        let go = sink(row)?;
         Ok(go && limit.is_none_or(|l| emitted < l))
     };
     let sorted_by_scan = matches!(&q.body, Body::Core(c) if c.ordered);
     if q.order.is_empty() || sorted_by_scan {
-        run_body(&q.body, cx, &mut |row| emit(&row))?;
+        run_body(&q.body, cx, &mut emit)?;
         return Ok(());
     }
     // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
     // cutting back to the best ones whenever the buffer fills (top-k, O(n log k)).
+    // A top-k level (see `Level::topk`) drops rows past the k-th best seen so far, published
+    // here each time the buffer is cut back. The bound is per run: a correlated subquery
+    // starts afresh for each outer row.
+    let bound = match &q.body {
+        Body::Core(c) => c
+            .levels
+            .first()
+            .filter(|l| l.topk.is_some() && keep.is_some())
+            .map(topk_slot),
+        _ => None,
+    };
+    if let Some(b) = bound {
+        cx.cache.borrow_mut().remove(&b);
+    }
     let mut rows = Vec::new();
     run_body(&q.body, cx, &mut |row| {
         rows.push(row);
@@ -83,13 +118,22 @@ pub fn run_query(
             if rows.len() >= 2 * k.max(16) {
                 rows.select_nth_unstable_by(k, |a, b| compare_rows(a, b, &q.order));
                 rows.truncate(k);
+                if let (Some(slot), Some(first)) = (bound, q.order.first()) {
+                    if let Some(worst) = rows.iter().max_by(|a, b| compare_rows(a, b, &q.order)) {
+                        let v = worst[first.col].clone();
+                        cx.cache.borrow_mut().insert(slot, Cached::Value(v));
+                    }
+                }
             }
         }
         Ok(true)
     })?;
+    if let Some(b) = bound {
+        cx.cache.borrow_mut().remove(&b);
+    }
     rows.sort_by(|a, b| compare_rows(a, b, &q.order));
     for r in rows {
-        if !emit(&r)? {
+        if !emit(r)? {
             break;
         }
     }
@@ -98,37 +142,57 @@ pub fn run_query(
 
 pub fn compare_rows(a: &[Value], b: &[Value], keys: &[SortKey]) -> Ordering {
     for k in keys {
-        let (x, y) = (&a[k.col], &b[k.col]);
-        let o = match (x.is_null(), y.is_null()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => {
-                if k.nulls_first {
-                    Ordering::Less
-                } else {
-                    Ordering::Greater
-                }
-            }
-            (false, true) => {
-                if k.nulls_first {
-                    Ordering::Greater
-                } else {
-                    Ordering::Less
-                }
-            }
-            _ => {
-                let o = x.total_cmp(y);
-                if k.desc {
-                    o.reverse()
-                } else {
-                    o
-                }
-            }
-        };
+        let o = compare_key(&a[k.col], &b[k.col], k);
         if o != Ordering::Equal {
             return o;
         }
     }
     Ordering::Equal
+}
+
+/// One sort key's order between two values.
+fn compare_key(x: &Value, y: &Value, k: &SortKey) -> Ordering {
+    match (x.is_null(), y.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => {
+            if k.nulls_first {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }
+        }
+        (false, true) => {
+            if k.nulls_first {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            }
+        }
+        _ => {
+            let o = x.total_cmp(y);
+            if k.desc {
+                o.reverse()
+            } else {
+                o
+            }
+        }
+    }
+}
+
+/// Where a top-k level's bound lives in the execution cache: the level's address, plus 2 so it
+/// meets neither a hash join's table (the address) nor a materialized plan (an aligned plan
+/// address plus 1).
+fn topk_slot(l: &Level) -> usize {
+    l as *const Level as usize + 2
+}
+
+/// Whether a top-k level's row sorts strictly after the current k-th best row on the first
+/// sort key, so it cannot be in the result.
+fn beyond_topk(lvl: &Level, k: &SortKey, frame: &[Value], cx: &Cx) -> bool {
+    match cx.cache.borrow().get(&topk_slot(lvl)) {
+        Some(Cached::Value(b)) => compare_key(&frame[lvl.base + k.col], b, k) == Ordering::Greater,
+        _ => false,
+    }
 }
 
 /// Runs a body, handing each row (with any trailing sort columns) to `sink`.
@@ -630,9 +694,11 @@ fn run_levels(
     Ok(true)
 }
 
+/// Decodes columns into the frame, reusing the slots' text and blob buffers from the previous
+/// row (no allocation per row for a scanned text column).
 fn decode_cols(rec: &Record, cols: &[usize], base: usize, frame: &mut [Value]) -> Result<()> {
     for &c in cols {
-        frame[base + c] = rec.get(c)?;
+        rec.get_into(c, &mut frame[base + c])?;
     }
     Ok(())
 }
@@ -674,7 +740,9 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 .store
                 .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
             while cur.next()? {
-                if !primary_row(lvl, cur.key(), cur.value(), frame, cx, f)? {
+                // The key is only read when the level writes it out (UPDATE, DELETE).
+                let key = if lvl.key_slot { cur.key() } else { &[] };
+                if !primary_row(lvl, key, cur.value(), frame, cx, f)? {
                     return Ok(false);
                 }
             }
@@ -692,6 +760,11 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 sub_probe,
             },
         ) => {
+            if index.is_none() && sub_probe.is_none() && lower.is_none() && upper.is_none() {
+                if let Some(keys) = point_keys(t, probes, frame, cx)? {
+                    return point_rows(lvl, t, keys, *reverse, frame, cx, f);
+                }
+            }
             let ranges = match sub_probe {
                 Some((q, aff)) => subquery_ranges(q, *aff, cx)?,
                 None => index_ranges(probes, lower, upper, frame, cx)?,
@@ -706,7 +779,10 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
                 while cur.next()? {
                     let go = match index {
-                        None => primary_row(lvl, cur.key(), cur.value(), frame, cx, f)?,
+                        None => {
+                            let key = if lvl.key_slot { cur.key() } else { &[] };
+                            primary_row(lvl, key, cur.value(), frame, cx, f)?
+                        }
                         Some(i) => index_row(lvl, t, *i, *covering, cur.key(), frame, cx, f)?,
                     };
                     if !go {
@@ -717,6 +793,69 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             Ok(true)
         }
     }
+}
+
+/// The whole primary keys an equality on every key column names, for a direct `get` of each
+/// instead of a range scan; None when a probe covers only part of the key, or when a value's
+/// stored key is not certain (a number beyond +-9e18, where an integer and an equal real have
+/// different keys), which the range scan handles. Probes with a NULL name no row.
+fn point_keys(
+    t: &Table,
+    probes: &[Vec<PExpr>],
+    frame: &[Value],
+    cx: &Cx,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    let width = match &t.key {
+        Key::Rowid(Some(_)) => 1,
+        Key::Rowid(None) => return Ok(None),
+        Key::Columns(c) => c.len(),
+    };
+    if probes.is_empty() || probes.iter().any(|p| p.len() != width) {
+        return Ok(None);
+    }
+    let mut keys = Vec::with_capacity(probes.len());
+    'probe: for p in probes {
+        let mut k = Vec::new();
+        for e in p {
+            let v = eval(e, frame, cx)?;
+            let exact = match v.as_ref() {
+                Value::Null => continue 'probe,
+                Value::Integer(i) => (*i as f64).abs() < 9.0e18,
+                Value::Real(r) => r.is_finite() && (r.fract() != 0.0 || r.abs() < 9.0e18),
+                Value::Text(_) | Value::Blob(_) => true,
+            };
+            if !exact {
+                return Ok(None);
+            }
+            push_norm(&v, &mut k);
+        }
+        keys.push(k);
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(Some(keys))
+}
+
+fn point_rows(
+    lvl: &Level,
+    t: &Table,
+    mut keys: Vec<Vec<u8>>,
+    reverse: bool,
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    f: &mut Sink,
+) -> Result<bool> {
+    if reverse {
+        keys.reverse();
+    }
+    for k in keys {
+        if let Some(value) = cx.store.get(t.tree, &k)? {
+            if !primary_row(lvl, &k, &value, frame, cx, f)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -742,6 +881,11 @@ fn primary_row(
     }
     if !all_true(&lvl.filters, frame, cx)? {
         return Ok(true);
+    }
+    if let Some(k) = &lvl.topk {
+        if beyond_topk(lvl, k, frame, cx) {
+            return Ok(true);
+        }
     }
     decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
     f(frame)
@@ -805,12 +949,7 @@ fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {
             return Ok(r.clone());
         }
     }
-    let mut rows = Vec::new();
-    run_query(q, cx, &mut |r| {
-        rows.push(r.to_vec());
-        Ok(true)
-    })?;
-    let rows = Rc::new(rows);
+    let rows = Rc::new(collect_rows(q, cx)?);
     if !q.correlated {
         cx.cache.borrow_mut().insert(k, Cached::Rows(rows.clone()));
     }
@@ -1341,14 +1480,7 @@ impl Writer<'_> {
                             .collect()
                     })
                     .collect::<Result<_>>()?,
-                InsertRows::Query(q) => {
-                    let mut rows = Vec::new();
-                    run_query(q, &cx, &mut |r| {
-                        rows.push(r.to_vec());
-                        Ok(true)
-                    })?;
-                    rows
-                }
+                InsertRows::Query(q) => collect_rows(q, &cx)?,
             }
         };
         let mut res = WriteResult::default();

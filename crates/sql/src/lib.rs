@@ -19,12 +19,15 @@
 //! 3. The [`Statement`] keeps the plan with the schema epoch it was made for; running it
 //!    again with new parameters skips steps 1 and 2 unless the schema changed.
 //! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
-//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The level finds its key range
-//!    (`index_ranges`: the parameter, encoded with `cairn_store::codec::encode_key_value`),
-//!    opens a [`storage::Cursor`] with [`storage::Storage::scan`], and for each entry
-//!    (`primary_row`) decodes only the filter's columns with `cairn_store::codec::Record::get`,
-//!    tests the filters ([`eval::eval`]), decodes the rest of what is needed, and pushes the
-//!    frame on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
+//!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
+//!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
+//!    [`storage::Storage::get`]; a range or an index would instead open a [`storage::Cursor`]
+//!    with [`storage::Storage::scan`] over `index_ranges`. For each row (`primary_row`) it
+//!    decodes only the filters' columns with `cairn_store::codec::Record::get_into`, tests the
+//!    filters ([`eval::eval_bool`]), decodes the rest of what is needed, and pushes the frame
+//!    on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    `EXPLAIN` prints the plan instead ([`explain`]).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`].
@@ -39,6 +42,7 @@ pub mod display;
 pub mod error;
 pub mod eval;
 pub mod executor;
+pub mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lexer;
@@ -57,9 +61,9 @@ pub use executor::{Correction, RowChange};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
-use plan::{Access, Body, InsertPlan, PExpr, QueryPlan, Source, WritePlan};
+use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
 use planner::{Params, Planner};
-use schema::{Catalog, Key, Table};
+use schema::{Catalog, Table};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -108,6 +112,8 @@ pub struct Statement {
     params: Params,
     /// The plan, with the (database, schema epoch) it was made for.
     plan: RefCell<Option<(SchemaStamp, Rc<Prepared>)>>,
+    /// How many times the statement has been planned (once, unless the schema changed).
+    plans: std::cell::Cell<u64>,
 }
 
 /// (database id, schema epoch).
@@ -116,6 +122,12 @@ type SchemaStamp = (u64, u64);
 impl Statement {
     pub fn sql(&self) -> &str {
         &self.sql
+    }
+
+    /// How many times the statement has been planned: 1 after [`Database::prepare`], and one
+    /// more each time it runs after a schema change (or on another database).
+    pub fn times_planned(&self) -> u64 {
+        self.plans.get()
     }
 
     /// How many parameters the statement takes.
@@ -402,6 +414,7 @@ impl Database {
             ast,
             params,
             plan: RefCell::new(Some((self.schema_stamp(), Rc::new(prepared)))),
+            plans: std::cell::Cell::new(1),
         })
     }
 
@@ -442,7 +455,7 @@ impl Database {
                 p.params = params;
                 let mut lines = Vec::new();
                 match &prep {
-                    Prepared::Query(q) => explain_query(q, 0, &mut lines),
+                    Prepared::Query(q) => explain::query(q, 0, &mut lines),
                     Prepared::Update(w, _) | Prepared::Delete(w) => {
                         lines.push(format!(
                             "{} {}",
@@ -453,12 +466,12 @@ impl Database {
                             },
                             w.table.name
                         ));
-                        explain_core(&w.scan, 1, &mut lines);
+                        explain::core(&w.scan, 1, &mut lines);
                     }
                     Prepared::Insert(i, _) => {
                         lines.push(format!("INSERT INTO {}", i.table.name));
                         if let plan::InsertRows::Query(q) = &i.rows {
-                            explain_query(q, 1, &mut lines);
+                            explain::query(q, 1, &mut lines);
                         }
                     }
                     _ => lines.push("(no plan: runs directly)".into()),
@@ -484,6 +497,7 @@ impl Database {
                 Some((v, p)) if *v == self.schema_stamp() => p.clone(),
                 _ => {
                     let (p, _) = self.plan(&stmt.ast)?;
+                    stmt.plans.set(stmt.plans.get() + 1);
                     let p = Rc::new(p);
                     *slot = Some((self.schema_stamp(), p.clone()));
                     p
@@ -500,14 +514,9 @@ impl Database {
                     rng: &self.rng,
                     cache: &cache,
                 };
-                let mut rows = Vec::new();
-                executor::run_query(q, &cx, &mut |r| {
-                    rows.push(r.to_vec());
-                    Ok(true)
-                })?;
                 Ok(Output::Rows {
                     columns: q.columns.clone(),
-                    rows,
+                    rows: executor::collect_rows(q, &cx)?,
                 })
             }
             Prepared::Explain(lines) => Ok(Output::Rows {
@@ -943,218 +952,5 @@ fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Outp
             columns: names.to_vec(),
             rows: res.returned,
         }
-    }
-}
-
-fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
-    planner::walk(e, &mut |x| match x {
-        PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
-        PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
-        PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
-        _ => {}
-    });
-}
-
-fn explain_query(q: &QueryPlan, depth: usize, out: &mut Vec<String>) {
-    let pad = "  ".repeat(depth);
-    explain_body(&q.body, depth, out);
-    let ordered = matches!(&q.body, Body::Core(c) if c.ordered);
-    if !q.order.is_empty() {
-        if ordered {
-            out.push(format!("{pad}ORDER BY (served by the scan order, no sort)"));
-        } else {
-            out.push(format!("{pad}SORT ({} keys)", q.order.len()));
-        }
-    }
-    if q.limit.is_some() || q.offset.is_some() {
-        out.push(format!("{pad}LIMIT"));
-    }
-}
-
-fn explain_body(b: &Body, depth: usize, out: &mut Vec<String>) {
-    let pad = "  ".repeat(depth);
-    match b {
-        Body::Core(c) => explain_core(c, depth, out),
-        Body::Values(rows) => out.push(format!("{pad}VALUES ({} rows)", rows.len())),
-        Body::Union { all, left, right } => {
-            out.push(format!("{pad}UNION{}", if *all { " ALL" } else { "" }));
-            explain_body(left, depth + 1, out);
-            explain_body(right, depth + 1, out);
-        }
-    }
-}
-
-fn explain_core(c: &plan::Core, depth: usize, out: &mut Vec<String>) {
-    let pad = "  ".repeat(depth);
-    if c.levels.is_empty() {
-        out.push(format!("{pad}ONE ROW (no FROM)"));
-    }
-    for (i, l) in c.levels.iter().enumerate() {
-        let join = if i == 0 {
-            ""
-        } else if l.left {
-            "LEFT JOIN "
-        } else {
-            "JOIN "
-        };
-        let line = match (&l.source, &l.access) {
-            (Source::Query(q), Access::Hash { .. }) => {
-                let s = format!(
-                    "{pad}{join}HASH JOIN {} (subquery materialized, hashed once)",
-                    l.name
-                );
-                out.push(s);
-                explain_query(q, depth + 1, out);
-                continue;
-            }
-            (Source::Query(q), _) => {
-                out.push(format!("{pad}{join}SCAN {} (subquery)", l.name));
-                explain_query(q, depth + 1, out);
-                continue;
-            }
-            (Source::Table(_), Access::Hash { .. }) => {
-                format!(
-                    "{pad}{join}HASH JOIN {} (no index fits the join; table hashed once)",
-                    l.name
-                )
-            }
-            (Source::Table(t), Access::Scan { reverse }) => format!(
-                "{pad}{join}SCAN {}{}{}",
-                l.name,
-                if l.name != t.name {
-                    format!(" ({})", t.name)
-                } else {
-                    String::new()
-                },
-                if *reverse { " DESC" } else { "" }
-            ),
-            (
-                Source::Table(t),
-                Access::Index {
-                    index,
-                    probes,
-                    lower,
-                    upper,
-                    reverse,
-                    covering,
-                    sub_probe,
-                },
-            ) => {
-                let cols = planner::access_columns(t, *index);
-                let mut conds = Vec::new();
-                if sub_probe.is_some() {
-                    if let Some(&c) = cols.first() {
-                        conds.push(format!("{} IN (subquery)", t.columns[c].name));
-                    }
-                }
-                let neq = probes.first().map_or(0, |p| p.len());
-                for (j, &col) in cols.iter().enumerate().take(neq) {
-                    let name = &t.columns[col].name;
-                    if probes.len() > 1 {
-                        conds.push(format!("{name} IN (...)"));
-                    } else {
-                        conds.push(format!("{name}=?"));
-                    }
-                    let _ = j;
-                }
-                if let Some(&col) = cols.get(neq) {
-                    let name = &t.columns[col].name;
-                    if let Some((_, incl)) = lower {
-                        conds.push(format!("{name}{}?", if *incl { ">=" } else { ">" }));
-                    }
-                    if let Some((_, incl)) = upper {
-                        conds.push(format!("{name}{}?", if *incl { "<=" } else { "<" }));
-                    }
-                }
-                let how = match index {
-                    None => match t.key {
-                        Key::Rowid(_) => "INTEGER PRIMARY KEY".to_string(),
-                        Key::Columns(_) => "PRIMARY KEY".to_string(),
-                    },
-                    Some(i) => format!(
-                        "{}INDEX {}",
-                        if *covering { "COVERING " } else { "" },
-                        t.indexes[*i].name
-                    ),
-                };
-                let verb = if conds.is_empty() { "SCAN" } else { "SEARCH" };
-                format!(
-                    "{pad}{join}{verb} {} USING {how}{}{}",
-                    l.name,
-                    if conds.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", conds.join(" AND "))
-                    },
-                    if *reverse { " DESC" } else { "" }
-                )
-            }
-        };
-        out.push(line);
-        if !l.filters.is_empty() || !l.after.is_empty() {
-            let mut parts = Vec::new();
-            if !l.filters.is_empty() {
-                parts.push(format!(
-                    "{} per row, on {} decoded column{} before {} more",
-                    l.filters.len(),
-                    l.pre_cols.len(),
-                    if l.pre_cols.len() == 1 { "" } else { "s" },
-                    l.post_cols.len()
-                ));
-            }
-            if !l.after.is_empty() {
-                parts.push(format!("{} after the LEFT JOIN's NULL row", l.after.len()));
-            }
-            out.push(format!("{pad}  FILTER {}", parts.join("; ")));
-        }
-        if let Access::Index {
-            sub_probe: Some((q, _)),
-            ..
-        } = &l.access
-        {
-            out.push(format!(
-                "{pad}IN SUBQUERY (runs once, its values probe {})",
-                l.name
-            ));
-            explain_query(q, depth + 1, out);
-        }
-    }
-    let mut subs = Vec::new();
-    for l in &c.levels {
-        for f in l.filters.iter().chain(&l.after) {
-            collect_subqueries(f, &mut subs);
-        }
-    }
-    for e in c.const_filters.iter().chain(&c.project) {
-        collect_subqueries(e, &mut subs);
-    }
-    for (kind, q) in subs {
-        out.push(format!(
-            "{pad}{kind} SUBQUERY{}",
-            if q.correlated {
-                " (correlated: runs per row)"
-            } else {
-                " (runs once)"
-            }
-        ));
-        explain_query(&q, depth + 1, out);
-    }
-    if let Some(a) = &c.agg {
-        if a.group_by.is_empty() {
-            out.push(format!("{pad}AGGREGATE ({} aggregates)", a.aggs.len()));
-        } else {
-            out.push(format!(
-                "{pad}GROUP BY ({} keys, {})",
-                a.group_by.len(),
-                if a.streamed {
-                    "streamed in index order"
-                } else {
-                    "hashed"
-                }
-            ));
-        }
-    }
-    if c.distinct {
-        out.push(format!("{pad}DISTINCT"));
     }
 }

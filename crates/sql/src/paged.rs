@@ -200,10 +200,12 @@ impl<F: BlockFile> Reader<'_, F> {
 }
 
 /// A range over the store, copying out each entry (the store's cursor borrows from its page).
+/// Key and inline value are borrowed from the page the range stands on; only a value kept
+/// in overflow pages is read into `value` (a buffer reused from entry to entry).
 struct PagedCursor<F: BlockFile> {
     range: Range<F>,
-    key: Vec<u8>,
     value: Vec<u8>,
+    overflow: bool,
 }
 
 impl<F: BlockFile> Cursor for PagedCursor<F> {
@@ -211,17 +213,22 @@ impl<F: BlockFile> Cursor for PagedCursor<F> {
         if !self.range.next()? {
             return Ok(false);
         }
-        self.key.clear();
-        self.key.extend_from_slice(self.range.key());
-        self.value.clear();
-        self.value.extend_from_slice(self.range.value()?);
+        self.overflow = self.range.inline_value().is_none();
+        if self.overflow {
+            self.value.clear();
+            self.value.extend_from_slice(self.range.value()?);
+        }
         Ok(true)
     }
     fn key(&self) -> &[u8] {
-        &self.key
+        self.range.key()
     }
     fn value(&self) -> &[u8] {
-        &self.value
+        if self.overflow {
+            &self.value
+        } else {
+            self.range.inline_value().unwrap_or(&[])
+        }
     }
 }
 
@@ -397,8 +404,8 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         let range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
         Ok(Box::new(PagedCursor {
             range,
-            key: Vec::new(),
             value: Vec::new(),
+            overflow: false,
         }))
     }
 

@@ -197,6 +197,11 @@ pub struct Level {
     /// Write the row's primary key bytes (as a blob) into the slot after the row (UPDATE and
     /// DELETE find rows this way).
     pub key_slot: bool,
+    /// ORDER BY ... LIMIT over this (only) level, sorting first on this table column: once the
+    /// top-k buffer is full, a row whose column sorts after the current k-th row cannot make
+    /// the result, so it is dropped before its other columns are decoded. The column is in
+    /// `pre_cols`.
+    pub topk: Option<SortKey>,
 }
 
 /// How a level's rows are found.

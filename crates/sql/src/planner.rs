@@ -990,6 +990,7 @@ impl<'c> Planner<'c> {
                 pre_cols: vec![],
                 post_cols: vec![],
                 key_slot: false,
+                topk: None,
             });
             base += width;
         }
@@ -1354,6 +1355,29 @@ impl<'c> Planner<'c> {
                 && order.iter().enumerate().all(|(i, k)| {
                     project.get(k.col) == Some(&PExpr::Col(i)) && !k.desc && k.nulls_first
                 });
+        }
+        // Top-k: ORDER BY ... LIMIT over one table, sorted in the executor, whose first sort
+        // key is a plain column of that table.
+        if !ordered && limit.is_some() && agg.is_none() && !c.distinct && levels.len() == 1 {
+            let lvl = &mut levels[0];
+            let first = order.first().and_then(|k| match project.get(k.col) {
+                Some(PExpr::Col(s)) if *s >= lvl.base && *s < lvl.base + lvl.width => {
+                    Some((k, *s - lvl.base))
+                }
+                _ => None,
+            });
+            if let (Some((k, col)), Source::Table(_), Access::Scan { .. } | Access::Index { .. }) =
+                (first, &lvl.source, &lvl.access)
+            {
+                if let Some(i) = lvl.post_cols.iter().position(|&p| p == col) {
+                    lvl.post_cols.remove(i);
+                    lvl.pre_cols.push(col);
+                    lvl.pre_cols.sort_unstable();
+                }
+                if lvl.pre_cols.contains(&col) {
+                    lvl.topk = Some(SortKey { col, ..k.clone() });
+                }
+            }
         }
         Ok(QueryPlan {
             affinities,
@@ -2062,6 +2086,7 @@ impl<'c> Planner<'c> {
             pre_cols: vec![],
             post_cols: vec![],
             key_slot: true,
+            topk: None,
         };
         let needed = vec![true; width];
         let (access, _, consumed) = choose_access(std::slice::from_ref(&lvl), 0, &needed, None);

@@ -457,9 +457,36 @@ fn real_arith(op: Arith, x: f64, y: f64) -> Value {
 /// `LIKE`: `%` any run, `_` one character, ASCII letters compared case-insensitively, optional
 /// escape character.
 pub fn like(pattern: &str, text: &str, escape: Option<char>) -> bool {
+    if escape.is_none() {
+        if let Some(m) = like_literal(pattern, text) {
+            return m;
+        }
+    }
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     like_at(&p, &t, escape)
+}
+
+/// The common patterns `lit`, `lit%`, `%lit` and `%lit%` (no other wildcard) without
+/// collecting chars: a byte comparison that folds only ASCII letters gives the same answer as
+/// the char-by-char matcher, since a non-ASCII byte only ever equals itself and UTF-8 text
+/// cannot match a whole literal starting mid-character. None for any other pattern.
+fn like_literal(pattern: &str, text: &str) -> Option<bool> {
+    let p = pattern.as_bytes();
+    let start = p.first() == Some(&b'%');
+    let end = p.len() > usize::from(start) && p.last() == Some(&b'%');
+    let lit = &p[usize::from(start)..p.len() - usize::from(end)];
+    if lit.iter().any(|&b| b == b'%' || b == b'_') {
+        return None;
+    }
+    let t = text.as_bytes();
+    let eq = |a: &[u8]| a.eq_ignore_ascii_case(lit);
+    Some(match (start, end) {
+        (false, false) => t.len() == lit.len() && eq(t),
+        (false, true) => t.len() >= lit.len() && eq(&t[..lit.len()]),
+        (true, false) => t.len() >= lit.len() && eq(&t[t.len() - lit.len()..]),
+        (true, true) => lit.is_empty() || t.windows(lit.len()).any(eq),
+    })
 }
 
 fn like_at(p: &[char], t: &[char], esc: Option<char>) -> bool {
@@ -614,6 +641,30 @@ mod tests {
         ] {
             assert_eq!(fmt_real(r), s, "{r}");
         }
+    }
+
+    #[test]
+    fn like_literal_patterns_match_as_the_general_matcher_does() {
+        let texts = [
+            "", "a", "A", "abc", "xAbCx", "héllo", "HÉLLO", "ab\0c", "%_", "aaa",
+        ];
+        let pats = [
+            "", "%", "%%", "a", "abc", "ABC%", "%c", "%bC%", "%é%", "h%", "%LO", "%\0%", "aa",
+            "%aa%", "x%",
+        ];
+        for p in pats {
+            for t in texts {
+                let pc: Vec<char> = p.chars().collect();
+                let tc: Vec<char> = t.chars().collect();
+                assert_eq!(
+                    like_literal(p, t),
+                    Some(like_at(&pc, &tc, None)),
+                    "{p:?} LIKE {t:?}"
+                );
+            }
+        }
+        assert_eq!(like_literal("a_c", "abc"), None);
+        assert_eq!(like_literal("a%c", "abc"), None);
     }
 
     #[test]

@@ -30,6 +30,14 @@ fn prepared_statements_run_many_times_and_replan_after_schema_changes() {
         rows(get.execute(&mut db, &[Value::Integer(7)]).unwrap()),
         vec![vec![Value::Text("v6".into())]]
     );
+    // Planned once, at prepare: running it again with other values reuses the plan, and so
+    // do writes that leave the schema alone.
+    for i in 1..=20 {
+        get.execute(&mut db, &[Value::Integer(i)]).unwrap();
+        ins.execute(&mut db, &[Value::Text(format!("w{i}"))])
+            .unwrap();
+    }
+    assert_eq!((get.times_planned(), ins.times_planned()), (1, 1));
     // A schema change makes the statement re-plan; it still works and sees the new index.
     db.execute("CREATE INDEX t_v ON t (v)", &[]).unwrap();
     let by_v = db.prepare("SELECT id FROM t WHERE v = :v").unwrap();
@@ -47,6 +55,10 @@ fn prepared_statements_run_many_times_and_replan_after_schema_changes() {
         rows(get.execute(&mut db, &[Value::Integer(8)]).unwrap()),
         vec![vec![Value::Text("v7".into())]]
     );
+    // Planned again on its first run after the schema changed (two changes, one re-plan).
+    assert_eq!(get.times_planned(), 2);
+    get.execute(&mut db, &[Value::Integer(9)]).unwrap();
+    assert_eq!(get.times_planned(), 2);
     db.execute("DROP TABLE t", &[]).unwrap();
     assert_eq!(
         get.execute(&mut db, &[Value::Integer(8)])

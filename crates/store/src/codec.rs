@@ -322,6 +322,50 @@ impl<'a> Record<'a> {
         decode_body(st, self.buf, off)
     }
 
+    /// Column `i` written into `out`, reusing `out`'s text or blob buffer when it holds one:
+    /// a scan that decodes a column of row after row into the same slot then allocates only
+    /// when a value outgrows the buffer, not once per row.
+    pub fn get_into(&self, i: usize, out: &mut Value) -> Result<()> {
+        if i >= self.columns {
+            *out = Value::Null;
+            return Ok(());
+        }
+        let mut hpos = self.header;
+        let mut off = self.body;
+        for _ in 0..i {
+            off += body_len(get_varint(self.buf, &mut hpos)?)?;
+        }
+        let st = get_varint(self.buf, &mut hpos)?;
+        if st < ST_BLOB {
+            *out = decode_body(st, self.buf, off)?;
+            return Ok(());
+        }
+        let b = off
+            .checked_add(body_len(st)?)
+            .and_then(|end| self.buf.get(off..end))
+            .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+        if st % 2 == 1 {
+            let s = std::str::from_utf8(b)
+                .map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?;
+            match out {
+                Value::Text(t) => {
+                    t.clear();
+                    t.push_str(s);
+                }
+                _ => *out = Value::Text(s.to_owned()),
+            }
+        } else {
+            match out {
+                Value::Blob(v) => {
+                    v.clear();
+                    v.extend_from_slice(b);
+                }
+                _ => *out = Value::Blob(b.to_vec()),
+            }
+        }
+        Ok(())
+    }
+
     /// Every column, in order.
     pub fn values(&self) -> Result<Vec<Value>> {
         let mut out = Vec::with_capacity(self.columns);
@@ -409,6 +453,40 @@ mod tests {
             Blob(vec![1]),
             Blob(vec![0xFF, 0xFF]),
         ]
+    }
+
+    #[test]
+    fn get_into_reuses_buffers_and_matches_get() {
+        let rows = [
+            vec![
+                Integer(1),
+                Text("hello".into()),
+                Blob(vec![1, 2]),
+                Null,
+                Real(1.5),
+            ],
+            vec![
+                Text("x".into()),
+                Null,
+                Blob(vec![]),
+                Text("".into()),
+                Integer(-7),
+            ],
+            vec![Null, Text("a longer text than before".into()), Integer(300)],
+        ];
+        let mut slots = [Text("old".into()), Blob(vec![9; 4]), Integer(0), Null, Null];
+        for r in &rows {
+            let buf = encode_record(r);
+            let rec = Record::new(&buf).unwrap();
+            for (i, slot) in slots.iter_mut().enumerate() {
+                rec.get_into(i, slot).unwrap();
+                assert_eq!(*slot, rec.get(i).unwrap(), "column {i} of {r:?}");
+            }
+        }
+        let mut t = Text(String::with_capacity(64));
+        let buf = encode_record(&[Text("abc".into())]);
+        Record::new(&buf).unwrap().get_into(0, &mut t).unwrap();
+        assert!(matches!(&t, Text(s) if s == "abc" && s.capacity() >= 64));
     }
 
     #[test]

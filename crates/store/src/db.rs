@@ -1659,6 +1659,16 @@ impl<F: BlockFile> Cursor<F> {
         }
     }
 
+    /// The current value if it is stored inline (borrowed from the page, nothing read or
+    /// copied); None for an overflow value (use [`Cursor::value`]) or off an entry.
+    pub fn inline_value(&self) -> Option<&[u8]> {
+        let (pg, i) = self.stack.leaf()?;
+        match page::leaf_value(pg, i) {
+            LeafValue::Inline(v) => Some(v),
+            LeafValue::Overflow(..) => None,
+        }
+    }
+
     /// The current value. Inline values are borrowed from the page; overflow values are read
     /// into a buffer the cursor reuses.
     pub fn value(&mut self) -> Result<&[u8]> {
@@ -1774,6 +1784,11 @@ impl<F: BlockFile> Range<F> {
 
     pub fn value(&mut self) -> Result<&[u8]> {
         self.cursor.value()
+    }
+
+    /// The current value if it is inline; see [`Cursor::inline_value`].
+    pub fn inline_value(&self) -> Option<&[u8]> {
+        self.cursor.inline_value()
     }
 
     /// The current key and value together.
