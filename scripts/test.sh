@@ -16,6 +16,8 @@ step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "cargo clippy (wasm)" cargo clippy --workspace --exclude cairn-cli --exclude cairn-relay --target wasm32-unknown-unknown -- -D warnings
 step "cargo clippy (wasm, sync)" cargo clippy -p cairn-wasm --features sync --target wasm32-unknown-unknown -- -D warnings
 step "cargo test" cargo test --workspace
+# Two relays sharing one PostgreSQL (a throwaway cluster on a loopback port; installs postgresql when missing).
+step "relay over PostgreSQL" bash scripts/relay-postgres-test.sh
 step "build and size" node scripts/build.mjs
 step "types" node_modules/.bin/tsc -p tests/types
 step "browser tests" node --test --test-concurrency=1 tests/browser/
