@@ -456,6 +456,14 @@ export class Sync {
     const link = await worker.call('syncAttach', [port], [port]);
     return { link, close: () => worker.call('syncDetach', [link]) };
   }
+  /** Syncs with every other database (in this tab, other tabs, their Workers) that joins the
+   * BroadcastChannel `name`: one link per pair, run inside the Worker. Owner tab only. */
+  async connectChannel(name) {
+    const worker = this.#db._ownerWorker();
+    if (!worker) throw new CairnError('NOT_OWNER', 'sync.connectChannel runs in the tab that owns the database (db.isOwner)');
+    const link = await worker.call('syncBus', [String(name)]);
+    return { link, close: () => worker.call('syncDetach', [link]) };
+  }
   /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the Worker answers the
    * relay's challenge with this database's key, runs the protocol, and reconnects after a cut.
    * Refusals arrive as events of kind `relay`. Returns `{ link, close() }`. Owner tab only. */

@@ -57,7 +57,7 @@ const syncOps = {
     return [bytes, [bytes.buffer]];
   },
   close: () => {
-    for (const link of [...links.keys(), ...relays.keys()]) detachPort(link);
+    for (const link of [...links.keys(), ...relays.keys(), ...buses.keys()]) detachPort(link);
     if (db) db.close();
     db = null;
     txSession = null;
@@ -82,6 +82,7 @@ const syncOps = {
   syncEvents: () => [takeSyncEvents()],
   syncAttach: (port) => [attachPort(port)],
   syncRelay: (url) => [attachRelay(String(url))],
+  syncBus: (name) => [attachBus(String(name))],
   syncDetach: (link) => [detachPort(link)],
   // The storage layer's block files, for the storage round trip and the conformance tests.
   fileRead: (h, at, len) => {
@@ -220,7 +221,79 @@ function attachRelay(url) {
   return handle;
 }
 
+// A BroadcastChannel: every database on it syncs with every other one (one link per pair).
+// Messages are [from, to, bytes] between instances; to = '' announces (bytes 'hi' or 'bye').
+const buses = new Map(); // handle -> { bc, peers: Map<instance, link>, timer }
+
+function attachBus(name) {
+  const d = needDb();
+  d.syncId();
+  const handle = nextRelay--;
+  const me = crypto.randomUUID();
+  const bc = new BroadcastChannel(`cairn-sync:${name}`);
+  const peers = new Map();
+  const bus = { bc, peers, timer: null };
+  buses.set(handle, bus);
+  const note = (e) => {
+    if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
+    syncEvents.push(['error', (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
+  };
+  const send = (peer, msgs) => {
+    for (const m of msgs) bc.postMessage([me, peer, m]);
+  };
+  const linkFor = (peer) => {
+    let link = peers.get(peer);
+    if (link === undefined) {
+      const [l, hello] = d.syncConnect();
+      link = l;
+      peers.set(peer, link);
+      send(peer, [hello]);
+    }
+    return link;
+  };
+  bc.onmessage = (e) => {
+    if (db !== d || stopped !== null) return detachBus(handle);
+    const [from, to, bytes] = e.data;
+    try {
+      if (to === '') {
+        if (bytes === 'hi') linkFor(from);
+        else if (bytes === 'bye' && peers.has(from)) {
+          d.syncDisconnect(peers.get(from));
+          peers.delete(from);
+        }
+      } else if (to === me) send(from, d.syncReceive(linkFor(from), bytes));
+    } catch (err) {
+      note(err);
+    }
+  };
+  bus.timer = setInterval(() => {
+    if (db !== d || stopped !== null) return detachBus(handle);
+    for (const [peer, link] of peers) {
+      try {
+        send(peer, d.syncPoll(link));
+      } catch (err) {
+        note(err);
+      }
+    }
+  }, POLL_MS);
+  bc.postMessage([me, '', 'hi']);
+  bus.me = me;
+  return handle;
+}
+
+function detachBus(handle) {
+  const bus = buses.get(handle);
+  if (!bus) return false;
+  buses.delete(handle);
+  clearInterval(bus.timer);
+  bus.bc.postMessage([bus.me, '', 'bye']);
+  bus.bc.close();
+  if (db && stopped === null) for (const link of bus.peers.values()) db.syncDisconnect(link);
+  return true;
+}
+
 function detachRelay(handle) {
+  if (buses.has(handle)) return detachBus(handle);
   const r = relays.get(handle);
   if (!r) return false;
   r.closed = true;

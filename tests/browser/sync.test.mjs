@@ -96,3 +96,63 @@ test('two databases sync over a MessageChannel and converge', async () => {
     await b.close();
   }
 });
+
+test('three databases on one BroadcastChannel converge, and one that leaves is let go', async () => {
+  const b = await launch();
+  try {
+    const r = await b.page.evaluate(async () => {
+      const until = async (what, f, ms = 15000) => {
+        const end = Date.now() + ms;
+        for (;;) {
+          if (await f()) return;
+          if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+          await new Promise((res) => setTimeout(res, 50));
+        }
+      };
+      const ddl = `CREATE TABLE item (id TEXT PRIMARY KEY, label TEXT, n INTEGER DEFAULT 0) REPLICATED (COUNTER n)`;
+      const dbs = [];
+      for (const name of ['bus-a', 'bus-b', 'bus-c']) {
+        const db = await cairn.open(name, { sync: true });
+        await db.exec(ddl);
+        dbs.push(db);
+      }
+      // All three write to the first one's scopes.
+      const owner = await dbs[0].sync.id();
+      await dbs[0].sync.authorize('item', [await dbs[1].sync.id(), await dbs[2].sync.id()]);
+      for (const db of dbs.slice(1)) await db.sync.setOwner(owner);
+      const links = [];
+      for (const db of dbs) links.push(await db.sync.connectChannel('test-bus'));
+      await dbs[0].run("INSERT INTO item (id, label) VALUES ('x', 'from a')");
+      for (const [i, db] of dbs.entries()) {
+        await until(`writer ${i}`, async () => {
+          try {
+            await db.run('UPDATE item SET n = n + ? WHERE id = ?', [i + 1, 'x']);
+            return (await db.get("SELECT count(*) AS c FROM item WHERE id = 'x'")).c === 1;
+          } catch (e) {
+            if (e.code !== 'SYNC_REFUSED') throw e;
+            return false;
+          }
+        });
+      }
+      const all = 'SELECT id, label, n FROM item ORDER BY id';
+      const want = JSON.stringify([{ id: 'x', label: 'from a', n: 6 }]);
+      for (const db of dbs) await until('convergence', async () => JSON.stringify(await db.query(all)) === want);
+      const digests = [];
+      for (const db of dbs) digests.push(await db.sync.digest());
+      // c leaves; a and b go on syncing.
+      await links[2].close();
+      await dbs[0].run("INSERT INTO item (id, label) VALUES ('y', 'after c left')");
+      await until('b to see y', async () => (await dbs[1].get("SELECT count(*) AS c FROM item WHERE id = 'y'")).c === 1);
+      const cHasY = (await dbs[2].get("SELECT count(*) AS c FROM item WHERE id = 'y'")).c;
+      const rows = await dbs[1].query(all);
+      for (const db of dbs) await db.close();
+      return { digests, rows, cHasY };
+    });
+    assert.equal(new Set(r.digests).size, 1, JSON.stringify(r.digests));
+    assert.deepEqual(r.rows.map((x) => x.id), ['x', 'y']);
+    assert.equal(r.cHasY, 0);
+    assert.deepEqual(b.errors, [], 'the page threw');
+  } finally {
+    await b.close();
+  }
+});
