@@ -44,9 +44,6 @@ fn sync_err(e: cairn_sync::Error) -> Error {
     Error::Sync("SYNC", e.to_string())
 }
 
-/// A row as (primary key values, other columns' values).
-type PkAndValues = (Vec<Value>, Vec<Value>);
-
 /// The sync side of a database. Cheap to clone (it is shared with the commit hook).
 #[derive(Clone)]
 pub struct Sync {
@@ -133,6 +130,18 @@ impl Sync {
         self.write(db, |st, store| {
             persist::put_owner(store, &owner)?;
             st.owner = Some(owner);
+            Ok(())
+        })
+    }
+
+    /// Asks peers only for the scopes whose names start with one of `prefixes` (a table name,
+    /// or `table/column=value` for one scope of a scoped table); empty asks for everything.
+    /// Saved in the database; takes effect on the next connection.
+    pub fn subscribe(&self, db: &mut Database, prefixes: Vec<String>) -> Result<()> {
+        let sub = subscription(&prefixes);
+        self.write(db, |st, store| {
+            persist::put_subscription(store, &sub)?;
+            st.replica_mut().config_mut().subscription = sub;
             Ok(())
         })
     }
@@ -478,143 +487,83 @@ impl Sync {
         for k in rows {
             by_table.entry(k.table.clone()).or_default().push(k);
         }
+        let mut all: Vec<(Rc<Table>, Vec<Value>, Option<Vec<Value>>)> = Vec::new();
         for (name, keys) in by_table {
             let Ok(t) = catalog.table(&name) else {
                 continue;
             };
             let t = t.clone();
             let unique = t.indexes.iter().any(|i| i.unique);
-            let (upserts, deletes): (Vec<PkAndValues>, Vec<Vec<Value>>) = {
-                let st = self.st.borrow();
-                let replica = st.replica.as_ref().expect("invariant: ensured");
-                if unique {
-                    let (visible, hidden) = replica.visible(&t.name);
-                    (
-                        visible.into_iter().map(|r| (r.pk, r.values)).collect(),
-                        hidden.into_iter().map(|r| r.pk).collect(),
-                    )
-                } else {
-                    let mut up = Vec::new();
-                    let mut del = Vec::new();
-                    let mut gone = Vec::new();
-                    for (k, v) in replica.materialize(&keys) {
-                        match v {
-                            Some(vals) => up.push((k.pk_values(), vals)),
-                            None => gone.push(k),
+            let st = self.st.borrow();
+            let replica = st.replica.as_ref().expect("invariant: ensured");
+            let mut gone = Vec::new();
+            if unique {
+                // Rows hidden by a clash go, every visible row is (re)put: which of two
+                // clashing rows shows depends on rows this batch did not touch.
+                let (visible, hidden) = replica.visible(&t.name);
+                for r in hidden {
+                    all.push((t.clone(), r.pk, None));
+                }
+                for (k, v) in replica.materialize(&keys) {
+                    if v.is_none() {
+                        gone.push(k);
+                    }
+                }
+                for r in visible {
+                    let row = full_row(&t, &r.pk, r.values);
+                    all.push((t.clone(), r.pk, Some(row)));
+                }
+            } else {
+                for (k, v) in replica.materialize(&keys) {
+                    match v {
+                        Some(vals) => {
+                            let pk = k.pk_values();
+                            let row = full_row(&t, &pk, vals);
+                            all.push((t.clone(), pk, Some(row)));
                         }
-                    }
-                    // With a scope column, one key may live in another scope (the row moved):
-                    // a tombstone in the old scope must not delete it.
-                    if !gone.is_empty() && t.replicated.as_ref().is_some_and(|r| r.scope.is_some())
-                    {
-                        let mut live: HashMap<Vec<u8>, RowKey> = HashMap::new();
-                        replica.rows().scan(&mut |k, row| {
-                            if k.table == t.name && row.is_live() {
-                                live.insert(k.pk.clone(), k.clone());
-                            }
-                        });
-                        for k in gone {
-                            match live.get(&k.pk) {
-                                Some(other) => {
-                                    if let Some((_, Some(vals))) =
-                                        replica.materialize(std::slice::from_ref(other)).pop()
-                                    {
-                                        up.push((other.pk_values(), vals));
-                                    }
-                                }
-                                None => del.push(k.pk_values()),
-                            }
-                        }
-                    } else {
-                        del.extend(gone.iter().map(|k| k.pk_values()));
-                    }
-                    (up, del)
-                }
-            };
-            let pk_cols = t.key_columns();
-            let where_pk: Vec<String> = pk_cols
-                .iter()
-                .map(|&c| format!("{} = ?", cairn_sql::schema::quote_ident(&t.columns[c].name)))
-                .collect();
-            let del_sql = format!(
-                "DELETE FROM {} WHERE {}",
-                cairn_sql::schema::quote_ident(&t.name),
-                where_pk.join(" AND ")
-            );
-            let names: Vec<String> = t
-                .columns
-                .iter()
-                .map(|c| cairn_sql::schema::quote_ident(&c.name))
-                .collect();
-            let sets: Vec<String> = t
-                .columns
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !pk_cols.contains(i))
-                .map(|(_, c)| {
-                    let n = cairn_sql::schema::quote_ident(&c.name);
-                    format!("{n} = excluded.{n}")
-                })
-                .collect();
-            let pk_names: Vec<String> = pk_cols.iter().map(|&c| names[c].clone()).collect();
-            let up_sql = format!(
-                "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}",
-                cairn_sql::schema::quote_ident(&t.name),
-                names.join(", "),
-                vec!["?"; names.len()].join(", "),
-                pk_names.join(", "),
-                if sets.is_empty() {
-                    "NOTHING".to_string()
-                } else {
-                    format!("UPDATE SET {}", sets.join(", "))
-                }
-            );
-            let del = db.prepare(&del_sql)?;
-            let up = db.prepare(&up_sql)?;
-            let non_key: Vec<usize> = (0..t.columns.len())
-                .filter(|c| !pk_cols.contains(c))
-                .collect();
-            let mut refused = Vec::new();
-            db.without_capture(|db| {
-                for pk in &deletes {
-                    del.execute(db, pk)?;
-                }
-                for (pk, vals) in &upserts {
-                    let mut row = vec![Value::Null; t.columns.len()];
-                    for (i, &c) in pk_cols.iter().enumerate() {
-                        row[c] = pk.get(i).cloned().unwrap_or(Value::Null);
-                    }
-                    for (i, &c) in non_key.iter().enumerate() {
-                        row[c] = vals.get(i).cloned().unwrap_or(Value::Null);
-                    }
-                    match up.execute(db, &row) {
-                        Ok(_) => {}
-                        // A merged row the table's constraints refuse (a NOT NULL column left
-                        // NULL by a revival after a delete, a CHECK, a type, a UNIQUE index the
-                        // peer lacks) stays in the merged state and out of the table, on every
-                        // replica alike: whatever copy the table held goes.
-                        Err(
-                            e @ (Error::ConstraintNotNull(_)
-                            | Error::ConstraintCheck(_)
-                            | Error::ConstraintUnique(_)
-                            | Error::Type(_)),
-                        ) => {
-                            del.execute(db, pk)?;
-                            refused.push(e);
-                        }
-                        Err(e) => return Err(e),
+                        None => gone.push(k),
                     }
                 }
-                Ok(())
-            })?;
-            let mut st = self.st.borrow_mut();
-            for e in refused {
-                st.events.push(SyncEvent {
-                    kind: "row_refused",
-                    code: e.code().to_string(),
-                    detail: format!("{}: {e}", t.name),
+            }
+            // With a scope column, one key may live in another scope (the row moved): a
+            // tombstone in the old scope must not delete it.
+            let scoped = t.replicated.as_ref().is_some_and(|r| r.scope.is_some());
+            let mut live: HashMap<Vec<u8>, RowKey> = HashMap::new();
+            if scoped && !gone.is_empty() {
+                replica.rows().scan(&mut |k, row| {
+                    if k.table == t.name && row.is_live() {
+                        live.insert(k.pk.clone(), k.clone());
+                    }
                 });
             }
+            for k in gone {
+                match live.get(&k.pk) {
+                    Some(other) => {
+                        if let Some((_, Some(vals))) =
+                            replica.materialize(std::slice::from_ref(other)).pop()
+                        {
+                            let pk = other.pk_values();
+                            let row = full_row(&t, &pk, vals);
+                            all.push((t.clone(), pk, Some(row)));
+                        }
+                    }
+                    None => all.push((t.clone(), k.pk_values(), None)),
+                }
+            }
+        }
+        // Deletes first, so a put never clashes with a row this batch removes.
+        all.sort_by_key(|(_, _, row)| row.is_some());
+        // A merged row the table's constraints refuse (a NOT NULL column left NULL by a
+        // revival after a delete, a CHECK, a type, a UNIQUE index the peer lacks) stays in the
+        // merged state and out of the table, on every replica alike.
+        let refused = db.force_rows(all)?;
+        let mut st = self.st.borrow_mut();
+        for (t, _, e) in refused {
+            st.events.push(SyncEvent {
+                kind: "row_refused",
+                code: e.code().to_string(),
+                detail: format!("{}: {e}", t.name),
+            });
         }
         Ok(())
     }
@@ -815,9 +764,35 @@ impl State {
             }
         }
         self.persist(store)?;
+        // A table with UNIQUE constraints shows, of rows that clash, the one written first
+        // (docs/sync.md sec. 7): a local write or delete can hide or reveal another row.
+        let mut fixes = Vec::new();
+        let unique_tables: BTreeSet<String> = shapes
+            .values()
+            .filter(|(t, _, _)| t.indexes.iter().any(|i| i.unique))
+            .map(|(t, _, _)| t.name.clone())
+            .collect();
+        for name in unique_tables {
+            let t = catalog.table(&name)?;
+            let (visible, hidden) = self.replica().visible(&t.name);
+            for r in hidden {
+                fixes.push(Correction {
+                    table: t.name.clone(),
+                    pk: r.pk,
+                    row: None,
+                });
+            }
+            for r in visible {
+                let row = full_row(t, &r.pk, r.values);
+                fixes.push(Correction {
+                    table: t.name.clone(),
+                    pk: r.pk,
+                    row: Some(row),
+                });
+            }
+        }
         // Where merging gave other values than the statements wrote, the table takes the
         // merged ones (every replica computes the same).
-        let mut fixes = Vec::new();
         for (key, (table, after)) in finals {
             let t = catalog.table(&table)?;
             let pk_cols = t.key_columns();
@@ -858,6 +833,35 @@ impl State {
         }
         Ok(fixes)
     }
+}
+
+fn subscription(prefixes: &[String]) -> cairn_sync::Subscription {
+    if prefixes.is_empty() {
+        return cairn_sync::Subscription::All;
+    }
+    cairn_sync::Subscription::Filters(
+        prefixes
+            .iter()
+            .map(|p| cairn_sync::ScopeFilter {
+                owner: None,
+                prefix: p.as_bytes().to_vec(),
+            })
+            .collect(),
+    )
+}
+
+/// A table row from its key values and its other columns' values (in sync column order).
+fn full_row(t: &Table, pk: &[Value], vals: Vec<Value>) -> Vec<Value> {
+    let pk_cols = t.key_columns();
+    let mut row = vec![Value::Null; t.columns.len()];
+    for (i, &c) in pk_cols.iter().enumerate() {
+        row[c] = pk.get(i).cloned().unwrap_or(Value::Null);
+    }
+    let non_key = (0..t.columns.len()).filter(|c| !pk_cols.contains(c));
+    for (v, c) in vals.into_iter().zip(non_key) {
+        row[c] = v;
+    }
+    row
 }
 
 /// A scope value as it appears in a scope name.

@@ -2,7 +2,7 @@
 //!
 //! | tree | key | value |
 //! |---|---|---|
-//! | `SYSTEM_TREES + 1` meta | `identity`, `owner`, `clock`, `peers` | key export, author, u64le HLC, peers |
+//! | `SYSTEM_TREES + 1` meta | `identity`, `owner`, `clock`, `peers`, `subscription` | key export, author, u64le HLC, peers, what this replica asks for |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
 //! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
@@ -79,6 +79,12 @@ pub(crate) fn put_identity(store: &mut dyn Storage, id: &Identity) -> Result<()>
     store.put(META, b"identity", &id.export())
 }
 
+pub(crate) fn put_subscription(store: &mut dyn Storage, sub: &Subscription) -> Result<()> {
+    let mut w = Writer::new();
+    sub.encode(&mut w);
+    store.put(META, b"subscription", &w.buf)
+}
+
 pub(crate) fn put_owner(store: &mut dyn Storage, owner: &AuthorId) -> Result<()> {
     store.put(META, b"owner", &owner.0)
 }
@@ -121,7 +127,12 @@ impl State {
             return Ok(());
         }
         let identity = create_readonly(store)?;
-        let mut replica = Replica::in_memory(identity, cairn_sync::Config::default());
+        let mut config = cairn_sync::Config::default();
+        if let Some(b) = store.get(META, b"subscription")? {
+            config.subscription = Subscription::decode(&mut Reader::new(&b))
+                .map_err(|e| corrupt("subscription", e))?;
+        }
+        let mut replica = Replica::in_memory(identity, config);
         if let Some(o) = store.get(META, b"owner")? {
             let a: [u8; 32] = o.as_slice().try_into().map_err(|e| corrupt("owner", e))?;
             self.owner = Some(AuthorId(a));

@@ -1408,33 +1408,59 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Makes the table hold `row` (or nothing) at primary key `pk`, unrecorded: for
-    /// corrections from the sync layer. A row that breaks NOT NULL, type or UNIQUE constraints
-    /// is left out, as every replica would leave it out.
-    pub fn force_row(&mut self, t: &Table, pk: &[Value], row: Option<Vec<Value>>) -> Result<()> {
-        let key = match &t.key {
-            Key::Columns(_) => {
-                let mut k = Vec::new();
-                for v in pk {
-                    push_norm(v, &mut k);
+    /// Makes each table hold `row` (or nothing) at primary key `pk`, unrecorded: corrections
+    /// and peers' rows from the sync layer. Two passes, so that rows trading UNIQUE values
+    /// do not block each other: every row that differs goes first, then the new ones are put.
+    /// A row that breaks NOT NULL, type or UNIQUE constraints is left out (as every replica
+    /// would leave it out); returns those, with the constraint's error.
+    pub fn force_rows(
+        &mut self,
+        rows: Vec<(Rc<Table>, Vec<Value>, Option<Vec<Value>>)>,
+    ) -> Result<Vec<(Rc<Table>, Vec<Value>, Error)>> {
+        let mut puts = Vec::new();
+        for (t, pk, row) in rows {
+            let key = match &t.key {
+                Key::Columns(_) => {
+                    let mut k = Vec::new();
+                    for v in &pk {
+                        push_norm(v, &mut k);
+                    }
+                    k
                 }
-                k
+                Key::Rowid(_) => encode_key(&pk),
+            };
+            if self.store.get(t.tree, &key)?.is_some() {
+                let old = self.load_row(&t, &key)?;
+                let same = row.as_ref().is_some_and(|r| {
+                    r.len() == old.len()
+                        && r.iter().zip(&old).all(|(a, b)| {
+                            a.total_cmp(b) == Ordering::Equal && a.type_name() == b.type_name()
+                        })
+                });
+                if same {
+                    continue;
+                }
+                self.delete_row(&t, &key, &old)?;
             }
-            Key::Rowid(_) => encode_key(pk),
-        };
-        if self.store.get(t.tree, &key)?.is_some() {
-            let old = self.load_row(t, &key)?;
-            self.delete_row(t, &key, &old)?;
-        }
-        if let Some(mut row) = row {
-            let cache = std::cell::RefCell::new(HashMap::new());
-            if self.check_row(t, &mut row, &[], &cache).is_ok()
-                && self.find_conflict(t, &key, &row, &[])?.is_none()
-            {
-                self.put_row(t, &key, &row)?;
+            if let Some(row) = row {
+                puts.push((t, pk, key, row));
             }
         }
-        Ok(())
+        let mut refused = Vec::new();
+        let cache = std::cell::RefCell::new(HashMap::new());
+        for (t, pk, key, mut row) in puts {
+            if let Err(e) = self.check_row(&t, &mut row, &[], &cache) {
+                refused.push((t, pk, e));
+                continue;
+            }
+            if let Some((ix, _)) = self.find_conflict(&t, &key, &row, &[])? {
+                let e = Self::unique_error(&t, ix);
+                refused.push((t, pk, e));
+                continue;
+            }
+            self.put_row(&t, &key, &row)?;
+        }
+        Ok(refused)
     }
 
     fn load_row(&self, t: &Table, pk: &[u8]) -> Result<Vec<Value>> {

@@ -254,6 +254,27 @@ impl Database {
         out
     }
 
+    /// Makes the tables hold these rows (or none at these keys), unrecorded, inside the open
+    /// transaction: for rows merged from peers. Returns the rows left out because they break
+    /// the table's constraints (see `executor::Writer::force_rows`).
+    pub fn force_rows(
+        &mut self,
+        rows: Vec<(Rc<Table>, Vec<Value>, Option<Vec<Value>>)>,
+    ) -> Result<Vec<(Rc<Table>, Vec<Value>, Error)>> {
+        if !self.in_tx {
+            return Err(Error::Transaction(
+                "force_rows runs inside a transaction".into(),
+            ));
+        }
+        let mut w = executor::Writer {
+            store: self.store.as_mut(),
+            params: &[],
+            rng: &self.rng,
+            capture: None,
+        };
+        w.force_rows(rows)
+    }
+
     /// The storage, for a layer that keeps its own trees beside the tables (tree ids at or
     /// above [`storage::SYSTEM_TREES`]) and writes them inside the database's transactions.
     pub fn storage_mut(&mut self) -> &mut dyn Storage {
@@ -283,17 +304,17 @@ impl Database {
         let fixed = hook
             .before_commit(self.store.as_mut(), &self.catalog, changes)
             .and_then(|corrections| {
+                let rows = corrections
+                    .into_iter()
+                    .map(|c| Ok((self.catalog.table(&c.table)?.clone(), c.pk, c.row)))
+                    .collect::<Result<Vec<_>>>()?;
                 let mut w = executor::Writer {
                     store: self.store.as_mut(),
                     params: &[],
                     rng: &self.rng,
                     capture: None,
                 };
-                for c in corrections {
-                    let t = self.catalog.table(&c.table)?;
-                    w.force_row(t, &c.pk, c.row)?;
-                }
-                Ok(())
+                w.force_rows(rows).map(|_| ())
             });
         let hook = self.hook.as_mut().expect("invariant: checked above");
         if let Err(e) = fixed {
