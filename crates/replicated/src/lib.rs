@@ -487,7 +487,7 @@ impl Sync {
         for k in rows {
             by_table.entry(k.table.clone()).or_default().push(k);
         }
-        let mut all: Vec<(Rc<Table>, Vec<Value>, Option<Vec<Value>>)> = Vec::new();
+        let mut all: Vec<cairn_sql::executor::ForcedRow> = Vec::new();
         for (name, keys) in by_table {
             let Ok(t) = catalog.table(&name) else {
                 continue;

@@ -1176,6 +1176,11 @@ pub enum RowChange {
     Delete { table: String, row: Vec<Value> },
 }
 
+/// A row to force into a table: (table, primary key values, the row or None for no row).
+pub type ForcedRow = (Rc<Table>, Vec<Value>, Option<Vec<Value>>);
+/// A forced row the table's constraints refused: (table, primary key values, the error).
+pub type RefusedRow = (Rc<Table>, Vec<Value>, Error);
+
 /// A row a replicated table must hold after a commit, when merging the commit into the
 /// replica's state gave something other than what the statements wrote (a counter that kept
 /// additions from other devices, a row revived after a delete elsewhere). `None`: no row.
@@ -1413,10 +1418,7 @@ impl Writer<'_> {
     /// do not block each other: every row that differs goes first, then the new ones are put.
     /// A row that breaks NOT NULL, type or UNIQUE constraints is left out (as every replica
     /// would leave it out); returns those, with the constraint's error.
-    pub fn force_rows(
-        &mut self,
-        rows: Vec<(Rc<Table>, Vec<Value>, Option<Vec<Value>>)>,
-    ) -> Result<Vec<(Rc<Table>, Vec<Value>, Error)>> {
+    pub fn force_rows(&mut self, rows: Vec<ForcedRow>) -> Result<Vec<RefusedRow>> {
         let mut puts = Vec::new();
         for (t, pk, row) in rows {
             let key = match &t.key {

@@ -259,8 +259,8 @@ impl Database {
     /// the table's constraints (see `executor::Writer::force_rows`).
     pub fn force_rows(
         &mut self,
-        rows: Vec<(Rc<Table>, Vec<Value>, Option<Vec<Value>>)>,
-    ) -> Result<Vec<(Rc<Table>, Vec<Value>, Error)>> {
+        rows: Vec<executor::ForcedRow>,
+    ) -> Result<Vec<executor::RefusedRow>> {
         if !self.in_tx {
             return Err(Error::Transaction(
                 "force_rows runs inside a transaction".into(),
