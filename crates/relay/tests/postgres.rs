@@ -255,6 +255,17 @@ async fn pg_ctl(ctl: &str, what: &'static str) {
     assert!(status.success(), "pg-ctl {what}: {status}");
 }
 
+/// Starts the cluster again if the test fails while it is stopped, for the tests after it.
+struct StartOnDrop(Option<String>);
+
+impl Drop for StartOnDrop {
+    fn drop(&mut self) {
+        if let Some(ctl) = self.0.take() {
+            let _ = Command::new(ctl).arg("start").status();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_recover_when_postgres_restarts() {
     let (Ok(base), Ok(ctl)) = (
@@ -291,6 +302,7 @@ async fn relays_recover_when_postgres_restarts() {
     wait_until("carol has part of it", || held(&carol) >= 10).await;
 
     pg_ctl(&ctl, "stop").await;
+    let mut down = StartOnDrop(Some(ctl.clone()));
     // Written while the database is down: each relay fails to store them and says so.
     round(&alice, &bob, 20);
     wait_until("both relays saw the store fail", || {
@@ -300,6 +312,7 @@ async fn relays_recover_when_postgres_restarts() {
     assert_eq!(a.metrics().store_down.load(Relaxed), 1);
     round(&alice, &bob, 10);
     pg_ctl(&ctl, "start").await;
+    down.0 = None;
     round(&alice, &bob, 20);
 
     wait_until("both relays store again", || {
