@@ -194,10 +194,13 @@ impl PgStore {
                 Err(_) => report.refused += 1,
             }
         }
-        feed(replica, now_ms, blocks, report);
-        for (key, log) in replica.chains() {
-            self.heads.insert(key.clone(), log.head().0);
+        // What the database holds, from its rows: not the replica's heads, which may include
+        // blocks this relay's clients brought in the same batch and `persist` has yet to store.
+        for b in &blocks {
+            let h = self.heads.entry(b.key()).or_insert(0);
+            *h = (*h).max(b.last_seq());
         }
+        feed(replica, now_ms, blocks, report);
         Ok(())
     }
 
@@ -323,9 +326,13 @@ impl PgStore {
         }
         if report.refused > 0 {
             // A notification was missed (a gap): take everything in again; what is held
-            // already is a replay, not checked twice.
-            report = LoadReport::default();
-            self.load_blocks(replica, now_ms, None, &mut report)?;
+            // already is a replay, not checked twice. What the first pass applied still counts
+            // (`records_in`); what is refused is what the second pass refuses.
+            let mut again = LoadReport::default();
+            self.load_blocks(replica, now_ms, None, &mut again)?;
+            report.blocks += again.blocks;
+            report.records += again.records;
+            report.refused = again.refused;
         }
         Ok(report)
     }
