@@ -68,9 +68,31 @@ fn bad_events(p: &SyncPeer) -> Vec<Event> {
         .collect()
 }
 
-/// What the database holds, counted twice: by a relay that loads it (each record once, nothing
-/// refused) and by a fresh replica of a member that syncs from that relay.
+/// What the database holds, counted three times: the records of its rows (a record stored twice
+/// would count twice), a relay that loads it (nothing refused), and a fresh replica of a member
+/// that syncs from that relay.
 async fn assert_database_holds(url: &str, records: u64, digest: [u8; 32], member: u8) {
+    {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connects");
+        tokio::spawn(conn);
+        let rows = client
+            .query("SELECT block FROM cairn_relay_blocks", &[])
+            .await
+            .expect("reads the blocks");
+        let stored: usize = rows
+            .iter()
+            .map(|r| {
+                let bytes: Vec<u8> = r.get(0);
+                cairn_sync::Block::from_bytes(&bytes)
+                    .expect("a stored block decodes")
+                    .records
+                    .len()
+            })
+            .sum();
+        assert_eq!(stored as u64, records, "records in the database's rows");
+    }
     let relay = start_pg(url).await;
     assert_eq!(relay.loaded().records as u64, records, "stored once each");
     assert_eq!(relay.loaded().refused, 0);
@@ -339,4 +361,56 @@ async fn relays_recover_when_postgres_restarts() {
     a.shutdown().await.expect("clean shutdown");
     b.shutdown().await.expect("clean shutdown");
     assert_database_holds(&url, 140, digest, 3).await;
+}
+
+/// Clients of both relays writing at once: a relay's batches then mix its clients' blocks with
+/// the other relay's notifications, and every block must still be stored (and so reach the
+/// other relay's clients).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_both_relays_at_once_are_all_stored() {
+    let Ok(base) = std::env::var("CAIRN_RELAY_POSTGRES_URL") else {
+        eprintln!("CAIRN_RELAY_POSTGRES_URL is not set: run scripts/relay-postgres-test.sh");
+        return;
+    };
+    let url = fresh_database(&base, "cairn_relay_concurrent").await;
+    let a = start_pg(&url).await;
+    let b = start_pg(&url).await;
+    let scope = ScopeId::new(key(1).id(), "todo/list=concurrent");
+    let writers: Vec<u8> = (1..=6).collect();
+    let peers: Vec<SyncPeer> = writers
+        .iter()
+        .map(|&s| peer(s, app(s), &if s % 2 == 0 { b.url() } else { a.url() }))
+        .collect();
+    peers[0].with(|r| {
+        r.sign_writers(&scope.name, 1, (2..=6).map(|s| key(s).id()).collect());
+    });
+    wait_until("every writer may write", || {
+        peers
+            .iter()
+            .zip(&writers)
+            .all(|(p, &s)| p.replica().may_write(&key(s).id(), &scope))
+    })
+    .await;
+    for i in 0..50 {
+        for p in &peers {
+            p.with(|r| {
+                write(r, &scope, i % 9, &format!("{i}"));
+                r.seal();
+            });
+        }
+        tokio::task::yield_now().await;
+    }
+    let all: Vec<&SyncPeer> = peers.iter().collect();
+    wait_until("every replica converges", || {
+        converged(&all) && held(&peers[0]) == 300
+    })
+    .await;
+    assert_verified(&all);
+    let digest = peers[0].replica().state_digest();
+    for p in peers {
+        p.stop().await;
+    }
+    a.shutdown().await.expect("clean shutdown");
+    b.shutdown().await.expect("clean shutdown");
+    assert_database_holds(&url, 300, digest, 2).await;
 }
