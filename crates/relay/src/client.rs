@@ -260,9 +260,15 @@ async fn run(
                         let _ = conn.socket.close(None).await;
                         return;
                     }
-                    // Honour the relay's hint (its store is down), within reason.
+                    // Honour the relay's hint (its store is down), within reason. With one
+                    // relay and no hint, reconnect at once; with several, pause briefly.
                     Ended::Dropped { retry_after_ms } => {
-                        Duration::from_millis(u64::from(retry_after_ms).min(5000)).max(backoff)
+                        let hint = Duration::from_millis(u64::from(retry_after_ms).min(5000));
+                        if urls.len() > 1 {
+                            hint.max(backoff)
+                        } else {
+                            hint
+                        }
                     }
                 }
             }
@@ -280,8 +286,7 @@ async fn run(
             }
         };
         at = (at + 1) % urls.len();
-        // With one relay, a dropped connection is retried at once (after the hint, if any).
-        if urls.len() > 1 || wait > Duration::from_millis(20) {
+        if !wait.is_zero() {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => return,
