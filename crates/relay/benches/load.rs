@@ -1,6 +1,12 @@
 //! Load on one relay: `cargo bench -p cairn-relay --bench load [-- N ...]` (default 50 and 200
 //! clients). Results are saved by hand under `bench-results/`.
 //!
+//! With `--two-relays` (a build with `--features postgres` and `CAIRN_RELAY_POSTGRES_URL` set;
+//! `scripts/relay-postgres-test.sh bench [N ...]` provides both), each N runs twice over
+//! PostgreSQL: one relay serving every client, then two relays sharing the database with the
+//! clients split between them (client i on relay i mod 2, so half of the deliveries cross from
+//! one relay to the other through NOTIFY). The tables are emptied before each run.
+//!
 //! Every client is a real `Replica` on its own authenticated WebSocket, and owns one scope whose
 //! writer list names the next four clients (a ring), so each record is stored once by the relay
 //! and delivered to four readers. Two phases:
@@ -154,18 +160,63 @@ async fn wait_for(what: &str, deadline: Duration, cond: impl Fn() -> bool) {
     }
 }
 
-async fn run(n: usize) {
+/// Where the relays keep blocks.
+#[derive(Clone)]
+enum Setup {
+    /// One relay on a cairn file.
+    File,
+    /// `relays` relays sharing the PostgreSQL database at the URL.
+    Postgres(String, usize),
+}
+
+#[cfg(feature = "postgres")]
+async fn empty_tables(url: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connects to PostgreSQL");
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks",
+        )
+        .await
+        .expect("empties the relay tables");
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn empty_tables(_url: &str) {
+    panic!("--two-relays needs `--features postgres`");
+}
+
+fn sum(relays: &[Relay], f: impl Fn(&cairn_relay::metrics::Metrics) -> &AtomicU64) -> u64 {
+    relays.iter().map(|r| f(r.metrics()).load(Relaxed)).sum()
+}
+
+async fn run(n: usize, setup: Setup) {
     let dir = std::env::temp_dir().join(format!("cairn-relay-bench-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let relay = Relay::start(RelayConfig {
-        listen: "127.0.0.1:0".parse().expect("invariant"),
-        data: dir.clone(),
-        postgres: None,
-        limits: Limits::default(),
-    })
-    .await
-    .expect("relay starts");
-    let url = relay.url();
+    let (postgres, count, label) = match &setup {
+        Setup::File => (None, 1, "1 relay, cairn file".to_string()),
+        Setup::Postgres(url, k) => {
+            empty_tables(url).await;
+            let label = format!("{k} relay{}, PostgreSQL", if *k == 1 { "" } else { "s" });
+            (Some(url.clone()), *k, label)
+        }
+    };
+    let mut relays = Vec::new();
+    for _ in 0..count {
+        relays.push(
+            Relay::start(RelayConfig {
+                listen: "127.0.0.1:0".parse().expect("invariant"),
+                data: dir.clone(),
+                postgres: postgres.clone(),
+                limits: Limits::default(),
+            })
+            .await
+            .expect("relay starts"),
+        );
+    }
+    let urls: Vec<String> = relays.iter().map(|r| r.url()).collect();
     let bench = Arc::new(Bench {
         sent: Mutex::new(HashMap::new()),
         latencies_us: Mutex::new(Vec::new()),
@@ -197,13 +248,13 @@ async fn run(n: usize) {
         tasks.push(tokio::spawn(run_client(
             c,
             Identity::from_secret(secret(i)),
-            url.clone(),
+            urls[i % urls.len()].clone(),
             bench.clone(),
             stop_rx.clone(),
         )));
     }
     wait_for("every client connected", Duration::from_secs(60), || {
-        relay.metrics().connections.load(Relaxed) == n as u64
+        sum(&relays, |m| &m.connections) == n as u64
     })
     .await;
     let connect_s = t0.elapsed().as_secs_f64();
@@ -226,20 +277,26 @@ async fn run(n: usize) {
     let steady_s = start.elapsed().as_secs_f64();
     let mut lat = std::mem::take(&mut *bench.latencies_us.lock().expect("invariant"));
     lat.sort_unstable();
-    let steady_in = relay.metrics().records_in.load(Relaxed);
+    let steady_in = (n * steady_commits) as u64;
 
-    // Burst phase.
+    // Burst phase. Every relay ends up applying every record: its clients' and, over
+    // PostgreSQL, those the other relay stored. "In" is done when each relay holds them all.
     let delivered0 = bench.delivered.load(Relaxed);
-    let in0 = relay.metrics().records_in.load(Relaxed);
+    let in0: Vec<u64> = relays
+        .iter()
+        .map(|r| r.metrics().records_in.load(Relaxed))
+        .collect();
     let start = Instant::now();
     for c in &clients {
         for k in 0..BURST {
             c.commit(&bench, (steady_commits + k) as i64);
         }
     }
-    let want_in = in0 + (n * BURST) as u64;
     wait_for("burst stored", Duration::from_secs(300), || {
-        relay.metrics().records_in.load(Relaxed) >= want_in
+        relays
+            .iter()
+            .zip(&in0)
+            .all(|(r, i0)| r.metrics().records_in.load(Relaxed) >= i0 + (n * BURST) as u64)
     })
     .await;
     let in_s = start.elapsed().as_secs_f64();
@@ -252,7 +309,7 @@ async fn run(n: usize) {
     let mut burst_lat = std::mem::take(&mut *bench.latencies_us.lock().expect("invariant"));
     burst_lat.sort_unstable();
 
-    println!("{n} clients, {READERS} readers per scope (connect {connect_s:.2} s)");
+    println!("{n} clients, {READERS} readers per scope, {label} (connect {connect_s:.2} s)");
     println!(
         "  steady: {} records in ({:.0}/s offered), {} deliveries in {steady_s:.2} s; latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         steady_in,
@@ -271,35 +328,45 @@ async fn run(n: usize) {
         pct(&burst_lat, 0.50),
         pct(&burst_lat, 0.99),
     );
-    let m = relay.metrics();
     println!(
-        "  relay: frames in {}, frames out {}, block pages out {}, verification failures {}; core busy handling {:.2} s, storing {:.2} s",
-        m.frames_in.load(Relaxed),
-        m.frames_out.load(Relaxed),
-        m.block_pages_out.load(Relaxed),
-        m.verification_failures.load(Relaxed),
-        m.handle_us.load(Relaxed) as f64 / 1e6,
-        m.store_us.load(Relaxed) as f64 / 1e6,
+        "  relay{}: frames in {}, frames out {}, block pages out {}, verification failures {}; core busy handling {:.2} s, storing {:.2} s",
+        if count == 1 { "" } else { "s (summed)" },
+        sum(&relays, |m| &m.frames_in),
+        sum(&relays, |m| &m.frames_out),
+        sum(&relays, |m| &m.block_pages_out),
+        sum(&relays, |m| &m.verification_failures),
+        sum(&relays, |m| &m.handle_us) as f64 / 1e6,
+        sum(&relays, |m| &m.store_us) as f64 / 1e6,
     );
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = t.await;
     }
-    relay.shutdown().await.expect("clean shutdown");
+    for relay in relays {
+        relay.shutdown().await.expect("clean shutdown");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn main() {
-    let ns: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ns: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let ns = if ns.is_empty() { vec![50, 200] } else { ns };
+    let setups = if args.iter().any(|a| a == "--two-relays") {
+        let url = std::env::var("CAIRN_RELAY_POSTGRES_URL").expect(
+            "--two-relays needs CAIRN_RELAY_POSTGRES_URL (scripts/relay-postgres-test.sh bench)",
+        );
+        vec![Setup::Postgres(url.clone(), 1), Setup::Postgres(url, 2)]
+    } else {
+        vec![Setup::File]
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("invariant: a runtime");
     for n in ns {
-        runtime.block_on(run(n));
+        for setup in &setups {
+            runtime.block_on(run(n, setup.clone()));
+        }
     }
 }

@@ -1,12 +1,13 @@
 //! The Rust client: the relay handshake ([`connect`]), and [`SyncPeer`], a `Replica` kept in
 //! sync through a relay by a background task that reconnects when the connection drops (a new
-//! HELLO resumes where the version vectors say). Tests and the load bench use it; an
-//! application with a native replica can too.
+//! HELLO resumes where the version vectors say). Given several relays sharing one store
+//! ([`SyncPeer::spawn_failover`]), it moves to the next one each time a connection fails or
+//! ends. Tests and the load bench use it; an application with a native replica can too.
 
 use crate::frame::{auth_message, Frame, Refusal, RELAY_MAGIC};
 use cairn_sync::{AuthorId, Event, Identity, Link, Replica};
 use futures_util::{SinkExt, StreamExt};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -140,6 +141,8 @@ struct PeerState {
     wake: Notify,
     connects: AtomicU64,
     messages_in: AtomicU64,
+    /// Index in the URL list of the relay last connected to (or tried).
+    relay: AtomicUsize,
 }
 
 /// A replica synced through a relay by a background task.
@@ -153,6 +156,18 @@ impl SyncPeer {
     /// Starts syncing `replica` through the relay at `url`; `identity` must be the replica's
     /// key (passed separately because the replica keeps its own and does not lend it out).
     pub fn spawn(replica: Replica, identity: Identity, url: String) -> SyncPeer {
+        SyncPeer::spawn_failover(replica, identity, vec![url])
+    }
+
+    /// As [`SyncPeer::spawn`], over several relays that share one store (PostgreSQL): it
+    /// connects to the first, and whenever a connection fails or ends, tries the next one in
+    /// the list (wrapping around). Every relay holds what any of them acknowledged, so a new
+    /// HELLO resumes where the version vectors say, whichever relay answers.
+    ///
+    /// # Panics
+    /// If `urls` is empty.
+    pub fn spawn_failover(replica: Replica, identity: Identity, urls: Vec<String>) -> SyncPeer {
+        assert!(!urls.is_empty(), "SyncPeer needs at least one relay URL");
         let state = Arc::new(PeerState {
             replica: Mutex::new(replica),
             refusals: Mutex::new(Vec::new()),
@@ -160,9 +175,10 @@ impl SyncPeer {
             wake: Notify::new(),
             connects: AtomicU64::new(0),
             messages_in: AtomicU64::new(0),
+            relay: AtomicUsize::new(0),
         });
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(run(state.clone(), identity, url, stop_rx));
+        let task = tokio::spawn(run(state.clone(), identity, urls, stop_rx));
         SyncPeer { state, stop, task }
     }
 
@@ -200,6 +216,12 @@ impl SyncPeer {
         self.state.messages_in.load(Relaxed)
     }
 
+    /// The index, in the list given to [`SyncPeer::spawn_failover`], of the relay it is
+    /// connected to (or trying).
+    pub fn relay_index(&self) -> usize {
+        self.state.relay.load(Relaxed)
+    }
+
     /// Stops the task and gives the replica back.
     pub async fn stop(self) -> Replica {
         let _ = self.stop.send(true);
@@ -214,22 +236,41 @@ impl SyncPeer {
 async fn run(
     state: Arc<PeerState>,
     identity: Identity,
-    url: String,
+    urls: Vec<String>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(20);
+    let mut at = 0;
     loop {
         if *stop.borrow() {
             return;
         }
+        state.relay.store(at, Relaxed);
         let conn = tokio::select! {
-            c = connect(&url, &identity) => c,
+            c = connect(&urls[at], &identity) => c,
             _ = stop.changed() => return,
         };
-        let mut conn = match conn {
-            Ok(c) => {
+        // A relay that fails or drops the connection: the next one is tried after the pause.
+        let wait = match conn {
+            Ok(mut conn) => {
                 backoff = Duration::from_millis(20);
-                c
+                state.connects.fetch_add(1, Relaxed);
+                match session(&state, &mut conn.socket, &mut stop).await {
+                    Ended::Stopped => {
+                        let _ = conn.socket.close(None).await;
+                        return;
+                    }
+                    // Honour the relay's hint (its store is down), within reason. With one
+                    // relay and no hint, reconnect at once; with several, pause briefly.
+                    Ended::Dropped { retry_after_ms } => {
+                        let hint = Duration::from_millis(u64::from(retry_after_ms).min(5000));
+                        if urls.len() > 1 {
+                            hint.max(backoff)
+                        } else {
+                            hint
+                        }
+                    }
+                }
             }
             Err(e) => {
                 if let ConnectError::Refused(r) = e {
@@ -239,36 +280,50 @@ async fn run(
                         .unwrap_or_else(|e| e.into_inner())
                         .push(r);
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
-                }
+                let wait = backoff;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
-                continue;
+                wait
             }
         };
-        state.connects.fetch_add(1, Relaxed);
-        if session(&state, &mut conn.socket, &mut stop).await {
-            let _ = conn.socket.close(None).await;
-            return;
+        at = (at + 1) % urls.len();
+        if !wait.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => return,
+            }
         }
     }
 }
 
-/// One connection's life; true when asked to stop.
-async fn session(state: &PeerState, socket: &mut Socket, stop: &mut watch::Receiver<bool>) -> bool {
+/// How a session ended.
+#[derive(Clone, Copy)]
+enum Ended {
+    Stopped,
+    /// The connection broke or the relay closed it (`retry_after_ms` of its fatal refusal).
+    Dropped {
+        retry_after_ms: u32,
+    },
+}
+
+/// One connection's life.
+async fn session(
+    state: &PeerState,
+    socket: &mut Socket,
+    stop: &mut watch::Receiver<bool>,
+) -> Ended {
     let mut link = Link::new();
     let hello = {
         let mut r = state.replica.lock().unwrap_or_else(|e| e.into_inner());
         r.open_link(&mut link, now_ms())
     };
+    let dropped = Ended::Dropped { retry_after_ms: 0 };
     if socket.send(Ws::Binary(hello.into())).await.is_err() {
-        return false;
+        return dropped;
     }
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         let out: Vec<Vec<u8>> = tokio::select! {
-            _ = stop.changed() => return true,
+            _ = stop.changed() => return Ended::Stopped,
             _ = tick.tick() => {
                 let mut r = state.replica.lock().unwrap_or_else(|e| e.into_inner());
                 r.poll(&mut link, now_ms())
@@ -288,19 +343,19 @@ async fn session(state: &PeerState, socket: &mut Socket, stop: &mut watch::Recei
                     out.send
                 }
                 Incoming::Refusal(r) => {
-                    let fatal = r.fatal;
+                    let (fatal, retry_after_ms) = (r.fatal, r.retry_after_ms);
                     state.refusals.lock().unwrap_or_else(|e| e.into_inner()).push(r);
                     if fatal {
-                        return false;
+                        return Ended::Dropped { retry_after_ms };
                     }
                     Vec::new()
                 }
-                Incoming::Closed => return false,
+                Incoming::Closed => return dropped,
             },
         };
         for m in out {
             if socket.send(Ws::Binary(m.into())).await.is_err() {
-                return false;
+                return dropped;
             }
         }
     }

@@ -16,6 +16,8 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
 /// Messages taken from the queue and handled before one store commit (group commit).
 const BATCH: usize = 64;
+/// While the store is down, the `retry_after_ms` of the `INTERNAL` refusals.
+const STORE_RETRY_MS: u32 = 500;
 
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -106,6 +108,8 @@ pub struct Core {
     store: Box<dyn Durable>,
     conns: HashMap<u64, Conn>,
     metrics: Arc<Metrics>,
+    /// A recoverable store failed: connections are refused until it works again.
+    store_down: bool,
 }
 
 impl Core {
@@ -115,12 +119,16 @@ impl Core {
             store,
             conns: HashMap::new(),
             metrics,
+            store_down: false,
         }
     }
 
     /// Runs until `Shutdown` or until every sender is gone; closes the store on the way out.
-    /// A store failure closes every connection with `INTERNAL` and stops the relay: nothing is
-    /// acknowledged that is not on disk.
+    /// A store failure closes every connection with `INTERNAL`: nothing is acknowledged that is
+    /// not stored. The file store then stops the relay; a recoverable store (PostgreSQL) is
+    /// retried at every batch (a tick is 250 ms) while new connections are refused, and once
+    /// it answers, what the replica holds and the store lacks is stored and what other relays
+    /// stored meanwhile is read again.
     pub fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) -> crate::Result<()> {
         let mut result = Ok(());
         while let Some(first) = rx.blocking_recv() {
@@ -135,6 +143,7 @@ impl Core {
             match self.handle_batch(batch) {
                 Ok(true) => {}
                 Ok(false) => break,
+                Err(e) if self.store.recoverable() => self.store_failed(&e),
                 Err(e) => {
                     for c in self.conns.values() {
                         let refusal = Refusal::new(Code::Internal, true, e.to_string());
@@ -149,9 +158,59 @@ impl Core {
         result
     }
 
+    /// A recoverable store failed: close every connection (their clients reconnect and resend
+    /// what this relay has not acknowledged) and refuse new ones until it is back.
+    fn store_failed(&mut self, e: &crate::Error) {
+        eprintln!("cairn-relay: store failed, closing connections and retrying: {e}");
+        self.metrics.store_errors.fetch_add(1, Relaxed);
+        self.metrics.store_down.store(1, Relaxed);
+        self.store_down = true;
+        for (_, c) in self.conns.drain() {
+            let mut r = Refusal::new(Code::Internal, true, e.to_string());
+            r.retry_after_ms = STORE_RETRY_MS;
+            self.metrics.refused(Code::Internal);
+            c.out.send(Out::Close(r));
+        }
+    }
+
+    /// Stores what the replica took in while the store was failing (`persist` compares with
+    /// what is stored, so nothing is lost or written twice), then reads everything again:
+    /// other relays may have stored blocks whose notifications this one missed.
+    fn recover(&mut self, now: u64) -> crate::Result<()> {
+        self.store.persist(&self.replica)?;
+        let report = self.store.refresh(&mut self.replica, now, 1, i64::MAX)?;
+        self.metrics
+            .records_in
+            .fetch_add(report.records as u64, Relaxed);
+        eprintln!("cairn-relay: store back, accepting connections");
+        self.metrics.store_down.store(0, Relaxed);
+        self.store_down = false;
+        Ok(())
+    }
+
     /// Handles queued commands; false on shutdown.
     fn handle_batch(&mut self, batch: Vec<Command>) -> crate::Result<bool> {
         let now = now_ms();
+        if self.store_down && self.recover(now).is_err() {
+            // Still down: refuse whoever connected; messages of closed connections are dropped.
+            for cmd in batch {
+                match cmd {
+                    Command::Open { out, .. } => {
+                        let mut r = Refusal::new(
+                            Code::Internal,
+                            true,
+                            "the relay's store is unavailable; retry",
+                        );
+                        r.retry_after_ms = STORE_RETRY_MS;
+                        self.metrics.refused(Code::Internal);
+                        out.send(Out::Close(r));
+                    }
+                    Command::Shutdown => return Ok(false),
+                    _ => {}
+                }
+            }
+            return Ok(true);
+        }
         let mut sends: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut touched: BTreeSet<ScopeId> = BTreeSet::new();
         let mut go_on = true;

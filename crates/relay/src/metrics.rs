@@ -20,6 +20,10 @@ pub struct Metrics {
     /// Microseconds the core spent handling messages (verification included) and storing.
     pub handle_us: AtomicU64,
     pub store_us: AtomicU64,
+    /// Store failures that closed every connection (PostgreSQL unreachable); the relay retries.
+    pub store_errors: AtomicU64,
+    /// 1 while the store is unreachable and connections are refused.
+    pub store_down: AtomicU64,
     refusals: [AtomicU64; Code::ALL.len()],
 }
 
@@ -111,6 +115,18 @@ impl Metrics {
             "counter",
             "time the core spent storing (commits, flushes)",
             self.store_us.load(Relaxed),
+        );
+        line(
+            "cairn_relay_store_errors_total",
+            "counter",
+            "store failures that closed every connection (the relay retries the store)",
+            self.store_errors.load(Relaxed),
+        );
+        line(
+            "cairn_relay_store_down",
+            "gauge",
+            "1 while the store is unreachable and connections are refused",
+            self.store_down.load(Relaxed),
         );
         out.push_str("# HELP cairn_relay_refusals_total ERROR frames sent, by code\n");
         out.push_str("# TYPE cairn_relay_refusals_total counter\n");

@@ -15,6 +15,7 @@ use cairn_sync::wire::{Reader, Writer};
 use cairn_sync::{Block, Identity, Replica, WriterList};
 use rand_core::RngCore;
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
@@ -41,6 +42,7 @@ fn pg(e: tokio_postgres::Error) -> Error {
 
 pub struct PgStore {
     rt: tokio::runtime::Runtime,
+    url: String,
     client: Client,
     /// Tells this relay's NOTIFYs from the others' (relays sharing a database share the relay
     /// identity too, so the identity cannot).
@@ -56,6 +58,13 @@ pub fn instance_tag() -> String {
     crate::frame::hex(&b)
 }
 
+/// Opens a connection whose driver runs on the runtime this is awaited on.
+async fn connect(url: &str) -> Result<Client> {
+    let (client, conn) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
+    tokio::spawn(conn);
+    Ok(client)
+}
+
 impl PgStore {
     pub fn open(url: &str, instance: &str) -> Result<(PgStore, Identity)> {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -63,8 +72,7 @@ impl PgStore {
             .build()
             .map_err(|e| Error::Io(e.to_string()))?;
         let client = rt.block_on(async {
-            let (client, conn) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
-            tokio::spawn(conn);
+            let client = connect(url).await?;
             client.batch_execute(MIGRATION).await.map_err(pg)?;
             Ok::<_, Error>(client)
         })?;
@@ -100,6 +108,7 @@ impl PgStore {
         Ok((
             PgStore {
                 rt,
+                url: url.to_string(),
                 client,
                 instance: instance.to_string(),
                 heads: HashMap::new(),
@@ -109,7 +118,18 @@ impl PgStore {
         ))
     }
 
+    /// A new connection when the server closed the last one (it restarted): every statement
+    /// here may be run again, so the caller retries once on the new connection.
+    fn reconnect_if_closed(&mut self) -> Result<bool> {
+        if !self.client.is_closed() {
+            return Ok(false);
+        }
+        self.client = self.rt.block_on(connect(&self.url))?;
+        Ok(true)
+    }
+
     fn load_lists(&mut self, replica: &mut Replica, report: &mut LoadReport) -> Result<()> {
+        self.reconnect_if_closed()?;
         let rows = self
             .rt
             .block_on(
@@ -145,6 +165,7 @@ impl PgStore {
         range: Option<(i64, i64)>,
         report: &mut LoadReport,
     ) -> Result<()> {
+        self.reconnect_if_closed()?;
         let rows = self
             .rt
             .block_on(async {
@@ -173,11 +194,52 @@ impl PgStore {
                 Err(_) => report.refused += 1,
             }
         }
-        feed(replica, now_ms, blocks, report);
-        for (key, log) in replica.chains() {
-            self.heads.insert(key.clone(), log.head().0);
+        // What the database holds, from its rows: not the replica's heads, which may include
+        // blocks this relay's clients brought in the same batch and `persist` has yet to store.
+        for b in &blocks {
+            let h = self.heads.entry(b.key()).or_insert(0);
+            *h = (*h).max(b.last_seq());
         }
+        feed(replica, now_ms, blocks, report);
         Ok(())
+    }
+
+    /// One transaction: the lists and blocks, then the NOTIFY naming the inserted rows.
+    fn store_rows(&mut self, lists: &[Vec<u8>], blocks: &[(Vec<u8>, i64, Vec<u8>)]) -> Result<()> {
+        let instance = &self.instance;
+        let client = &mut self.client;
+        self.rt
+            .block_on(async {
+                let tx = client.transaction().await?;
+                for l in lists {
+                    let hash = blake3::hash(l).as_bytes().to_vec();
+                    tx.execute(
+                        "INSERT INTO cairn_relay_writers (hash, list) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&hash, l],
+                    )
+                    .await?;
+                }
+                let (mut from, mut to) = (i64::MAX, 0i64);
+                for (chain, first, block) in blocks {
+                    let rows = tx
+                        .query(
+                            "INSERT INTO cairn_relay_blocks (chain, first_seq, block) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING id",
+                            &[chain, first, block],
+                        )
+                        .await?;
+                    for r in rows {
+                        let id: i64 = r.get(0);
+                        from = from.min(id);
+                        to = to.max(id);
+                    }
+                }
+                // Delivered to listeners when (and only if) the transaction commits.
+                let payload = format!("{instance} {from} {to}");
+                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
+                    .await?;
+                tx.commit().await
+            })
+            .map_err(pg)
     }
 }
 
@@ -206,40 +268,15 @@ impl Durable for PgStore {
             .iter()
             .map(|(k, b)| (chain_hash(k).to_vec(), b.first_seq() as i64, b.to_bytes()))
             .collect();
-        let instance = self.instance.clone();
-        let client = &mut self.client;
-        self.rt
-            .block_on(async {
-                let tx = client.transaction().await?;
-                for l in &lists {
-                    let hash = blake3::hash(l).as_bytes().to_vec();
-                    tx.execute(
-                        "INSERT INTO cairn_relay_writers (hash, list) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        &[&hash, l],
-                    )
-                    .await?;
-                }
-                let (mut from, mut to) = (i64::MAX, 0i64);
-                for (chain, first, block) in &blocks {
-                    let rows = tx
-                        .query(
-                            "INSERT INTO cairn_relay_blocks (chain, first_seq, block) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING id",
-                            &[chain, first, block],
-                        )
-                        .await?;
-                    for r in rows {
-                        let id: i64 = r.get(0);
-                        from = from.min(id);
-                        to = to.max(id);
-                    }
-                }
-                // Delivered to listeners when (and only if) the transaction commits.
-                let payload = format!("{instance} {from} {to}");
-                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
-                    .await?;
-                tx.commit().await
-            })
-            .map_err(pg)?;
+        // Safe to run twice: rows already there are skipped (`ON CONFLICT DO NOTHING`), and a
+        // transaction cut by a lost connection either committed whole or not at all.
+        self.reconnect_if_closed()?;
+        let result = self.store_rows(&lists, &blocks);
+        if result.is_err() && self.reconnect_if_closed()? {
+            self.store_rows(&lists, &blocks)?;
+        } else {
+            result?;
+        }
         for l in new_lists {
             self.lists.insert(l.sig);
         }
@@ -258,18 +295,15 @@ impl Durable for PgStore {
         from: i64,
         to: i64,
     ) -> Result<LoadReport> {
-        let mut report = LoadReport::default();
-        self.load_lists(replica, &mut report)?;
-        if from <= to {
-            self.load_blocks(replica, now_ms, Some((from, to)), &mut report)?;
+        // Reading again is harmless (what is held is a replay): retry once on a new connection.
+        match self.refresh_once(replica, now_ms, from, to) {
+            Err(_) if self.reconnect_if_closed()? => self.refresh_once(replica, now_ms, from, to),
+            r => r,
         }
-        if report.refused > 0 {
-            // A notification was missed (a gap): take everything in again; what is held
-            // already is a replay, not checked twice.
-            report = LoadReport::default();
-            self.load_blocks(replica, now_ms, None, &mut report)?;
-        }
-        Ok(report)
+    }
+
+    fn recoverable(&self) -> bool {
+        true
     }
 
     fn close(self: Box<Self>) -> Result<()> {
@@ -277,15 +311,43 @@ impl Durable for PgStore {
     }
 }
 
-/// LISTENs on the relay channel (its own connection) and turns other relays' NOTIFYs into
-/// `Command::Refresh`. Returns once the LISTEN is in place.
-pub async fn listen(
+impl PgStore {
+    fn refresh_once(
+        &mut self,
+        replica: &mut Replica,
+        now_ms: u64,
+        from: i64,
+        to: i64,
+    ) -> Result<LoadReport> {
+        let mut report = LoadReport::default();
+        self.load_lists(replica, &mut report)?;
+        if from <= to {
+            self.load_blocks(replica, now_ms, Some((from, to)), &mut report)?;
+        }
+        if report.refused > 0 {
+            // A notification was missed (a gap): take everything in again; what is held
+            // already is a replay, not checked twice. What the first pass applied still counts
+            // (`records_in`); what is refused is what the second pass refuses.
+            let mut again = LoadReport::default();
+            self.load_blocks(replica, now_ms, None, &mut again)?;
+            report.blocks += again.blocks;
+            report.records += again.records;
+            report.refused = again.refused;
+        }
+        Ok(report)
+    }
+}
+
+/// A LISTEN connection: its client (dropping it ends the LISTEN) and its notifications, until
+/// the connection ends.
+async fn subscribe(
     url: &str,
-    instance: String,
-    core: mpsc::UnboundedSender<Command>,
-) -> Result<()> {
+) -> Result<(
+    Client,
+    mpsc::UnboundedReceiver<tokio_postgres::Notification>,
+)> {
     let (client, mut conn) = tokio_postgres::connect(url, NoTls).await.map_err(pg)?;
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::unbounded_channel();
     // Polling the connection runs the client's queries and yields the notifications.
     tokio::spawn(async move {
         loop {
@@ -304,23 +366,69 @@ pub async fn listen(
         .batch_execute(&format!("LISTEN {CHANNEL}"))
         .await
         .map_err(pg)?;
+    Ok((client, rx))
+}
+
+/// LISTENs on the relay channel (its own connection) and turns other relays' NOTIFYs into
+/// `Command::Refresh`. Returns once the first LISTEN is in place. When the connection is lost
+/// (the server restarted), it connects and LISTENs again, backing off up to 2 s, then asks the
+/// core to read everything again: notifications sent meanwhile are lost.
+pub async fn listen(
+    url: &str,
+    instance: String,
+    core: mpsc::UnboundedSender<Command>,
+) -> Result<()> {
+    let first = subscribe(url).await?;
+    let url = url.to_string();
     tokio::spawn(async move {
-        let _keep_listening = client;
-        while let Some(n) = rx.recv().await {
-            let mut parts = n.payload().split(' ');
-            let (Some(who), Some(from), Some(to)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            if who == instance {
-                continue;
-            }
-            let (Ok(from), Ok(to)) = (from.parse(), to.parse()) else {
-                continue;
-            };
-            if core.send(Command::Refresh { from, to }).is_err() {
+        let mut current = Some(first);
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if core.is_closed() {
                 return;
             }
+            let (client, mut rx) = match current.take() {
+                Some(c) => c,
+                None => match subscribe(&url).await {
+                    Ok(c) => {
+                        backoff = Duration::from_millis(100);
+                        eprintln!("cairn-relay: listening for other relays again");
+                        if core
+                            .send(Command::Refresh {
+                                from: 1,
+                                to: i64::MAX,
+                            })
+                            .is_err()
+                        {
+                            return;
+                        }
+                        c
+                    }
+                    Err(_) => {
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        continue;
+                    }
+                },
+            };
+            while let Some(n) = rx.recv().await {
+                let mut parts = n.payload().split(' ');
+                let (Some(who), Some(from), Some(to)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                if who == instance {
+                    continue;
+                }
+                let (Ok(from), Ok(to)) = (from.parse(), to.parse()) else {
+                    continue;
+                };
+                if core.send(Command::Refresh { from, to }).is_err() {
+                    return;
+                }
+            }
+            drop(client);
+            eprintln!("cairn-relay: lost the LISTEN connection to PostgreSQL; reconnecting");
         }
     });
     Ok(())

@@ -38,6 +38,11 @@ pub trait Durable {
     ) -> Result<LoadReport> {
         Ok(LoadReport::default())
     }
+    /// Whether a failure may pass (a database server that restarts): the core then closes its
+    /// connections, refuses new ones and retries, instead of stopping. False for the file.
+    fn recoverable(&self) -> bool {
+        false
+    }
     fn close(self: Box<Self>) -> Result<()>;
 }
 
