@@ -9,6 +9,7 @@ use crate::identity::AuthorId;
 use crate::scope::ScopeId;
 use crate::wire::{value_bytes, Reader, Writer};
 use cairn_store::Value;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 /// An op's place in the last-writer-wins order: HLC, then author id, then the author's seq and
@@ -354,6 +355,10 @@ fn col(v: u64) -> Result<u32> {
 pub trait RowStore {
     /// Runs `f` on the row's state (a default one if the row is new) and keeps the result.
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState));
+    /// [`RowStore::update`] given the key to keep (a store may save a copy).
+    fn update_owned(&mut self, key: RowKey, f: &mut dyn FnMut(&mut RowState)) {
+        self.update(&key, f)
+    }
     fn get(&self, key: &RowKey) -> Option<RowState>;
     /// Every row, in key order.
     fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState));
@@ -377,6 +382,20 @@ impl RowStore for MemoryRows {
             // A redacted op on a row never seen leaves nothing; keep no empty entry for it.
             if row != RowState::default() {
                 self.rows.insert(key.clone(), row);
+            }
+        }
+    }
+    fn update_owned(&mut self, key: RowKey, f: &mut dyn FnMut(&mut RowState)) {
+        // One hash and no copy of the key, for a row new or not.
+        match self.rows.entry(key) {
+            Entry::Occupied(mut e) => f(e.get_mut()),
+            Entry::Vacant(e) => {
+                let mut row = RowState::default();
+                f(&mut row);
+                // As in `update`: no empty entry for a row never seen.
+                if row != RowState::default() {
+                    e.insert(row);
+                }
             }
         }
     }
