@@ -59,8 +59,10 @@ pub(crate) struct State {
     pub(crate) replica: Option<Replica>,
     /// The owner of the scopes local writes go to (this device's key unless set).
     pub(crate) owner: Option<AuthorId>,
-    /// Table definitions registered with the replica, by name (the SQL text they came from).
-    registered: HashMap<String, String>,
+    /// Table definitions registered with the replica, by name: the catalog's definition (held,
+    /// so an unchanged table is recognized by pointer without rendering its SQL on every
+    /// commit) and the SQL text it came from.
+    registered: HashMap<String, (Rc<Table>, String)>,
     pub(crate) saved: persist::Saved,
     links: HashMap<u32, Link>,
     next_link: u32,
@@ -686,12 +688,19 @@ impl State {
             if t.replicated.is_none() {
                 continue;
             }
+            let known = self.registered.get(&t.name);
+            // Holding the Rc keeps the catalog from changing the definition in place.
+            if known.is_some_and(|(k, _)| Rc::ptr_eq(k, t)) {
+                continue;
+            }
             let sql = t.sql();
-            if self.registered.get(&t.name) == Some(&sql) {
+            if let Some((_, k)) = known.filter(|(_, k)| *k == sql) {
+                let k = k.clone();
+                self.registered.insert(t.name.clone(), (t.clone(), k));
                 continue;
             }
             replica.register_table(sync_schema(t)).map_err(sync_err)?;
-            self.registered.insert(t.name.clone(), sql);
+            self.registered.insert(t.name.clone(), (t.clone(), sql));
         }
         Ok(())
     }
