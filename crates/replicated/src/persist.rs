@@ -303,7 +303,10 @@ impl State {
                 }
             }
             for r in log.pending.iter().filter(|r| r.seq > from.pending_upto) {
-                let mut w = Writer::new();
+                // Room for a typical op, to spare the regrowth of a large record.
+                let mut w = Writer {
+                    buf: Vec::with_capacity(16 + 64 * r.ops.len()),
+                };
                 r.encode(&mut w);
                 store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &w.buf)?;
                 saved.log_clock = saved.log_clock.max(r.hlc);

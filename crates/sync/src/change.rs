@@ -149,10 +149,16 @@ impl Op {
     }
 
     pub fn hash(&self) -> Hash {
+        self.hash_in(&mut Vec::with_capacity(128))
+    }
+
+    /// [`Op::hash`] using `buf` (cleared first) for the bytes: one buffer for a record's ops.
+    fn hash_in(&self, buf: &mut Vec<u8>) -> Hash {
         // One buffer, laid out as the op hash's input: tag, row part, kind, payload hash. The
         // payload is first encoded after the row part and hashed from there.
+        buf.clear();
         let mut w = Writer {
-            buf: Vec::with_capacity(128),
+            buf: std::mem::take(buf),
         };
         w.raw(OP_TAG);
         w.bytes(self.table.as_bytes());
@@ -169,7 +175,9 @@ impl Op {
         };
         w.u8(self.kind() as u8);
         w.raw(&payload_hash);
-        *blake3::hash(&w.buf).as_bytes()
+        let h = *blake3::hash(&w.buf).as_bytes();
+        *buf = w.buf;
+        h
     }
 
     /// The same op with its values erased.
@@ -309,7 +317,8 @@ pub fn record_hash(
     prev: &Hash,
     ops: &[Op],
 ) -> Hash {
-    let hashes: Vec<Hash> = ops.iter().map(Op::hash).collect();
+    let mut buf = Vec::with_capacity(128);
+    let hashes: Vec<Hash> = ops.iter().map(|op| op.hash_in(&mut buf)).collect();
     record_hash_of(author, scope, seq, hlc, prev, &hashes)
 }
 
