@@ -378,8 +378,17 @@ impl<S: RowStore> Replica<S> {
     }
 
     fn check_ops(&self, ops: &[Op]) -> Result<()> {
+        // A record's ops mostly share a table: look it up again only when it changes.
+        let mut last: Option<(&str, &TableSchema)> = None;
         for op in ops {
-            match self.tables.get(&op.table) {
+            let schema = match last {
+                Some((name, schema)) if name == op.table => Some(schema),
+                _ => self.tables.get(&op.table),
+            };
+            if let Some(schema) = schema {
+                last = Some((&op.table, schema));
+            }
+            match schema {
                 Some(schema) => schema.check_op(op)?,
                 None if self.config.accept_unknown_tables => {}
                 None => {
