@@ -1,6 +1,7 @@
 //! The cost of recording a change: the same inserts and updates into a plain table and into a
 //! replicated one (same columns, TEXT keys), side by side, on the paged store over a memory
-//! file. Prints medians and the ratio; writes bench-results/replicated.md.
+//! file. Prints medians and the ratio; writes the table of bench-results/replicated.md (the notes
+//! below it, from its first `## ` heading, are kept).
 //!
 //!   cargo bench -p cairn-replicated --bench replicated [-- --samples N]
 //!
@@ -189,5 +190,12 @@ fn main() {
     }
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bench-results");
     std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(format!("{dir}/replicated.md"), out).unwrap();
+    let path = format!("{dir}/replicated.md");
+    // Notes kept by hand below the table (from the first `## ` heading on) stay.
+    if let Ok(old) = std::fs::read_to_string(&path) {
+        if let Some(i) = old.find("\n## ") {
+            out.push_str(&old[i..]);
+        }
+    }
+    std::fs::write(path, out).unwrap();
 }
