@@ -370,6 +370,8 @@ fn col(v: u64) -> Result<u32> {
 pub trait RowStore {
     /// Runs `f` on the row's state (a default one if the row is new) and keeps the result.
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState));
+    /// A record of `ops` ops is about to be applied (a store may make room at once).
+    fn expect_ops(&mut self, _ops: usize) {}
     /// [`RowStore::update`] given the key to keep (a store may save a copy).
     fn update_owned(&mut self, key: RowKey, f: &mut dyn FnMut(&mut RowState)) {
         self.update(&key, f)
@@ -398,6 +400,14 @@ impl RowStore for MemoryRows {
             if row != RowState::default() {
                 self.rows.insert(key.clone(), row);
             }
+        }
+    }
+    fn expect_ops(&mut self, ops: usize) {
+        // Room at once for a large record into a smaller map (a first bulk load, say) instead
+        // of rehashing every key at each doubling; at most the record's size, and not for a
+        // record into a map already as large (mostly updates then).
+        if self.rows.len() < ops {
+            self.rows.reserve(ops);
         }
     }
     fn update_owned(&mut self, key: RowKey, f: &mut dyn FnMut(&mut RowState)) {

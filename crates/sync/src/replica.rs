@@ -493,6 +493,7 @@ impl<S: RowStore> Replica<S> {
         want_keys: bool,
     ) -> Vec<(RowKey, bool)> {
         if !want_keys {
+            self.rows.expect_ops(record.ops.len());
             let mut out = Vec::new();
             for (idx, op) in record.ops.iter().enumerate() {
                 let key = RowKey::new(&op.table, scope, &op.pk);
