@@ -1,8 +1,16 @@
 //! The cost of recording a change: the same inserts and updates into a plain table and into a
 //! replicated one (same columns, TEXT keys), side by side, on the paged store over a memory
-//! file. Prints medians and the ratio; writes bench-results/replicated.md.
+//! file. Prints medians and the ratio; writes the table of bench-results/replicated.md (the notes
+//! below it, from its first `## ` heading, are kept).
 //!
 //!   cargo bench -p cairn-replicated --bench replicated [-- --samples N]
+//!
+//! `--only insert|alone|update` runs one workload and `--side plain|replicated` one side, once
+//! each unless `--samples` says otherwise, without writing the results file: for counting
+//! instructions of the timed part alone (`timed` runs exactly what the clock measures), e.g.
+//!
+//!   valgrind --tool=callgrind --toggle-collect='replicated::timed' \
+//!     target/release/deps/replicated-* --only alone --side replicated
 
 use cairn_replicated::Sync;
 use cairn_sql::paged::Paged;
@@ -83,6 +91,12 @@ fn update_tx(db: &mut Database, n: usize) {
     db.execute("COMMIT", &[]).unwrap();
 }
 
+/// The measured part of a sample, kept out of line so a profiler can count it alone.
+#[inline(never)]
+fn timed(f: Work, db: &mut Database, n: usize) {
+    f(db, n)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -96,14 +110,28 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|s| s.parse().ok())
         .unwrap_or(7);
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only = flag("--only");
+    let side = flag("--side");
+    let partial = only.is_some() || side.is_some();
+    let samples = if partial && flag("--samples").is_none() {
+        1
+    } else {
+        samples
+    };
     let n = 10_000;
-    let works: [(&str, Work, bool); 3] = [
-        ("10,000 inserts in one transaction", insert_tx, false),
-        ("1,000 inserts, each committed alone", insert_each, false),
+    let works: [(&str, Work, &str); 3] = [
+        ("10,000 inserts in one transaction", insert_tx, "insert"),
+        ("1,000 inserts, each committed alone", insert_each, "alone"),
         (
             "10,000 inserts, then 10,000 updates by key, in a transaction each",
             update_tx,
-            false,
+            "update",
         ),
     ];
     let mut out = String::from(
@@ -118,7 +146,10 @@ fn main() {
         "{:<66} {:>9} {:>12} {:>7}",
         "workload", "plain ms", "replicated", "ratio"
     );
-    for (name, f, _) in works {
+    for (name, f, key) in works {
+        if only.as_ref().is_some_and(|w| w != key) {
+            continue;
+        }
         let mut plain = Vec::new();
         let mut repl = Vec::new();
         for s in 0..samples {
@@ -128,9 +159,12 @@ fn main() {
             } else {
                 [true, false]
             } {
+                if side.as_ref().is_some_and(|w| (w == "replicated") != r) {
+                    continue;
+                }
                 let (mut db, _sync) = open(r);
                 let t = Instant::now();
-                f(&mut db, n);
+                timed(f, &mut db, n);
                 let ms = t.elapsed().as_secs_f64() * 1e3;
                 if r {
                     repl.push(ms);
@@ -139,11 +173,29 @@ fn main() {
                 }
             }
         }
+        if partial {
+            for (what, v) in [("plain", plain), ("replicated", repl)] {
+                if !v.is_empty() {
+                    println!("{name:<66} {what} {:.1} ms", median(v));
+                }
+            }
+            continue;
+        }
         let (p, r) = (median(plain), median(repl));
         println!("{name:<66} {p:>9.1} {r:>12.1} {:>6.2}x", r / p);
         out.push_str(&format!("| {name} | {p:.1} | {r:.1} | {:.2}x |\n", r / p));
     }
+    if partial {
+        return;
+    }
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bench-results");
     std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(format!("{dir}/replicated.md"), out).unwrap();
+    let path = format!("{dir}/replicated.md");
+    // Notes kept by hand below the table (from the first `## ` heading on) stay.
+    if let Ok(old) = std::fs::read_to_string(&path) {
+        if let Some(i) = old.find("\n## ") {
+            out.push_str(&old[i..]);
+        }
+    }
+    std::fs::write(path, out).unwrap();
 }

@@ -56,8 +56,10 @@ pub(crate) struct State {
     pub(crate) replica: Option<Replica>,
     /// The owner of the scopes local writes go to (this device's key unless set).
     pub(crate) owner: Option<AuthorId>,
-    /// Table definitions registered with the replica, by name (the SQL text they came from).
-    registered: HashMap<String, String>,
+    /// Table definitions registered with the replica, by name: the catalog's definition (held,
+    /// so an unchanged table is recognized by pointer without rendering its SQL on every
+    /// commit) and the SQL text it came from.
+    registered: HashMap<String, (Rc<Table>, String)>,
     pub(crate) saved: persist::Saved,
     links: HashMap<u32, Link>,
     next_link: u32,
@@ -635,12 +637,19 @@ impl State {
             if t.replicated.is_none() {
                 continue;
             }
+            let known = self.registered.get(&t.name);
+            // Holding the Rc keeps the catalog from changing the definition in place.
+            if known.is_some_and(|(k, _)| Rc::ptr_eq(k, t)) {
+                continue;
+            }
             let sql = t.sql();
-            if self.registered.get(&t.name) == Some(&sql) {
+            if let Some((_, k)) = known.filter(|(_, k)| *k == sql) {
+                let k = k.clone();
+                self.registered.insert(t.name.clone(), (t.clone(), k));
                 continue;
             }
             replica.register_table(sync_schema(t)).map_err(sync_err)?;
-            self.registered.insert(t.name.clone(), sql);
+            self.registered.insert(t.name.clone(), (t.clone(), sql));
         }
         Ok(())
     }
@@ -669,50 +678,86 @@ impl State {
         let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
         let mut scopes: Vec<(String, Vec<Op>)> = Vec::new();
         let mut scope_at: HashMap<String, usize> = HashMap::new();
-        let mut push = |scope: String, op: Op| match scope_at.get(&scope) {
-            Some(&i) => scopes[i].1.push(op),
-            None => {
-                scope_at.insert(scope.clone(), scopes.len());
-                scopes.push((scope, vec![op]));
+        fn scope_of(
+            scopes: &mut Vec<(String, Vec<Op>)>,
+            scope_at: &mut HashMap<String, usize>,
+            scope: String,
+        ) -> usize {
+            match scope_at.get(&scope) {
+                Some(&i) => i,
+                None => {
+                    scope_at.insert(scope.clone(), scopes.len());
+                    scopes.push((scope, Vec::new()));
+                    scopes.len() - 1
+                }
             }
-        };
-        // Per table: the table, its key columns, and each column's index among the others.
-        type Shape = (Rc<Table>, Vec<usize>, Vec<Option<u32>>);
-        let mut shapes: HashMap<String, Shape> = HashMap::new();
+        }
+        // Per table: the table, its key columns, each column's index among the others, and
+        // (for a table without a scope column) the index of its one scope in `scopes`. A
+        // transaction writes few tables: a list searched by name beats hashing every row's.
+        struct Shape {
+            table: Rc<Table>,
+            pk_cols: Vec<usize>,
+            sync_cols: Vec<Option<u32>>,
+            scope: Option<usize>,
+            has_counters: bool,
+        }
+        let mut shapes: Vec<Shape> = Vec::new();
+        let mut ops_at: Vec<(usize, Op)> = Vec::with_capacity(changes.len());
         for ch in changes {
-            let (name, row) = match &ch {
-                RowChange::Set { table, row, .. } | RowChange::Delete { table, row } => {
-                    (table, row)
+            let name = match &ch {
+                RowChange::Set { table, .. } | RowChange::Delete { table, .. } => table,
+            };
+            let at = match shapes.iter().position(|s| s.table.name == *name) {
+                Some(i) => i,
+                None => {
+                    let table = catalog.table(name)?.clone();
+                    let pk_cols = table.key_columns();
+                    let mut next = 0u32;
+                    let sync_cols = (0..table.columns.len())
+                        .map(|c| {
+                            (!pk_cols.contains(&c)).then(|| {
+                                next += 1;
+                                next - 1
+                            })
+                        })
+                        .collect();
+                    let scoped = table.replicated.as_ref().and_then(|r| r.scope).is_some();
+                    let scope =
+                        (!scoped).then(|| scope_of(&mut scopes, &mut scope_at, table.name.clone()));
+                    // Only a table with counters can merge to other values than a local write
+                    // left (a row inserted after a delete elsewhere counts the additions made
+                    // since); elsewhere the newest write wins whole, and the table holds it.
+                    let has_counters = table
+                        .replicated
+                        .as_ref()
+                        .is_some_and(|r| !r.counters.is_empty());
+                    shapes.push(Shape {
+                        table,
+                        pk_cols,
+                        sync_cols,
+                        scope,
+                        has_counters,
+                    });
+                    shapes.len() - 1
                 }
             };
-            if !shapes.contains_key(name) {
-                let t = catalog.table(name)?.clone();
-                let pk_cols = t.key_columns();
-                let mut next = 0u32;
-                let sync_cols = (0..t.columns.len())
-                    .map(|c| {
-                        (!pk_cols.contains(&c)).then(|| {
-                            next += 1;
-                            next - 1
-                        })
-                    })
-                    .collect();
-                shapes.insert(name.clone(), (t, pk_cols, sync_cols));
-            }
-            let (t, pk_cols, sync_cols) = &shapes[name];
-            let t: &Table = t;
-            let pk: Vec<Value> = pk_cols.iter().map(|&c| row[c].clone()).collect();
-            let sync_col = |c: usize| sync_cols[c];
-            let scope = Self::scope_name(t, row);
-            // Only a table with counters can merge to other values than a local write left
-            // (a row inserted after a delete elsewhere counts the additions made since);
-            // elsewhere the newest write wins whole, and the table already holds it.
-            let has_counters = t
-                .replicated
-                .as_ref()
-                .is_some_and(|r| !r.counters.is_empty());
-            if has_counters {
-                let key = RowKey::new(&t.name, &ScopeId::new(owner, scope.as_bytes()), &pk);
+            let shape = &shapes[at];
+            let t: &Table = &shape.table;
+            let row = match &ch {
+                RowChange::Set { row, .. } | RowChange::Delete { row, .. } => row,
+            };
+            let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
+            let scope = match shape.scope {
+                Some(i) => i,
+                None => scope_of(&mut scopes, &mut scope_at, Self::scope_name(t, row)),
+            };
+            if shape.has_counters {
+                let key = RowKey::new(
+                    &t.name,
+                    &ScopeId::new(owner, scopes[scope].0.as_bytes()),
+                    &pk,
+                );
                 let after = match &ch {
                     RowChange::Set { row, .. } => Some(row.clone()),
                     RowChange::Delete { .. } => None,
@@ -721,46 +766,68 @@ impl State {
             }
             match ch {
                 RowChange::Delete { .. } => {
-                    push(scope, Op::new(t.name.clone(), pk, Payload::Delete))
+                    ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Delete)))
                 }
                 RowChange::Set {
-                    columns, adds, row, ..
+                    columns,
+                    adds,
+                    mut row,
+                    ..
                 } => {
                     let counters = &t
                         .replicated
                         .as_ref()
                         .expect("capture is for replicated tables")
                         .counters;
+                    let is_insert = columns.iter().any(|c| shape.pk_cols.contains(c));
+                    // The change owns its row: its values move into the op.
                     let set: Vec<(u32, Value)> = columns
                         .iter()
                         .filter(|c| !counters.contains(c))
-                        .filter_map(|&c| sync_col(c).map(|i| (i, row[c].clone())))
+                        .filter_map(|&c| {
+                            shape.sync_cols[c]
+                                .map(|i| (i, std::mem::replace(&mut row[c], Value::Null)))
+                        })
                         .collect();
-                    let is_insert = columns.iter().any(|c| pk_cols.contains(c));
-                    if !set.is_empty() || is_insert {
-                        push(
-                            scope.clone(),
-                            Op::new(t.name.clone(), pk.clone(), Payload::Set(set)),
-                        );
-                    }
-                    for (c, d) in adds {
-                        if let Some(i) = sync_col(c) {
-                            push(
-                                scope.clone(),
-                                Op::new(t.name.clone(), pk.clone(), Payload::Add(i, d)),
-                            );
+                    let mut pk = Some(pk);
+                    let mut take_pk = |last: bool| {
+                        if last {
+                            pk.take().expect("invariant: taken once, last")
+                        } else {
+                            pk.clone().expect("invariant: taken once, last")
                         }
+                    };
+                    let adds: Vec<(u32, i64)> = adds
+                        .into_iter()
+                        .filter_map(|(c, d)| shape.sync_cols[c].map(|i| (i, d)))
+                        .collect();
+                    if !set.is_empty() || is_insert {
+                        let pk = take_pk(adds.is_empty());
+                        ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Set(set))));
+                    }
+                    for (k, &(i, d)) in adds.iter().enumerate() {
+                        let pk = take_pk(k + 1 == adds.len());
+                        ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Add(i, d))));
                     }
                 }
             }
         }
+        if scopes.len() == 1 {
+            scopes[0].1 = ops_at.into_iter().map(|(_, op)| op).collect();
+        } else {
+            for (i, op) in ops_at {
+                scopes[i].1.push(op);
+            }
+        }
         let now = (self.now)();
-        for (name, ops) in scopes {
+        for (name, mut ops) in scopes {
             let scope = ScopeId::new(owner, name.as_bytes());
-            for chunk in ops.chunks(cairn_sync::change::MAX_OPS as usize) {
+            while !ops.is_empty() {
+                let rest = ops.split_off(ops.len().min(cairn_sync::change::MAX_OPS as usize));
                 self.replica_mut()
-                    .commit(now, &scope, chunk.to_vec())
+                    .commit_quiet(now, &scope, ops)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+                ops = rest;
             }
         }
         self.persist(store)?;
@@ -768,9 +835,9 @@ impl State {
         // (docs/sync.md sec. 7): a local write or delete can hide or reveal another row.
         let mut fixes = Vec::new();
         let unique_tables: BTreeSet<String> = shapes
-            .values()
-            .filter(|(t, _, _)| t.indexes.iter().any(|i| i.unique))
-            .map(|(t, _, _)| t.name.clone())
+            .iter()
+            .filter(|s| s.table.indexes.iter().any(|i| i.unique))
+            .map(|s| s.table.name.clone())
             .collect();
         for name in unique_tables {
             let t = catalog.table(&name)?;

@@ -47,7 +47,12 @@ pub(crate) struct Saved {
     marks: HashMap<ChainKey, Mark>,
     writers: usize,
     peers: Vec<u8>,
+    /// The clock as saved, or as the saved log implies it (loading takes the newest of the
+    /// saved clock and every HLC of the log).
     clock: u64,
+    /// The newest HLC of the records written to the log since history was last dropped: a
+    /// clock no newer needs no write of its own (a local commit's clock is its record's HLC).
+    log_clock: u64,
     redactions: u64,
 }
 
@@ -218,6 +223,7 @@ impl State {
             writers,
             peers,
             clock: replica.clock(),
+            log_clock: 0,
             redactions: 0,
         };
         self.replica = Some(replica);
@@ -235,6 +241,9 @@ impl State {
             .chains()
             .any(|(k, log)| base_of(log) != saved.marks.get(k).map_or(0, |m| m.base));
         if history_dropped {
+            // The records that implied the clock may be gone.
+            saved.log_clock = 0;
+            saved.clock = 0;
             let mut keys = Vec::new();
             {
                 let mut cur = store.scan(ROWS, Bound::Unbounded, Bound::Unbounded, false)?;
@@ -293,6 +302,9 @@ impl State {
                 .filter(|b| b.last_seq() > from.blocks_upto)
             {
                 store.put(LOG, &log_key(&prefix, K_BLOCK, b.last_seq()), &b.to_bytes())?;
+                if let Some(h) = b.records.iter().map(|r| r.hlc).max() {
+                    saved.log_clock = saved.log_clock.max(h);
+                }
             }
             // Records sealed since: their pending copies go.
             let sealed = log.sealed_head().0;
@@ -302,9 +314,13 @@ impl State {
                 }
             }
             for r in log.pending.iter().filter(|r| r.seq > from.pending_upto) {
-                let mut w = Writer::new();
+                // Room for a typical op, to spare the regrowth of a large record.
+                let mut w = Writer {
+                    buf: Vec::with_capacity(16 + 64 * r.ops.len()),
+                };
                 r.encode(&mut w);
                 store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &w.buf)?;
+                saved.log_clock = saved.log_clock.max(r.hlc);
             }
             saved.marks.insert(key.clone(), now);
         }
@@ -332,7 +348,7 @@ impl State {
             store.put(META, b"peers", &w.buf)?;
             saved.peers = w.buf;
         }
-        if replica.clock() != saved.clock {
+        if replica.clock() > saved.clock.max(saved.log_clock) {
             store.put(META, b"clock", &replica.clock().to_le_bytes())?;
             saved.clock = replica.clock();
         }

@@ -1398,6 +1398,51 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// [`Writer::put_row`] for a row nothing reads after: a replicated table's capture keeps
+    /// it without copying it.
+    fn put_row_owned(&mut self, t: &Table, pk: &[u8], row: Vec<Value>) -> Result<()> {
+        if t.replicated.is_none() || self.capture.is_none() {
+            return self.put_row(t, pk, &row);
+        }
+        let mut rec = Vec::with_capacity(16 + row.len() * 8);
+        encode_record_into(&mut rec, &row);
+        self.store.put(t.tree, pk, &rec)?;
+        for i in 0..t.indexes.len() {
+            self.store
+                .put(t.indexes[i].tree, &Self::index_key(t, i, &row, pk), &[])?;
+        }
+        self.capture_insert(t, row);
+        Ok(())
+    }
+
+    /// The capture of an insert: [`Writer::capture_set`] with no old row, given the row.
+    fn capture_insert(&mut self, t: &Table, row: Vec<Value>) {
+        let (Some(r), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) else {
+            return;
+        };
+        let mut columns = Vec::with_capacity(row.len());
+        let mut adds = Vec::new();
+        for (c, v) in row.iter().enumerate() {
+            if r.counters.contains(&c) {
+                let d = counter_delta(&Value::Null, v);
+                if d != 0 {
+                    adds.push((c, d));
+                }
+            } else {
+                columns.push(c);
+            }
+        }
+        if columns.is_empty() && adds.is_empty() {
+            return;
+        }
+        cap.push(RowChange::Set {
+            table: t.name.clone(),
+            row,
+            columns,
+            adds,
+        });
+    }
+
     fn delete_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
         if let (Some(_), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) {
             cap.push(RowChange::Delete {
@@ -1559,7 +1604,7 @@ impl Writer<'_> {
         &mut self,
         p: &InsertPlan,
         checks: &[PExpr],
-        row: Vec<Value>,
+        mut row: Vec<Value>,
         pk: Vec<u8>,
         rowid: Option<i64>,
         cache: &std::cell::RefCell<HashMap<usize, Cached>>,
@@ -1609,10 +1654,19 @@ impl Writer<'_> {
                 Conflict::Abort => return Err(Self::unique_error(t, constraint)),
             }
         }
-        self.put_row(t, &pk, &row)?;
+        let returning = !p.returning.is_empty();
+        if returning {
+            self.put_row(t, &pk, &row)?;
+        } else {
+            // Nothing reads the row after: a capture takes it instead of a copy.
+            self.put_row_owned(t, &pk, std::mem::take(&mut row))?;
+        }
         res.changes += 1;
         if rowid.is_some() {
             res.last_rowid = rowid;
+        }
+        if !returning {
+            return Ok(());
         }
         self.returning(&p.returning, &row, cache, res)
     }

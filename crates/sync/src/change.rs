@@ -149,21 +149,35 @@ impl Op {
     }
 
     pub fn hash(&self) -> Hash {
-        // One buffer: the row part, then the payload, hashed separately.
+        self.hash_in(&mut Vec::with_capacity(128))
+    }
+
+    /// [`Op::hash`] using `buf` (cleared first) for the bytes: one buffer for a record's ops.
+    fn hash_in(&self, buf: &mut Vec<u8>) -> Hash {
+        // One buffer, laid out as the op hash's input: tag, row part, kind, payload hash. The
+        // payload is first encoded after the row part and hashed from there.
+        buf.clear();
         let mut w = Writer {
-            buf: Vec::with_capacity(128),
+            buf: std::mem::take(buf),
         };
+        w.raw(OP_TAG);
         w.bytes(self.table.as_bytes());
         w.values(&self.pk);
-        let row_len = w.buf.len();
+        let row_end = w.buf.len();
         let payload_hash = match &self.body {
             OpBody::Full(p) => {
                 p.encode(&mut w);
-                *blake3::hash(&w.buf[row_len..]).as_bytes()
+                let h = *blake3::hash(&w.buf[row_end..]).as_bytes();
+                w.buf.truncate(row_end);
+                h
             }
             OpBody::Redacted { payload_hash, .. } => *payload_hash,
         };
-        op_hash(&w.buf[..row_len], self.kind(), &payload_hash)
+        w.u8(self.kind() as u8);
+        w.raw(&payload_hash);
+        let h = *blake3::hash(&w.buf).as_bytes();
+        *buf = w.buf;
+        h
     }
 
     /// The same op with its values erased.
@@ -303,7 +317,8 @@ pub fn record_hash(
     prev: &Hash,
     ops: &[Op],
 ) -> Hash {
-    let hashes: Vec<Hash> = ops.iter().map(Op::hash).collect();
+    let mut buf = Vec::with_capacity(128);
+    let hashes: Vec<Hash> = ops.iter().map(|op| op.hash_in(&mut buf)).collect();
     record_hash_of(author, scope, seq, hlc, prev, &hashes)
 }
 

@@ -9,6 +9,7 @@ use crate::identity::AuthorId;
 use crate::scope::ScopeId;
 use crate::wire::{value_bytes, Reader, Writer};
 use cairn_store::Value;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 /// An op's place in the last-writer-wins order: HLC, then author id, then the author's seq and
@@ -116,7 +117,7 @@ impl TableSchema {
 }
 
 /// A row's identity: table, scope, and the canonical encoding of its primary key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RowKey {
     pub table: String,
     pub scope: ScopeId,
@@ -125,7 +126,9 @@ pub struct RowKey {
 
 impl RowKey {
     pub fn new(table: &str, scope: &ScopeId, pk: &[Value]) -> RowKey {
-        let mut w = Writer::new();
+        let mut w = Writer {
+            buf: Vec::with_capacity(48),
+        };
         w.values(pk);
         RowKey {
             table: table.to_string(),
@@ -137,6 +140,19 @@ impl RowKey {
         Reader::new(&self.pk)
             .values(u64::MAX)
             .expect("invariant: a row key's pk is our own encoding")
+    }
+}
+
+/// Every field, as the derived hash would, in fewer and larger writes (the hasher is the map's
+/// keyed one: peers choose these bytes).
+impl std::hash::Hash for RowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(self.table.as_bytes());
+        state.write_u8(0xff);
+        state.write(&self.scope.owner.0);
+        state.write_usize(self.scope.name.len());
+        state.write(&self.scope.name);
+        state.write(&self.pk);
     }
 }
 
@@ -354,6 +370,12 @@ fn col(v: u64) -> Result<u32> {
 pub trait RowStore {
     /// Runs `f` on the row's state (a default one if the row is new) and keeps the result.
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState));
+    /// A record of `ops` ops is about to be applied (a store may make room at once).
+    fn expect_ops(&mut self, _ops: usize) {}
+    /// [`RowStore::update`] given the key to keep (a store may save a copy).
+    fn update_owned(&mut self, key: RowKey, f: &mut dyn FnMut(&mut RowState)) {
+        self.update(&key, f)
+    }
     fn get(&self, key: &RowKey) -> Option<RowState>;
     /// Every row, in key order.
     fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState));
@@ -377,6 +399,28 @@ impl RowStore for MemoryRows {
             // A redacted op on a row never seen leaves nothing; keep no empty entry for it.
             if row != RowState::default() {
                 self.rows.insert(key.clone(), row);
+            }
+        }
+    }
+    fn expect_ops(&mut self, ops: usize) {
+        // Room at once for a large record into a smaller map (a first bulk load, say) instead
+        // of rehashing every key at each doubling; at most the record's size, and not for a
+        // record into a map already as large (mostly updates then).
+        if self.rows.len() < ops {
+            self.rows.reserve(ops);
+        }
+    }
+    fn update_owned(&mut self, key: RowKey, f: &mut dyn FnMut(&mut RowState)) {
+        // One hash and no copy of the key, for a row new or not.
+        match self.rows.entry(key) {
+            Entry::Occupied(mut e) => f(e.get_mut()),
+            Entry::Vacant(e) => {
+                let mut row = RowState::default();
+                f(&mut row);
+                // As in `update`: no empty entry for a row never seen.
+                if row != RowState::default() {
+                    e.insert(row);
+                }
             }
         }
     }

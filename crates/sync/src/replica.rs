@@ -378,8 +378,17 @@ impl<S: RowStore> Replica<S> {
     }
 
     fn check_ops(&self, ops: &[Op]) -> Result<()> {
+        // A record's ops mostly share a table: look it up again only when it changes.
+        let mut last: Option<(&str, &TableSchema)> = None;
         for op in ops {
-            match self.tables.get(&op.table) {
+            let schema = match last {
+                Some((name, schema)) if name == op.table => Some(schema),
+                _ => self.tables.get(&op.table),
+            };
+            if let Some(schema) = schema {
+                last = Some((&op.table, schema));
+            }
+            match schema {
                 Some(schema) => schema.check_op(op)?,
                 None if self.config.accept_unknown_tables => {}
                 None => {
@@ -397,6 +406,22 @@ impl<S: RowStore> Replica<S> {
     /// for the scope (hashed, not signed) and applied to the merged rows. Returns the rows it
     /// changed. This is what the SQL layer calls when a transaction on replicated tables commits.
     pub fn commit(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<Vec<RowKey>> {
+        self.commit_ops(now_ms, scope, ops, true)
+    }
+
+    /// [`Replica::commit`] without the list of rows changed: no key kept, sorted and
+    /// deduplicated per op, for a caller that does not need them.
+    pub fn commit_quiet(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<()> {
+        self.commit_ops(now_ms, scope, ops, false).map(|_| ())
+    }
+
+    fn commit_ops(
+        &mut self,
+        now_ms: u64,
+        scope: &ScopeId,
+        ops: Vec<Op>,
+        want_keys: bool,
+    ) -> Result<Vec<RowKey>> {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
@@ -421,10 +446,13 @@ impl<S: RowStore> Replica<S> {
         let key = (me, scope.clone());
         let (seq, prev) = self.chains.get(&key).map_or((0, ZERO_HASH), |l| l.head());
         let record = Record::new(&me, scope, seq + 1, hlc, prev, ops);
-        let touched = self.apply_record(&me, scope, &record);
+        let touched = self.apply_record_keys(&me, scope, &record, want_keys);
         self.chains.entry(key).or_default().pending.push(record);
         if touched.iter().any(|(_, purge)| *purge) {
             self.redact_purged(scope, &touched);
+        }
+        if !want_keys {
+            return Ok(Vec::new());
         }
         let mut keys: Vec<RowKey> = touched.into_iter().map(|(k, _)| k).collect();
         keys.sort_unstable();
@@ -452,6 +480,41 @@ impl<S: RowStore> Replica<S> {
         scope: &ScopeId,
         record: &Record,
     ) -> Vec<(RowKey, bool)> {
+        self.apply_record_keys(author, scope, record, true)
+    }
+
+    /// [`Replica::apply_record`]; without `want_keys` only the purged rows are returned (the
+    /// others' keys move into the row store).
+    fn apply_record_keys(
+        &mut self,
+        author: &AuthorId,
+        scope: &ScopeId,
+        record: &Record,
+        want_keys: bool,
+    ) -> Vec<(RowKey, bool)> {
+        if !want_keys {
+            self.rows.expect_ops(record.ops.len());
+            let mut out = Vec::new();
+            for (idx, op) in record.ops.iter().enumerate() {
+                let key = RowKey::new(&op.table, scope, &op.pk);
+                let v = Version {
+                    hlc: record.hlc,
+                    author: *author,
+                    seq: record.seq,
+                    idx: idx as u32,
+                };
+                let mut purged = false;
+                self.rows.update_owned(key, &mut |row: &mut RowState| {
+                    row.apply(op, v);
+                    purged = row.purged;
+                });
+                if purged {
+                    out.push((RowKey::new(&op.table, scope, &op.pk), true));
+                }
+            }
+            self.clock.observe(record.hlc);
+            return out;
+        }
         let mut out = Vec::with_capacity(record.ops.len());
         for (idx, op) in record.ops.iter().enumerate() {
             let key = RowKey::new(&op.table, scope, &op.pk);
