@@ -373,8 +373,14 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {
         let t = self.write_tree(tree)?;
         if self.logging() {
-            let old = self.tx_mut()?.get(t, key)?;
-            self.undo.push(Undo::Put(tree, key.to_vec(), old));
+            // One descent: the insert hands back the value it replaced, and says so even when
+            // an error follows the change, so the undo log never misses a write.
+            let mut replaced = None;
+            let r = self.tx_mut()?.replace(t, key, value, &mut replaced);
+            if let Some(old) = replaced {
+                self.undo.push(Undo::Put(tree, key.to_vec(), old));
+            }
+            return Ok(r?);
         }
         self.tx_mut()?.insert(t, key, value)?;
         Ok(())

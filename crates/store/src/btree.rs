@@ -291,6 +291,20 @@ pub(crate) fn insert<P: Pages>(
     path: &mut Vec<(u32, usize)>,
     scratch: &mut Vec<u8>,
 ) -> Result<bool> {
+    insert_keeping(p, root, key, value, path, scratch, None)
+}
+
+/// `insert`, and when the key was there, its old value copied into `old` (one descent where a
+/// caller that keeps an undo log would otherwise make two).
+pub(crate) fn insert_keeping<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+    old: Option<&mut Vec<u8>>,
+) -> Result<bool> {
     let ps = p.page_size();
     if key.len() > page::max_key(ps) {
         return Err(Error::TooLarge(format!(
@@ -312,8 +326,20 @@ pub(crate) fn insert<P: Pages>(
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search(pg, key) {
         Ok(i) => {
-            if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
-                free_overflow(p, len, first)?;
+            match page::leaf_value(pg, i) {
+                LeafValue::Overflow(len, first) => {
+                    if let Some(out) = old {
+                        out.clear();
+                        read_overflow(p, len, first, out)?;
+                    }
+                    free_overflow(p, len, first)?;
+                }
+                LeafValue::Inline(v) => {
+                    if let Some(out) = old {
+                        out.clear();
+                        out.extend_from_slice(v);
+                    }
+                }
             }
             page::remove(p.page_mut(leaf)?, i);
             (true, i)

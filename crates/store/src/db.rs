@@ -1402,12 +1402,43 @@ impl<F: BlockFile> WriteTx<F> {
 
     /// Inserts or replaces; returns whether the key was there before.
     pub fn insert(&mut self, t: Tree, key: &[u8], value: &[u8]) -> Result<bool> {
+        let mut replaced = None;
+        self.insert_keeping(t, key, value, None, &mut replaced)?;
+        Ok(replaced.is_some_and(|r| r.is_some()))
+    }
+
+    /// Inserts or replaces, for a caller that keeps an undo log: `replaced` is set as soon as
+    /// the tree has changed, to the value the key had (None if it had none), even when an error
+    /// follows (a cache spill that fails after the change). Left unset when nothing changed.
+    pub fn replace(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        replaced: &mut Option<Option<Vec<u8>>>,
+    ) -> Result<()> {
+        let mut old = Vec::new();
+        let r = self.insert_keeping(t, key, value, Some(&mut old), replaced);
+        if let Some(Some(v)) = replaced.as_mut() {
+            *v = old;
+        }
+        r
+    }
+
+    fn insert_keeping(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        old: Option<&mut Vec<u8>>,
+        replaced: &mut Option<Option<Vec<u8>>>,
+    ) -> Result<()> {
         let mut guard = self.shared.borrow_mut();
         let sh = &mut *guard;
         let mut root = self.slot(sh, t)?.info.root;
         let mut path = std::mem::take(&mut sh.path);
         let mut scratch = std::mem::take(&mut sh.scratch);
-        let r = btree::insert(sh, &mut root, key, value, &mut path, &mut scratch);
+        let r = btree::insert_keeping(sh, &mut root, key, value, &mut path, &mut scratch, old);
         sh.path = path;
         sh.scratch = scratch;
         // Even on error the root must be kept: pages may have moved before the failure.
@@ -1415,11 +1446,13 @@ impl<F: BlockFile> WriteTx<F> {
         s.info.root = root;
         s.changed = true;
         let existed = r?;
+        // The old value itself is filled in by `replace`, which owns the buffer.
+        *replaced = Some(existed.then(Vec::new));
         if !existed {
             s.info.len += 1;
         }
         sh.maybe_spill()?;
-        Ok(existed)
+        Ok(())
     }
 
     /// Removes `key`; returns whether it was there.

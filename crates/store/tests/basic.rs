@@ -457,3 +457,31 @@ fn a_commit_says_which_trees_it_changed() {
     tx.drop_tree("b").unwrap();
     assert_eq!(tx.commit().unwrap().changed_trees, ["b"]);
 }
+
+/// `replace` hands back what it replaced (inline and overflow values), says "nothing" for a
+/// new key, and leaves the tree as `insert` would.
+#[test]
+fn replace_returns_the_value_it_replaced() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    let mut old = None;
+    tx.replace(t, b"a", b"one", &mut old).unwrap();
+    assert_eq!(old, Some(None), "a new key replaced nothing");
+    let mut old = None;
+    tx.replace(t, b"a", b"two", &mut old).unwrap();
+    assert_eq!(old, Some(Some(b"one".to_vec())));
+    // A value bigger than a 512-byte page lives in overflow pages, before and after.
+    let big: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let mut old = None;
+    tx.replace(t, b"a", &big, &mut old).unwrap();
+    assert_eq!(old, Some(Some(b"two".to_vec())));
+    let mut old = None;
+    tx.replace(t, b"a", b"small", &mut old).unwrap();
+    assert_eq!(old, Some(Some(big)));
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"small".to_vec()));
+    assert_eq!(tx.len(t).unwrap(), 1);
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
