@@ -126,6 +126,12 @@ function takeSyncEvents() {
   return out;
 }
 
+/** A transport's step failed: an engine trap stops the engine; anything else is an event. */
+function syncFailed(e, kind = 'error') {
+  if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
+  syncEvents.push([kind, (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
+}
+
 function attachPort(port) {
   if (!(port instanceof MessagePort)) throw err('INVALID_INPUT', 'sync.connect takes a MessagePort');
   const d = needDb();
@@ -139,11 +145,7 @@ function attachPort(port) {
     try {
       send(f());
     } catch (e) {
-      if (e instanceof WebAssembly.RuntimeError) {
-        stop(0, e);
-        return;
-      }
-      syncEvents.push(['error', (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
+      syncFailed(e);
     }
   };
   port.onmessage = (e) => step(() => d.syncReceive(link, new Uint8Array(e.data)));
@@ -170,8 +172,7 @@ function attachRelay(url) {
     try {
       for (const m of f()) r.ws.send(m);
     } catch (e) {
-      if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
-      note((e && e.code) || 'INTERNAL', (e && e.message) || String(e));
+      syncFailed(e, 'relay');
     }
   };
   const open = () => {
@@ -234,10 +235,6 @@ function attachBus(name) {
   const peers = new Map();
   const bus = { bc, peers, timer: null };
   buses.set(handle, bus);
-  const note = (e) => {
-    if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
-    syncEvents.push(['error', (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
-  };
   const send = (peer, msgs) => {
     for (const m of msgs) bc.postMessage([me, peer, m]);
   };
@@ -263,7 +260,7 @@ function attachBus(name) {
         }
       } else if (to === me) send(from, d.syncReceive(linkFor(from), bytes));
     } catch (err) {
-      note(err);
+      syncFailed(err);
     }
   };
   bus.timer = setInterval(() => {
@@ -272,7 +269,7 @@ function attachBus(name) {
       try {
         send(peer, d.syncPoll(link));
       } catch (err) {
-        note(err);
+        syncFailed(err);
       }
     }
   }, POLL_MS);

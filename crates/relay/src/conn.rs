@@ -128,6 +128,21 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
             Out::Frame(crate::core::refusal_frame(&r))
         });
     };
+    // Counts a refusal before authentication; when it is one too many, tells the client so
+    // (fatal TOO_MANY_ERRORS) and returns true: the connection ends.
+    let struck_out = |phase: &mut Phase, outbox: &Outbox| -> bool {
+        if !strike(phase) {
+            return false;
+        }
+        refuse(
+            outbox,
+            Code::TooManyErrors,
+            true,
+            "too many refusals before AUTH",
+            0,
+        );
+        true
+    };
 
     let mut writer_done = false;
     loop {
@@ -147,14 +162,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
             Some(Ok(Ws::Binary(b))) => b,
             Some(Ok(Ws::Text(_))) => {
                 metrics.frames_in.fetch_add(1, Relaxed);
-                if strike(&mut phase) {
-                    refuse(
-                        &outbox,
-                        Code::TooManyErrors,
-                        true,
-                        "too many refusals before AUTH",
-                        0,
-                    );
+                if struck_out(&mut phase, &outbox) {
                     break;
                 }
                 refuse(
@@ -172,14 +180,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
         };
         metrics.frames_in.fetch_add(1, Relaxed);
         if bytes.len() > shared.limits.max_message {
-            if strike(&mut phase) {
-                refuse(
-                    &outbox,
-                    Code::TooManyErrors,
-                    true,
-                    "too many refusals before AUTH",
-                    0,
-                );
+            if struck_out(&mut phase, &outbox) {
                 break;
             }
             let msg = format!(

@@ -6,27 +6,17 @@ mod common;
 use cairn_relay::Limits;
 use cairn_sync::{Config, ScopeId};
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+
+use std::process::Child;
 
 /// Starts the binary; returns it and the address it printed.
 fn spawn_relay(listen: &str, dir: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-relay"))
-        .args(["--listen", listen, "--data"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the relay binary starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("invariant: piped"))
-        .read_line(&mut line)
-        .expect("reads the first line");
-    let addr = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, addr)
+    spawn_relay_binary(&[
+        std::ffi::OsStr::new("--listen"),
+        std::ffi::OsStr::new(listen),
+        std::ffi::OsStr::new("--data"),
+        dir.as_os_str(),
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,8 +12,8 @@ use cairn_relay::client::SyncPeer;
 use cairn_relay::{Limits, Relay, RelayConfig};
 use cairn_sync::{Config, Event, Reason, ScopeId};
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+
+use std::process::{Child, Command};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// A fresh database `name` on the server of `url`; returns its URL (a later `dbname` wins).
@@ -34,22 +34,9 @@ async fn fresh_database(url: &str, name: &str) -> String {
     format!("{url} dbname={name}")
 }
 
-/// Starts the relay binary on PostgreSQL; returns it and the address it printed.
+/// Starts the relay binary on PostgreSQL; returns it and its WebSocket URL.
 fn spawn_pg_relay(url: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-relay"))
-        .args(["--listen", "127.0.0.1:0", "--postgres", url])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the relay binary starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("invariant: piped"))
-        .read_line(&mut line)
-        .expect("reads the first line");
-    let addr = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (child, addr) = spawn_relay_binary(&["--listen", "127.0.0.1:0", "--postgres", url]);
     (child, format!("ws://{addr}/"))
 }
 

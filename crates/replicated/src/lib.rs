@@ -14,6 +14,7 @@
 
 mod persist;
 
+use cairn_sql::executor::same_row;
 use cairn_sql::schema::{Catalog, Key, Table};
 use cairn_sql::{CommitHook, Correction, Database, Error, Result, RowChange, Storage, Value};
 use cairn_sync::{
@@ -215,13 +216,7 @@ impl Sync {
 
     fn handle(&self, db: &mut Database, link: u32, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
         self.write_sql(db, |st| {
-            let now = (st.now)();
-            let mut l = st
-                .links
-                .remove(&link)
-                .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
-            let out = st.replica_mut().handle(&mut l, now, bytes);
-            st.links.insert(link, l);
+            let out = st.on_link(link, |r, l, now| r.handle(l, now, bytes))?;
             Ok((out.send, out.events))
         })
     }
@@ -238,14 +233,7 @@ impl Sync {
             let ready = st.replica.is_some() && !st.stale;
             if ready && !st.replica().has_pending() {
                 // Nothing to seal, nothing to save: retransmissions only, no disk write.
-                let now = (st.now)();
-                let mut l = st
-                    .links
-                    .remove(&link)
-                    .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
-                let send = st.replica_mut().poll(&mut l, now);
-                st.links.insert(link, l);
-                Some(send)
+                Some(st.on_link(link, |r, l, now| r.poll(l, now))?)
             } else {
                 None
             }
@@ -255,13 +243,7 @@ impl Sync {
             return Ok(out);
         }
         out.extend(self.write(db, |st, store| {
-            let now = (st.now)();
-            let mut l = st
-                .links
-                .remove(&link)
-                .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
-            let send = st.replica_mut().poll(&mut l, now);
-            st.links.insert(link, l);
+            let send = st.on_link(link, |r, l, now| r.poll(l, now))?;
             st.persist(store)?;
             Ok(send)
         })?);
@@ -366,12 +348,7 @@ impl Sync {
     }
 
     fn reload(&self, db: &mut Database) -> Result<()> {
-        let mut st = self.st.borrow_mut();
-        st.replica = None;
-        st.registered.clear();
-        st.saved = persist::Saved::default();
-        st.stale = false;
-        st.load(db.storage(), db.catalog())
+        self.st.borrow_mut().reload(db.storage(), db.catalog())
     }
 
     /// Runs `f` on the state without writing; falls back to `write` until the replica exists.
@@ -611,6 +588,30 @@ fn event(e: Event) -> SyncEvent {
 }
 
 impl State {
+    /// Runs one protocol step on the replica over open link `link`, at the host's time.
+    fn on_link<T>(
+        &mut self,
+        link: u32,
+        f: impl FnOnce(&mut Replica, &mut Link, u64) -> T,
+    ) -> Result<T> {
+        let now = (self.now)();
+        let l = self
+            .links
+            .get_mut(&link)
+            .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
+        let replica = self.replica.as_mut().expect("invariant: ensured");
+        Ok(f(replica, l, now))
+    }
+
+    /// Forgets the in-memory state and reads it again from `store`.
+    fn reload(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
+        self.replica = None;
+        self.registered.clear();
+        self.saved = persist::Saved::default();
+        self.stale = false;
+        self.load(store, catalog)
+    }
+
     pub(crate) fn replica(&self) -> &Replica {
         self.replica.as_ref().expect("invariant: ensured")
     }
@@ -862,38 +863,22 @@ impl State {
         // merged ones (every replica computes the same).
         for (key, (table, after)) in finals {
             let t = catalog.table(&table)?;
-            let pk_cols = t.key_columns();
-            let merged = self
+            let pk = key.pk_values();
+            let merged_row = self
                 .replica()
                 .materialize(std::slice::from_ref(&key))
                 .pop()
-                .and_then(|(_, v)| v);
-            let merged_row = merged.map(|vals| {
-                let mut row = vec![Value::Null; t.columns.len()];
-                let pk = key.pk_values();
-                for (i, &c) in pk_cols.iter().enumerate() {
-                    row[c] = pk[i].clone();
-                }
-                let non_key = (0..t.columns.len()).filter(|c| !pk_cols.contains(c));
-                for (v, c) in vals.into_iter().zip(non_key) {
-                    row[c] = v;
-                }
-                row
-            });
+                .and_then(|(_, v)| v)
+                .map(|vals| full_row(t, &pk, vals));
             let same = match (&merged_row, &after) {
                 (None, None) => true,
-                (Some(a), Some(b)) => {
-                    a.len() == b.len()
-                        && a.iter()
-                            .zip(b)
-                            .all(|(x, y)| x.total_cmp(y).is_eq() && x.type_name() == y.type_name())
-                }
+                (Some(a), Some(b)) => same_row(a, b),
                 _ => false,
             };
             if !same {
                 fixes.push(Correction {
                     table,
-                    pk: key.pk_values(),
+                    pk,
                     row: merged_row,
                 });
             }
@@ -992,11 +977,7 @@ impl CommitHook for Hook {
         if st.stale {
             // The in-memory state is behind a failed commit: rebuild it from what is on disk
             // (this transaction has not touched the sync trees yet).
-            st.replica = None;
-            st.registered.clear();
-            st.saved = persist::Saved::default();
-            st.stale = false;
-            st.load(&*store, catalog)?;
+            st.reload(&*store, catalog)?;
         }
         let r = st.record(store, catalog, changes);
         if r.is_err() {

@@ -1191,6 +1191,17 @@ pub struct Correction {
     pub row: Option<Vec<Value>>,
 }
 
+/// Whether two values are the same stored value: equal and of the same type (1 and 1.0 compare
+/// equal but are stored differently).
+pub fn same_value(a: &Value, b: &Value) -> bool {
+    a.total_cmp(b) == Ordering::Equal && a.type_name() == b.type_name()
+}
+
+/// Whether two rows hold the same stored values.
+pub fn same_row(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_value(x, y))
+}
+
 fn counter_delta(old: &Value, new: &Value) -> i64 {
     let as_int = |v: &Value| match v {
         Value::Integer(i) => *i,
@@ -1350,9 +1361,7 @@ impl Writer<'_> {
         };
         let mut old = old;
         if let (Some(o), Some(sc)) = (old, r.scope) {
-            if o[sc].total_cmp(&new[sc]) != Ordering::Equal
-                || o[sc].type_name() != new[sc].type_name()
-            {
+            if !same_value(&o[sc], &new[sc]) {
                 // The row moves to another scope: gone from the old one, whole in the new one.
                 cap.push(RowChange::Delete {
                     table: t.name.clone(),
@@ -1369,9 +1378,7 @@ impl Writer<'_> {
                 if d != 0 {
                     adds.push((c, d));
                 }
-            } else if old.is_none_or(|o| {
-                o[c].total_cmp(v) != Ordering::Equal || o[c].type_name() != v.type_name()
-            }) {
+            } else if old.is_none_or(|o| !same_value(&o[c], v)) {
                 columns.push(c);
             }
         }
@@ -1478,13 +1485,7 @@ impl Writer<'_> {
             };
             if self.store.get(t.tree, &key)?.is_some() {
                 let old = self.load_row(&t, &key)?;
-                let same = row.as_ref().is_some_and(|r| {
-                    r.len() == old.len()
-                        && r.iter().zip(&old).all(|(a, b)| {
-                            a.total_cmp(b) == Ordering::Equal && a.type_name() == b.type_name()
-                        })
-                });
-                if same {
+                if row.as_ref().is_some_and(|r| same_row(r, &old)) {
                     continue;
                 }
                 self.delete_row(&t, &key, &old)?;
@@ -1749,10 +1750,10 @@ impl Writer<'_> {
             encode_record_into(&mut rec, &new);
             self.store.put(t.tree, &new_pk, &rec)?;
             for i in 0..t.indexes.len() {
-                let changed = t.indexes[i].columns.iter().any(|&c| {
-                    old[c].total_cmp(&new[c]) != Ordering::Equal
-                        || old[c].type_name() != new[c].type_name()
-                });
+                let changed = t.indexes[i]
+                    .columns
+                    .iter()
+                    .any(|&c| !same_value(&old[c], &new[c]));
                 if changed {
                     self.store
                         .delete(t.indexes[i].tree, &Self::index_key(t, i, &old, old_pk))?;

@@ -6,7 +6,9 @@
 use cairn_relay::client::SyncPeer;
 use cairn_relay::{Limits, Relay, RelayConfig};
 use cairn_sync::{Config, Identity, Replica, ScopeId, TableSchema, Value};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -102,4 +104,24 @@ pub fn assert_verified(peers: &[&SyncPeer]) {
         assert!(r.verify().is_empty(), "verify: {:?}", r.verify());
         assert!(r.forks().is_empty());
     }
+}
+
+/// Starts the relay binary with `args`; returns it and the address it printed
+/// (`listening on ADDR ...`).
+pub fn spawn_relay_binary<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-relay"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the relay binary starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("invariant: piped"))
+        .read_line(&mut line)
+        .expect("reads the first line");
+    let addr = line
+        .strip_prefix("listening on ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, addr)
 }
