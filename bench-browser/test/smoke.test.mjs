@@ -39,3 +39,22 @@ test(`smoke pass: ${engines.join(', ')}`, { timeout: 10 * 60_000 }, () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The report page on the committed 10,000-row run: it renders a chart per workload (and the
+// startup and size charts), a bar per engine in each, and a screenshot is taken of it.
+test('the report page renders the committed run', { timeout: 2 * 60_000 }, async () => {
+  const { shot } = await import('../report-shot.mjs');
+  const dir = mkdtempSync(join(tmpdir(), 'cairn-report-shot-'));
+  try {
+    const png = join(dir, 'report.png');
+    const results = join(here, 'results', 'all-10k.json');
+    const run = JSON.parse(readFileSync(results, 'utf8'));
+    const state = await shot(results, png);
+    assert.equal(state.rendered, 'true');
+    assert.ok(state.charts >= run.workloads.length, `${state.charts} charts for ${run.workloads.length} workloads`);
+    assert.ok(state.bars >= 3 * run.workloads.length, `${state.bars} bars`);
+    assert.ok(readFileSync(png).length > 10_000, 'a screenshot was written');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
