@@ -21,6 +21,27 @@ let asyncBusy = 0; // async requests under way (the channel must not overtake th
 
 const err = (code, message) => Object.assign(new Error(message), { code });
 
+// Statements run by SQL text are prepared once and kept, up to CACHE of them, least recently used
+// first out. The cache is a Map here rather than in the engine so that a cached statement's text
+// never crosses into wasm (no UTF-8 copy, no hashing there): `execute` is `executePrepared` on the
+// statement's id.
+const CACHE = 64;
+let stmtCache = new Map(); // SQL text -> prepared statement id, oldest first
+
+function cachedStatement(d, sql) {
+  let id = stmtCache.get(sql);
+  if (id === undefined) {
+    id = d.prepare(sql);
+    if (stmtCache.size >= CACHE) {
+      const [oldSql, oldId] = stmtCache.entries().next().value;
+      stmtCache.delete(oldSql);
+      d.finalize(oldId);
+    }
+  } else stmtCache.delete(sql);
+  stmtCache.set(sql, id);
+  return id;
+}
+
 function needDb() {
   if (!db) throw err('NOT_OPEN', 'no database is open in this Worker');
   return db;
@@ -39,7 +60,8 @@ const syncOps = {
   ping: () => [null],
   exec: (sql) => [needDb().exec(String(sql))],
   execute: (sql, params, mode) => {
-    const wire = needDb().execute(String(sql), params ?? null, mode ?? MODE_ROWS);
+    const d = needDb();
+    const wire = d.executePrepared(cachedStatement(d, String(sql)), params ?? null, mode ?? MODE_ROWS);
     return [wire, buffers(wire)];
   },
   prepare: (sql) => [needDb().prepare(String(sql))],
@@ -60,6 +82,7 @@ const syncOps = {
     for (const link of [...links.keys(), ...relays.keys(), ...buses.keys()]) detachPort(link);
     if (db) db.close();
     db = null;
+    stmtCache = new Map();
     txSession = null;
     return [null];
   },

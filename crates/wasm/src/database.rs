@@ -4,8 +4,6 @@
 //! lastInsertRowid, ...columns]`, where each column is an `Int32Array` or `Float64Array` when every
 //! value in it is such a number, and a plain `Array` otherwise (docs/protocol.md).
 
-use std::collections::HashMap;
-
 use cairn_sql::paged::Paged;
 use cairn_sql::{Output, Statement, Value};
 use cairn_store::{BlockFile, Durability, OpfsFile, Options};
@@ -20,9 +18,6 @@ const MODE_FIRST: u8 = 2;
 const COL_ARRAY: u8 = 0;
 const COL_F64: u8 = 1;
 const COL_I32: u8 = 2;
-
-/// Statements run by SQL text are kept prepared, up to this many.
-const CACHE: usize = 64;
 
 /// Largest integer a JavaScript number holds exactly.
 const MAX_SAFE: i64 = (1 << 53) - 1;
@@ -144,8 +139,16 @@ fn js_value(v: &Value) -> JsValue {
     }
 }
 
+/// Below this many rows a result's columns cross as plain arrays: a typed array costs more to
+/// clone between threads than a few numbers (an `ArrayBuffer` to allocate on each side), and a
+/// point read is the statement whose round trip matters most.
+const TYPED_MIN_ROWS: usize = 16;
+
 /// One result column as the cheapest JavaScript value that holds it exactly.
 fn column(rows: &[Vec<Value>], c: usize) -> (u8, JsValue) {
+    if rows.len() < TYPED_MIN_ROWS {
+        return (COL_ARRAY, plain_column(rows, c));
+    }
     let all_i32 = rows
         .iter()
         .all(|r| matches!(r[c], Value::Integer(i) if i32::try_from(i).is_ok()));
@@ -175,11 +178,15 @@ fn column(rows: &[Vec<Value>], c: usize) -> (u8, JsValue) {
             .collect();
         return (COL_F64, Float64Array::from(&v[..]).into());
     }
+    (COL_ARRAY, plain_column(rows, c))
+}
+
+fn plain_column(rows: &[Vec<Value>], c: usize) -> JsValue {
     let arr = Array::new_with_length(rows.len() as u32);
     for (i, r) in rows.iter().enumerate() {
         arr.set(i as u32, js_value(&r[c]));
     }
-    (COL_ARRAY, arr.into())
+    arr.into()
 }
 
 fn wire(out: Output, mode: u8, last_rowid: i64) -> JsValue {
@@ -212,7 +219,12 @@ fn wire(out: Output, mode: u8, last_rowid: i64) -> JsValue {
         cols.push(v);
     }
     out.push(&names);
-    out.push(&Uint8Array::from(&kinds[..]));
+    // `null` when every column is a plain array, the common case of a small result.
+    if kinds.iter().all(|&k| k == COL_ARRAY) {
+        out.push(&JsValue::NULL);
+    } else {
+        out.push(&Uint8Array::from(&kinds[..]));
+    }
     out.push(&JsValue::from_f64(rows.len() as f64));
     out.push(&JsValue::from_f64(changes as f64));
     out.push(&js_value(&Value::Integer(last_rowid)));
@@ -225,10 +237,8 @@ fn wire(out: Output, mode: u8, last_rowid: i64) -> JsValue {
 #[wasm_bindgen]
 pub struct Database {
     db: cairn_sql::Database,
+    /// Prepared statements by id; the Worker also keeps its statements by SQL text here.
     stmts: Vec<Option<Statement>>,
-    /// Statements prepared for `execute` by SQL text, least recently used first.
-    cache: HashMap<String, (Statement, u64)>,
-    tick: u64,
     #[cfg(feature = "sync")]
     sync: cairn_replicated::Sync,
 }
@@ -326,8 +336,6 @@ impl Database {
         Ok(Database {
             db,
             stmts: Vec::new(),
-            cache: HashMap::new(),
-            tick: 0,
             #[cfg(feature = "sync")]
             sync,
         })
@@ -336,28 +344,6 @@ impl Database {
     /// Runs a parameter-free script of one or more statements.
     pub fn exec(&mut self, sql: &str) -> Result<(), JsValue> {
         self.db.exec_script(sql).map(|_| ()).map_err(sql_error)
-    }
-
-    /// Runs one statement, prepared once per SQL text and kept in a small cache.
-    pub fn execute(&mut self, sql: String, params: JsValue, mode: u8) -> Result<JsValue, JsValue> {
-        self.tick += 1;
-        if !self.cache.contains_key(&sql) {
-            let stmt = self.db.prepare(&sql).map_err(sql_error)?;
-            if self.cache.len() >= CACHE {
-                if let Some(oldest) = self
-                    .cache
-                    .iter()
-                    .min_by_key(|(_, (_, t))| *t)
-                    .map(|(k, _)| k.clone())
-                {
-                    self.cache.remove(&oldest);
-                }
-            }
-            self.cache.insert(sql.clone(), (stmt, self.tick));
-        }
-        let (stmt, used) = self.cache.get_mut(&sql).expect("invariant: just inserted");
-        *used = self.tick;
-        run(&mut self.db, stmt, &params, mode)
     }
 
     /// Prepares a statement and returns its id.
