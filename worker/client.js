@@ -92,7 +92,7 @@ export class EngineWorker {
     this.#pending.delete(msg[0]);
     this.#unpost(req.session);
     this.#settle(req, msg);
-    this.#pump();
+    if (this.#queue.length > 0) this.#pump();
   }
 
   #die(code, message) {
@@ -116,9 +116,22 @@ export class EngineWorker {
   send(op, session, args = [], transfer = []) {
     if (this.#dead) return Promise.reject(new CairnError(this.#dead.code, this.#dead.message));
     return new Promise((resolve, reject) => {
-      this.#queue.push({ id: this.#nextId++, op, session, args, transfer, resolve, reject });
-      this.#pump();
+      const req = { id: this.#nextId++, op, session, args, transfer, resolve, reject };
+      // With nothing queued ahead of it, a request goes out at once (the common case: one
+      // awaited statement after another).
+      if (this.#queue.length > 0 || this.#chanBusy || !this.#trySend(req)) {
+        this.#queue.push(req);
+        this.#pump();
+      }
     });
+  }
+
+  // Sends `req` unless it would overtake a request of its session in flight by postMessage.
+  #trySend(req) {
+    const viaChannel = this.#chan !== null && CHANNEL_OPS.has(req.op);
+    if (viaChannel && this.#posted.has(req.session)) return false;
+    if (!viaChannel || !this.#sendByChannel(req)) this.#post(req);
+    return true;
   }
 
   // Sends what can be sent without letting a request overtake an earlier one of its session: a
@@ -129,22 +142,25 @@ export class EngineWorker {
     const blocked = new Set(); // sessions with an earlier request still waiting in the queue
     for (let i = 0; i < this.#queue.length && !this.#chanBusy && !this.#dead; ) {
       const req = this.#queue[i];
-      const viaChannel = this.#chan && CHANNEL_OPS.has(req.op);
-      if (blocked.has(req.session) || (viaChannel && this.#posted.has(req.session))) {
-        blocked.add(req.session);
+      if (blocked.has(req.session)) {
         i++;
         continue;
       }
       this.#queue.splice(i, 1);
-      if (viaChannel && this.#sendByChannel(req)) return;
-      this.#post(req);
+      if (!this.#trySend(req)) {
+        this.#queue.splice(i, 0, req);
+        blocked.add(req.session);
+        i++;
+      }
     }
   }
 
   #post(req) {
     this.#pending.set(req.id, req);
     this.#posted.set(req.session, (this.#posted.get(req.session) ?? 0) + 1);
-    this.#worker.postMessage([req.id, req.op, req.session, ...req.args], req.transfer);
+    const msg = [req.id, req.op, req.session, ...req.args];
+    if (req.transfer.length > 0) this.#worker.postMessage(msg, req.transfer);
+    else this.#worker.postMessage(msg);
   }
 
   #unpost(session) {
@@ -628,9 +644,10 @@ export class Database extends Queries {
     }
   }
 
-  async _send(op, session, args, transfer = []) {
-    if (this.#restarting) await this.#restarting;
-    if (this.#closed) throw new CairnError('CLOSED', 'the database was closed');
+  // Not async: an awaited statement's promise is the link's own, with no promise wrapped around it.
+  _send(op, session, args, transfer = []) {
+    if (this.#restarting) return this.#restarting.then(() => this._send(op, session, args, transfer));
+    if (this.#closed) return Promise.reject(new CairnError('CLOSED', 'the database was closed'));
     return this.#link.send(op, session, args, transfer);
   }
 
