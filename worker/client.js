@@ -222,36 +222,52 @@ export class EngineWorker {
 // Results
 
 /**
- * Turns a wire result ([columns, kinds, rowCount, changes, lastInsertRowid, ...columnArrays]) into
- * what the caller asked for.
+ * Turns a wire result into what the caller asked for: `[rowCount, changes, lastInsertRowid,
+ * columnCount, ...names, kinds, ...values]`, where `kinds === null` means the values follow row by
+ * row, and otherwise one array per column (docs/protocol.md, "Results").
  */
 function decodeRows(wire, rowMode) {
-  const [columns, , rowCount, changes, lastInsertRowid] = wire;
-  const cols = wire.slice(5);
-  if (rowMode === 'columns') return { columns, rowCount, values: cols, changes, lastInsertRowid };
+  const [rowCount, changes, lastInsertRowid, n] = wire;
+  const columns = wire.slice(4, 4 + n);
+  const at = 5 + n;
+  const byRow = wire[4 + n] === null;
+  // The value of row r, column c.
+  const get = byRow ? (r, c) => wire[at + r * n + c] : (r, c) => wire[at + c][r];
+  if (rowMode === 'columns') {
+    let values = wire.slice(at);
+    if (byRow) {
+      values = columns.map(() => new Array(rowCount));
+      for (let r = 0; r < rowCount; r++) for (let c = 0; c < n; c++) values[c][r] = get(r, c);
+    }
+    return { columns, rowCount, values, changes, lastInsertRowid };
+  }
   if (rowMode === 'array') {
-    const n = columns.length;
-    const values = new Array(rowCount * n);
-    for (let c = 0; c < n; c++) {
-      const col = cols[c];
-      for (let r = 0; r < rowCount; r++) values[r * n + c] = col[r];
+    let values;
+    if (byRow) values = wire.slice(at);
+    else {
+      values = new Array(rowCount * n);
+      for (let c = 0; c < n; c++) {
+        const col = wire[at + c];
+        for (let r = 0; r < rowCount; r++) values[r * n + c] = col[r];
+      }
     }
     return { columns, rowCount, values, changes, lastInsertRowid };
   }
   const rows = new Array(rowCount);
   for (let r = 0; r < rowCount; r++) {
     const row = {};
-    for (let c = 0; c < columns.length; c++) row[columns[c]] = cols[c][r];
+    for (let c = 0; c < n; c++) row[columns[c]] = get(r, c);
     rows[r] = row;
   }
   return rows;
 }
 
 function firstRow(wire) {
-  const [columns, , rowCount] = wire;
+  const [rowCount, , , n] = wire;
   if (rowCount === 0) return undefined;
+  const byRow = wire[4 + n] === null;
   const row = {};
-  for (let c = 0; c < columns.length; c++) row[columns[c]] = wire[5 + c][0];
+  for (let c = 0; c < n; c++) row[wire[4 + c]] = byRow ? wire[5 + n + c] : wire[5 + n + c][0];
   return row;
 }
 

@@ -8,6 +8,7 @@
 import init, * as engine from '../build/wasm/cairn_wasm.js';
 import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS } from './protocol.js';
 import { Writer, Reader, Full } from './wire.js';
+import { readResult } from './result.js';
 
 let ready = null;
 let loaded = false;
@@ -60,13 +61,15 @@ const syncOps = {
   ping: () => [null],
   exec: (sql) => [needDb().exec(String(sql))],
   execute: (sql, params, mode) => {
+    mode ??= MODE_ROWS;
     const d = needDb();
-    const wire = d.executePrepared(cachedStatement(d, String(sql)), params ?? null, mode ?? MODE_ROWS);
+    const wire = readResult(wasm.memory, d.executePrepared(cachedStatement(d, String(sql)), params ?? null, mode), mode);
     return [wire, buffers(wire)];
   },
   prepare: (sql) => [needDb().prepare(String(sql))],
   executePrepared: (stmt, params, mode) => {
-    const wire = needDb().executePrepared(stmt, params ?? null, mode ?? MODE_ROWS);
+    mode ??= MODE_ROWS;
+    const wire = readResult(wasm.memory, needDb().executePrepared(stmt, params ?? null, mode), mode);
     return [wire, buffers(wire)];
   },
   finalize: (stmt) => [needDb().finalize(stmt)],

@@ -1,13 +1,13 @@
 //! The database a Worker serves: cairn's SQL engine over the paged store in an OPFS file.
 //!
-//! Results cross to JavaScript as flat arrays: `[columns, kinds, rowCount, changes,
-//! lastInsertRowid, ...columns]`, where each column is an `Int32Array` or `Float64Array` when every
-//! value in it is such a number, and a plain `Array` otherwise (docs/protocol.md).
+//! A statement's result is encoded into one buffer in wasm memory (`Encoder`), which the Worker
+//! reads into the flat array the page gets (`worker/result.js`, docs/protocol.md): one call
+//! across the wasm boundary per statement rather than one per value.
 
 use cairn_sql::paged::Paged;
 use cairn_sql::{Output, Statement, Value};
 use cairn_store::{BlockFile, Durability, OpfsFile, Options};
-use js_sys::{Array, BigInt, Float64Array, Int32Array, Object, Reflect, Uint8Array};
+use js_sys::{Array, BigInt, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -128,110 +128,139 @@ fn to_params(p: &JsValue) -> Result<Params, JsValue> {
     ))
 }
 
-fn js_value(v: &Value) -> JsValue {
-    match v {
-        Value::Null => JsValue::NULL,
-        Value::Integer(i) if i.abs() <= MAX_SAFE => JsValue::from_f64(*i as f64),
-        Value::Integer(i) => BigInt::from(*i).into(),
-        Value::Real(r) => JsValue::from_f64(*r),
-        Value::Text(s) => JsValue::from_str(s),
-        Value::Blob(b) => Uint8Array::from(&b[..]).into(),
-    }
-}
+// Value tags of an encoded result (worker/result.js reads them).
+const T_NULL: u8 = 0;
+const T_NUMBER: u8 = 1;
+const T_BIGINT: u8 = 2;
+const T_TEXT: u8 = 3;
+const T_BLOB: u8 = 4;
 
-/// Below this many rows a result's columns cross as plain arrays: a typed array costs more to
-/// clone between threads than a few numbers (an `ArrayBuffer` to allocate on each side), and a
-/// point read is the statement whose round trip matters most.
-const TYPED_MIN_ROWS: usize = 16;
+/// Results of this many rows or more cross column by column, numeric columns as typed arrays;
+/// smaller ones as row-major values. A typed array costs more to clone between threads than a
+/// few numbers (an `ArrayBuffer` to allocate on each side), and small results are the statements
+/// whose round trip matters most.
+const COLUMNS_MIN_ROWS: usize = 16;
 
-/// One result column as the cheapest JavaScript value that holds it exactly.
-fn column(rows: &[Vec<Value>], c: usize) -> (u8, JsValue) {
-    if rows.len() < TYPED_MIN_ROWS {
-        return (COL_ARRAY, plain_column(rows, c));
+/// Encodes a statement's result for the Worker, which turns it into the message the page gets
+/// (docs/protocol.md, "Results"). One buffer in wasm memory, read by `worker/result.js`, instead
+/// of a JavaScript array built by a call across the boundary per value. Little-endian:
+///
+/// - mode 1 (run): `f64 changes`, value `lastInsertRowid`;
+/// - modes 0 and 2: `u32 rowCount`, `f64 changes`, value `lastInsertRowid`, `u32 columnCount`,
+///   each name (`u32` length, UTF-8), then `u8 layout`: `0` and every value row by row, or `1`
+///   and per column a kind (`0` values, `1` f64s, `2` i32s) and its `rowCount` items.
+///
+/// A value is a tag and its payload: null; number (f64: an INTEGER within ±2^53 or a REAL);
+/// bigint (i64); text and blob (`u32` length, bytes).
+struct Encoder(Vec<u8>);
+
+impl Encoder {
+    fn u32(&mut self, n: usize) {
+        self.0.extend_from_slice(&(n as u32).to_le_bytes());
     }
-    let all_i32 = rows
-        .iter()
-        .all(|r| matches!(r[c], Value::Integer(i) if i32::try_from(i).is_ok()));
-    if all_i32 && !rows.is_empty() {
-        let v: Vec<i32> = rows
+    fn f64(&mut self, x: f64) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len());
+        self.0.extend_from_slice(b);
+    }
+    fn value(&mut self, v: &Value) {
+        match v {
+            Value::Null => self.0.push(T_NULL),
+            Value::Integer(i) if i.abs() <= MAX_SAFE => {
+                self.0.push(T_NUMBER);
+                self.f64(*i as f64);
+            }
+            Value::Integer(i) => {
+                self.0.push(T_BIGINT);
+                self.0.extend_from_slice(&i.to_le_bytes());
+            }
+            Value::Real(r) => {
+                self.0.push(T_NUMBER);
+                self.f64(*r);
+            }
+            Value::Text(s) => {
+                self.0.push(T_TEXT);
+                self.bytes(s.as_bytes());
+            }
+            Value::Blob(b) => {
+                self.0.push(T_BLOB);
+                self.bytes(b);
+            }
+        }
+    }
+
+    /// One column of a large result, as the cheapest kind that holds it exactly.
+    fn column(&mut self, rows: &[Vec<Value>], c: usize) {
+        let all_i32 = rows
             .iter()
-            .map(|r| match r[c] {
-                Value::Integer(i) => i as i32,
-                _ => 0,
-            })
-            .collect();
-        return (COL_I32, Int32Array::from(&v[..]).into());
+            .all(|r| matches!(r[c], Value::Integer(i) if i32::try_from(i).is_ok()));
+        let all_f64 = rows.iter().all(|r| match r[c] {
+            Value::Integer(i) => i.abs() <= MAX_SAFE,
+            Value::Real(_) => true,
+            _ => false,
+        });
+        if all_i32 {
+            self.0.push(COL_I32);
+            for r in rows {
+                if let Value::Integer(i) = r[c] {
+                    self.0.extend_from_slice(&(i as i32).to_le_bytes());
+                }
+            }
+        } else if all_f64 {
+            self.0.push(COL_F64);
+            for r in rows {
+                match r[c] {
+                    Value::Integer(i) => self.f64(i as f64),
+                    Value::Real(x) => self.f64(x),
+                    _ => {}
+                }
+            }
+        } else {
+            self.0.push(COL_ARRAY);
+            for r in rows {
+                self.value(&r[c]);
+            }
+        }
     }
-    let all_f64 = rows.iter().all(|r| match r[c] {
-        Value::Integer(i) => i.abs() <= MAX_SAFE,
-        Value::Real(_) => true,
-        _ => false,
-    });
-    if all_f64 && !rows.is_empty() {
-        let v: Vec<f64> = rows
-            .iter()
-            .map(|r| match r[c] {
-                Value::Integer(i) => i as f64,
-                Value::Real(x) => x,
-                _ => 0.0,
-            })
-            .collect();
-        return (COL_F64, Float64Array::from(&v[..]).into());
-    }
-    (COL_ARRAY, plain_column(rows, c))
-}
 
-fn plain_column(rows: &[Vec<Value>], c: usize) -> JsValue {
-    let arr = Array::new_with_length(rows.len() as u32);
-    for (i, r) in rows.iter().enumerate() {
-        arr.set(i as u32, js_value(&r[c]));
+    fn result(&mut self, out: Output, mode: u8, last_rowid: i64) {
+        self.0.clear();
+        let (columns, mut rows, changes) = match out {
+            Output::Rows { columns, rows } => (columns, rows, 0),
+            Output::Changes { changes, .. } => (Vec::new(), Vec::new(), changes),
+            Output::Done => (Vec::new(), Vec::new(), 0),
+        };
+        if mode == MODE_RUN {
+            self.f64(changes as f64);
+            self.value(&Value::Integer(last_rowid));
+            return;
+        }
+        if mode == MODE_FIRST {
+            rows.truncate(1);
+        }
+        self.u32(rows.len());
+        self.f64(changes as f64);
+        self.value(&Value::Integer(last_rowid));
+        self.u32(columns.len());
+        for c in &columns {
+            self.bytes(c.as_bytes());
+        }
+        if rows.len() < COLUMNS_MIN_ROWS {
+            self.0.push(0);
+            for r in &rows {
+                for v in r {
+                    self.value(v);
+                }
+            }
+        } else {
+            self.0.push(1);
+            for c in 0..columns.len() {
+                self.column(&rows, c);
+            }
+        }
     }
-    arr.into()
-}
-
-fn wire(out: Output, mode: u8, last_rowid: i64) -> JsValue {
-    let (columns, rows, changes) = match out {
-        Output::Rows { columns, rows } => (columns, rows, 0),
-        Output::Changes { changes, .. } => (Vec::new(), Vec::new(), changes),
-        Output::Done => (Vec::new(), Vec::new(), 0),
-    };
-    if mode == MODE_RUN {
-        let a = Array::new();
-        a.push(&JsValue::from_f64(changes as f64));
-        a.push(&js_value(&Value::Integer(last_rowid)));
-        return a.into();
-    }
-    let rows = if mode == MODE_FIRST && rows.len() > 1 {
-        rows[..1].to_vec()
-    } else {
-        rows
-    };
-    let out = Array::new();
-    let names = Array::new();
-    for c in &columns {
-        names.push(&JsValue::from_str(c));
-    }
-    let mut kinds = vec![COL_ARRAY; columns.len()];
-    let mut cols = Vec::with_capacity(columns.len());
-    for (c, kind) in kinds.iter_mut().enumerate() {
-        let (k, v) = column(&rows, c);
-        *kind = k;
-        cols.push(v);
-    }
-    out.push(&names);
-    // `null` when every column is a plain array, the common case of a small result.
-    if kinds.iter().all(|&k| k == COL_ARRAY) {
-        out.push(&JsValue::NULL);
-    } else {
-        out.push(&Uint8Array::from(&kinds[..]));
-    }
-    out.push(&JsValue::from_f64(rows.len() as f64));
-    out.push(&JsValue::from_f64(changes as f64));
-    out.push(&js_value(&Value::Integer(last_rowid)));
-    for v in cols {
-        out.push(&v);
-    }
-    out.into()
 }
 
 #[wasm_bindgen]
@@ -239,6 +268,8 @@ pub struct Database {
     db: cairn_sql::Database,
     /// Prepared statements by id; the Worker also keeps its statements by SQL text here.
     stmts: Vec<Option<Statement>>,
+    /// The last result, encoded; kept to reuse its allocation.
+    out: Encoder,
     #[cfg(feature = "sync")]
     sync: cairn_replicated::Sync,
 }
@@ -272,24 +303,6 @@ fn byte_arrays(v: Vec<Vec<u8>>) -> Array {
     v.into_iter()
         .map(|m| JsValue::from(Uint8Array::from(m.as_slice())))
         .collect()
-}
-
-fn run(
-    db: &mut cairn_sql::Database,
-    stmt: &Statement,
-    params: &JsValue,
-    mode: u8,
-) -> Result<JsValue, JsValue> {
-    let out = match to_params(params)? {
-        Params::Positional(p) => stmt.execute(db, &p),
-        Params::Named(p) => {
-            let named: Vec<(&str, Value)> =
-                p.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
-            stmt.execute_named(db, &named)
-        }
-    }
-    .map_err(sql_error)?;
-    Ok(wire(out, mode, db.last_insert_rowid()))
 }
 
 #[wasm_bindgen]
@@ -336,6 +349,7 @@ impl Database {
         Ok(Database {
             db,
             stmts: Vec::new(),
+            out: Encoder(Vec::new()),
             #[cfg(feature = "sync")]
             sync,
         })
@@ -361,25 +375,27 @@ impl Database {
         }
     }
 
+    /// Runs a prepared statement. Returns where in wasm memory its encoded result starts
+    /// (`Encoder`), valid until the next call.
     #[wasm_bindgen(js_name = executePrepared)]
-    pub fn execute_prepared(
-        &mut self,
-        id: u32,
-        params: JsValue,
-        mode: u8,
-    ) -> Result<JsValue, JsValue> {
+    pub fn execute_prepared(&mut self, id: u32, params: JsValue, mode: u8) -> Result<u32, JsValue> {
         let stmt = self
             .stmts
             .get(id as usize)
             .and_then(Option::as_ref)
-            .ok_or_else(|| {
-                error(
-                    "FINALIZED",
-                    &format!("no prepared statement has id {id}"),
-                    None,
-                )
-            })?;
-        run(&mut self.db, stmt, &params, mode)
+            .ok_or_else(|| error("FINALIZED", "no prepared statement has that id", None))?;
+        let db = &mut self.db;
+        let out = match to_params(&params)? {
+            Params::Positional(p) => stmt.execute(db, &p),
+            Params::Named(p) => {
+                let named: Vec<(&str, Value)> =
+                    p.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                stmt.execute_named(db, &named)
+            }
+        }
+        .map_err(sql_error)?;
+        self.out.result(out, mode, db.last_insert_rowid());
+        Ok(self.out.0.as_ptr() as usize as u32)
     }
 
     pub fn finalize(&mut self, id: u32) {
