@@ -6,7 +6,7 @@
 // sessions wait until it ends (or fail with BUSY after the busy timeout), so a transaction never
 // sees another's uncommitted writes and never has statements of another mixed into it.
 import init, * as engine from '../build/wasm/cairn_wasm.js';
-import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS } from './protocol.js';
+import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.js';
 import { Writer, Reader, Full } from './wire.js';
 import { readResult } from './result.js';
 
@@ -48,12 +48,19 @@ function needDb() {
   return db;
 }
 
-/** Buffers of typed arrays in a result, to transfer rather than copy (a small one is cheaper to
- * copy than to detach). */
-function buffers(wire) {
+/** Buffers of a result's typed arrays, to transfer rather than copy (a small one is cheaper to
+ * copy than to detach). Only a result that came column by column has any. */
+function buffers(wire, mode) {
+  if (mode === MODE_RUN || wire[4 + wire[3]] === null) return undefined;
   const out = [];
-  if (Array.isArray(wire)) for (const v of wire) if (ArrayBuffer.isView(v) && v.byteLength >= 1024) out.push(v.buffer);
+  for (const v of wire) if (ArrayBuffer.isView(v) && v.byteLength >= 1024) out.push(v.buffer);
   return out;
+}
+
+/** Posts a reply; a transfer list only when there is something to transfer. */
+function reply(out) {
+  if (out.transfer?.length) self.postMessage(out.reply, out.transfer);
+  else self.postMessage(out.reply);
 }
 
 // Ops that answer at once. Each gets the request's arguments and returns [result, transfer?].
@@ -64,13 +71,13 @@ const syncOps = {
     mode ??= MODE_ROWS;
     const d = needDb();
     const wire = readResult(wasm.memory, d.executePrepared(cachedStatement(d, String(sql)), params ?? null, mode), mode);
-    return [wire, buffers(wire)];
+    return [wire, buffers(wire, mode)];
   },
   prepare: (sql) => [needDb().prepare(String(sql))],
   executePrepared: (stmt, params, mode) => {
     mode ??= MODE_ROWS;
     const wire = readResult(wasm.memory, needDb().executePrepared(stmt, params ?? null, mode), mode);
-    return [wire, buffers(wire)];
+    return [wire, buffers(wire, mode)];
   },
   finalize: (stmt) => [needDb().finalize(stmt)],
   inTransaction: () => [db ? db.inTransaction() : false],
@@ -448,7 +455,7 @@ async function handle(msg) {
       }
     }
   }
-  self.postMessage(out.reply, out.transfer ?? []);
+  reply(out);
 }
 
 let queue = Promise.resolve();
@@ -466,7 +473,7 @@ function answerNow(msg) {
   if (verdict === 'park') park(msg);
   else {
     const out = verdict ?? runSync(id, op, session, args);
-    self.postMessage(out.reply, out.transfer ?? []);
+    reply(out);
   }
   return true;
 }
@@ -534,5 +541,5 @@ function serveOne(seq) {
   }
   Atomics.store(chan.i32, DONE, seq);
   Atomics.notify(chan.i32, DONE);
-  if (byPost) self.postMessage(out.reply, out.transfer ?? []);
+  if (byPost) reply(out);
 }
