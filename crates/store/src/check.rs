@@ -291,7 +291,7 @@ impl<F: BlockFile> Checker<'_, F> {
             hook.entries(index, table, page::key(&pg, i), &v, &mut expected)?;
             ok = st.next(&mut *self.sh)?;
         }
-        expected.sort();
+        crate::sort::sort(&mut expected);
         let mut e = expected.iter().peekable();
         let mut ok = st.first(&mut *self.sh, index.root)?;
         let mut problems = 0;

@@ -551,7 +551,7 @@ impl<F: BlockFile> Shared<F> {
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut ids: Vec<u32> = w.dirty.keys().copied().collect();
-        ids.sort_unstable();
+        crate::sort::sort(&mut ids);
         let txn = w.state.txn.max(self.next_txn);
         let ps = self.pager.page_size;
         let mut run: Vec<u8> = Vec::new();
@@ -673,7 +673,7 @@ impl<F: BlockFile> Shared<F> {
         }
         let slot = 1 - self.durable_slot;
         let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
-        list.sort_unstable();
+        crate::sort::sort(&mut list);
         let sb = encode_superblock(ps, slot, &state, &list);
         self.pager.file.write((slot * ps) as u64, &sb)?;
         self.last_list = list.len();
@@ -887,7 +887,10 @@ impl<F: BlockFile> Db<F> {
                 "no cairn magic number in either superblock".into(),
             ));
         }
-        slots.sort_by_key(|(_, sl)| std::cmp::Reverse(sl.state.txn));
+        // Newest transaction first; on a tie, slot A first.
+        crate::sort::sort_by(&mut slots, |(sa, a), (sb, b)| {
+            (b.state.txn, sa) < (a.state.txn, sb)
+        });
         let mut chosen = None;
         for (s, sl) in slots {
             match verify_list(&mut pager, &sl.list) {

@@ -151,7 +151,7 @@ impl OpfsFile {
                 names.push(name);
             }
         }
-        names.sort();
+        crate::sort::sort(&mut names);
         Ok(names)
     }
 
