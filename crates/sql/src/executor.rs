@@ -831,7 +831,7 @@ fn point_keys(
         }
         keys.push(k);
     }
-    keys.sort();
+    cairn_store::sort::sort(&mut keys);
     keys.dedup();
     Ok(Some(keys))
 }
@@ -1117,7 +1117,7 @@ fn subquery_ranges(q: &Rc<QueryPlan>, aff: crate::types::Affinity, cx: &Cx) -> R
         encode_eq(&mut p, &v, true);
         prefixes.push(p);
     }
-    prefixes.sort();
+    cairn_store::sort::sort(&mut prefixes);
     prefixes.dedup();
     Ok(prefixes
         .into_iter()

@@ -806,7 +806,7 @@ impl Database {
                         entries.push((key, plen, has_null));
                     }
                 }
-                entries.sort();
+                cairn_store::sort::sort(&mut entries);
                 for w in entries.windows(2) {
                     if ci.unique
                         && !w[0].2

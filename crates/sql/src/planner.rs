@@ -1372,7 +1372,7 @@ impl<'c> Planner<'c> {
                 if let Some(i) = lvl.post_cols.iter().position(|&p| p == col) {
                     lvl.post_cols.remove(i);
                     lvl.pre_cols.push(col);
-                    lvl.pre_cols.sort_unstable();
+                    cairn_store::sort::sort(&mut lvl.pre_cols);
                 }
                 if lvl.pre_cols.contains(&col) {
                     lvl.topk = Some(SortKey { col, ..k.clone() });
@@ -1446,7 +1446,7 @@ fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usi
                         continue;
                     }
                     let mut other: Vec<usize> = slots(y).into_iter().filter_map(level_of).collect();
-                    other.sort();
+                    cairn_store::sort::sort(&mut other);
                     other.dedup();
                     if other.contains(&li) {
                         continue;
@@ -1770,7 +1770,7 @@ fn choose_access(
 /// compares them (equal numbers have equal keys), and NULLs fall outside every range: so a row
 /// is in the range exactly when those conjuncts are true.
 fn remove_consumed(filters: &mut Vec<PExpr>, mut consumed: Vec<usize>) {
-    consumed.sort_unstable();
+    cairn_store::sort::sort(&mut consumed);
     consumed.dedup();
     for i in consumed.into_iter().rev() {
         filters.remove(i);
@@ -1995,10 +1995,10 @@ impl<'c> Planner<'c> {
                         })
                         .collect::<Result<_>>()?;
                     let mut sorted = cols.clone();
-                    sorted.sort();
+                    cairn_store::sort::sort(&mut sorted);
                     let same = |v: &[usize]| {
                         let mut s = v.to_vec();
-                        s.sort();
+                        cairn_store::sort::sort(&mut s);
                         s == sorted
                     };
                     if !table.key_columns().is_empty() && same(&table.key_columns()) {

@@ -79,7 +79,7 @@ mod native;
 mod opfs;
 mod page;
 mod pager;
-mod sort;
+pub mod sort;
 pub mod value;
 
 pub use btree::Seek;
