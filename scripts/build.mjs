@@ -27,8 +27,15 @@ mkdirSync(join(root, 'dist'), { recursive: true });
 
 // Two modules from one crate: cairn.wasm (SQL over OPFS) and cairn-sync.wasm (the same plus
 // replication). They export the same functions, so one JS glue serves both; the build checks it.
+// A third, dist/test/, adds the storage layer's block files and conformance suite for the browser
+// tests (the `testing` feature), with its own glue and Worker script; it is not shipped.
 const env = { CARGO_BUILD_JOBS: process.env.CARGO_BUILD_JOBS ?? '2' };
-for (const [features, out, dir] of [[[], 'dist/cairn.wasm', 'build/wasm'], [['--features', 'sync'], 'dist/cairn-sync.wasm', 'build/wasm-sync']]) {
+mkdirSync(join(root, 'dist', 'test'), { recursive: true });
+for (const [features, out, dir] of [
+  [[], 'dist/cairn.wasm', 'build/wasm'],
+  [['--features', 'sync'], 'dist/cairn-sync.wasm', 'build/wasm-sync'],
+  [['--features', 'testing'], 'dist/test/cairn.wasm', 'build/wasm-test'],
+]) {
   mkdirSync(join(root, dir), { recursive: true });
   run('cargo', ['build', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown', ...features], env);
   run('wasm-bindgen', [
@@ -59,9 +66,25 @@ if (glue('build/wasm') !== glue('build/wasm-sync')) {
 
 const esbuild = await import('esbuild');
 const common = { bundle: true, format: 'esm', target: 'es2022', minify: !dev, legalComments: 'none', logLevel: 'warning' };
-await esbuild.build({ ...common, entryPoints: [join(root, 'worker/worker.js')], outfile: join(root, 'dist/cairn-worker.js') });
+// The Worker registers the block-file ops only when the module exports them (the test build);
+// for the shipped module esbuild rightly finds those imports undefined and drops them.
+await esbuild.build({
+  ...common,
+  entryPoints: [join(root, 'worker/worker.js')],
+  outfile: join(root, 'dist/cairn-worker.js'),
+  logOverride: { 'import-is-undefined': 'silent' },
+});
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js') });
 copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
+// The test build: the same scripts, the Worker bundled with the test module's glue.
+const testGlue = {
+  name: 'test-glue',
+  setup(b) {
+    b.onResolve({ filter: /\/build\/wasm\/cairn_wasm\.js$/ }, () => ({ path: join(root, 'build/wasm-test/cairn_wasm.js') }));
+  },
+};
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/worker.js')], outfile: join(root, 'dist/test/cairn-worker.js'), plugins: [testGlue] });
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/test/cairn.js') });
 
 // The size of what a page fetches to open a database.
 const files = ['dist/cairn.js', 'dist/cairn-worker.js', 'dist/cairn.wasm'];

@@ -15,6 +15,7 @@ step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 # The native shell and the relay (tokio) have no wasm build; everything else must lint clean for the browser.
 step "cargo clippy (wasm)" cargo clippy --workspace --exclude cairn-cli --exclude cairn-relay --target wasm32-unknown-unknown -- -D warnings
 step "cargo clippy (wasm, sync)" cargo clippy -p cairn-wasm --features sync --target wasm32-unknown-unknown -- -D warnings
+step "cargo clippy (wasm, testing)" cargo clippy -p cairn-wasm --features testing --target wasm32-unknown-unknown -- -D warnings
 step "cargo test" cargo test --workspace
 # Two relays sharing one PostgreSQL (a throwaway cluster on a loopback port; installs postgresql when missing).
 step "relay over PostgreSQL" bash scripts/relay-postgres-test.sh

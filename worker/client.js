@@ -755,7 +755,8 @@ export function destroy(name, options = {}) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The storage layer's block files, for the storage round trip and the conformance tests.
+// The storage layer's block files, for the storage tests: the Worker has them only in the test
+// build (dist/test/); elsewhere the ops fail with UNKNOWN_OP.
 
 /** An OPFS file opened by the engine inside the Worker. */
 export class EngineFile {

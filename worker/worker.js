@@ -117,17 +117,6 @@ const syncOps = {
   syncRelay: (url) => [attachRelay(String(url))],
   syncBus: (name) => [attachBus(String(name))],
   syncDetach: (link) => [detachPort(link)],
-  // The storage layer's block files, for the storage round trip and the conformance tests.
-  fileRead: (h, at, len) => {
-    const bytes = engine.fileRead(h, at, len);
-    return [bytes, [bytes.buffer]];
-  },
-  fileWrite: (h, at, bytes) => [engine.fileWrite(h, at, new Uint8Array(bytes))],
-  fileLen: (h) => [engine.fileLen(h)],
-  fileSetLen: (h, len) => [engine.fileSetLen(h, len)],
-  fileFlush: (h) => [engine.fileFlush(h)],
-  fileClose: (h) => [engine.fileClose(h)],
-  conformanceCases: () => [engine.conformanceCases()],
   debugPanic: (message) => [engine.debugPanic(String(message))],
 };
 
@@ -141,11 +130,30 @@ const asyncOps = {
   },
   importFile: async (name, bytes) => [await engine.Database.importFile(String(name), new Uint8Array(bytes))],
   destroy: async (name) => [await engine.Database.destroy(String(name))],
-  fileOpen: (name, create) => engine.fileOpen(String(name), !!create).then((h) => [h]),
-  fileRemove: (name) => engine.fileRemove(String(name)).then(() => [null]),
-  fileList: () => engine.fileList().then((names) => [names]),
-  conformanceRun: (testCase, file) => engine.conformanceRun(testCase, file).then((r) => [r ?? null]),
 };
+
+// The storage layer's block files and their conformance suite: only in the test build of the
+// engine (the `testing` feature, dist/test/); elsewhere these ops are UNKNOWN_OP.
+if (typeof engine.fileOpen === 'function') {
+  Object.assign(syncOps, {
+    fileRead: (h, at, len) => {
+      const bytes = engine.fileRead(h, at, len);
+      return [bytes, [bytes.buffer]];
+    },
+    fileWrite: (h, at, bytes) => [engine.fileWrite(h, at, new Uint8Array(bytes))],
+    fileLen: (h) => [engine.fileLen(h)],
+    fileSetLen: (h, len) => [engine.fileSetLen(h, len)],
+    fileFlush: (h) => [engine.fileFlush(h)],
+    fileClose: (h) => [engine.fileClose(h)],
+    conformanceCases: () => [engine.conformanceCases()],
+  });
+  Object.assign(asyncOps, {
+    fileOpen: (name, create) => engine.fileOpen(String(name), !!create).then((h) => [h]),
+    fileRemove: (name) => engine.fileRemove(String(name)).then(() => [null]),
+    fileList: () => engine.fileList().then((names) => [names]),
+    conformanceRun: (testCase, file) => engine.conformanceRun(testCase, file).then((r) => [r ?? null]),
+  });
+}
 
 // ---- sync transports: a MessagePort handed to this Worker carries one link's messages ----
 const links = new Map(); // link id -> { port, timer }

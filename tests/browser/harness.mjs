@@ -14,16 +14,17 @@ const ARGS = [
 
 /**
  * Starts a server and a browser with a new profile. `profile` reuses a directory and `port` a
- * port (a restart: OPFS belongs to the origin, and the port is part of it).
+ * port (a restart: OPFS belongs to the origin, and the port is part of it). `build: 'test'` loads
+ * the test build (dist/test/: the shipped one plus the storage layer's block files).
  */
-export async function launch({ isolated = true, profile, port = 0 } = {}) {
+export async function launch({ isolated = true, profile, port = 0, build } = {}) {
   const server = await startServer({ isolated, port });
   const dir = profile ?? mkdtempSync(join(tmpdir(), 'cairn-profile-'));
   const context = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: ARGS });
   const errors = [];
   const page = context.pages()[0] ?? (await context.newPage());
   page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(`${server.url}/tests/browser/page.html`);
+  await page.goto(`${server.url}/tests/browser/page.html${build ? `?build=${build}` : ''}`);
   await page.waitForFunction(() => window.cairnReady === true);
   return {
     page,

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
 
 async function withBrowser(fn) {
-  const b = await launch();
+  const b = await launch({ build: 'test' }); // the block files are in the test build only
   try {
     await fn(b.page);
     assert.deepEqual(b.errors, [], 'the page threw');

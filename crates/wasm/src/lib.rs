@@ -2,18 +2,23 @@
 //!
 //! The Worker script (`worker/worker.js`) decodes each message from the page and calls one of the
 //! functions exported here; they answer with plain values and `Uint8Array`s, and a statement with
-//! its result encoded in wasm memory for the Worker to read (`database::Encoder`). Every error thrown to JavaScript is an `Error`
-//! whose `code` property is the stable code of the Rust error (`cairn_store::Error::code`).
+//! its result encoded in wasm memory for the Worker to read (`database::Encoder`). Every error
+//! thrown to JavaScript is an `Error` whose `code` property is the stable code of the Rust error
+//! (`cairn_store::Error::code`).
 //!
-//! The block-file surface (`file_*`) exposes OPFS files opened from Rust, for the storage round
-//! trip in the playground and for the browser conformance tests.
+//! The block-file surface (`file_*`, `conformance_*`) exposes OPFS files opened from Rust for the
+//! browser tests of the storage layer; it is built only with the `testing` feature.
 
 #[cfg(target_arch = "wasm32")]
 mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod database;
+#[cfg(all(target_arch = "wasm32", feature = "testing"))]
+mod files;
 
 #[cfg(target_arch = "wasm32")]
 pub use bindings::*;
 #[cfg(target_arch = "wasm32")]
 pub use database::Database;
+#[cfg(all(target_arch = "wasm32", feature = "testing"))]
+pub use files::*;
