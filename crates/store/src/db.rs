@@ -26,7 +26,7 @@
 //!    catalog root.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::rc::Rc;
 
@@ -180,7 +180,7 @@ struct W {
     /// Pages of the committed state this transaction freed.
     freed: Vec<u32>,
     /// Pending changes to the free tree: page -> true (add) / false (remove).
-    delta: BTreeMap<u32, bool>,
+    delta: IdMap<bool>,
     trees: Vec<TreeSlot>,
     names: HashMap<String, usize>,
     /// Bumped by every change, so a cursor knows to find its place again.
@@ -198,7 +198,9 @@ pub(crate) struct Shared<F> {
     next_txn: u64,
     /// Pages written since the last flush, with their checksums: the superblock's commit list.
     unflushed: IdMap<u64>,
-    readers: BTreeMap<u64, usize>,
+    /// Open read transactions: (the transaction they read, how many). Few at a time, so a list
+    /// (a map type of its own would be a few KB more of wasm).
+    readers: Vec<(u64, usize)>,
     pending: VecDeque<(u64, Vec<u32>)>,
     free: Option<BTreeSet<u32>>,
     w: Option<W>,
@@ -331,7 +333,7 @@ impl<F: BlockFile> Pages for Shared<F> {
 }
 
 /// Records a change to the free tree; an add and a remove of the same page cancel.
-fn delta_set(delta: &mut BTreeMap<u32, bool>, id: u32, add: bool) {
+fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
     match delta.get(&id) {
         Some(&prev) if prev != add => {
             delta.remove(&id);
@@ -449,7 +451,7 @@ impl<F: BlockFile> Shared<F> {
             durable_txn: state.txn,
             next_txn: state.txn + 1,
             unflushed: IdMap::default(),
-            readers: BTreeMap::new(),
+            readers: Vec::new(),
             pending: VecDeque::new(),
             free: None,
             w: None,
@@ -498,7 +500,7 @@ impl<F: BlockFile> Shared<F> {
             dirty: IdMap::default(),
             owned: IdMap::default(),
             freed: Vec::new(),
-            delta: BTreeMap::new(),
+            delta: IdMap::default(),
             trees: Vec::new(),
             names: HashMap::new(),
             seq: 0,
@@ -508,7 +510,7 @@ impl<F: BlockFile> Shared<F> {
     }
 
     fn release_pending(&mut self) {
-        let oldest_reader = self.readers.keys().next().copied();
+        let oldest_reader = self.readers.iter().map(|&(t, _)| t).min();
         let free = self.free.as_mut().expect("invariant: free set loaded");
         while let Some((t, _)) = self.pending.front() {
             let t = *t;
@@ -617,10 +619,12 @@ impl<F: BlockFile> Shared<F> {
         let mut rounds = 0;
         loop {
             let w = self.w.as_mut().expect("invariant: write transaction open");
-            let delta = std::mem::take(&mut w.delta);
+            let mut delta: Vec<(u32, bool)> = w.delta.drain().collect();
             if delta.is_empty() {
                 break;
             }
+            // In page order, so the free tree (and so the file) comes out the same every time.
+            crate::sort::sort(&mut delta);
             rounds += 1;
             if rounds > 64 {
                 return Err(Error::Corrupt("free tree update does not settle".into()));
@@ -950,7 +954,10 @@ impl<F: BlockFile> Db<F> {
     pub fn begin_read(&self) -> Result<ReadTx<F>> {
         let mut sh = self.shared.borrow_mut();
         let state = sh.state;
-        *sh.readers.entry(state.txn).or_insert(0) += 1;
+        match sh.readers.iter_mut().find(|(t, _)| *t == state.txn) {
+            Some((_, n)) => *n += 1,
+            None => sh.readers.push((state.txn, 1)),
+        }
         sh.serial += 1;
         Ok(ReadTx {
             shared: self.shared.clone(),
@@ -1170,10 +1177,11 @@ pub struct ReadTx<F: BlockFile> {
 impl<F: BlockFile> Drop for ReadTx<F> {
     fn drop(&mut self) {
         let mut sh = self.shared.borrow_mut();
-        if let Some(n) = sh.readers.get_mut(&self.state.txn) {
-            *n -= 1;
-            if *n == 0 {
-                sh.readers.remove(&self.state.txn);
+        let txn = self.state.txn;
+        if let Some(i) = sh.readers.iter().position(|&(t, _)| t == txn) {
+            sh.readers[i].1 -= 1;
+            if sh.readers[i].1 == 0 {
+                sh.readers.swap_remove(i);
             }
         }
     }
