@@ -120,16 +120,83 @@ const syncOps = {
   debugPanic: (message) => [engine.debugPanic(String(message))],
 };
 
-// Ops that wait on the platform (OPFS handles are opened asynchronously).
+// OPFS handles are taken here: it is the only asynchronous step of opening a database, and doing
+// it in JavaScript leaves the engine without promise and closure glue. Errors are mapped by the
+// engine (`opfsError`), to the same codes its own block files use.
+const DIR = 'cairn';
+
+async function opfs(name, step) {
+  try {
+    return await step();
+  } catch (e) {
+    throw engine.opfsError(e, name);
+  }
+}
+
+/** cairn's directory in the origin's OPFS, created on first use. */
+async function directory() {
+  const root = await opfs('/', () => navigator.storage.getDirectory());
+  return opfs(DIR, () => root.getDirectoryHandle(DIR, { create: true }));
+}
+
+/** The exclusive sync access handle of the file `name` (BUSY while another context holds it). */
+async function syncHandle(name, create) {
+  engine.checkName(name);
+  const dir = await directory();
+  const file = await opfs(name, () => dir.getFileHandle(name, { create }));
+  return opfs(name, () => file.createSyncAccessHandle());
+}
+
+// Ops that wait on the platform.
 const asyncOps = {
   open: async (name, options = {}) => {
     if (db) throw err('ALREADY_OPEN', 'this Worker already has a database open');
     busyTimeout = options.busyTimeout ?? busyTimeout;
-    db = await engine.Database.open(String(name), options.create !== false, options.durability ?? 'full', options.cachePages ?? 0);
+    name = String(name);
+    const durability = String(options.durability ?? 'full');
+    // Before the file is created: a refused open leaves nothing behind.
+    if (durability !== 'full' && durability !== 'relaxed') {
+      throw err('INVALID_INPUT', `durability must be "full" or "relaxed", not ${JSON.stringify(durability)}`);
+    }
+    const handle = await syncHandle(name, options.create !== false);
+    try {
+      db = engine.Database.open(handle, name, durability, options.cachePages ?? 0);
+    } catch (e) {
+      handle.close(); // the engine closes it too once it holds it; a second close does nothing
+      throw e;
+    }
     return [null];
   },
-  importFile: async (name, bytes) => [await engine.Database.importFile(String(name), new Uint8Array(bytes))],
-  destroy: async (name) => [await engine.Database.destroy(String(name))],
+  // Checks the bytes in memory first: nothing is written unless they are a sound database, and
+  // never over an existing one (the caller destroys it first, so nothing is lost).
+  importFile: async (name, bytes) => {
+    name = String(name);
+    const data = new Uint8Array(bytes);
+    engine.Database.checkImport(data);
+    engine.checkName(name);
+    const dir = await directory();
+    for await (const existing of dir.keys()) {
+      if (existing === name) throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first to replace it`);
+    }
+    const handle = await syncHandle(name, true);
+    try {
+      engine.Database.writeImport(handle, name, data);
+    } catch (e) {
+      // A partial copy would be refused on open anyway; do not leave it behind.
+      handle.close();
+      await dir.removeEntry(name).catch(() => {});
+      throw e;
+    }
+    handle.close();
+    return [null];
+  },
+  destroy: async (name) => {
+    name = String(name);
+    engine.checkName(name);
+    const dir = await directory();
+    await opfs(name, () => dir.removeEntry(name));
+    return [null];
+  },
 };
 
 // The storage layer's block files and their conformance suite: only in the test build of the

@@ -5,6 +5,11 @@
 //! handle is exclusive: while one is open, no other context of the origin can open the same file,
 //! and [`OpfsFile::open`] reports that as `Busy` instead of waiting.
 //!
+//! The Worker that serves a database takes the handle itself, in JavaScript, and hands it over
+//! with [`OpfsFile::from_handle`]: the engine it ships then has no asynchronous code at all
+//! (promise and closure glue is a good part of a small module), and maps the platform's errors
+//! with [`OpfsFile::error_from_js`], the same way [`OpfsFile::open`] does.
+//!
 //! Files live in one directory of the origin's OPFS, [`DIR`], so a page's other OPFS users and
 //! cairn never see each other's files.
 
@@ -100,6 +105,26 @@ fn check_name(name: &str) -> Result<()> {
 }
 
 impl OpfsFile {
+    /// Wraps `handle`, a `FileSystemSyncAccessHandle` taken for the file `name` in cairn's OPFS
+    /// directory. The file closes the handle when it is closed or dropped.
+    pub fn from_handle(handle: JsValue, name: &str) -> Self {
+        Self {
+            handle: Some(handle.unchecked_into()),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The error, with its stable code, for what an OPFS call on the file `name` threw or
+    /// rejected with (`NoModificationAllowedError` is `Busy`, and so on).
+    pub fn error_from_js(e: JsValue, name: &str) -> Error {
+        js_error(e, name)
+    }
+
+    /// Refuses a name OPFS would refuse, or that would escape cairn's directory.
+    pub fn check_name(name: &str) -> Result<()> {
+        check_name(name)
+    }
+
     /// Opens `name` in cairn's OPFS directory, creating it when `create` is set, and takes its
     /// exclusive sync access handle.
     pub async fn open(name: &str, create: bool) -> Result<Self> {

@@ -1,7 +1,11 @@
-//! The module's start function and the panic hook.
+//! The module's start function and the panic hook, and what the Worker needs to take OPFS
+//! handles itself (it does the asynchronous part, so the engine has none).
 
+use cairn_store::OpfsFile;
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
+
+use crate::database::store_error;
 
 /// Installs the panic hook: the message is left on the global scope as `__cairnPanic` before the
 /// module traps, so the Worker can report it with code `INTERNAL`.
@@ -14,6 +18,19 @@ pub fn start() {
             &info.to_string().into(),
         );
     }));
+}
+
+/// Refuses a database name OPFS would refuse, or that would escape cairn's directory.
+#[wasm_bindgen(js_name = checkName)]
+pub fn check_name(name: &str) -> Result<(), JsValue> {
+    OpfsFile::check_name(name).map_err(store_error)
+}
+
+/// The error, with its stable code, for what an OPFS call on the file `name` threw or rejected
+/// with.
+#[wasm_bindgen(js_name = opfsError)]
+pub fn opfs_error(e: JsValue, name: &str) -> JsValue {
+    store_error(OpfsFile::error_from_js(e, name))
 }
 
 /// Panics on purpose, so tests can see how the Worker reports a panic.

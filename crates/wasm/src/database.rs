@@ -307,14 +307,17 @@ fn byte_arrays(v: Vec<Vec<u8>>) -> Array {
 
 #[wasm_bindgen]
 impl Database {
-    /// Opens (or with `create`, creates) the database `name` in cairn's OPFS directory.
-    pub async fn open(
-        name: String,
-        create: bool,
-        durability: String,
+    /// Opens the database in `handle`, the `FileSystemSyncAccessHandle` the Worker took for the
+    /// file `name` in cairn's OPFS directory (`name` is for messages). The database owns the
+    /// handle from here on, also when opening fails.
+    pub fn open(
+        handle: JsValue,
+        name: &str,
+        durability: &str,
         cache_pages: u32,
     ) -> Result<Database, JsValue> {
-        let durability = match durability.as_str() {
+        let file = OpfsFile::from_handle(handle, name);
+        let durability = match durability {
             "full" => Durability::Full,
             "relaxed" => Durability::Relaxed,
             other => {
@@ -335,7 +338,6 @@ impl Database {
             },
             ..defaults
         };
-        let file = OpfsFile::open(&name, create).await.map_err(store_error)?;
         let store = Paged::open(Box::new(file) as Box<dyn BlockFile>, opts).map_err(sql_error)?;
         let mut db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
         cairn_sql::eval::set_clock(js_now);
@@ -655,13 +657,13 @@ impl Database {
         }
     }
 
-    /// Writes `bytes` as the database `name` after checking they are a sound cairn database.
-    #[wasm_bindgen(js_name = importFile)]
-    pub async fn import_file(name: String, bytes: Vec<u8>) -> Result<(), JsValue> {
-        // Open and check the bytes in memory first: nothing is written unless they are sound.
+    /// Refuses `bytes` unless they are a sound cairn database: opened and checked in memory, so
+    /// the Worker writes nothing to OPFS for a file it would refuse.
+    #[wasm_bindgen(js_name = checkImport)]
+    pub fn check_import(bytes: Vec<u8>) -> Result<(), JsValue> {
         let store = Paged::open_existing(
             // Boxed like the OPFS file, so the store's code is compiled once, not per file type.
-            Box::new(cairn_store::MemoryFile::from_bytes(bytes.clone())) as Box<dyn BlockFile>,
+            Box::new(cairn_store::MemoryFile::from_bytes(bytes)) as Box<dyn BlockFile>,
             Options::default(),
         )
         .map_err(sql_error)?;
@@ -674,27 +676,16 @@ impl Database {
                 None,
             ));
         }
-        // Never over an existing database: the caller destroys it first, so nothing is lost.
-        if OpfsFile::list().await.map_err(store_error)?.contains(&name) {
-            return Err(error(
-                "ALREADY_EXISTS",
-                &format!("a database named {name:?} exists; destroy it first to replace it"),
-                None,
-            ));
-        }
-        let mut f = OpfsFile::open(&name, true).await.map_err(store_error)?;
-        let written = f.write(0, &bytes).and_then(|_| f.flush());
-        drop(f);
-        if let Err(e) = written {
-            // A partial copy would be refused on open anyway; do not leave it behind.
-            let _ = OpfsFile::remove(&name).await;
-            return Err(store_error(e));
-        }
         Ok(())
     }
 
-    /// Deletes the database `name`; fails with BUSY while it is open.
-    pub async fn destroy(name: String) -> Result<(), JsValue> {
-        OpfsFile::remove(&name).await.map_err(store_error)
+    /// Writes checked bytes into `handle` (a new file's sync access handle, for messages named
+    /// `name`), flushes and closes it.
+    #[wasm_bindgen(js_name = writeImport)]
+    pub fn write_import(handle: JsValue, name: &str, bytes: &[u8]) -> Result<(), JsValue> {
+        let mut f = OpfsFile::from_handle(handle, name);
+        f.write(0, bytes)
+            .and_then(|_| f.flush())
+            .map_err(store_error)
     }
 }
