@@ -29,7 +29,11 @@ const err = (code, message) => Object.assign(new Error(message), { code });
 const CACHE = 64;
 let stmtCache = new Map(); // SQL text -> prepared statement id, oldest first
 
+let lastSql = null; // the text of the statement run last, and its id: a loop skips the Map
+let lastId = 0;
+
 function cachedStatement(d, sql) {
+  if (sql === lastSql) return lastId;
   let id = stmtCache.get(sql);
   if (id === undefined) {
     id = d.prepare(sql);
@@ -37,9 +41,12 @@ function cachedStatement(d, sql) {
       const [oldSql, oldId] = stmtCache.entries().next().value;
       stmtCache.delete(oldSql);
       d.finalize(oldId);
+      if (oldSql === lastSql) lastSql = null;
     }
   } else stmtCache.delete(sql);
   stmtCache.set(sql, id);
+  lastSql = sql;
+  lastId = id;
   return id;
 }
 
@@ -93,6 +100,7 @@ const syncOps = {
     if (db) db.close();
     db = null;
     stmtCache = new Map();
+    lastSql = null;
     txSession = null;
     return [null];
   },
