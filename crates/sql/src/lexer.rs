@@ -166,14 +166,16 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
                 }
                 let text = &sql[start..i];
                 if real {
-                    Tok::Real(text.parse().unwrap_or(0.0))
+                    Tok::Real(cairn_store::num::parse_f64(text).unwrap_or(0.0))
                 } else {
                     match text.parse::<i64>() {
                         Ok(n) => Tok::Int(n),
                         Err(_) if text.trim_start_matches('0') == "9223372036854775808" => {
                             Tok::IntMin
                         }
-                        Err(_) => Tok::Real(text.parse().unwrap_or(f64::INFINITY)),
+                        Err(_) => {
+                            Tok::Real(cairn_store::num::parse_f64(text).unwrap_or(f64::INFINITY))
+                        }
                     }
                 }
             }

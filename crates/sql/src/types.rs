@@ -206,7 +206,7 @@ fn parse_number_prefix(s: &str) -> (Option<Value>, usize) {
             return (Some(Value::Integer(n)), i);
         }
     }
-    (text.parse::<f64>().ok().map(Value::Real), i)
+    (cairn_store::num::parse_f64(text).map(Value::Real), i)
 }
 
 /// A value as a number for arithmetic: text and blobs by their numeric prefix (0 if none),
@@ -320,7 +320,7 @@ pub fn fmt_real(r: f64) -> String {
     }
     let mut digits = 15;
     let mut sci = format!("{:.*e}", digits - 1, r);
-    if sci.parse::<f64>().ok() != Some(r) {
+    if cairn_store::num::parse_f64(&sci) != Some(r) {
         digits = 17;
         sci = format!("{:.*e}", digits - 1, r);
     }

@@ -75,6 +75,7 @@ mod hash;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
+pub mod num;
 #[cfg(target_arch = "wasm32")]
 mod opfs;
 mod page;
