@@ -115,6 +115,9 @@ export interface Sync {
   /** As the owner of `scope`, lets these authors write to it. */
   authorize(scope: string, writerIds: Iterable<string>): Promise<void>;
   digest(): Promise<string>;
+  /** Records committed here and not yet signed; they are sealed before they leave on a link,
+   * or once statements have been idle for a second. */
+  pending(): Promise<number>;
   verify(): Promise<string[]>;
   events(): Promise<SyncEvent[]>;
   /** Runs the sync protocol over `port` inside the Worker (the owner tab only). */

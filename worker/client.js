@@ -437,6 +437,11 @@ export class Sync {
   digest() {
     return this.#send('syncDigest');
   }
+  /** Records committed here and not yet signed: they are sealed into a block before they leave
+   * on a link, or once statements have been idle for a second. */
+  pending() {
+    return this.#send('syncPending');
+  }
   /** Re-checks every stored signature and chain link; returns the problems (empty when sound). */
   verify() {
     return this.#send('syncVerify');

@@ -156,3 +156,45 @@ test('three databases on one BroadcastChannel converge, and one that leaves is l
     await b.close();
   }
 });
+
+test('a database with no peer signs its records once statements are idle', async () => {
+  const b = await launch();
+  try {
+    const r = await b.page.evaluate(async () => {
+      const db = await cairn.open('sync-idle', { sync: true });
+      await db.exec('CREATE TABLE note (id TEXT PRIMARY KEY, body TEXT) REPLICATED');
+      await db.run("INSERT INTO note VALUES ('a', 'one')");
+      await db.run("INSERT INTO note VALUES ('b', 'two'), ('c', 'three')");
+      const before = await db.sync.pending();
+      const end = Date.now() + 15000;
+      while ((await db.sync.pending()) > 0 && Date.now() < end) await new Promise((res) => setTimeout(res, 100));
+      const after = await db.sync.pending();
+      const verify = await db.sync.verify();
+      const events = (await db.sync.events()).filter((e) => e.kind === 'error');
+      await db.close();
+      // The blocks were saved: nothing is pending after a reopen either.
+      const again = await cairn.open('sync-idle', { sync: true });
+      const reopened = { pending: await again.sync.pending(), verify: await again.sync.verify() };
+      await again.close();
+      // The engine without replication has nothing to seal and says so.
+      const plain = await cairn.open('sync-idle');
+      let plainPending;
+      try {
+        plainPending = await plain.sync.pending();
+      } catch (e) {
+        plainPending = e.code;
+      }
+      await plain.close();
+      return { before, after, verify, events, reopened, plainPending };
+    });
+    assert.equal(r.before, 2, 'one record per commit, not yet sealed');
+    assert.equal(r.after, 0, 'sealed with no link open');
+    assert.deepEqual(r.verify, []);
+    assert.deepEqual(r.events, []);
+    assert.deepEqual(r.reopened, { pending: 0, verify: [] });
+    assert.equal(r.plainPending, 'NO_SYNC');
+    assert.deepEqual(b.errors, [], 'the page threw');
+  } finally {
+    await b.close();
+  }
+});

@@ -250,6 +250,30 @@ impl Sync {
         Ok(out)
     }
 
+    /// Seals this replica's pending records into signed blocks and saves them: what a host
+    /// calls on an idle timer, so that changes are signed soon after they are written even with
+    /// no peer connected (`poll` also seals before anything leaves). Returns the blocks made;
+    /// nothing is written when nothing is pending, and nothing is done inside a transaction.
+    pub fn seal(&self, db: &mut Database) -> Result<usize> {
+        if db.in_transaction() || (!self.st.borrow().stale && !self.has_pending()) {
+            return Ok(0);
+        }
+        self.write(db, |st, store| {
+            let n = st.replica_mut().seal();
+            st.persist(store)?;
+            Ok(n)
+        })
+    }
+
+    /// Records committed and not yet sealed into a signed block.
+    pub fn pending_records(&self) -> usize {
+        self.st
+            .borrow()
+            .replica
+            .as_ref()
+            .map_or(0, |r| r.pending_records())
+    }
+
     /// Events since the last call.
     pub fn take_events(&self) -> Vec<SyncEvent> {
         std::mem::take(&mut self.st.borrow_mut().events)

@@ -706,3 +706,44 @@ fn the_clock_survives_a_reopen() {
         b.sync.state_digest(&mut b.db).unwrap()
     );
 }
+
+#[test]
+fn an_idle_seal_signs_pending_records_and_keeps_the_blocks() {
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one')");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t2', 'two'), ('t3', 'three')");
+    assert_eq!(a.sync.pending_records(), 2, "one record per commit");
+    // Inside a transaction nothing is sealed (the commit hook owns the storage transaction).
+    a.exec("BEGIN");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t4', 'four')");
+    assert_eq!(a.sync.seal(&mut a.db).unwrap(), 0);
+    a.exec("COMMIT");
+    assert_eq!(a.sync.pending_records(), 3);
+    assert_eq!(
+        a.sync.seal(&mut a.db).unwrap(),
+        1,
+        "one block for the one chain"
+    );
+    assert_eq!(a.sync.pending_records(), 0);
+    assert_eq!(a.sync.seal(&mut a.db).unwrap(), 0, "nothing left to seal");
+    a.exec("UPDATE todo SET done = 1 WHERE id = 't1'");
+    assert_eq!(a.sync.pending_records(), 1);
+
+    // The sealed block is in the file: after a reopen only the later record is pending, the
+    // history verifies, and a peer gets every row.
+    let digest = a.sync.state_digest(&mut a.db).unwrap();
+    let mut a = paged(close(a));
+    assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+    assert_eq!(a.sync.pending_records(), 1);
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    let mut b = Node::memory();
+    b.exec(TODO);
+    b.sync
+        .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
+        .unwrap();
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, title, done FROM todo ORDER BY id";
+    assert_eq!(b.rows(all).len(), 4);
+    assert_eq!(a.rows(all), b.rows(all));
+}

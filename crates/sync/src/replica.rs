@@ -581,6 +581,11 @@ impl<S: RowStore> Replica<S> {
         n
     }
 
+    /// Records of this replica's own chains committed and not yet sealed.
+    pub fn pending_records(&self) -> usize {
+        self.chains.values().map(|l| l.pending.len()).sum()
+    }
+
     pub fn has_pending(&self) -> bool {
         self.chains.values().any(|l| !l.pending.is_empty())
     }
