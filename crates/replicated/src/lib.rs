@@ -285,7 +285,8 @@ impl Sync {
     }
 
     /// Deletes a row of a replicated table and erases its values from the history this
-    /// replica holds, leaving a signed tombstone that makes every replica do the same.
+    /// replica holds, leaving a signed tombstone that makes every replica do the same. The
+    /// free pages of the file are then zeroed, so no old version of a page keeps the values.
     /// Returns whether the row existed.
     pub fn purge(&self, db: &mut Database, table: &str, pk: &[Value]) -> Result<bool> {
         let t = db.catalog().table(table)?.clone();
@@ -338,6 +339,9 @@ impl Sync {
         match r {
             Ok(()) => {
                 db.execute("COMMIT", &[])?;
+                // Copy-on-write left the purged values in the pages this commit freed (and
+                // in older free pages): overwrite them, so the file keeps no copy.
+                db.storage_mut().erase_free()?;
                 Ok(true)
             }
             Err(e) => {
@@ -436,6 +440,7 @@ impl Sync {
             self.reload(db)?;
         }
         db.execute("BEGIN", &[])?;
+        let redactions = self.st.borrow().replica.as_ref().map(|r| r.redactions());
         let r = (|| {
             let catalog = db.catalog().clone();
             let (send, events) = {
@@ -460,7 +465,15 @@ impl Sync {
         })();
         match r {
             Ok(send) => match db.execute("COMMIT", &[]) {
-                Ok(_) => Ok(send),
+                Ok(_) => {
+                    // A peer's purge redacted history here: as after a local purge, leave no
+                    // copy of the values in freed pages.
+                    let now = self.st.borrow().replica.as_ref().map(|r| r.redactions());
+                    if now != redactions {
+                        db.storage_mut().erase_free()?;
+                    }
+                    Ok(send)
+                }
                 Err(e) => {
                     self.st.borrow_mut().stale = true;
                     Err(e)

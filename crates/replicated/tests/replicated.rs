@@ -543,11 +543,19 @@ fn compaction_and_purge_are_kept_across_a_reopen() {
             vec![vec![Value::Integer(0)]]
         );
     }
-    // The value is in no tree of the database any more: not the table, not the saved history.
-    // (Copies in pages the copy-on-write store has freed stay in the file until reused: a
-    // known limit, docs/sync.md.)
+    // The value is in no tree of the database any more: not the table, not the saved history,
+    // and no byte of either file holds it (the purge zeroes the pages copy-on-write freed), on
+    // the replica that purged and on the one that learnt of it.
     let needle = b"erase me please";
     let c_file = close(c);
+    let a_file = close(a);
+    for (who, f) in [("c", &c_file), ("a", &a_file)] {
+        assert!(
+            !f.bytes().windows(needle.len()).any(|w| w == needle),
+            "{who}'s file still holds the purged value"
+        );
+    }
+    let mut a = paged(a_file);
     {
         let db = Database::open(Box::new(
             Paged::open(c_file.clone(), Options::default()).unwrap(),

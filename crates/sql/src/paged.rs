@@ -312,6 +312,16 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         Ok(report.problems.iter().map(|p| p.to_string()).collect())
     }
 
+    fn erase_free(&mut self) -> Result<u32> {
+        if self.in_tx() {
+            return Err(Error::Transaction(
+                "erasing free pages needs no open transaction".into(),
+            ));
+        }
+        self.snapshot.replace(None);
+        Ok(self.db().erase_free_pages()?)
+    }
+
     fn export(&mut self) -> Result<Vec<u8>> {
         if self.in_tx() {
             return Err(Error::Transaction(

@@ -51,6 +51,12 @@ pub trait Storage {
             "this storage cannot be exported as a file".into(),
         ))
     }
+    /// Overwrites the storage's free space so that nothing deleted can be read back from it
+    /// (a purge's last step); the number of pages erased. Needs no open transaction. A store
+    /// that keeps no old versions has nothing to erase.
+    fn erase_free(&mut self) -> Result<u32> {
+        Ok(0)
+    }
     /// Ends savepoint `sp` (and any after it) without undoing its writes. A store that keeps an
     /// undo log while a savepoint is open can stop logging once none is.
     fn release(&mut self, _sp: u64) -> Result<()> {

@@ -1119,6 +1119,36 @@ impl<F: BlockFile> Db<F> {
         Ok((before, count))
     }
 
+    /// Overwrites every free page with zeros and flushes, so that nothing a transaction deleted
+    /// stays readable in the file (what a purge of replicated history needs: copy-on-write
+    /// leaves the old versions of rewritten pages behind until they are reused). Needs no open
+    /// transaction. One empty commit comes first, so that neither superblock slot names a state
+    /// that uses a page about to be zeroed and a crash at any point opens a sound state. Returns
+    /// the number of pages zeroed.
+    pub fn erase_free_pages(&self) -> Result<u32> {
+        {
+            let mut sh = self.shared.borrow_mut();
+            if sh.w.is_some() || !sh.readers.is_empty() {
+                return Err(Error::Busy(
+                    "erasing free pages needs no open transaction".into(),
+                ));
+            }
+            sh.flush()?;
+        }
+        self.begin_write()?.commit()?;
+        self.flush()?;
+        let free = self.free_pages()?;
+        let mut sh = self.shared.borrow_mut();
+        let ps = sh.pager.page_size;
+        let zeros = vec![0u8; ps];
+        for &id in &free {
+            sh.pager.forget(id);
+            sh.pager.file.write(id as u64 * ps as u64, &zeros)?;
+        }
+        sh.flush()?;
+        Ok(free.len() as u32)
+    }
+
     /// Why open did not use the newest superblock, if it did not (a crash in the middle of a
     /// commit, or damage to that superblock).
     pub fn recovery_note(&self) -> Option<String> {

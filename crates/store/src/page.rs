@@ -227,11 +227,13 @@ pub fn reserve(p: &mut [u8], i: usize, size: usize) -> Option<usize> {
     Some(off)
 }
 
-/// Removes cell `i` (its bytes become dead space).
+/// Removes cell `i` (its bytes become dead space, zeroed: a deleted value does not linger in a
+/// live page).
 pub fn remove(p: &mut [u8], i: usize) {
     let n = count(p);
     let off = slot(p, i);
     let size = cell_size_at(p, off, kind(p));
+    p[off..off + size].fill(0);
     if off == content_start(p) {
         set_content_start(p, off + size);
     } else {
@@ -262,6 +264,8 @@ pub fn fill<C: AsRef<[u8]>>(p: &mut [u8], kind: u8, cells: &[C], right: u32) {
         p[off..off + c.len()].copy_from_slice(c);
         put_u16(p, HDR + 2 * i, off);
     }
+    // The gap held whatever the page held before: zero it, so no removed cell survives a rewrite.
+    p[HDR + 2 * cells.len()..off].fill(0);
     set_content_start(p, off);
     set_count(p, cells.len());
 }

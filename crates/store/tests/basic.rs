@@ -485,3 +485,63 @@ fn replace_returns_the_value_it_replaced() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+fn holds(bytes: &[u8], needle: &[u8]) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn erasing_free_pages_leaves_no_deleted_bytes_in_the_file() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..300 {
+        tx.insert(t, &k(i), format!("kept value {i}").as_bytes())
+            .unwrap();
+    }
+    tx.insert(t, b"inline", b"SECRET-INLINE-VALUE").unwrap();
+    tx.insert(t, b"overflow", &b"SECRET-OVERFLOW-".repeat(200))
+        .unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    assert!(tx.remove(t, b"inline").unwrap());
+    assert!(tx.remove(t, b"overflow").unwrap());
+    tx.insert(t, &k(0), b"rewritten").unwrap();
+    tx.commit().unwrap();
+    db.flush().unwrap();
+
+    // Copy-on-write left the old page versions behind, free.
+    let file = db.into_file().unwrap();
+    assert!(holds(file.bytes(), b"SECRET-INLINE"));
+    assert!(holds(file.bytes(), b"SECRET-OVERFLOW"));
+    let db = Db::open(file, small()).unwrap();
+    let free = db.free_pages().unwrap().len() as u32;
+    assert!(free > 0);
+    // A transaction open: refused, nothing touched.
+    let r = db.begin_read().unwrap();
+    assert!(matches!(db.erase_free_pages(), Err(Error::Busy(_))));
+    drop(r);
+    assert!(db.erase_free_pages().unwrap() >= free);
+    assert!(db.check().unwrap().is_ok());
+    let file = db.into_file().unwrap();
+    assert!(
+        !holds(file.bytes(), b"SECRET-"),
+        "deleted bytes stay in the file"
+    );
+
+    // The live data is whole, after a reopen too, and zeroed pages are reused as usual.
+    let db = Db::open(file, small()).unwrap();
+    assert!(db.check().unwrap().is_ok());
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    assert_eq!(r.get(t, &k(0)).unwrap().unwrap(), b"rewritten");
+    assert_eq!(r.get(t, &k(299)).unwrap().unwrap(), b"kept value 299");
+    assert_eq!(r.get(t, b"inline").unwrap(), None);
+    drop(r);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.insert(t, b"again", &[7u8; 3000]).unwrap();
+    tx.commit().unwrap();
+    assert!(db.check().unwrap().is_ok());
+}
