@@ -505,7 +505,10 @@ impl Database {
     }
 
     fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<Output> {
-        if params.len() != stmt.params.count {
+        // EXPLAIN runs nothing, so its parameters may be left unbound (as in SQLite): the plan
+        // does not depend on their values.
+        let explain_unbound = params.is_empty() && matches!(stmt.ast, ast::Statement::Explain(_));
+        if params.len() != stmt.params.count && !explain_unbound {
             return Err(Error::ParamCount(format!(
                 "the statement takes {} parameters, {} were given",
                 stmt.params.count,
