@@ -9,7 +9,8 @@
 //!   transport that carries bytes; what a peer sends is verified, merged, applied to the SQL
 //!   tables (without being recorded as a local change) and saved, again in one transaction.
 //!
-//! The replica's merged rows are also kept in memory (loaded at attach). docs/sync.md, section
+//! The replica's merged rows are also kept in memory (loaded at attach); a local commit's
+//! records join them when next needed (a peer's records, any sync call), not on the write path. docs/sync.md, section
 //! "In the database", describes the saved layout and the SQL rules.
 
 mod persist;
@@ -356,6 +357,7 @@ impl Sync {
         {
             let mut st = self.st.borrow_mut();
             if st.replica.is_some() && !st.stale {
+                st.replica_mut().merge_deferred();
                 return f(&mut st);
             }
         }
@@ -383,6 +385,7 @@ impl Sync {
         let r = (|| {
             let mut st = self.st.borrow_mut();
             st.ensure(store, &catalog)?;
+            st.replica_mut().merge_deferred();
             f(&mut st, store)
         })();
         match r {
@@ -417,6 +420,7 @@ impl Sync {
             let (send, events) = {
                 let mut st = self.st.borrow_mut();
                 st.ensure(db.storage_mut(), &catalog)?;
+                st.replica_mut().merge_deferred();
                 f(&mut st)?
             };
             let mut rows: BTreeSet<RowKey> = BTreeSet::new();
@@ -600,6 +604,8 @@ impl State {
             .get_mut(&link)
             .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
         let replica = self.replica.as_mut().expect("invariant: ensured");
+        // What the SQL layer reads after a protocol step is the merged rows.
+        replica.merge_deferred();
         Ok(f(replica, l, now))
     }
 
@@ -825,8 +831,10 @@ impl State {
             let scope = ScopeId::new(owner, name.as_bytes());
             while !ops.is_empty() {
                 let rest = ops.split_off(ops.len().min(cairn_sync::change::MAX_OPS as usize));
+                // The merged rows take the record when they are next needed (a peer's
+                // records, a sync call): a local write keeps no per-row state.
                 self.replica_mut()
-                    .commit_quiet(now, &scope, ops)
+                    .commit_deferred(now, &scope, ops)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
                 ops = rest;
             }
@@ -840,6 +848,9 @@ impl State {
             .filter(|s| s.table.indexes.iter().any(|i| i.unique))
             .map(|s| s.table.name.clone())
             .collect();
+        if !unique_tables.is_empty() || !finals.is_empty() {
+            self.replica_mut().merge_deferred();
+        }
         for name in unique_tables {
             let t = catalog.table(&name)?;
             let (visible, hidden) = self.replica().visible(&t.name);

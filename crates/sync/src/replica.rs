@@ -4,7 +4,7 @@
 //! through the identity the host made.
 
 use crate::chain::{verify_signatures, Block, ChainKey, ChainLog, Checkpoint};
-use crate::change::{record_hash, Op, OpBody, Payload, Record};
+use crate::change::{record_hash, Op, OpBody, OpKind, Payload, Record};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::{physical_ms, Clock, Hlc};
 use crate::identity::{AuthorId, Identity};
@@ -132,6 +132,10 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// Bumped whenever held records are redacted (a purge): a host that saved them must save
     /// them again.
     pub(crate) redactions: u64,
+    /// Local records written by [`Replica::commit_deferred`] and not yet joined into `rows`:
+    /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
+    /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
+    pub(crate) unmerged: BTreeMap<ChainKey, u64>,
 }
 
 impl Replica<MemoryRows> {
@@ -155,6 +159,7 @@ impl<S: RowStore> Replica<S> {
             peers: BTreeMap::new(),
             forks: BTreeSet::new(),
             redactions: 0,
+            unmerged: BTreeMap::new(),
         }
     }
 
@@ -170,8 +175,50 @@ impl<S: RowStore> Replica<S> {
     pub fn config_mut(&mut self) -> &mut Config {
         &mut self.config
     }
+    /// The merged rows. Records committed with [`Replica::commit_deferred`] must have been
+    /// merged first ([`Replica::merge_deferred`]).
     pub fn rows(&self) -> &S {
+        self.merged_rows()
+    }
+    /// `rows`, refusing (a bug, not an input) to hand out rows that lack deferred records.
+    pub(crate) fn merged_rows(&self) -> &S {
+        assert!(
+            self.unmerged.is_empty(),
+            "invariant: deferred records are merged before the rows are read"
+        );
         &self.rows
+    }
+    /// Whether local records wait to be joined into the rows (see `commit_deferred`).
+    pub fn has_unmerged(&self) -> bool {
+        !self.unmerged.is_empty()
+    }
+    /// Joins into the rows the records [`Replica::commit_deferred`] left out. Merging is a
+    /// join, so doing it late, and after records that arrived since, gives the same rows.
+    pub fn merge_deferred(&mut self) {
+        if self.unmerged.is_empty() {
+            return;
+        }
+        let unmerged = std::mem::take(&mut self.unmerged);
+        let chains = std::mem::take(&mut self.chains);
+        for (key, from) in unmerged {
+            let Some(log) = chains.get(&key) else {
+                continue;
+            };
+            let records = log
+                .blocks
+                .iter()
+                .flat_map(|b| b.records.iter())
+                .chain(log.pending.iter())
+                .filter(|r| r.seq >= from);
+            for r in records {
+                let touched = self.apply_record_keys(&key.0, &key.1, r, false);
+                debug_assert!(
+                    touched.is_empty(),
+                    "invariant: deferred records purge nothing"
+                );
+            }
+        }
+        self.chains = chains;
     }
     pub fn clock(&self) -> Hlc {
         self.clock.last()
@@ -224,6 +271,8 @@ impl<S: RowStore> Replica<S> {
     /// saves the rows only when history is dropped rebuilds the rest this way on open; merging
     /// is a join, so rows that already contain some of it come out the same.
     pub fn replay_history(&mut self) {
+        // Every record held is applied below, deferred ones included.
+        self.unmerged.clear();
         let chains = std::mem::take(&mut self.chains);
         for ((author, scope), log) in &chains {
             for r in log.blocks.iter().flat_map(|b| b.records.iter()) {
@@ -237,6 +286,7 @@ impl<S: RowStore> Replica<S> {
     }
     /// The merged rows, for loading them from storage.
     pub fn rows_mut(&mut self) -> &mut S {
+        self.merge_deferred();
         &mut self.rows
     }
 
@@ -321,7 +371,7 @@ impl<S: RowStore> Replica<S> {
         keys.iter()
             .map(|k| {
                 let values = self.tables.get(&k.table).and_then(|schema| {
-                    self.rows
+                    self.merged_rows()
                         .get(k)
                         .filter(RowState::is_live)
                         .map(|row| row.values(schema))
@@ -415,16 +465,30 @@ impl<S: RowStore> Replica<S> {
         self.commit_ops(now_ms, scope, ops, false).map(|_| ())
     }
 
-    fn commit_ops(
-        &mut self,
-        now_ms: u64,
-        scope: &ScopeId,
-        ops: Vec<Op>,
-        want_keys: bool,
-    ) -> Result<Vec<RowKey>> {
+    /// [`Replica::commit_quiet`] without joining the ops into the merged rows yet: the record is
+    /// appended to the chain, and the rows take it when next read or changed (a peer's records,
+    /// a snapshot, compaction, or [`Replica::merge_deferred`]). A local write then costs no
+    /// row-state upkeep until something needs the merged state. Refuses PURGE ops (a purge
+    /// redacts history at once).
+    pub fn commit_deferred(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<()> {
         if ops.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
+        if ops.iter().any(|o| o.kind() == OpKind::Purge) {
+            return Err(Error::InvalidInput(
+                "a purge is committed with purge(), not deferred".into(),
+            ));
+        }
+        let record = self.make_record(now_ms, scope, ops)?;
+        let key = (self.id(), scope.clone());
+        self.unmerged.entry(key.clone()).or_insert(record.seq);
+        self.chains.entry(key).or_default().pending.push(record);
+        Ok(())
+    }
+
+    /// Checks a local commit's ops and builds its record (next seq of this author's chain for
+    /// `scope`, a fresh HLC).
+    fn make_record(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<Record> {
         if ops.len() as u64 > crate::change::MAX_OPS {
             return Err(Error::InvalidInput(
                 "too many ops in one record; split the commit".into(),
@@ -443,9 +507,29 @@ impl<S: RowStore> Replica<S> {
             )));
         }
         let hlc = self.clock.tick(now_ms);
+        let (seq, prev) = match self.chains.get(&(me, scope.clone())) {
+            Some(l) => l.head(),
+            None => (0, ZERO_HASH),
+        };
+        Ok(Record::new(&me, scope, seq + 1, hlc, prev, ops))
+    }
+
+    fn commit_ops(
+        &mut self,
+        now_ms: u64,
+        scope: &ScopeId,
+        ops: Vec<Op>,
+        want_keys: bool,
+    ) -> Result<Vec<RowKey>> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Rows a purge redacts must already hold what it erases; and keys are reported of
+        // merged rows.
+        self.merge_deferred();
+        let record = self.make_record(now_ms, scope, ops)?;
+        let me = self.id();
         let key = (me, scope.clone());
-        let (seq, prev) = self.chains.get(&key).map_or((0, ZERO_HASH), |l| l.head());
-        let record = Record::new(&me, scope, seq + 1, hlc, prev, ops);
         let touched = self.apply_record_keys(&me, scope, &record, want_keys);
         self.chains.entry(key).or_default().pending.push(record);
         if touched.iter().any(|(_, purge)| *purge) {
@@ -589,6 +673,7 @@ impl<S: RowStore> Replica<S> {
     /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
     /// batch; each block is then checked against what is held and applied, or rejected whole.
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
+        self.merge_deferred();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
         // content is exactly what was verified before, so its signature is not checked again
@@ -834,6 +919,8 @@ impl<S: RowStore> Replica<S> {
     /// acknowledged, keeping the last dropped block's head and signature as a checkpoint.
     /// Returns the number of records dropped.
     pub fn compact(&mut self) -> usize {
+        // The records dropped must reach the rows first.
+        self.merge_deferred();
         let mut dropped = 0;
         for (key, log) in self.chains.iter_mut() {
             let horizon = self
@@ -866,7 +953,7 @@ impl<S: RowStore> Replica<S> {
     /// by a unique conflict.
     pub fn visible(&self, table: &str) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
         match self.tables.get(table) {
-            Some(schema) => visible_rows(&self.rows, schema),
+            Some(schema) => visible_rows(self.merged_rows(), schema),
             None => (Vec::new(), Vec::new()),
         }
     }
@@ -881,7 +968,7 @@ impl<S: RowStore> Replica<S> {
     pub fn state_digest_of(&self, want: &Subscription) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
         let empty = RowState::default();
-        self.rows.scan(&mut |k, row| {
+        self.merged_rows().scan(&mut |k, row| {
             if *row == empty || !want.covers(&k.scope) {
                 return;
             }
@@ -913,6 +1000,7 @@ impl<S: RowStore> Replica<S> {
         checkpoints: Vec<Checkpoint>,
         rows: Vec<(RowKey, RowState)>,
     ) -> Vec<Event> {
+        self.merge_deferred();
         let mut events = Vec::new();
         for cp in &checkpoints {
             if let Err(e) = cp.check() {
@@ -1038,6 +1126,42 @@ mod tests {
         assert!(r.verify().is_empty());
         log_sig_flip(&mut r, &key);
         assert_eq!(r.verify().len(), 1);
+    }
+
+    #[test]
+    fn deferred_commits_merge_to_the_same_rows() {
+        let schema = TableSchema::new("t", 1).lww("a").counter("n");
+        let mut now = Replica::in_memory(Identity::from_secret([2; 32]), Config::default());
+        let mut late = Replica::in_memory(Identity::from_secret([2; 32]), Config::default());
+        for r in [&mut now, &mut late] {
+            r.register_table(schema.clone()).expect("invariant: valid");
+        }
+        let scope = ScopeId::new(now.id(), "t");
+        let ops = |i: i64| {
+            vec![
+                Op::new(
+                    "t",
+                    vec![Value::Integer(i % 3)],
+                    Payload::Set(vec![(0, Value::Integer(i))]),
+                ),
+                Op::new("t", vec![Value::Integer(i % 3)], Payload::Add(1, i)),
+                Op::new("t", vec![Value::Integer((i + 1) % 3)], Payload::Delete),
+            ]
+        };
+        for i in 0..6 {
+            now.commit(1000, &scope, ops(i)).expect("invariant: valid");
+            late.commit_deferred(1000, &scope, ops(i))
+                .expect("invariant: valid");
+            if i == 2 {
+                // Sealing moves deferred records into a block; they still merge.
+                late.seal();
+            }
+        }
+        assert!(late.has_unmerged());
+        late.merge_deferred();
+        assert!(!late.has_unmerged());
+        assert_eq!(now.state_digest(), late.state_digest());
+        assert_eq!(now.version_vector(), late.version_vector());
     }
 
     fn log_sig_flip(r: &mut Replica, key: &ChainKey) {
