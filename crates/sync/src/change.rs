@@ -330,24 +330,34 @@ fn record_hash_of(
     prev: &Hash,
     op_hashes: &[Hash],
 ) -> Hash {
-    let mut h = blake3::Hasher::new();
-    h.update(RECORD_TAG);
-    h.update(&author.0);
-    h.update(&scope.owner.0);
-    let mut len = Writer {
-        buf: Vec::with_capacity(10),
+    // One buffer and one call: the hasher then takes the op hashes a chunk group at a time
+    // (SIMD where the platform has it) instead of one 32-byte update each.
+    let mut w = Writer {
+        buf: Vec::with_capacity(
+            RECORD_TAG.len()
+                + 32
+                + 32
+                + 10
+                + scope.name.len()
+                + 8
+                + 8
+                + 32
+                + 8
+                + 32 * op_hashes.len(),
+        ),
     };
-    len.varint(scope.name.len() as u64);
-    h.update(&len.buf);
-    h.update(&scope.name);
-    h.update(&seq.to_le_bytes());
-    h.update(&hlc.to_le_bytes());
-    h.update(prev);
-    h.update(&(op_hashes.len() as u64).to_le_bytes());
+    w.raw(RECORD_TAG);
+    w.raw(&author.0);
+    w.raw(&scope.owner.0);
+    w.bytes(&scope.name);
+    w.raw(&seq.to_le_bytes());
+    w.raw(&hlc.to_le_bytes());
+    w.raw(prev);
+    w.raw(&(op_hashes.len() as u64).to_le_bytes());
     for oh in op_hashes {
-        h.update(oh);
+        w.raw(oh);
     }
-    *h.finalize().as_bytes()
+    *blake3::hash(&w.buf).as_bytes()
 }
 
 /// `row_bytes` is `bytes(table) || pk` as encoded.
