@@ -233,7 +233,10 @@ impl State {
     /// Writes what changed since the last save.
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
         let State { replica, saved, .. } = self;
-        let replica = replica.as_ref().expect("invariant: persist after ensure");
+        let replica = replica.as_mut().expect("invariant: persist after ensure");
+        // Records committed since the last save, already encoded.
+        let mut encoded = replica.take_encoded();
+        let replica = &*replica;
         let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
         // Rows are saved only when history is dropped (compaction, a snapshot): until then the
         // history held rebuilds them on open.
@@ -266,12 +269,12 @@ impl State {
         let redacted = replica.redactions() != saved.redactions;
         saved.redactions = replica.redactions();
         for (key, log) in replica.chains() {
-            let prefix = chain_prefix(&key.0, &key.1);
             let old = saved.marks.get(key).copied().unwrap_or_default();
             let now = mark_of(log);
             if now == old && !redacted {
                 continue;
             }
+            let prefix = chain_prefix(&key.0, &key.1);
             let base = base_of(log);
             let mut from = old;
             if base != old.base || redacted {
@@ -314,12 +317,18 @@ impl State {
                 }
             }
             for r in log.pending.iter().filter(|r| r.seq > from.pending_upto) {
-                // Room for a typical op, to spare the regrowth of a large record.
-                let mut w = Writer {
-                    buf: Vec::with_capacity(16 + 64 * r.ops.len()),
+                let bytes = match encoded.remove(&(key.clone(), r.seq)) {
+                    Some(b) => b,
+                    None => {
+                        // Room for a typical op, to spare the regrowth of a large record.
+                        let mut w = Writer {
+                            buf: Vec::with_capacity(16 + 64 * r.ops.len()),
+                        };
+                        r.encode(&mut w);
+                        w.buf
+                    }
                 };
-                r.encode(&mut w);
-                store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &w.buf)?;
+                store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &bytes)?;
                 saved.log_clock = saved.log_clock.max(r.hlc);
             }
             saved.marks.insert(key.clone(), now);

@@ -136,6 +136,10 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
     /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
     pub(crate) unmerged: BTreeMap<ChainKey, u64>,
+    /// The encodings `commit_deferred` made of its records, by chain and seq, until the host
+    /// takes them to save ([`Replica::take_encoded`]); dropped when records are sealed or
+    /// redacted (the host then encodes what it saves).
+    pub(crate) encoded: BTreeMap<(ChainKey, u64), Vec<u8>>,
 }
 
 impl Replica<MemoryRows> {
@@ -160,6 +164,7 @@ impl<S: RowStore> Replica<S> {
             forks: BTreeSet::new(),
             redactions: 0,
             unmerged: BTreeMap::new(),
+            encoded: BTreeMap::new(),
         }
     }
 
@@ -187,6 +192,11 @@ impl<S: RowStore> Replica<S> {
             "invariant: deferred records are merged before the rows are read"
         );
         &self.rows
+    }
+    /// The encodings of records `commit_deferred` made (`Record::encode`), by chain and seq,
+    /// for the host that saves them; taken, so each is handed out once.
+    pub fn take_encoded(&mut self) -> BTreeMap<(ChainKey, u64), Vec<u8>> {
+        std::mem::take(&mut self.encoded)
     }
     /// Whether local records wait to be joined into the rows (see `commit_deferred`).
     pub fn has_unmerged(&self) -> bool {
@@ -479,16 +489,26 @@ impl<S: RowStore> Replica<S> {
                 "a purge is committed with purge(), not deferred".into(),
             ));
         }
-        let record = self.make_record(now_ms, scope, ops)?;
+        let (record, bytes) = self.make_record(now_ms, scope, ops, true)?;
         let key = (self.id(), scope.clone());
         self.unmerged.entry(key.clone()).or_insert(record.seq);
+        if let Some(bytes) = bytes {
+            self.encoded.insert((key.clone(), record.seq), bytes);
+        }
         self.chains.entry(key).or_default().pending.push(record);
         Ok(())
     }
 
     /// Checks a local commit's ops and builds its record (next seq of this author's chain for
     /// `scope`, a fresh HLC).
-    fn make_record(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<Record> {
+    /// With `encode`, also the record's encoding (`Record::encode`), made alongside its hash.
+    fn make_record(
+        &mut self,
+        now_ms: u64,
+        scope: &ScopeId,
+        ops: Vec<Op>,
+        encode: bool,
+    ) -> Result<(Record, Option<Vec<u8>>)> {
         if ops.len() as u64 > crate::change::MAX_OPS {
             return Err(Error::InvalidInput(
                 "too many ops in one record; split the commit".into(),
@@ -511,7 +531,12 @@ impl<S: RowStore> Replica<S> {
             Some(l) => l.head(),
             None => (0, ZERO_HASH),
         };
-        Ok(Record::new(&me, scope, seq + 1, hlc, prev, ops))
+        Ok(if encode {
+            let (r, bytes) = Record::new_encoded(&me, scope, seq + 1, hlc, prev, ops);
+            (r, Some(bytes))
+        } else {
+            (Record::new(&me, scope, seq + 1, hlc, prev, ops), None)
+        })
     }
 
     fn commit_ops(
@@ -527,7 +552,7 @@ impl<S: RowStore> Replica<S> {
         // Rows a purge redacts must already hold what it erases; and keys are reported of
         // merged rows.
         self.merge_deferred();
-        let record = self.make_record(now_ms, scope, ops)?;
+        let (record, _) = self.make_record(now_ms, scope, ops, false)?;
         let me = self.id();
         let key = (me, scope.clone());
         let touched = self.apply_record_keys(&me, scope, &record, want_keys);
@@ -627,6 +652,7 @@ impl<S: RowStore> Replica<S> {
             return;
         }
         self.redactions += 1;
+        self.encoded.clear();
         for ((_, s), log) in self.chains.iter_mut() {
             if s != scope {
                 continue;
@@ -652,6 +678,8 @@ impl<S: RowStore> Replica<S> {
     /// Seals every chain's pending records into one block each (one signature per chain).
     /// Returns the number of blocks made.
     pub fn seal(&mut self) -> usize {
+        // Sealed records are saved as blocks: their pending encodings are not needed.
+        self.encoded.clear();
         let mut n = 0;
         for ((author, scope), log) in self.chains.iter_mut() {
             if log.pending.is_empty() || *author != self.identity.id() {
