@@ -705,20 +705,43 @@ impl State {
         struct Shape {
             table: Rc<Table>,
             pk_cols: Vec<usize>,
+            /// The key columns are the first ones, in order.
+            pk_leads: bool,
             sync_cols: Vec<Option<u32>>,
             scope: Option<usize>,
             has_counters: bool,
         }
+        impl Shape {
+            /// The row's key values, keeping the row's allocation when the key leads it.
+            fn key_of(&self, mut row: Vec<Value>) -> Vec<Value> {
+                if self.pk_leads {
+                    row.truncate(self.pk_cols.len());
+                    row
+                } else {
+                    self.pk_cols
+                        .iter()
+                        .map(|&c| std::mem::replace(&mut row[c], Value::Null))
+                        .collect()
+                }
+            }
+        }
         let mut shapes: Vec<Shape> = Vec::new();
         let mut ops_at: Vec<(usize, Op)> = Vec::with_capacity(changes.len());
         for ch in changes {
-            let name = match &ch {
-                RowChange::Set { table, .. } | RowChange::Delete { table, .. } => table,
+            // The change owns its table name and row: both move into the ops.
+            let (name, mut row, set_part) = match ch {
+                RowChange::Set {
+                    table,
+                    row,
+                    columns,
+                    adds,
+                } => (table, row, Some((columns, adds))),
+                RowChange::Delete { table, row } => (table, row, None),
             };
-            let at = match shapes.iter().position(|s| s.table.name == *name) {
+            let at = match shapes.iter().position(|s| s.table.name == name) {
                 Some(i) => i,
                 None => {
-                    let table = catalog.table(name)?.clone();
+                    let table = catalog.table(&name)?.clone();
                     let pk_cols = table.key_columns();
                     let mut next = 0u32;
                     let sync_cols = (0..table.columns.len())
@@ -739,9 +762,11 @@ impl State {
                         .replicated
                         .as_ref()
                         .is_some_and(|r| !r.counters.is_empty());
+                    let pk_leads = pk_cols.iter().enumerate().all(|(i, &c)| i == c);
                     shapes.push(Shape {
                         table,
                         pk_cols,
+                        pk_leads,
                         sync_cols,
                         scope,
                         has_counters,
@@ -751,72 +776,59 @@ impl State {
             };
             let shape = &shapes[at];
             let t: &Table = &shape.table;
-            let row = match &ch {
-                RowChange::Set { row, .. } | RowChange::Delete { row, .. } => row,
-            };
-            let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
             let scope = match shape.scope {
                 Some(i) => i,
-                None => scope_of(&mut scopes, &mut scope_at, Self::scope_name(t, row)),
+                None => scope_of(&mut scopes, &mut scope_at, Self::scope_name(t, &row)),
             };
             if shape.has_counters {
+                let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
                 let key = RowKey::new(
                     &t.name,
                     &ScopeId::new(owner, scopes[scope].0.as_bytes()),
                     &pk,
                 );
-                let after = match &ch {
-                    RowChange::Set { row, .. } => Some(row.clone()),
-                    RowChange::Delete { .. } => None,
-                };
+                let after = set_part.is_some().then(|| row.clone());
                 finals.insert(key, (t.name.clone(), after));
             }
-            match ch {
-                RowChange::Delete { .. } => {
-                    ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Delete)))
-                }
-                RowChange::Set {
-                    columns,
-                    adds,
-                    mut row,
-                    ..
-                } => {
-                    let counters = &t
-                        .replicated
-                        .as_ref()
-                        .expect("capture is for replicated tables")
-                        .counters;
-                    let is_insert = columns.iter().any(|c| shape.pk_cols.contains(c));
-                    // The change owns its row: its values move into the op.
-                    let set: Vec<(u32, Value)> = columns
-                        .iter()
-                        .filter(|c| !counters.contains(c))
-                        .filter_map(|&c| {
-                            shape.sync_cols[c]
-                                .map(|i| (i, std::mem::replace(&mut row[c], Value::Null)))
-                        })
-                        .collect();
-                    let mut pk = Some(pk);
-                    let mut take_pk = |last: bool| {
-                        if last {
-                            pk.take().expect("invariant: taken once, last")
-                        } else {
-                            pk.clone().expect("invariant: taken once, last")
-                        }
-                    };
-                    let adds: Vec<(u32, i64)> = adds
-                        .into_iter()
-                        .filter_map(|(c, d)| shape.sync_cols[c].map(|i| (i, d)))
-                        .collect();
-                    if !set.is_empty() || is_insert {
-                        let pk = take_pk(adds.is_empty());
-                        ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Set(set))));
-                    }
-                    for (k, &(i, d)) in adds.iter().enumerate() {
-                        let pk = take_pk(k + 1 == adds.len());
-                        ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Add(i, d))));
-                    }
-                }
+            let Some((columns, adds)) = set_part else {
+                let pk = shape.key_of(row);
+                ops_at.push((scope, Op::new(name, pk, Payload::Delete)));
+                continue;
+            };
+            let counters = &t
+                .replicated
+                .as_ref()
+                .expect("capture is for replicated tables")
+                .counters;
+            let is_insert = columns.iter().any(|c| shape.pk_cols.contains(c));
+            let set: Vec<(u32, Value)> = columns
+                .iter()
+                .filter(|c| !counters.contains(c))
+                .filter_map(|&c| {
+                    shape.sync_cols[c].map(|i| (i, std::mem::replace(&mut row[c], Value::Null)))
+                })
+                .collect();
+            let adds: Vec<(u32, i64)> = adds
+                .into_iter()
+                .filter_map(|(c, d)| shape.sync_cols[c].map(|i| (i, d)))
+                .collect();
+            let mut pk = shape.key_of(row);
+            let mut name = name;
+            if !set.is_empty() || is_insert {
+                let (pk, name) = if adds.is_empty() {
+                    (std::mem::take(&mut pk), std::mem::take(&mut name))
+                } else {
+                    (pk.clone(), name.clone())
+                };
+                ops_at.push((scope, Op::new(name, pk, Payload::Set(set))));
+            }
+            for (k, &(i, d)) in adds.iter().enumerate() {
+                let (pk, name) = if k + 1 == adds.len() {
+                    (std::mem::take(&mut pk), std::mem::take(&mut name))
+                } else {
+                    (pk.clone(), name.clone())
+                };
+                ops_at.push((scope, Op::new(name, pk, Payload::Add(i, d))));
             }
         }
         if scopes.len() == 1 {
