@@ -357,7 +357,7 @@ impl Sync {
         {
             let mut st = self.st.borrow_mut();
             if st.replica.is_some() && !st.stale {
-                st.replica_mut().merge_deferred();
+                st.replica_mut().catch_up();
                 return f(&mut st);
             }
         }
@@ -385,7 +385,7 @@ impl Sync {
         let r = (|| {
             let mut st = self.st.borrow_mut();
             st.ensure(store, &catalog)?;
-            st.replica_mut().merge_deferred();
+            st.replica_mut().catch_up();
             f(&mut st, store)
         })();
         match r {
@@ -420,7 +420,7 @@ impl Sync {
             let (send, events) = {
                 let mut st = self.st.borrow_mut();
                 st.ensure(db.storage_mut(), &catalog)?;
-                st.replica_mut().merge_deferred();
+                st.replica_mut().catch_up();
                 f(&mut st)?
             };
             let mut rows: BTreeSet<RowKey> = BTreeSet::new();
@@ -604,8 +604,8 @@ impl State {
             .get_mut(&link)
             .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
         let replica = self.replica.as_mut().expect("invariant: ensured");
-        // What the SQL layer reads after a protocol step is the merged rows.
-        replica.merge_deferred();
+        // A protocol step reads chain heads and the merged rows.
+        replica.catch_up();
         Ok(f(replica, l, now))
     }
 
@@ -843,8 +843,8 @@ impl State {
             let scope = ScopeId::new(owner, name.as_bytes());
             while !ops.is_empty() {
                 let rest = ops.split_off(ops.len().min(cairn_sync::change::MAX_OPS as usize));
-                // The merged rows take the record when they are next needed (a peer's
-                // records, a sync call): a local write keeps no per-row state.
+                // The record is hashed and merged into the rows when next needed (sealing,
+                // a peer's records, a sync call): a local write keeps no per-row state.
                 self.replica_mut()
                     .commit_deferred(now, &scope, ops)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;

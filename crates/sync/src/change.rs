@@ -180,28 +180,6 @@ impl Op {
         h
     }
 
-    /// Appends the op's encoding (`encode`) to `w` and returns its hash, taken from the bytes
-    /// just written (as `decode_hashed` does): one pass for both. `scratch` is reused.
-    fn encode_hashed(&self, w: &mut Writer, scratch: &mut Vec<u8>) -> Hash {
-        let OpBody::Full(p) = &self.body else {
-            self.encode(w);
-            return self.hash_in(scratch);
-        };
-        w.u8(p.kind() as u8);
-        let row_start = w.buf.len();
-        w.bytes(self.table.as_bytes());
-        w.values(&self.pk);
-        let row_end = w.buf.len();
-        p.encode(w);
-        let payload_hash = blake3::hash(&w.buf[row_end..]);
-        scratch.clear();
-        scratch.extend_from_slice(OP_TAG);
-        scratch.extend_from_slice(&w.buf[row_start..row_end]);
-        scratch.push(p.kind() as u8);
-        scratch.extend_from_slice(payload_hash.as_bytes());
-        *blake3::hash(scratch).as_bytes()
-    }
-
     /// The same op with its values erased.
     pub fn redacted(&self) -> Op {
         Op {
@@ -290,38 +268,6 @@ impl Record {
             ops,
             hash,
         }
-    }
-
-    /// [`Record::new`], also returning the record's encoding (`encode`), written in the same
-    /// pass over the ops as their hashes.
-    pub fn new_encoded(
-        author: &AuthorId,
-        scope: &ScopeId,
-        seq: u64,
-        hlc: Hlc,
-        prev: Hash,
-        ops: Vec<Op>,
-    ) -> (Record, Vec<u8>) {
-        // Room for a typical op, to spare the regrowth of a large record.
-        let mut w = Writer {
-            buf: Vec::with_capacity(16 + 80 * ops.len()),
-        };
-        w.u64le(hlc);
-        w.varint(ops.len() as u64);
-        let mut scratch = Vec::with_capacity(128);
-        let hashes: Vec<Hash> = ops
-            .iter()
-            .map(|op| op.encode_hashed(&mut w, &mut scratch))
-            .collect();
-        let hash = record_hash_of(author, scope, seq, hlc, &prev, &hashes);
-        let record = Record {
-            seq,
-            hlc,
-            prev,
-            ops,
-            hash,
-        };
-        (record, w.buf)
     }
 
     /// Wire form inside a block: `u64le hlc`, `varint op_count`, ops.
@@ -457,32 +403,6 @@ mod tests {
         let back = Record::decode(&mut Reader::new(&w.buf), &author, &scope, 9, [4; 32])
             .expect("invariant: own encoding decodes");
         assert_eq!(back.hash, rec.hash);
-    }
-
-    #[test]
-    fn one_pass_encoding_matches_encode_and_hash() {
-        let author = AuthorId([5; 32]);
-        let scope = ScopeId::new(author, "s");
-        let ops = vec![
-            Op::new(
-                "t",
-                vec![Value::Text("k".into())],
-                Payload::Set(vec![(0, Value::Real(1.5)), (2, Value::Blob(vec![1]))]),
-            ),
-            Op::new("t", vec![Value::Integer(7)], Payload::Add(1, -3)),
-            Op::new(
-                "t",
-                vec![Value::Integer(7)],
-                Payload::Set(vec![(0, Value::Null)]),
-            )
-            .redacted(),
-        ];
-        let plain = Record::new(&author, &scope, 3, 77, [1; 32], ops.clone());
-        let (rec, bytes) = Record::new_encoded(&author, &scope, 3, 77, [1; 32], ops);
-        assert_eq!(rec, plain);
-        let mut w = Writer::new();
-        plain.encode(&mut w);
-        assert_eq!(bytes, w.buf);
     }
 
     #[test]

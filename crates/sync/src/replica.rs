@@ -136,6 +136,10 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
     /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
     pub(crate) unmerged: BTreeMap<ChainKey, u64>,
+    /// Records of `commit_deferred` whose `prev` and `hash` are not computed yet (they hold
+    /// zeros): per chain, the first such seq. They are chained before anything reads a head's
+    /// hash: sealing, a peer's blocks, a non-deferred commit ([`Replica::hash_deferred`]).
+    pub(crate) unhashed: BTreeMap<ChainKey, u64>,
     /// The encodings `commit_deferred` made of its records, by chain and seq, until the host
     /// takes them to save ([`Replica::take_encoded`]); dropped when records are sealed or
     /// redacted (the host then encodes what it saves).
@@ -164,6 +168,7 @@ impl<S: RowStore> Replica<S> {
             forks: BTreeSet::new(),
             redactions: 0,
             unmerged: BTreeMap::new(),
+            unhashed: BTreeMap::new(),
             encoded: BTreeMap::new(),
         }
     }
@@ -201,6 +206,38 @@ impl<S: RowStore> Replica<S> {
     /// Whether local records wait to be joined into the rows (see `commit_deferred`).
     pub fn has_unmerged(&self) -> bool {
         !self.unmerged.is_empty()
+    }
+    /// Everything [`Replica::commit_deferred`] put off: the records' hashes, then their rows.
+    pub fn catch_up(&mut self) {
+        self.hash_deferred();
+        self.merge_deferred();
+    }
+    /// Computes the `prev` and `hash` of the records [`Replica::commit_deferred`] appended,
+    /// in chain order. The hashes do not depend on when they are taken (a redaction keeps
+    /// each op's hash), so a record hashed late is the record hashed at once.
+    pub fn hash_deferred(&mut self) {
+        if self.unhashed.is_empty() {
+            return;
+        }
+        for (key, from) in std::mem::take(&mut self.unhashed) {
+            let Some(log) = self.chains.get_mut(&key) else {
+                continue;
+            };
+            let Some(first) = log.pending.first().map(|r| r.seq) else {
+                continue;
+            };
+            // Records before `from` are hashed; a snapshot may have dropped some since.
+            let i = from.saturating_sub(first) as usize;
+            let mut prev = match i.checked_sub(1) {
+                Some(j) => log.pending[j].hash,
+                None => log.sealed_head().1,
+            };
+            for r in log.pending.iter_mut().skip(i) {
+                r.prev = prev;
+                r.hash = record_hash(&key.0, &key.1, r.seq, r.hlc, &prev, &r.ops);
+                prev = r.hash;
+            }
+        }
     }
     /// Joins into the rows the records [`Replica::commit_deferred`] left out. Merging is a
     /// join, so doing it late, and after records that arrived since, gives the same rows.
@@ -283,6 +320,7 @@ impl<S: RowStore> Replica<S> {
     pub fn replay_history(&mut self) {
         // Every record held is applied below, deferred ones included.
         self.unmerged.clear();
+        self.hash_deferred();
         let chains = std::mem::take(&mut self.chains);
         for ((author, scope), log) in &chains {
             for r in log.blocks.iter().flat_map(|b| b.records.iter()) {
@@ -475,11 +513,13 @@ impl<S: RowStore> Replica<S> {
         self.commit_ops(now_ms, scope, ops, false).map(|_| ())
     }
 
-    /// [`Replica::commit_quiet`] without joining the ops into the merged rows yet: the record is
-    /// appended to the chain, and the rows take it when next read or changed (a peer's records,
-    /// a snapshot, compaction, or [`Replica::merge_deferred`]). A local write then costs no
-    /// row-state upkeep until something needs the merged state. Refuses PURGE ops (a purge
-    /// redacts history at once).
+    /// [`Replica::commit_quiet`] without hashing the record or joining its ops into the merged
+    /// rows yet: the record is appended to the chain (its encoding kept for the host to save,
+    /// [`Replica::take_encoded`]), hashed when a head's hash is next needed (sealing, a peer's
+    /// blocks, a non-deferred commit) and merged when the rows are next read or changed (a
+    /// peer's records, a snapshot, compaction), or both at once by [`Replica::catch_up`]. As
+    /// with signing, which sealing does, a local write then pays for neither until it is
+    /// shared. Refuses PURGE ops (a purge redacts history at once).
     pub fn commit_deferred(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<()> {
         if ops.is_empty() {
             return Ok(());
@@ -492,6 +532,7 @@ impl<S: RowStore> Replica<S> {
         let (record, bytes) = self.make_record(now_ms, scope, ops, true)?;
         let key = (self.id(), scope.clone());
         self.unmerged.entry(key.clone()).or_insert(record.seq);
+        self.unhashed.entry(key.clone()).or_insert(record.seq);
         if let Some(bytes) = bytes {
             self.encoded.insert((key.clone(), record.seq), bytes);
         }
@@ -501,13 +542,14 @@ impl<S: RowStore> Replica<S> {
 
     /// Checks a local commit's ops and builds its record (next seq of this author's chain for
     /// `scope`, a fresh HLC).
-    /// With `encode`, also the record's encoding (`Record::encode`), made alongside its hash.
+    /// `deferred`: the record is left unhashed (see `unhashed`) and comes with its encoding
+    /// (`Record::encode`) for the host to save.
     fn make_record(
         &mut self,
         now_ms: u64,
         scope: &ScopeId,
         ops: Vec<Op>,
-        encode: bool,
+        deferred: bool,
     ) -> Result<(Record, Option<Vec<u8>>)> {
         if ops.len() as u64 > crate::change::MAX_OPS {
             return Err(Error::InvalidInput(
@@ -531,9 +573,20 @@ impl<S: RowStore> Replica<S> {
             Some(l) => l.head(),
             None => (0, ZERO_HASH),
         };
-        Ok(if encode {
-            let (r, bytes) = Record::new_encoded(&me, scope, seq + 1, hlc, prev, ops);
-            (r, Some(bytes))
+        Ok(if deferred {
+            let record = Record {
+                seq: seq + 1,
+                hlc,
+                prev: ZERO_HASH,
+                ops,
+                hash: ZERO_HASH,
+            };
+            // Room for a typical op, to spare the regrowth of a large record.
+            let mut w = Writer {
+                buf: Vec::with_capacity(16 + 80 * record.ops.len()),
+            };
+            record.encode(&mut w);
+            (record, Some(w.buf))
         } else {
             (Record::new(&me, scope, seq + 1, hlc, prev, ops), None)
         })
@@ -549,9 +602,9 @@ impl<S: RowStore> Replica<S> {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        // Rows a purge redacts must already hold what it erases; and keys are reported of
-        // merged rows.
-        self.merge_deferred();
+        // The new record links to the hashed head; rows a purge redacts must already hold
+        // what it erases; and keys are reported of merged rows.
+        self.catch_up();
         let (record, _) = self.make_record(now_ms, scope, ops, false)?;
         let me = self.id();
         let key = (me, scope.clone());
@@ -680,6 +733,7 @@ impl<S: RowStore> Replica<S> {
     pub fn seal(&mut self) -> usize {
         // Sealed records are saved as blocks: their pending encodings are not needed.
         self.encoded.clear();
+        self.hash_deferred();
         let mut n = 0;
         for ((author, scope), log) in self.chains.iter_mut() {
             if log.pending.is_empty() || *author != self.identity.id() {
@@ -701,7 +755,7 @@ impl<S: RowStore> Replica<S> {
     /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
     /// batch; each block is then checked against what is held and applied, or rejected whole.
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
-        self.merge_deferred();
+        self.catch_up();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
         // content is exactly what was verified before, so its signature is not checked again
@@ -886,6 +940,10 @@ impl<S: RowStore> Replica<S> {
 
     /// Re-checks every stored signature and every hash of every chain held; lists what fails.
     pub fn verify(&self) -> Vec<Failure> {
+        assert!(
+            self.unhashed.is_empty(),
+            "invariant: deferred records are hashed before history is verified"
+        );
         let mut failures = Vec::new();
         let mut to_sign: Vec<&Block> = Vec::new();
         for ((author, scope), log) in &self.chains {
@@ -948,7 +1006,7 @@ impl<S: RowStore> Replica<S> {
     /// Returns the number of records dropped.
     pub fn compact(&mut self) -> usize {
         // The records dropped must reach the rows first.
-        self.merge_deferred();
+        self.catch_up();
         let mut dropped = 0;
         for (key, log) in self.chains.iter_mut() {
             let horizon = self
@@ -1028,7 +1086,7 @@ impl<S: RowStore> Replica<S> {
         checkpoints: Vec<Checkpoint>,
         rows: Vec<(RowKey, RowState)>,
     ) -> Vec<Event> {
-        self.merge_deferred();
+        self.catch_up();
         let mut events = Vec::new();
         for cp in &checkpoints {
             if let Err(e) = cp.check() {
@@ -1186,10 +1244,22 @@ mod tests {
             }
         }
         assert!(late.has_unmerged());
-        late.merge_deferred();
+        late.catch_up();
         assert!(!late.has_unmerged());
         assert_eq!(now.state_digest(), late.state_digest());
         assert_eq!(now.version_vector(), late.version_vector());
+        // Hashed late, the chain is the one hashed at each commit.
+        let key = (now.id(), scope);
+        let head = |r: &Replica| r.chain(&key).expect("invariant: written").head();
+        assert_eq!(head(&now), head(&late));
+        assert!(late.verify().is_empty());
+        now.seal();
+        late.seal();
+        let records = |r: &Replica| -> Vec<Record> {
+            let log = r.chain(&key).expect("invariant: written");
+            log.blocks.iter().flat_map(|b| b.records.clone()).collect()
+        };
+        assert_eq!(records(&now), records(&late));
     }
 
     fn log_sig_flip(r: &mut Replica, key: &ChainKey) {
