@@ -22,7 +22,7 @@ use cairn_sync::{
     AuthorId, Block, ChainKey, ChainLog, Checkpoint, Identity, PeerInfo, Record, Replica, RowKey,
     RowState, ScopeId, Subscription, WriterList,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 const META: u64 = SYSTEM_TREES + 1;
@@ -44,7 +44,9 @@ pub(crate) struct Mark {
 
 #[derive(Debug, Default)]
 pub(crate) struct Saved {
-    marks: HashMap<ChainKey, Mark>,
+    /// A search tree: a database writes few chains, and comparing a key or two is cheaper than
+    /// hashing one (the map's hasher is keyed, for peers' ids).
+    marks: BTreeMap<ChainKey, Mark>,
     writers: usize,
     peers: Vec<u8>,
     /// The clock as saved, or as the saved log implies it (loading takes the newest of the
@@ -194,7 +196,7 @@ impl State {
                 _ => return Err(corrupt("log key", "unknown kind")),
             }
         }
-        let mut marks = HashMap::new();
+        let mut marks = BTreeMap::new();
         for (_, (key, log)) in chains {
             marks.insert(key.clone(), mark_of(&log));
             replica.restore_chain(key, log);
@@ -299,11 +301,11 @@ impl State {
                 }
                 from = Mark::default();
             }
-            for b in log
+            // Blocks and records are in seq order: skip what is saved without walking it.
+            let new_blocks = log
                 .blocks
-                .iter()
-                .filter(|b| b.last_seq() > from.blocks_upto)
-            {
+                .partition_point(|b| b.last_seq() <= from.blocks_upto);
+            for b in &log.blocks[new_blocks..] {
                 store.put(LOG, &log_key(&prefix, K_BLOCK, b.last_seq()), &b.to_bytes())?;
                 if let Some(h) = b.records.iter().map(|r| r.hlc).max() {
                     saved.log_clock = saved.log_clock.max(h);
@@ -316,7 +318,8 @@ impl State {
                     store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
                 }
             }
-            for r in log.pending.iter().filter(|r| r.seq > from.pending_upto) {
+            let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
+            for r in &log.pending[new_pending..] {
                 let bytes = match encoded.remove(&(key.clone(), r.seq)) {
                     Some(b) => b,
                     None => {
@@ -331,7 +334,12 @@ impl State {
                 store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &bytes)?;
                 saved.log_clock = saved.log_clock.max(r.hlc);
             }
-            saved.marks.insert(key.clone(), now);
+            match saved.marks.get_mut(key) {
+                Some(m) => *m = now,
+                None => {
+                    saved.marks.insert(key.clone(), now);
+                }
+            }
         }
         let lists: Vec<&WriterList> = replica.writer_lists().collect();
         if lists.len() != saved.writers {
