@@ -2,7 +2,8 @@
 //!
 //! | tree | key | value |
 //! |---|---|---|
-//! | `SYSTEM_TREES + 1` meta | `identity`, `owner`, `clock`, `peers`, `subscription` | key export, author, u64le HLC, peers, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `peers`, `subscription` | u8 layout, key export, author, u64le HLC, peers, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `pending/`, `author`, `scope`, `u64be seq` | a small pending record, until meta holds [`TAIL_BYTES`] of them |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
 //! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
@@ -30,6 +31,17 @@ const ROWS: u64 = SYSTEM_TREES + 2;
 const LOG: u64 = SYSTEM_TREES + 3;
 const WRITERS: u64 = SYSTEM_TREES + 4;
 
+/// The layout of these trees this code writes (meta key `layout`; none means 1, where every
+/// pending record is in the log). A database with a newer layout is refused.
+const LAYOUT: u8 = 2;
+/// Meta keys of pending records not moved to the log yet: `TAIL` + author + scope + u64be seq.
+const TAIL: &[u8] = b"pending/";
+/// How many bytes of pending records (keys and values) meta holds before they move to the log
+/// in one go: well inside one page, so that meta stays a one-page tree.
+const TAIL_BYTES: usize = 2048;
+/// A record larger than this goes to the log directly.
+const TAIL_RECORD: usize = 512;
+
 const K_CHECKPOINT: u8 = 0;
 const K_BLOCK: u8 = 1;
 const K_PENDING: u8 = 2;
@@ -56,6 +68,13 @@ pub(crate) struct Saved {
     /// clock no newer needs no write of its own (a local commit's clock is its record's HLC).
     log_clock: u64,
     redactions: u64,
+    /// Pending records saved in meta, not yet in the log (their chain and seq), and the bytes
+    /// they take there.
+    tail: Vec<(ChainKey, u64)>,
+    tail_bytes: usize,
+    /// Meta says `layout` 2 (a database of layout 1 is marked before it holds anything that
+    /// layout 1 would not read).
+    layout: bool,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
@@ -77,6 +96,7 @@ pub(crate) fn create(store: &mut dyn Storage) -> Result<Identity> {
     for t in [META, ROWS, LOG, WRITERS] {
         store.create_tree(t)?;
     }
+    store.put(META, b"layout", &[LAYOUT])?;
     let identity = Identity::generate(&mut rand_core::OsRng);
     put_identity(store, &identity)?;
     Ok(identity)
@@ -97,10 +117,20 @@ pub(crate) fn put_owner(store: &mut dyn Storage, owner: &AuthorId) -> Result<()>
 }
 
 fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
-    let mut w = Writer::new();
+    let mut w = Writer {
+        buf: Vec::with_capacity(32 + 32 + 10 + scope.name.len()),
+    };
     w.raw(&author.0);
     scope.encode(&mut w);
     w.buf
+}
+
+fn tail_key(prefix: &[u8], seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(TAIL.len() + prefix.len() + 8);
+    k.extend_from_slice(TAIL);
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
 }
 
 fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
@@ -132,6 +162,17 @@ impl State {
     pub(crate) fn load(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
         if !has_state(store) {
             return Ok(());
+        }
+        let layout = store.get(META, b"layout")?;
+        if let Some(l) = &layout {
+            if l.as_slice() != [1] && l.as_slice() != [LAYOUT] {
+                return Err(Error::Sync(
+                    "SYNC_LAYOUT",
+                    format!(
+                        "the sync state was saved in layout {l:?}, newer than this version of cairn reads ({LAYOUT}); open it with a newer cairn"
+                    ),
+                ));
+            }
         }
         let identity = create_readonly(store)?;
         let mut config = cairn_sync::Config::default();
@@ -165,8 +206,39 @@ impl State {
                 .map_err(|e| corrupt("writers", e))?;
             writers += 1;
         }
-        // The log, in key order: per chain its checkpoint, blocks, then pending records.
+        // The log, in key order: per chain its checkpoint, blocks, then pending records (with
+        // those still in meta, by seq).
         let mut chains: BTreeMap<Vec<u8>, (ChainKey, ChainLog)> = BTreeMap::new();
+        let mut pending: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
+        let mut tail = Vec::new();
+        let mut tail_bytes = 0;
+        let mut meta_tail = Vec::new();
+        {
+            let mut end = TAIL.to_vec();
+            *end.last_mut().expect("invariant: a prefix") += 1;
+            let mut cur = store.scan(
+                META,
+                Bound::Included(TAIL),
+                Bound::Excluded(end.as_slice()),
+                false,
+            )?;
+            while cur.next()? {
+                meta_tail.push((cur.key().to_vec(), cur.value().to_vec()));
+            }
+        }
+        for (k, v) in meta_tail {
+            let mut r = Reader::new(&k[TAIL.len()..]);
+            let author = AuthorId(r.array().map_err(|e| corrupt("meta key", e))?);
+            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("meta key", e))?;
+            let prefix = k[TAIL.len()..TAIL.len() + r.pos()].to_vec();
+            let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("meta key", e))?);
+            tail_bytes += k.len() + v.len();
+            tail.push(((author, scope.clone()), seq));
+            chains
+                .entry(prefix.clone())
+                .or_insert_with(|| ((author, scope), ChainLog::default()));
+            pending.entry(prefix).or_default().insert(seq, v);
+        }
         for (k, v) in scan_all(store, LOG)? {
             let mut r = Reader::new(&k);
             let author = AuthorId(r.array().map_err(|e| corrupt("log key", e))?);
@@ -175,7 +247,7 @@ impl State {
             let kind = r.u8().map_err(|e| corrupt("log key", e))?;
             let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("log key", e))?);
             let (_, log) = chains
-                .entry(prefix)
+                .entry(prefix.clone())
                 .or_insert_with(|| ((author, scope.clone()), ChainLog::default()));
             match kind {
                 K_CHECKPOINT => {
@@ -188,12 +260,20 @@ impl State {
                     .blocks
                     .push(Block::from_bytes(&v).map_err(|e| corrupt("block", e))?),
                 K_PENDING => {
-                    let prev = log.head().1;
-                    let rec = Record::decode(&mut Reader::new(&v), &author, &scope, seq, prev)
-                        .map_err(|e| corrupt("record", e))?;
-                    log.pending.push(rec);
+                    pending.entry(prefix).or_default().insert(seq, v);
                 }
                 _ => return Err(corrupt("log key", "unknown kind")),
+            }
+        }
+        for (prefix, records) in pending {
+            let ((author, scope), log) = chains
+                .get_mut(&prefix)
+                .expect("invariant: every pending record's chain is listed");
+            for (seq, v) in records {
+                let prev = log.head().1;
+                let rec = Record::decode(&mut Reader::new(&v), author, scope, seq, prev)
+                    .map_err(|e| corrupt("record", e))?;
+                log.pending.push(rec);
             }
         }
         let mut marks = BTreeMap::new();
@@ -227,6 +307,9 @@ impl State {
             clock: replica.clock(),
             log_clock: 0,
             redactions: 0,
+            tail,
+            tail_bytes,
+            layout: layout.as_deref() == Some(&[LAYOUT]),
         };
         self.replica = Some(replica);
         self.register(catalog)
@@ -294,6 +377,17 @@ impl State {
                 for k in keys {
                     store.delete(LOG, &k)?;
                 }
+                let mut i = 0;
+                while i < saved.tail.len() {
+                    if saved.tail[i].0 == *key {
+                        let (_, seq) = saved.tail.swap_remove(i);
+                        let k = tail_key(&prefix, seq);
+                        saved.tail_bytes -= tail_size(store, &k)?;
+                        store.delete(META, &k)?;
+                    } else {
+                        i += 1;
+                    }
+                }
                 if let Some(c) = &log.base {
                     let mut w = Writer::new();
                     c.encode(&mut w);
@@ -315,7 +409,17 @@ impl State {
             let sealed = log.sealed_head().0;
             if sealed > from.blocks_upto {
                 for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
-                    store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
+                    match saved.tail.iter().position(|(k, s)| *s == seq && k == key) {
+                        Some(i) => {
+                            saved.tail.swap_remove(i);
+                            let k = tail_key(&prefix, seq);
+                            saved.tail_bytes -= tail_size(store, &k)?;
+                            store.delete(META, &k)?;
+                        }
+                        None => {
+                            store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
+                        }
+                    }
                 }
             }
             let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
@@ -331,7 +435,20 @@ impl State {
                         w.buf
                     }
                 };
-                store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &bytes)?;
+                // A small record goes to meta, a one-page tree, instead of down the log's
+                // path: a commit then copies and writes one page for it, not two or more.
+                let k = tail_key(&prefix, r.seq);
+                if k.len() + bytes.len() <= TAIL_RECORD {
+                    if !saved.layout {
+                        store.put(META, b"layout", &[LAYOUT])?;
+                        saved.layout = true;
+                    }
+                    store.put(META, &k, &bytes)?;
+                    saved.tail.push((key.clone(), r.seq));
+                    saved.tail_bytes += k.len() + bytes.len();
+                } else {
+                    store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &bytes)?;
+                }
                 saved.log_clock = saved.log_clock.max(r.hlc);
             }
             match saved.marks.get_mut(key) {
@@ -340,6 +457,20 @@ impl State {
                     saved.marks.insert(key.clone(), now);
                 }
             }
+        }
+        if saved.tail_bytes > TAIL_BYTES {
+            // Meta is full: its pending records move to the log together (one path of the log
+            // copied for all of them).
+            for (key, seq) in std::mem::take(&mut saved.tail) {
+                let prefix = chain_prefix(&key.0, &key.1);
+                let k = tail_key(&prefix, seq);
+                let v = store
+                    .get(META, &k)?
+                    .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
+                store.put(LOG, &log_key(&prefix, K_PENDING, seq), &v)?;
+                store.delete(META, &k)?;
+            }
+            saved.tail_bytes = 0;
         }
         let lists: Vec<&WriterList> = replica.writer_lists().collect();
         if lists.len() != saved.writers {
@@ -371,6 +502,14 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The bytes a pending record in meta takes (key and value).
+fn tail_size(store: &dyn Storage, k: &[u8]) -> Result<usize> {
+    let v = store
+        .get(META, k)?
+        .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
+    Ok(k.len() + v.len())
 }
 
 fn create_readonly(store: &dyn Storage) -> Result<Identity> {

@@ -277,7 +277,11 @@ fn paged(file: MemoryFile) -> Node {
 }
 
 fn close(n: Node) -> MemoryFile {
-    let store = n.db.into_storage();
+    file_of(n.db)
+}
+
+fn file_of(db: Database) -> MemoryFile {
+    let store = db.into_storage();
     // The storage is a Paged<MemoryFile>; reach the file through an export of its bytes.
     let mut store = store;
     let bytes = store.export().unwrap();
@@ -705,4 +709,111 @@ fn the_clock_survives_a_reopen() {
         a.sync.state_digest(&mut a.db).unwrap(),
         b.sync.state_digest(&mut b.db).unwrap()
     );
+}
+
+/// Rewrites a database's saved sync state into layout 1 (every pending record in the log,
+/// no `layout` key), or marks it with another layout number.
+fn set_layout(file: MemoryFile, layout: Option<u8>) -> MemoryFile {
+    let sys = cairn_sql::storage::SYSTEM_TREES;
+    let (meta, log) = (sys + 1, sys + 3);
+    let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
+    let st = db.storage_mut();
+    st.begin().unwrap();
+    match layout {
+        Some(l) => st.put(meta, b"layout", &[l]).unwrap(),
+        None => {
+            let mut tail = Vec::new();
+            {
+                let end: &[u8] = b"pending0";
+                let mut cur = st
+                    .scan(
+                        meta,
+                        std::ops::Bound::Included(&b"pending/"[..]),
+                        std::ops::Bound::Excluded(end),
+                        false,
+                    )
+                    .unwrap();
+                while cur.next().unwrap() {
+                    tail.push((cur.key().to_vec(), cur.value().to_vec()));
+                }
+            }
+            assert!(!tail.is_empty(), "some records wait in meta");
+            for (k, v) in tail {
+                // Layout 1 key: chain prefix, kind 2 (pending), u64be seq.
+                let rest = &k[b"pending/".len()..];
+                let (prefix, seq) = rest.split_at(rest.len() - 8);
+                let mut lk = prefix.to_vec();
+                lk.push(2);
+                lk.extend_from_slice(seq);
+                st.put(log, &lk, &v).unwrap();
+                st.delete(meta, &k).unwrap();
+            }
+            st.delete(meta, b"layout").unwrap();
+        }
+    }
+    st.commit().unwrap();
+    file_of(db)
+}
+
+#[test]
+fn pending_records_survive_a_reopen_in_either_layout() {
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    let mut b = Node::memory();
+    b.exec(TODO);
+    // Enough single commits that some pending records have moved from meta to the log and
+    // some have not; then some sealed, and more pending.
+    for i in 0..40 {
+        a.exec(&format!(
+            "INSERT INTO todo (id, title) VALUES ('a{i}', 'one {i}')"
+        ));
+    }
+    b.sync
+        .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
+        .unwrap();
+    sync_pair(&mut a, &mut b);
+    for i in 0..25 {
+        a.exec(&format!(
+            "UPDATE todo SET likes = likes + 1 WHERE id = 'a{i}'"
+        ));
+    }
+    let digest = a.sync.state_digest(&mut a.db).unwrap();
+    let file = close(a);
+    // As saved (layout 2), and as an older cairn would have saved it (layout 1).
+    for layout in [false, true] {
+        let file = if layout {
+            set_layout(file.clone(), None)
+        } else {
+            file.clone()
+        };
+        let mut a = paged(file);
+        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+        assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+        // The chain goes on: B takes every record without a gap or a fork.
+        a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
+        let mut b = Node::memory();
+        b.exec(TODO);
+        b.sync
+            .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
+            .unwrap();
+        sync_pair(&mut a, &mut b);
+        let events = b.sync.take_events();
+        assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+        let all = "SELECT id, title, likes FROM todo ORDER BY id";
+        assert_eq!(b.rows(all).len(), 41);
+        assert_eq!(a.rows(all), b.rows(all));
+        // Reopened once more after the sealing, still whole.
+        let digest = a.sync.state_digest(&mut a.db).unwrap();
+        let mut a = paged(close(a));
+        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+        assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    }
+    // A layout this version does not know is refused, not misread.
+    let file = set_layout(file, Some(9));
+    let store = Paged::open(file, Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let e = Sync::attach(&mut db, now)
+        .err()
+        .expect("a newer layout is refused");
+    assert!(e.to_string().contains("layout"), "{e}");
 }
