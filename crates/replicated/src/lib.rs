@@ -19,7 +19,7 @@ use cairn_sql::executor::same_row;
 use cairn_sql::schema::{Catalog, Key, Table};
 use cairn_sql::{CommitHook, Correction, Database, Error, Result, RowChange, Storage, Value};
 use cairn_sync::{
-    AuthorId, ColumnKind, Event, Identity, Link, Op, Payload, Replica, RowKey, RowStore, ScopeId,
+    AuthorId, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore, ScopeId,
     TableSchema,
 };
 use std::cell::RefCell;
@@ -683,10 +683,12 @@ impl State {
         let owner = self.owner();
         // What the table holds for each row at the end of the transaction.
         let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
-        let mut scopes: Vec<(String, Vec<Op>)> = Vec::new();
+        // Per scope, its records' ops, written straight into the records' encodings (a new
+        // record every `MAX_OPS` ops).
+        let mut scopes: Vec<(String, Vec<OpsWriter>)> = Vec::new();
         let mut scope_at: HashMap<String, usize> = HashMap::new();
         fn scope_of(
-            scopes: &mut Vec<(String, Vec<Op>)>,
+            scopes: &mut Vec<(String, Vec<OpsWriter>)>,
             scope_at: &mut HashMap<String, usize>,
             scope: String,
         ) -> usize {
@@ -699,37 +701,36 @@ impl State {
                 }
             }
         }
-        // Per table: the table, its key columns, each column's index among the others, and
-        // (for a table without a scope column) the index of its one scope in `scopes`. A
-        // transaction writes few tables: a list searched by name beats hashing every row's.
+        /// The writer the scope's next op goes to.
+        fn writer(writers: &mut Vec<OpsWriter>, room: usize) -> &mut OpsWriter {
+            if writers
+                .last()
+                .is_none_or(|w| w.len() >= cairn_sync::change::MAX_OPS)
+            {
+                // Room for a typical op of the changes left, to spare regrowth.
+                writers.push(OpsWriter::with_capacity(
+                    80 * room.min(cairn_sync::change::MAX_OPS as usize),
+                ));
+            }
+            writers.last_mut().expect("invariant: pushed above")
+        }
+        // Per table: the table, its sync schema, its key columns, each column's index among
+        // the others, and (for a table without a scope column) the index of its one scope in
+        // `scopes`. A transaction writes few tables: a list searched by name beats hashing
+        // every row's.
         struct Shape {
             table: Rc<Table>,
+            schema: TableSchema,
             pk_cols: Vec<usize>,
-            /// The key columns are the first ones, in order.
-            pk_leads: bool,
             sync_cols: Vec<Option<u32>>,
             scope: Option<usize>,
             has_counters: bool,
         }
-        impl Shape {
-            /// The row's key values, keeping the row's allocation when the key leads it.
-            fn key_of(&self, mut row: Vec<Value>) -> Vec<Value> {
-                if self.pk_leads {
-                    row.truncate(self.pk_cols.len());
-                    row
-                } else {
-                    self.pk_cols
-                        .iter()
-                        .map(|&c| std::mem::replace(&mut row[c], Value::Null))
-                        .collect()
-                }
-            }
-        }
         let mut shapes: Vec<Shape> = Vec::new();
-        let mut ops_at: Vec<(usize, Op)> = Vec::with_capacity(changes.len());
-        for ch in changes {
-            // The change owns its table name and row: both move into the ops.
-            let (name, mut row, set_part) = match ch {
+        let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
+        let total = changes.len();
+        for (n, ch) in changes.into_iter().enumerate() {
+            let (name, row, set_part) = match ch {
                 RowChange::Set {
                     table,
                     row,
@@ -742,6 +743,12 @@ impl State {
                 Some(i) => i,
                 None => {
                     let table = catalog.table(&name)?.clone();
+                    let schema = self.replica().table(&table.name).cloned().ok_or_else(|| {
+                        sync_err(cairn_sync::Error::InvalidInput(format!(
+                            "table {} is not registered",
+                            table.name
+                        )))
+                    })?;
                     let pk_cols = table.key_columns();
                     let mut next = 0u32;
                     let sync_cols = (0..table.columns.len())
@@ -762,11 +769,10 @@ impl State {
                         .replicated
                         .as_ref()
                         .is_some_and(|r| !r.counters.is_empty());
-                    let pk_leads = pk_cols.iter().enumerate().all(|(i, &c)| i == c);
                     shapes.push(Shape {
                         table,
+                        schema,
                         pk_cols,
-                        pk_leads,
                         sync_cols,
                         scope,
                         has_counters,
@@ -790,9 +796,14 @@ impl State {
                 let after = set_part.is_some().then(|| row.clone());
                 finals.insert(key, (t.name.clone(), after));
             }
+            let pk = shape.pk_cols.iter().map(|&c| &row[c]);
+            // The first scope's first record makes room for all the changes left; with more
+            // scopes, each grows as it needs.
+            let room = if scopes.len() == 1 { total - n } else { 1 };
             let Some((columns, adds)) = set_part else {
-                let pk = shape.key_of(row);
-                ops_at.push((scope, Op::new(name, pk, Payload::Delete)));
+                writer(&mut scopes[scope].1, room)
+                    .delete(&shape.schema, pk)
+                    .map_err(sync_err)?;
                 continue;
             };
             let counters = &t
@@ -800,55 +811,34 @@ impl State {
                 .as_ref()
                 .expect("capture is for replicated tables")
                 .counters;
-            let is_insert = columns.iter().any(|c| shape.pk_cols.contains(c));
-            let set: Vec<(u32, Value)> = columns
+            let set = columns
                 .iter()
                 .filter(|c| !counters.contains(c))
-                .filter_map(|&c| {
-                    shape.sync_cols[c].map(|i| (i, std::mem::replace(&mut row[c], Value::Null)))
-                })
-                .collect();
-            let adds: Vec<(u32, i64)> = adds
-                .into_iter()
-                .filter_map(|(c, d)| shape.sync_cols[c].map(|i| (i, d)))
-                .collect();
-            let mut pk = shape.key_of(row);
-            let mut name = name;
-            if !set.is_empty() || is_insert {
-                let (pk, name) = if adds.is_empty() {
-                    (std::mem::take(&mut pk), std::mem::take(&mut name))
-                } else {
-                    (pk.clone(), name.clone())
-                };
-                ops_at.push((scope, Op::new(name, pk, Payload::Set(set))));
+                .filter_map(|&c| shape.sync_cols[c].map(|i| (i, &row[c])));
+            // An insert sets every column but the counters; one with no other column records
+            // its additions alone (a SET names at least one column).
+            if set.clone().next().is_some() {
+                writer(&mut scopes[scope].1, room)
+                    .set(&shape.schema, pk.clone(), set)
+                    .map_err(sync_err)?;
             }
-            for (k, &(i, d)) in adds.iter().enumerate() {
-                let (pk, name) = if k + 1 == adds.len() {
-                    (std::mem::take(&mut pk), std::mem::take(&mut name))
-                } else {
-                    (pk.clone(), name.clone())
-                };
-                ops_at.push((scope, Op::new(name, pk, Payload::Add(i, d))));
-            }
-        }
-        if scopes.len() == 1 {
-            scopes[0].1 = ops_at.into_iter().map(|(_, op)| op).collect();
-        } else {
-            for (i, op) in ops_at {
-                scopes[i].1.push(op);
+            for (c, d) in adds {
+                if let Some(i) = shape.sync_cols[c] {
+                    writer(&mut scopes[scope].1, room)
+                        .add(&shape.schema, pk.clone(), i, d)
+                        .map_err(sync_err)?;
+                }
             }
         }
         let now = (self.now)();
-        for (name, mut ops) in scopes {
+        for (name, writers) in scopes {
             let scope = ScopeId::new(owner, name.as_bytes());
-            while !ops.is_empty() {
-                let rest = ops.split_off(ops.len().min(cairn_sync::change::MAX_OPS as usize));
+            for w in writers {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
                 self.replica_mut()
-                    .commit_deferred(now, &scope, ops)
+                    .commit_written(now, &scope, w)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
-                ops = rest;
             }
         }
         self.persist(store)?;

@@ -318,10 +318,7 @@ impl State {
     /// Writes what changed since the last save.
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
         let State { replica, saved, .. } = self;
-        let replica = replica.as_mut().expect("invariant: persist after ensure");
-        // Records committed since the last save, already encoded.
-        let mut encoded = replica.take_encoded();
-        let replica = &*replica;
+        let replica = replica.as_ref().expect("invariant: persist after ensure");
         let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
         // Rows are saved only when history is dropped (compaction, a snapshot): until then the
         // history held rebuilds them on open.
@@ -424,15 +421,15 @@ impl State {
             }
             let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
             for r in &log.pending[new_pending..] {
-                let bytes = match encoded.remove(&(key.clone(), r.seq)) {
+                // A local commit's record is saved as it was written.
+                let mut w = Writer::new();
+                let bytes = match replica.written_bytes(key, r.seq) {
                     Some(b) => b,
                     None => {
                         // Room for a typical op, to spare the regrowth of a large record.
-                        let mut w = Writer {
-                            buf: Vec::with_capacity(16 + 64 * r.ops.len()),
-                        };
+                        w.buf.reserve(16 + 64 * r.ops.len());
                         r.encode(&mut w);
-                        w.buf
+                        &w.buf
                     }
                 };
                 // A small record goes to meta, a one-page tree, instead of down the log's
@@ -443,11 +440,11 @@ impl State {
                         store.put(META, b"layout", &[LAYOUT])?;
                         saved.layout = true;
                     }
-                    store.put(META, &k, &bytes)?;
+                    store.put(META, &k, bytes)?;
                     saved.tail.push((key.clone(), r.seq));
                     saved.tail_bytes += k.len() + bytes.len();
                 } else {
-                    store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &bytes)?;
+                    store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), bytes)?;
                 }
                 saved.log_clock = saved.log_clock.max(r.hlc);
             }

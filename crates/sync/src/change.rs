@@ -239,6 +239,157 @@ impl Op {
     }
 }
 
+/// A local commit's ops written straight into a record's encoding (`Record::encode`), each
+/// checked against its table's schema as it comes: for a host that has the values at hand and
+/// no use for `Op` values. [`crate::Replica::commit_written`] takes it.
+pub struct OpsWriter {
+    /// Room for the record's head (`u64le hlc`, `varint op_count`), then the ops.
+    pub(crate) w: Writer,
+    pub(crate) n: u64,
+}
+
+/// `u64le hlc` and a varint of at most `MAX_OPS` (three bytes).
+pub(crate) const RECORD_HEAD_ROOM: usize = 8 + 3;
+
+impl Default for OpsWriter {
+    fn default() -> Self {
+        OpsWriter::new()
+    }
+}
+
+impl OpsWriter {
+    pub fn new() -> OpsWriter {
+        OpsWriter::with_capacity(64)
+    }
+    /// Room for `bytes` bytes of ops.
+    pub fn with_capacity(bytes: usize) -> OpsWriter {
+        let mut buf = Vec::with_capacity(RECORD_HEAD_ROOM + bytes);
+        buf.resize(RECORD_HEAD_ROOM, 0);
+        OpsWriter {
+            w: Writer { buf },
+            n: 0,
+        }
+    }
+    /// Ops written so far (a record holds at most `MAX_OPS`).
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    fn row<'v>(
+        &mut self,
+        kind: OpKind,
+        schema: &crate::merge::TableSchema,
+        pk: impl Iterator<Item = &'v Value> + Clone,
+    ) -> Result<()> {
+        let n = pk.clone().count();
+        if n != schema.pk_len || n == 0 {
+            return Err(Error::reject(
+                crate::error::Reason::SchemaMismatch,
+                format!("{}: primary key arity", schema.name),
+            ));
+        }
+        if self.n >= MAX_OPS {
+            return Err(Error::InvalidInput(
+                "too many ops in one record; split the commit".into(),
+            ));
+        }
+        self.w.u8(kind as u8);
+        self.w.bytes(schema.name.as_bytes());
+        self.w.varint(n as u64);
+        for v in pk {
+            self.w.value(v);
+        }
+        self.n += 1;
+        Ok(())
+    }
+
+    fn column(
+        schema: &crate::merge::TableSchema,
+        c: u32,
+        kind: crate::merge::ColumnKind,
+    ) -> Result<()> {
+        if schema.columns.get(c as usize).map(|x| x.1) != Some(kind) {
+            return Err(Error::reject(
+                crate::error::Reason::SchemaMismatch,
+                format!("{}: column {c} is not of the op's kind", schema.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A SET of last-writer-wins columns (at least one: `(column index, value)`).
+    pub fn set<'v>(
+        &mut self,
+        schema: &crate::merge::TableSchema,
+        pk: impl Iterator<Item = &'v Value> + Clone,
+        cols: impl Iterator<Item = (u32, &'v Value)> + Clone,
+    ) -> Result<()> {
+        let mut n = 0u64;
+        for (c, _) in cols.clone() {
+            Self::column(schema, c, crate::merge::ColumnKind::Lww)?;
+            n += 1;
+        }
+        if n == 0 || n > MAX_SET_COLUMNS {
+            return Err(Error::InvalidInput(format!(
+                "{}: a SET op sets 1 to {MAX_SET_COLUMNS} columns",
+                schema.name
+            )));
+        }
+        self.row(OpKind::Set, schema, pk)?;
+        self.w.varint(n);
+        for (c, v) in cols {
+            self.w.varint(u64::from(c));
+            self.w.value(v);
+        }
+        Ok(())
+    }
+
+    pub fn delete<'v>(
+        &mut self,
+        schema: &crate::merge::TableSchema,
+        pk: impl Iterator<Item = &'v Value> + Clone,
+    ) -> Result<()> {
+        self.row(OpKind::Delete, schema, pk)
+    }
+
+    /// An ADD of `delta` to counter column `c`.
+    pub fn add<'v>(
+        &mut self,
+        schema: &crate::merge::TableSchema,
+        pk: impl Iterator<Item = &'v Value> + Clone,
+        c: u32,
+        delta: i64,
+    ) -> Result<()> {
+        Self::column(schema, c, crate::merge::ColumnKind::Counter)?;
+        self.row(OpKind::Add, schema, pk)?;
+        self.w.varint(u64::from(c));
+        self.w.zigzag(delta);
+        Ok(())
+    }
+
+    /// An op as built elsewhere, unchecked (the replica checks `Op`s it is given).
+    pub(crate) fn op(&mut self, op: &Op) {
+        op.encode(&mut self.w);
+        self.n += 1;
+    }
+
+    /// The record's encoding, at `hlc`: the head goes into the room kept before the ops.
+    /// Returns the buffer and where the encoding starts in it.
+    pub(crate) fn finish(mut self, hlc: Hlc) -> (Vec<u8>, usize) {
+        let mut head = Writer {
+            buf: Vec::with_capacity(RECORD_HEAD_ROOM),
+        };
+        head.u64le(hlc);
+        head.varint(self.n);
+        let start = RECORD_HEAD_ROOM - head.buf.len();
+        self.w.buf[start..RECORD_HEAD_ROOM].copy_from_slice(&head.buf);
+        (self.w.buf, start)
+    }
+}
+
 /// One record of a chain. `seq`, `prev` and `hash` are implied by its place in a block on the
 /// wire; they are kept here because everything downstream needs them.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,6 +554,44 @@ mod tests {
         let back = Record::decode(&mut Reader::new(&w.buf), &author, &scope, 9, [4; 32])
             .expect("invariant: own encoding decodes");
         assert_eq!(back.hash, rec.hash);
+    }
+
+    #[test]
+    fn written_ops_are_encoded_ops_and_checked() {
+        let schema = crate::merge::TableSchema::new("t", 1).lww("a").counter("n");
+        let k = Value::Text("k".into());
+        let a = Value::Real(1.5);
+        let mut w = OpsWriter::new();
+        w.set(&schema, [&k].into_iter(), [(0, &a)].into_iter())
+            .expect("invariant: fits the schema");
+        w.add(&schema, [&k].into_iter(), 1, -3)
+            .expect("invariant: fits the schema");
+        w.delete(&schema, [&k].into_iter())
+            .expect("invariant: fits the schema");
+        assert!(w
+            .set(&schema, [&k].into_iter(), [(1, &a)].into_iter())
+            .is_err());
+        assert!(w.add(&schema, [&k].into_iter(), 0, 1).is_err());
+        assert!(w.delete(&schema, [&k, &k].into_iter()).is_err());
+        assert!(w.set(&schema, [&k].into_iter(), [].into_iter()).is_err());
+        assert_eq!(w.len(), 3);
+        let ops = vec![
+            Op::new("t", vec![k.clone()], Payload::Set(vec![(0, a.clone())])),
+            Op::new("t", vec![k.clone()], Payload::Add(1, -3)),
+            Op::new("t", vec![k.clone()], Payload::Delete),
+        ];
+        let rec = Record::new(
+            &AuthorId([1; 32]),
+            &ScopeId::new(AuthorId([1; 32]), "t"),
+            1,
+            9,
+            [0; 32],
+            ops,
+        );
+        let mut enc = Writer::new();
+        rec.encode(&mut enc);
+        let (buf, start) = w.finish(9);
+        assert_eq!(&buf[start..], &enc.buf[..]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! through the identity the host made.
 
 use crate::chain::{verify_signatures, Block, ChainKey, ChainLog, Checkpoint};
-use crate::change::{record_hash, Op, OpBody, OpKind, Payload, Record};
+use crate::change::{record_hash, Op, OpBody, OpKind, OpsWriter, Payload, Record};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::{physical_ms, Clock, Hlc};
 use crate::identity::{AuthorId, Identity};
@@ -13,7 +13,7 @@ use crate::merge::{
 };
 use crate::protocol::VersionVector;
 use crate::scope::{ScopeId, Subscription, WriterList};
-use crate::wire::{Writer, ZERO_HASH};
+use crate::wire::{Reader, Writer, ZERO_HASH};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Debug, Clone)]
@@ -140,10 +140,11 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// zeros): per chain, the first such seq. They are chained before anything reads a head's
     /// hash: sealing, a peer's blocks, a non-deferred commit ([`Replica::hash_deferred`]).
     pub(crate) unhashed: BTreeMap<ChainKey, u64>,
-    /// The encodings `commit_deferred` made of its records, by chain and seq, until the host
-    /// takes them to save ([`Replica::take_encoded`]); dropped when records are sealed or
-    /// redacted (the host then encodes what it saves).
-    pub(crate) encoded: BTreeMap<(ChainKey, u64), Vec<u8>>,
+    /// The unhashed records themselves, encoded (`Record::encode`: the buffer and where the
+    /// encoding starts in it), by chain and seq: in `pending` they are placeholders with their
+    /// seq and HLC but no ops, decoded (and so hashed) by `hash_deferred`. A local write keeps
+    /// its ops as the bytes the host saves, not as values.
+    pub(crate) written: BTreeMap<ChainKey, BTreeMap<u64, (Vec<u8>, usize)>>,
 }
 
 impl Replica<MemoryRows> {
@@ -169,7 +170,7 @@ impl<S: RowStore> Replica<S> {
             redactions: 0,
             unmerged: BTreeMap::new(),
             unhashed: BTreeMap::new(),
-            encoded: BTreeMap::new(),
+            written: BTreeMap::new(),
         }
     }
 
@@ -198,10 +199,13 @@ impl<S: RowStore> Replica<S> {
         );
         &self.rows
     }
-    /// The encodings of records `commit_deferred` made (`Record::encode`), by chain and seq,
-    /// for the host that saves them; taken, so each is handed out once.
-    pub fn take_encoded(&mut self) -> BTreeMap<(ChainKey, u64), Vec<u8>> {
-        std::mem::take(&mut self.encoded)
+    /// The encoding (`Record::encode`) of a pending record of `commit_written` not yet hashed,
+    /// for the host that saves it (such a record's `ops` are empty until it is).
+    pub fn written_bytes(&self, key: &ChainKey, seq: u64) -> Option<&[u8]> {
+        self.written
+            .get(key)
+            .and_then(|m| m.get(&seq))
+            .map(|(b, start)| &b[*start..])
     }
     /// Whether local records wait to be joined into the rows (see `commit_deferred`).
     pub fn has_unmerged(&self) -> bool {
@@ -220,6 +224,7 @@ impl<S: RowStore> Replica<S> {
             return;
         }
         for (key, from) in std::mem::take(&mut self.unhashed) {
+            let mut written = self.written.remove(&key).unwrap_or_default();
             let Some(log) = self.chains.get_mut(&key) else {
                 continue;
             };
@@ -233,8 +238,23 @@ impl<S: RowStore> Replica<S> {
                 None => log.sealed_head().1,
             };
             for r in log.pending.iter_mut().skip(i) {
-                r.prev = prev;
-                r.hash = record_hash(&key.0, &key.1, r.seq, r.hlc, &prev, &r.ops);
+                match written.remove(&r.seq) {
+                    // Decoding computes the hashes from the bytes, as for a peer's records.
+                    Some((bytes, start)) => {
+                        *r = Record::decode(
+                            &mut Reader::new(&bytes[start..]),
+                            &key.0,
+                            &key.1,
+                            r.seq,
+                            prev,
+                        )
+                        .expect("invariant: a written record decodes");
+                    }
+                    None => {
+                        r.prev = prev;
+                        r.hash = record_hash(&key.0, &key.1, r.seq, r.hlc, &prev, &r.ops);
+                    }
+                }
                 prev = r.hash;
             }
         }
@@ -245,6 +265,8 @@ impl<S: RowStore> Replica<S> {
         if self.unmerged.is_empty() {
             return;
         }
+        // The records' ops are decoded with their hashes.
+        self.hash_deferred();
         let unmerged = std::mem::take(&mut self.unmerged);
         let chains = std::mem::take(&mut self.chains);
         for (key, from) in unmerged {
@@ -514,43 +536,83 @@ impl<S: RowStore> Replica<S> {
     }
 
     /// [`Replica::commit_quiet`] without hashing the record or joining its ops into the merged
-    /// rows yet: the record is appended to the chain (its encoding kept for the host to save,
-    /// [`Replica::take_encoded`]), hashed when a head's hash is next needed (sealing, a peer's
-    /// blocks, a non-deferred commit) and merged when the rows are next read or changed (a
-    /// peer's records, a snapshot, compaction), or both at once by [`Replica::catch_up`]. As
-    /// with signing, which sealing does, a local write then pays for neither until it is
-    /// shared. Refuses PURGE ops (a purge redacts history at once).
+    /// rows yet: see [`Replica::commit_written`], which this is given `Op` values.
     pub fn commit_deferred(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<()> {
         if ops.is_empty() {
             return Ok(());
         }
-        if ops.iter().any(|o| o.kind() == OpKind::Purge) {
+        if ops.len() as u64 > crate::change::MAX_OPS {
             return Err(Error::InvalidInput(
-                "a purge is committed with purge(), not deferred".into(),
+                "too many ops in one record; split the commit".into(),
             ));
         }
-        let (record, bytes) = self.make_record(now_ms, scope, ops, true)?;
-        let key = (self.id(), scope.clone());
-        self.unmerged.entry(key.clone()).or_insert(record.seq);
-        self.unhashed.entry(key.clone()).or_insert(record.seq);
-        if let Some(bytes) = bytes {
-            self.encoded.insert((key.clone(), record.seq), bytes);
+        self.check_ops(&ops)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if ops
+            .iter()
+            .any(|o| !matches!(o.body, OpBody::Full(_)) || o.kind() == OpKind::Purge)
+        {
+            return Err(Error::InvalidInput(
+                "a deferred op cannot be redacted or a purge (purge() redacts at once)".into(),
+            ));
         }
-        self.chains.entry(key).or_default().pending.push(record);
+        // What is written must decode (`hash_deferred`), as it must for a peer.
+        if ops
+            .iter()
+            .any(|o| matches!(o.payload(), Some(Payload::Set(c)) if c.is_empty()))
+        {
+            return Err(Error::InvalidInput(
+                "a SET op names at least one column".into(),
+            ));
+        }
+        let mut w = OpsWriter::new();
+        for op in &ops {
+            w.op(op);
+        }
+        self.commit_written(now_ms, scope, w)
+    }
+
+    /// Records a local commit's ops, written (and checked) by an [`OpsWriter`], as one record
+    /// of this author's chain for `scope`, putting off what only sharing needs: the record is
+    /// hashed when a head's hash is next needed (sealing, a peer's blocks, a non-deferred
+    /// commit) and its ops joined into the merged rows when they are next read or changed (a
+    /// peer's records, a snapshot, compaction), or both at once by [`Replica::catch_up`]. As
+    /// with signing, which sealing does, a local write pays for neither until it is shared,
+    /// and keeps its ops only as the bytes the host saves ([`Replica::written_bytes`]).
+    pub fn commit_written(&mut self, now_ms: u64, scope: &ScopeId, ops: OpsWriter) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let me = self.id();
+        if !self.may_write(&me, scope) {
+            return Err(Error::InvalidInput(format!(
+                "UNAUTHORIZED: this replica may not write to scope {:?}",
+                String::from_utf8_lossy(&scope.name)
+            )));
+        }
+        let hlc = self.clock.tick(now_ms);
+        let key = (me, scope.clone());
+        let seq = self.chains.get(&key).map_or(0, |l| l.head().0) + 1;
+        let bytes = ops.finish(hlc);
+        self.unmerged.entry(key.clone()).or_insert(seq);
+        self.unhashed.entry(key.clone()).or_insert(seq);
+        self.written
+            .entry(key.clone())
+            .or_default()
+            .insert(seq, bytes);
+        self.chains.entry(key).or_default().pending.push(Record {
+            seq,
+            hlc,
+            prev: ZERO_HASH,
+            ops: Vec::new(),
+            hash: ZERO_HASH,
+        });
         Ok(())
     }
 
     /// Checks a local commit's ops and builds its record (next seq of this author's chain for
     /// `scope`, a fresh HLC).
-    /// `deferred`: the record is left unhashed (see `unhashed`) and comes with its encoding
-    /// (`Record::encode`) for the host to save.
-    fn make_record(
-        &mut self,
-        now_ms: u64,
-        scope: &ScopeId,
-        ops: Vec<Op>,
-        deferred: bool,
-    ) -> Result<(Record, Option<Vec<u8>>)> {
+    fn make_record(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<Record> {
         if ops.len() as u64 > crate::change::MAX_OPS {
             return Err(Error::InvalidInput(
                 "too many ops in one record; split the commit".into(),
@@ -573,23 +635,7 @@ impl<S: RowStore> Replica<S> {
             Some(l) => l.head(),
             None => (0, ZERO_HASH),
         };
-        Ok(if deferred {
-            let record = Record {
-                seq: seq + 1,
-                hlc,
-                prev: ZERO_HASH,
-                ops,
-                hash: ZERO_HASH,
-            };
-            // Room for a typical op, to spare the regrowth of a large record.
-            let mut w = Writer {
-                buf: Vec::with_capacity(16 + 80 * record.ops.len()),
-            };
-            record.encode(&mut w);
-            (record, Some(w.buf))
-        } else {
-            (Record::new(&me, scope, seq + 1, hlc, prev, ops), None)
-        })
+        Ok(Record::new(&me, scope, seq + 1, hlc, prev, ops))
     }
 
     fn commit_ops(
@@ -605,7 +651,7 @@ impl<S: RowStore> Replica<S> {
         // The new record links to the hashed head; rows a purge redacts must already hold
         // what it erases; and keys are reported of merged rows.
         self.catch_up();
-        let (record, _) = self.make_record(now_ms, scope, ops, false)?;
+        let record = self.make_record(now_ms, scope, ops)?;
         let me = self.id();
         let key = (me, scope.clone());
         let touched = self.apply_record_keys(&me, scope, &record, want_keys);
@@ -705,7 +751,6 @@ impl<S: RowStore> Replica<S> {
             return;
         }
         self.redactions += 1;
-        self.encoded.clear();
         for ((_, s), log) in self.chains.iter_mut() {
             if s != scope {
                 continue;
@@ -731,8 +776,6 @@ impl<S: RowStore> Replica<S> {
     /// Seals every chain's pending records into one block each (one signature per chain).
     /// Returns the number of blocks made.
     pub fn seal(&mut self) -> usize {
-        // Sealed records are saved as blocks: their pending encodings are not needed.
-        self.encoded.clear();
         self.hash_deferred();
         let mut n = 0;
         for ((author, scope), log) in self.chains.iter_mut() {
