@@ -718,14 +718,18 @@ impl State {
         // the others, and (for a table without a scope column) the index of its one scope in
         // `scopes`. A transaction writes few tables: a list searched by name beats hashing
         // every row's.
-        struct Shape {
+        struct Shape<'r> {
             table: Rc<Table>,
-            schema: TableSchema,
+            schema: &'r TableSchema,
             pk_cols: Vec<usize>,
+            /// Each column's index among the non-key ones.
             sync_cols: Vec<Option<u32>>,
+            /// The same for last-writer-wins columns only (not the key, not a counter).
+            lww_cols: Vec<Option<u32>>,
             scope: Option<usize>,
             has_counters: bool,
         }
+        let replica = self.replica.as_ref().expect("invariant: ensured");
         let mut shapes: Vec<Shape> = Vec::new();
         let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
         let total = changes.len();
@@ -743,7 +747,7 @@ impl State {
                 Some(i) => i,
                 None => {
                     let table = catalog.table(&name)?.clone();
-                    let schema = self.replica().table(&table.name).cloned().ok_or_else(|| {
+                    let schema = replica.table(&table.name).ok_or_else(|| {
                         sync_err(cairn_sync::Error::InvalidInput(format!(
                             "table {} is not registered",
                             table.name
@@ -751,13 +755,23 @@ impl State {
                     })?;
                     let pk_cols = table.key_columns();
                     let mut next = 0u32;
-                    let sync_cols = (0..table.columns.len())
+                    let sync_cols: Vec<Option<u32>> = (0..table.columns.len())
                         .map(|c| {
                             (!pk_cols.contains(&c)).then(|| {
                                 next += 1;
                                 next - 1
                             })
                         })
+                        .collect();
+                    let counters = table
+                        .replicated
+                        .as_ref()
+                        .map(|r| r.counters.as_slice())
+                        .unwrap_or_default();
+                    let lww_cols = sync_cols
+                        .iter()
+                        .enumerate()
+                        .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
                         .collect();
                     let scoped = table.replicated.as_ref().and_then(|r| r.scope).is_some();
                     let scope =
@@ -774,6 +788,7 @@ impl State {
                         schema,
                         pk_cols,
                         sync_cols,
+                        lww_cols,
                         scope,
                         has_counters,
                     });
@@ -802,34 +817,36 @@ impl State {
             let room = if scopes.len() == 1 { total - n } else { 1 };
             let Some((columns, adds)) = set_part else {
                 writer(&mut scopes[scope].1, room)
-                    .delete(&shape.schema, pk)
+                    .delete(shape.schema, pk)
                     .map_err(sync_err)?;
                 continue;
             };
-            let counters = &t
-                .replicated
-                .as_ref()
-                .expect("capture is for replicated tables")
-                .counters;
-            let set = columns
-                .iter()
-                .filter(|c| !counters.contains(c))
-                .filter_map(|&c| shape.sync_cols[c].map(|i| (i, &row[c])));
             // An insert sets every column but the counters; one with no other column records
             // its additions alone (a SET names at least one column).
-            if set.clone().next().is_some() {
+            if columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
+                let set = columns
+                    .iter()
+                    .filter_map(|&c| shape.lww_cols[c].map(|i| (i, &row[c])));
                 writer(&mut scopes[scope].1, room)
-                    .set(&shape.schema, pk.clone(), set)
+                    .set(shape.schema, pk.clone(), set)
                     .map_err(sync_err)?;
             }
             for (c, d) in adds {
                 if let Some(i) = shape.sync_cols[c] {
                     writer(&mut scopes[scope].1, room)
-                        .add(&shape.schema, pk.clone(), i, d)
+                        .add(shape.schema, pk.clone(), i, d)
                         .map_err(sync_err)?;
                 }
             }
         }
+        // A table with UNIQUE constraints shows, of rows that clash, the one written first
+        // (docs/sync.md sec. 7): a local write or delete can hide or reveal another row.
+        let unique_tables: BTreeSet<String> = shapes
+            .iter()
+            .filter(|s| s.table.indexes.iter().any(|i| i.unique))
+            .map(|s| s.table.name.clone())
+            .collect();
+        drop(shapes);
         let now = (self.now)();
         for (name, writers) in scopes {
             let scope = ScopeId::new(owner, name.as_bytes());
@@ -842,14 +859,7 @@ impl State {
             }
         }
         self.persist(store)?;
-        // A table with UNIQUE constraints shows, of rows that clash, the one written first
-        // (docs/sync.md sec. 7): a local write or delete can hide or reveal another row.
         let mut fixes = Vec::new();
-        let unique_tables: BTreeSet<String> = shapes
-            .iter()
-            .filter(|s| s.table.indexes.iter().any(|i| i.unique))
-            .map(|s| s.table.name.clone())
-            .collect();
         if !unique_tables.is_empty() || !finals.is_empty() {
             self.replica_mut().merge_deferred();
         }

@@ -325,24 +325,42 @@ impl OpsWriter {
         &mut self,
         schema: &crate::merge::TableSchema,
         pk: impl Iterator<Item = &'v Value> + Clone,
-        cols: impl Iterator<Item = (u32, &'v Value)> + Clone,
+        cols: impl Iterator<Item = (u32, &'v Value)>,
     ) -> Result<()> {
+        let start = self.w.buf.len();
+        self.row(OpKind::Set, schema, pk)?;
+        // One pass over the columns: the count goes in front once known (one byte but for
+        // sets of 128 columns or more).
+        let count_at = self.w.buf.len();
+        self.w.u8(0);
         let mut n = 0u64;
-        for (c, _) in cols.clone() {
-            Self::column(schema, c, crate::merge::ColumnKind::Lww)?;
+        let mut bad = None;
+        for (c, v) in cols {
+            if let Err(e) = Self::column(schema, c, crate::merge::ColumnKind::Lww) {
+                bad = Some(e);
+                break;
+            }
+            self.w.varint(u64::from(c));
+            self.w.value(v);
             n += 1;
         }
-        if n == 0 || n > MAX_SET_COLUMNS {
-            return Err(Error::InvalidInput(format!(
+        if bad.is_none() && (n == 0 || n > MAX_SET_COLUMNS) {
+            bad = Some(Error::InvalidInput(format!(
                 "{}: a SET op sets 1 to {MAX_SET_COLUMNS} columns",
                 schema.name
             )));
         }
-        self.row(OpKind::Set, schema, pk)?;
-        self.w.varint(n);
-        for (c, v) in cols {
-            self.w.varint(u64::from(c));
-            self.w.value(v);
+        if let Some(e) = bad {
+            self.w.buf.truncate(start);
+            self.n -= 1;
+            return Err(e);
+        }
+        if n < 0x80 {
+            self.w.buf[count_at] = n as u8;
+        } else {
+            let mut count = Writer::new();
+            count.varint(n);
+            self.w.buf.splice(count_at..count_at + 1, count.buf);
         }
         Ok(())
     }

@@ -594,19 +594,37 @@ impl<S: RowStore> Replica<S> {
         let key = (me, scope.clone());
         let seq = self.chains.get(&key).map_or(0, |l| l.head().0) + 1;
         let bytes = ops.finish(hlc);
-        self.unmerged.entry(key.clone()).or_insert(seq);
-        self.unhashed.entry(key.clone()).or_insert(seq);
-        self.written
-            .entry(key.clone())
-            .or_default()
-            .insert(seq, bytes);
-        self.chains.entry(key).or_default().pending.push(Record {
+        // The chain's key is cloned only where it is new.
+        if !self.unmerged.contains_key(&key) {
+            self.unmerged.insert(key.clone(), seq);
+        }
+        if !self.unhashed.contains_key(&key) {
+            self.unhashed.insert(key.clone(), seq);
+        }
+        match self.written.get_mut(&key) {
+            Some(m) => {
+                m.insert(seq, bytes);
+            }
+            None => {
+                self.written
+                    .insert(key.clone(), BTreeMap::from([(seq, bytes)]));
+            }
+        }
+        let record = Record {
             seq,
             hlc,
             prev: ZERO_HASH,
             ops: Vec::new(),
             hash: ZERO_HASH,
-        });
+        };
+        match self.chains.get_mut(&key) {
+            Some(log) => log.pending.push(record),
+            None => {
+                let mut log = ChainLog::default();
+                log.pending.push(record);
+                self.chains.insert(key, log);
+            }
+        }
         Ok(())
     }
 
