@@ -216,6 +216,12 @@ impl Op {
     /// Decodes an op and computes its hash from the input bytes themselves: the decoder only
     /// accepts canonical encodings, so those bytes are exactly what `hash()` would re-encode.
     pub fn decode_hashed(r: &mut Reader) -> Result<(Op, Hash)> {
+        Op::decode_hashed_in(r, &mut Vec::with_capacity(128))
+    }
+
+    /// [`Op::decode_hashed`] using `scratch` to lay out the op hash's input (one buffer for a
+    /// record's ops, one hash call each instead of a hasher fed piece by piece).
+    fn decode_hashed_in(r: &mut Reader, scratch: &mut Vec<u8>) -> Result<(Op, Hash)> {
         let form = r.u8()?;
         let kind = OpKind::from_u8(form & 0x7f)?;
         let start = r.pos();
@@ -234,7 +240,12 @@ impl Op {
             let h = *blake3::hash(r.slice_from(start)).as_bytes();
             (OpBody::Full(payload), h)
         };
-        let hash = op_hash(row_bytes, kind, &payload_hash);
+        scratch.clear();
+        scratch.extend_from_slice(OP_TAG);
+        scratch.extend_from_slice(row_bytes);
+        scratch.push(kind as u8);
+        scratch.extend_from_slice(&payload_hash);
+        let hash = *blake3::hash(scratch).as_bytes();
         Ok((Op { table, pk, body }, hash))
     }
 }
@@ -462,8 +473,9 @@ impl Record {
         }
         let mut ops = Vec::with_capacity(n);
         let mut hashes = Vec::with_capacity(n);
+        let mut scratch = Vec::with_capacity(128);
         for _ in 0..n {
-            let (op, h) = Op::decode_hashed(r)?;
+            let (op, h) = Op::decode_hashed_in(r, &mut scratch)?;
             ops.push(op);
             hashes.push(h);
         }
@@ -527,16 +539,6 @@ fn record_hash_of(
         w.raw(oh);
     }
     *blake3::hash(&w.buf).as_bytes()
-}
-
-/// `row_bytes` is `bytes(table) || pk` as encoded.
-fn op_hash(row_bytes: &[u8], kind: OpKind, payload_hash: &Hash) -> Hash {
-    let mut h = blake3::Hasher::new();
-    h.update(OP_TAG);
-    h.update(row_bytes);
-    h.update(&[kind as u8]);
-    h.update(payload_hash);
-    *h.finalize().as_bytes()
 }
 
 #[cfg(test)]
