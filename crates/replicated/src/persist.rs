@@ -5,7 +5,7 @@
 //! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `peers`, `subscription` | u8 layout, key export, author, u64le HLC, peers, what this replica asks for |
 //! | `SYSTEM_TREES + 1` meta | `pending/`, `author`, `scope`, `u64be seq` | a small pending record, until meta holds [`TAIL_BYTES`] of them |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
-//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2) |
+//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records from meta (3) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
 //!
 //! Writes are incremental: after each operation only the blocks and records appended since the
@@ -45,6 +45,9 @@ const TAIL_RECORD: usize = 512;
 const K_CHECKPOINT: u8 = 0;
 const K_BLOCK: u8 = 1;
 const K_PENDING: u8 = 2;
+/// Consecutive pending records moved from meta together (key: the first one's seq): `varint n`,
+/// then n x `bytes` record.
+const K_PENDING_RUN: u8 = 3;
 
 /// How far each chain is saved.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
@@ -72,6 +75,8 @@ pub(crate) struct Saved {
     /// they take there.
     tail: Vec<(ChainKey, u64)>,
     tail_bytes: usize,
+    /// Runs of pending records saved together in the log: chain, first and last seq.
+    runs: Vec<(ChainKey, u64, u64)>,
     /// Meta says `layout` 2 (a database of layout 1 is marked before it holds anything that
     /// layout 1 would not read).
     layout: bool,
@@ -212,6 +217,7 @@ impl State {
         let mut pending: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
         let mut tail = Vec::new();
         let mut tail_bytes = 0;
+        let mut runs = Vec::new();
         let mut meta_tail = Vec::new();
         {
             let mut end = TAIL.to_vec();
@@ -262,6 +268,21 @@ impl State {
                 K_PENDING => {
                     pending.entry(prefix).or_default().insert(seq, v);
                 }
+                K_PENDING_RUN => {
+                    let mut r = Reader::new(&v);
+                    let n = r
+                        .count(1, u64::MAX)
+                        .map_err(|e| corrupt("pending run", e))?;
+                    let records = pending.entry(prefix).or_default();
+                    for i in 0..n as u64 {
+                        let rec = r.bytes().map_err(|e| corrupt("pending run", e))?;
+                        records.insert(seq + i, rec.to_vec());
+                    }
+                    if n == 0 {
+                        return Err(corrupt("pending run", "empty"));
+                    }
+                    runs.push(((author, scope.clone()), seq, seq + n as u64 - 1));
+                }
                 _ => return Err(corrupt("log key", "unknown kind")),
             }
         }
@@ -309,6 +330,7 @@ impl State {
             redactions: 0,
             tail,
             tail_bytes,
+            runs,
             layout: layout.as_deref() == Some(&[LAYOUT]),
         };
         self.replica = Some(replica);
@@ -374,6 +396,7 @@ impl State {
                 for k in keys {
                     store.delete(LOG, &k)?;
                 }
+                saved.runs.retain(|(k, _, _)| k != key);
                 let mut i = 0;
                 while i < saved.tail.len() {
                     if saved.tail[i].0 == *key {
@@ -413,10 +436,41 @@ impl State {
                             saved.tail_bytes -= tail_size(store, &k)?;
                             store.delete(META, &k)?;
                         }
+                        // Runs go whole, below.
+                        None if saved
+                            .runs
+                            .iter()
+                            .any(|(k, a, b)| k == key && (*a..=*b).contains(&seq)) => {}
                         None => {
                             store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
                         }
                     }
+                }
+                let mut i = 0;
+                while i < saved.runs.len() {
+                    let (k, first, last) = &saved.runs[i];
+                    if k != key || *first > sealed {
+                        i += 1;
+                        continue;
+                    }
+                    let (first, last) = (*first, *last);
+                    saved.runs.swap_remove(i);
+                    let run_key = log_key(&prefix, K_PENDING_RUN, first);
+                    if last > sealed {
+                        // Partly sealed: what is not goes back one record a key.
+                        let v = store
+                            .get(LOG, &run_key)?
+                            .ok_or_else(|| corrupt("pending run", "missing"))?;
+                        let mut r = Reader::new(&v);
+                        r.varint().map_err(|e| corrupt("pending run", e))?;
+                        for seq in first..=last {
+                            let rec = r.bytes().map_err(|e| corrupt("pending run", e))?;
+                            if seq > sealed {
+                                store.put(LOG, &log_key(&prefix, K_PENDING, seq), rec)?;
+                            }
+                        }
+                    }
+                    store.delete(LOG, &run_key)?;
                 }
             }
             let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
@@ -456,16 +510,34 @@ impl State {
             }
         }
         if saved.tail_bytes > TAIL_BYTES {
-            // Meta is full: its pending records move to the log together (one path of the log
-            // copied for all of them).
-            for (key, seq) in std::mem::take(&mut saved.tail) {
+            // Meta is full: its pending records move to the log together, one value per run
+            // of consecutive records of a chain (one path of the log copied for all of them).
+            let mut tail = std::mem::take(&mut saved.tail);
+            tail.sort_unstable();
+            let mut i = 0;
+            while i < tail.len() {
+                let key = &tail[i].0;
+                let mut j = i + 1;
+                while j < tail.len() && tail[j].0 == *key && tail[j].1 == tail[j - 1].1 + 1 {
+                    j += 1;
+                }
                 let prefix = chain_prefix(&key.0, &key.1);
-                let k = tail_key(&prefix, seq);
-                let v = store
-                    .get(META, &k)?
-                    .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
-                store.put(LOG, &log_key(&prefix, K_PENDING, seq), &v)?;
-                store.delete(META, &k)?;
+                let mut w = Writer {
+                    buf: Vec::with_capacity(TAIL_BYTES),
+                };
+                w.varint((j - i) as u64);
+                for (_, seq) in &tail[i..j] {
+                    let k = tail_key(&prefix, *seq);
+                    let v = store
+                        .get(META, &k)?
+                        .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
+                    w.bytes(&v);
+                    store.delete(META, &k)?;
+                }
+                let (first, last) = (tail[i].1, tail[j - 1].1);
+                store.put(LOG, &log_key(&prefix, K_PENDING_RUN, first), &w.buf)?;
+                saved.runs.push((key.clone(), first, last));
+                i = j;
             }
             saved.tail_bytes = 0;
         }

@@ -748,6 +748,41 @@ fn set_layout(file: MemoryFile, layout: Option<u8>) -> MemoryFile {
                 st.put(log, &lk, &v).unwrap();
                 st.delete(meta, &k).unwrap();
             }
+            // Runs moved from meta (kind 3) back to one record a key.
+            let mut runs = Vec::new();
+            {
+                let mut cur = st
+                    .scan(
+                        log,
+                        std::ops::Bound::Unbounded,
+                        std::ops::Bound::Unbounded,
+                        false,
+                    )
+                    .unwrap();
+                while cur.next().unwrap() {
+                    let k = cur.key();
+                    if k[k.len() - 9] == 3 {
+                        runs.push((k.to_vec(), cur.value().to_vec()));
+                    }
+                }
+            }
+            assert!(!runs.is_empty(), "some records were moved from meta");
+            for (k, v) in runs {
+                let (prefix, seq) = k.split_at(k.len() - 9);
+                let first = u64::from_be_bytes(seq[1..].try_into().unwrap());
+                let (n, mut rest) = (v[0] as u64, &v[1..]);
+                assert!(n < 128, "a one-byte count");
+                for i in 0..n {
+                    let len = rest[0] as usize;
+                    assert!(len < 128, "a one-byte length");
+                    let mut lk = prefix.to_vec();
+                    lk.push(2);
+                    lk.extend_from_slice(&(first + i).to_be_bytes());
+                    st.put(log, &lk, &rest[1..1 + len]).unwrap();
+                    rest = &rest[1 + len..];
+                }
+                st.delete(log, &k).unwrap();
+            }
             st.delete(meta, b"layout").unwrap();
         }
     }
