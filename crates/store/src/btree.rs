@@ -305,6 +305,35 @@ pub(crate) fn insert_keeping<P: Pages>(
     scratch: &mut Vec<u8>,
     old: Option<&mut Vec<u8>>,
 ) -> Result<bool> {
+    insert_inner(p, root, key, value, path, scratch, old, false)
+}
+
+/// Inserts `key` only if it is absent (one descent where a look-up then an insert make two).
+/// Returns whether it was there; if it was, its value is left as it was. The path to its leaf
+/// is copied either way (a conflict costs the pages it would have written, not a second
+/// descent for every insert that succeeds).
+pub(crate) fn insert_new<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+) -> Result<bool> {
+    insert_inner(p, root, key, value, path, scratch, None, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_inner<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+    old: Option<&mut Vec<u8>>,
+    skip_existing: bool,
+) -> Result<bool> {
     let ps = p.page_size();
     if key.len() > page::max_key(ps) {
         return Err(Error::TooLarge(format!(
@@ -325,7 +354,21 @@ pub(crate) fn insert_keeping<P: Pages>(
     let leaf = cow_path(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search(pg, key) {
+        Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
+            if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
+                if v.len() == value.len() {
+                    // Same size (an update that changes a number, say): overwrite the bytes
+                    // where they are; the node's layout, and so its fill, stay as they were.
+                    if let Some(out) = old {
+                        out.clear();
+                        out.extend_from_slice(v);
+                    }
+                    let start = page::slot(pg, i) + page::CELL_HDR + key.len();
+                    pg[start..start + value.len()].copy_from_slice(value);
+                    return Ok(true);
+                }
+            }
             match page::leaf_value(pg, i) {
                 LeafValue::Overflow(len, first) => {
                     if let Some(out) = old {

@@ -243,7 +243,9 @@ pub fn remove(p: &mut [u8], i: usize) {
 }
 
 fn defragment(p: &mut [u8]) {
-    let cells: Vec<Vec<u8>> = (0..count(p)).map(|i| cell(p, i).to_vec()).collect();
+    // One copy of the page and slices into it, not a copy of every cell.
+    let copy = p.to_vec();
+    let cells: Vec<&[u8]> = (0..count(&copy)).map(|i| cell(&copy, i)).collect();
     let (k, r) = (kind(p), right(p));
     fill(p, k, &cells, r);
 }
