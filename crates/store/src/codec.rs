@@ -249,6 +249,17 @@ pub fn encode_record(values: &[Value]) -> Vec<u8> {
 
 /// Appends a row's encoding to `out`.
 pub fn encode_record_into(out: &mut Vec<u8>, values: &[Value]) {
+    // One allocation for the whole record instead of regrowing as columns are appended: a
+    // bound on the size (varints of up to 3 bytes cover serial types of text up to ~1 MB).
+    let bodies: usize = values
+        .iter()
+        .map(|v| match v {
+            Value::Text(s) => s.len(),
+            Value::Blob(b) => b.len(),
+            _ => 8,
+        })
+        .sum();
+    out.reserve(3 + 3 * values.len() + bodies);
     put_varint(out, values.len() as u64);
     for v in values {
         put_varint(out, serial_type(v));
