@@ -336,6 +336,17 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                 None => Ok(true),
             }
         }
+        Some(agg) if agg.group_by.is_empty() => {
+            // One group: no key to build and hash for each row.
+            let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
+            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                update_states(agg, &mut states, frame, cx)?;
+                Ok(true)
+            })?;
+            let mut groups = Groups::default();
+            groups.groups.push((Vec::new(), states));
+            finish_groups(c, agg, groups, cx, sink)
+        }
         Some(agg) => {
             let mut groups = Groups::default();
             let mut key = Vec::new();
@@ -495,16 +506,18 @@ impl SumState {
     fn add(&mut self, v: &Value) {
         self.n += 1;
         // Text counts as an integer only if all of it is one; otherwise as a real.
+        let converted;
         let v = match v {
             Value::Text(_) | Value::Blob(_) => {
-                match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
+                converted = match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
                     i @ Value::Integer(_) => i,
                     other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
-                }
+                };
+                &converted
             }
-            v => v.clone(),
+            v => v,
         };
-        match v {
+        match *v {
             Value::Integer(i) if !self.approx => match self.int.checked_add(i) {
                 Some(s) => self.int = s,
                 None => {
@@ -595,7 +608,7 @@ impl AggState {
             if !seen.insert(k) {
                 return Ok(false);
             }
-            return inner.add(spec, v.into_owned(), frame, cx);
+            return inner.add(spec, v, frame, cx);
         }
         if spec.func == AggFunc::Last {
             *self = AggState::Last(v.into_owned());
@@ -604,10 +617,17 @@ impl AggState {
         if v.is_null() {
             return Ok(false);
         }
-        self.add(spec, v.into_owned(), frame, cx)
+        self.add(spec, v, frame, cx)
     }
 
-    fn add(&mut self, spec: &AggSpec, v: Value, frame: &[Value], cx: &Cx) -> Result<bool> {
+    /// Adds a value, borrowed: only a state that keeps it (min, max, a bare column) copies it.
+    fn add(
+        &mut self,
+        spec: &AggSpec,
+        v: std::borrow::Cow<'_, Value>,
+        frame: &[Value],
+        cx: &Cx,
+    ) -> Result<bool> {
         match self {
             AggState::Count(n) => *n += 1,
             AggState::Sum(st) => st.add(&v),
@@ -624,7 +644,7 @@ impl AggState {
                     }
                 };
                 if better {
-                    *best = Some(v);
+                    *best = Some(v.into_owned());
                 }
                 return Ok(better);
             }
@@ -642,7 +662,7 @@ impl AggState {
                     }
                 }
             }
-            AggState::Last(l) => *l = v,
+            AggState::Last(l) => *l = v.into_owned(),
             AggState::Distinct(_, inner) => return inner.add(spec, v, frame, cx),
         }
         Ok(true)
@@ -917,9 +937,13 @@ fn index_row(
     }
     if covering {
         let wanted = |c: usize| lvl.pre_cols.contains(&c) || lvl.post_cols.contains(&c);
-        let key_cols = t.key_columns();
+        let key_cols: &[usize] = match &t.key {
+            Key::Rowid(Some(c)) => std::slice::from_ref(c),
+            Key::Rowid(None) => &[],
+            Key::Columns(c) => c,
+        };
         if key_cols.iter().any(|&c| wanted(c)) {
-            for c in key_cols {
+            for &c in key_cols {
                 let (v, r) = decode_key_value(rest, false)?;
                 frame[lvl.base + c] = typed(v, c);
                 rest = r;
@@ -1405,21 +1429,28 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// [`Writer::put_row`] for a row nothing reads after: a replicated table's capture keeps
-    /// it without copying it.
-    fn put_row_owned(&mut self, t: &Table, pk: &[u8], row: Vec<Value>) -> Result<()> {
-        if t.replicated.is_none() || self.capture.is_none() {
-            return self.put_row(t, pk, &row);
+    /// The index entries of a row whose record is stored.
+    fn put_index_entries(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        let mut k = Vec::new();
+        for ix in &t.indexes {
+            k.clear();
+            for &c in &ix.columns {
+                push_norm(&row[c], &mut k);
+            }
+            k.extend_from_slice(pk);
+            self.store.put(ix.tree, &k, &[])?;
         }
-        let mut rec = Vec::with_capacity(16 + row.len() * 8);
-        encode_record_into(&mut rec, &row);
-        self.store.put(t.tree, pk, &rec)?;
-        for i in 0..t.indexes.len() {
-            self.store
-                .put(t.indexes[i].tree, &Self::index_key(t, i, &row, pk), &[])?;
-        }
-        self.capture_insert(t, row);
         Ok(())
+    }
+
+    /// Whether another row holds `row`'s values in one of the table's UNIQUE indexes.
+    fn unique_conflicts(&self, t: &Table, row: &[Value]) -> Result<bool> {
+        for i in 0..t.indexes.len() {
+            if self.unique_conflict(t, i, row, &[])?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The capture of an insert: [`Writer::capture_set`] with no old row, given the row.
@@ -1612,7 +1643,22 @@ impl Writer<'_> {
         res: &mut WriteResult,
     ) -> Result<()> {
         let t = &p.table;
-        while let Some((constraint, other)) = self.find_conflict(t, &pk, &row, &[])? {
+        let mut rec = Vec::new();
+        encode_record_into(&mut rec, &row);
+        // The common case in one descent of the table: the key is free, so the row goes in at
+        // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
+        // again and leaves it to the loop below, which finds the same conflict a look-up
+        // first would have found.
+        let mut stored = self.store.put_new(t.tree, &pk, &rec)?;
+        if stored && self.unique_conflicts(t, &row)? {
+            self.store.delete(t.tree, &pk)?;
+            stored = false;
+        }
+        while let Some((constraint, other)) = if stored {
+            None
+        } else {
+            self.find_conflict(t, &pk, &row, &[])?
+        } {
             if let Some(u) = &p.upsert {
                 let applies = match u.target {
                     None => true,
@@ -1655,12 +1701,16 @@ impl Writer<'_> {
                 Conflict::Abort => return Err(Self::unique_error(t, constraint)),
             }
         }
+        if !stored {
+            self.store.put(t.tree, &pk, &rec)?;
+        }
+        self.put_index_entries(t, &pk, &row)?;
         let returning = !p.returning.is_empty();
         if returning {
-            self.put_row(t, &pk, &row)?;
+            self.capture_set(t, None, &row);
         } else {
             // Nothing reads the row after: a capture takes it instead of a copy.
-            self.put_row_owned(t, &pk, std::mem::take(&mut row))?;
+            self.capture_insert(t, std::mem::take(&mut row));
         }
         res.changes += 1;
         if rowid.is_some() {
@@ -1778,8 +1828,9 @@ impl Writer<'_> {
         let width = p.table.columns.len();
         let mut frame = vec![Value::Null; p.scan.frame_len];
         run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
-            let pk = match &frame[width] {
-                Value::Blob(b) => b.clone(),
+            // Taken, not copied: the scan writes the next row's key into the slot afresh.
+            let pk = match std::mem::replace(&mut frame[width], Value::Null) {
+                Value::Blob(b) => b,
                 _ => return Err(Error::Invalid("invariant: key slot holds the key".into())),
             };
             out.push((pk, frame[..width].to_vec()));

@@ -386,6 +386,17 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         Ok(())
     }
 
+    fn put_new(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool> {
+        let t = self.write_tree(tree)?;
+        let mut inserted = false;
+        let r = self.tx_mut()?.insert_new(t, key, value, &mut inserted);
+        if inserted && self.logging() {
+            self.undo.push(Undo::Put(tree, key.to_vec(), None));
+        }
+        r?;
+        Ok(inserted)
+    }
+
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
         let t = self.write_tree(tree)?;
         if self.logging() {

@@ -1455,6 +1455,37 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(())
     }
 
+    /// Inserts `key` only if it is absent, in one descent. `inserted` says whether it was
+    /// (false: the key was there, and keeps its value); like `replace`'s `replaced`, it is set
+    /// as soon as the tree has changed, even when an error follows, for a caller's undo log.
+    pub fn insert_new(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        inserted: &mut bool,
+    ) -> Result<()> {
+        *inserted = false;
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let r = btree::insert_new(sh, &mut root, key, value, &mut path, &mut scratch);
+        sh.path = path;
+        sh.scratch = scratch;
+        // Even on error (or a key that was there) the root must be kept: pages may have moved.
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        s.changed = true;
+        let existed = r?;
+        if !existed {
+            s.info.len += 1;
+            *inserted = true;
+        }
+        sh.maybe_spill()
+    }
+
     /// Removes `key`; returns whether it was there.
     pub fn remove(&mut self, t: Tree, key: &[u8]) -> Result<bool> {
         let mut guard = self.shared.borrow_mut();

@@ -485,3 +485,26 @@ fn replace_returns_the_value_it_replaced() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+/// `insert_new` inserts only a key that is absent and leaves one that is there as it was;
+/// a same-size replacement (rewritten in place) keeps the tree sound.
+#[test]
+fn insert_new_keeps_an_existing_value() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    let mut inserted = false;
+    tx.insert_new(t, b"a", b"one", &mut inserted).unwrap();
+    assert!(inserted);
+    tx.insert_new(t, b"a", b"two", &mut inserted).unwrap();
+    assert!(!inserted, "the key was there");
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"one".to_vec()));
+    let mut old = None;
+    tx.replace(t, b"a", b"uno", &mut old).unwrap();
+    assert_eq!(old, Some(Some(b"one".to_vec())));
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"uno".to_vec()));
+    assert_eq!(tx.len(t).unwrap(), 1);
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
