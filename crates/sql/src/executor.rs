@@ -1577,25 +1577,41 @@ impl Writer<'_> {
         let inputs: Vec<Vec<Value>> = {
             let cx = self.cx(&cache);
             match &p.rows {
-                InsertRows::Values(rows) => rows
-                    .iter()
-                    .map(|r| {
-                        r.iter()
-                            .map(|e| eval(e, &[], &cx).map(|v| v.into_owned()))
-                            .collect()
-                    })
-                    .collect::<Result<_>>()?,
+                InsertRows::Values(rows) => {
+                    let mut out = Vec::with_capacity(rows.len());
+                    for r in rows {
+                        let mut vals = Vec::with_capacity(r.len());
+                        for e in r {
+                            vals.push(eval(e, &[], &cx)?.into_owned());
+                        }
+                        out.push(vals);
+                    }
+                    out
+                }
                 InsertRows::Query(q) => collect_rows(q, &cx)?,
             }
         };
         let mut res = WriteResult::default();
         let mut next_rowid = None;
-        for input in inputs {
+        // The planner gives each input value to one column (a column listed twice is an
+        // error), so values move from the input row instead of being copied; checked here
+        // rather than assumed, as a copy is only slower.
+        let mut used = vec![false; p.columns.len()];
+        let movable = p.columns.iter().all(|c| match c {
+            ColSource::Input(i) => used
+                .get_mut(*i)
+                .is_some_and(|u| !std::mem::replace(u, true)),
+            ColSource::Default(_) => true,
+        });
+        for mut input in inputs {
             let mut row = Vec::with_capacity(t.columns.len());
             {
                 let cx = self.cx(&cache);
                 for src in &p.columns {
                     row.push(match src {
+                        ColSource::Input(i) if movable => {
+                            std::mem::replace(&mut input[*i], Value::Null)
+                        }
                         ColSource::Input(i) => input[*i].clone(),
                         ColSource::Default(Some(e)) => eval(e, &[], &cx)?.into_owned(),
                         ColSource::Default(None) => Value::Null,

@@ -12,7 +12,7 @@
 //!   before the next write: this adapter does it, so the SQL layer sees an error and goes on.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
@@ -27,14 +27,15 @@ enum Undo {
 }
 
 /// A read transaction and the tree handles opened in it.
-type Snapshot<F> = (ReadTx<F>, HashMap<TreeId, Tree>);
+type Snapshot<F> = (ReadTx<F>, BTreeMap<TreeId, Tree>);
 
 pub struct Paged<F: BlockFile + 'static> {
     db: Option<Db<F>>,
     opts: Options,
     tx: RefCell<Option<WriteTx<F>>>,
-    /// Tree handles of the open write transaction, by SQL tree id.
-    trees: RefCell<HashMap<TreeId, Tree>>,
+    /// Tree handles of the open write transaction, by SQL tree id (a BTreeMap: it is looked up
+    /// on every read and write, and a few integer comparisons cost less than hashing the id).
+    trees: RefCell<BTreeMap<TreeId, Tree>>,
     /// The snapshot reads outside a transaction go to, and its tree handles.
     snapshot: RefCell<Option<Snapshot<F>>>,
     dropped: HashSet<TreeId>,
@@ -135,7 +136,7 @@ impl<F: BlockFile + 'static> Paged<F> {
         }
         let mut snap = self.snapshot.borrow_mut();
         if snap.is_none() {
-            *snap = Some((self.db().begin_read()?, HashMap::new()));
+            *snap = Some((self.db().begin_read()?, BTreeMap::new()));
         }
         let (rtx, trees) = snap.as_mut().expect("invariant: just set");
         let t = match trees.get(&tree) {

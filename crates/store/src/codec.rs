@@ -68,7 +68,8 @@ pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
 
 /// Encodes a whole key, every column ascending.
 pub fn encode_key(values: &[Value]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() * 10);
+    // 12 bytes: a number's whole encoding, so an integer key is one allocation.
+    let mut out = Vec::with_capacity(values.len() * 12);
     for v in values {
         encode_key_value(&mut out, v, false);
     }
