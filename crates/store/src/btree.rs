@@ -33,6 +33,118 @@ pub(crate) trait Pages {
     fn alloc(&mut self) -> Result<u32>;
     /// Gives `id` up: reusable at once if this transaction allocated it, else after commit.
     fn free(&mut self, id: u32) -> Result<()>;
+    /// Where the last write of the open write transaction landed (None outside one). An
+    /// implementation must forget it (`LastLeaf::forget`) whenever it allocates or frees a page.
+    fn last_leaf(&mut self) -> Option<&mut LastLeaf>;
+}
+
+/// Where the last write landed: its owned root-to-leaf path and the range of keys the leaf
+/// covers (from the separators above it). Writes in key order (a range UPDATE, an append, an
+/// INSERT ... SELECT) mostly land in the leaf the previous one did, and then start there
+/// instead of descending again (and asking for every page on the way whether it is owned).
+///
+/// Sound only while the pages on the path keep their place and the separators above the leaf
+/// stay as they are: every page allocated or freed (a split, a merge, a copy, a new root) and
+/// every rebalance forgets it. Changing cells inside the leaf does not: its range is set by
+/// the branches above.
+#[derive(Default)]
+pub(crate) struct LastLeaf {
+    /// The tree's root (0: nothing remembered).
+    root: u32,
+    leaf: u32,
+    path: Vec<(u32, usize)>,
+    /// The leaf holds keys `lo <= k < hi`; without a bound on a side, that side is open.
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    has_lo: bool,
+    has_hi: bool,
+}
+
+impl LastLeaf {
+    pub(crate) fn forget(&mut self) {
+        self.root = 0;
+    }
+}
+
+/// The leaf the last write used, if the tree is the same and `key` falls in the leaf's range;
+/// `path` gets its path (every page of it owned).
+fn reuse_leaf<P: Pages>(
+    p: &mut P,
+    root: u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+) -> Option<u32> {
+    let h = p.last_leaf()?;
+    if h.root == 0
+        || h.root != root
+        || (h.has_lo && key < h.lo.as_slice())
+        || (h.has_hi && key >= h.hi.as_slice())
+    {
+        return None;
+    }
+    path.clear();
+    path.extend_from_slice(&h.path);
+    Some(h.leaf)
+}
+
+/// Remembers the path `cow_path` just made, for the next write.
+fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)]) -> Result<()> {
+    let Some(h) = p.last_leaf() else {
+        return Ok(());
+    };
+    h.forget();
+    let (mut lo, mut hi) = (std::mem::take(&mut h.lo), std::mem::take(&mut h.hi));
+    let mut kept = std::mem::take(&mut h.path);
+    lo.clear();
+    hi.clear();
+    kept.clear();
+    kept.extend_from_slice(path);
+    // The deepest separator on each side bounds the leaf most tightly (child i of a branch
+    // holds the keys from separator i-1, included, to separator i, excluded).
+    let (mut has_lo, mut has_hi) = (false, false);
+    for &(b, i) in path.iter().rev() {
+        if has_lo && has_hi {
+            break;
+        }
+        p.with_page(b, |pg| {
+            if !has_lo && i > 0 {
+                lo.extend_from_slice(page::key(pg, i - 1));
+                has_lo = true;
+            }
+            if !has_hi && i < page::count(pg) {
+                hi.extend_from_slice(page::key(pg, i));
+                has_hi = true;
+            }
+        })?;
+    }
+    if let Some(h) = p.last_leaf() {
+        *h = LastLeaf {
+            root,
+            leaf,
+            path: kept,
+            lo,
+            hi,
+            has_lo,
+            has_hi,
+        };
+    }
+    Ok(())
+}
+
+/// The owned leaf for `key` and the path to it: the last write's, when `key` falls in it,
+/// else a fresh `cow_path`, remembered for the next write.
+fn owned_leaf<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+) -> Result<u32> {
+    if let Some(leaf) = reuse_leaf(p, *root, key, path) {
+        return Ok(leaf);
+    }
+    let leaf = cow_path(p, root, key, path)?;
+    remember_leaf(p, *root, leaf, path)?;
+    Ok(leaf)
 }
 
 fn expect_kind(id: u32, p: &[u8], kind: u8) -> Result<()> {
@@ -351,7 +463,7 @@ fn insert_inner<P: Pages>(
         page::init(p.page_mut(id)?, KIND_LEAF);
         *root = id;
     }
-    let leaf = cow_path(p, root, key, path)?;
+    let leaf = owned_leaf(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search(pg, key) {
         Ok(_) if skip_existing => return Ok(true),
@@ -420,6 +532,12 @@ pub(crate) fn remove<P: Pages>(
     if *root == 0 {
         return Ok(false);
     }
+    if let Some(leaf) = reuse_leaf(p, *root, key, path) {
+        if p.with_page(leaf, |pg| page::search(pg, key).is_err())? {
+            return Ok(false);
+        }
+        return remove_at(p, root, key, path, leaf);
+    }
     // Look first, so a miss copies no page.
     let mut id = *root;
     for depth in 0.. {
@@ -439,6 +557,18 @@ pub(crate) fn remove<P: Pages>(
         }
     }
     let leaf = cow_path(p, root, key, path)?;
+    remember_leaf(p, *root, leaf, path)?;
+    remove_at(p, root, key, path, leaf)
+}
+
+/// Removes `key`, which is in the owned `leaf` at the end of `path`.
+fn remove_at<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    leaf: u32,
+) -> Result<bool> {
     let pg = p.page_mut(leaf)?;
     let Ok(i) = page::search(pg, key) else {
         return Err(page::corrupt(
@@ -514,6 +644,10 @@ fn fix_up<P: Pages>(
 /// Merges child `idx` of `parent` with a neighbour, or shares their cells evenly when both do
 /// not fit in one page.
 fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
+    // Cells move between leaves and the separator above them changes.
+    if let Some(h) = p.last_leaf() {
+        h.forget();
+    }
     let ppg = p.page_mut(parent)?;
     if page::count(ppg) == 0 {
         return Ok(Fix::Check);

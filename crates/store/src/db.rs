@@ -186,6 +186,8 @@ struct W {
     /// Bumped by every change, so a cursor knows to find its place again.
     seq: u64,
     serial: u64,
+    /// Where the last write landed, for the next one (see `btree::LastLeaf`).
+    last_leaf: btree::LastLeaf,
 }
 
 pub(crate) struct Shared<F> {
@@ -214,6 +216,10 @@ pub(crate) struct Shared<F> {
 impl<F: BlockFile> Pages for Shared<F> {
     fn page_size(&self) -> usize {
         self.pager.page_size
+    }
+
+    fn last_leaf(&mut self) -> Option<&mut btree::LastLeaf> {
+        self.w.as_mut().map(|w| &mut w.last_leaf)
     }
 
     fn read(&mut self, id: u32) -> Result<Page> {
@@ -281,6 +287,7 @@ impl<F: BlockFile> Pages for Shared<F> {
             .w
             .as_mut()
             .expect("invariant: alloc only inside a write transaction");
+        w.last_leaf.forget();
         let free = self
             .free
             .as_mut()
@@ -310,6 +317,7 @@ impl<F: BlockFile> Pages for Shared<F> {
             .as_mut()
             .expect("invariant: free only inside a write transaction");
         w.seq += 1;
+        w.last_leaf.forget();
         if w.owned.remove(&id).is_some() {
             w.dirty.remove(&id);
             self.unflushed.remove(&id);
@@ -503,6 +511,7 @@ impl<F: BlockFile> Shared<F> {
             names: HashMap::new(),
             seq: 0,
             serial: self.serial,
+            last_leaf: btree::LastLeaf::default(),
         });
         Ok(self.serial)
     }

@@ -508,3 +508,56 @@ fn insert_new_keeps_an_existing_value() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+/// Writes in key order start from the leaf the previous write used: runs of inserts,
+/// replacements of other sizes and removes, in order and against it, alternating between two
+/// trees, leave the trees equal to a model and sound.
+#[test]
+fn writes_in_key_order_match_a_model() {
+    use std::collections::BTreeMap;
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.create_tree("a", TreeKind::Table).unwrap();
+    let b = tx.create_tree("b", TreeKind::Table).unwrap();
+    let mut model: [BTreeMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+    let val = |i: u32, round: u32| vec![(i % 251) as u8; ((i * 7 + round * 13) % 60) as usize];
+    for round in 0..6u32 {
+        let keys: Vec<u32> = if round % 2 == 0 {
+            (0..400).collect()
+        } else {
+            (0..400).rev().collect()
+        };
+        for &i in &keys {
+            let (t, m) = if i % 5 == 0 { (b, 1) } else { (a, 0) };
+            match (round + i) % 4 {
+                0 if round > 1 => {
+                    assert_eq!(
+                        tx.remove(t, &k(i)).unwrap(),
+                        model[m].remove(&k(i)).is_some()
+                    );
+                }
+                _ => {
+                    let v = val(i, round);
+                    assert_eq!(
+                        tx.insert(t, &k(i), &v).unwrap(),
+                        model[m].insert(k(i), v).is_some()
+                    );
+                }
+            }
+        }
+        for (t, m) in [(a, 0), (b, 1)] {
+            let mut r = tx
+                .range(t, Bound::Unbounded, Bound::Unbounded, false)
+                .unwrap();
+            let got = r.collect_all().unwrap();
+            let want: Vec<_> = model[m]
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
