@@ -717,10 +717,7 @@ fn run_levels(
 /// Decodes columns into the frame, reusing the slots' text and blob buffers from the previous
 /// row (no allocation per row for a scanned text column).
 fn decode_cols(rec: &Record, cols: &[usize], base: usize, frame: &mut [Value]) -> Result<()> {
-    for &c in cols {
-        rec.get_into(c, &mut frame[base + c])?;
-    }
-    Ok(())
+    Ok(rec.get_cols_into(cols, &mut frame[base..])?)
 }
 
 /// Finds the candidate rows of a level, writes each into the frame, checks the level's filters
@@ -1758,6 +1755,8 @@ impl Writer<'_> {
     }
 
     /// Replaces row `old` (at `old_pk`) with `new`; returns the stored row, or None if skipped.
+    /// `old` may be empty when the table has no indexes and its writes are not captured:
+    /// nothing reads it then.
     #[allow(clippy::too_many_arguments)]
     fn update_row(
         &mut self,
@@ -1859,17 +1858,32 @@ impl Writer<'_> {
         let cache = std::cell::RefCell::new(HashMap::new());
         let targets = self.targets(p, &cache)?;
         let mut res = WriteResult::default();
+        let t = &p.table;
+        // The old row is read only to take index entries out and by the capture; without
+        // either, the new row is the old one changed in place, not a copy of it.
+        let keep_old = !t.indexes.is_empty() || (t.replicated.is_some() && self.capture.is_some());
+        let mut vals = Vec::with_capacity(p.set.len());
         for (pk, old) in targets {
             // An earlier row's REPLACE may have deleted this one.
             if p.or == Conflict::Replace && self.store.get(p.table.tree, &pk)?.is_none() {
                 continue;
             }
-            let mut new = old.clone();
+            // Every SET expression reads the old row, so all are evaluated before any is stored.
+            vals.clear();
             {
                 let cx = self.cx(&cache);
-                for (c, e) in &p.set {
-                    new[*c] = eval(e, &old, &cx)?.into_owned();
+                for (_, e) in &p.set {
+                    vals.push(eval(e, &old, &cx)?.into_owned());
                 }
+            }
+            let (old, mut new) = if keep_old {
+                let new = old.clone();
+                (old, new)
+            } else {
+                (Vec::new(), old)
+            };
+            for ((c, _), v) in p.set.iter().zip(vals.drain(..)) {
+                new[*c] = v;
             }
             if let Some(new) = self.update_row(&p.table, &pk, old, new, p.or, checks, &cache)? {
                 res.changes += 1;
