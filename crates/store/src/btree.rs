@@ -31,6 +31,8 @@ pub(crate) trait Pages {
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
     /// A fresh owned page, zeroed.
     fn alloc(&mut self) -> Result<u32>;
+    /// A fresh owned page holding a copy of `content` (one page).
+    fn alloc_copy(&mut self, content: &[u8]) -> Result<u32>;
     /// Gives `id` up: reusable at once if this transaction allocated it, else after commit.
     fn free(&mut self, id: u32) -> Result<()>;
     /// Where the last write of the open write transaction landed (None outside one). An
@@ -163,8 +165,7 @@ fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
         return Ok(id);
     }
     let old = p.read(id)?;
-    let new = p.alloc()?;
-    p.page_mut(new)?.copy_from_slice(&old);
+    let new = p.alloc_copy(&old)?;
     p.free(id)?;
     Ok(new)
 }

@@ -283,32 +283,16 @@ impl<F: BlockFile> Pages for Shared<F> {
 
     fn alloc(&mut self) -> Result<u32> {
         let ps = self.pager.page_size;
-        let w = self
-            .w
-            .as_mut()
-            .expect("invariant: alloc only inside a write transaction");
-        w.last_leaf.forget();
-        let free = self
-            .free
-            .as_mut()
-            .expect("invariant: free set loaded by begin_write");
-        let id = match free.pop_first() {
-            Some(id) => {
-                // Every allocatable page is in the free tree (or about to be added to it).
-                delta_set(&mut w.delta, id, false);
-                id
-            }
-            None => {
-                let id = w.state.page_count;
-                w.state.page_count = id
-                    .checked_add(1)
-                    .ok_or_else(|| Error::TooLarge("the file would pass 2^32 pages".into()))?;
-                id
-            }
-        };
-        w.owned.insert(id, ());
-        w.dirty.insert(id, Rc::new(vec![0u8; ps]));
-        Ok(id)
+        self.alloc_holding(vec![0u8; ps])
+    }
+
+    fn alloc_copy(&mut self, content: &[u8]) -> Result<u32> {
+        assert_eq!(
+            content.len(),
+            self.pager.page_size,
+            "a page copy is one page"
+        );
+        self.alloc_holding(content.to_vec())
     }
 
     fn free(&mut self, id: u32) -> Result<()> {
@@ -335,6 +319,39 @@ impl<F: BlockFile> Pages for Shared<F> {
             w.delta.insert(id, true);
         }
         Ok(())
+    }
+}
+
+impl<F: BlockFile> Shared<F> {
+    /// A fresh owned page holding `page` (zeroes, or a copy of the page it replaces: the copy
+    /// goes straight in, not over a zeroed page).
+    fn alloc_holding(&mut self, page: Vec<u8>) -> Result<u32> {
+        let w = self
+            .w
+            .as_mut()
+            .expect("invariant: alloc only inside a write transaction");
+        w.last_leaf.forget();
+        let free = self
+            .free
+            .as_mut()
+            .expect("invariant: free set loaded by begin_write");
+        let id = match free.pop_first() {
+            Some(id) => {
+                // Every allocatable page is in the free tree (or about to be added to it).
+                delta_set(&mut w.delta, id, false);
+                id
+            }
+            None => {
+                let id = w.state.page_count;
+                w.state.page_count = id
+                    .checked_add(1)
+                    .ok_or_else(|| Error::TooLarge("the file would pass 2^32 pages".into()))?;
+                id
+            }
+        };
+        w.owned.insert(id, ());
+        w.dirty.insert(id, Rc::new(page));
+        Ok(id)
     }
 }
 
