@@ -118,13 +118,20 @@ pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
     match byte(0)? {
         TAG_NULL => Ok((Value::Null, &key[1..])),
         TAG_NUM => {
-            let mut raw = [0u8; 11];
-            for (i, slot) in raw.iter_mut().enumerate() {
-                *slot = byte(1 + i)?;
+            let mut raw: [u8; 11] = key
+                .get(1..12)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| Error::Corrupt("key ends inside a value".into()))?;
+            if desc {
+                for b in &mut raw {
+                    *b = !*b;
+                }
             }
             let approx = unordered_f64(u64::from_be_bytes(raw[..8].try_into().expect("8 bytes")));
             let diff = (u16::from_be_bytes([raw[8], raw[9]]) ^ 0x8000) as i16;
             let v = match raw[10] {
+                // The same sum in i64 where it cannot overflow (no f64-to-i128 conversion).
+                NUM_INT if approx.abs() < 9.0e18 => Value::Integer(approx as i64 + diff as i64),
                 NUM_INT => Value::Integer((approx as i128 + diff as i128) as i64),
                 NUM_REAL => Value::Real(approx),
                 t => return Err(Error::Corrupt(format!("unknown number kind {t:#x} in key"))),
