@@ -398,6 +398,19 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         Ok(inserted)
     }
 
+    fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        let t = self.write_tree(tree)?;
+        // Under a savepoint each key needs its undo entry: insert them one by one there.
+        if self.logging() || self.tx_mut()?.len(t)? != 0 {
+            for k in keys {
+                self.put(tree, k, &[])?;
+            }
+            return Ok(());
+        }
+        self.tx_mut()?.bulk_load(t, keys.map(|k| (k, [0u8; 0])))?;
+        Ok(())
+    }
+
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
         let t = self.write_tree(tree)?;
         if self.logging() {

@@ -72,6 +72,15 @@ pub trait Storage {
         self.put(tree, key, value)?;
         Ok(true)
     }
+    /// Fills the empty `tree` with `keys` (strictly ascending), each with an empty value: a
+    /// new index's entries. A store may build the tree bottom-up, each page written once,
+    /// instead of inserting key by key.
+    fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        for k in keys {
+            self.put(tree, k, &[])?;
+        }
+        Ok(())
+    }
     /// Deletes `key`; returns whether it was there.
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool>;
     /// Entries with keys within the bounds, ascending, or descending when `reverse`.
