@@ -21,7 +21,15 @@ use crate::error::{Error, Result};
 use crate::storage::{Cursor, Storage, TreeId, SCHEMA_TREE};
 
 enum Undo {
-    Put(TreeId, Vec<u8>, Option<Vec<u8>>),
+    /// A write to `tree`: its key, then the value it replaced (if `had_old`), are the bytes of
+    /// `Paged::undo_bytes` from `start` to where the next write's begin. One buffer for the
+    /// whole log, not two allocations per write.
+    Put {
+        tree: TreeId,
+        start: usize,
+        key_len: usize,
+        had_old: bool,
+    },
     CreateTree(TreeId),
     DropTree(TreeId),
 }
@@ -42,6 +50,7 @@ pub struct Paged<F: BlockFile + 'static> {
     /// Open savepoints (their positions in `undo`); writes are logged only while there is one.
     savepoints: Vec<usize>,
     undo: Vec<Undo>,
+    undo_bytes: Vec<u8>,
 }
 
 fn name(tree: TreeId) -> String {
@@ -69,6 +78,7 @@ impl<F: BlockFile + 'static> Paged<F> {
             dropped: HashSet::new(),
             savepoints: Vec::new(),
             undo: Vec::new(),
+            undo_bytes: Vec::new(),
         })
     }
 
@@ -155,10 +165,26 @@ impl<F: BlockFile + 'static> Paged<F> {
         self.dropped.clear();
         self.savepoints.clear();
         self.undo.clear();
+        self.undo_bytes.clear();
     }
 
     fn logging(&self) -> bool {
         !self.savepoints.is_empty()
+    }
+
+    /// Logs a write to `key` of `tree` that replaced `old` (None: the key had no value).
+    fn log_put(&mut self, tree: TreeId, key: &[u8], old: Option<&[u8]>) {
+        let start = self.undo_bytes.len();
+        self.undo_bytes.extend_from_slice(key);
+        if let Some(v) = old {
+            self.undo_bytes.extend_from_slice(v);
+        }
+        self.undo.push(Undo::Put {
+            tree,
+            start,
+            key_len: key.len(),
+            had_old: old.is_some(),
+        });
     }
 
     /// After a failed commit the store must be reopened before it takes another write.
@@ -282,13 +308,23 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         };
         while self.undo.len() > mark {
             match self.undo.pop().expect("invariant: longer than mark") {
-                Undo::Put(tree, key, old) => {
+                Undo::Put {
+                    tree,
+                    start,
+                    key_len,
+                    had_old,
+                } => {
                     let t = self.write_tree(tree)?;
-                    let mut tx = self.tx_mut()?;
-                    match old {
-                        Some(v) => tx.insert(t, &key, &v)?,
-                        None => tx.remove(t, &key)?,
+                    let bytes = std::mem::take(&mut self.undo_bytes);
+                    let (key, old) = bytes[start..].split_at(key_len);
+                    let r = match self.tx_mut() {
+                        Ok(mut tx) if had_old => tx.insert(t, key, old).map_err(Error::from),
+                        Ok(mut tx) => tx.remove(t, key).map_err(Error::from),
+                        Err(e) => Err(e),
                     };
+                    self.undo_bytes = bytes;
+                    self.undo_bytes.truncate(start);
+                    r?;
                 }
                 Undo::CreateTree(tree) => {
                     self.trees.borrow_mut().remove(&tree);
@@ -343,6 +379,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             self.savepoints.truncate(sp);
             if self.savepoints.is_empty() {
                 self.undo.clear();
+                self.undo_bytes.clear();
             }
         }
         Ok(())
@@ -376,12 +413,27 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         if self.logging() {
             // One descent: the insert hands back the value it replaced, and says so even when
             // an error follows the change, so the undo log never misses a write.
+            let mut bytes = std::mem::take(&mut self.undo_bytes);
+            let start = bytes.len();
+            bytes.extend_from_slice(key);
             let mut replaced = None;
-            let r = self.tx_mut()?.replace(t, key, value, &mut replaced);
-            if let Some(old) = replaced {
-                self.undo.push(Undo::Put(tree, key.to_vec(), old));
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .replace_appending(t, key, value, &mut bytes, &mut replaced)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            match replaced {
+                Some(had_old) => self.undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: key.len(),
+                    had_old,
+                }),
+                None => bytes.truncate(start),
             }
-            return Ok(r?);
+            self.undo_bytes = bytes;
+            return r;
         }
         self.tx_mut()?.insert(t, key, value)?;
         Ok(())
@@ -392,7 +444,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         let mut inserted = false;
         let r = self.tx_mut()?.insert_new(t, key, value, &mut inserted);
         if inserted && self.logging() {
-            self.undo.push(Undo::Put(tree, key.to_vec(), None));
+            self.log_put(tree, key, None);
         }
         r?;
         Ok(inserted)
@@ -417,7 +469,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             let old = self.tx_mut()?.get(t, key)?;
             let existed = old.is_some();
             if existed {
-                self.undo.push(Undo::Put(tree, key.to_vec(), old));
+                self.log_put(tree, key, old.as_deref());
                 self.tx_mut()?.remove(t, key)?;
             }
             return Ok(existed);

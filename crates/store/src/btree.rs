@@ -407,7 +407,7 @@ pub(crate) fn insert<P: Pages>(
     insert_keeping(p, root, key, value, path, scratch, None)
 }
 
-/// `insert`, and when the key was there, its old value copied into `old` (one descent where a
+/// `insert`, and when the key was there, its old value appended to `old` (one descent where a
 /// caller that keeps an undo log would otherwise make two).
 pub(crate) fn insert_keeping<P: Pages>(
     p: &mut P,
@@ -474,7 +474,6 @@ fn insert_inner<P: Pages>(
                     // Same size (an update that changes a number, say): overwrite the bytes
                     // where they are; the node's layout, and so its fill, stay as they were.
                     if let Some(out) = old {
-                        out.clear();
                         out.extend_from_slice(v);
                     }
                     let start = page::slot(pg, i) + page::CELL_HDR + key.len();
@@ -485,14 +484,14 @@ fn insert_inner<P: Pages>(
             match page::leaf_value(pg, i) {
                 LeafValue::Overflow(len, first) => {
                     if let Some(out) = old {
-                        out.clear();
-                        read_overflow(p, len, first, out)?;
+                        let mut v = Vec::new();
+                        read_overflow(p, len, first, &mut v)?;
+                        out.extend_from_slice(&v);
                     }
                     free_overflow(p, len, first)?;
                 }
                 LeafValue::Inline(v) => {
                     if let Some(out) = old {
-                        out.clear();
                         out.extend_from_slice(v);
                     }
                 }

@@ -1451,6 +1451,23 @@ impl<F: BlockFile> WriteTx<F> {
         r
     }
 
+    /// [`WriteTx::replace`] for an undo log kept in one buffer: the old value, if the key had
+    /// one, is appended to `old` (nothing is allocated per write). `replaced` is set as in
+    /// `replace`: as soon as the tree has changed, to whether the key had a value.
+    pub fn replace_appending(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        old: &mut Vec<u8>,
+        replaced: &mut Option<bool>,
+    ) -> Result<()> {
+        let mut r = None;
+        let out = self.insert_keeping(t, key, value, Some(old), &mut r);
+        *replaced = r.map(|v| v.is_some());
+        out
+    }
+
     fn insert_keeping(
         &mut self,
         t: Tree,
