@@ -893,9 +893,6 @@ fn primary_row(
 ) -> Result<bool> {
     let rec = Record::new(value)?;
     decode_cols(&rec, &lvl.pre_cols, lvl.base, frame)?;
-    if lvl.key_slot {
-        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
-    }
     if !all_true(&lvl.filters, frame, cx)? {
         return Ok(true);
     }
@@ -905,6 +902,11 @@ fn primary_row(
         }
     }
     decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
+    // The key slot is past the table's columns, so no filter reads it: only a row that
+    // passed them has its key copied out.
+    if lvl.key_slot {
+        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
+    }
     f(frame)
 }
 
@@ -1833,9 +1835,11 @@ impl Writer<'_> {
         Ok(Some(new))
     }
 
+    /// The rows a write changes: (primary key, the row; empty unless `rows`).
     fn targets(
         &self,
         p: &WritePlan,
+        rows: bool,
         cache: &std::cell::RefCell<HashMap<usize, Cached>>,
     ) -> Result<Vec<(Vec<u8>, Vec<Value>)>> {
         let cx = self.cx(cache);
@@ -1848,7 +1852,14 @@ impl Writer<'_> {
                 Value::Blob(b) => b,
                 _ => return Err(Error::Invalid("invariant: key slot holds the key".into())),
             };
-            out.push((pk, frame[..width].to_vec()));
+            out.push((
+                pk,
+                if rows {
+                    frame[..width].to_vec()
+                } else {
+                    Vec::new()
+                },
+            ));
             Ok(true)
         })?;
         Ok(out)
@@ -1856,7 +1867,7 @@ impl Writer<'_> {
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
         let cache = std::cell::RefCell::new(HashMap::new());
-        let targets = self.targets(p, &cache)?;
+        let targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
         let t = &p.table;
         // The old row is read only to take index entries out and by the capture; without
@@ -1895,7 +1906,13 @@ impl Writer<'_> {
 
     pub fn delete(&mut self, p: &WritePlan) -> Result<WriteResult> {
         let cache = std::cell::RefCell::new(HashMap::new());
-        let targets = self.targets(p, &cache)?;
+        let t = &p.table;
+        // The deleted row is read for RETURNING, to find its index entries, and by the
+        // capture; with none of them, its key is all a delete needs.
+        let rows = !p.returning.is_empty()
+            || !t.indexes.is_empty()
+            || (t.replicated.is_some() && self.capture.is_some());
+        let targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
         for (pk, old) in targets {
             self.returning(&p.returning, &old, &cache, &mut res)?;
