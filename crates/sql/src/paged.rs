@@ -466,13 +466,30 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
         let t = self.write_tree(tree)?;
         if self.logging() {
-            let old = self.tx_mut()?.get(t, key)?;
-            let existed = old.is_some();
-            if existed {
-                self.log_put(tree, key, old.as_deref());
-                self.tx_mut()?.remove(t, key)?;
+            // One descent, as for `put`: the removal appends the value it removed to the log.
+            let mut bytes = std::mem::take(&mut self.undo_bytes);
+            let start = bytes.len();
+            bytes.extend_from_slice(key);
+            let mut removed = false;
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .remove_appending(t, key, &mut bytes, &mut removed)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            if removed {
+                self.undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: key.len(),
+                    had_old: true,
+                });
+            } else {
+                bytes.truncate(start);
             }
-            return Ok(existed);
+            self.undo_bytes = bytes;
+            r?;
+            return Ok(removed);
         }
         Ok(self.tx_mut()?.remove(t, key)?)
     }

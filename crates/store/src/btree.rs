@@ -529,14 +529,30 @@ pub(crate) fn remove<P: Pages>(
     key: &[u8],
     path: &mut Vec<(u32, usize)>,
 ) -> Result<bool> {
+    let mut removed = false;
+    remove_keeping(p, root, key, path, None, &mut removed)?;
+    Ok(removed)
+}
+
+/// `remove`, appending the removed value to `old` (for a caller's undo log). `removed` is set
+/// as soon as the entry is gone, even when an error follows.
+pub(crate) fn remove_keeping<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    old: Option<&mut Vec<u8>>,
+    removed: &mut bool,
+) -> Result<()> {
+    *removed = false;
     if *root == 0 {
-        return Ok(false);
+        return Ok(());
     }
     if let Some(leaf) = reuse_leaf(p, *root, key, path) {
         if p.with_page(leaf, |pg| page::search(pg, key).is_err())? {
-            return Ok(false);
+            return Ok(());
         }
-        return remove_at(p, root, key, path, leaf);
+        return remove_at(p, root, key, path, leaf, old, removed);
     }
     // Look first, so a miss copies no page.
     let mut id = *root;
@@ -549,7 +565,7 @@ pub(crate) fn remove<P: Pages>(
             KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
             KIND_LEAF => {
                 if page::search(&pg, key).is_err() {
-                    return Ok(false);
+                    return Ok(());
                 }
                 break;
             }
@@ -558,7 +574,7 @@ pub(crate) fn remove<P: Pages>(
     }
     let leaf = cow_path(p, root, key, path)?;
     remember_leaf(p, *root, leaf, path)?;
-    remove_at(p, root, key, path, leaf)
+    remove_at(p, root, key, path, leaf, old, removed)
 }
 
 /// Removes `key`, which is in the owned `leaf` at the end of `path`.
@@ -568,7 +584,9 @@ fn remove_at<P: Pages>(
     key: &[u8],
     path: &mut Vec<(u32, usize)>,
     leaf: u32,
-) -> Result<bool> {
+    old: Option<&mut Vec<u8>>,
+    removed: &mut bool,
+) -> Result<()> {
     let pg = p.page_mut(leaf)?;
     let Ok(i) = page::search(pg, key) else {
         return Err(page::corrupt(
@@ -576,12 +594,24 @@ fn remove_at<P: Pages>(
             "key vanished between lookup and removal",
         ));
     };
-    if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
-        free_overflow(p, len, first)?;
+    match page::leaf_value(pg, i) {
+        LeafValue::Overflow(len, first) => {
+            if let Some(out) = old {
+                let mut v = Vec::new();
+                read_overflow(p, len, first, &mut v)?;
+                out.extend_from_slice(&v);
+            }
+            free_overflow(p, len, first)?;
+        }
+        LeafValue::Inline(v) => {
+            if let Some(out) = old {
+                out.extend_from_slice(v);
+            }
+        }
     }
     page::remove(p.page_mut(leaf)?, i);
-    fix_up(p, root, path, leaf, Fix::Check)?;
-    Ok(true)
+    *removed = true;
+    fix_up(p, root, path, leaf, Fix::Check)
 }
 
 fn underfull(pg: &[u8]) -> bool {

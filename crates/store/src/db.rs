@@ -1550,6 +1550,31 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(existed)
     }
 
+    /// [`WriteTx::remove`] for an undo log kept in one buffer: the removed value is appended to
+    /// `old`, and `removed` is set as soon as the entry is gone, even when an error follows.
+    pub fn remove_appending(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        old: &mut Vec<u8>,
+        removed: &mut bool,
+    ) -> Result<()> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let r = btree::remove_keeping(sh, &mut root, key, &mut path, Some(old), removed);
+        sh.path = path;
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        if *removed {
+            s.info.len -= 1;
+            s.changed = true;
+        }
+        r?;
+        sh.maybe_spill()
+    }
+
     /// Fills the empty tree `t` from pairs in strictly increasing key order, building it bottom-up
     /// (each page written once). Returns the number of entries.
     pub fn bulk_load<I, K, V>(&mut self, t: Tree, items: I) -> Result<u64>

@@ -125,7 +125,25 @@ pub fn run(data: &[u8]) -> Result<(), String> {
                     ));
                 }
             }
-            4 | 5 => {
+            5 => {
+                let (t, h) = tx.as_mut().expect("open above");
+                let k = key(a, b);
+                let (mut old, mut removed) = (vec![7u8], false);
+                t.remove_appending(h[ti], &k, &mut old, &mut removed)
+                    .map_err(e(&ctx("remove_appending")))?;
+                let want = work[ti].remove(&k);
+                let mut want_old = vec![7u8];
+                want_old.extend(want.iter().flatten());
+                if removed != want.is_some() || old != want_old {
+                    return Err(format!(
+                        "{}: remove_appending said {removed} with {} bytes, model {:?}",
+                        ctx("remove_appending"),
+                        old.len(),
+                        want.map(|v| v.len())
+                    ));
+                }
+            }
+            4 => {
                 let (t, h) = tx.as_mut().expect("open above");
                 let k = key(a, b);
                 let got = t.remove(h[ti], &k).map_err(e(&ctx("remove")))?;
