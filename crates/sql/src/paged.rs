@@ -12,7 +12,7 @@
 //!   before the next write: this adapter does it, so the SQL layer sees an error and goes on.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Bound;
 
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
@@ -35,15 +35,41 @@ enum Undo {
 }
 
 /// A read transaction and the tree handles opened in it.
-type Snapshot<F> = (ReadTx<F>, BTreeMap<TreeId, Tree>);
+type Snapshot<F> = (ReadTx<F>, Handles);
+
+/// Tree handles by SQL tree id, in a vector sorted by id. They are looked up on every read
+/// and write: a binary search over a transaction's few trees costs less than hashing the id,
+/// and less code than a map.
+#[derive(Default)]
+struct Handles(Vec<(TreeId, Tree)>);
+
+impl Handles {
+    fn get(&self, tree: &TreeId) -> Option<&Tree> {
+        let i = self.0.binary_search_by_key(tree, |e| e.0).ok()?;
+        Some(&self.0[i].1)
+    }
+    fn insert(&mut self, tree: TreeId, t: Tree) {
+        match self.0.binary_search_by_key(&tree, |e| e.0) {
+            Ok(i) => self.0[i].1 = t,
+            Err(i) => self.0.insert(i, (tree, t)),
+        }
+    }
+    fn remove(&mut self, tree: &TreeId) {
+        if let Ok(i) = self.0.binary_search_by_key(tree, |e| e.0) {
+            self.0.remove(i);
+        }
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 pub struct Paged<F: BlockFile + 'static> {
     db: Option<Db<F>>,
     opts: Options,
     tx: RefCell<Option<WriteTx<F>>>,
-    /// Tree handles of the open write transaction, by SQL tree id (a BTreeMap: it is looked up
-    /// on every read and write, and a few integer comparisons cost less than hashing the id).
-    trees: RefCell<BTreeMap<TreeId, Tree>>,
+    /// Tree handles of the open write transaction, by SQL tree id.
+    trees: RefCell<Handles>,
     /// The snapshot reads outside a transaction go to, and its tree handles.
     snapshot: RefCell<Option<Snapshot<F>>>,
     dropped: HashSet<TreeId>,
@@ -146,7 +172,7 @@ impl<F: BlockFile + 'static> Paged<F> {
         }
         let mut snap = self.snapshot.borrow_mut();
         if snap.is_none() {
-            *snap = Some((self.db().begin_read()?, BTreeMap::new()));
+            *snap = Some((self.db().begin_read()?, Handles::default()));
         }
         let (rtx, trees) = snap.as_mut().expect("invariant: just set");
         let t = match trees.get(&tree) {

@@ -287,7 +287,7 @@ impl<F: BlockFile> Pages for Shared<F> {
     }
 
     fn alloc_copy(&mut self, content: &[u8]) -> Result<u32> {
-        assert_eq!(
+        debug_assert_eq!(
             content.len(),
             self.pager.page_size,
             "a page copy is one page"
