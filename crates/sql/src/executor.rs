@@ -34,6 +34,16 @@ fn all_true(filters: &[PExpr], frame: &[Value], cx: &Cx) -> Result<bool> {
     Ok(true)
 }
 
+/// Evaluates `exprs` over `frame` into a row of exactly their number of values (collecting
+/// through `Result` would grow the vector as it goes).
+fn eval_row(exprs: &[PExpr], frame: &[Value], cx: &Cx) -> Result<Vec<Value>> {
+    let mut row = Vec::with_capacity(exprs.len());
+    for e in exprs {
+        row.push(eval(e, frame, cx)?.into_owned());
+    }
+    Ok(row)
+}
+
 /// Runs a query, handing each output row to `sink` until it returns false.
 pub fn run_query(
     q: &QueryPlan,
@@ -201,10 +211,7 @@ fn run_body(b: &Body, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         Body::Core(c) => run_core(c, cx, sink),
         Body::Values(rows) => {
             for r in rows {
-                let row = r
-                    .iter()
-                    .map(|e| eval(e, &[], cx).map(|v| v.into_owned()))
-                    .collect::<Result<Vec<_>>>()?;
+                let row = eval_row(r, &[], cx)?;
                 if !sink(row)? {
                     return Ok(false);
                 }
@@ -282,11 +289,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             let mut seen = HashSet::new();
             let mut key = Vec::new();
             run_levels(c, 0, &mut frame, cx, &mut |frame| {
-                let row = c
-                    .project
-                    .iter()
-                    .map(|e| eval(e, frame, cx).map(|v| v.into_owned()))
-                    .collect::<Result<Vec<_>>>()?;
+                let row = eval_row(&c.project, frame, cx)?;
                 if c.distinct {
                     key.clear();
                     norm_key(&row, &mut key);
@@ -418,11 +421,7 @@ fn emit_group(
             return Ok(true);
         }
     }
-    let row = c
-        .project
-        .iter()
-        .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
-        .collect::<Result<Vec<_>>>()?;
+    let row = eval_row(&c.project, &frame, cx)?;
     if c.distinct {
         let mut k = Vec::new();
         norm_key(&row, &mut k);
@@ -1304,8 +1303,19 @@ impl Writer<'_> {
         cache: &std::cell::RefCell<HashMap<usize, Cached>>,
     ) -> Result<()> {
         for (i, c) in t.columns.iter().enumerate() {
-            let v = std::mem::replace(&mut row[i], Value::Null);
-            row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
+            // A value already of the column's type is stored as it is (what coercing gives).
+            let stored = matches!(
+                (&row[i], c.ty),
+                (
+                    Value::Integer(_),
+                    ColType::Integer | ColType::Numeric | ColType::Any
+                ) | (Value::Text(_), ColType::Text | ColType::Any)
+                    | (Value::Blob(_), ColType::Blob | ColType::Any)
+            );
+            if !stored {
+                let v = std::mem::replace(&mut row[i], Value::Null);
+                row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
+            }
             if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
                 return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
             }
@@ -1748,11 +1758,7 @@ impl Writer<'_> {
             return Ok(());
         }
         let cx = self.cx(cache);
-        let out = exprs
-            .iter()
-            .map(|e| eval(e, row, &cx).map(|v| v.into_owned()))
-            .collect::<Result<Vec<_>>>()?;
-        res.returned.push(out);
+        res.returned.push(eval_row(exprs, row, &cx)?);
         Ok(())
     }
 
