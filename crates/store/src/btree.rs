@@ -357,8 +357,8 @@ fn split<P: Pages, C: AsRef<[u8]>>(
     kind: u8,
     cells: &[C],
     right: u32,
+    m: usize,
 ) -> Result<Fix> {
-    let m = split_point(cells);
     let new = p.alloc()?;
     if kind == KIND_LEAF {
         let sep = separator(
@@ -377,8 +377,25 @@ fn split<P: Pages, C: AsRef<[u8]>>(
     }
 }
 
-/// Inserts a raw cell at `i` of owned node `id`, splitting it if it is full.
-fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fix> {
+/// Whether every node on `path` leads to its last child: the path ends at the tree's right edge.
+fn rightmost<P: Pages>(p: &mut P, path: &[(u32, usize)]) -> Result<bool> {
+    for &(b, idx) in path {
+        if !p.with_page(b, |pg| idx == page::count(pg))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Inserts a raw cell at `i` of owned node `id`, splitting it if it is full. `path` is the
+/// path from the root to `id` when the caller has it.
+fn insert_cell<P: Pages>(
+    p: &mut P,
+    id: u32,
+    i: usize,
+    cell: &[u8],
+    path: Option<&[(u32, usize)]>,
+) -> Result<Fix> {
     let pg = p.page_mut(id)?;
     if let Some(off) = page::reserve(pg, i, cell.len()) {
         pg[off..off + cell.len()].copy_from_slice(cell);
@@ -391,8 +408,24 @@ fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fi
     let mut cells: Vec<&[u8]> = (0..page::count(&copy))
         .map(|j| page::cell(&copy, j))
         .collect();
+    let appended = i == cells.len();
     cells.insert(i, cell);
-    split(p, id, kind, &cells, right)
+    // Appending at the tree's right edge (rows inserted in key order): the node stays as full
+    // as it is and the new one starts with the new cell, as SQLite's quick balance does.
+    // Halving would leave every node of an ordered load half empty, and split twice as often.
+    // (A branch keeps its last cell for the new node, which must not be empty.)
+    let at_edge = appended
+        && cells.len() >= 4
+        && match path {
+            Some(path) => rightmost(p, path)?,
+            None => false,
+        };
+    let m = match (at_edge, kind) {
+        (true, KIND_LEAF) => cells.len() - 1,
+        (true, _) => cells.len() - 2,
+        (false, _) => split_point(&cells),
+    };
+    split(p, id, kind, &cells, right, m)
 }
 
 /// Inserts or replaces `key`. Returns whether it was there before.
@@ -512,7 +545,7 @@ fn insert_inner<P: Pages>(
             &first.to_le_bytes(),
         );
     }
-    let fix = insert_cell(p, leaf, at, scratch)?;
+    let fix = insert_cell(p, leaf, at, scratch, Some(path))?;
     // A replacement may leave the leaf smaller than before.
     let fix = match fix {
         Fix::None if existed => Fix::Check,
@@ -631,7 +664,7 @@ fn fix_up<P: Pages>(
             Fix::None => return Ok(()),
             Fix::Split(sep, right) => {
                 page::set_child(p.page_mut(parent)?, idx, right);
-                insert_cell(p, parent, idx, &page::branch_cell(&sep, id))?
+                insert_cell(p, parent, idx, &page::branch_cell(&sep, id), Some(path))?
             }
             Fix::Check => {
                 if underfull(p.page_mut(id)?) {
@@ -730,7 +763,7 @@ fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
         s
     };
     page::remove(p.page_mut(parent)?, li);
-    match insert_cell(p, parent, li, &page::branch_cell(&new_sep, l))? {
+    match insert_cell(p, parent, li, &page::branch_cell(&new_sep, l), None)? {
         Fix::None => Ok(Fix::Check),
         f => Ok(f),
     }

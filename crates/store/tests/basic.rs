@@ -561,3 +561,38 @@ fn writes_in_key_order_match_a_model() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+/// Keys inserted in order fill their pages (a split at the right edge leaves the full node
+/// as it is): the tree takes far fewer pages than the same keys inserted shuffled.
+#[test]
+fn an_ordered_load_fills_its_pages() {
+    let pages = |order: &[u32]| {
+        let db = Db::create(MemoryFile::new(), small()).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.create_tree("t", TreeKind::Table).unwrap();
+        for &i in order {
+            tx.insert(t, &k(i), &[i as u8; 20]).unwrap();
+        }
+        tx.commit().unwrap();
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "{rep}");
+        let r = db.begin_read().unwrap();
+        let t = r.open_tree("t").unwrap();
+        let mut range = r
+            .range(t, Bound::Unbounded, Bound::Unbounded, false)
+            .unwrap();
+        assert_eq!(range.collect_all().unwrap().len(), order.len());
+        db.page_count() - db.free_pages().unwrap().len() as u32
+    };
+    let ordered: Vec<u32> = (0..3000).collect();
+    let mut shuffled = ordered.clone();
+    let mut x = 12345u64;
+    for i in (1..shuffled.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let (o, s) = (pages(&ordered), pages(&shuffled));
+    assert!(o * 4 < s * 3, "ordered load took {o} pages, shuffled {s}");
+}
