@@ -189,6 +189,19 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// A record header's varint at `*pos`: a serial type or count below 128 (every number, and
+/// text or blobs up to 57 bytes) is one byte, read without the general loop.
+#[inline]
+fn header_varint(buf: &[u8], pos: &mut usize) -> Result<u64> {
+    match buf.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Ok(u64::from(b))
+        }
+        _ => get_varint(buf, pos),
+    }
+}
+
 /// Reads a varint at `*pos`, advancing it.
 pub fn get_varint(buf: &[u8], pos: &mut usize) -> Result<u64> {
     let mut v = 0u64;
@@ -235,6 +248,7 @@ fn serial_type(v: &Value) -> u64 {
     }
 }
 
+#[inline]
 fn body_len(st: u64) -> Result<usize> {
     let n = match st {
         ST_NULL | ST_ZERO | ST_ONE => 0,
@@ -301,14 +315,14 @@ pub struct Record<'a> {
 impl<'a> Record<'a> {
     pub fn new(buf: &'a [u8]) -> Result<Self> {
         let mut pos = 0;
-        let n = get_varint(buf, &mut pos)?;
+        let n = header_varint(buf, &mut pos)?;
         let columns = usize::try_from(n)
             .ok()
             .filter(|&n| n <= buf.len())
             .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))?;
         let header = pos;
         for _ in 0..columns {
-            get_varint(buf, &mut pos)?;
+            header_varint(buf, &mut pos)?;
         }
         Ok(Self {
             buf,
@@ -335,9 +349,9 @@ impl<'a> Record<'a> {
         let mut hpos = self.header;
         let mut off = self.body;
         for _ in 0..i {
-            off += body_len(get_varint(self.buf, &mut hpos)?)?;
+            off += body_len(header_varint(self.buf, &mut hpos)?)?;
         }
-        let st = get_varint(self.buf, &mut hpos)?;
+        let st = header_varint(self.buf, &mut hpos)?;
         decode_body(st, self.buf, off)
     }
 
@@ -352,15 +366,18 @@ impl<'a> Record<'a> {
         let mut hpos = self.header;
         let mut off = self.body;
         for _ in 0..i {
-            off += body_len(get_varint(self.buf, &mut hpos)?)?;
+            off += body_len(header_varint(self.buf, &mut hpos)?)?;
         }
-        let st = get_varint(self.buf, &mut hpos)?;
+        let st = header_varint(self.buf, &mut hpos)?;
         self.body_into(st, off, out)
     }
 
     /// Columns `cols` (in ascending order) written into `out[c]` each, as `get_into` does, in
     /// one walk of the header instead of one walk per column.
     pub fn get_cols_into(&self, cols: &[usize], out: &mut [Value]) -> Result<()> {
+        if let [c] = cols {
+            return self.get_into(*c, &mut out[*c]);
+        }
         if !cols.windows(2).all(|w| w[0] < w[1]) {
             for &c in cols {
                 self.get_into(c, &mut out[c])?;
@@ -376,10 +393,10 @@ impl<'a> Record<'a> {
                 continue;
             }
             while next < c {
-                off += body_len(get_varint(self.buf, &mut hpos)?)?;
+                off += body_len(header_varint(self.buf, &mut hpos)?)?;
                 next += 1;
             }
-            let st = get_varint(self.buf, &mut hpos)?;
+            let st = header_varint(self.buf, &mut hpos)?;
             self.body_into(st, off, &mut out[c])?;
             off += body_len(st)?;
             next += 1;
@@ -388,6 +405,7 @@ impl<'a> Record<'a> {
     }
 
     /// The body of serial type `st` at `off`, into `out` (reusing its buffer).
+    #[inline(always)]
     fn body_into(&self, st: u64, off: usize, out: &mut Value) -> Result<()> {
         if st < ST_BLOB {
             *out = decode_body(st, self.buf, off)?;
@@ -425,7 +443,7 @@ impl<'a> Record<'a> {
         let mut hpos = self.header;
         let mut off = self.body;
         for _ in 0..self.columns {
-            let st = get_varint(self.buf, &mut hpos)?;
+            let st = header_varint(self.buf, &mut hpos)?;
             out.push(decode_body(st, self.buf, off)?);
             off += body_len(st)?;
         }
