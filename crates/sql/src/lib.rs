@@ -24,13 +24,15 @@
 //!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
 //!    [`storage::Storage::get`]; a range or an index would instead open a [`storage::Cursor`]
 //!    with [`storage::Storage::scan`] over `index_ranges`. For each row (`primary_row`) it
-//!    decodes only the filters' columns with `cairn_store::codec::Record::get_into`, tests the
-//!    filters ([`eval::eval_bool`]), decodes the rest of what is needed, and pushes the frame
-//!    on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    decodes only the filters' columns with `cairn_store::codec::Record::get_cols_into` (one
+//!    walk of the record header), tests the filters ([`eval::eval_bool`]), decodes the rest of
+//!    what is needed, and pushes the frame on. The sink evaluates the projection and collects the row into [`Output::Rows`].
 //!    `EXPLAIN` prints the plan instead ([`explain`]).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
-//!    row and writes records and index entries with [`storage::Storage::put`].
+//!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
+//!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
+//!    in the same descent of the tree (`Writer::insert_tail`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.

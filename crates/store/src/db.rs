@@ -13,11 +13,14 @@
 //! **Life of a write**, from the SQL layer's call to the disk:
 //! 1. [`Db::begin_write`] → `Shared::begin_write`: loads the free-page set on first use
 //!    (`load_free`), releases pages no snapshot needs (`release_pending`), opens the `W` state.
-//! 2. [`WriteTx::insert`] → `btree::insert`: `cow_path` copies each page on the root-to-leaf
-//!    path that this transaction does not own (`Pages::alloc` takes the lowest free page,
-//!    `Pages::free` queues the old one), the cell goes in with `page::reserve`, and `fix_up`
-//!    carries splits or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out
-//!    early when more than `Options::dirty_pages` are held.
+//! 2. [`WriteTx::insert`] → `btree::insert`: `owned_leaf` starts from the leaf the previous
+//!    write used when the key falls in its range (`btree::LastLeaf`); otherwise `cow_path`
+//!    copies each page on the root-to-leaf path that this transaction does not own
+//!    (`Pages::alloc_copy` takes the lowest free page, `Pages::free` queues the old one). The
+//!    cell goes in with `page::reserve` (a value of the same size is rewritten in place), and
+//!    `fix_up` carries splits (at the tree's right edge, the new node starts with the new cell
+//!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
+//!    when more than `Options::dirty_pages` are held.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself,
 //!    `write_dirty` (one write call per run of adjacent pages), then `encode_superblock` into
