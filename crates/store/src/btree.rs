@@ -503,14 +503,18 @@ fn insert_inner<P: Pages>(
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
-                if v.len() == value.len() {
-                    // Same size (an update that changes a number, say): overwrite the bytes
-                    // where they are; the node's layout, and so its fill, stay as they were.
+                if value.len() <= v.len() {
+                    // No larger (an update that changes a number, say): rewrite the value where
+                    // it is. Removing the cell and reserving room for a new one would, on a full
+                    // page, copy the whole page to gather the room.
                     if let Some(out) = old {
                         out.extend_from_slice(v);
                     }
-                    let start = page::slot(pg, i) + page::CELL_HDR + key.len();
-                    pg[start..start + value.len()].copy_from_slice(value);
+                    let shrunk = value.len() < v.len();
+                    page::shrink_value(pg, i, value);
+                    if shrunk && underfull(pg) {
+                        fix_up(p, root, path, leaf, Fix::Check)?;
+                    }
                     return Ok(true);
                 }
             }

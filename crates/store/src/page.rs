@@ -227,6 +227,23 @@ pub fn reserve(p: &mut [u8], i: usize, size: usize) -> Option<usize> {
     Some(off)
 }
 
+/// Rewrites the inline value of leaf cell `i` where the cell is, with `value` no longer than
+/// the old one: the bytes it no longer needs become dead space.
+pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
+    let off = slot(p, i);
+    let klen = get_u16(p, off);
+    let old = get_u32(p, off + 2) as usize;
+    assert!(
+        old & OVERFLOW_BIT as usize == 0 && value.len() <= old,
+        "invariant: an inline value shrinks in place"
+    );
+    put_u32(p, off + 2, value.len() as u32);
+    let start = off + CELL_HDR + klen;
+    p[start..start + value.len()].copy_from_slice(value);
+    let d = dead(p);
+    set_dead(p, d + old - value.len());
+}
+
 /// Removes cell `i` (its bytes become dead space).
 pub fn remove(p: &mut [u8], i: usize) {
     let n = count(p);

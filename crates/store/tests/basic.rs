@@ -487,7 +487,7 @@ fn replace_returns_the_value_it_replaced() {
 }
 
 /// `insert_new` inserts only a key that is absent and leaves one that is there as it was;
-/// a same-size replacement (rewritten in place) keeps the tree sound.
+/// replacements rewritten in place (same size, smaller) keep the tree sound.
 #[test]
 fn insert_new_keeps_an_existing_value() {
     let db = Db::create(MemoryFile::new(), small()).unwrap();
@@ -503,6 +503,12 @@ fn insert_new_keeps_an_existing_value() {
     tx.replace(t, b"a", b"uno", &mut old).unwrap();
     assert_eq!(old, Some(Some(b"one".to_vec())));
     assert_eq!(tx.get(t, b"a").unwrap(), Some(b"uno".to_vec()));
+    // A smaller value is rewritten in place too; a larger one moves.
+    let mut old = None;
+    tx.replace(t, b"a", b"u", &mut old).unwrap();
+    assert_eq!(old, Some(Some(b"uno".to_vec())));
+    tx.insert(t, b"a", b"a longer value").unwrap();
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"a longer value".to_vec()));
     assert_eq!(tx.len(t).unwrap(), 1);
     tx.commit().unwrap();
     let rep = db.check().unwrap();
