@@ -1612,9 +1612,19 @@ impl Writer<'_> {
                 .is_some_and(|u| !std::mem::replace(u, true)),
             ColSource::Default(_) => true,
         });
+        // Input value i goes to column i, for every column: the input row is the row.
+        let identity = p
+            .columns
+            .iter()
+            .enumerate()
+            .all(|(c, src)| matches!(src, ColSource::Input(i) if *i == c));
         for mut input in inputs {
-            let mut row = Vec::with_capacity(t.columns.len());
-            {
+            let mut row = if identity && input.len() == p.columns.len() {
+                std::mem::take(&mut input)
+            } else {
+                Vec::with_capacity(t.columns.len())
+            };
+            if row.is_empty() {
                 let cx = self.cx(&cache);
                 for src in &p.columns {
                     row.push(match src {
