@@ -115,14 +115,19 @@ export interface Sync {
   /** As the owner of `scope`, lets these authors write to it. */
   authorize(scope: string, writerIds: Iterable<string>): Promise<void>;
   digest(): Promise<string>;
+  /** Records committed here and not yet signed; they are sealed before they leave on a link,
+   * or once statements have been idle for a second. */
+  pending(): Promise<number>;
   verify(): Promise<string[]>;
   events(): Promise<SyncEvent[]>;
   /** Runs the sync protocol over `port` inside the Worker (the owner tab only). */
   connect(port: MessagePort): Promise<{ link: number; close(): Promise<boolean> }>;
-  /** Syncs with every database that joins the BroadcastChannel `name` (same origin; the owner tab only). */
-  connectChannel(name: string): Promise<{ link: number; close(): Promise<boolean> }>;
-  /** Syncs through a relay over WebSocket (the owner tab only); reconnects after a cut. */
-  connectRelay(url: string | URL): Promise<{ link: number; close(): Promise<boolean> }>;
+  /** Syncs with every database that joins the BroadcastChannel `name` (same origin; the owner tab
+   * only); joins again after an engine restart. */
+  connectChannel(name: string): Promise<{ readonly link: number; close(): Promise<boolean> }>;
+  /** Syncs through a relay over WebSocket (the owner tab only); reconnects after a cut and after an
+   * engine restart. */
+  connectRelay(url: string | URL): Promise<{ readonly link: number; close(): Promise<boolean> }>;
 }
 
 export interface Database extends Queries {

@@ -469,6 +469,11 @@ export class Sync {
   digest() {
     return this.#send('syncDigest');
   }
+  /** Records committed here and not yet signed: they are sealed into a block before they leave
+   * on a link, or once statements have been idle for a second. */
+  pending() {
+    return this.#send('syncPending');
+  }
   /** Re-checks every stored signature and chain link; returns the problems (empty when sound). */
   verify() {
     return this.#send('syncVerify');
@@ -481,29 +486,59 @@ export class Sync {
   }
   /** Syncs with whatever is at the other end of `port` (a `MessagePort`: another database's
    * `sync.connect`, or a bridge to a relay). The port moves into the Worker, which runs the
-   * protocol by itself. Returns `{ link, close() }`. Only the tab that owns the database can. */
+   * protocol by itself. Returns `{ link, close() }`. Only the tab that owns the database can.
+   * The port dies with the Worker: after an engine restart, connect a new one. */
   async connect(port) {
-    const worker = this.#db._ownerWorker();
-    if (!worker) throw new CairnError('NOT_OWNER', 'sync.connect runs in the tab that owns the database (db.isOwner)');
+    const worker = this.#owner('sync.connect');
     const link = await worker.call('syncAttach', [port], [port]);
     return { link, close: () => worker.call('syncDetach', [link]) };
   }
   /** Syncs with every other database (in this tab, other tabs, their Workers) that joins the
-   * BroadcastChannel `name`: one link per pair, run inside the Worker. Owner tab only. */
+   * BroadcastChannel `name`: one link per pair, run inside the Worker. Owner tab only. Joins
+   * again by itself when the engine restarts. */
   async connectChannel(name) {
-    const worker = this.#db._ownerWorker();
-    if (!worker) throw new CairnError('NOT_OWNER', 'sync.connectChannel runs in the tab that owns the database (db.isOwner)');
-    const link = await worker.call('syncBus', [String(name)]);
-    return { link, close: () => worker.call('syncDetach', [link]) };
+    return this.#transport('syncBus', String(name), 'sync.connectChannel');
   }
   /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the Worker answers the
-   * relay's challenge with this database's key, runs the protocol, and reconnects after a cut.
-   * Refusals arrive as events of kind `relay`. Returns `{ link, close() }`. Owner tab only. */
+   * relay's challenge with this database's key, runs the protocol, and reconnects after a cut
+   * (and after an engine restart). Refusals arrive as events of kind `relay`. Returns
+   * `{ link, close() }`. Owner tab only. */
   async connectRelay(url) {
+    return this.#transport('syncRelay', String(url), 'sync.connectRelay');
+  }
+
+  #owner(what) {
     const worker = this.#db._ownerWorker();
-    if (!worker) throw new CairnError('NOT_OWNER', 'sync.connectRelay runs in the tab that owns the database (db.isOwner)');
-    const link = await worker.call('syncRelay', [String(url)]);
-    return { link, close: () => worker.call('syncDetach', [link]) };
+    if (!worker) throw new CairnError('NOT_OWNER', `${what} runs in the tab that owns the database (db.isOwner)`);
+    return worker;
+  }
+  // Channels and relays this tab opened, to open again in a new Worker after a restart.
+  #transports = new Set();
+  async #transport(op, arg, what) {
+    const worker = this.#owner(what);
+    const t = { op, arg, link: await worker.call(op, [arg]) };
+    this.#transports.add(t);
+    return {
+      get link() {
+        return t.link;
+      },
+      close: async () => {
+        if (!this.#transports.delete(t)) return false;
+        return (await this.#db._ownerWorker()?.call('syncDetach', [t.link])) ?? false;
+      },
+    };
+  }
+  /** After the engine restarted in a new Worker: the transports of the old one, again. */
+  async _reattach() {
+    const worker = this.#db._ownerWorker();
+    if (!worker) return;
+    for (const t of this.#transports) {
+      try {
+        t.link = await worker.call(t.op, [t.arg]);
+      } catch {
+        this.#transports.delete(t); // the database was reopened without sync
+      }
+    }
   }
 }
 
@@ -624,6 +659,7 @@ export class Database extends Queries {
   #onWorkerDeath(link, code) {
     if (this.#closed || this.#link !== link || code === 'TERMINATED') return;
     this.#restarting = this.#becomeOwner()
+      .then(() => this._sync?._reattach())
       .catch(() => {}) // the next call reports the failure
       .finally(() => { this.#restarting = null; });
   }

@@ -119,6 +119,7 @@ const syncOps = {
   syncSetOwner: (id) => [needDb().syncSetOwner(String(id))],
   syncAuthorize: (scope, writers) => [needDb().syncAuthorize(String(scope), Array.from(writers ?? [], String))],
   syncDigest: () => [needDb().syncDigest()],
+  syncPending: () => [needDb().syncPending()],
   syncVerify: () => [needDb().syncVerify()],
   syncEvents: () => [takeSyncEvents()],
   syncAttach: (port) => [attachPort(port)],
@@ -173,6 +174,7 @@ const asyncOps = {
       handle.close(); // the engine closes it too once it holds it; a second close does nothing
       throw e;
     }
+    startSealTimer();
     return [null];
   },
   // Checks the bytes in memory first: nothing is written unless they are a sound database, and
@@ -243,6 +245,25 @@ function takeSyncEvents() {
 }
 
 /** A transport's step failed: an engine trap stops the engine; anything else is an event. */
+// Records are signed in blocks: before they leave on a link (its poll seals), and otherwise once
+// statements have been idle for SEAL_IDLE_MS, so a database with no peer holds signed history too.
+const SEAL_IDLE_MS = 1000;
+let lastStatement = 0;
+let sealTimer = null;
+function startSealTimer() {
+  sealTimer ??= setInterval(() => {
+    if (!db || stopped !== null || performance.now() - lastStatement < SEAL_IDLE_MS) return;
+    try {
+      db.syncSeal();
+    } catch (e) {
+      if (e && e.code === 'NO_SYNC') {
+        clearInterval(sealTimer); // the engine without replication: nothing ever to seal
+        sealTimer = null;
+      } else syncFailed(e);
+    }
+  }, SEAL_IDLE_MS / 4);
+}
+
 function syncFailed(e, kind = 'error') {
   if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
   syncEvents.push([kind, (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
@@ -489,7 +510,10 @@ function runSync(id, op, session, args) {
   } catch (e) {
     return caught(id, e);
   } finally {
-    if (statementOps.has(op)) trackTransaction(session);
+    if (statementOps.has(op)) {
+      trackTransaction(session);
+      lastStatement = performance.now();
+    }
   }
 }
 

@@ -156,3 +156,95 @@ test('three databases on one BroadcastChannel converge, and one that leaves is l
     await b.close();
   }
 });
+
+test('a database with no peer signs its records once statements are idle', async () => {
+  const b = await launch();
+  try {
+    const r = await b.page.evaluate(async () => {
+      const db = await cairn.open('sync-idle', { sync: true });
+      await db.exec('CREATE TABLE note (id TEXT PRIMARY KEY, body TEXT) REPLICATED');
+      await db.run("INSERT INTO note VALUES ('a', 'one')");
+      await db.run("INSERT INTO note VALUES ('b', 'two'), ('c', 'three')");
+      const before = await db.sync.pending();
+      const end = Date.now() + 15000;
+      while ((await db.sync.pending()) > 0 && Date.now() < end) await new Promise((res) => setTimeout(res, 100));
+      const after = await db.sync.pending();
+      const verify = await db.sync.verify();
+      const events = (await db.sync.events()).filter((e) => e.kind === 'error');
+      await db.close();
+      // The blocks were saved: nothing is pending after a reopen either.
+      const again = await cairn.open('sync-idle', { sync: true });
+      const reopened = { pending: await again.sync.pending(), verify: await again.sync.verify() };
+      await again.close();
+      // The engine without replication has nothing to seal and says so.
+      const plain = await cairn.open('sync-idle');
+      let plainPending;
+      try {
+        plainPending = await plain.sync.pending();
+      } catch (e) {
+        plainPending = e.code;
+      }
+      await plain.close();
+      return { before, after, verify, events, reopened, plainPending };
+    });
+    assert.equal(r.before, 2, 'one record per commit, not yet sealed');
+    assert.equal(r.after, 0, 'sealed with no link open');
+    assert.deepEqual(r.verify, []);
+    assert.deepEqual(r.events, []);
+    assert.deepEqual(r.reopened, { pending: 0, verify: [] });
+    assert.equal(r.plainPending, 'NO_SYNC');
+    assert.deepEqual(b.errors, [], 'the page threw');
+  } finally {
+    await b.close();
+  }
+});
+
+test('after an engine restart the tab joins its sync channel again', async () => {
+  const b = await launch();
+  try {
+    const r = await b.page.evaluate(async () => {
+      const until = async (what, f, ms = 20000) => {
+        const end = Date.now() + ms;
+        for (;;) {
+          if (await f()) return;
+          if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+          await new Promise((res) => setTimeout(res, 50));
+        }
+      };
+      const ddl = 'CREATE TABLE item (id TEXT PRIMARY KEY, label TEXT) REPLICATED';
+      const a = await cairn.open('restart-a', { sync: true });
+      const c = await cairn.open('restart-c', { sync: true });
+      await a.exec(ddl);
+      await c.exec(ddl);
+      await c.sync.setOwner(await a.sync.id());
+      const linkA = await a.sync.connectChannel('restart-bus');
+      await c.sync.connectChannel('restart-bus');
+      const count = (db) => db.get('SELECT count(*) AS n FROM item').then((x) => x.n);
+      await a.run("INSERT INTO item VALUES ('before', 'x')");
+      await until('c to see the first row', async () => (await count(c)) === 1);
+      const firstLink = linkA.link;
+      // A panic stops a's engine; a new Worker reopens the database and joins the channel again.
+      const panic = await attempt(() => a._send('debugPanic', 0, ['boom']));
+      await a.run("INSERT INTO item VALUES ('after', 'y')");
+      await until('c to see the row written after the restart', async () => (await count(c)) === 2);
+      // And the other way.
+      await a.sync.authorize('item', [await c.sync.id()]);
+      await until('c to be allowed to write', async () => (await attempt(() => c.run("INSERT INTO item VALUES ('from-c', 'z')"))).ok);
+      await until('a to see c', async () => (await count(a)) === 3);
+      const closed = await linkA.close();
+      const digests = [await a.sync.digest(), await c.sync.digest()];
+      const verify = [await a.sync.verify(), await c.sync.verify()];
+      await a.close();
+      await c.close();
+      return { panic: panic.code, relinked: typeof linkA.link === 'number' && linkA.link !== undefined, firstLink, closed, digests, verify };
+    });
+    assert.equal(r.panic, 'INTERNAL');
+    assert.equal(r.relinked, true);
+    assert.equal(r.closed, true);
+    assert.equal(r.digests[0], r.digests[1]);
+    assert.deepEqual(r.verify, [[], []]);
+    assert.deepEqual(b.errors, [], 'the page threw');
+  } finally {
+    await b.close();
+  }
+});

@@ -24,6 +24,8 @@ const MAX_RATE_STRIKES: u32 = 32;
 /// Sync messages of one connection waiting for the core: beyond it the connection stops
 /// reading its socket, which slows the client through TCP.
 const MAX_WAITING: usize = 8;
+/// How long the `TOO_SLOW` refusal waits for room on a client's socket before the close.
+const TOO_SLOW_GRACE: Duration = Duration::from_secs(5);
 
 /// Records per second, with one second of burst. A message is let through while the bucket is
 /// above zero, even if it is bigger than what is left (the bucket then goes negative): a page
@@ -72,14 +74,15 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
     let queued = outbox.queued.clone();
     let writer_metrics = metrics.clone();
     let mut writer = tokio::spawn(async move {
-        let fatal = |code: Code, msg: &str| Frame::Error(Refusal::new(code, true, msg)).encode();
+        // Set when the client fell `max_pending` frames behind; the kill may come while a send
+        // is blocked on a full socket (the usual case: the client stopped reading), so both
+        // waits watch for it.
+        let mut too_slow = false;
         loop {
             let item = tokio::select! {
                 biased;
                 _ = kill.notified() => {
-                    let f = fatal(Code::TooSlow, "too many frames queued: the client does not read");
-                    writer_metrics.refused(Code::TooSlow);
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Ws::Binary(f.into()))).await;
+                    too_slow = true;
                     break;
                 }
                 item = rx.recv() => item,
@@ -89,9 +92,14 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                 Some(Out::Close(r)) => (Frame::Error(r).encode(), true),
                 None => break,
             };
+            // Cancelling a send keeps the frame whole: tungstenite either has not taken it yet
+            // or holds all of it in its buffer, which the next send flushes first.
             let sent = tokio::select! {
                 biased;
-                _ = kill.notified() => false,
+                _ = kill.notified() => {
+                    too_slow = true;
+                    break;
+                }
                 r = sink.send(Ws::Binary(bytes.into())) => r.is_ok(),
             };
             queued.fetch_sub(1, Relaxed);
@@ -99,6 +107,18 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
             if !sent || last {
                 break;
             }
+        }
+        if too_slow {
+            // What is still queued is dropped; the refusal follows what is already on the wire,
+            // so a client that reads again learns why it was cut off. It gets a few seconds.
+            writer_metrics.refused(Code::TooSlow);
+            let f = Frame::Error(Refusal::new(
+                Code::TooSlow,
+                true,
+                "too many frames queued: the client does not read",
+            ))
+            .encode();
+            let _ = tokio::time::timeout(TOO_SLOW_GRACE, sink.send(Ws::Binary(f.into()))).await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
     });

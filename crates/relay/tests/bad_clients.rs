@@ -246,3 +246,117 @@ async fn a_client_that_never_answers_the_challenge_is_cut_off() {
     assert_eq!(refusal(&mut s).await, None);
     relay.shutdown().await.expect("clean shutdown");
 }
+
+/// Reads `/metrics` and returns the count of refusals with `code`.
+async fn refusals_of(addr: std::net::SocketAddr, code: &str) -> u64 {
+    let line = format!("cairn_relay_refusals_total{{code=\"{code}\"}} ");
+    http_get(addr, "/metrics")
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cut_off_while_others_sync() {
+    let dir = temp_dir("slow");
+    let relay = start_relay(
+        &dir,
+        Limits {
+            max_pending: 6,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let url = relay.url();
+    let scope = ScopeId::new(key(1).id(), "todo/list=big");
+    // Small pages on alice's side keep her frames far under the message limit.
+    let alice = peer(
+        1,
+        app_with(
+            1,
+            cairn_sync::Config {
+                page_records: 50,
+                ..cairn_sync::Config::default()
+            },
+        ),
+        &url,
+    );
+    let bob = peer(2, app(2), &url);
+    let title = "x".repeat(1500);
+    alice.with(|r| {
+        r.sign_writers(&scope.name, 1, vec![key(2).id(), key(3).id()]);
+        for id in 0..3000 {
+            write(r, &scope, id, &title);
+        }
+    });
+    wait_until("bob syncs 3,000 records", || converged(&[&alice, &bob])).await;
+
+    // Carol, a member of the scope, authenticates, says HELLO, then never reads. A small receive
+    // buffer and megabyte pages fill the sockets at once; the relay's retransmits then pile up
+    // in her queue until it passes `max_pending`.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let tcp = socket.connect(relay.local_addr()).await.expect("connect");
+    let (mut s, _) = tokio_tungstenite::client_async(
+        url.as_str(),
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp),
+    )
+    .await
+    .expect("websocket handshake");
+    let (nonce, relay_id, _) = client::challenge(&mut s).await.expect("challenge");
+    let carol = key(3);
+    let sig = carol.sign(&auth_message(&nonce, &relay_id));
+    send(
+        &mut s,
+        Frame::Auth {
+            key: carol.id(),
+            sig,
+        }
+        .encode(),
+    )
+    .await;
+    match s.next().await {
+        Some(Ok(Ws::Binary(b))) => {
+            assert_eq!(Frame::decode(&b), Ok(Frame::Welcome { key: carol.id() }))
+        }
+        other => panic!("expected WELCOME, got {other:?}"),
+    }
+    assert_eq!(refusals_of(relay.local_addr(), "TOO_SLOW").await, 0);
+    send(&mut s, hello(3)).await;
+
+    let addr = relay.local_addr();
+    let give_up = tokio::time::Instant::now() + DEADLINE;
+    while refusals_of(addr, "TOO_SLOW").await == 0 {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the relay never cut off a client that does not read"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // The relay goes on serving the others.
+    alice.with(|r| write(r, &scope, 5000, "after the slow client"));
+    wait_until("bob syncs after the cut", || converged(&[&alice, &bob])).await;
+    assert!(bob.with(|r| r.state_digest() == alice.replica().state_digest()));
+
+    // Carol reads again: what was on the wire, then why she was cut off, then the close.
+    let mut pages = 0;
+    let refusal = loop {
+        match client::recv(&mut s).await {
+            Incoming::Sync(_) => pages += 1,
+            Incoming::Refusal(r) => break Some(r),
+            Incoming::Closed => break None,
+        }
+    };
+    let r = refusal.expect("told why before the close");
+    assert_eq!((r.code.as_str(), r.fatal), ("TOO_SLOW", true));
+    assert!(pages >= 1, "the pages already on the wire arrive whole");
+    assert!(matches!(client::recv(&mut s).await, Incoming::Closed));
+    assert_eq!(refusals_of(addr, "TOO_SLOW").await, 1);
+
+    alice.stop().await;
+    bob.stop().await;
+    relay.shutdown().await.expect("clean shutdown");
+}

@@ -11,6 +11,10 @@
 //!
 //!   valgrind --tool=callgrind --toggle-collect='replicated::timed' \
 //!     target/release/deps/replicated-* --only alone --side replicated
+//!
+//! `--then-connect` also opens a sync link after each sample (`Sync::connect`: what a local
+//! write leaves for sharing, its records hashed, merged, sealed into a signed block and saved)
+//! and reports its time; count it with `--toggle-collect='replicated::connect'`.
 
 use cairn_replicated::Sync;
 use cairn_sql::paged::Paged;
@@ -97,6 +101,12 @@ fn timed(f: Work, db: &mut Database, n: usize) {
     f(db, n)
 }
 
+/// A sync link opened after the writes (`--then-connect`), out of line for a profiler.
+#[inline(never)]
+fn connect(sync: &Sync, db: &mut Database) {
+    sync.connect(db).unwrap();
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -116,9 +126,10 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    let then_connect = args.iter().any(|a| a == "--then-connect");
     let only = flag("--only");
     let side = flag("--side");
-    let partial = only.is_some() || side.is_some();
+    let partial = only.is_some() || side.is_some() || then_connect;
     let samples = if partial && flag("--samples").is_none() {
         1
     } else {
@@ -152,6 +163,7 @@ fn main() {
         }
         let mut plain = Vec::new();
         let mut repl = Vec::new();
+        let mut shared = Vec::new();
         for s in 0..samples {
             // Alternate which goes first.
             for r in if s % 2 == 0 {
@@ -162,10 +174,15 @@ fn main() {
                 if side.as_ref().is_some_and(|w| (w == "replicated") != r) {
                     continue;
                 }
-                let (mut db, _sync) = open(r);
+                let (mut db, sync) = open(r);
                 let t = Instant::now();
                 timed(f, &mut db, n);
                 let ms = t.elapsed().as_secs_f64() * 1e3;
+                if then_connect && r {
+                    let t = Instant::now();
+                    connect(&sync, &mut db);
+                    shared.push(t.elapsed().as_secs_f64() * 1e3);
+                }
                 if r {
                     repl.push(ms);
                 } else {
@@ -174,7 +191,11 @@ fn main() {
             }
         }
         if partial {
-            for (what, v) in [("plain", plain), ("replicated", repl)] {
+            for (what, v) in [
+                ("plain", plain),
+                ("replicated", repl),
+                ("then connect", shared),
+            ] {
                 if !v.is_empty() {
                     println!("{name:<66} {what} {:.1} ms", median(v));
                 }

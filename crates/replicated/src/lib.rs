@@ -9,7 +9,8 @@
 //!   transport that carries bytes; what a peer sends is verified, merged, applied to the SQL
 //!   tables (without being recorded as a local change) and saved, again in one transaction.
 //!
-//! The replica's merged rows are also kept in memory (loaded at attach). docs/sync.md, section
+//! The replica's merged rows are also kept in memory (loaded at attach); a local commit's
+//! records join them when next needed (a peer's records, any sync call), not on the write path. docs/sync.md, section
 //! "In the database", describes the saved layout and the SQL rules.
 
 mod persist;
@@ -18,7 +19,7 @@ use cairn_sql::executor::same_row;
 use cairn_sql::schema::{Catalog, Key, Table};
 use cairn_sql::{CommitHook, Correction, Database, Error, Result, RowChange, Storage, Value};
 use cairn_sync::{
-    AuthorId, ColumnKind, Event, Identity, Link, Op, Payload, Replica, RowKey, RowStore, ScopeId,
+    AuthorId, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore, ScopeId,
     TableSchema,
 };
 use std::cell::RefCell;
@@ -250,6 +251,30 @@ impl Sync {
         Ok(out)
     }
 
+    /// Seals this replica's pending records into signed blocks and saves them: what a host
+    /// calls on an idle timer, so that changes are signed soon after they are written even with
+    /// no peer connected (`poll` also seals before anything leaves). Returns the blocks made;
+    /// nothing is written when nothing is pending, and nothing is done inside a transaction.
+    pub fn seal(&self, db: &mut Database) -> Result<usize> {
+        if db.in_transaction() || (!self.st.borrow().stale && !self.has_pending()) {
+            return Ok(0);
+        }
+        self.write(db, |st, store| {
+            let n = st.replica_mut().seal();
+            st.persist(store)?;
+            Ok(n)
+        })
+    }
+
+    /// Records committed and not yet sealed into a signed block.
+    pub fn pending_records(&self) -> usize {
+        self.st
+            .borrow()
+            .replica
+            .as_ref()
+            .map_or(0, |r| r.pending_records())
+    }
+
     /// Events since the last call.
     pub fn take_events(&self) -> Vec<SyncEvent> {
         std::mem::take(&mut self.st.borrow_mut().events)
@@ -261,7 +286,8 @@ impl Sync {
     }
 
     /// Deletes a row of a replicated table and erases its values from the history this
-    /// replica holds, leaving a signed tombstone that makes every replica do the same.
+    /// replica holds, leaving a signed tombstone that makes every replica do the same. The
+    /// free pages of the file are then zeroed, so no old version of a page keeps the values.
     /// Returns whether the row existed.
     pub fn purge(&self, db: &mut Database, table: &str, pk: &[Value]) -> Result<bool> {
         let t = db.catalog().table(table)?.clone();
@@ -314,6 +340,9 @@ impl Sync {
         match r {
             Ok(()) => {
                 db.execute("COMMIT", &[])?;
+                // Copy-on-write left the purged values in the pages this commit freed (and
+                // in older free pages): overwrite them, so the file keeps no copy.
+                db.storage_mut().erase_free()?;
                 Ok(true)
             }
             Err(e) => {
@@ -356,6 +385,7 @@ impl Sync {
         {
             let mut st = self.st.borrow_mut();
             if st.replica.is_some() && !st.stale {
+                st.replica_mut().catch_up();
                 return f(&mut st);
             }
         }
@@ -383,6 +413,7 @@ impl Sync {
         let r = (|| {
             let mut st = self.st.borrow_mut();
             st.ensure(store, &catalog)?;
+            st.replica_mut().catch_up();
             f(&mut st, store)
         })();
         match r {
@@ -412,11 +443,13 @@ impl Sync {
             self.reload(db)?;
         }
         db.execute("BEGIN", &[])?;
+        let redactions = self.st.borrow().replica.as_ref().map(|r| r.redactions());
         let r = (|| {
             let catalog = db.catalog().clone();
             let (send, events) = {
                 let mut st = self.st.borrow_mut();
                 st.ensure(db.storage_mut(), &catalog)?;
+                st.replica_mut().catch_up();
                 f(&mut st)?
             };
             let mut rows: BTreeSet<RowKey> = BTreeSet::new();
@@ -436,7 +469,15 @@ impl Sync {
         })();
         match r {
             Ok(send) => match db.execute("COMMIT", &[]) {
-                Ok(_) => Ok(send),
+                Ok(_) => {
+                    // A peer's purge redacted history here: as after a local purge, leave no
+                    // copy of the values in freed pages.
+                    let now = self.st.borrow().replica.as_ref().map(|r| r.redactions());
+                    if now != redactions {
+                        db.storage_mut().erase_free()?;
+                    }
+                    Ok(send)
+                }
                 Err(e) => {
                     self.st.borrow_mut().stale = true;
                     Err(e)
@@ -600,6 +641,8 @@ impl State {
             .get_mut(&link)
             .ok_or_else(|| Error::Sync("SYNC_NO_LINK", format!("no open link {link}")))?;
         let replica = self.replica.as_mut().expect("invariant: ensured");
+        // A protocol step reads chain heads and the merged rows.
+        replica.catch_up();
         Ok(f(replica, l, now))
     }
 
@@ -677,10 +720,12 @@ impl State {
         let owner = self.owner();
         // What the table holds for each row at the end of the transaction.
         let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
-        let mut scopes: Vec<(String, Vec<Op>)> = Vec::new();
+        // Per scope, its records' ops, written straight into the records' encodings (a new
+        // record every `MAX_OPS` ops).
+        let mut scopes: Vec<(String, Vec<OpsWriter>)> = Vec::new();
         let mut scope_at: HashMap<String, usize> = HashMap::new();
         fn scope_of(
-            scopes: &mut Vec<(String, Vec<Op>)>,
+            scopes: &mut Vec<(String, Vec<OpsWriter>)>,
             scope_at: &mut HashMap<String, usize>,
             scope: String,
         ) -> usize {
@@ -693,35 +738,77 @@ impl State {
                 }
             }
         }
-        // Per table: the table, its key columns, each column's index among the others, and
-        // (for a table without a scope column) the index of its one scope in `scopes`. A
-        // transaction writes few tables: a list searched by name beats hashing every row's.
-        struct Shape {
+        /// The writer the scope's next op goes to.
+        fn writer(writers: &mut Vec<OpsWriter>, room: usize) -> &mut OpsWriter {
+            if writers
+                .last()
+                .is_none_or(|w| w.len() >= cairn_sync::change::MAX_OPS)
+            {
+                // Room for a typical op of the changes left, to spare regrowth.
+                writers.push(OpsWriter::with_capacity(
+                    80 * room.min(cairn_sync::change::MAX_OPS as usize),
+                ));
+            }
+            writers.last_mut().expect("invariant: pushed above")
+        }
+        // Per table: the table, its sync schema, its key columns, each column's index among
+        // the others, and (for a table without a scope column) the index of its one scope in
+        // `scopes`. A transaction writes few tables: a list searched by name beats hashing
+        // every row's.
+        struct Shape<'r> {
             table: Rc<Table>,
+            schema: &'r TableSchema,
             pk_cols: Vec<usize>,
+            /// Each column's index among the non-key ones.
             sync_cols: Vec<Option<u32>>,
+            /// The same for last-writer-wins columns only (not the key, not a counter).
+            lww_cols: Vec<Option<u32>>,
             scope: Option<usize>,
             has_counters: bool,
         }
+        let replica = self.replica.as_ref().expect("invariant: ensured");
         let mut shapes: Vec<Shape> = Vec::new();
-        let mut ops_at: Vec<(usize, Op)> = Vec::with_capacity(changes.len());
-        for ch in changes {
-            let name = match &ch {
-                RowChange::Set { table, .. } | RowChange::Delete { table, .. } => table,
+        let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
+        let total = changes.len();
+        for (n, ch) in changes.into_iter().enumerate() {
+            let (name, row, set_part) = match ch {
+                RowChange::Set {
+                    table,
+                    row,
+                    columns,
+                    adds,
+                } => (table, row, Some((columns, adds))),
+                RowChange::Delete { table, row } => (table, row, None),
             };
-            let at = match shapes.iter().position(|s| s.table.name == *name) {
+            let at = match shapes.iter().position(|s| s.table.name == name) {
                 Some(i) => i,
                 None => {
-                    let table = catalog.table(name)?.clone();
+                    let table = catalog.table(&name)?.clone();
+                    let schema = replica.table(&table.name).ok_or_else(|| {
+                        sync_err(cairn_sync::Error::InvalidInput(format!(
+                            "table {} is not registered",
+                            table.name
+                        )))
+                    })?;
                     let pk_cols = table.key_columns();
                     let mut next = 0u32;
-                    let sync_cols = (0..table.columns.len())
+                    let sync_cols: Vec<Option<u32>> = (0..table.columns.len())
                         .map(|c| {
                             (!pk_cols.contains(&c)).then(|| {
                                 next += 1;
                                 next - 1
                             })
                         })
+                        .collect();
+                    let counters = table
+                        .replicated
+                        .as_ref()
+                        .map(|r| r.counters.as_slice())
+                        .unwrap_or_default();
+                    let lww_cols = sync_cols
+                        .iter()
+                        .enumerate()
+                        .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
                         .collect();
                     let scoped = table.replicated.as_ref().and_then(|r| r.scope).is_some();
                     let scope =
@@ -735,8 +822,10 @@ impl State {
                         .is_some_and(|r| !r.counters.is_empty());
                     shapes.push(Shape {
                         table,
+                        schema,
                         pk_cols,
                         sync_cols,
+                        lww_cols,
                         scope,
                         has_counters,
                     });
@@ -745,101 +834,72 @@ impl State {
             };
             let shape = &shapes[at];
             let t: &Table = &shape.table;
-            let row = match &ch {
-                RowChange::Set { row, .. } | RowChange::Delete { row, .. } => row,
-            };
-            let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
             let scope = match shape.scope {
                 Some(i) => i,
-                None => scope_of(&mut scopes, &mut scope_at, Self::scope_name(t, row)),
+                None => scope_of(&mut scopes, &mut scope_at, Self::scope_name(t, &row)),
             };
             if shape.has_counters {
+                let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
                 let key = RowKey::new(
                     &t.name,
                     &ScopeId::new(owner, scopes[scope].0.as_bytes()),
                     &pk,
                 );
-                let after = match &ch {
-                    RowChange::Set { row, .. } => Some(row.clone()),
-                    RowChange::Delete { .. } => None,
-                };
+                let after = set_part.is_some().then(|| row.clone());
                 finals.insert(key, (t.name.clone(), after));
             }
-            match ch {
-                RowChange::Delete { .. } => {
-                    ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Delete)))
-                }
-                RowChange::Set {
-                    columns,
-                    adds,
-                    mut row,
-                    ..
-                } => {
-                    let counters = &t
-                        .replicated
-                        .as_ref()
-                        .expect("capture is for replicated tables")
-                        .counters;
-                    let is_insert = columns.iter().any(|c| shape.pk_cols.contains(c));
-                    // The change owns its row: its values move into the op.
-                    let set: Vec<(u32, Value)> = columns
-                        .iter()
-                        .filter(|c| !counters.contains(c))
-                        .filter_map(|&c| {
-                            shape.sync_cols[c]
-                                .map(|i| (i, std::mem::replace(&mut row[c], Value::Null)))
-                        })
-                        .collect();
-                    let mut pk = Some(pk);
-                    let mut take_pk = |last: bool| {
-                        if last {
-                            pk.take().expect("invariant: taken once, last")
-                        } else {
-                            pk.clone().expect("invariant: taken once, last")
-                        }
-                    };
-                    let adds: Vec<(u32, i64)> = adds
-                        .into_iter()
-                        .filter_map(|(c, d)| shape.sync_cols[c].map(|i| (i, d)))
-                        .collect();
-                    if !set.is_empty() || is_insert {
-                        let pk = take_pk(adds.is_empty());
-                        ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Set(set))));
-                    }
-                    for (k, &(i, d)) in adds.iter().enumerate() {
-                        let pk = take_pk(k + 1 == adds.len());
-                        ops_at.push((scope, Op::new(t.name.clone(), pk, Payload::Add(i, d))));
-                    }
+            let pk = shape.pk_cols.iter().map(|&c| &row[c]);
+            // The first scope's first record makes room for all the changes left; with more
+            // scopes, each grows as it needs.
+            let room = if scopes.len() == 1 { total - n } else { 1 };
+            let Some((columns, adds)) = set_part else {
+                writer(&mut scopes[scope].1, room)
+                    .delete(shape.schema, pk)
+                    .map_err(sync_err)?;
+                continue;
+            };
+            // An insert sets every column but the counters; one with no other column records
+            // its additions alone (a SET names at least one column).
+            if columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
+                let set = columns
+                    .iter()
+                    .filter_map(|&c| shape.lww_cols[c].map(|i| (i, &row[c])));
+                writer(&mut scopes[scope].1, room)
+                    .set(shape.schema, pk.clone(), set)
+                    .map_err(sync_err)?;
+            }
+            for (c, d) in adds {
+                if let Some(i) = shape.sync_cols[c] {
+                    writer(&mut scopes[scope].1, room)
+                        .add(shape.schema, pk.clone(), i, d)
+                        .map_err(sync_err)?;
                 }
             }
         }
-        if scopes.len() == 1 {
-            scopes[0].1 = ops_at.into_iter().map(|(_, op)| op).collect();
-        } else {
-            for (i, op) in ops_at {
-                scopes[i].1.push(op);
-            }
-        }
-        let now = (self.now)();
-        for (name, mut ops) in scopes {
-            let scope = ScopeId::new(owner, name.as_bytes());
-            while !ops.is_empty() {
-                let rest = ops.split_off(ops.len().min(cairn_sync::change::MAX_OPS as usize));
-                self.replica_mut()
-                    .commit_quiet(now, &scope, ops)
-                    .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
-                ops = rest;
-            }
-        }
-        self.persist(store)?;
         // A table with UNIQUE constraints shows, of rows that clash, the one written first
         // (docs/sync.md sec. 7): a local write or delete can hide or reveal another row.
-        let mut fixes = Vec::new();
         let unique_tables: BTreeSet<String> = shapes
             .iter()
             .filter(|s| s.table.indexes.iter().any(|i| i.unique))
             .map(|s| s.table.name.clone())
             .collect();
+        drop(shapes);
+        let now = (self.now)();
+        for (name, writers) in scopes {
+            let scope = ScopeId::new(owner, name.as_bytes());
+            for w in writers {
+                // The record is hashed and merged into the rows when next needed (sealing,
+                // a peer's records, a sync call): a local write keeps no per-row state.
+                self.replica_mut()
+                    .commit_written(now, &scope, w)
+                    .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+            }
+        }
+        self.persist(store)?;
+        let mut fixes = Vec::new();
+        if !unique_tables.is_empty() || !finals.is_empty() {
+            self.replica_mut().merge_deferred();
+        }
         for name in unique_tables {
             let t = catalog.table(&name)?;
             let (visible, hidden) = self.replica().visible(&t.name);

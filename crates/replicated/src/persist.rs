@@ -2,9 +2,10 @@
 //!
 //! | tree | key | value |
 //! |---|---|---|
-//! | `SYSTEM_TREES + 1` meta | `identity`, `owner`, `clock`, `peers`, `subscription` | key export, author, u64le HLC, peers, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `peers`, `subscription` | u8 layout, key export, author, u64le HLC, peers, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `pending/`, `author`, `scope`, `u64be seq` | a small pending record, until meta holds [`TAIL_BYTES`] of them |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
-//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2) |
+//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records from meta (3) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
 //!
 //! Writes are incremental: after each operation only the blocks and records appended since the
@@ -22,7 +23,7 @@ use cairn_sync::{
     AuthorId, Block, ChainKey, ChainLog, Checkpoint, Identity, PeerInfo, Record, Replica, RowKey,
     RowState, ScopeId, Subscription, WriterList,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 const META: u64 = SYSTEM_TREES + 1;
@@ -30,9 +31,23 @@ const ROWS: u64 = SYSTEM_TREES + 2;
 const LOG: u64 = SYSTEM_TREES + 3;
 const WRITERS: u64 = SYSTEM_TREES + 4;
 
+/// The layout of these trees this code writes (meta key `layout`; none means 1, where every
+/// pending record is in the log). A database with a newer layout is refused.
+const LAYOUT: u8 = 2;
+/// Meta keys of pending records not moved to the log yet: `TAIL` + author + scope + u64be seq.
+const TAIL: &[u8] = b"pending/";
+/// How many bytes of pending records (keys and values) meta holds before they move to the log
+/// in one go: well inside one page, so that meta stays a one-page tree.
+const TAIL_BYTES: usize = 2048;
+/// A record larger than this goes to the log directly.
+const TAIL_RECORD: usize = 512;
+
 const K_CHECKPOINT: u8 = 0;
 const K_BLOCK: u8 = 1;
 const K_PENDING: u8 = 2;
+/// Consecutive pending records moved from meta together (key: the first one's seq): `varint n`,
+/// then n x `bytes` record.
+const K_PENDING_RUN: u8 = 3;
 
 /// How far each chain is saved.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
@@ -44,7 +59,9 @@ pub(crate) struct Mark {
 
 #[derive(Debug, Default)]
 pub(crate) struct Saved {
-    marks: HashMap<ChainKey, Mark>,
+    /// A search tree: a database writes few chains, and comparing a key or two is cheaper than
+    /// hashing one (the map's hasher is keyed, for peers' ids).
+    marks: BTreeMap<ChainKey, Mark>,
     writers: usize,
     peers: Vec<u8>,
     /// The clock as saved, or as the saved log implies it (loading takes the newest of the
@@ -54,6 +71,15 @@ pub(crate) struct Saved {
     /// clock no newer needs no write of its own (a local commit's clock is its record's HLC).
     log_clock: u64,
     redactions: u64,
+    /// Pending records saved in meta, not yet in the log (their chain and seq), and the bytes
+    /// they take there.
+    tail: Vec<(ChainKey, u64)>,
+    tail_bytes: usize,
+    /// Runs of pending records saved together in the log: chain, first and last seq.
+    runs: Vec<(ChainKey, u64, u64)>,
+    /// Meta says `layout` 2 (a database of layout 1 is marked before it holds anything that
+    /// layout 1 would not read).
+    layout: bool,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
@@ -75,6 +101,7 @@ pub(crate) fn create(store: &mut dyn Storage) -> Result<Identity> {
     for t in [META, ROWS, LOG, WRITERS] {
         store.create_tree(t)?;
     }
+    store.put(META, b"layout", &[LAYOUT])?;
     let identity = Identity::generate(&mut rand_core::OsRng);
     put_identity(store, &identity)?;
     Ok(identity)
@@ -95,10 +122,20 @@ pub(crate) fn put_owner(store: &mut dyn Storage, owner: &AuthorId) -> Result<()>
 }
 
 fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
-    let mut w = Writer::new();
+    let mut w = Writer {
+        buf: Vec::with_capacity(32 + 32 + 10 + scope.name.len()),
+    };
     w.raw(&author.0);
     scope.encode(&mut w);
     w.buf
+}
+
+fn tail_key(prefix: &[u8], seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(TAIL.len() + prefix.len() + 8);
+    k.extend_from_slice(TAIL);
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
 }
 
 fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
@@ -130,6 +167,17 @@ impl State {
     pub(crate) fn load(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
         if !has_state(store) {
             return Ok(());
+        }
+        let layout = store.get(META, b"layout")?;
+        if let Some(l) = &layout {
+            if l.as_slice() != [1] && l.as_slice() != [LAYOUT] {
+                return Err(Error::Sync(
+                    "SYNC_LAYOUT",
+                    format!(
+                        "the sync state was saved in layout {l:?}, newer than this version of cairn reads ({LAYOUT}); open it with a newer cairn"
+                    ),
+                ));
+            }
         }
         let identity = create_readonly(store)?;
         let mut config = cairn_sync::Config::default();
@@ -163,8 +211,40 @@ impl State {
                 .map_err(|e| corrupt("writers", e))?;
             writers += 1;
         }
-        // The log, in key order: per chain its checkpoint, blocks, then pending records.
+        // The log, in key order: per chain its checkpoint, blocks, then pending records (with
+        // those still in meta, by seq).
         let mut chains: BTreeMap<Vec<u8>, (ChainKey, ChainLog)> = BTreeMap::new();
+        let mut pending: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
+        let mut tail = Vec::new();
+        let mut tail_bytes = 0;
+        let mut runs = Vec::new();
+        let mut meta_tail = Vec::new();
+        {
+            let mut end = TAIL.to_vec();
+            *end.last_mut().expect("invariant: a prefix") += 1;
+            let mut cur = store.scan(
+                META,
+                Bound::Included(TAIL),
+                Bound::Excluded(end.as_slice()),
+                false,
+            )?;
+            while cur.next()? {
+                meta_tail.push((cur.key().to_vec(), cur.value().to_vec()));
+            }
+        }
+        for (k, v) in meta_tail {
+            let mut r = Reader::new(&k[TAIL.len()..]);
+            let author = AuthorId(r.array().map_err(|e| corrupt("meta key", e))?);
+            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("meta key", e))?;
+            let prefix = k[TAIL.len()..TAIL.len() + r.pos()].to_vec();
+            let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("meta key", e))?);
+            tail_bytes += k.len() + v.len();
+            tail.push(((author, scope.clone()), seq));
+            chains
+                .entry(prefix.clone())
+                .or_insert_with(|| ((author, scope), ChainLog::default()));
+            pending.entry(prefix).or_default().insert(seq, v);
+        }
         for (k, v) in scan_all(store, LOG)? {
             let mut r = Reader::new(&k);
             let author = AuthorId(r.array().map_err(|e| corrupt("log key", e))?);
@@ -173,7 +253,7 @@ impl State {
             let kind = r.u8().map_err(|e| corrupt("log key", e))?;
             let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("log key", e))?);
             let (_, log) = chains
-                .entry(prefix)
+                .entry(prefix.clone())
                 .or_insert_with(|| ((author, scope.clone()), ChainLog::default()));
             match kind {
                 K_CHECKPOINT => {
@@ -186,15 +266,38 @@ impl State {
                     .blocks
                     .push(Block::from_bytes(&v).map_err(|e| corrupt("block", e))?),
                 K_PENDING => {
-                    let prev = log.head().1;
-                    let rec = Record::decode(&mut Reader::new(&v), &author, &scope, seq, prev)
-                        .map_err(|e| corrupt("record", e))?;
-                    log.pending.push(rec);
+                    pending.entry(prefix).or_default().insert(seq, v);
+                }
+                K_PENDING_RUN => {
+                    let mut r = Reader::new(&v);
+                    let n = r
+                        .count(1, u64::MAX)
+                        .map_err(|e| corrupt("pending run", e))?;
+                    let records = pending.entry(prefix).or_default();
+                    for i in 0..n as u64 {
+                        let rec = r.bytes().map_err(|e| corrupt("pending run", e))?;
+                        records.insert(seq + i, rec.to_vec());
+                    }
+                    if n == 0 {
+                        return Err(corrupt("pending run", "empty"));
+                    }
+                    runs.push(((author, scope.clone()), seq, seq + n as u64 - 1));
                 }
                 _ => return Err(corrupt("log key", "unknown kind")),
             }
         }
-        let mut marks = HashMap::new();
+        for (prefix, records) in pending {
+            let ((author, scope), log) = chains
+                .get_mut(&prefix)
+                .expect("invariant: every pending record's chain is listed");
+            for (seq, v) in records {
+                let prev = log.head().1;
+                let rec = Record::decode(&mut Reader::new(&v), author, scope, seq, prev)
+                    .map_err(|e| corrupt("record", e))?;
+                log.pending.push(rec);
+            }
+        }
+        let mut marks = BTreeMap::new();
         for (_, (key, log)) in chains {
             marks.insert(key.clone(), mark_of(&log));
             replica.restore_chain(key, log);
@@ -225,6 +328,10 @@ impl State {
             clock: replica.clock(),
             log_clock: 0,
             redactions: 0,
+            tail,
+            tail_bytes,
+            runs,
+            layout: layout.as_deref() == Some(&[LAYOUT]),
         };
         self.replica = Some(replica);
         self.register(catalog)
@@ -266,12 +373,12 @@ impl State {
         let redacted = replica.redactions() != saved.redactions;
         saved.redactions = replica.redactions();
         for (key, log) in replica.chains() {
-            let prefix = chain_prefix(&key.0, &key.1);
             let old = saved.marks.get(key).copied().unwrap_or_default();
             let now = mark_of(log);
             if now == old && !redacted {
                 continue;
             }
+            let prefix = chain_prefix(&key.0, &key.1);
             let base = base_of(log);
             let mut from = old;
             if base != old.base || redacted {
@@ -289,6 +396,18 @@ impl State {
                 for k in keys {
                     store.delete(LOG, &k)?;
                 }
+                saved.runs.retain(|(k, _, _)| k != key);
+                let mut i = 0;
+                while i < saved.tail.len() {
+                    if saved.tail[i].0 == *key {
+                        let (_, seq) = saved.tail.swap_remove(i);
+                        let k = tail_key(&prefix, seq);
+                        saved.tail_bytes -= tail_size(store, &k)?;
+                        store.delete(META, &k)?;
+                    } else {
+                        i += 1;
+                    }
+                }
                 if let Some(c) = &log.base {
                     let mut w = Writer::new();
                     c.encode(&mut w);
@@ -296,11 +415,11 @@ impl State {
                 }
                 from = Mark::default();
             }
-            for b in log
+            // Blocks and records are in seq order: skip what is saved without walking it.
+            let new_blocks = log
                 .blocks
-                .iter()
-                .filter(|b| b.last_seq() > from.blocks_upto)
-            {
+                .partition_point(|b| b.last_seq() <= from.blocks_upto);
+            for b in &log.blocks[new_blocks..] {
                 store.put(LOG, &log_key(&prefix, K_BLOCK, b.last_seq()), &b.to_bytes())?;
                 if let Some(h) = b.records.iter().map(|r| r.hlc).max() {
                     saved.log_clock = saved.log_clock.max(h);
@@ -310,19 +429,117 @@ impl State {
             let sealed = log.sealed_head().0;
             if sealed > from.blocks_upto {
                 for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
-                    store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
+                    match saved.tail.iter().position(|(k, s)| *s == seq && k == key) {
+                        Some(i) => {
+                            saved.tail.swap_remove(i);
+                            let k = tail_key(&prefix, seq);
+                            saved.tail_bytes -= tail_size(store, &k)?;
+                            store.delete(META, &k)?;
+                        }
+                        // Runs go whole, below.
+                        None if saved
+                            .runs
+                            .iter()
+                            .any(|(k, a, b)| k == key && (*a..=*b).contains(&seq)) => {}
+                        None => {
+                            store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
+                        }
+                    }
+                }
+                let mut i = 0;
+                while i < saved.runs.len() {
+                    let (k, first, last) = &saved.runs[i];
+                    if k != key || *first > sealed {
+                        i += 1;
+                        continue;
+                    }
+                    let (first, last) = (*first, *last);
+                    saved.runs.swap_remove(i);
+                    let run_key = log_key(&prefix, K_PENDING_RUN, first);
+                    if last > sealed {
+                        // Partly sealed: what is not goes back one record a key.
+                        let v = store
+                            .get(LOG, &run_key)?
+                            .ok_or_else(|| corrupt("pending run", "missing"))?;
+                        let mut r = Reader::new(&v);
+                        r.varint().map_err(|e| corrupt("pending run", e))?;
+                        for seq in first..=last {
+                            let rec = r.bytes().map_err(|e| corrupt("pending run", e))?;
+                            if seq > sealed {
+                                store.put(LOG, &log_key(&prefix, K_PENDING, seq), rec)?;
+                            }
+                        }
+                    }
+                    store.delete(LOG, &run_key)?;
                 }
             }
-            for r in log.pending.iter().filter(|r| r.seq > from.pending_upto) {
-                // Room for a typical op, to spare the regrowth of a large record.
-                let mut w = Writer {
-                    buf: Vec::with_capacity(16 + 64 * r.ops.len()),
+            let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
+            for r in &log.pending[new_pending..] {
+                // A local commit's record is saved as it was written.
+                let mut w = Writer::new();
+                let bytes = match replica.written_bytes(key, r.seq) {
+                    Some(b) => b,
+                    None => {
+                        // Room for a typical op, to spare the regrowth of a large record.
+                        w.buf.reserve(16 + 64 * r.ops.len());
+                        r.encode(&mut w);
+                        &w.buf
+                    }
                 };
-                r.encode(&mut w);
-                store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), &w.buf)?;
+                // A small record goes to meta, a one-page tree, instead of down the log's
+                // path: a commit then copies and writes one page for it, not two or more.
+                let k = tail_key(&prefix, r.seq);
+                if k.len() + bytes.len() <= TAIL_RECORD {
+                    if !saved.layout {
+                        store.put(META, b"layout", &[LAYOUT])?;
+                        saved.layout = true;
+                    }
+                    store.put(META, &k, bytes)?;
+                    saved.tail.push((key.clone(), r.seq));
+                    saved.tail_bytes += k.len() + bytes.len();
+                } else {
+                    store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), bytes)?;
+                }
                 saved.log_clock = saved.log_clock.max(r.hlc);
             }
-            saved.marks.insert(key.clone(), now);
+            match saved.marks.get_mut(key) {
+                Some(m) => *m = now,
+                None => {
+                    saved.marks.insert(key.clone(), now);
+                }
+            }
+        }
+        if saved.tail_bytes > TAIL_BYTES {
+            // Meta is full: its pending records move to the log together, one value per run
+            // of consecutive records of a chain (one path of the log copied for all of them).
+            let mut tail = std::mem::take(&mut saved.tail);
+            tail.sort_unstable();
+            let mut i = 0;
+            while i < tail.len() {
+                let key = &tail[i].0;
+                let mut j = i + 1;
+                while j < tail.len() && tail[j].0 == *key && tail[j].1 == tail[j - 1].1 + 1 {
+                    j += 1;
+                }
+                let prefix = chain_prefix(&key.0, &key.1);
+                let mut w = Writer {
+                    buf: Vec::with_capacity(TAIL_BYTES),
+                };
+                w.varint((j - i) as u64);
+                for (_, seq) in &tail[i..j] {
+                    let k = tail_key(&prefix, *seq);
+                    let v = store
+                        .get(META, &k)?
+                        .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
+                    w.bytes(&v);
+                    store.delete(META, &k)?;
+                }
+                let (first, last) = (tail[i].1, tail[j - 1].1);
+                store.put(LOG, &log_key(&prefix, K_PENDING_RUN, first), &w.buf)?;
+                saved.runs.push((key.clone(), first, last));
+                i = j;
+            }
+            saved.tail_bytes = 0;
         }
         let lists: Vec<&WriterList> = replica.writer_lists().collect();
         if lists.len() != saved.writers {
@@ -354,6 +571,14 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The bytes a pending record in meta takes (key and value).
+fn tail_size(store: &dyn Storage, k: &[u8]) -> Result<usize> {
+    let v = store
+        .get(META, k)?
+        .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
+    Ok(k.len() + v.len())
 }
 
 fn create_readonly(store: &dyn Storage) -> Result<Identity> {

@@ -7,6 +7,12 @@
 //! engine, default 5; the median is reported), `BENCH_ROWS` (rows in t1, default 10,000; the
 //! counts scale with it as in the browser benchmark), `BENCH_ONLY` (run only the workloads whose
 //! name contains this). An unfiltered run also writes `crates/sql/bench-results/workloads.md`.
+//!
+//! `BENCH_PROFILE=<name>` instead runs that one workload once, on cairn in memory, with its
+//! timed part inside `profiled_run`, for a profiler to look at only that part. Instruction
+//! counts are steady where times on a shared machine are not:
+//! `BENCH_PROFILE=update-range valgrind --tool=callgrind --toggle-collect='*profiled_run*'
+//! target/release/deps/workloads-<hash>` (the binary `cargo bench --no-run` names).
 
 use cairn_sql::paged::Paged;
 use cairn_sql::{Database, Statement, Value};
@@ -920,6 +926,39 @@ fn run_once(w: &Workload, kind: Kind, mode: Mode, ctx: &Ctx) -> R<(f64, String)>
     result
 }
 
+/// A workload's timed part, kept out of line so a profiler can count it alone.
+#[inline(never)]
+fn profiled_run(w: &Workload, db: &mut dyn Engine, ctx: &Ctx) -> R<Vec<Value>> {
+    (w.run)(db, ctx)
+}
+
+/// `BENCH_PROFILE`: one run of the workload `name` on cairn in memory.
+fn profile(name: &str, ctx: &Ctx) {
+    let all = workloads();
+    let Some(w) = all.iter().find(|w| w.name == name) else {
+        eprintln!("no workload is named {name:?}");
+        return;
+    };
+    let (mut db, _) = open(Kind::Cairn, Mode::Memory, "profile");
+    let result = (|| {
+        (w.setup)(db.as_mut(), ctx)?;
+        let t = Instant::now();
+        let out = profiled_run(w, db.as_mut(), ctx)?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let check = (w.check)(db.as_mut(), ctx)?;
+        Ok::<_, Fail>((ms, out, check))
+    })();
+    match result {
+        Ok((ms, out, check)) => println!(
+            "{name}: {ms:.2} ms, out [{}] check [{}]",
+            norm(&out),
+            norm(&check)
+        ),
+        Err(e) => eprintln!("{name}: {}", e.msg),
+    }
+    db.close();
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let n = v.len();
@@ -957,6 +996,13 @@ fn main() {
     let rows = env_usize("BENCH_ROWS", 10_000).max(1);
     let only = std::env::var("BENCH_ONLY").ok().filter(|s| !s.is_empty());
     let ctx = Ctx::new(rows);
+    if let Some(name) = std::env::var("BENCH_PROFILE")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        profile(&name, &ctx);
+        return;
+    }
     let all = workloads();
     let chosen: Vec<&Workload> = all
         .iter()

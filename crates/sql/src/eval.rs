@@ -157,7 +157,15 @@ pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
             if x.is_null() || y.is_null() {
                 return Ok(None);
             }
-            let o = cmp_aff(&x, &y, *la, *lb);
+            let o = match (&*x, &*y) {
+                // Two integers compare as integers unless a TEXT affinity turns one into text.
+                (Value::Integer(i), Value::Integer(j))
+                    if *la != Affinity::Text && *lb != Affinity::Text =>
+                {
+                    i.cmp(j)
+                }
+                _ => cmp_aff(&x, &y, *la, *lb),
+            };
             return Ok(Some(match op {
                 BinOp::Eq => o == Ordering::Equal,
                 BinOp::Ne => o != Ordering::Equal,

@@ -34,6 +34,16 @@ fn all_true(filters: &[PExpr], frame: &[Value], cx: &Cx) -> Result<bool> {
     Ok(true)
 }
 
+/// Evaluates `exprs` over `frame` into a row of exactly their number of values (collecting
+/// through `Result` would grow the vector as it goes).
+fn eval_row(exprs: &[PExpr], frame: &[Value], cx: &Cx) -> Result<Vec<Value>> {
+    let mut row = Vec::with_capacity(exprs.len());
+    for e in exprs {
+        row.push(eval(e, frame, cx)?.into_owned());
+    }
+    Ok(row)
+}
+
 /// Runs a query, handing each output row to `sink` until it returns false.
 pub fn run_query(
     q: &QueryPlan,
@@ -201,10 +211,7 @@ fn run_body(b: &Body, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         Body::Core(c) => run_core(c, cx, sink),
         Body::Values(rows) => {
             for r in rows {
-                let row = r
-                    .iter()
-                    .map(|e| eval(e, &[], cx).map(|v| v.into_owned()))
-                    .collect::<Result<Vec<_>>>()?;
+                let row = eval_row(r, &[], cx)?;
                 if !sink(row)? {
                     return Ok(false);
                 }
@@ -282,11 +289,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             let mut seen = HashSet::new();
             let mut key = Vec::new();
             run_levels(c, 0, &mut frame, cx, &mut |frame| {
-                let row = c
-                    .project
-                    .iter()
-                    .map(|e| eval(e, frame, cx).map(|v| v.into_owned()))
-                    .collect::<Result<Vec<_>>>()?;
+                let row = eval_row(&c.project, frame, cx)?;
                 if c.distinct {
                     key.clear();
                     norm_key(&row, &mut key);
@@ -335,6 +338,17 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
                 Some((_, gvals, states)) => emit_group(c, agg, gvals, states, cx, &mut seen, sink),
                 None => Ok(true),
             }
+        }
+        Some(agg) if agg.group_by.is_empty() => {
+            // One group: no key to build and hash for each row.
+            let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
+            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                update_states(agg, &mut states, frame, cx)?;
+                Ok(true)
+            })?;
+            let mut groups = Groups::default();
+            groups.groups.push((Vec::new(), states));
+            finish_groups(c, agg, groups, cx, sink)
         }
         Some(agg) => {
             let mut groups = Groups::default();
@@ -407,11 +421,7 @@ fn emit_group(
             return Ok(true);
         }
     }
-    let row = c
-        .project
-        .iter()
-        .map(|e| eval(e, &frame, cx).map(|v| v.into_owned()))
-        .collect::<Result<Vec<_>>>()?;
+    let row = eval_row(&c.project, &frame, cx)?;
     if c.distinct {
         let mut k = Vec::new();
         norm_key(&row, &mut k);
@@ -495,16 +505,18 @@ impl SumState {
     fn add(&mut self, v: &Value) {
         self.n += 1;
         // Text counts as an integer only if all of it is one; otherwise as a real.
+        let converted;
         let v = match v {
             Value::Text(_) | Value::Blob(_) => {
-                match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
+                converted = match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
                     i @ Value::Integer(_) => i,
                     other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
-                }
+                };
+                &converted
             }
-            v => v.clone(),
+            v => v,
         };
-        match v {
+        match *v {
             Value::Integer(i) if !self.approx => match self.int.checked_add(i) {
                 Some(s) => self.int = s,
                 None => {
@@ -595,7 +607,7 @@ impl AggState {
             if !seen.insert(k) {
                 return Ok(false);
             }
-            return inner.add(spec, v.into_owned(), frame, cx);
+            return inner.add(spec, v, frame, cx);
         }
         if spec.func == AggFunc::Last {
             *self = AggState::Last(v.into_owned());
@@ -604,10 +616,17 @@ impl AggState {
         if v.is_null() {
             return Ok(false);
         }
-        self.add(spec, v.into_owned(), frame, cx)
+        self.add(spec, v, frame, cx)
     }
 
-    fn add(&mut self, spec: &AggSpec, v: Value, frame: &[Value], cx: &Cx) -> Result<bool> {
+    /// Adds a value, borrowed: only a state that keeps it (min, max, a bare column) copies it.
+    fn add(
+        &mut self,
+        spec: &AggSpec,
+        v: std::borrow::Cow<'_, Value>,
+        frame: &[Value],
+        cx: &Cx,
+    ) -> Result<bool> {
         match self {
             AggState::Count(n) => *n += 1,
             AggState::Sum(st) => st.add(&v),
@@ -624,7 +643,7 @@ impl AggState {
                     }
                 };
                 if better {
-                    *best = Some(v);
+                    *best = Some(v.into_owned());
                 }
                 return Ok(better);
             }
@@ -642,7 +661,7 @@ impl AggState {
                     }
                 }
             }
-            AggState::Last(l) => *l = v,
+            AggState::Last(l) => *l = v.into_owned(),
             AggState::Distinct(_, inner) => return inner.add(spec, v, frame, cx),
         }
         Ok(true)
@@ -697,10 +716,7 @@ fn run_levels(
 /// Decodes columns into the frame, reusing the slots' text and blob buffers from the previous
 /// row (no allocation per row for a scanned text column).
 fn decode_cols(rec: &Record, cols: &[usize], base: usize, frame: &mut [Value]) -> Result<()> {
-    for &c in cols {
-        rec.get_into(c, &mut frame[base + c])?;
-    }
-    Ok(())
+    Ok(rec.get_cols_into(cols, &mut frame[base..])?)
 }
 
 /// Finds the candidate rows of a level, writes each into the frame, checks the level's filters
@@ -876,9 +892,6 @@ fn primary_row(
 ) -> Result<bool> {
     let rec = Record::new(value)?;
     decode_cols(&rec, &lvl.pre_cols, lvl.base, frame)?;
-    if lvl.key_slot {
-        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
-    }
     if !all_true(&lvl.filters, frame, cx)? {
         return Ok(true);
     }
@@ -888,6 +901,11 @@ fn primary_row(
         }
     }
     decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
+    // The key slot is past the table's columns, so no filter reads it: only a row that
+    // passed them has its key copied out.
+    if lvl.key_slot {
+        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
+    }
     f(frame)
 }
 
@@ -917,9 +935,13 @@ fn index_row(
     }
     if covering {
         let wanted = |c: usize| lvl.pre_cols.contains(&c) || lvl.post_cols.contains(&c);
-        let key_cols = t.key_columns();
+        let key_cols: &[usize] = match &t.key {
+            Key::Rowid(Some(c)) => std::slice::from_ref(c),
+            Key::Rowid(None) => &[],
+            Key::Columns(c) => c,
+        };
         if key_cols.iter().any(|&c| wanted(c)) {
-            for c in key_cols {
+            for &c in key_cols {
                 let (v, r) = decode_key_value(rest, false)?;
                 frame[lvl.base + c] = typed(v, c);
                 rest = r;
@@ -1281,8 +1303,19 @@ impl Writer<'_> {
         cache: &std::cell::RefCell<HashMap<usize, Cached>>,
     ) -> Result<()> {
         for (i, c) in t.columns.iter().enumerate() {
-            let v = std::mem::replace(&mut row[i], Value::Null);
-            row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
+            // A value already of the column's type is stored as it is (what coercing gives).
+            let stored = matches!(
+                (&row[i], c.ty),
+                (
+                    Value::Integer(_),
+                    ColType::Integer | ColType::Numeric | ColType::Any
+                ) | (Value::Text(_), ColType::Text | ColType::Any)
+                    | (Value::Blob(_), ColType::Blob | ColType::Any)
+            );
+            if !stored {
+                let v = std::mem::replace(&mut row[i], Value::Null);
+                row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
+            }
             if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
                 return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
             }
@@ -1405,21 +1438,28 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// [`Writer::put_row`] for a row nothing reads after: a replicated table's capture keeps
-    /// it without copying it.
-    fn put_row_owned(&mut self, t: &Table, pk: &[u8], row: Vec<Value>) -> Result<()> {
-        if t.replicated.is_none() || self.capture.is_none() {
-            return self.put_row(t, pk, &row);
+    /// The index entries of a row whose record is stored.
+    fn put_index_entries(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        let mut k = Vec::new();
+        for ix in &t.indexes {
+            k.clear();
+            for &c in &ix.columns {
+                push_norm(&row[c], &mut k);
+            }
+            k.extend_from_slice(pk);
+            self.store.put(ix.tree, &k, &[])?;
         }
-        let mut rec = Vec::with_capacity(16 + row.len() * 8);
-        encode_record_into(&mut rec, &row);
-        self.store.put(t.tree, pk, &rec)?;
-        for i in 0..t.indexes.len() {
-            self.store
-                .put(t.indexes[i].tree, &Self::index_key(t, i, &row, pk), &[])?;
-        }
-        self.capture_insert(t, row);
         Ok(())
+    }
+
+    /// Whether another row holds `row`'s values in one of the table's UNIQUE indexes.
+    fn unique_conflicts(&self, t: &Table, row: &[Value]) -> Result<bool> {
+        for i in 0..t.indexes.len() {
+            if self.unique_conflict(t, i, row, &[])?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The capture of an insert: [`Writer::capture_set`] with no old row, given the row.
@@ -1546,25 +1586,51 @@ impl Writer<'_> {
         let inputs: Vec<Vec<Value>> = {
             let cx = self.cx(&cache);
             match &p.rows {
-                InsertRows::Values(rows) => rows
-                    .iter()
-                    .map(|r| {
-                        r.iter()
-                            .map(|e| eval(e, &[], &cx).map(|v| v.into_owned()))
-                            .collect()
-                    })
-                    .collect::<Result<_>>()?,
+                InsertRows::Values(rows) => {
+                    let mut out = Vec::with_capacity(rows.len());
+                    for r in rows {
+                        let mut vals = Vec::with_capacity(r.len());
+                        for e in r {
+                            vals.push(eval(e, &[], &cx)?.into_owned());
+                        }
+                        out.push(vals);
+                    }
+                    out
+                }
                 InsertRows::Query(q) => collect_rows(q, &cx)?,
             }
         };
         let mut res = WriteResult::default();
         let mut next_rowid = None;
-        for input in inputs {
-            let mut row = Vec::with_capacity(t.columns.len());
-            {
+        // The planner gives each input value to one column (a column listed twice is an
+        // error), so values move from the input row instead of being copied; checked here
+        // rather than assumed, as a copy is only slower.
+        let mut used = vec![false; p.columns.len()];
+        let movable = p.columns.iter().all(|c| match c {
+            ColSource::Input(i) => used
+                .get_mut(*i)
+                .is_some_and(|u| !std::mem::replace(u, true)),
+            ColSource::Default(_) => true,
+        });
+        // Input value i goes to column i, for every column: the input row is the row.
+        let identity = p
+            .columns
+            .iter()
+            .enumerate()
+            .all(|(c, src)| matches!(src, ColSource::Input(i) if *i == c));
+        for mut input in inputs {
+            let mut row = if identity && input.len() == p.columns.len() {
+                std::mem::take(&mut input)
+            } else {
+                Vec::with_capacity(t.columns.len())
+            };
+            if row.is_empty() {
                 let cx = self.cx(&cache);
                 for src in &p.columns {
                     row.push(match src {
+                        ColSource::Input(i) if movable => {
+                            std::mem::replace(&mut input[*i], Value::Null)
+                        }
                         ColSource::Input(i) => input[*i].clone(),
                         ColSource::Default(Some(e)) => eval(e, &[], &cx)?.into_owned(),
                         ColSource::Default(None) => Value::Null,
@@ -1612,7 +1678,22 @@ impl Writer<'_> {
         res: &mut WriteResult,
     ) -> Result<()> {
         let t = &p.table;
-        while let Some((constraint, other)) = self.find_conflict(t, &pk, &row, &[])? {
+        let mut rec = Vec::new();
+        encode_record_into(&mut rec, &row);
+        // The common case in one descent of the table: the key is free, so the row goes in at
+        // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
+        // again and leaves it to the loop below, which finds the same conflict a look-up
+        // first would have found.
+        let mut stored = self.store.put_new(t.tree, &pk, &rec)?;
+        if stored && self.unique_conflicts(t, &row)? {
+            self.store.delete(t.tree, &pk)?;
+            stored = false;
+        }
+        while let Some((constraint, other)) = if stored {
+            None
+        } else {
+            self.find_conflict(t, &pk, &row, &[])?
+        } {
             if let Some(u) = &p.upsert {
                 let applies = match u.target {
                     None => true,
@@ -1655,12 +1736,16 @@ impl Writer<'_> {
                 Conflict::Abort => return Err(Self::unique_error(t, constraint)),
             }
         }
+        if !stored {
+            self.store.put(t.tree, &pk, &rec)?;
+        }
+        self.put_index_entries(t, &pk, &row)?;
         let returning = !p.returning.is_empty();
         if returning {
-            self.put_row(t, &pk, &row)?;
+            self.capture_set(t, None, &row);
         } else {
             // Nothing reads the row after: a capture takes it instead of a copy.
-            self.put_row_owned(t, &pk, std::mem::take(&mut row))?;
+            self.capture_insert(t, std::mem::take(&mut row));
         }
         res.changes += 1;
         if rowid.is_some() {
@@ -1683,15 +1768,13 @@ impl Writer<'_> {
             return Ok(());
         }
         let cx = self.cx(cache);
-        let out = exprs
-            .iter()
-            .map(|e| eval(e, row, &cx).map(|v| v.into_owned()))
-            .collect::<Result<Vec<_>>>()?;
-        res.returned.push(out);
+        res.returned.push(eval_row(exprs, row, &cx)?);
         Ok(())
     }
 
     /// Replaces row `old` (at `old_pk`) with `new`; returns the stored row, or None if skipped.
+    /// `old` may be empty when the table has no indexes and its writes are not captured:
+    /// nothing reads it then.
     #[allow(clippy::too_many_arguments)]
     fn update_row(
         &mut self,
@@ -1768,9 +1851,11 @@ impl Writer<'_> {
         Ok(Some(new))
     }
 
+    /// The rows a write changes: (primary key, the row; empty unless `rows`).
     fn targets(
         &self,
         p: &WritePlan,
+        rows: bool,
         cache: &std::cell::RefCell<HashMap<usize, Cached>>,
     ) -> Result<Vec<(Vec<u8>, Vec<Value>)>> {
         let cx = self.cx(cache);
@@ -1778,11 +1863,19 @@ impl Writer<'_> {
         let width = p.table.columns.len();
         let mut frame = vec![Value::Null; p.scan.frame_len];
         run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
-            let pk = match &frame[width] {
-                Value::Blob(b) => b.clone(),
+            // Taken, not copied: the scan writes the next row's key into the slot afresh.
+            let pk = match std::mem::replace(&mut frame[width], Value::Null) {
+                Value::Blob(b) => b,
                 _ => return Err(Error::Invalid("invariant: key slot holds the key".into())),
             };
-            out.push((pk, frame[..width].to_vec()));
+            out.push((
+                pk,
+                if rows {
+                    frame[..width].to_vec()
+                } else {
+                    Vec::new()
+                },
+            ));
             Ok(true)
         })?;
         Ok(out)
@@ -1790,19 +1883,34 @@ impl Writer<'_> {
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
         let cache = std::cell::RefCell::new(HashMap::new());
-        let targets = self.targets(p, &cache)?;
+        let targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
+        let t = &p.table;
+        // The old row is read only to take index entries out and by the capture; without
+        // either, the new row is the old one changed in place, not a copy of it.
+        let keep_old = !t.indexes.is_empty() || (t.replicated.is_some() && self.capture.is_some());
+        let mut vals = Vec::with_capacity(p.set.len());
         for (pk, old) in targets {
             // An earlier row's REPLACE may have deleted this one.
             if p.or == Conflict::Replace && self.store.get(p.table.tree, &pk)?.is_none() {
                 continue;
             }
-            let mut new = old.clone();
+            // Every SET expression reads the old row, so all are evaluated before any is stored.
+            vals.clear();
             {
                 let cx = self.cx(&cache);
-                for (c, e) in &p.set {
-                    new[*c] = eval(e, &old, &cx)?.into_owned();
+                for (_, e) in &p.set {
+                    vals.push(eval(e, &old, &cx)?.into_owned());
                 }
+            }
+            let (old, mut new) = if keep_old {
+                let new = old.clone();
+                (old, new)
+            } else {
+                (Vec::new(), old)
+            };
+            for ((c, _), v) in p.set.iter().zip(vals.drain(..)) {
+                new[*c] = v;
             }
             if let Some(new) = self.update_row(&p.table, &pk, old, new, p.or, checks, &cache)? {
                 res.changes += 1;
@@ -1814,7 +1922,13 @@ impl Writer<'_> {
 
     pub fn delete(&mut self, p: &WritePlan) -> Result<WriteResult> {
         let cache = std::cell::RefCell::new(HashMap::new());
-        let targets = self.targets(p, &cache)?;
+        let t = &p.table;
+        // The deleted row is read for RETURNING, to find its index entries, and by the
+        // capture; with none of them, its key is all a delete needs.
+        let rows = !p.returning.is_empty()
+            || !t.indexes.is_empty()
+            || (t.replicated.is_some() && self.capture.is_some());
+        let targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
         for (pk, old) in targets {
             self.returning(&p.returning, &old, &cache, &mut res)?;

@@ -24,13 +24,15 @@
 //!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
 //!    [`storage::Storage::get`]; a range or an index would instead open a [`storage::Cursor`]
 //!    with [`storage::Storage::scan`] over `index_ranges`. For each row (`primary_row`) it
-//!    decodes only the filters' columns with `cairn_store::codec::Record::get_into`, tests the
-//!    filters ([`eval::eval_bool`]), decodes the rest of what is needed, and pushes the frame
-//!    on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    decodes only the filters' columns with `cairn_store::codec::Record::get_cols_into` (one
+//!    walk of the record header), tests the filters ([`eval::eval_bool`]), decodes the rest of
+//!    what is needed, and pushes the frame on. The sink evaluates the projection and collects the row into [`Output::Rows`].
 //!    `EXPLAIN` prints the plan instead ([`explain`]).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
-//!    row and writes records and index entries with [`storage::Storage::put`].
+//!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
+//!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
+//!    in the same descent of the tree (`Writer::insert_tail`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.
@@ -505,7 +507,10 @@ impl Database {
     }
 
     fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<Output> {
-        if params.len() != stmt.params.count {
+        // EXPLAIN runs nothing, so its parameters may be left unbound (as in SQLite): the plan
+        // does not depend on their values.
+        let explain_unbound = params.is_empty() && matches!(stmt.ast, ast::Statement::Explain(_));
+        if params.len() != stmt.params.count && !explain_unbound {
             return Err(Error::ParamCount(format!(
                 "the statement takes {} parameters, {} were given",
                 stmt.params.count,
@@ -794,7 +799,7 @@ impl Database {
                     )?;
                     while cur.next()? {
                         let rec = cairn_store::codec::Record::new(cur.value())?;
-                        let mut key = Vec::new();
+                        let mut key = Vec::with_capacity(12 * columns.len() + cur.key().len());
                         let mut has_null = false;
                         for &c in &columns {
                             let v = rec.get(c)?;
@@ -806,7 +811,9 @@ impl Database {
                         entries.push((key, plen, has_null));
                     }
                 }
-                cairn_store::sort::sort(&mut entries);
+                // Every key ends with the row's key, so no two are equal: the key alone orders
+                // them, and an unstable sort is as good as a stable one.
+                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                 for w in entries.windows(2) {
                     if ci.unique
                         && !w[0].2
@@ -820,9 +827,8 @@ impl Database {
                         return Err(Error::ConstraintUnique(names.join(", ")));
                     }
                 }
-                for (k, _, _) in &entries {
-                    self.store.put(tree, k, &[])?;
-                }
+                self.store
+                    .load_keys(tree, &mut entries.iter().map(|e| e.0.as_slice()))?;
                 let _ = ix;
                 Catalog::save_table(self.store.as_mut(), &t2)?;
                 self.catalog

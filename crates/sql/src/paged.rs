@@ -12,7 +12,7 @@
 //!   before the next write: this adapter does it, so the SQL layer sees an error and goes on.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Bound;
 
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
@@ -21,26 +21,62 @@ use crate::error::{Error, Result};
 use crate::storage::{Cursor, Storage, TreeId, SCHEMA_TREE};
 
 enum Undo {
-    Put(TreeId, Vec<u8>, Option<Vec<u8>>),
+    /// A write to `tree`: its key, then the value it replaced (if `had_old`), are the bytes of
+    /// `Paged::undo_bytes` from `start` to where the next write's begin. One buffer for the
+    /// whole log, not two allocations per write.
+    Put {
+        tree: TreeId,
+        start: usize,
+        key_len: usize,
+        had_old: bool,
+    },
     CreateTree(TreeId),
     DropTree(TreeId),
 }
 
 /// A read transaction and the tree handles opened in it.
-type Snapshot<F> = (ReadTx<F>, HashMap<TreeId, Tree>);
+type Snapshot<F> = (ReadTx<F>, Handles);
+
+/// Tree handles by SQL tree id, in a vector sorted by id. They are looked up on every read
+/// and write: a binary search over a transaction's few trees costs less than hashing the id,
+/// and less code than a map.
+#[derive(Default)]
+struct Handles(Vec<(TreeId, Tree)>);
+
+impl Handles {
+    fn get(&self, tree: &TreeId) -> Option<&Tree> {
+        let i = self.0.binary_search_by_key(tree, |e| e.0).ok()?;
+        Some(&self.0[i].1)
+    }
+    fn insert(&mut self, tree: TreeId, t: Tree) {
+        match self.0.binary_search_by_key(&tree, |e| e.0) {
+            Ok(i) => self.0[i].1 = t,
+            Err(i) => self.0.insert(i, (tree, t)),
+        }
+    }
+    fn remove(&mut self, tree: &TreeId) {
+        if let Ok(i) = self.0.binary_search_by_key(tree, |e| e.0) {
+            self.0.remove(i);
+        }
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 pub struct Paged<F: BlockFile + 'static> {
     db: Option<Db<F>>,
     opts: Options,
     tx: RefCell<Option<WriteTx<F>>>,
     /// Tree handles of the open write transaction, by SQL tree id.
-    trees: RefCell<HashMap<TreeId, Tree>>,
+    trees: RefCell<Handles>,
     /// The snapshot reads outside a transaction go to, and its tree handles.
     snapshot: RefCell<Option<Snapshot<F>>>,
     dropped: HashSet<TreeId>,
     /// Open savepoints (their positions in `undo`); writes are logged only while there is one.
     savepoints: Vec<usize>,
     undo: Vec<Undo>,
+    undo_bytes: Vec<u8>,
 }
 
 fn name(tree: TreeId) -> String {
@@ -68,6 +104,7 @@ impl<F: BlockFile + 'static> Paged<F> {
             dropped: HashSet::new(),
             savepoints: Vec::new(),
             undo: Vec::new(),
+            undo_bytes: Vec::new(),
         })
     }
 
@@ -135,7 +172,7 @@ impl<F: BlockFile + 'static> Paged<F> {
         }
         let mut snap = self.snapshot.borrow_mut();
         if snap.is_none() {
-            *snap = Some((self.db().begin_read()?, HashMap::new()));
+            *snap = Some((self.db().begin_read()?, Handles::default()));
         }
         let (rtx, trees) = snap.as_mut().expect("invariant: just set");
         let t = match trees.get(&tree) {
@@ -154,10 +191,26 @@ impl<F: BlockFile + 'static> Paged<F> {
         self.dropped.clear();
         self.savepoints.clear();
         self.undo.clear();
+        self.undo_bytes.clear();
     }
 
     fn logging(&self) -> bool {
         !self.savepoints.is_empty()
+    }
+
+    /// Logs a write to `key` of `tree` that replaced `old` (None: the key had no value).
+    fn log_put(&mut self, tree: TreeId, key: &[u8], old: Option<&[u8]>) {
+        let start = self.undo_bytes.len();
+        self.undo_bytes.extend_from_slice(key);
+        if let Some(v) = old {
+            self.undo_bytes.extend_from_slice(v);
+        }
+        self.undo.push(Undo::Put {
+            tree,
+            start,
+            key_len: key.len(),
+            had_old: old.is_some(),
+        });
     }
 
     /// After a failed commit the store must be reopened before it takes another write.
@@ -281,13 +334,23 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         };
         while self.undo.len() > mark {
             match self.undo.pop().expect("invariant: longer than mark") {
-                Undo::Put(tree, key, old) => {
+                Undo::Put {
+                    tree,
+                    start,
+                    key_len,
+                    had_old,
+                } => {
                     let t = self.write_tree(tree)?;
-                    let mut tx = self.tx_mut()?;
-                    match old {
-                        Some(v) => tx.insert(t, &key, &v)?,
-                        None => tx.remove(t, &key)?,
+                    let bytes = std::mem::take(&mut self.undo_bytes);
+                    let (key, old) = bytes[start..].split_at(key_len);
+                    let r = match self.tx_mut() {
+                        Ok(mut tx) if had_old => tx.insert(t, key, old).map_err(Error::from),
+                        Ok(mut tx) => tx.remove(t, key).map_err(Error::from),
+                        Err(e) => Err(e),
                     };
+                    self.undo_bytes = bytes;
+                    self.undo_bytes.truncate(start);
+                    r?;
                 }
                 Undo::CreateTree(tree) => {
                     self.trees.borrow_mut().remove(&tree);
@@ -310,6 +373,16 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.snapshot.replace(None);
         let report = self.db().check()?;
         Ok(report.problems.iter().map(|p| p.to_string()).collect())
+    }
+
+    fn erase_free(&mut self) -> Result<u32> {
+        if self.in_tx() {
+            return Err(Error::Transaction(
+                "erasing free pages needs no open transaction".into(),
+            ));
+        }
+        self.snapshot.replace(None);
+        Ok(self.db().erase_free_pages()?)
     }
 
     fn export(&mut self) -> Result<Vec<u8>> {
@@ -342,6 +415,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             self.savepoints.truncate(sp);
             if self.savepoints.is_empty() {
                 self.undo.clear();
+                self.undo_bytes.clear();
             }
         }
         Ok(())
@@ -375,27 +449,83 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         if self.logging() {
             // One descent: the insert hands back the value it replaced, and says so even when
             // an error follows the change, so the undo log never misses a write.
+            let mut bytes = std::mem::take(&mut self.undo_bytes);
+            let start = bytes.len();
+            bytes.extend_from_slice(key);
             let mut replaced = None;
-            let r = self.tx_mut()?.replace(t, key, value, &mut replaced);
-            if let Some(old) = replaced {
-                self.undo.push(Undo::Put(tree, key.to_vec(), old));
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .replace_appending(t, key, value, &mut bytes, &mut replaced)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            match replaced {
+                Some(had_old) => self.undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: key.len(),
+                    had_old,
+                }),
+                None => bytes.truncate(start),
             }
-            return Ok(r?);
+            self.undo_bytes = bytes;
+            return r;
         }
         self.tx_mut()?.insert(t, key, value)?;
+        Ok(())
+    }
+
+    fn put_new(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool> {
+        let t = self.write_tree(tree)?;
+        let mut inserted = false;
+        let r = self.tx_mut()?.insert_new(t, key, value, &mut inserted);
+        if inserted && self.logging() {
+            self.log_put(tree, key, None);
+        }
+        r?;
+        Ok(inserted)
+    }
+
+    fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        let t = self.write_tree(tree)?;
+        // Under a savepoint each key needs its undo entry: insert them one by one there.
+        if self.logging() || self.tx_mut()?.len(t)? != 0 {
+            for k in keys {
+                self.put(tree, k, &[])?;
+            }
+            return Ok(());
+        }
+        self.tx_mut()?.bulk_load(t, keys.map(|k| (k, [0u8; 0])))?;
         Ok(())
     }
 
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
         let t = self.write_tree(tree)?;
         if self.logging() {
-            let old = self.tx_mut()?.get(t, key)?;
-            let existed = old.is_some();
-            if existed {
-                self.undo.push(Undo::Put(tree, key.to_vec(), old));
-                self.tx_mut()?.remove(t, key)?;
+            // One descent, as for `put`: the removal appends the value it removed to the log.
+            let mut bytes = std::mem::take(&mut self.undo_bytes);
+            let start = bytes.len();
+            bytes.extend_from_slice(key);
+            let mut removed = false;
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .remove_appending(t, key, &mut bytes, &mut removed)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            if removed {
+                self.undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: key.len(),
+                    had_old: true,
+                });
+            } else {
+                bytes.truncate(start);
             }
-            return Ok(existed);
+            self.undo_bytes = bytes;
+            r?;
+            return Ok(removed);
         }
         Ok(self.tx_mut()?.remove(t, key)?)
     }

@@ -51,6 +51,12 @@ pub trait Storage {
             "this storage cannot be exported as a file".into(),
         ))
     }
+    /// Overwrites the storage's free space so that nothing deleted can be read back from it
+    /// (a purge's last step); the number of pages erased. Needs no open transaction. A store
+    /// that keeps no old versions has nothing to erase.
+    fn erase_free(&mut self) -> Result<u32> {
+        Ok(0)
+    }
     /// Ends savepoint `sp` (and any after it) without undoing its writes. A store that keeps an
     /// undo log while a savepoint is open can stop logging once none is.
     fn release(&mut self, _sp: u64) -> Result<()> {
@@ -62,6 +68,25 @@ pub trait Storage {
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Puts `key` only if it is absent; returns whether it did (false: the key was there, and
+    /// nothing was written). A store that can should do it in one descent, not a `get` and a
+    /// `put`: every INSERT checks its primary key this way.
+    fn put_new(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool> {
+        if self.get(tree, key)?.is_some() {
+            return Ok(false);
+        }
+        self.put(tree, key, value)?;
+        Ok(true)
+    }
+    /// Fills the empty `tree` with `keys` (strictly ascending), each with an empty value: a
+    /// new index's entries. A store may build the tree bottom-up, each page written once,
+    /// instead of inserting key by key.
+    fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        for k in keys {
+            self.put(tree, k, &[])?;
+        }
+        Ok(())
+    }
     /// Deletes `key`; returns whether it was there.
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool>;
     /// Entries with keys within the bounds, ascending, or descending when `reverse`.
@@ -229,6 +254,22 @@ impl Storage for Memory {
         let old = t.insert(key.to_vec(), value.to_vec());
         self.log()?.push(Undo::Put(tree, key.to_vec(), old));
         Ok(())
+    }
+
+    fn put_new(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.log()?;
+        let t = self
+            .trees
+            .get_mut(&tree)
+            .ok_or_else(|| Error::Invalid(format!("storage: tree {tree} does not exist")))?;
+        match t.entry(key.to_vec()) {
+            std::collections::btree_map::Entry::Occupied(_) => Ok(false),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(value.to_vec());
+                self.log()?.push(Undo::Put(tree, key.to_vec(), None));
+                Ok(true)
+            }
+        }
     }
 
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {

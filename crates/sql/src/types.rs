@@ -485,7 +485,18 @@ fn like_literal(pattern: &str, text: &str) -> Option<bool> {
         (false, false) => t.len() == lit.len() && eq(t),
         (false, true) => t.len() >= lit.len() && eq(&t[..lit.len()]),
         (true, false) => t.len() >= lit.len() && eq(&t[t.len() - lit.len()..]),
-        (true, true) => lit.is_empty() || t.windows(lit.len()).any(eq),
+        (true, true) => match lit.split_first() {
+            None => true,
+            // Only where the first byte matches (either case) is the rest compared.
+            Some((&first, rest)) => {
+                let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+                t.len() >= lit.len()
+                    && (0..=t.len() - lit.len()).any(|i| {
+                        (t[i] == lo || t[i] == up)
+                            && t[i + 1..i + lit.len()].eq_ignore_ascii_case(rest)
+                    })
+            }
+        },
     })
 }
 

@@ -279,3 +279,39 @@ fn a_statement_prepared_on_one_database_replans_on_another() {
         &[vec![Value::Integer(1)]]
     );
 }
+
+#[test]
+fn explain_needs_no_parameter_values() {
+    let mut db = Database::memory();
+    db.exec_script("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT); CREATE INDEX tb ON t (b)")
+        .unwrap();
+    // As in SQLite: EXPLAIN of a statement with parameters shows the plan with them unbound.
+    let plan = rows(
+        db.execute("EXPLAIN SELECT * FROM t WHERE b = ? AND a > :lo", &[])
+            .unwrap(),
+    );
+    let text: Vec<String> = plan
+        .iter()
+        .map(|r| match &r[0] {
+            Value::Text(s) => s.clone(),
+            v => panic!("plan line {v:?}"),
+        })
+        .collect();
+    assert!(text.iter().any(|l| l.contains("tb")), "{text:?}");
+    // Given values, their number must still be right; the statement itself still needs them.
+    assert_eq!(
+        db.execute(
+            "EXPLAIN SELECT * FROM t WHERE a = ?",
+            &[Value::Null, Value::Null]
+        )
+        .unwrap_err()
+        .code(),
+        "PARAM_COUNT"
+    );
+    assert_eq!(
+        db.execute("SELECT * FROM t WHERE a = ?", &[])
+            .unwrap_err()
+            .code(),
+        "PARAM_COUNT"
+    );
+}

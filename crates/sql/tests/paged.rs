@@ -73,6 +73,55 @@ fn a_failed_statement_in_a_transaction_undoes_only_itself() {
     assert!(db.execute("SELECT * FROM gone", &[]).is_err());
 }
 
+/// A statement that fails after writing many rows (values of the same size, rewritten in
+/// place, and of other sizes; index entries; deletes) leaves every one as it was: the undo
+/// log gives each back.
+#[test]
+fn a_statement_failing_after_many_writes_undoes_them_all() {
+    let mut db = open(MemoryFile::new());
+    db.exec_script(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, s TEXT NOT NULL);
+         CREATE INDEX t_n ON t (n);",
+    )
+    .unwrap();
+    db.execute("BEGIN", &[]).unwrap();
+    for i in 1..=600i64 {
+        db.execute(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            &[
+                Value::Integer(i),
+                Value::Integer(i % 7),
+                Value::Text(format!("row {i}")),
+            ],
+        )
+        .unwrap();
+    }
+    let before = rows(&mut db, "SELECT * FROM t ORDER BY id");
+    for sql in [
+        "UPDATE t SET n = n + 1, s = CASE WHEN id = 590 THEN NULL ELSE s END",
+        "UPDATE t SET s = CASE WHEN id = 590 THEN NULL ELSE s || ' longer' END",
+        "UPDATE t SET n = CASE WHEN id = 590 THEN 'x' ELSE n * 2 END",
+    ] {
+        assert!(db.execute(sql, &[]).is_err(), "{sql}");
+        assert_eq!(
+            rows(&mut db, "SELECT * FROM t ORDER BY id"),
+            before,
+            "{sql}"
+        );
+    }
+    db.execute("DELETE FROM t WHERE id > 500", &[]).unwrap();
+    db.execute("COMMIT", &[]).unwrap();
+    assert_eq!(
+        rows(&mut db, "SELECT count(*) FROM t"),
+        vec![vec![Value::Integer(500)]]
+    );
+    assert_eq!(
+        rows(&mut db, "SELECT count(*) FROM t WHERE n = 3"),
+        rows(&mut db, "SELECT count(*) FROM t WHERE n + 0 = 3")
+    );
+    assert!(db.check().unwrap().is_empty());
+}
+
 #[test]
 fn rollback_restores_the_last_commit() {
     let mut db = open(MemoryFile::new());

@@ -31,8 +31,122 @@ pub(crate) trait Pages {
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
     /// A fresh owned page, zeroed.
     fn alloc(&mut self) -> Result<u32>;
+    /// A fresh owned page holding a copy of `content` (one page).
+    fn alloc_copy(&mut self, content: &[u8]) -> Result<u32>;
     /// Gives `id` up: reusable at once if this transaction allocated it, else after commit.
     fn free(&mut self, id: u32) -> Result<()>;
+    /// Where the last write of the open write transaction landed (None outside one). An
+    /// implementation must forget it (`LastLeaf::forget`) whenever it allocates or frees a page.
+    fn last_leaf(&mut self) -> Option<&mut LastLeaf>;
+}
+
+/// Where the last write landed: its owned root-to-leaf path and the range of keys the leaf
+/// covers (from the separators above it). Writes in key order (a range UPDATE, an append, an
+/// INSERT ... SELECT) mostly land in the leaf the previous one did, and then start there
+/// instead of descending again (and asking for every page on the way whether it is owned).
+///
+/// Sound only while the pages on the path keep their place and the separators above the leaf
+/// stay as they are: every page allocated or freed (a split, a merge, a copy, a new root) and
+/// every rebalance forgets it. Changing cells inside the leaf does not: its range is set by
+/// the branches above.
+#[derive(Default)]
+pub(crate) struct LastLeaf {
+    /// The tree's root (0: nothing remembered).
+    root: u32,
+    leaf: u32,
+    path: Vec<(u32, usize)>,
+    /// The leaf holds keys `lo <= k < hi`; without a bound on a side, that side is open.
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    has_lo: bool,
+    has_hi: bool,
+}
+
+impl LastLeaf {
+    pub(crate) fn forget(&mut self) {
+        self.root = 0;
+    }
+}
+
+/// The leaf the last write used, if the tree is the same and `key` falls in the leaf's range;
+/// `path` gets its path (every page of it owned).
+fn reuse_leaf<P: Pages>(
+    p: &mut P,
+    root: u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+) -> Option<u32> {
+    let h = p.last_leaf()?;
+    if h.root == 0
+        || h.root != root
+        || (h.has_lo && key < h.lo.as_slice())
+        || (h.has_hi && key >= h.hi.as_slice())
+    {
+        return None;
+    }
+    path.clear();
+    path.extend_from_slice(&h.path);
+    Some(h.leaf)
+}
+
+/// Remembers the path `cow_path` just made, for the next write.
+fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)]) -> Result<()> {
+    let Some(h) = p.last_leaf() else {
+        return Ok(());
+    };
+    h.forget();
+    let (mut lo, mut hi) = (std::mem::take(&mut h.lo), std::mem::take(&mut h.hi));
+    let mut kept = std::mem::take(&mut h.path);
+    lo.clear();
+    hi.clear();
+    kept.clear();
+    kept.extend_from_slice(path);
+    // The deepest separator on each side bounds the leaf most tightly (child i of a branch
+    // holds the keys from separator i-1, included, to separator i, excluded).
+    let (mut has_lo, mut has_hi) = (false, false);
+    for &(b, i) in path.iter().rev() {
+        if has_lo && has_hi {
+            break;
+        }
+        p.with_page(b, |pg| {
+            if !has_lo && i > 0 {
+                lo.extend_from_slice(page::key(pg, i - 1));
+                has_lo = true;
+            }
+            if !has_hi && i < page::count(pg) {
+                hi.extend_from_slice(page::key(pg, i));
+                has_hi = true;
+            }
+        })?;
+    }
+    if let Some(h) = p.last_leaf() {
+        *h = LastLeaf {
+            root,
+            leaf,
+            path: kept,
+            lo,
+            hi,
+            has_lo,
+            has_hi,
+        };
+    }
+    Ok(())
+}
+
+/// The owned leaf for `key` and the path to it: the last write's, when `key` falls in it,
+/// else a fresh `cow_path`, remembered for the next write.
+fn owned_leaf<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+) -> Result<u32> {
+    if let Some(leaf) = reuse_leaf(p, *root, key, path) {
+        return Ok(leaf);
+    }
+    let leaf = cow_path(p, root, key, path)?;
+    remember_leaf(p, *root, leaf, path)?;
+    Ok(leaf)
 }
 
 fn expect_kind(id: u32, p: &[u8], kind: u8) -> Result<()> {
@@ -51,8 +165,7 @@ fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
         return Ok(id);
     }
     let old = p.read(id)?;
-    let new = p.alloc()?;
-    p.page_mut(new)?.copy_from_slice(&old);
+    let new = p.alloc_copy(&old)?;
     p.free(id)?;
     Ok(new)
 }
@@ -244,8 +357,8 @@ fn split<P: Pages, C: AsRef<[u8]>>(
     kind: u8,
     cells: &[C],
     right: u32,
+    m: usize,
 ) -> Result<Fix> {
-    let m = split_point(cells);
     let new = p.alloc()?;
     if kind == KIND_LEAF {
         let sep = separator(
@@ -264,8 +377,25 @@ fn split<P: Pages, C: AsRef<[u8]>>(
     }
 }
 
-/// Inserts a raw cell at `i` of owned node `id`, splitting it if it is full.
-fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fix> {
+/// Whether every node on `path` leads to its last child: the path ends at the tree's right edge.
+fn rightmost<P: Pages>(p: &mut P, path: &[(u32, usize)]) -> Result<bool> {
+    for &(b, idx) in path {
+        if !p.with_page(b, |pg| idx == page::count(pg))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Inserts a raw cell at `i` of owned node `id`, splitting it if it is full. `path` is the
+/// path from the root to `id` when the caller has it.
+fn insert_cell<P: Pages>(
+    p: &mut P,
+    id: u32,
+    i: usize,
+    cell: &[u8],
+    path: Option<&[(u32, usize)]>,
+) -> Result<Fix> {
     let pg = p.page_mut(id)?;
     if let Some(off) = page::reserve(pg, i, cell.len()) {
         pg[off..off + cell.len()].copy_from_slice(cell);
@@ -278,8 +408,24 @@ fn insert_cell<P: Pages>(p: &mut P, id: u32, i: usize, cell: &[u8]) -> Result<Fi
     let mut cells: Vec<&[u8]> = (0..page::count(&copy))
         .map(|j| page::cell(&copy, j))
         .collect();
+    let appended = i == cells.len();
     cells.insert(i, cell);
-    split(p, id, kind, &cells, right)
+    // Appending at the tree's right edge (rows inserted in key order): the node stays as full
+    // as it is and the new one starts with the new cell, as SQLite's quick balance does.
+    // Halving would leave every node of an ordered load half empty, and split twice as often.
+    // (A branch keeps its last cell for the new node, which must not be empty.)
+    let at_edge = appended
+        && cells.len() >= 4
+        && match path {
+            Some(path) => rightmost(p, path)?,
+            None => false,
+        };
+    let m = match (at_edge, kind) {
+        (true, KIND_LEAF) => cells.len() - 1,
+        (true, _) => cells.len() - 2,
+        (false, _) => split_point(&cells),
+    };
+    split(p, id, kind, &cells, right, m)
 }
 
 /// Inserts or replaces `key`. Returns whether it was there before.
@@ -294,7 +440,7 @@ pub(crate) fn insert<P: Pages>(
     insert_keeping(p, root, key, value, path, scratch, None)
 }
 
-/// `insert`, and when the key was there, its old value copied into `old` (one descent where a
+/// `insert`, and when the key was there, its old value appended to `old` (one descent where a
 /// caller that keeps an undo log would otherwise make two).
 pub(crate) fn insert_keeping<P: Pages>(
     p: &mut P,
@@ -304,6 +450,35 @@ pub(crate) fn insert_keeping<P: Pages>(
     path: &mut Vec<(u32, usize)>,
     scratch: &mut Vec<u8>,
     old: Option<&mut Vec<u8>>,
+) -> Result<bool> {
+    insert_inner(p, root, key, value, path, scratch, old, false)
+}
+
+/// Inserts `key` only if it is absent (one descent where a look-up then an insert make two).
+/// Returns whether it was there; if it was, its value is left as it was. The path to its leaf
+/// is copied either way (a conflict costs the pages it would have written, not a second
+/// descent for every insert that succeeds).
+pub(crate) fn insert_new<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+) -> Result<bool> {
+    insert_inner(p, root, key, value, path, scratch, None, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_inner<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+    old: Option<&mut Vec<u8>>,
+    skip_existing: bool,
 ) -> Result<bool> {
     let ps = p.page_size();
     if key.len() > page::max_key(ps) {
@@ -322,21 +497,38 @@ pub(crate) fn insert_keeping<P: Pages>(
         page::init(p.page_mut(id)?, KIND_LEAF);
         *root = id;
     }
-    let leaf = cow_path(p, root, key, path)?;
+    let leaf = owned_leaf(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search(pg, key) {
+        Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
+            if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
+                if value.len() <= v.len() {
+                    // No larger (an update that changes a number, say): rewrite the value where
+                    // it is. Removing the cell and reserving room for a new one would, on a full
+                    // page, copy the whole page to gather the room.
+                    if let Some(out) = old {
+                        out.extend_from_slice(v);
+                    }
+                    let shrunk = value.len() < v.len();
+                    page::shrink_value(pg, i, value);
+                    if shrunk && underfull(pg) {
+                        fix_up(p, root, path, leaf, Fix::Check)?;
+                    }
+                    return Ok(true);
+                }
+            }
             match page::leaf_value(pg, i) {
                 LeafValue::Overflow(len, first) => {
                     if let Some(out) = old {
-                        out.clear();
-                        read_overflow(p, len, first, out)?;
+                        let mut v = Vec::new();
+                        read_overflow(p, len, first, &mut v)?;
+                        out.extend_from_slice(&v);
                     }
                     free_overflow(p, len, first)?;
                 }
                 LeafValue::Inline(v) => {
                     if let Some(out) = old {
-                        out.clear();
                         out.extend_from_slice(v);
                     }
                 }
@@ -357,7 +549,7 @@ pub(crate) fn insert_keeping<P: Pages>(
             &first.to_le_bytes(),
         );
     }
-    let fix = insert_cell(p, leaf, at, scratch)?;
+    let fix = insert_cell(p, leaf, at, scratch, Some(path))?;
     // A replacement may leave the leaf smaller than before.
     let fix = match fix {
         Fix::None if existed => Fix::Check,
@@ -374,8 +566,30 @@ pub(crate) fn remove<P: Pages>(
     key: &[u8],
     path: &mut Vec<(u32, usize)>,
 ) -> Result<bool> {
+    let mut removed = false;
+    remove_keeping(p, root, key, path, None, &mut removed)?;
+    Ok(removed)
+}
+
+/// `remove`, appending the removed value to `old` (for a caller's undo log). `removed` is set
+/// as soon as the entry is gone, even when an error follows.
+pub(crate) fn remove_keeping<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    old: Option<&mut Vec<u8>>,
+    removed: &mut bool,
+) -> Result<()> {
+    *removed = false;
     if *root == 0 {
-        return Ok(false);
+        return Ok(());
+    }
+    if let Some(leaf) = reuse_leaf(p, *root, key, path) {
+        if p.with_page(leaf, |pg| page::search(pg, key).is_err())? {
+            return Ok(());
+        }
+        return remove_at(p, root, key, path, leaf, old, removed);
     }
     // Look first, so a miss copies no page.
     let mut id = *root;
@@ -388,7 +602,7 @@ pub(crate) fn remove<P: Pages>(
             KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
             KIND_LEAF => {
                 if page::search(&pg, key).is_err() {
-                    return Ok(false);
+                    return Ok(());
                 }
                 break;
             }
@@ -396,6 +610,20 @@ pub(crate) fn remove<P: Pages>(
         }
     }
     let leaf = cow_path(p, root, key, path)?;
+    remember_leaf(p, *root, leaf, path)?;
+    remove_at(p, root, key, path, leaf, old, removed)
+}
+
+/// Removes `key`, which is in the owned `leaf` at the end of `path`.
+fn remove_at<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    leaf: u32,
+    old: Option<&mut Vec<u8>>,
+    removed: &mut bool,
+) -> Result<()> {
     let pg = p.page_mut(leaf)?;
     let Ok(i) = page::search(pg, key) else {
         return Err(page::corrupt(
@@ -403,12 +631,24 @@ pub(crate) fn remove<P: Pages>(
             "key vanished between lookup and removal",
         ));
     };
-    if let LeafValue::Overflow(len, first) = page::leaf_value(pg, i) {
-        free_overflow(p, len, first)?;
+    match page::leaf_value(pg, i) {
+        LeafValue::Overflow(len, first) => {
+            if let Some(out) = old {
+                let mut v = Vec::new();
+                read_overflow(p, len, first, &mut v)?;
+                out.extend_from_slice(&v);
+            }
+            free_overflow(p, len, first)?;
+        }
+        LeafValue::Inline(v) => {
+            if let Some(out) = old {
+                out.extend_from_slice(v);
+            }
+        }
     }
     page::remove(p.page_mut(leaf)?, i);
-    fix_up(p, root, path, leaf, Fix::Check)?;
-    Ok(true)
+    *removed = true;
+    fix_up(p, root, path, leaf, Fix::Check)
 }
 
 fn underfull(pg: &[u8]) -> bool {
@@ -428,7 +668,7 @@ fn fix_up<P: Pages>(
             Fix::None => return Ok(()),
             Fix::Split(sep, right) => {
                 page::set_child(p.page_mut(parent)?, idx, right);
-                insert_cell(p, parent, idx, &page::branch_cell(&sep, id))?
+                insert_cell(p, parent, idx, &page::branch_cell(&sep, id), Some(path))?
             }
             Fix::Check => {
                 if underfull(p.page_mut(id)?) {
@@ -471,6 +711,10 @@ fn fix_up<P: Pages>(
 /// Merges child `idx` of `parent` with a neighbour, or shares their cells evenly when both do
 /// not fit in one page.
 fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
+    // Cells move between leaves and the separator above them changes.
+    if let Some(h) = p.last_leaf() {
+        h.forget();
+    }
     let ppg = p.page_mut(parent)?;
     if page::count(ppg) == 0 {
         return Ok(Fix::Check);
@@ -523,7 +767,7 @@ fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
         s
     };
     page::remove(p.page_mut(parent)?, li);
-    match insert_cell(p, parent, li, &page::branch_cell(&new_sep, l))? {
+    match insert_cell(p, parent, li, &page::branch_cell(&new_sep, l), None)? {
         Fix::None => Ok(Fix::Check),
         f => Ok(f),
     }

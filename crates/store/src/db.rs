@@ -13,11 +13,14 @@
 //! **Life of a write**, from the SQL layer's call to the disk:
 //! 1. [`Db::begin_write`] → `Shared::begin_write`: loads the free-page set on first use
 //!    (`load_free`), releases pages no snapshot needs (`release_pending`), opens the `W` state.
-//! 2. [`WriteTx::insert`] → `btree::insert`: `cow_path` copies each page on the root-to-leaf
-//!    path that this transaction does not own (`Pages::alloc` takes the lowest free page,
-//!    `Pages::free` queues the old one), the cell goes in with `page::reserve`, and `fix_up`
-//!    carries splits or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out
-//!    early when more than `Options::dirty_pages` are held.
+//! 2. [`WriteTx::insert`] → `btree::insert`: `owned_leaf` starts from the leaf the previous
+//!    write used when the key falls in its range (`btree::LastLeaf`); otherwise `cow_path`
+//!    copies each page on the root-to-leaf path that this transaction does not own
+//!    (`Pages::alloc_copy` takes the lowest free page, `Pages::free` queues the old one). The
+//!    cell goes in with `page::reserve` (a value of the same size is rewritten in place), and
+//!    `fix_up` carries splits (at the tree's right edge, the new node starts with the new cell
+//!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
+//!    when more than `Options::dirty_pages` are held.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself,
 //!    `write_dirty` (one write call per run of adjacent pages), then `encode_superblock` into
@@ -186,6 +189,8 @@ struct W {
     /// Bumped by every change, so a cursor knows to find its place again.
     seq: u64,
     serial: u64,
+    /// Where the last write landed, for the next one (see `btree::LastLeaf`).
+    last_leaf: btree::LastLeaf,
 }
 
 pub(crate) struct Shared<F> {
@@ -216,6 +221,10 @@ pub(crate) struct Shared<F> {
 impl<F: BlockFile> Pages for Shared<F> {
     fn page_size(&self) -> usize {
         self.pager.page_size
+    }
+
+    fn last_leaf(&mut self) -> Option<&mut btree::LastLeaf> {
+        self.w.as_mut().map(|w| &mut w.last_leaf)
     }
 
     fn read(&mut self, id: u32) -> Result<Page> {
@@ -279,10 +288,54 @@ impl<F: BlockFile> Pages for Shared<F> {
 
     fn alloc(&mut self) -> Result<u32> {
         let ps = self.pager.page_size;
+        self.alloc_holding(vec![0u8; ps])
+    }
+
+    fn alloc_copy(&mut self, content: &[u8]) -> Result<u32> {
+        debug_assert_eq!(
+            content.len(),
+            self.pager.page_size,
+            "a page copy is one page"
+        );
+        self.alloc_holding(content.to_vec())
+    }
+
+    fn free(&mut self, id: u32) -> Result<()> {
+        let w = self
+            .w
+            .as_mut()
+            .expect("invariant: free only inside a write transaction");
+        w.seq += 1;
+        w.last_leaf.forget();
+        if w.owned.remove(&id).is_some() {
+            w.dirty.remove(&id);
+            self.unflushed.remove(&id);
+            self.pager.forget(id);
+            delta_set(&mut w.delta, id, true);
+            self.free
+                .as_mut()
+                .expect("invariant: free set loaded")
+                .insert(id);
+        } else {
+            if w.delta.contains_key(&id) {
+                return Err(page::corrupt(id, "freed twice"));
+            }
+            w.freed.push(id);
+            w.delta.insert(id, true);
+        }
+        Ok(())
+    }
+}
+
+impl<F: BlockFile> Shared<F> {
+    /// A fresh owned page holding `page` (zeroes, or a copy of the page it replaces: the copy
+    /// goes straight in, not over a zeroed page).
+    fn alloc_holding(&mut self, page: Vec<u8>) -> Result<u32> {
         let w = self
             .w
             .as_mut()
             .expect("invariant: alloc only inside a write transaction");
+        w.last_leaf.forget();
         let free = self
             .free
             .as_mut()
@@ -302,33 +355,8 @@ impl<F: BlockFile> Pages for Shared<F> {
             }
         };
         w.owned.insert(id, ());
-        w.dirty.insert(id, Rc::new(vec![0u8; ps]));
+        w.dirty.insert(id, Rc::new(page));
         Ok(id)
-    }
-
-    fn free(&mut self, id: u32) -> Result<()> {
-        let w = self
-            .w
-            .as_mut()
-            .expect("invariant: free only inside a write transaction");
-        w.seq += 1;
-        if w.owned.remove(&id).is_some() {
-            w.dirty.remove(&id);
-            self.unflushed.remove(&id);
-            self.pager.forget(id);
-            delta_set(&mut w.delta, id, true);
-            self.free
-                .as_mut()
-                .expect("invariant: free set loaded")
-                .insert(id);
-        } else {
-            if w.delta.contains_key(&id) {
-                return Err(page::corrupt(id, "freed twice"));
-            }
-            w.freed.push(id);
-            w.delta.insert(id, true);
-        }
-        Ok(())
     }
 }
 
@@ -505,6 +533,7 @@ impl<F: BlockFile> Shared<F> {
             names: HashMap::new(),
             seq: 0,
             serial: self.serial,
+            last_leaf: btree::LastLeaf::default(),
         });
         Ok(self.serial)
     }
@@ -1129,6 +1158,36 @@ impl<F: BlockFile> Db<F> {
         Ok((before, count))
     }
 
+    /// Overwrites every free page with zeros and flushes, so that nothing a transaction deleted
+    /// stays readable in the file (what a purge of replicated history needs: copy-on-write
+    /// leaves the old versions of rewritten pages behind until they are reused). Needs no open
+    /// transaction. One empty commit comes first, so that neither superblock slot names a state
+    /// that uses a page about to be zeroed and a crash at any point opens a sound state. Returns
+    /// the number of pages zeroed.
+    pub fn erase_free_pages(&self) -> Result<u32> {
+        {
+            let mut sh = self.shared.borrow_mut();
+            if sh.w.is_some() || !sh.readers.is_empty() {
+                return Err(Error::Busy(
+                    "erasing free pages needs no open transaction".into(),
+                ));
+            }
+            sh.flush()?;
+        }
+        self.begin_write()?.commit()?;
+        self.flush()?;
+        let free = self.free_pages()?;
+        let mut sh = self.shared.borrow_mut();
+        let ps = sh.pager.page_size;
+        let zeros = vec![0u8; ps];
+        for &id in &free {
+            sh.pager.forget(id);
+            sh.pager.file.write(id as u64 * ps as u64, &zeros)?;
+        }
+        sh.flush()?;
+        Ok(free.len() as u32)
+    }
+
     /// Why open did not use the newest superblock, if it did not (a crash in the middle of a
     /// commit, or damage to that superblock).
     pub fn recovery_note(&self) -> Option<String> {
@@ -1436,6 +1495,23 @@ impl<F: BlockFile> WriteTx<F> {
         r
     }
 
+    /// [`WriteTx::replace`] for an undo log kept in one buffer: the old value, if the key had
+    /// one, is appended to `old` (nothing is allocated per write). `replaced` is set as in
+    /// `replace`: as soon as the tree has changed, to whether the key had a value.
+    pub fn replace_appending(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        old: &mut Vec<u8>,
+        replaced: &mut Option<bool>,
+    ) -> Result<()> {
+        let mut r = None;
+        let out = self.insert_keeping(t, key, value, Some(old), &mut r);
+        *replaced = r.map(|v| v.is_some());
+        out
+    }
+
     fn insert_keeping(
         &mut self,
         t: Tree,
@@ -1466,6 +1542,37 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(())
     }
 
+    /// Inserts `key` only if it is absent, in one descent. `inserted` says whether it was
+    /// (false: the key was there, and keeps its value); like `replace`'s `replaced`, it is set
+    /// as soon as the tree has changed, even when an error follows, for a caller's undo log.
+    pub fn insert_new(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        inserted: &mut bool,
+    ) -> Result<()> {
+        *inserted = false;
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let r = btree::insert_new(sh, &mut root, key, value, &mut path, &mut scratch);
+        sh.path = path;
+        sh.scratch = scratch;
+        // Even on error (or a key that was there) the root must be kept: pages may have moved.
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        s.changed = true;
+        let existed = r?;
+        if !existed {
+            s.info.len += 1;
+            *inserted = true;
+        }
+        sh.maybe_spill()
+    }
+
     /// Removes `key`; returns whether it was there.
     pub fn remove(&mut self, t: Tree, key: &[u8]) -> Result<bool> {
         let mut guard = self.shared.borrow_mut();
@@ -1485,6 +1592,31 @@ impl<F: BlockFile> WriteTx<F> {
         }
         sh.maybe_spill()?;
         Ok(existed)
+    }
+
+    /// [`WriteTx::remove`] for an undo log kept in one buffer: the removed value is appended to
+    /// `old`, and `removed` is set as soon as the entry is gone, even when an error follows.
+    pub fn remove_appending(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        old: &mut Vec<u8>,
+        removed: &mut bool,
+    ) -> Result<()> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let r = btree::remove_keeping(sh, &mut root, key, &mut path, Some(old), removed);
+        sh.path = path;
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        if *removed {
+            s.info.len -= 1;
+            s.changed = true;
+        }
+        r?;
+        sh.maybe_spill()
     }
 
     /// Fills the empty tree `t` from pairs in strictly increasing key order, building it bottom-up

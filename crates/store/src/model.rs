@@ -1,6 +1,6 @@
 //! A model-based test driver shared by the property test, the fuzz target and the replay of the
-//! fuzz corpus: it decodes a byte string into operations (insert, update, delete, get, range scan
-//! both ways, commit, rollback, reopen, check), runs them against a database over a
+//! fuzz corpus: it decodes a byte string into operations (insert, update, insert-if-absent,
+//! delete, get, range scan both ways, commit, rollback, reopen, check), runs them against a database over a
 //! [`MemoryFile`] with small pages (so trees get deep fast) and against a `BTreeMap`, and compares
 //! every result. Not part of the engine's API.
 
@@ -96,7 +96,24 @@ pub fn run(data: &[u8]) -> Result<(), String> {
         }
         let ctx = |what: &str| format!("step {step} ({what})");
         match op % 16 {
-            0..=3 => {
+            3 => {
+                let (t, h) = tx.as_mut().expect("open above");
+                let (k, v) = (key(a, b), value(a ^ op, b));
+                let mut got = false;
+                t.insert_new(h[ti], &k, &v, &mut got)
+                    .map_err(e(&ctx("insert_new")))?;
+                let want = !work[ti].contains_key(&k);
+                if want {
+                    work[ti].insert(k, v);
+                }
+                if got != want {
+                    return Err(format!(
+                        "{}: insert_new said inserted={got}, model {want}",
+                        ctx("insert_new")
+                    ));
+                }
+            }
+            0..=2 => {
                 let (t, h) = tx.as_mut().expect("open above");
                 let (k, v) = (key(a, b), value(a ^ op, b));
                 let got = t.insert(h[ti], &k, &v).map_err(e(&ctx("insert")))?;
@@ -108,7 +125,25 @@ pub fn run(data: &[u8]) -> Result<(), String> {
                     ));
                 }
             }
-            4 | 5 => {
+            5 => {
+                let (t, h) = tx.as_mut().expect("open above");
+                let k = key(a, b);
+                let (mut old, mut removed) = (vec![7u8], false);
+                t.remove_appending(h[ti], &k, &mut old, &mut removed)
+                    .map_err(e(&ctx("remove_appending")))?;
+                let want = work[ti].remove(&k);
+                let mut want_old = vec![7u8];
+                want_old.extend(want.iter().flatten());
+                if removed != want.is_some() || old != want_old {
+                    return Err(format!(
+                        "{}: remove_appending said {removed} with {} bytes, model {:?}",
+                        ctx("remove_appending"),
+                        old.len(),
+                        want.map(|v| v.len())
+                    ));
+                }
+            }
+            4 => {
                 let (t, h) = tx.as_mut().expect("open above");
                 let k = key(a, b);
                 let got = t.remove(h[ti], &k).map_err(e(&ctx("remove")))?;

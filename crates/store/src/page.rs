@@ -227,11 +227,31 @@ pub fn reserve(p: &mut [u8], i: usize, size: usize) -> Option<usize> {
     Some(off)
 }
 
-/// Removes cell `i` (its bytes become dead space).
+/// Rewrites the inline value of leaf cell `i` where the cell is, with `value` no longer than
+/// the old one: the bytes it no longer needs become dead space, zeroed.
+pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
+    let off = slot(p, i);
+    let klen = get_u16(p, off);
+    let old = get_u32(p, off + 2) as usize;
+    assert!(
+        old & OVERFLOW_BIT as usize == 0 && value.len() <= old,
+        "invariant: an inline value shrinks in place"
+    );
+    put_u32(p, off + 2, value.len() as u32);
+    let start = off + CELL_HDR + klen;
+    p[start..start + value.len()].copy_from_slice(value);
+    p[start + value.len()..start + old].fill(0);
+    let d = dead(p);
+    set_dead(p, d + old - value.len());
+}
+
+/// Removes cell `i` (its bytes become dead space, zeroed: a deleted value does not linger in a
+/// live page).
 pub fn remove(p: &mut [u8], i: usize) {
     let n = count(p);
     let off = slot(p, i);
     let size = cell_size_at(p, off, kind(p));
+    p[off..off + size].fill(0);
     if off == content_start(p) {
         set_content_start(p, off + size);
     } else {
@@ -243,7 +263,9 @@ pub fn remove(p: &mut [u8], i: usize) {
 }
 
 fn defragment(p: &mut [u8]) {
-    let cells: Vec<Vec<u8>> = (0..count(p)).map(|i| cell(p, i).to_vec()).collect();
+    // One copy of the page and slices into it, not a copy of every cell.
+    let copy = p.to_vec();
+    let cells: Vec<&[u8]> = (0..count(&copy)).map(|i| cell(&copy, i)).collect();
     let (k, r) = (kind(p), right(p));
     fill(p, k, &cells, r);
 }
@@ -262,6 +284,8 @@ pub fn fill<C: AsRef<[u8]>>(p: &mut [u8], kind: u8, cells: &[C], right: u32) {
         p[off..off + c.len()].copy_from_slice(c);
         put_u16(p, HDR + 2 * i, off);
     }
+    // The gap held whatever the page held before: zero it, so no removed cell survives a rewrite.
+    p[HDR + 2 * cells.len()..off].fill(0);
     set_content_start(p, off);
     set_count(p, cells.len());
 }

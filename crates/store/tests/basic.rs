@@ -485,3 +485,188 @@ fn replace_returns_the_value_it_replaced() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+fn holds(bytes: &[u8], needle: &[u8]) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn erasing_free_pages_leaves_no_deleted_bytes_in_the_file() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..300 {
+        tx.insert(t, &k(i), format!("kept value {i}").as_bytes())
+            .unwrap();
+    }
+    tx.insert(t, b"inline", b"SECRET-INLINE-VALUE").unwrap();
+    tx.insert(t, b"overflow", &b"SECRET-OVERFLOW-".repeat(200))
+        .unwrap();
+    tx.insert(t, &k(150), b"kept-SECRET-TAIL-OF-A-VALUE")
+        .unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    assert!(tx.remove(t, b"inline").unwrap());
+    assert!(tx.remove(t, b"overflow").unwrap());
+    tx.insert(t, &k(0), b"rewritten").unwrap();
+    tx.commit().unwrap();
+    // Rewritten in place, shorter, in a full leaf: the tail it gave up must not stay there.
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let mut old = None;
+    tx.replace(t, &k(150), b"kept", &mut old).unwrap();
+    tx.commit().unwrap();
+    db.flush().unwrap();
+
+    // Copy-on-write left the old page versions behind, free.
+    let file = db.into_file().unwrap();
+    assert!(holds(file.bytes(), b"SECRET-"));
+    let db = Db::open(file, small()).unwrap();
+    let free = db.free_pages().unwrap().len() as u32;
+    assert!(free > 0);
+    // A transaction open: refused, nothing touched.
+    let r = db.begin_read().unwrap();
+    assert!(matches!(db.erase_free_pages(), Err(Error::Busy(_))));
+    drop(r);
+    assert!(db.erase_free_pages().unwrap() >= free);
+    assert!(db.check().unwrap().is_ok());
+    let file = db.into_file().unwrap();
+    assert!(
+        !holds(file.bytes(), b"SECRET-"),
+        "deleted bytes stay in the file"
+    );
+
+    // The live data is whole, after a reopen too, and zeroed pages are reused as usual.
+    let db = Db::open(file, small()).unwrap();
+    assert!(db.check().unwrap().is_ok());
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    assert_eq!(r.get(t, &k(0)).unwrap().unwrap(), b"rewritten");
+    assert_eq!(r.get(t, &k(299)).unwrap().unwrap(), b"kept value 299");
+    assert_eq!(r.get(t, b"inline").unwrap(), None);
+    assert_eq!(r.get(t, &k(150)).unwrap().unwrap(), b"kept");
+    drop(r);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.insert(t, b"again", &[7u8; 3000]).unwrap();
+    tx.commit().unwrap();
+    assert!(db.check().unwrap().is_ok());
+}
+
+/// `insert_new` inserts only a key that is absent and leaves one that is there as it was;
+/// replacements rewritten in place (same size, smaller) keep the tree sound.
+#[test]
+fn insert_new_keeps_an_existing_value() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    let mut inserted = false;
+    tx.insert_new(t, b"a", b"one", &mut inserted).unwrap();
+    assert!(inserted);
+    tx.insert_new(t, b"a", b"two", &mut inserted).unwrap();
+    assert!(!inserted, "the key was there");
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"one".to_vec()));
+    let mut old = None;
+    tx.replace(t, b"a", b"uno", &mut old).unwrap();
+    assert_eq!(old, Some(Some(b"one".to_vec())));
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"uno".to_vec()));
+    // A smaller value is rewritten in place too; a larger one moves.
+    let mut old = None;
+    tx.replace(t, b"a", b"u", &mut old).unwrap();
+    assert_eq!(old, Some(Some(b"uno".to_vec())));
+    tx.insert(t, b"a", b"a longer value").unwrap();
+    assert_eq!(tx.get(t, b"a").unwrap(), Some(b"a longer value".to_vec()));
+    assert_eq!(tx.len(t).unwrap(), 1);
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
+
+/// Writes in key order start from the leaf the previous write used: runs of inserts,
+/// replacements of other sizes and removes, in order and against it, alternating between two
+/// trees, leave the trees equal to a model and sound.
+#[test]
+fn writes_in_key_order_match_a_model() {
+    use std::collections::BTreeMap;
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.create_tree("a", TreeKind::Table).unwrap();
+    let b = tx.create_tree("b", TreeKind::Table).unwrap();
+    let mut model: [BTreeMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+    let val = |i: u32, round: u32| vec![(i % 251) as u8; ((i * 7 + round * 13) % 60) as usize];
+    for round in 0..6u32 {
+        let keys: Vec<u32> = if round % 2 == 0 {
+            (0..400).collect()
+        } else {
+            (0..400).rev().collect()
+        };
+        for &i in &keys {
+            let (t, m) = if i % 5 == 0 { (b, 1) } else { (a, 0) };
+            match (round + i) % 4 {
+                0 if round > 1 => {
+                    assert_eq!(
+                        tx.remove(t, &k(i)).unwrap(),
+                        model[m].remove(&k(i)).is_some()
+                    );
+                }
+                _ => {
+                    let v = val(i, round);
+                    assert_eq!(
+                        tx.insert(t, &k(i), &v).unwrap(),
+                        model[m].insert(k(i), v).is_some()
+                    );
+                }
+            }
+        }
+        for (t, m) in [(a, 0), (b, 1)] {
+            let mut r = tx
+                .range(t, Bound::Unbounded, Bound::Unbounded, false)
+                .unwrap();
+            let got = r.collect_all().unwrap();
+            let want: Vec<_> = model[m]
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
+
+/// Keys inserted in order fill their pages (a split at the right edge leaves the full node
+/// as it is): the tree takes far fewer pages than the same keys inserted shuffled.
+#[test]
+fn an_ordered_load_fills_its_pages() {
+    let pages = |order: &[u32]| {
+        let db = Db::create(MemoryFile::new(), small()).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.create_tree("t", TreeKind::Table).unwrap();
+        for &i in order {
+            tx.insert(t, &k(i), &[i as u8; 20]).unwrap();
+        }
+        tx.commit().unwrap();
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "{rep}");
+        let r = db.begin_read().unwrap();
+        let t = r.open_tree("t").unwrap();
+        let mut range = r
+            .range(t, Bound::Unbounded, Bound::Unbounded, false)
+            .unwrap();
+        assert_eq!(range.collect_all().unwrap().len(), order.len());
+        db.page_count() - db.free_pages().unwrap().len() as u32
+    };
+    let ordered: Vec<u32> = (0..3000).collect();
+    let mut shuffled = ordered.clone();
+    let mut x = 12345u64;
+    for i in (1..shuffled.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let (o, s) = (pages(&ordered), pages(&shuffled));
+    assert!(o * 4 < s * 3, "ordered load took {o} pages, shuffled {s}");
+}

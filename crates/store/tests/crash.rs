@@ -226,3 +226,40 @@ fn one_flush_per_small_commit() {
     assert_eq!(db2.begin_write().err().unwrap().code(), "NEEDS_REOPEN");
     assert!(db2.begin_read().is_ok());
 }
+
+#[test]
+fn erasing_free_pages_survives_a_crash_at_every_call() {
+    let o = opts(Durability::Full, 4096);
+    let last = states(12)
+        .pop()
+        .expect("invariant: states has every commit");
+    let prepared = || {
+        let f = FaultFile::new();
+        let db = Db::create(f.clone(), o.clone()).unwrap();
+        assert_eq!(workload(&db, false, 12).0, COMMITS);
+        assert!(!db.free_pages().unwrap().is_empty());
+        (f, db)
+    };
+    let (f, db) = prepared();
+    let base = f.ops();
+    db.erase_free_pages().unwrap();
+    let total = f.ops() - base;
+    assert!(total > 3, "erasing made only {total} calls");
+    for n in 0..total {
+        let (f, db) = prepared();
+        f.fail_at(f.ops() + n, true);
+        assert!(db.erase_free_pages().is_err(), "call {n} never failed");
+        for mode in [
+            CrashMode::DropUnflushed,
+            CrashMode::KeepUnflushed,
+            CrashMode::TearLast,
+        ] {
+            let got = contents(f.crash_image(mode), &o)
+                .unwrap_or_else(|m| panic!("crash at call {n} ({mode:?}): {m}"));
+            assert!(
+                got == last,
+                "crash at call {n} ({mode:?}): contents changed"
+            );
+        }
+    }
+}

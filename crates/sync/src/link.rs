@@ -348,6 +348,7 @@ impl<S: RowStore> Replica<S> {
             && !served.chains.is_empty();
         if (behind || asked) && !link.snapshot_sent {
             link.snapshots_made += 1;
+            self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);
             out.extend(self.snapshot_pages(&covers, link.snapshots_made));
             link.snapshot_sent = true;
@@ -400,7 +401,7 @@ impl<S: RowStore> Replica<S> {
     fn snapshot_pages(&self, covers: &dyn Fn(&ScopeId) -> bool, id: u64) -> Vec<Vec<u8>> {
         let page = self.config.page_records.max(1);
         let mut rows = Vec::new();
-        self.rows.scan(&mut |k, row| {
+        self.merged_rows().scan(&mut |k, row| {
             if covers(&k.scope) {
                 rows.push((k.clone(), row.clone()));
             }

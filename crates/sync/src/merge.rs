@@ -156,6 +156,64 @@ impl std::hash::Hash for RowKey {
     }
 }
 
+/// A row's LWW cells by column: a vector sorted by column, for the few columns a row has (a
+/// search tree would allocate a node of eleven slots for each row).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Cells(Vec<(u32, (Version, Value))>);
+
+impl Cells {
+    fn at(&self, col: u32) -> std::result::Result<usize, usize> {
+        self.0.binary_search_by_key(&col, |(c, _)| *c)
+    }
+    pub fn get(&self, col: &u32) -> Option<&(Version, Value)> {
+        self.at(*col).ok().map(|i| &self.0[i].1)
+    }
+    pub fn insert(&mut self, col: u32, cell: (Version, Value)) {
+        match self.at(col) {
+            Ok(i) => self.0[i].1 = cell,
+            Err(i) => self.0.insert(i, (col, cell)),
+        }
+    }
+    pub fn retain(&mut self, mut keep: impl FnMut(&u32, &mut (Version, Value)) -> bool) {
+        self.0.retain_mut(|(c, cell)| keep(c, cell));
+    }
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// In column order.
+    pub fn iter(&self) -> impl Iterator<Item = (&u32, &(Version, Value))> {
+        self.0.iter().map(|(c, cell)| (c, cell))
+    }
+    pub fn values(&self) -> impl Iterator<Item = &(Version, Value)> {
+        self.0.iter().map(|(_, cell)| cell)
+    }
+}
+
+impl<'a> IntoIterator for &'a Cells {
+    type Item = (&'a u32, &'a (Version, Value));
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (u32, (Version, Value))>,
+        fn(&'a (u32, (Version, Value))) -> (&'a u32, &'a (Version, Value)),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(c, cell)| (c, cell))
+    }
+}
+
+impl std::ops::Index<&u32> for Cells {
+    type Output = (Version, Value);
+    fn index(&self, col: &u32) -> &(Version, Value) {
+        self.get(col)
+            .expect("invariant: indexed by a column it holds")
+    }
+}
+
 /// The merged state of one row.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RowState {
@@ -163,7 +221,7 @@ pub struct RowState {
     pub purged: bool,
     pub tombstone: Option<Version>,
     /// LWW cells newer than the tombstone.
-    pub cells: BTreeMap<u32, (Version, Value)>,
+    pub cells: Cells,
     /// Counter additions newer than the tombstone, by column then by op version.
     pub counters: BTreeMap<u32, BTreeMap<Version, i64>>,
 }

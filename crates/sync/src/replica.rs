@@ -4,7 +4,7 @@
 //! through the identity the host made.
 
 use crate::chain::{verify_signatures, Block, ChainKey, ChainLog, Checkpoint};
-use crate::change::{record_hash, Op, OpBody, Payload, Record};
+use crate::change::{record_hash, Op, OpBody, OpKind, OpsWriter, Payload, Record};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::{physical_ms, Clock, Hlc};
 use crate::identity::{AuthorId, Identity};
@@ -13,7 +13,7 @@ use crate::merge::{
 };
 use crate::protocol::VersionVector;
 use crate::scope::{ScopeId, Subscription, WriterList};
-use crate::wire::{Writer, ZERO_HASH};
+use crate::wire::{Reader, Writer, ZERO_HASH};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Debug, Clone)]
@@ -132,6 +132,19 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// Bumped whenever held records are redacted (a purge): a host that saved them must save
     /// them again.
     pub(crate) redactions: u64,
+    /// Local records written by [`Replica::commit_deferred`] and not yet joined into `rows`:
+    /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
+    /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
+    pub(crate) unmerged: BTreeMap<ChainKey, u64>,
+    /// Records of `commit_deferred` whose `prev` and `hash` are not computed yet (they hold
+    /// zeros): per chain, the first such seq. They are chained before anything reads a head's
+    /// hash: sealing, a peer's blocks, a non-deferred commit ([`Replica::hash_deferred`]).
+    pub(crate) unhashed: BTreeMap<ChainKey, u64>,
+    /// The unhashed records themselves, encoded (`Record::encode`: the buffer and where the
+    /// encoding starts in it), by chain and seq: in `pending` they are placeholders with their
+    /// seq and HLC but no ops, decoded (and so hashed) by `hash_deferred`. A local write keeps
+    /// its ops as the bytes the host saves, not as values.
+    pub(crate) written: BTreeMap<ChainKey, BTreeMap<u64, (Vec<u8>, usize)>>,
 }
 
 impl Replica<MemoryRows> {
@@ -155,6 +168,9 @@ impl<S: RowStore> Replica<S> {
             peers: BTreeMap::new(),
             forks: BTreeSet::new(),
             redactions: 0,
+            unmerged: BTreeMap::new(),
+            unhashed: BTreeMap::new(),
+            written: BTreeMap::new(),
         }
     }
 
@@ -170,8 +186,108 @@ impl<S: RowStore> Replica<S> {
     pub fn config_mut(&mut self) -> &mut Config {
         &mut self.config
     }
+    /// The merged rows. Records committed with [`Replica::commit_deferred`] must have been
+    /// merged first ([`Replica::merge_deferred`]).
     pub fn rows(&self) -> &S {
+        self.merged_rows()
+    }
+    /// `rows`, refusing (a bug, not an input) to hand out rows that lack deferred records.
+    pub(crate) fn merged_rows(&self) -> &S {
+        assert!(
+            self.unmerged.is_empty(),
+            "invariant: deferred records are merged before the rows are read"
+        );
         &self.rows
+    }
+    /// The encoding (`Record::encode`) of a pending record of `commit_written` not yet hashed,
+    /// for the host that saves it (such a record's `ops` are empty until it is).
+    pub fn written_bytes(&self, key: &ChainKey, seq: u64) -> Option<&[u8]> {
+        self.written
+            .get(key)
+            .and_then(|m| m.get(&seq))
+            .map(|(b, start)| &b[*start..])
+    }
+    /// Whether local records wait to be joined into the rows (see `commit_deferred`).
+    pub fn has_unmerged(&self) -> bool {
+        !self.unmerged.is_empty()
+    }
+    /// Everything [`Replica::commit_deferred`] put off: the records' hashes, then their rows.
+    pub fn catch_up(&mut self) {
+        self.hash_deferred();
+        self.merge_deferred();
+    }
+    /// Computes the `prev` and `hash` of the records [`Replica::commit_deferred`] appended,
+    /// in chain order. The hashes do not depend on when they are taken (a redaction keeps
+    /// each op's hash), so a record hashed late is the record hashed at once.
+    pub fn hash_deferred(&mut self) {
+        if self.unhashed.is_empty() {
+            return;
+        }
+        for (key, from) in std::mem::take(&mut self.unhashed) {
+            let mut written = self.written.remove(&key).unwrap_or_default();
+            let Some(log) = self.chains.get_mut(&key) else {
+                continue;
+            };
+            let Some(first) = log.pending.first().map(|r| r.seq) else {
+                continue;
+            };
+            // Records before `from` are hashed; a snapshot may have dropped some since.
+            let i = from.saturating_sub(first) as usize;
+            let mut prev = match i.checked_sub(1) {
+                Some(j) => log.pending[j].hash,
+                None => log.sealed_head().1,
+            };
+            for r in log.pending.iter_mut().skip(i) {
+                match written.remove(&r.seq) {
+                    // Decoding computes the hashes from the bytes, as for a peer's records.
+                    Some((bytes, start)) => {
+                        *r = Record::decode(
+                            &mut Reader::new(&bytes[start..]),
+                            &key.0,
+                            &key.1,
+                            r.seq,
+                            prev,
+                        )
+                        .expect("invariant: a written record decodes");
+                    }
+                    None => {
+                        r.prev = prev;
+                        r.hash = record_hash(&key.0, &key.1, r.seq, r.hlc, &prev, &r.ops);
+                    }
+                }
+                prev = r.hash;
+            }
+        }
+    }
+    /// Joins into the rows the records [`Replica::commit_deferred`] left out. Merging is a
+    /// join, so doing it late, and after records that arrived since, gives the same rows.
+    pub fn merge_deferred(&mut self) {
+        if self.unmerged.is_empty() {
+            return;
+        }
+        // The records' ops are decoded with their hashes.
+        self.hash_deferred();
+        let unmerged = std::mem::take(&mut self.unmerged);
+        let chains = std::mem::take(&mut self.chains);
+        for (key, from) in unmerged {
+            let Some(log) = chains.get(&key) else {
+                continue;
+            };
+            let records = log
+                .blocks
+                .iter()
+                .flat_map(|b| b.records.iter())
+                .chain(log.pending.iter())
+                .filter(|r| r.seq >= from);
+            for r in records {
+                let touched = self.apply_record_keys(&key.0, &key.1, r, false);
+                debug_assert!(
+                    touched.is_empty(),
+                    "invariant: deferred records purge nothing"
+                );
+            }
+        }
+        self.chains = chains;
     }
     pub fn clock(&self) -> Hlc {
         self.clock.last()
@@ -224,6 +340,9 @@ impl<S: RowStore> Replica<S> {
     /// saves the rows only when history is dropped rebuilds the rest this way on open; merging
     /// is a join, so rows that already contain some of it come out the same.
     pub fn replay_history(&mut self) {
+        // Every record held is applied below, deferred ones included.
+        self.unmerged.clear();
+        self.hash_deferred();
         let chains = std::mem::take(&mut self.chains);
         for ((author, scope), log) in &chains {
             for r in log.blocks.iter().flat_map(|b| b.records.iter()) {
@@ -237,6 +356,7 @@ impl<S: RowStore> Replica<S> {
     }
     /// The merged rows, for loading them from storage.
     pub fn rows_mut(&mut self) -> &mut S {
+        self.merge_deferred();
         &mut self.rows
     }
 
@@ -321,7 +441,7 @@ impl<S: RowStore> Replica<S> {
         keys.iter()
             .map(|k| {
                 let values = self.tables.get(&k.table).and_then(|schema| {
-                    self.rows
+                    self.merged_rows()
                         .get(k)
                         .filter(RowState::is_live)
                         .map(|row| row.values(schema))
@@ -415,16 +535,102 @@ impl<S: RowStore> Replica<S> {
         self.commit_ops(now_ms, scope, ops, false).map(|_| ())
     }
 
-    fn commit_ops(
-        &mut self,
-        now_ms: u64,
-        scope: &ScopeId,
-        ops: Vec<Op>,
-        want_keys: bool,
-    ) -> Result<Vec<RowKey>> {
+    /// [`Replica::commit_quiet`] without hashing the record or joining its ops into the merged
+    /// rows yet: see [`Replica::commit_written`], which this is given `Op` values.
+    pub fn commit_deferred(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<()> {
         if ops.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
+        if ops.len() as u64 > crate::change::MAX_OPS {
+            return Err(Error::InvalidInput(
+                "too many ops in one record; split the commit".into(),
+            ));
+        }
+        self.check_ops(&ops)
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if ops
+            .iter()
+            .any(|o| !matches!(o.body, OpBody::Full(_)) || o.kind() == OpKind::Purge)
+        {
+            return Err(Error::InvalidInput(
+                "a deferred op cannot be redacted or a purge (purge() redacts at once)".into(),
+            ));
+        }
+        // What is written must decode (`hash_deferred`), as it must for a peer.
+        if ops
+            .iter()
+            .any(|o| matches!(o.payload(), Some(Payload::Set(c)) if c.is_empty()))
+        {
+            return Err(Error::InvalidInput(
+                "a SET op names at least one column".into(),
+            ));
+        }
+        let mut w = OpsWriter::new();
+        for op in &ops {
+            w.op(op);
+        }
+        self.commit_written(now_ms, scope, w)
+    }
+
+    /// Records a local commit's ops, written (and checked) by an [`OpsWriter`], as one record
+    /// of this author's chain for `scope`, putting off what only sharing needs: the record is
+    /// hashed when a head's hash is next needed (sealing, a peer's blocks, a non-deferred
+    /// commit) and its ops joined into the merged rows when they are next read or changed (a
+    /// peer's records, a snapshot, compaction), or both at once by [`Replica::catch_up`]. As
+    /// with signing, which sealing does, a local write pays for neither until it is shared,
+    /// and keeps its ops only as the bytes the host saves ([`Replica::written_bytes`]).
+    pub fn commit_written(&mut self, now_ms: u64, scope: &ScopeId, ops: OpsWriter) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let me = self.id();
+        if !self.may_write(&me, scope) {
+            return Err(Error::InvalidInput(format!(
+                "UNAUTHORIZED: this replica may not write to scope {:?}",
+                String::from_utf8_lossy(&scope.name)
+            )));
+        }
+        let hlc = self.clock.tick(now_ms);
+        let key = (me, scope.clone());
+        let seq = self.chains.get(&key).map_or(0, |l| l.head().0) + 1;
+        let bytes = ops.finish(hlc);
+        // The chain's key is cloned only where it is new.
+        if !self.unmerged.contains_key(&key) {
+            self.unmerged.insert(key.clone(), seq);
+        }
+        if !self.unhashed.contains_key(&key) {
+            self.unhashed.insert(key.clone(), seq);
+        }
+        match self.written.get_mut(&key) {
+            Some(m) => {
+                m.insert(seq, bytes);
+            }
+            None => {
+                self.written
+                    .insert(key.clone(), BTreeMap::from([(seq, bytes)]));
+            }
+        }
+        let record = Record {
+            seq,
+            hlc,
+            prev: ZERO_HASH,
+            ops: Vec::new(),
+            hash: ZERO_HASH,
+        };
+        match self.chains.get_mut(&key) {
+            Some(log) => log.pending.push(record),
+            None => {
+                let mut log = ChainLog::default();
+                log.pending.push(record);
+                self.chains.insert(key, log);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a local commit's ops and builds its record (next seq of this author's chain for
+    /// `scope`, a fresh HLC).
+    fn make_record(&mut self, now_ms: u64, scope: &ScopeId, ops: Vec<Op>) -> Result<Record> {
         if ops.len() as u64 > crate::change::MAX_OPS {
             return Err(Error::InvalidInput(
                 "too many ops in one record; split the commit".into(),
@@ -443,9 +649,29 @@ impl<S: RowStore> Replica<S> {
             )));
         }
         let hlc = self.clock.tick(now_ms);
+        let (seq, prev) = match self.chains.get(&(me, scope.clone())) {
+            Some(l) => l.head(),
+            None => (0, ZERO_HASH),
+        };
+        Ok(Record::new(&me, scope, seq + 1, hlc, prev, ops))
+    }
+
+    fn commit_ops(
+        &mut self,
+        now_ms: u64,
+        scope: &ScopeId,
+        ops: Vec<Op>,
+        want_keys: bool,
+    ) -> Result<Vec<RowKey>> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The new record links to the hashed head; rows a purge redacts must already hold
+        // what it erases; and keys are reported of merged rows.
+        self.catch_up();
+        let record = self.make_record(now_ms, scope, ops)?;
+        let me = self.id();
         let key = (me, scope.clone());
-        let (seq, prev) = self.chains.get(&key).map_or((0, ZERO_HASH), |l| l.head());
-        let record = Record::new(&me, scope, seq + 1, hlc, prev, ops);
         let touched = self.apply_record_keys(&me, scope, &record, want_keys);
         self.chains.entry(key).or_default().pending.push(record);
         if touched.iter().any(|(_, purge)| *purge) {
@@ -568,6 +794,7 @@ impl<S: RowStore> Replica<S> {
     /// Seals every chain's pending records into one block each (one signature per chain).
     /// Returns the number of blocks made.
     pub fn seal(&mut self) -> usize {
+        self.hash_deferred();
         let mut n = 0;
         for ((author, scope), log) in self.chains.iter_mut() {
             if log.pending.is_empty() || *author != self.identity.id() {
@@ -581,6 +808,11 @@ impl<S: RowStore> Replica<S> {
         n
     }
 
+    /// Records of this replica's own chains committed and not yet sealed.
+    pub fn pending_records(&self) -> usize {
+        self.chains.values().map(|l| l.pending.len()).sum()
+    }
+
     pub fn has_pending(&self) -> bool {
         self.chains.values().any(|l| !l.pending.is_empty())
     }
@@ -589,6 +821,7 @@ impl<S: RowStore> Replica<S> {
     /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
     /// batch; each block is then checked against what is held and applied, or rejected whole.
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
+        self.catch_up();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
         // content is exactly what was verified before, so its signature is not checked again
@@ -773,6 +1006,10 @@ impl<S: RowStore> Replica<S> {
 
     /// Re-checks every stored signature and every hash of every chain held; lists what fails.
     pub fn verify(&self) -> Vec<Failure> {
+        assert!(
+            self.unhashed.is_empty(),
+            "invariant: deferred records are hashed before history is verified"
+        );
         let mut failures = Vec::new();
         let mut to_sign: Vec<&Block> = Vec::new();
         for ((author, scope), log) in &self.chains {
@@ -834,6 +1071,8 @@ impl<S: RowStore> Replica<S> {
     /// acknowledged, keeping the last dropped block's head and signature as a checkpoint.
     /// Returns the number of records dropped.
     pub fn compact(&mut self) -> usize {
+        // The records dropped must reach the rows first.
+        self.catch_up();
         let mut dropped = 0;
         for (key, log) in self.chains.iter_mut() {
             let horizon = self
@@ -866,7 +1105,7 @@ impl<S: RowStore> Replica<S> {
     /// by a unique conflict.
     pub fn visible(&self, table: &str) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
         match self.tables.get(table) {
-            Some(schema) => visible_rows(&self.rows, schema),
+            Some(schema) => visible_rows(self.merged_rows(), schema),
             None => (Vec::new(), Vec::new()),
         }
     }
@@ -881,7 +1120,7 @@ impl<S: RowStore> Replica<S> {
     pub fn state_digest_of(&self, want: &Subscription) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
         let empty = RowState::default();
-        self.rows.scan(&mut |k, row| {
+        self.merged_rows().scan(&mut |k, row| {
             if *row == empty || !want.covers(&k.scope) {
                 return;
             }
@@ -913,6 +1152,7 @@ impl<S: RowStore> Replica<S> {
         checkpoints: Vec<Checkpoint>,
         rows: Vec<(RowKey, RowState)>,
     ) -> Vec<Event> {
+        self.catch_up();
         let mut events = Vec::new();
         for cp in &checkpoints {
             if let Err(e) = cp.check() {
@@ -1038,6 +1278,54 @@ mod tests {
         assert!(r.verify().is_empty());
         log_sig_flip(&mut r, &key);
         assert_eq!(r.verify().len(), 1);
+    }
+
+    #[test]
+    fn deferred_commits_merge_to_the_same_rows() {
+        let schema = TableSchema::new("t", 1).lww("a").counter("n");
+        let mut now = Replica::in_memory(Identity::from_secret([2; 32]), Config::default());
+        let mut late = Replica::in_memory(Identity::from_secret([2; 32]), Config::default());
+        for r in [&mut now, &mut late] {
+            r.register_table(schema.clone()).expect("invariant: valid");
+        }
+        let scope = ScopeId::new(now.id(), "t");
+        let ops = |i: i64| {
+            vec![
+                Op::new(
+                    "t",
+                    vec![Value::Integer(i % 3)],
+                    Payload::Set(vec![(0, Value::Integer(i))]),
+                ),
+                Op::new("t", vec![Value::Integer(i % 3)], Payload::Add(1, i)),
+                Op::new("t", vec![Value::Integer((i + 1) % 3)], Payload::Delete),
+            ]
+        };
+        for i in 0..6 {
+            now.commit(1000, &scope, ops(i)).expect("invariant: valid");
+            late.commit_deferred(1000, &scope, ops(i))
+                .expect("invariant: valid");
+            if i == 2 {
+                // Sealing moves deferred records into a block; they still merge.
+                late.seal();
+            }
+        }
+        assert!(late.has_unmerged());
+        late.catch_up();
+        assert!(!late.has_unmerged());
+        assert_eq!(now.state_digest(), late.state_digest());
+        assert_eq!(now.version_vector(), late.version_vector());
+        // Hashed late, the chain is the one hashed at each commit.
+        let key = (now.id(), scope);
+        let head = |r: &Replica| r.chain(&key).expect("invariant: written").head();
+        assert_eq!(head(&now), head(&late));
+        assert!(late.verify().is_empty());
+        now.seal();
+        late.seal();
+        let records = |r: &Replica| -> Vec<Record> {
+            let log = r.chain(&key).expect("invariant: written");
+            log.blocks.iter().flat_map(|b| b.records.clone()).collect()
+        };
+        assert_eq!(records(&now), records(&late));
     }
 
     fn log_sig_flip(r: &mut Replica, key: &ChainKey) {

@@ -643,6 +643,32 @@ impl Database {
             Err(no_sync())
         }
     }
+    /// Seals pending records into signed blocks and saves them (the Worker calls it once
+    /// statements have been idle for a while); the number of blocks made.
+    #[wasm_bindgen(js_name = syncSeal)]
+    pub fn sync_seal(&mut self) -> Result<u32, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            let n = self.sync.seal(&mut self.db).map_err(sql_error)?;
+            Ok(n as u32)
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
+    /// Records committed and not yet sealed into a signed block.
+    #[wasm_bindgen(js_name = syncPending)]
+    pub fn sync_pending(&mut self) -> Result<u32, JsValue> {
+        #[cfg(feature = "sync")]
+        {
+            Ok(self.sync.pending_records() as u32)
+        }
+        #[cfg(not(feature = "sync"))]
+        {
+            Err(no_sync())
+        }
+    }
     /// A digest of the merged rows, hex: equal on replicas holding the same changes.
     #[wasm_bindgen(js_name = syncDigest)]
     pub fn sync_digest(&mut self) -> Result<String, JsValue> {
