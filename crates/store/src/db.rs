@@ -214,6 +214,12 @@ pub(crate) struct Shared<F> {
     recovered: Option<String>,
     /// Entries in the commit list of the newest superblock.
     last_list: usize,
+    /// Buffers kept from one commit to the next: the changed pages' numbers, a run of
+    /// adjacent pages, the superblock and its commit list.
+    ids: Vec<u32>,
+    run: Vec<u8>,
+    sb: Vec<u8>,
+    list: Vec<(u32, u64)>,
 }
 
 impl<F: BlockFile> Pages for Shared<F> {
@@ -371,24 +377,31 @@ fn delta_set(delta: &mut BTreeMap<u32, bool>, id: u32, add: bool) {
 }
 
 fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) -> Vec<u8> {
-    let mut b = vec![0u8; ps];
+    let mut b = Vec::new();
+    encode_superblock_into(&mut b, ps, slot, s, list);
+    b
+}
+
+/// [`encode_superblock`] into a buffer kept between commits.
+fn encode_superblock_into(b: &mut Vec<u8>, ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) {
+    b.clear();
+    b.resize(ps, 0);
     b[..8].copy_from_slice(&MAGIC);
-    page::put_u32(&mut b, 16, FORMAT_VERSION);
-    page::put_u32(&mut b, 20, ps as u32);
-    page::put_u64(&mut b, 24, s.txn);
-    page::put_u32(&mut b, 32, s.page_count);
-    page::put_u32(&mut b, 36, s.catalog);
-    page::put_u32(&mut b, 40, s.free);
-    page::put_u64(&mut b, 44, s.catalog_len);
-    page::put_u64(&mut b, 52, s.free_len);
-    page::put_u32(&mut b, 60, list.len() as u32);
+    page::put_u32(b, 16, FORMAT_VERSION);
+    page::put_u32(b, 20, ps as u32);
+    page::put_u64(b, 24, s.txn);
+    page::put_u32(b, 32, s.page_count);
+    page::put_u32(b, 36, s.catalog);
+    page::put_u32(b, 40, s.free);
+    page::put_u64(b, 44, s.catalog_len);
+    page::put_u64(b, 52, s.free_len);
+    page::put_u32(b, 60, list.len() as u32);
     for (i, (id, sum)) in list.iter().enumerate() {
-        page::put_u32(&mut b, SB_LIST + 12 * i, *id);
-        page::put_u64(&mut b, SB_LIST + 12 * i + 4, *sum);
+        page::put_u32(b, SB_LIST + 12 * i, *id);
+        page::put_u64(b, SB_LIST + 12 * i + 4, *sum);
     }
     let sum = xxh64(&b[16..], slot as u64);
-    page::put_u64(&mut b, 8, sum);
-    b
+    page::put_u64(b, 8, sum);
 }
 
 fn list_capacity(ps: usize) -> usize {
@@ -487,6 +500,10 @@ impl<F: BlockFile> Shared<F> {
             serial: 0,
             recovered: None,
             last_list: 0,
+            ids: Vec::new(),
+            run: Vec::new(),
+            sb: Vec::new(),
+            list: Vec::new(),
         }
     }
 
@@ -579,17 +596,38 @@ impl<F: BlockFile> Shared<F> {
     /// call costs 30-50 us on OPFS whatever its size, so runs matter more than bytes).
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
-        let mut ids: Vec<u32> = w.dirty.keys().copied().collect();
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(w.dirty.keys().copied());
         ids.sort_unstable();
         let txn = w.state.txn.max(self.next_txn);
         let ps = self.pager.page_size;
-        let mut run: Vec<u8> = Vec::new();
+        let mut run = std::mem::take(&mut self.run);
+        let r = self.write_runs(&ids, txn, ps, &mut run);
+        self.ids = ids;
+        self.run = run;
+        r
+    }
+
+    fn write_runs(&mut self, ids: &[u32], txn: u64, ps: usize, run: &mut Vec<u8>) -> Result<()> {
         let mut i = 0;
         while i < ids.len() {
             let start = ids[i];
             let mut j = i;
             while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 && (j + 1 - i) * ps < (1 << 20) {
                 j += 1;
+            }
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            if i == j {
+                // A page alone (most pages of a small commit) is written from where it lies.
+                let mut p = w.dirty.remove(&start).expect("invariant: listed");
+                let buf = Rc::make_mut(&mut p);
+                let sum = crate::pager::stamp(start, buf, txn);
+                self.pager.file.write(start as u64 * ps as u64, buf)?;
+                self.unflushed.insert(start, sum);
+                self.pager.cache_put(start, p);
+                i += 1;
+                continue;
             }
             run.clear();
             for &id in &ids[i..=j] {
@@ -601,7 +639,7 @@ impl<F: BlockFile> Shared<F> {
                 self.unflushed.insert(id, sum);
                 self.pager.cache_put(id, p);
             }
-            self.pager.file.write(start as u64 * ps as u64, &run)?;
+            self.pager.file.write(start as u64 * ps as u64, run)?;
             i = j + 1;
         }
         Ok(())
@@ -701,11 +739,17 @@ impl<F: BlockFile> Shared<F> {
             self.mark_durable();
         }
         let slot = 1 - self.durable_slot;
-        let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
+        let mut list = std::mem::take(&mut self.list);
+        list.clear();
+        list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
         list.sort_unstable();
-        let sb = encode_superblock(ps, slot, &state, &list);
-        self.pager.file.write((slot * ps) as u64, &sb)?;
+        let mut sb = std::mem::take(&mut self.sb);
+        encode_superblock_into(&mut sb, ps, slot, &state, &list);
+        let r = self.pager.file.write((slot * ps) as u64, &sb);
+        self.sb = sb;
         self.last_list = list.len();
+        self.list = list;
+        r?;
         let flushed = self.opts.durability == Durability::Full;
         if flushed {
             self.pager.file.flush()?;
