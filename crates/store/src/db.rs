@@ -384,8 +384,14 @@ fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) -> 
 
 /// [`encode_superblock`] into a buffer kept between commits.
 fn encode_superblock_into(b: &mut Vec<u8>, ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) {
-    b.clear();
-    b.resize(ps, 0);
+    if b.len() == ps {
+        // The buffer holds the last superblock: zeroes past its list, which stay zeroes.
+        let used = SB_LIST + 12 * (page::get_u32(b, 60) as usize).min(list_capacity(ps));
+        b[..used].fill(0);
+    } else {
+        b.clear();
+        b.resize(ps, 0);
+    }
     b[..8].copy_from_slice(&MAGIC);
     page::put_u32(b, 16, FORMAT_VERSION);
     page::put_u32(b, 20, ps as u32);
@@ -692,6 +698,10 @@ impl<F: BlockFile> Shared<F> {
             if rounds > 64 {
                 return Err(Error::Corrupt("free tree update does not settle".into()));
             }
+            if self.free_delta_in_leaf(&delta)? {
+                continue;
+            }
+            let w = self.w.as_mut().expect("invariant: write transaction open");
             let mut root = w.state.free;
             let mut len = w.state.free_len;
             let mut path = std::mem::take(&mut self.path);
@@ -766,6 +776,75 @@ impl<F: BlockFile> Shared<F> {
             self.pending.push_back((txn, w.freed));
         }
         Ok(info)
+    }
+
+    /// Applies `delta` to a free tree that is one leaf and stays one: each page's cell is
+    /// removed or added in the leaf directly, with no per-page path copy, search from the root
+    /// or underflow check (a small commit changes a handful of pages and each shows up twice in
+    /// the delta, allocated and freed). False, with nothing changed: the tree is not one leaf,
+    /// or might not stay one; the caller takes the general path.
+    fn free_delta_in_leaf(&mut self, delta: &BTreeMap<u32, bool>) -> Result<bool> {
+        const CELL: usize = page::CELL_HDR + 4;
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let (root, mut len) = (w.state.free, w.state.free_len);
+        if root == 0 {
+            return Ok(false);
+        }
+        let ps = self.pager.page_size;
+        let adds = delta.values().filter(|&&a| a).count();
+        let fits = self.with_page(root, |pg| {
+            page::kind(pg) == page::KIND_LEAF
+                && page::used(pg) + adds * (CELL + 2) <= page::capacity(ps)
+        })?;
+        if !fits {
+            return Ok(false);
+        }
+        // The leaf is copied first when this transaction does not own it yet; the copy changes
+        // the delta, which the caller's next round applies.
+        let leaf = if self.is_owned(root) {
+            root
+        } else {
+            let pg = self.read(root)?;
+            let new = self.alloc_copy(&pg)?;
+            self.free(root)?;
+            new
+        };
+        let pg = self.page_mut(leaf)?;
+        let mut cell = [0u8; CELL];
+        cell[..2].copy_from_slice(&4u16.to_le_bytes());
+        for (&id, &add) in delta {
+            let k = id.to_be_bytes();
+            match (page::search(pg, &k), add) {
+                (Ok(i), false) => {
+                    page::remove(pg, i);
+                    len -= 1;
+                }
+                (Err(i), true) => {
+                    cell[page::CELL_HDR..].copy_from_slice(&k);
+                    let off = page::reserve(pg, i, CELL)
+                        .expect("invariant: room checked before the first change");
+                    pg[off..off + CELL].copy_from_slice(&cell);
+                    len += 1;
+                }
+                _ => {
+                    return Err(page::corrupt(
+                        id,
+                        "free tree out of step with the allocator",
+                    ))
+                }
+            }
+        }
+        let new_root = if page::count(pg) == 0 {
+            self.free(leaf)?;
+            0
+        } else {
+            leaf
+        };
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.last_leaf.forget();
+        w.state.free = new_root;
+        w.state.free_len = len;
+        Ok(true)
     }
 
     fn mark_durable(&mut self) {
