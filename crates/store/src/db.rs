@@ -22,9 +22,10 @@
 //!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
 //!    when more than `Options::dirty_pages` are held.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
-//!    (`catalog_put`), the free tree brought up to date until it stops changing itself,
-//!    `write_dirty` (one write call per run of adjacent pages), then `encode_superblock` into
-//!    the slot that is not the last durable one, then one flush (`Durability::Full`).
+//!    (`catalog_put`), the free tree brought up to date until it stops changing itself
+//!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
+//!    adjacent pages), then `encode_superblock_into` the slot that is not the last durable one,
+//!    then one flush (`Durability::Full`).
 //! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
 //!    catalog root.
 
