@@ -714,7 +714,7 @@ impl State {
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
-        changes: Vec<RowChange>,
+        changes: &mut Vec<RowChange>,
     ) -> Result<Vec<Correction>> {
         self.ensure(store, catalog)?;
         let owner = self.owner();
@@ -770,7 +770,7 @@ impl State {
         let mut shapes: Vec<Shape> = Vec::new();
         let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
         let total = changes.len();
-        for (n, ch) in changes.into_iter().enumerate() {
+        for (n, ch) in changes.drain(..).enumerate() {
             let (name, row, set_part) = match ch {
                 RowChange::Set {
                     table,
@@ -780,7 +780,7 @@ impl State {
                 } => (table, row, Some((columns, adds))),
                 RowChange::Delete { table, row } => (table, row, None),
             };
-            let at = match shapes.iter().position(|s| s.table.name == name) {
+            let at = match shapes.iter().position(|s| *s.table.name == *name) {
                 Some(i) => i,
                 None => {
                     let table = catalog.table(&name)?.clone();
@@ -1031,7 +1031,7 @@ impl CommitHook for Hook {
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
-        changes: Vec<RowChange>,
+        changes: &mut Vec<RowChange>,
     ) -> Result<Vec<Correction>> {
         let mut st = self.0.borrow_mut();
         if st.stale {

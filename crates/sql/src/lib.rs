@@ -195,13 +195,15 @@ pub struct Database {
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
 /// the transaction, before it commits, so what it writes commits atomically with the rows.
 pub trait CommitHook {
-    /// `changes` is never empty. Returns rows to correct before the commit (applied
-    /// unrecorded, in the same transaction). An error rolls the whole transaction back.
+    /// `changes` is never empty; the hook may take them out (`drain`), and whatever it leaves
+    /// is dropped after (the list's buffer is kept for the next transaction). Returns rows to
+    /// correct before the commit (applied unrecorded, in the same transaction). An error rolls
+    /// the whole transaction back.
     fn before_commit(
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
-        changes: Vec<RowChange>,
+        changes: &mut Vec<RowChange>,
     ) -> Result<Vec<Correction>>;
     /// Whether the commit that `before_commit` prepared reached the storage.
     fn after_commit(&mut self, committed: bool);
@@ -286,7 +288,17 @@ impl Database {
     /// Commits the storage's open transaction, first handing the changes it made to replicated
     /// tables to the hook. On error nothing is committed and no transaction is left open.
     fn commit_store(&mut self) -> Result<()> {
-        let changes = std::mem::take(&mut self.changes);
+        let mut changes = std::mem::take(&mut self.changes);
+        let r = self.commit_changes(&mut changes);
+        changes.clear();
+        // The list's buffer serves the next transaction, unless a very large one grew it.
+        if changes.capacity() <= 1 << 16 {
+            self.changes = changes;
+        }
+        r
+    }
+
+    fn commit_changes(&mut self, changes: &mut Vec<RowChange>) -> Result<()> {
         let hook = match self.hook.as_mut() {
             Some(h) if !changes.is_empty() => Some(h),
             _ => None,

@@ -22,9 +22,10 @@
 //!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
 //!    when more than `Options::dirty_pages` are held.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
-//!    (`catalog_put`), the free tree brought up to date until it stops changing itself,
-//!    `write_dirty` (one write call per run of adjacent pages), then `encode_superblock` into
-//!    the slot that is not the last durable one, then one flush (`Durability::Full`).
+//!    (`catalog_put`), the free tree brought up to date until it stops changing itself
+//!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
+//!    adjacent pages), then `encode_superblock_into` the slot that is not the last durable one,
+//!    then one flush (`Durability::Full`).
 //! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
 //!    catalog root.
 
@@ -216,6 +217,12 @@ pub(crate) struct Shared<F> {
     recovered: Option<String>,
     /// Entries in the commit list of the newest superblock.
     last_list: usize,
+    /// Buffers kept from one commit to the next: the changed pages' numbers, a run of
+    /// adjacent pages, the superblock and its commit list.
+    ids: Vec<u32>,
+    run: Vec<u8>,
+    sb: Vec<u8>,
+    list: Vec<(u32, u64)>,
 }
 
 impl<F: BlockFile> Pages for Shared<F> {
@@ -373,24 +380,37 @@ fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
 }
 
 fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) -> Vec<u8> {
-    let mut b = vec![0u8; ps];
+    let mut b = Vec::new();
+    encode_superblock_into(&mut b, ps, slot, s, list);
+    b
+}
+
+/// [`encode_superblock`] into a buffer kept between commits.
+fn encode_superblock_into(b: &mut Vec<u8>, ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) {
+    if b.len() == ps {
+        // The buffer holds the last superblock: zeroes past its list, which stay zeroes.
+        let used = SB_LIST + 12 * (page::get_u32(b, 60) as usize).min(list_capacity(ps));
+        b[..used].fill(0);
+    } else {
+        b.clear();
+        b.resize(ps, 0);
+    }
     b[..8].copy_from_slice(&MAGIC);
-    page::put_u32(&mut b, 16, FORMAT_VERSION);
-    page::put_u32(&mut b, 20, ps as u32);
-    page::put_u64(&mut b, 24, s.txn);
-    page::put_u32(&mut b, 32, s.page_count);
-    page::put_u32(&mut b, 36, s.catalog);
-    page::put_u32(&mut b, 40, s.free);
-    page::put_u64(&mut b, 44, s.catalog_len);
-    page::put_u64(&mut b, 52, s.free_len);
-    page::put_u32(&mut b, 60, list.len() as u32);
+    page::put_u32(b, 16, FORMAT_VERSION);
+    page::put_u32(b, 20, ps as u32);
+    page::put_u64(b, 24, s.txn);
+    page::put_u32(b, 32, s.page_count);
+    page::put_u32(b, 36, s.catalog);
+    page::put_u32(b, 40, s.free);
+    page::put_u64(b, 44, s.catalog_len);
+    page::put_u64(b, 52, s.free_len);
+    page::put_u32(b, 60, list.len() as u32);
     for (i, (id, sum)) in list.iter().enumerate() {
-        page::put_u32(&mut b, SB_LIST + 12 * i, *id);
-        page::put_u64(&mut b, SB_LIST + 12 * i + 4, *sum);
+        page::put_u32(b, SB_LIST + 12 * i, *id);
+        page::put_u64(b, SB_LIST + 12 * i + 4, *sum);
     }
     let sum = xxh64(&b[16..], slot as u64);
-    page::put_u64(&mut b, 8, sum);
-    b
+    page::put_u64(b, 8, sum);
 }
 
 fn list_capacity(ps: usize) -> usize {
@@ -489,6 +509,10 @@ impl<F: BlockFile> Shared<F> {
             serial: 0,
             recovered: None,
             last_list: 0,
+            ids: Vec::new(),
+            run: Vec::new(),
+            sb: Vec::new(),
+            list: Vec::new(),
         }
     }
 
@@ -581,17 +605,38 @@ impl<F: BlockFile> Shared<F> {
     /// call costs 30-50 us on OPFS whatever its size, so runs matter more than bytes).
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
-        let mut ids: Vec<u32> = w.dirty.keys().copied().collect();
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(w.dirty.keys().copied());
         crate::sort::sort(&mut ids);
         let txn = w.state.txn.max(self.next_txn);
         let ps = self.pager.page_size;
-        let mut run: Vec<u8> = Vec::new();
+        let mut run = std::mem::take(&mut self.run);
+        let r = self.write_runs(&ids, txn, ps, &mut run);
+        self.ids = ids;
+        self.run = run;
+        r
+    }
+
+    fn write_runs(&mut self, ids: &[u32], txn: u64, ps: usize, run: &mut Vec<u8>) -> Result<()> {
         let mut i = 0;
         while i < ids.len() {
             let start = ids[i];
             let mut j = i;
             while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 && (j + 1 - i) * ps < (1 << 20) {
                 j += 1;
+            }
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            if i == j {
+                // A page alone (most pages of a small commit) is written from where it lies.
+                let mut p = w.dirty.remove(&start).expect("invariant: listed");
+                let buf = Rc::make_mut(&mut p);
+                let sum = crate::pager::stamp(start, buf, txn);
+                self.pager.file.write(start as u64 * ps as u64, buf)?;
+                self.unflushed.insert(start, sum);
+                self.pager.cache_put(start, p);
+                i += 1;
+                continue;
             }
             run.clear();
             for &id in &ids[i..=j] {
@@ -603,7 +648,7 @@ impl<F: BlockFile> Shared<F> {
                 self.unflushed.insert(id, sum);
                 self.pager.cache_put(id, p);
             }
-            self.pager.file.write(start as u64 * ps as u64, &run)?;
+            self.pager.file.write(start as u64 * ps as u64, run)?;
             i = j + 1;
         }
         Ok(())
@@ -658,6 +703,10 @@ impl<F: BlockFile> Shared<F> {
             if rounds > 64 {
                 return Err(Error::Corrupt("free tree update does not settle".into()));
             }
+            if self.free_delta_in_leaf(&delta)? {
+                continue;
+            }
+            let w = self.w.as_mut().expect("invariant: write transaction open");
             let mut root = w.state.free;
             let mut len = w.state.free_len;
             let mut path = std::mem::take(&mut self.path);
@@ -705,11 +754,17 @@ impl<F: BlockFile> Shared<F> {
             self.mark_durable();
         }
         let slot = 1 - self.durable_slot;
-        let mut list: Vec<(u32, u64)> = self.unflushed.iter().map(|(&k, &v)| (k, v)).collect();
+        let mut list = std::mem::take(&mut self.list);
+        list.clear();
+        list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
         crate::sort::sort(&mut list);
-        let sb = encode_superblock(ps, slot, &state, &list);
-        self.pager.file.write((slot * ps) as u64, &sb)?;
+        let mut sb = std::mem::take(&mut self.sb);
+        encode_superblock_into(&mut sb, ps, slot, &state, &list);
+        let r = self.pager.file.write((slot * ps) as u64, &sb);
+        self.sb = sb;
         self.last_list = list.len();
+        self.list = list;
+        r?;
         let flushed = self.opts.durability == Durability::Full;
         if flushed {
             self.pager.file.flush()?;
@@ -726,6 +781,75 @@ impl<F: BlockFile> Shared<F> {
             self.pending.push_back((txn, w.freed));
         }
         Ok(info)
+    }
+
+    /// Applies `delta` to a free tree that is one leaf and stays one: each page's cell is
+    /// removed or added in the leaf directly, with no per-page path copy, search from the root
+    /// or underflow check (a small commit changes a handful of pages and each shows up twice in
+    /// the delta, allocated and freed). False, with nothing changed: the tree is not one leaf,
+    /// or might not stay one; the caller takes the general path.
+    fn free_delta_in_leaf(&mut self, delta: &[(u32, bool)]) -> Result<bool> {
+        const CELL: usize = page::CELL_HDR + 4;
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let (root, mut len) = (w.state.free, w.state.free_len);
+        if root == 0 {
+            return Ok(false);
+        }
+        let ps = self.pager.page_size;
+        let adds = delta.iter().filter(|&&(_, a)| a).count();
+        let fits = self.with_page(root, |pg| {
+            page::kind(pg) == page::KIND_LEAF
+                && page::used(pg) + adds * (CELL + 2) <= page::capacity(ps)
+        })?;
+        if !fits {
+            return Ok(false);
+        }
+        // The leaf is copied first when this transaction does not own it yet; the copy changes
+        // the delta, which the caller's next round applies.
+        let leaf = if self.is_owned(root) {
+            root
+        } else {
+            let pg = self.read(root)?;
+            let new = self.alloc_copy(&pg)?;
+            self.free(root)?;
+            new
+        };
+        let pg = self.page_mut(leaf)?;
+        let mut cell = [0u8; CELL];
+        cell[..2].copy_from_slice(&4u16.to_le_bytes());
+        for &(id, add) in delta {
+            let k = id.to_be_bytes();
+            match (page::search(pg, &k), add) {
+                (Ok(i), false) => {
+                    page::remove(pg, i);
+                    len -= 1;
+                }
+                (Err(i), true) => {
+                    cell[page::CELL_HDR..].copy_from_slice(&k);
+                    let off = page::reserve(pg, i, CELL)
+                        .expect("invariant: room checked before the first change");
+                    pg[off..off + CELL].copy_from_slice(&cell);
+                    len += 1;
+                }
+                _ => {
+                    return Err(page::corrupt(
+                        id,
+                        "free tree out of step with the allocator",
+                    ))
+                }
+            }
+        }
+        let new_root = if page::count(pg) == 0 {
+            self.free(leaf)?;
+            0
+        } else {
+            leaf
+        };
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.last_leaf.forget();
+        w.state.free = new_root;
+        w.state.free_len = len;
+        Ok(true)
     }
 
     fn mark_durable(&mut self) {

@@ -670,3 +670,43 @@ fn an_ordered_load_fills_its_pages() {
     let (o, s) = (pages(&ordered), pages(&shuffled));
     assert!(o * 4 < s * 3, "ordered load took {o} pages, shuffled {s}");
 }
+
+/// Small commits change the free tree in its one leaf directly; it must stay whole as it grows
+/// past one leaf (a big delete), shrinks back to one and empties again.
+#[test]
+fn the_free_tree_stays_whole_through_small_and_large_commits() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
+    let check = |db: &Db<MemoryFile>, what: &str| {
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "{what}: {rep}");
+        let listed = db.free_pages().unwrap().len() as u64;
+        assert_eq!(listed, rep.free_pages, "{what}: {rep}");
+    };
+    for round in 0..3u32 {
+        for i in 0..300 {
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            tx.insert(t, &k(round * 1000 + i), &[7u8; 40]).unwrap();
+            tx.commit().unwrap();
+        }
+        check(&db, "after single inserts");
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for i in 0..300 {
+            assert!(tx.remove(t, &k(round * 1000 + i)).unwrap());
+        }
+        tx.commit().unwrap();
+        check(&db, "after a large delete");
+        for i in 0..50 {
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            tx.insert(t, &k(i), &[1u8; 8]).unwrap();
+            tx.remove(t, &k(i)).unwrap();
+            tx.commit().unwrap();
+        }
+        check(&db, "after small commits over a large free tree");
+    }
+}
