@@ -8,7 +8,7 @@
 
 use crate::ast::{BinOp, Conflict};
 use crate::error::{Error, Result};
-use crate::eval::{eval, eval_bool, norm_key, push_norm, Cached, Cx, HashRows};
+use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, Cx, HashRows};
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
@@ -1233,7 +1233,7 @@ fn counter_delta(old: &Value, new: &Value) -> i64 {
 }
 
 impl Writer<'_> {
-    fn cx<'b>(&'b self, cache: &'b std::cell::RefCell<HashMap<usize, Cached>>) -> Cx<'b> {
+    fn cx<'b>(&'b self, cache: &'b Cache) -> Cx<'b> {
         Cx {
             store: &*self.store,
             params: self.params,
@@ -1300,7 +1300,7 @@ impl Writer<'_> {
         t: &Table,
         row: &mut [Value],
         checks: &[PExpr],
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
     ) -> Result<()> {
         for (i, c) in t.columns.iter().enumerate() {
             // A value already of the column's type is stored as it is (what coercing gives).
@@ -1535,7 +1535,7 @@ impl Writer<'_> {
             }
         }
         let mut refused = Vec::new();
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         for (t, pk, key, mut row) in puts {
             if let Err(e) = self.check_row(&t, &mut row, &[], &cache) {
                 refused.push((t, pk, e));
@@ -1581,7 +1581,7 @@ impl Writer<'_> {
 
     pub fn insert(&mut self, p: &InsertPlan, checks: &[PExpr]) -> Result<WriteResult> {
         let t = &p.table;
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         // Input rows first: a SELECT must not see this statement's own inserts.
         let inputs: Vec<Vec<Value>> = {
             let cx = self.cx(&cache);
@@ -1674,7 +1674,7 @@ impl Writer<'_> {
         mut row: Vec<Value>,
         pk: Vec<u8>,
         rowid: Option<i64>,
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
         res: &mut WriteResult,
     ) -> Result<()> {
         let t = &p.table;
@@ -1761,7 +1761,7 @@ impl Writer<'_> {
         &self,
         exprs: &[PExpr],
         row: &[Value],
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
         res: &mut WriteResult,
     ) -> Result<()> {
         if exprs.is_empty() {
@@ -1784,7 +1784,7 @@ impl Writer<'_> {
         mut new: Vec<Value>,
         or: Conflict,
         checks: &[PExpr],
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
     ) -> Result<Option<Vec<Value>>> {
         if let Key::Rowid(Some(c)) = t.key {
             if new[c].is_null() {
@@ -1856,7 +1856,7 @@ impl Writer<'_> {
         &self,
         p: &WritePlan,
         rows: bool,
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
     ) -> Result<Vec<(Vec<u8>, Vec<Value>)>> {
         let cx = self.cx(cache);
         let mut out = Vec::new();
@@ -1882,7 +1882,7 @@ impl Writer<'_> {
     }
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         let targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
         let t = &p.table;
@@ -1921,7 +1921,7 @@ impl Writer<'_> {
     }
 
     pub fn delete(&mut self, p: &WritePlan) -> Result<WriteResult> {
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         let t = &p.table;
         // The deleted row is read for RETURNING, to find its index entries, and by the
         // capture; with none of them, its key is all a delete needs.

@@ -63,11 +63,11 @@ pub use executor::{Correction, RowChange};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
+use eval::Cache;
 use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
 use planner::{Params, Planner};
 use schema::{Catalog, Table};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// What a statement returns.
@@ -532,7 +532,7 @@ impl Database {
         };
         match &*prepared {
             Prepared::Query(q) => {
-                let cache = RefCell::new(HashMap::new());
+                let cache = Cache::default();
                 let cx = eval::Cx {
                     store: self.store.as_ref(),
                     params,
@@ -902,7 +902,7 @@ impl Database {
                                     ..(*t).clone()
                                 };
                                 let pe = p.table_expr(&empty, d)?;
-                                let cache = RefCell::new(HashMap::new());
+                                let cache = Cache::default();
                                 let cx = eval::Cx {
                                     store: self.store.as_ref(),
                                     params: &[],
