@@ -1931,12 +1931,17 @@ impl<F: BlockFile> Range<F> {
         if !ok {
             return Ok(false);
         }
-        let k = self.cursor.key().expect("invariant: cursor on an entry");
-        let inside = if self.reverse {
-            btree::within(k, as_ref(&self.lower), false)
+        // An unbounded end needs no key: a whole-tree scan does not look at one per entry.
+        let far = if self.reverse {
+            &self.lower
         } else {
-            btree::within(k, as_ref(&self.upper), true)
+            &self.upper
         };
+        if matches!(far, Bound::Unbounded) {
+            return Ok(true);
+        }
+        let k = self.cursor.key().expect("invariant: cursor on an entry");
+        let inside = btree::within(k, as_ref(far), !self.reverse);
         if !inside {
             self.cursor.stack.levels.clear();
         }
