@@ -904,7 +904,14 @@ fn primary_row(
     // The key slot is past the table's columns, so no filter reads it: only a row that
     // passed them has its key copied out.
     if lvl.key_slot {
-        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
+        // Into the previous row's key buffer: the writers copy the key out of the slot.
+        match &mut frame[lvl.base + lvl.width] {
+            Value::Blob(b) => {
+                b.clear();
+                b.extend_from_slice(key);
+            }
+            slot => *slot = Value::Blob(key.to_vec()),
+        }
     }
     f(frame)
 }
@@ -1718,9 +1725,17 @@ impl Writer<'_> {
                             new[*c] = eval(e, &frame, &cx)?.into_owned();
                         }
                     }
-                    let new =
-                        self.update_row(t, &other, old, new, Conflict::Abort, checks, cache)?;
-                    if let Some(new) = new {
+                    let mut rec = Vec::new();
+                    if self.update_row(
+                        t,
+                        &other,
+                        &old,
+                        &mut new,
+                        Conflict::Abort,
+                        checks,
+                        cache,
+                        &mut rec,
+                    )? {
                         res.changes += 1;
                         self.returning(&p.returning, &new, cache, res)?;
                     }
@@ -1776,16 +1791,21 @@ impl Writer<'_> {
     /// `old` may be empty when the table has no indexes and its writes are not captured:
     /// nothing reads it then.
     #[allow(clippy::too_many_arguments)]
+    /// Replaces the row at `old_pk` (`old`, or empty when neither an index nor the capture
+    /// reads it) with `new`, checked and coerced in place; false when OR IGNORE skipped it.
+    /// `rec` is a buffer for the new record, reused from row to row.
+    #[allow(clippy::too_many_arguments)]
     fn update_row(
         &mut self,
         t: &Table,
         old_pk: &[u8],
-        old: Vec<Value>,
-        mut new: Vec<Value>,
+        old: &[Value],
+        new: &mut [Value],
         or: Conflict,
         checks: &[PExpr],
         cache: &Cache,
-    ) -> Result<Option<Vec<Value>>> {
+        rec: &mut Vec<u8>,
+    ) -> Result<bool> {
         if let Key::Rowid(Some(c)) = t.key {
             if new[c].is_null() {
                 return Err(Error::Type(format!(
@@ -1794,29 +1814,29 @@ impl Writer<'_> {
                 )));
             }
         }
-        match self.check_row(t, &mut new, checks, cache) {
+        match self.check_row(t, new, checks, cache) {
             Ok(()) => {}
             Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
                 if or == Conflict::Ignore =>
             {
-                return Ok(None)
+                return Ok(false)
             }
             Err(e) => return Err(e),
         }
-        let new_pk = match &t.key {
-            Key::Rowid(None) => old_pk.to_vec(),
-            Key::Rowid(Some(c)) => encode_key(std::slice::from_ref(&new[*c])),
+        let new_pk: std::borrow::Cow<[u8]> = match &t.key {
+            Key::Rowid(None) => old_pk.into(),
+            Key::Rowid(Some(c)) => encode_key(std::slice::from_ref(&new[*c])).into(),
             Key::Columns(cols) => {
                 let mut k = Vec::new();
                 for &c in cols {
                     push_norm(&new[c], &mut k);
                 }
-                k
+                k.into()
             }
         };
-        while let Some((constraint, other)) = self.find_conflict(t, &new_pk, &new, &[old_pk])? {
+        while let Some((constraint, other)) = self.find_conflict(t, &new_pk, new, &[old_pk])? {
             match or {
-                Conflict::Ignore => return Ok(None),
+                Conflict::Ignore => return Ok(false),
                 Conflict::Replace => {
                     let o = self.load_row(t, &other)?;
                     self.delete_row(t, &other, &o)?;
@@ -1824,14 +1844,14 @@ impl Writer<'_> {
                 Conflict::Abort => return Err(Self::unique_error(t, constraint)),
             }
         }
-        if new_pk != old_pk {
-            self.delete_row(t, old_pk, &old)?;
-            self.put_row(t, &new_pk, &new)?;
+        if *new_pk != *old_pk {
+            self.delete_row(t, old_pk, old)?;
+            self.put_row(t, &new_pk, new)?;
         } else {
-            self.capture_set(t, Some(&old), &new);
-            let mut rec = Vec::new();
-            encode_record_into(&mut rec, &new);
-            self.store.put(t.tree, &new_pk, &rec)?;
+            self.capture_set(t, Some(old), new);
+            rec.clear();
+            encode_record_into(rec, new);
+            self.store.put(t.tree, &new_pk, rec)?;
             for i in 0..t.indexes.len() {
                 let changed = t.indexes[i]
                     .columns
@@ -1839,43 +1859,35 @@ impl Writer<'_> {
                     .any(|&c| !same_value(&old[c], &new[c]));
                 if changed {
                     self.store
-                        .delete(t.indexes[i].tree, &Self::index_key(t, i, &old, old_pk))?;
-                    self.store.put(
-                        t.indexes[i].tree,
-                        &Self::index_key(t, i, &new, &new_pk),
-                        &[],
-                    )?;
+                        .delete(t.indexes[i].tree, &Self::index_key(t, i, old, old_pk))?;
+                    self.store
+                        .put(t.indexes[i].tree, &Self::index_key(t, i, new, &new_pk), &[])?;
                 }
             }
         }
-        Ok(Some(new))
+        Ok(true)
     }
 
-    /// The rows a write changes: (primary key, the row; empty unless `rows`).
-    fn targets(
-        &self,
-        p: &WritePlan,
-        rows: bool,
-        cache: &Cache,
-    ) -> Result<Vec<(Vec<u8>, Vec<Value>)>> {
+    /// The rows a write changes: their primary keys, and the rows themselves when `rows`.
+    fn targets(&self, p: &WritePlan, rows: bool, cache: &Cache) -> Result<Targets> {
         let cx = self.cx(cache);
-        let mut out = Vec::new();
         let width = p.table.columns.len();
+        let mut out = Targets {
+            keys: Vec::new(),
+            ends: Vec::new(),
+            rows: Vec::new(),
+            width: if rows { width } else { 0 },
+        };
         let mut frame = vec![Value::Null; p.scan.frame_len];
         run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
-            // Taken, not copied: the scan writes the next row's key into the slot afresh.
-            let pk = match std::mem::replace(&mut frame[width], Value::Null) {
-                Value::Blob(b) => b,
-                _ => return Err(Error::Invalid("invariant: key slot holds the key".into())),
+            let Value::Blob(pk) = &frame[width] else {
+                return Err(Error::Invalid("invariant: key slot holds the key".into()));
             };
-            out.push((
-                pk,
-                if rows {
-                    frame[..width].to_vec()
-                } else {
-                    Vec::new()
-                },
-            ));
+            out.keys.extend_from_slice(pk);
+            out.ends.push(out.keys.len());
+            if rows {
+                out.rows.extend_from_slice(&frame[..width]);
+            }
             Ok(true)
         })?;
         Ok(out)
@@ -1883,16 +1895,18 @@ impl Writer<'_> {
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
         let cache = Cache::default();
-        let targets = self.targets(p, true, &cache)?;
+        let mut targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
         let t = &p.table;
         // The old row is read only to take index entries out and by the capture; without
         // either, the new row is the old one changed in place, not a copy of it.
         let keep_old = !t.indexes.is_empty() || (t.replicated.is_some() && self.capture.is_some());
         let mut vals = Vec::with_capacity(p.set.len());
-        for (pk, old) in targets {
+        let (mut new, mut rec) = (Vec::with_capacity(targets.width), Vec::new());
+        for i in 0..targets.len() {
+            let (pk, old) = targets.get_mut(i);
             // An earlier row's REPLACE may have deleted this one.
-            if p.or == Conflict::Replace && self.store.get(p.table.tree, &pk)?.is_none() {
+            if p.or == Conflict::Replace && self.store.get(p.table.tree, pk)?.is_none() {
                 continue;
             }
             // Every SET expression reads the old row, so all are evaluated before any is stored.
@@ -1900,19 +1914,21 @@ impl Writer<'_> {
             {
                 let cx = self.cx(&cache);
                 for (_, e) in &p.set {
-                    vals.push(eval(e, &old, &cx)?.into_owned());
+                    vals.push(eval(e, old, &cx)?.into_owned());
                 }
             }
-            let (old, mut new) = if keep_old {
-                let new = old.clone();
-                (old, new)
+            new.clear();
+            let old: &[Value] = if keep_old {
+                new.extend_from_slice(old);
+                old
             } else {
-                (Vec::new(), old)
+                new.extend(old.iter_mut().map(|v| std::mem::replace(v, Value::Null)));
+                &[]
             };
             for ((c, _), v) in p.set.iter().zip(vals.drain(..)) {
                 new[*c] = v;
             }
-            if let Some(new) = self.update_row(&p.table, &pk, old, new, p.or, checks, &cache)? {
+            if self.update_row(t, pk, old, &mut new, p.or, checks, &cache, &mut rec)? {
                 res.changes += 1;
                 self.returning(&p.returning, &new, &cache, &mut res)?;
             }
@@ -1928,14 +1944,43 @@ impl Writer<'_> {
         let rows = !p.returning.is_empty()
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
-        let targets = self.targets(p, rows, &cache)?;
+        let mut targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
-        for (pk, old) in targets {
-            self.returning(&p.returning, &old, &cache, &mut res)?;
-            self.delete_row(&p.table, &pk, &old)?;
+        for i in 0..targets.len() {
+            let (pk, old) = targets.get_mut(i);
+            self.returning(&p.returning, old, &cache, &mut res)?;
+            self.delete_row(&p.table, pk, old)?;
             res.changes += 1;
         }
         Ok(res)
+    }
+}
+
+/// The rows an UPDATE or DELETE changes, gathered before the first write (a write must not
+/// move the scan that finds them): keys end to end in one buffer and rows of `width` values
+/// in another, instead of two allocations per row.
+struct Targets {
+    keys: Vec<u8>,
+    /// Where each key ends in `keys`.
+    ends: Vec<usize>,
+    rows: Vec<Value>,
+    /// Values per row (0 when the rows were not kept).
+    width: usize,
+}
+
+impl Targets {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Row `i`'s key and values.
+    fn get_mut(&mut self, i: usize) -> (&[u8], &mut [Value]) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        let w = self.width;
+        (
+            &self.keys[start..self.ends[i]],
+            &mut self.rows[i * w..(i + 1) * w],
+        )
     }
 }
 
