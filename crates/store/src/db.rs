@@ -1686,6 +1686,7 @@ pub struct Cursor<F: BlockFile> {
     source: Source,
     stack: Stack,
     seq: u64,
+    /// Scratch for the key a stale cursor seeks by.
     key: Vec<u8>,
     val: Vec<u8>,
 }
@@ -1716,12 +1717,11 @@ impl<F: BlockFile> Cursor<F> {
     }
 
     fn after(&mut self, sh: &mut Shared<F>, ok: bool) -> Result<bool> {
+        // The key to find the place again by is not copied here: the stack holds its pages,
+        // and a held page is never written in place (`Rc::make_mut` copies a shared one), so
+        // the current key can still be read from it after the tree changed.
         if let Source::Write { serial, .. } = self.source {
             self.seq = sh.w(serial)?.seq;
-            self.key.clear();
-            if let Some((pg, i)) = self.stack.leaf() {
-                self.key.extend_from_slice(page::key(pg, i));
-            }
         }
         Ok(ok)
     }
@@ -1771,14 +1771,31 @@ impl<F: BlockFile> Cursor<F> {
     /// One entry forward or back. When the tree changed under the cursor, it finds its place
     /// again by key: the entry after (or before) the last one it returned.
     fn step(&mut self, forward: bool) -> Result<bool> {
+        // A read transaction's tree cannot change, so a step that stays in the leaf is the
+        // next slot: no need to borrow the shared state (most steps of a scan).
+        if let (Source::Fixed(_), Some((pg, i))) = (&self.source, self.stack.levels.last_mut()) {
+            if forward && *i + 1 < page::count(pg) {
+                *i += 1;
+                return Ok(true);
+            }
+            if !forward && *i > 0 {
+                *i -= 1;
+                return Ok(true);
+            }
+        }
         let sh_rc = self.shared.clone();
         let mut sh = sh_rc.borrow_mut();
         let ok = if self.stale(&mut sh)? {
-            if self.key.is_empty() && !self.stack.valid() {
+            let mut k = std::mem::take(&mut self.key);
+            k.clear();
+            if let Some((pg, i)) = self.stack.leaf() {
+                k.extend_from_slice(page::key(pg, i));
+            }
+            if k.is_empty() && !self.stack.valid() {
+                self.key = k;
                 false
             } else {
                 let root = self.root(&mut sh)?;
-                let k = std::mem::take(&mut self.key);
                 let op = if forward { Seek::Gt } else { Seek::Lt };
                 let ok = self.stack.seek(&mut *sh, root, &k, op)?;
                 self.key = k;
