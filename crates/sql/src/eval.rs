@@ -182,6 +182,17 @@ pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
             if let (Some(x), Some(y)) = (operand(a, row, cx), operand(b, row, cx)) {
                 return Ok(compare_truth(*op, x, y, *la, *lb));
             }
+        }
+    }
+    eval_bool_slow(e, row, cx)
+}
+
+/// `eval_bool` for everything but a comparison of two operands: apart, so that the common
+/// case does not pay for this one's stack frame.
+#[inline(never)]
+fn eval_bool_slow(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    if let PExpr::Cmp(op, a, b, la, lb) = e {
+        if !matches!(op, BinOp::Is | BinOp::IsNot) {
             let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
             return Ok(compare_truth(*op, &x, &y, *la, *lb));
         }
