@@ -1772,8 +1772,16 @@ impl<F: BlockFile> Cursor<F> {
     /// again by key: the entry after (or before) the last one it returned.
     fn step(&mut self, forward: bool) -> Result<bool> {
         // A read transaction's tree cannot change, so a step that stays in the leaf is the
-        // next slot: no need to borrow the shared state (most steps of a scan).
-        if let (Source::Fixed(_), Some((pg, i))) = (&self.source, self.stack.levels.last_mut()) {
+        // next slot: no need to borrow the shared state mutably (most steps of a scan).
+        // So is one in a write transaction's tree that has not changed since the last step.
+        let unchanged = match self.source {
+            Source::Fixed(_) => true,
+            Source::Write { serial, .. } => {
+                let sh = self.shared.borrow();
+                matches!(&sh.w, Some(w) if w.serial == serial && w.seq == self.seq)
+            }
+        };
+        if let (true, Some((pg, i))) = (unchanged, self.stack.levels.last_mut()) {
             if forward && *i + 1 < page::count(pg) {
                 *i += 1;
                 return Ok(true);
