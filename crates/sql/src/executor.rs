@@ -1587,6 +1587,11 @@ impl Writer<'_> {
     }
 
     pub fn insert(&mut self, p: &InsertPlan, checks: &[PExpr]) -> Result<WriteResult> {
+        if checks.is_empty() {
+            if let Some(res) = self.insert_copy(p)? {
+                return Ok(res);
+            }
+        }
         let t = &p.table;
         let cache = Cache::default();
         // Input rows first: a SELECT must not see this statement's own inserts.
@@ -1671,6 +1676,102 @@ impl Writer<'_> {
             self.insert_tail(p, checks, row, pk, rowid, &cache, &mut res)?;
         }
         Ok(res)
+    }
+
+    /// `INSERT INTO t SELECT * FROM s` where s's rows are already t's: the same column types
+    /// and key, every NOT NULL of t also one of s, and t empty, without indexes, checks or a
+    /// capture to feed. Each stored record is then what decoding and re-encoding it would give,
+    /// so it is copied as bytes with its key (as SQLite's transfer optimization does). None
+    /// when any of that does not hold, or a record is short of columns (written before an
+    /// `ADD COLUMN`), and the general path runs instead.
+    fn insert_copy(&mut self, p: &InsertPlan) -> Result<Option<WriteResult>> {
+        let t = &p.table;
+        let InsertRows::Query(q) = &p.rows else {
+            return Ok(None);
+        };
+        let Body::Core(c) = &q.body else {
+            return Ok(None);
+        };
+        let n = t.columns.len();
+        let plain = p.upsert.is_none()
+            && p.returning.is_empty()
+            && t.indexes.is_empty()
+            && (t.replicated.is_none() || self.capture.is_none())
+            && !matches!(t.key, Key::Rowid(None))
+            && q.order.is_empty()
+            && q.limit.is_none()
+            && q.offset.is_none()
+            && q.width == n
+            && c.levels.len() == 1
+            && c.const_filters.is_empty()
+            && c.agg.is_none()
+            && !c.distinct
+            && c.project.len() == n
+            && c.project
+                .iter()
+                .enumerate()
+                .all(|(i, e)| *e == PExpr::Col(i))
+            && p.columns.len() == n
+            && p.columns
+                .iter()
+                .enumerate()
+                .all(|(i, s)| *s == ColSource::Input(i));
+        if !plain {
+            return Ok(None);
+        }
+        let lvl = &c.levels[0];
+        let Source::Table(s) = &lvl.source else {
+            return Ok(None);
+        };
+        let same_rows = lvl.base == 0
+            && matches!(lvl.access, Access::Scan { .. })
+            && lvl.filters.is_empty()
+            && lvl.after.is_empty()
+            && s.tree != t.tree
+            && s.key == t.key
+            && s.columns.len() == n
+            && s.columns
+                .iter()
+                .zip(&t.columns)
+                .all(|(a, b)| a.ty == b.ty && (a.not_null || !b.not_null));
+        if !same_rows || self.store.last_key(t.tree)?.is_some() {
+            return Ok(None);
+        }
+        // Gathered before the first write: the scan borrows the store.
+        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+        {
+            let mut cur = self
+                .store
+                .scan(s.tree, Bound::Unbounded, Bound::Unbounded, false)?;
+            while cur.next()? {
+                let v = cur.value();
+                if Record::new(v)?.len() != n {
+                    return Ok(None);
+                }
+                bytes.extend_from_slice(cur.key());
+                ends.push(bytes.len());
+                bytes.extend_from_slice(v);
+                ends.push(bytes.len());
+            }
+        }
+        let mut res = WriteResult::default();
+        let mut start = 0;
+        for kv in ends.chunks_exact(2) {
+            let (key, value) = (&bytes[start..kv[0]], &bytes[kv[0]..kv[1]]);
+            start = kv[1];
+            if !self.store.put_new(t.tree, key, value)? {
+                return Err(Error::Invalid(
+                    "invariant: a copied key is already in the empty table".into(),
+                ));
+            }
+            res.changes += 1;
+            if let Key::Rowid(_) = t.key {
+                if let Value::Integer(id) = decode_key_value(key, false)?.0 {
+                    res.last_rowid = Some(id);
+                }
+            }
+        }
+        Ok(Some(res))
     }
 
     #[allow(clippy::too_many_arguments)]
