@@ -32,7 +32,8 @@
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`).
+//!    in the same descent of the tree (`Writer::insert_tail`); an `INSERT ... SELECT *` whose
+//!    source rows are already the target's copies the stored records (`Writer::insert_copy`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.
