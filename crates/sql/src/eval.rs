@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 /// Results of uncorrelated subqueries, computed once per statement execution, keyed by the
@@ -33,6 +34,29 @@ pub enum Cached {
     Hash(Rc<HashRows>),
 }
 
+/// The per-statement cache of subquery results and top-k bounds, keyed by plan address.
+/// Looked up once per row by a top-k scan, so keyed through [`AddrHasher`], not SipHash.
+pub type Cache = RefCell<HashMap<usize, Cached, BuildHasherDefault<AddrHasher>>>;
+
+/// Hashes a plan's address: keys are addresses chosen by the allocator, not input, so a
+/// multiplicative mix is enough and avoids SipHash's cost per lookup.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// What evaluation needs besides the row: storage for subqueries, parameters, the enclosing
 /// query's row for correlated references, injected randomness and the subquery cache.
 pub struct Cx<'a> {
@@ -40,7 +64,7 @@ pub struct Cx<'a> {
     pub params: &'a [Value],
     pub outer: Option<(&'a [Value], &'a Cx<'a>)>,
     pub rng: &'a Cell<u64>,
-    pub cache: &'a RefCell<HashMap<usize, Cached>>,
+    pub cache: &'a Cache,
 }
 
 impl<'a> Cx<'a> {
@@ -153,30 +177,62 @@ fn text_of(v: &Value) -> Option<Cow<'_, str>> {
 pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
     if let PExpr::Cmp(op, a, b, la, lb) = e {
         if !matches!(op, BinOp::Is | BinOp::IsNot) {
-            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
-            if x.is_null() || y.is_null() {
-                return Ok(None);
+            // A column, literal or parameter on both sides (`b >= ?`, the usual filter) is
+            // compared where it lies, without going through `eval` and its `Cow`.
+            if let (Some(x), Some(y)) = (operand(a, row, cx), operand(b, row, cx)) {
+                return Ok(compare_truth(*op, x, y, *la, *lb));
             }
-            let o = match (&*x, &*y) {
-                // Two integers compare as integers unless a TEXT affinity turns one into text.
-                (Value::Integer(i), Value::Integer(j))
-                    if *la != Affinity::Text && *lb != Affinity::Text =>
-                {
-                    i.cmp(j)
-                }
-                _ => cmp_aff(&x, &y, *la, *lb),
-            };
-            return Ok(Some(match op {
-                BinOp::Eq => o == Ordering::Equal,
-                BinOp::Ne => o != Ordering::Equal,
-                BinOp::Lt => o == Ordering::Less,
-                BinOp::Le => o != Ordering::Greater,
-                BinOp::Gt => o == Ordering::Greater,
-                _ => o != Ordering::Less,
-            }));
+        }
+    }
+    eval_bool_slow(e, row, cx)
+}
+
+/// `eval_bool` for everything but a comparison of two operands: apart, so that the common
+/// case does not pay for this one's stack frame.
+#[inline(never)]
+fn eval_bool_slow(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    if let PExpr::Cmp(op, a, b, la, lb) = e {
+        if !matches!(op, BinOp::Is | BinOp::IsNot) {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            return Ok(compare_truth(*op, &x, &y, *la, *lb));
         }
     }
     Ok(truth(&*eval(e, row, cx)?))
+}
+
+static NULL: Value = Value::Null;
+
+/// The value of a column, literal or bound parameter, borrowed; None for anything that must be
+/// computed (or an unbound parameter, which `eval` reports).
+#[inline]
+fn operand<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Option<&'r Value> {
+    match e {
+        PExpr::Col(i) => Some(row.get(*i).unwrap_or(&NULL)),
+        PExpr::Lit(v) => Some(v),
+        PExpr::Param(i) => cx.params.get(*i),
+        _ => None,
+    }
+}
+
+/// The truth of `x op y` for an ordering operator (not IS / IS NOT): unknown when either is NULL.
+#[inline]
+fn compare_truth(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Option<bool> {
+    let o = match (x, y) {
+        (Value::Null, _) | (_, Value::Null) => return None,
+        // Two integers compare as integers unless a TEXT affinity turns one into text.
+        (Value::Integer(i), Value::Integer(j)) if la != Affinity::Text && lb != Affinity::Text => {
+            i.cmp(j)
+        }
+        _ => cmp_aff(x, y, la, lb),
+    };
+    Some(match op {
+        BinOp::Eq => o == Ordering::Equal,
+        BinOp::Ne => o != Ordering::Equal,
+        BinOp::Lt => o == Ordering::Less,
+        BinOp::Le => o != Ordering::Greater,
+        BinOp::Gt => o == Ordering::Greater,
+        _ => o != Ordering::Less,
+    })
 }
 
 /// Evaluates `e` over `row`. A column, literal or parameter is borrowed (`cx` lives at least

@@ -8,7 +8,7 @@
 
 use crate::ast::{BinOp, Conflict};
 use crate::error::{Error, Result};
-use crate::eval::{eval, eval_bool, norm_key, push_norm, Cached, Cx, HashRows};
+use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, Cx, HashRows};
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
@@ -904,7 +904,14 @@ fn primary_row(
     // The key slot is past the table's columns, so no filter reads it: only a row that
     // passed them has its key copied out.
     if lvl.key_slot {
-        frame[lvl.base + lvl.width] = Value::Blob(key.to_vec());
+        // Into the previous row's key buffer: the writers copy the key out of the slot.
+        match &mut frame[lvl.base + lvl.width] {
+            Value::Blob(b) => {
+                b.clear();
+                b.extend_from_slice(key);
+            }
+            slot => *slot = Value::Blob(key.to_vec()),
+        }
     }
     f(frame)
 }
@@ -1265,7 +1272,7 @@ fn counter_delta(old: &Value, new: &Value) -> i64 {
 }
 
 impl Writer<'_> {
-    fn cx<'b>(&'b self, cache: &'b std::cell::RefCell<HashMap<usize, Cached>>) -> Cx<'b> {
+    fn cx<'b>(&'b self, cache: &'b Cache) -> Cx<'b> {
         Cx {
             store: &*self.store,
             params: self.params,
@@ -1332,7 +1339,7 @@ impl Writer<'_> {
         t: &Table,
         row: &mut [Value],
         checks: &[PExpr],
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
     ) -> Result<()> {
         for (i, c) in t.columns.iter().enumerate() {
             // A value already of the column's type is stored as it is (what coercing gives).
@@ -1565,7 +1572,7 @@ impl Writer<'_> {
             }
         }
         let mut refused = Vec::new();
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         for (t, pk, key, mut row) in puts {
             if let Err(e) = self.check_row(&t, &mut row, &[], &cache) {
                 refused.push((t, pk, e));
@@ -1610,8 +1617,13 @@ impl Writer<'_> {
     }
 
     pub fn insert(&mut self, p: &InsertPlan, checks: &[PExpr]) -> Result<WriteResult> {
+        if checks.is_empty() {
+            if let Some(res) = self.insert_copy(p)? {
+                return Ok(res);
+            }
+        }
         let t = &p.table;
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         // Input rows first: a SELECT must not see this statement's own inserts.
         let inputs: Vec<Vec<Value>> = {
             let cx = self.cx(&cache);
@@ -1696,6 +1708,102 @@ impl Writer<'_> {
         Ok(res)
     }
 
+    /// `INSERT INTO t SELECT * FROM s` where s's rows are already t's: the same column types
+    /// and key, every NOT NULL of t also one of s, and t empty, without indexes, checks or a
+    /// capture to feed. Each stored record is then what decoding and re-encoding it would give,
+    /// so it is copied as bytes with its key (as SQLite's transfer optimization does). None
+    /// when any of that does not hold, or a record is short of columns (written before an
+    /// `ADD COLUMN`), and the general path runs instead.
+    fn insert_copy(&mut self, p: &InsertPlan) -> Result<Option<WriteResult>> {
+        let t = &p.table;
+        let InsertRows::Query(q) = &p.rows else {
+            return Ok(None);
+        };
+        let Body::Core(c) = &q.body else {
+            return Ok(None);
+        };
+        let n = t.columns.len();
+        let plain = p.upsert.is_none()
+            && p.returning.is_empty()
+            && t.indexes.is_empty()
+            && (t.replicated.is_none() || self.capture.is_none())
+            && !matches!(t.key, Key::Rowid(None))
+            && q.order.is_empty()
+            && q.limit.is_none()
+            && q.offset.is_none()
+            && q.width == n
+            && c.levels.len() == 1
+            && c.const_filters.is_empty()
+            && c.agg.is_none()
+            && !c.distinct
+            && c.project.len() == n
+            && c.project
+                .iter()
+                .enumerate()
+                .all(|(i, e)| *e == PExpr::Col(i))
+            && p.columns.len() == n
+            && p.columns
+                .iter()
+                .enumerate()
+                .all(|(i, s)| *s == ColSource::Input(i));
+        if !plain {
+            return Ok(None);
+        }
+        let lvl = &c.levels[0];
+        let Source::Table(s) = &lvl.source else {
+            return Ok(None);
+        };
+        let same_rows = lvl.base == 0
+            && matches!(lvl.access, Access::Scan { .. })
+            && lvl.filters.is_empty()
+            && lvl.after.is_empty()
+            && s.tree != t.tree
+            && s.key == t.key
+            && s.columns.len() == n
+            && s.columns
+                .iter()
+                .zip(&t.columns)
+                .all(|(a, b)| a.ty == b.ty && (a.not_null || !b.not_null));
+        if !same_rows || self.store.last_key(t.tree)?.is_some() {
+            return Ok(None);
+        }
+        // Gathered before the first write: the scan borrows the store.
+        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+        {
+            let mut cur = self
+                .store
+                .scan(s.tree, Bound::Unbounded, Bound::Unbounded, false)?;
+            while cur.next()? {
+                let v = cur.value();
+                if Record::new(v)?.len() != n {
+                    return Ok(None);
+                }
+                bytes.extend_from_slice(cur.key());
+                ends.push(bytes.len());
+                bytes.extend_from_slice(v);
+                ends.push(bytes.len());
+            }
+        }
+        let mut res = WriteResult::default();
+        let mut start = 0;
+        for kv in ends.chunks_exact(2) {
+            let (key, value) = (&bytes[start..kv[0]], &bytes[kv[0]..kv[1]]);
+            start = kv[1];
+            if !self.store.put_new(t.tree, key, value)? {
+                return Err(Error::Invalid(
+                    "invariant: a copied key is already in the empty table".into(),
+                ));
+            }
+            res.changes += 1;
+            if let Key::Rowid(_) = t.key {
+                if let Value::Integer(id) = decode_key_value(key, false)?.0 {
+                    res.last_rowid = Some(id);
+                }
+            }
+        }
+        Ok(Some(res))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn insert_tail(
         &mut self,
@@ -1704,7 +1812,7 @@ impl Writer<'_> {
         mut row: Vec<Value>,
         pk: Vec<u8>,
         rowid: Option<i64>,
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
         res: &mut WriteResult,
     ) -> Result<()> {
         let t = &p.table;
@@ -1748,9 +1856,17 @@ impl Writer<'_> {
                             new[*c] = eval(e, &frame, &cx)?.into_owned();
                         }
                     }
-                    let new =
-                        self.update_row(t, &other, old, new, Conflict::Abort, checks, cache)?;
-                    if let Some(new) = new {
+                    let mut rec = Vec::new();
+                    if self.update_row(
+                        t,
+                        &other,
+                        &old,
+                        &mut new,
+                        Conflict::Abort,
+                        checks,
+                        cache,
+                        &mut rec,
+                    )? {
                         res.changes += 1;
                         self.returning(&p.returning, &new, cache, res)?;
                     }
@@ -1791,7 +1907,7 @@ impl Writer<'_> {
         &self,
         exprs: &[PExpr],
         row: &[Value],
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
+        cache: &Cache,
         res: &mut WriteResult,
     ) -> Result<()> {
         if exprs.is_empty() {
@@ -1806,16 +1922,21 @@ impl Writer<'_> {
     /// `old` may be empty when the table has no indexes and its writes are not captured:
     /// nothing reads it then.
     #[allow(clippy::too_many_arguments)]
+    /// Replaces the row at `old_pk` (`old`, or empty when neither an index nor the capture
+    /// reads it) with `new`, checked and coerced in place; false when OR IGNORE skipped it.
+    /// `rec` is a buffer for the new record, reused from row to row.
+    #[allow(clippy::too_many_arguments)]
     fn update_row(
         &mut self,
         t: &Table,
         old_pk: &[u8],
-        old: Vec<Value>,
-        mut new: Vec<Value>,
+        old: &[Value],
+        new: &mut [Value],
         or: Conflict,
         checks: &[PExpr],
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
-    ) -> Result<Option<Vec<Value>>> {
+        cache: &Cache,
+        rec: &mut Vec<u8>,
+    ) -> Result<bool> {
         if let Key::Rowid(Some(c)) = t.key {
             if new[c].is_null() {
                 return Err(Error::Type(format!(
@@ -1824,29 +1945,29 @@ impl Writer<'_> {
                 )));
             }
         }
-        match self.check_row(t, &mut new, checks, cache) {
+        match self.check_row(t, new, checks, cache) {
             Ok(()) => {}
             Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
                 if or == Conflict::Ignore =>
             {
-                return Ok(None)
+                return Ok(false)
             }
             Err(e) => return Err(e),
         }
-        let new_pk = match &t.key {
-            Key::Rowid(None) => old_pk.to_vec(),
-            Key::Rowid(Some(c)) => encode_key(std::slice::from_ref(&new[*c])),
+        let new_pk: std::borrow::Cow<[u8]> = match &t.key {
+            Key::Rowid(None) => old_pk.into(),
+            Key::Rowid(Some(c)) => encode_key(std::slice::from_ref(&new[*c])).into(),
             Key::Columns(cols) => {
                 let mut k = Vec::new();
                 for &c in cols {
                     push_norm(&new[c], &mut k);
                 }
-                k
+                k.into()
             }
         };
-        while let Some((constraint, other)) = self.find_conflict(t, &new_pk, &new, &[old_pk])? {
+        while let Some((constraint, other)) = self.find_conflict(t, &new_pk, new, &[old_pk])? {
             match or {
-                Conflict::Ignore => return Ok(None),
+                Conflict::Ignore => return Ok(false),
                 Conflict::Replace => {
                     let o = self.load_row(t, &other)?;
                     self.delete_row(t, &other, &o)?;
@@ -1854,14 +1975,14 @@ impl Writer<'_> {
                 Conflict::Abort => return Err(Self::unique_error(t, constraint)),
             }
         }
-        if new_pk != old_pk {
-            self.delete_row(t, old_pk, &old)?;
-            self.put_row(t, &new_pk, &new)?;
+        if *new_pk != *old_pk {
+            self.delete_row(t, old_pk, old)?;
+            self.put_row(t, &new_pk, new)?;
         } else {
-            self.capture_set(t, Some(&old), &new);
-            let mut rec = Vec::new();
-            encode_record_into(&mut rec, &new);
-            self.store.put(t.tree, &new_pk, &rec)?;
+            self.capture_set(t, Some(old), new);
+            rec.clear();
+            encode_record_into(rec, new);
+            self.store.put(t.tree, &new_pk, rec)?;
             for i in 0..t.indexes.len() {
                 let changed = t.indexes[i]
                     .columns
@@ -1869,60 +1990,54 @@ impl Writer<'_> {
                     .any(|&c| !same_value(&old[c], &new[c]));
                 if changed {
                     self.store
-                        .delete(t.indexes[i].tree, &Self::index_key(t, i, &old, old_pk))?;
-                    self.store.put(
-                        t.indexes[i].tree,
-                        &Self::index_key(t, i, &new, &new_pk),
-                        &[],
-                    )?;
+                        .delete(t.indexes[i].tree, &Self::index_key(t, i, old, old_pk))?;
+                    self.store
+                        .put(t.indexes[i].tree, &Self::index_key(t, i, new, &new_pk), &[])?;
                 }
             }
         }
-        Ok(Some(new))
+        Ok(true)
     }
 
-    /// The rows a write changes: (primary key, the row; empty unless `rows`).
-    fn targets(
-        &self,
-        p: &WritePlan,
-        rows: bool,
-        cache: &std::cell::RefCell<HashMap<usize, Cached>>,
-    ) -> Result<Vec<(Vec<u8>, Vec<Value>)>> {
+    /// The rows a write changes: their primary keys, and the rows themselves when `rows`.
+    fn targets(&self, p: &WritePlan, rows: bool, cache: &Cache) -> Result<Targets> {
         let cx = self.cx(cache);
-        let mut out = Vec::new();
         let width = p.table.columns.len();
+        let mut out = Targets {
+            keys: Vec::new(),
+            ends: Vec::new(),
+            rows: Vec::new(),
+            width: if rows { width } else { 0 },
+        };
         let mut frame = vec![Value::Null; p.scan.frame_len];
         run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
-            // Taken, not copied: the scan writes the next row's key into the slot afresh.
-            let pk = match std::mem::replace(&mut frame[width], Value::Null) {
-                Value::Blob(b) => b,
-                _ => return Err(Error::Invalid("invariant: key slot holds the key".into())),
+            let Value::Blob(pk) = &frame[width] else {
+                return Err(Error::Invalid("invariant: key slot holds the key".into()));
             };
-            out.push((
-                pk,
-                if rows {
-                    frame[..width].to_vec()
-                } else {
-                    Vec::new()
-                },
-            ));
+            out.keys.extend_from_slice(pk);
+            out.ends.push(out.keys.len());
+            if rows {
+                out.rows.extend_from_slice(&frame[..width]);
+            }
             Ok(true)
         })?;
         Ok(out)
     }
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
-        let cache = std::cell::RefCell::new(HashMap::new());
-        let targets = self.targets(p, true, &cache)?;
+        let cache = Cache::default();
+        let mut targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
         let t = &p.table;
         // The old row is read only to take index entries out and by the capture; without
         // either, the new row is the old one changed in place, not a copy of it.
         let keep_old = !t.indexes.is_empty() || (t.replicated.is_some() && self.capture.is_some());
         let mut vals = Vec::with_capacity(p.set.len());
-        for (pk, old) in targets {
+        let (mut new, mut rec) = (Vec::with_capacity(targets.width), Vec::new());
+        for i in 0..targets.len() {
+            let (pk, old) = targets.get_mut(i);
             // An earlier row's REPLACE may have deleted this one.
-            if p.or == Conflict::Replace && self.store.get(p.table.tree, &pk)?.is_none() {
+            if p.or == Conflict::Replace && self.store.get(p.table.tree, pk)?.is_none() {
                 continue;
             }
             // Every SET expression reads the old row, so all are evaluated before any is stored.
@@ -1930,19 +2045,21 @@ impl Writer<'_> {
             {
                 let cx = self.cx(&cache);
                 for (_, e) in &p.set {
-                    vals.push(eval(e, &old, &cx)?.into_owned());
+                    vals.push(eval(e, old, &cx)?.into_owned());
                 }
             }
-            let (old, mut new) = if keep_old {
-                let new = old.clone();
-                (old, new)
+            new.clear();
+            let old: &[Value] = if keep_old {
+                new.extend_from_slice(old);
+                old
             } else {
-                (Vec::new(), old)
+                new.extend(old.iter_mut().map(|v| std::mem::replace(v, Value::Null)));
+                &[]
             };
             for ((c, _), v) in p.set.iter().zip(vals.drain(..)) {
                 new[*c] = v;
             }
-            if let Some(new) = self.update_row(&p.table, &pk, old, new, p.or, checks, &cache)? {
+            if self.update_row(t, pk, old, &mut new, p.or, checks, &cache, &mut rec)? {
                 res.changes += 1;
                 self.returning(&p.returning, &new, &cache, &mut res)?;
             }
@@ -1951,21 +2068,50 @@ impl Writer<'_> {
     }
 
     pub fn delete(&mut self, p: &WritePlan) -> Result<WriteResult> {
-        let cache = std::cell::RefCell::new(HashMap::new());
+        let cache = Cache::default();
         let t = &p.table;
         // The deleted row is read for RETURNING, to find its index entries, and by the
         // capture; with none of them, its key is all a delete needs.
         let rows = !p.returning.is_empty()
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
-        let targets = self.targets(p, rows, &cache)?;
+        let mut targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
-        for (pk, old) in targets {
-            self.returning(&p.returning, &old, &cache, &mut res)?;
-            self.delete_row(&p.table, &pk, &old)?;
+        for i in 0..targets.len() {
+            let (pk, old) = targets.get_mut(i);
+            self.returning(&p.returning, old, &cache, &mut res)?;
+            self.delete_row(&p.table, pk, old)?;
             res.changes += 1;
         }
         Ok(res)
+    }
+}
+
+/// The rows an UPDATE or DELETE changes, gathered before the first write (a write must not
+/// move the scan that finds them): keys end to end in one buffer and rows of `width` values
+/// in another, instead of two allocations per row.
+struct Targets {
+    keys: Vec<u8>,
+    /// Where each key ends in `keys`.
+    ends: Vec<usize>,
+    rows: Vec<Value>,
+    /// Values per row (0 when the rows were not kept).
+    width: usize,
+}
+
+impl Targets {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Row `i`'s key and values.
+    fn get_mut(&mut self, i: usize) -> (&[u8], &mut [Value]) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        let w = self.width;
+        (
+            &self.keys[start..self.ends[i]],
+            &mut self.rows[i * w..(i + 1) * w],
+        )
     }
 }
 

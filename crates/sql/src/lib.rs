@@ -32,7 +32,8 @@
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`).
+//!    in the same descent of the tree (`Writer::insert_tail`); an `INSERT ... SELECT *` whose
+//!    source rows are already the target's copies the stored records (`Writer::insert_copy`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.
@@ -63,11 +64,11 @@ pub use executor::{Correction, RowChange};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
+use eval::Cache;
 use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
 use planner::{Params, Planner};
 use schema::{Catalog, Table};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// What a statement returns.
@@ -544,7 +545,7 @@ impl Database {
         };
         match &*prepared {
             Prepared::Query(q) => {
-                let cache = RefCell::new(HashMap::new());
+                let cache = Cache::default();
                 let cx = eval::Cx {
                     store: self.store.as_ref(),
                     params,
@@ -914,7 +915,7 @@ impl Database {
                                     ..(*t).clone()
                                 };
                                 let pe = p.table_expr(&empty, d)?;
-                                let cache = RefCell::new(HashMap::new());
+                                let cache = Cache::default();
                                 let cx = eval::Cx {
                                     store: self.store.as_ref(),
                                     params: &[],

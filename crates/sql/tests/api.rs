@@ -315,3 +315,51 @@ fn explain_needs_no_parameter_values() {
         "PARAM_COUNT"
     );
 }
+
+/// An INSERT ... SELECT of rows already in the target's layout copies records as bytes; its
+/// count and last row id are what inserting the rows one by one reports.
+#[test]
+fn insert_select_copying_records_reports_like_row_by_row() {
+    let mut db = Database::memory();
+    db.exec_script(
+        "CREATE TABLE s (id INTEGER PRIMARY KEY, b INTEGER, c TEXT);
+         INSERT INTO s VALUES (3, 1, 'x'), (70, 2, NULL), (12, 3, 'z');
+         CREATE TABLE t (id INTEGER PRIMARY KEY, b INTEGER, c TEXT);
+         CREATE TABLE u (id INTEGER PRIMARY KEY, b INTEGER, c TEXT);
+         INSERT INTO u VALUES (1000, 0, '');",
+    )
+    .unwrap();
+    // t is empty (copied); u is not (row by row): both end on the scan's last row, id 70.
+    for table in ["t", "u"] {
+        let o = db
+            .prepare(&format!("INSERT INTO {table} SELECT * FROM s"))
+            .unwrap()
+            .execute(&mut db, &[])
+            .unwrap();
+        assert_eq!(
+            o,
+            Output::Changes {
+                changes: 3,
+                last_insert_rowid: 70
+            }
+        );
+    }
+    let all = db.prepare("SELECT * FROM t ORDER BY id").unwrap();
+    let got = rows(all.execute(&mut db, &[]).unwrap());
+    assert_eq!(
+        got,
+        vec![
+            vec![
+                Value::Integer(3),
+                Value::Integer(1),
+                Value::Text("x".into())
+            ],
+            vec![
+                Value::Integer(12),
+                Value::Integer(3),
+                Value::Text("z".into())
+            ],
+            vec![Value::Integer(70), Value::Integer(2), Value::Null],
+        ]
+    );
+}

@@ -1821,6 +1821,7 @@ pub struct Cursor<F: BlockFile> {
     source: Source,
     stack: Stack,
     seq: u64,
+    /// Scratch for the key a stale cursor seeks by.
     key: Vec<u8>,
     val: Vec<u8>,
 }
@@ -1851,12 +1852,11 @@ impl<F: BlockFile> Cursor<F> {
     }
 
     fn after(&mut self, sh: &mut Shared<F>, ok: bool) -> Result<bool> {
+        // The key to find the place again by is not copied here: the stack holds its pages,
+        // and a held page is never written in place (`Rc::make_mut` copies a shared one), so
+        // the current key can still be read from it after the tree changed.
         if let Source::Write { serial, .. } = self.source {
             self.seq = sh.w(serial)?.seq;
-            self.key.clear();
-            if let Some((pg, i)) = self.stack.leaf() {
-                self.key.extend_from_slice(page::key(pg, i));
-            }
         }
         Ok(ok)
     }
@@ -1906,14 +1906,39 @@ impl<F: BlockFile> Cursor<F> {
     /// One entry forward or back. When the tree changed under the cursor, it finds its place
     /// again by key: the entry after (or before) the last one it returned.
     fn step(&mut self, forward: bool) -> Result<bool> {
+        // A read transaction's tree cannot change, so a step that stays in the leaf is the
+        // next slot: no need to borrow the shared state mutably (most steps of a scan).
+        // So is one in a write transaction's tree that has not changed since the last step.
+        let unchanged = match self.source {
+            Source::Fixed(_) => true,
+            Source::Write { serial, .. } => {
+                let sh = self.shared.borrow();
+                matches!(&sh.w, Some(w) if w.serial == serial && w.seq == self.seq)
+            }
+        };
+        if let (true, Some((pg, i))) = (unchanged, self.stack.levels.last_mut()) {
+            if forward && *i + 1 < page::count(pg) {
+                *i += 1;
+                return Ok(true);
+            }
+            if !forward && *i > 0 {
+                *i -= 1;
+                return Ok(true);
+            }
+        }
         let sh_rc = self.shared.clone();
         let mut sh = sh_rc.borrow_mut();
         let ok = if self.stale(&mut sh)? {
-            if self.key.is_empty() && !self.stack.valid() {
+            let mut k = std::mem::take(&mut self.key);
+            k.clear();
+            if let Some((pg, i)) = self.stack.leaf() {
+                k.extend_from_slice(page::key(pg, i));
+            }
+            if k.is_empty() && !self.stack.valid() {
+                self.key = k;
                 false
             } else {
                 let root = self.root(&mut sh)?;
-                let k = std::mem::take(&mut self.key);
                 let op = if forward { Seek::Gt } else { Seek::Lt };
                 let ok = self.stack.seek(&mut *sh, root, &k, op)?;
                 self.key = k;
@@ -2066,12 +2091,17 @@ impl<F: BlockFile> Range<F> {
         if !ok {
             return Ok(false);
         }
-        let k = self.cursor.key().expect("invariant: cursor on an entry");
-        let inside = if self.reverse {
-            btree::within(k, as_ref(&self.lower), false)
+        // An unbounded end needs no key: a whole-tree scan does not look at one per entry.
+        let far = if self.reverse {
+            &self.lower
         } else {
-            btree::within(k, as_ref(&self.upper), true)
+            &self.upper
         };
+        if matches!(far, Bound::Unbounded) {
+            return Ok(true);
+        }
+        let k = self.cursor.key().expect("invariant: cursor on an entry");
+        let inside = btree::within(k, as_ref(far), !self.reverse);
         if !inside {
             self.cursor.stack.levels.clear();
         }

@@ -15,13 +15,19 @@ pub const OVERFLOW_BIT: u32 = 1 << 31;
 /// Bytes of a cell before its key: u16 key length, u32 value field or child.
 pub const CELL_HDR: usize = 6;
 
+// Read through one fixed-size array: one bounds check per field, not one per byte (these
+// run several times for every entry a scan passes).
 #[inline]
 pub fn get_u16(p: &[u8], at: usize) -> usize {
-    u16::from_le_bytes([p[at], p[at + 1]]) as usize
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&p[at..at + 2]);
+    u16::from_le_bytes(a) as usize
 }
 #[inline]
 pub fn get_u32(p: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&p[at..at + 4]);
+    u32::from_le_bytes(a)
 }
 #[inline]
 pub fn get_u64(p: &[u8], at: usize) -> u64 {
