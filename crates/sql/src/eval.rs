@@ -156,7 +156,10 @@ pub fn norm_key(vals: &[Value], out: &mut Vec<u8>) {
 
 pub fn push_norm(v: &Value, out: &mut Vec<u8>) {
     match v {
-        Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.0e18 => {
+        // An integral REAL in i64's range is the same key as that INTEGER (SQLite compares them
+        // as numbers: DISTINCT, GROUP BY and UNION keep one of 1 and 1.0, and of -2^63 as
+        // either). -2^63 is exact as an f64; 2^63 is past i64::MAX and equals no INTEGER.
+        Value::Real(r) if r.fract() == 0.0 && *r >= i64::MIN as f64 && *r < -(i64::MIN as f64) => {
             encode_key_value(out, &Value::Integer(*r as i64), false)
         }
         v => encode_key_value(out, v, false),
