@@ -35,7 +35,7 @@ fn same_value(a: &Value, b: &Value) -> bool {
         // An integer and an equal real tie in min()/max(), and which one wins depends on the
         // scan order, which SQLite leaves unspecified. typeof() tests in the corpus pin types.
         (Value::Integer(i), Value::Real(r)) | (Value::Real(r), Value::Integer(i)) => {
-            *i as f64 == *r && r.fract() == 0.0 && r.abs() < 9e15
+            as_integer(*r) == Some(*i)
         }
         // SQLite's 17th significant digit of a real turned to text is not always exact.
         (Value::Text(x), Value::Text(y)) => {
@@ -48,12 +48,19 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The INTEGER equal to `r`, if there is one (an integral real within i64's range; -2^63 is
+/// exact as an f64 and 2^63 is past i64::MAX).
+fn as_integer(r: f64) -> Option<i64> {
+    (r.fract() == 0.0 && r >= i64::MIN as f64 && r < -(i64::MIN as f64)).then_some(r as i64)
+}
+
 fn fmt_row(r: &[Value]) -> String {
     let parts: Vec<String> = r
         .iter()
         .map(|v| match v {
-            // Sorted like the equal integer: which of 1 and 1.0 DISTINCT keeps is unspecified.
-            Value::Real(x) if x.fract() == 0.0 && x.abs() < 9e15 => {
+            // Sorted like the equal integer: which of 1 and 1.0 DISTINCT keeps is unspecified,
+            // and so is the order of 2^62 and 2^62.0 among ORDER BY's ties.
+            Value::Real(x) if as_integer(*x).is_some() => {
                 format!("Integer({})", *x as i64)
             }
             Value::Real(x) => format!("Real({x:.9e})"),
