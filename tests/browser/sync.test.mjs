@@ -9,15 +9,6 @@ test('two databases sync over a MessageChannel and converge', async () => {
   const b = await launch();
   try {
     const r = await b.page.evaluate(async () => {
-      const until = async (what, f, ms = 15000) => {
-        const end = Date.now() + ms;
-        for (;;) {
-          const v = await f();
-          if (v) return v;
-          if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-          await new Promise((res) => setTimeout(res, 50));
-        }
-      };
       const ddl = `CREATE TABLE todo (id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL,
                    done INTEGER DEFAULT 0, likes INTEGER DEFAULT 0) REPLICATED (COUNTER likes)`;
       const out = {};
@@ -101,14 +92,6 @@ test('three databases on one BroadcastChannel converge, and one that leaves is l
   const b = await launch();
   try {
     const r = await b.page.evaluate(async () => {
-      const until = async (what, f, ms = 15000) => {
-        const end = Date.now() + ms;
-        for (;;) {
-          if (await f()) return;
-          if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-          await new Promise((res) => setTimeout(res, 50));
-        }
-      };
       const ddl = `CREATE TABLE item (id TEXT PRIMARY KEY, label TEXT, n INTEGER DEFAULT 0) REPLICATED (COUNTER n)`;
       const dbs = [];
       for (const name of ['bus-a', 'bus-b', 'bus-c']) {
@@ -203,14 +186,6 @@ test('after an engine restart the tab joins its sync channel again', async () =>
   const b = await launch();
   try {
     const r = await b.page.evaluate(async () => {
-      const until = async (what, f, ms = 20000) => {
-        const end = Date.now() + ms;
-        for (;;) {
-          if (await f()) return;
-          if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-          await new Promise((res) => setTimeout(res, 50));
-        }
-      };
       const ddl = 'CREATE TABLE item (id TEXT PRIMARY KEY, label TEXT) REPLICATED';
       const a = await cairn.open('restart-a', { sync: true });
       const c = await cairn.open('restart-c', { sync: true });

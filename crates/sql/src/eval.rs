@@ -228,14 +228,19 @@ fn compare_truth(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) ->
         }
         _ => cmp_aff(x, y, la, lb),
     };
-    Some(match op {
+    Some(cmp_truth(op, o))
+}
+
+/// Whether ordering `o` of the two sides satisfies comparison `op` (`Ge` for any other).
+fn cmp_truth(op: BinOp, o: Ordering) -> bool {
+    match op {
         BinOp::Eq => o == Ordering::Equal,
         BinOp::Ne => o != Ordering::Equal,
         BinOp::Lt => o == Ordering::Less,
         BinOp::Le => o != Ordering::Greater,
         BinOp::Gt => o == Ordering::Greater,
         _ => o != Ordering::Less,
-    })
+    }
 }
 
 /// Evaluates `e` over `row`. A column, literal or parameter is borrowed (`cx` lives at least
@@ -585,15 +590,7 @@ pub fn compare_op(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -
                 return Value::Null;
             }
             let o = cmp_aff(x, y, la, lb);
-            let r = match op {
-                BinOp::Eq => o == Ordering::Equal,
-                BinOp::Ne => o != Ordering::Equal,
-                BinOp::Lt => o == Ordering::Less,
-                BinOp::Le => o != Ordering::Greater,
-                BinOp::Gt => o == Ordering::Greater,
-                _ => o != Ordering::Less,
-            };
-            Value::Integer(r as i64)
+            Value::Integer(cmp_truth(op, o) as i64)
         }
     }
 }

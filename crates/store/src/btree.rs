@@ -518,22 +518,7 @@ fn insert_inner<P: Pages>(
                     return Ok(true);
                 }
             }
-            match page::leaf_value(pg, i) {
-                LeafValue::Overflow(len, first) => {
-                    if let Some(out) = old {
-                        let mut v = Vec::new();
-                        read_overflow(p, len, first, &mut v)?;
-                        out.extend_from_slice(&v);
-                    }
-                    free_overflow(p, len, first)?;
-                }
-                LeafValue::Inline(v) => {
-                    if let Some(out) = old {
-                        out.extend_from_slice(v);
-                    }
-                }
-            }
-            page::remove(p.page_mut(leaf)?, i);
+            take_cell(p, leaf, i, old)?;
             (true, i)
         }
         Err(i) => (false, i),
@@ -631,9 +616,18 @@ fn remove_at<P: Pages>(
             "key vanished between lookup and removal",
         ));
     };
-    match page::leaf_value(pg, i) {
+    take_cell(p, leaf, i, old)?;
+    *removed = true;
+    fix_up(p, root, path, leaf, Fix::Check)
+}
+
+/// Removes cell `i` of `leaf` and frees its overflow chain; with `old`, appends the value it
+/// held there first (a write's undo log).
+fn take_cell<P: Pages>(p: &mut P, leaf: u32, i: usize, old: Option<&mut Vec<u8>>) -> Result<()> {
+    match page::leaf_value(p.page_mut(leaf)?, i) {
         LeafValue::Overflow(len, first) => {
             if let Some(out) = old {
+                // read_overflow reads until its buffer holds `len` bytes: start it empty.
                 let mut v = Vec::new();
                 read_overflow(p, len, first, &mut v)?;
                 out.extend_from_slice(&v);
@@ -647,8 +641,7 @@ fn remove_at<P: Pages>(
         }
     }
     page::remove(p.page_mut(leaf)?, i);
-    *removed = true;
-    fix_up(p, root, path, leaf, Fix::Check)
+    Ok(())
 }
 
 fn underfull(pg: &[u8]) -> bool {

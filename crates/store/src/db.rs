@@ -1699,23 +1699,9 @@ impl<F: BlockFile> WriteTx<F> {
 
     /// Removes `key`; returns whether it was there.
     pub fn remove(&mut self, t: Tree, key: &[u8]) -> Result<bool> {
-        let mut guard = self.shared.borrow_mut();
-        let sh = &mut *guard;
-        let mut root = self.slot(sh, t)?.info.root;
-        let mut path = std::mem::take(&mut sh.path);
-        let r = btree::remove(sh, &mut root, key, &mut path);
-        sh.path = path;
-        let s = self.slot(sh, t)?;
-        if s.info.root != root {
-            s.info.root = root;
-        }
-        let existed = r?;
-        if existed {
-            s.info.len -= 1;
-            s.changed = true;
-        }
-        sh.maybe_spill()?;
-        Ok(existed)
+        let mut removed = false;
+        self.remove_keeping(t, key, None, &mut removed)?;
+        Ok(removed)
     }
 
     /// [`WriteTx::remove`] for an undo log kept in one buffer: the removed value is appended to
@@ -1727,12 +1713,23 @@ impl<F: BlockFile> WriteTx<F> {
         old: &mut Vec<u8>,
         removed: &mut bool,
     ) -> Result<()> {
+        self.remove_keeping(t, key, Some(old), removed)
+    }
+
+    fn remove_keeping(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        old: Option<&mut Vec<u8>>,
+        removed: &mut bool,
+    ) -> Result<()> {
         let mut guard = self.shared.borrow_mut();
         let sh = &mut *guard;
         let mut root = self.slot(sh, t)?.info.root;
         let mut path = std::mem::take(&mut sh.path);
-        let r = btree::remove_keeping(sh, &mut root, key, &mut path, Some(old), removed);
+        let r = btree::remove_keeping(sh, &mut root, key, &mut path, old, removed);
         sh.path = path;
+        // Even on error the root must be kept: pages may have moved before the failure.
         let s = self.slot(sh, t)?;
         s.info.root = root;
         if *removed {

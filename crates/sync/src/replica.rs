@@ -572,6 +572,18 @@ impl<S: RowStore> Replica<S> {
         self.commit_written(now_ms, scope, w)
     }
 
+    /// This replica's id, if it may write to `scope` (else `UNAUTHORIZED`).
+    fn writer_for(&self, scope: &ScopeId) -> Result<AuthorId> {
+        let me = self.id();
+        if !self.may_write(&me, scope) {
+            return Err(Error::InvalidInput(format!(
+                "UNAUTHORIZED: this replica may not write to scope {:?}",
+                String::from_utf8_lossy(&scope.name)
+            )));
+        }
+        Ok(me)
+    }
+
     /// Records a local commit's ops, written (and checked) by an [`OpsWriter`], as one record
     /// of this author's chain for `scope`, putting off what only sharing needs: the record is
     /// hashed when a head's hash is next needed (sealing, a peer's blocks, a non-deferred
@@ -583,13 +595,7 @@ impl<S: RowStore> Replica<S> {
         if ops.is_empty() {
             return Ok(());
         }
-        let me = self.id();
-        if !self.may_write(&me, scope) {
-            return Err(Error::InvalidInput(format!(
-                "UNAUTHORIZED: this replica may not write to scope {:?}",
-                String::from_utf8_lossy(&scope.name)
-            )));
-        }
+        let me = self.writer_for(scope)?;
         let hlc = self.clock.tick(now_ms);
         let key = (me, scope.clone());
         let seq = self.chains.get(&key).map_or(0, |l| l.head().0) + 1;
@@ -641,13 +647,7 @@ impl<S: RowStore> Replica<S> {
         if ops.iter().any(|o| !matches!(o.body, OpBody::Full(_))) {
             return Err(Error::InvalidInput("a local op cannot be redacted".into()));
         }
-        let me = self.id();
-        if !self.may_write(&me, scope) {
-            return Err(Error::InvalidInput(format!(
-                "UNAUTHORIZED: this replica may not write to scope {:?}",
-                String::from_utf8_lossy(&scope.name)
-            )));
-        }
+        let me = self.writer_for(scope)?;
         let hlc = self.clock.tick(now_ms);
         let (seq, prev) = match self.chains.get(&(me, scope.clone())) {
             Some(l) => l.head(),
@@ -720,28 +720,8 @@ impl<S: RowStore> Replica<S> {
     ) -> Vec<(RowKey, bool)> {
         if !want_keys {
             self.rows.expect_ops(record.ops.len());
-            let mut out = Vec::new();
-            for (idx, op) in record.ops.iter().enumerate() {
-                let key = RowKey::new(&op.table, scope, &op.pk);
-                let v = Version {
-                    hlc: record.hlc,
-                    author: *author,
-                    seq: record.seq,
-                    idx: idx as u32,
-                };
-                let mut purged = false;
-                self.rows.update_owned(key, &mut |row: &mut RowState| {
-                    row.apply(op, v);
-                    purged = row.purged;
-                });
-                if purged {
-                    out.push((RowKey::new(&op.table, scope, &op.pk), true));
-                }
-            }
-            self.clock.observe(record.hlc);
-            return out;
         }
-        let mut out = Vec::with_capacity(record.ops.len());
+        let mut out = Vec::with_capacity(if want_keys { record.ops.len() } else { 0 });
         for (idx, op) in record.ops.iter().enumerate() {
             let key = RowKey::new(&op.table, scope, &op.pk);
             let v = Version {
@@ -751,11 +731,19 @@ impl<S: RowStore> Replica<S> {
                 idx: idx as u32,
             };
             let mut purged = false;
-            self.rows.update(&key, &mut |row: &mut RowState| {
+            let mut apply = |row: &mut RowState| {
                 row.apply(op, v);
                 purged = row.purged;
-            });
-            out.push((key, purged));
+            };
+            if want_keys {
+                self.rows.update(&key, &mut apply);
+                out.push((key, purged));
+            } else {
+                self.rows.update_owned(key, &mut apply);
+                if purged {
+                    out.push((RowKey::new(&op.table, scope, &op.pk), true));
+                }
+            }
         }
         self.clock.observe(record.hlc);
         out
