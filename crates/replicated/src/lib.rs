@@ -61,7 +61,10 @@ pub(crate) struct State {
     /// Table definitions registered with the replica, by name: the catalog's definition (held,
     /// so an unchanged table is recognized by pointer without rendering its SQL on every
     /// commit) and the SQL text it came from.
-    registered: HashMap<String, (Rc<Table>, String)>,
+    registered: Vec<(Rc<Table>, String)>,
+    /// What a commit needs of each replicated table it wrote, kept from one commit to the
+    /// next (dropped when a definition changes).
+    shapes: Vec<Shape>,
     pub(crate) saved: persist::Saved,
     links: HashMap<u32, Link>,
     next_link: u32,
@@ -80,7 +83,8 @@ impl Sync {
             now,
             replica: None,
             owner: None,
-            registered: HashMap::new(),
+            registered: Vec::new(),
+            shapes: Vec::new(),
             saved: persist::Saved::default(),
             links: HashMap::new(),
             next_link: 1,
@@ -650,6 +654,7 @@ impl State {
     fn reload(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
         self.replica = None;
         self.registered.clear();
+        self.shapes.clear();
         self.saved = persist::Saved::default();
         self.stale = false;
         self.load(store, catalog)
@@ -666,7 +671,7 @@ impl State {
     /// transaction), and registers the replicated tables of `catalog`.
     fn ensure(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
         if self.replica.is_none() {
-            let identity = persist::create(store)?;
+            let identity = persist::create(store, &mut self.saved)?;
             self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
         }
         self.register(catalog)
@@ -681,19 +686,24 @@ impl State {
             if t.replicated.is_none() {
                 continue;
             }
-            let known = self.registered.get(&t.name);
+            let known = self.registered.iter().position(|(k, _)| k.name == t.name);
             // Holding the Rc keeps the catalog from changing the definition in place.
-            if known.is_some_and(|(k, _)| Rc::ptr_eq(k, t)) {
+            if known.is_some_and(|i| Rc::ptr_eq(&self.registered[i].0, t)) {
                 continue;
             }
+            self.shapes.clear();
             let sql = t.sql();
-            if let Some((_, k)) = known.filter(|(_, k)| *k == sql) {
-                let k = k.clone();
-                self.registered.insert(t.name.clone(), (t.clone(), k));
-                continue;
+            match known {
+                Some(i) if self.registered[i].1 == sql => self.registered[i].0 = t.clone(),
+                Some(i) => {
+                    replica.register_table(sync_schema(t)).map_err(sync_err)?;
+                    self.registered[i] = (t.clone(), sql);
+                }
+                None => {
+                    replica.register_table(sync_schema(t)).map_err(sync_err)?;
+                    self.registered.push((t.clone(), sql));
+                }
             }
-            replica.register_table(sync_schema(t)).map_err(sync_err)?;
-            self.registered.insert(t.name.clone(), (t.clone(), sql));
         }
         Ok(())
     }
@@ -721,22 +731,31 @@ impl State {
         // What the table holds for each row at the end of the transaction.
         let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
         // Per scope, its records' ops, written straight into the records' encodings (a new
-        // record every `MAX_OPS` ops).
+        // record every `MAX_OPS` ops). Most transactions write a scope or two: a list searched
+        // by name beats hashing every row's; past a few, a map finds them.
         let mut scopes: Vec<(String, Vec<OpsWriter>)> = Vec::new();
         let mut scope_at: HashMap<String, usize> = HashMap::new();
         fn scope_of(
             scopes: &mut Vec<(String, Vec<OpsWriter>)>,
             scope_at: &mut HashMap<String, usize>,
-            scope: String,
+            scope: &str,
         ) -> usize {
-            match scope_at.get(&scope) {
-                Some(&i) => i,
-                None => {
-                    scope_at.insert(scope.clone(), scopes.len());
-                    scopes.push((scope, Vec::new()));
-                    scopes.len() - 1
+            const FEW: usize = 8;
+            let found = if scopes.len() <= FEW {
+                scopes.iter().position(|(n, _)| n == scope)
+            } else {
+                if scope_at.len() != scopes.len() {
+                    scope_at.extend(scopes.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)));
                 }
-            }
+                scope_at.get(scope).copied()
+            };
+            found.unwrap_or_else(|| {
+                scopes.push((scope.to_string(), Vec::new()));
+                if scopes.len() > FEW + 1 {
+                    scope_at.insert(scope.to_string(), scopes.len() - 1);
+                }
+                scopes.len() - 1
+            })
         }
         /// The writer the scope's next op goes to.
         fn writer(writers: &mut Vec<OpsWriter>, room: usize) -> &mut OpsWriter {
@@ -751,25 +770,15 @@ impl State {
             }
             writers.last_mut().expect("invariant: pushed above")
         }
-        // Per table: the table, its sync schema, its key columns, each column's index among
-        // the others, and (for a table without a scope column) the index of its one scope in
-        // `scopes`. A transaction writes few tables: a list searched by name beats hashing
-        // every row's.
-        struct Shape<'r> {
-            table: Rc<Table>,
-            schema: &'r TableSchema,
-            pk_cols: Vec<usize>,
-            /// Each column's index among the non-key ones.
-            sync_cols: Vec<Option<u32>>,
-            /// The same for last-writer-wins columns only (not the key, not a counter).
-            lww_cols: Vec<Option<u32>>,
-            scope: Option<usize>,
-            has_counters: bool,
-        }
-        let replica = self.replica.as_ref().expect("invariant: ensured");
-        let mut shapes: Vec<Shape> = Vec::new();
+        let State {
+            replica, shapes, ..
+        } = self;
+        let replica = replica.as_ref().expect("invariant: ensured");
         let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
         let total = changes.len();
+        // The last table's shape and sync schema (a run of changes is mostly to one table).
+        let mut last: Option<(usize, &TableSchema)> = None;
+        let mut unique_tables: BTreeSet<String> = BTreeSet::new();
         for (n, ch) in changes.drain(..).enumerate() {
             let (name, row, set_part) = match ch {
                 RowChange::Set {
@@ -780,63 +789,34 @@ impl State {
                 } => (table, row, Some((columns, adds))),
                 RowChange::Delete { table, row } => (table, row, None),
             };
-            let at = match shapes.iter().position(|s| *s.table.name == *name) {
-                Some(i) => i,
-                None => {
-                    let table = catalog.table(&name)?.clone();
-                    let schema = replica.table(&table.name).ok_or_else(|| {
+            let (at, schema) = match last {
+                Some((i, schema)) if *shapes[i].table.name == *name => (i, schema),
+                _ => {
+                    let i = match shapes.iter().position(|s| *s.table.name == *name) {
+                        Some(i) => i,
+                        None => {
+                            shapes.push(Shape::new(catalog.table(&name)?.clone()));
+                            shapes.len() - 1
+                        }
+                    };
+                    let schema = replica.table(&name).ok_or_else(|| {
                         sync_err(cairn_sync::Error::InvalidInput(format!(
-                            "table {} is not registered",
-                            table.name
+                            "table {name} is not registered"
                         )))
                     })?;
-                    let pk_cols = table.key_columns();
-                    let mut next = 0u32;
-                    let sync_cols: Vec<Option<u32>> = (0..table.columns.len())
-                        .map(|c| {
-                            (!pk_cols.contains(&c)).then(|| {
-                                next += 1;
-                                next - 1
-                            })
-                        })
-                        .collect();
-                    let counters = table
-                        .replicated
-                        .as_ref()
-                        .map(|r| r.counters.as_slice())
-                        .unwrap_or_default();
-                    let lww_cols = sync_cols
-                        .iter()
-                        .enumerate()
-                        .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
-                        .collect();
-                    let scoped = table.replicated.as_ref().and_then(|r| r.scope).is_some();
-                    let scope =
-                        (!scoped).then(|| scope_of(&mut scopes, &mut scope_at, table.name.clone()));
-                    // Only a table with counters can merge to other values than a local write
-                    // left (a row inserted after a delete elsewhere counts the additions made
-                    // since); elsewhere the newest write wins whole, and the table holds it.
-                    let has_counters = table
-                        .replicated
-                        .as_ref()
-                        .is_some_and(|r| !r.counters.is_empty());
-                    shapes.push(Shape {
-                        table,
-                        schema,
-                        pk_cols,
-                        sync_cols,
-                        lww_cols,
-                        scope,
-                        has_counters,
-                    });
-                    shapes.len() - 1
+                    if shapes[i].unique && !unique_tables.contains(&*name) {
+                        unique_tables.insert(name.to_string());
+                    }
+                    last = Some((i, schema));
+                    (i, schema)
                 }
             };
             let shape = &shapes[at];
             let t: &Table = &shape.table;
-            let scope = match shape.scope {
-                Some(i) => i,
-                None => scope_of(&mut scopes, &mut scope_at, Self::scope_name(t, &row)),
+            let scope = if shape.scoped {
+                scope_of(&mut scopes, &mut scope_at, &Self::scope_name(t, &row))
+            } else {
+                scope_of(&mut scopes, &mut scope_at, &t.name)
             };
             if shape.has_counters {
                 let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
@@ -854,7 +834,7 @@ impl State {
             let room = if scopes.len() == 1 { total - n } else { 1 };
             let Some((columns, adds)) = set_part else {
                 writer(&mut scopes[scope].1, room)
-                    .delete(shape.schema, pk)
+                    .delete(schema, pk)
                     .map_err(sync_err)?;
                 continue;
             };
@@ -865,25 +845,17 @@ impl State {
                     .iter()
                     .filter_map(|&c| shape.lww_cols[c].map(|i| (i, &row[c])));
                 writer(&mut scopes[scope].1, room)
-                    .set(shape.schema, pk.clone(), set)
+                    .set(schema, pk.clone(), set)
                     .map_err(sync_err)?;
             }
             for (c, d) in adds {
                 if let Some(i) = shape.sync_cols[c] {
                     writer(&mut scopes[scope].1, room)
-                        .add(shape.schema, pk.clone(), i, d)
+                        .add(schema, pk.clone(), i, d)
                         .map_err(sync_err)?;
                 }
             }
         }
-        // A table with UNIQUE constraints shows, of rows that clash, the one written first
-        // (docs/sync.md sec. 7): a local write or delete can hide or reveal another row.
-        let unique_tables: BTreeSet<String> = shapes
-            .iter()
-            .filter(|s| s.table.indexes.iter().any(|i| i.unique))
-            .map(|s| s.table.name.clone())
-            .collect();
-        drop(shapes);
         let now = (self.now)();
         for (name, writers) in scopes {
             let scope = ScopeId::new(owner, name.as_bytes());
@@ -1022,6 +994,57 @@ pub fn sync_schema(t: &Table) -> TableSchema {
     }
     debug_assert!(matches!(t.key, Key::Columns(_)));
     s
+}
+
+/// What recording a change needs of a replicated table: its key columns, each column's index
+/// among the others, and whether it has a scope column, counters, unique indexes.
+struct Shape {
+    table: Rc<Table>,
+    pk_cols: Vec<usize>,
+    /// Each column's index among the non-key ones.
+    sync_cols: Vec<Option<u32>>,
+    /// The same for last-writer-wins columns only (not the key, not a counter).
+    lww_cols: Vec<Option<u32>>,
+    scoped: bool,
+    /// Only a table with counters can merge to other values than a local write left (a row
+    /// inserted after a delete elsewhere counts the additions made since); elsewhere the
+    /// newest write wins whole, and the table holds it.
+    has_counters: bool,
+    unique: bool,
+}
+
+impl Shape {
+    fn new(table: Rc<Table>) -> Shape {
+        let pk_cols = table.key_columns();
+        let mut next = 0u32;
+        let sync_cols: Vec<Option<u32>> = (0..table.columns.len())
+            .map(|c| {
+                (!pk_cols.contains(&c)).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        let counters = table
+            .replicated
+            .as_ref()
+            .map(|r| r.counters.as_slice())
+            .unwrap_or_default();
+        let lww_cols = sync_cols
+            .iter()
+            .enumerate()
+            .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
+            .collect();
+        Shape {
+            pk_cols,
+            sync_cols,
+            lww_cols,
+            scoped: table.replicated.as_ref().and_then(|r| r.scope).is_some(),
+            has_counters: !counters.is_empty(),
+            unique: table.indexes.iter().any(|i| i.unique),
+            table,
+        }
+    }
 }
 
 struct Hook(Rc<RefCell<State>>);

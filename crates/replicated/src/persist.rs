@@ -3,9 +3,9 @@
 //! | tree | key | value |
 //! |---|---|---|
 //! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `peers`, `subscription` | u8 layout, key export, author, u64le HLC, peers, what this replica asks for |
-//! | `SYSTEM_TREES + 1` meta | `pending/`, `author`, `scope`, `u64be seq` | a small pending record, until meta holds [`TAIL_BYTES`] of them |
+//! | `SYSTEM_TREES + 1` meta, the bytes beside the tree ([`Storage::tree_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] (layout 3) |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
-//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records from meta (3) |
+//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records (3) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
 //!
 //! Writes are incremental: after each operation only the blocks and records appended since the
@@ -32,16 +32,19 @@ const LOG: u64 = SYSTEM_TREES + 3;
 const WRITERS: u64 = SYSTEM_TREES + 4;
 
 /// The layout of these trees this code writes (meta key `layout`; none means 1, where every
-/// pending record is in the log). A database with a newer layout is refused.
-const LAYOUT: u8 = 2;
-/// Meta keys of pending records not moved to the log yet: `TAIL` + author + scope + u64be seq.
+/// pending record is in the log). A database with a newer layout is refused; an older one is
+/// brought to this layout by the first save.
+const LAYOUT: u8 = 3;
+/// Layout 2's meta keys of pending records not moved to the log yet: `TAIL` + author + scope +
+/// u64be seq. Read, and moved to the log, when a layout 2 database is opened.
 const TAIL: &[u8] = b"pending/";
-/// How many bytes of pending records (keys and values) meta holds before they move to the log
-/// in one go: well inside one page, so that meta stays a one-page tree.
-const TAIL_BYTES: usize = 2048;
+/// How many bytes of pending records the tail (the bytes beside the meta tree) holds at most:
+/// with the meta tree's catalog entry, one cell of a 4 KiB page, so that the tail rides inline
+/// in the catalog page every commit writes anyway (docs/file-format.md: a cell takes at most
+/// 1014 bytes; the entry's name and fields take 34 of them).
+const TAIL_BYTES: usize = 960;
 /// A record larger than this goes to the log directly.
-const TAIL_RECORD: usize = 512;
-
+const TAIL_RECORD: usize = 384;
 const K_CHECKPOINT: u8 = 0;
 const K_BLOCK: u8 = 1;
 const K_PENDING: u8 = 2;
@@ -57,6 +60,42 @@ pub(crate) struct Mark {
     pending_upto: u64,
 }
 
+/// Consecutive pending records of one chain in the tail: the chain's key and its encoding
+/// (author, scope), the first seq, how many, and the records as a run value holds them
+/// (n x `bytes` record).
+#[derive(Debug)]
+struct TailRun {
+    key: ChainKey,
+    prefix: Vec<u8>,
+    first: u64,
+    n: u64,
+    records: Vec<u8>,
+}
+
+impl TailRun {
+    /// The bytes this run takes in the tail.
+    fn size(&self) -> usize {
+        self.prefix.len() + 20 + self.records.len()
+    }
+
+    fn contains(&self, key: &ChainKey, seq: u64) -> bool {
+        (self.first..self.first + self.n).contains(&seq) && self.key == *key
+    }
+
+    /// Drops the records up to `seq`.
+    fn drop_upto(&mut self, seq: u64) -> Result<()> {
+        let mut r = Reader::new(&self.records);
+        while self.n > 0 && self.first <= seq {
+            r.bytes().map_err(|e| corrupt("pending tail", e))?;
+            self.first += 1;
+            self.n -= 1;
+        }
+        let at = r.pos();
+        self.records.drain(..at);
+        Ok(())
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Saved {
     /// A search tree: a database writes few chains, and comparing a key or two is cheaper than
@@ -64,22 +103,25 @@ pub(crate) struct Saved {
     marks: BTreeMap<ChainKey, Mark>,
     writers: usize,
     peers: Vec<u8>,
+    peers_buf: Vec<u8>,
     /// The clock as saved, or as the saved log implies it (loading takes the newest of the
     /// saved clock and every HLC of the log).
     clock: u64,
     /// The newest HLC of the records written to the log since history was last dropped: a
-    /// clock no newer needs no write of its own (a local commit's clock is its record's HLC).
+    /// clock no newer needs no write of its own (a local commit's clock is its record's).
     log_clock: u64,
     redactions: u64,
-    /// Pending records saved in meta, not yet in the log (their chain and seq), and the bytes
-    /// they take there.
-    tail: Vec<(ChainKey, u64)>,
+    /// Pending records saved in the tail, not yet in the log, and the bytes they take there.
+    tail: Vec<TailRun>,
     tail_bytes: usize,
+    /// The tail as last encoded (a buffer kept from one save to the next).
+    tail_buf: Vec<u8>,
     /// Runs of pending records saved together in the log: chain, first and last seq.
     runs: Vec<(ChainKey, u64, u64)>,
-    /// Meta says `layout` 2 (a database of layout 1 is marked before it holds anything that
-    /// layout 1 would not read).
+    /// Meta says `layout` 3. A database of an older layout has its layout 2 meta keys of
+    /// pending records (`legacy`) moved to the log and is marked by its first save.
     layout: bool,
+    legacy: Vec<Vec<u8>>,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
@@ -94,7 +136,7 @@ fn has_state(store: &dyn Storage) -> bool {
 
 /// The identity, creating the trees and a new key pair (from the platform's secure
 /// randomness) when the database has none. Inside the caller's transaction.
-pub(crate) fn create(store: &mut dyn Storage) -> Result<Identity> {
+pub(crate) fn create(store: &mut dyn Storage, saved: &mut Saved) -> Result<Identity> {
     if let Some(b) = store.get(META, b"identity").ok().flatten() {
         return Identity::import(&b).map_err(|e| corrupt("identity", e));
     }
@@ -102,6 +144,7 @@ pub(crate) fn create(store: &mut dyn Storage) -> Result<Identity> {
         store.create_tree(t)?;
     }
     store.put(META, b"layout", &[LAYOUT])?;
+    saved.layout = true;
     let identity = Identity::generate(&mut rand_core::OsRng);
     put_identity(store, &identity)?;
     Ok(identity)
@@ -128,14 +171,6 @@ fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
     w.raw(&author.0);
     scope.encode(&mut w);
     w.buf
-}
-
-fn tail_key(prefix: &[u8], seq: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(TAIL.len() + prefix.len() + 8);
-    k.extend_from_slice(TAIL);
-    k.extend_from_slice(prefix);
-    k.extend_from_slice(&seq.to_be_bytes());
-    k
 }
 
 fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
@@ -170,7 +205,7 @@ impl State {
         }
         let layout = store.get(META, b"layout")?;
         if let Some(l) = &layout {
-            if l.as_slice() != [1] && l.as_slice() != [LAYOUT] {
+            if !matches!(l.as_slice(), [1..=LAYOUT]) {
                 return Err(Error::Sync(
                     "SYNC_LAYOUT",
                     format!(
@@ -215,9 +250,8 @@ impl State {
         // those still in meta, by seq).
         let mut chains: BTreeMap<Vec<u8>, (ChainKey, ChainLog)> = BTreeMap::new();
         let mut pending: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
-        let mut tail = Vec::new();
-        let mut tail_bytes = 0;
         let mut runs = Vec::new();
+        let mut legacy = Vec::new();
         let mut meta_tail = Vec::new();
         {
             let mut end = TAIL.to_vec();
@@ -238,12 +272,48 @@ impl State {
             let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("meta key", e))?;
             let prefix = k[TAIL.len()..TAIL.len() + r.pos()].to_vec();
             let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("meta key", e))?);
-            tail_bytes += k.len() + v.len();
-            tail.push(((author, scope.clone()), seq));
+            legacy.push(k);
             chains
                 .entry(prefix.clone())
                 .or_insert_with(|| ((author, scope), ChainLog::default()));
             pending.entry(prefix).or_default().insert(seq, v);
+        }
+        // The tail (layout 3): runs of pending records beside the meta tree.
+        let mut tail = Vec::new();
+        let mut tail_bytes = 0;
+        let area = store.tree_meta(META)?;
+        let mut r = Reader::new(&area);
+        while !r.is_empty() {
+            let start = r.pos();
+            let author = AuthorId(r.array().map_err(|e| corrupt("pending tail", e))?);
+            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("pending tail", e))?;
+            let prefix = area[start..r.pos()].to_vec();
+            let first = r.varint().map_err(|e| corrupt("pending tail", e))?;
+            let n = r
+                .count(1, u64::MAX)
+                .map_err(|e| corrupt("pending tail", e))?;
+            if n == 0 {
+                return Err(corrupt("pending tail", "empty run"));
+            }
+            let at = r.pos();
+            let records = pending.entry(prefix.clone()).or_default();
+            for i in 0..n as u64 {
+                let rec = r.bytes().map_err(|e| corrupt("pending tail", e))?;
+                records.insert(first + i, rec.to_vec());
+            }
+            let key: ChainKey = (author, scope);
+            chains
+                .entry(prefix.clone())
+                .or_insert_with(|| (key.clone(), ChainLog::default()));
+            let run = TailRun {
+                key,
+                prefix,
+                first,
+                n: n as u64,
+                records: area[at..r.pos()].to_vec(),
+            };
+            tail_bytes += run.size();
+            tail.push(run);
         }
         for (k, v) in scan_all(store, LOG)? {
             let mut r = Reader::new(&k);
@@ -325,13 +395,16 @@ impl State {
             marks,
             writers,
             peers,
+            peers_buf: Vec::new(),
             clock: replica.clock(),
             log_clock: 0,
             redactions: 0,
             tail,
             tail_bytes,
+            tail_buf: area,
             runs,
             layout: layout.as_deref() == Some(&[LAYOUT]),
+            legacy,
         };
         self.replica = Some(replica);
         self.register(catalog)
@@ -341,6 +414,9 @@ impl State {
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
         let State { replica, saved, .. } = self;
         let replica = replica.as_ref().expect("invariant: persist after ensure");
+        if !saved.layout {
+            upgrade(store, saved)?;
+        }
         let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
         // Rows are saved only when history is dropped (compaction, a snapshot): until then the
         // history held rebuilds them on open.
@@ -372,17 +448,23 @@ impl State {
         // A purge redacted held records: their saved copies are written again.
         let redacted = replica.redactions() != saved.redactions;
         saved.redactions = replica.redactions();
+        let mut tail_changed = false;
         for (key, log) in replica.chains() {
             let old = saved.marks.get(key).copied().unwrap_or_default();
             let now = mark_of(log);
             if now == old && !redacted {
                 continue;
             }
-            let prefix = chain_prefix(&key.0, &key.1);
+            let mut pfx = None;
+            let prefix = |p: &mut Option<Vec<u8>>| -> Vec<u8> {
+                p.get_or_insert_with(|| chain_prefix(&key.0, &key.1))
+                    .clone()
+            };
             let base = base_of(log);
             let mut from = old;
             if base != old.base || redacted {
                 // Compacted or bootstrapped from a snapshot: write the chain again.
+                let prefix = prefix(&mut pfx);
                 let mut end = prefix.clone();
                 end.push(0xFF);
                 let mut keys = Vec::new();
@@ -397,16 +479,10 @@ impl State {
                     store.delete(LOG, &k)?;
                 }
                 saved.runs.retain(|(k, _, _)| k != key);
-                let mut i = 0;
-                while i < saved.tail.len() {
-                    if saved.tail[i].0 == *key {
-                        let (_, seq) = saved.tail.swap_remove(i);
-                        let k = tail_key(&prefix, seq);
-                        saved.tail_bytes -= tail_size(store, &k)?;
-                        store.delete(META, &k)?;
-                    } else {
-                        i += 1;
-                    }
+                if saved.tail.iter().any(|r| r.key == *key) {
+                    saved.tail.retain(|r| r.key != *key);
+                    saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
+                    tail_changed = true;
                 }
                 if let Some(c) = &log.base {
                     let mut w = Writer::new();
@@ -420,7 +496,8 @@ impl State {
                 .blocks
                 .partition_point(|b| b.last_seq() <= from.blocks_upto);
             for b in &log.blocks[new_blocks..] {
-                store.put(LOG, &log_key(&prefix, K_BLOCK, b.last_seq()), &b.to_bytes())?;
+                let k = log_key(&prefix(&mut pfx), K_BLOCK, b.last_seq());
+                store.put(LOG, &k, &b.to_bytes())?;
                 if let Some(h) = b.records.iter().map(|r| r.hlc).max() {
                     saved.log_clock = saved.log_clock.max(h);
                 }
@@ -429,22 +506,27 @@ impl State {
             let sealed = log.sealed_head().0;
             if sealed > from.blocks_upto {
                 for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
-                    match saved.tail.iter().position(|(k, s)| *s == seq && k == key) {
-                        Some(i) => {
-                            saved.tail.swap_remove(i);
-                            let k = tail_key(&prefix, seq);
-                            saved.tail_bytes -= tail_size(store, &k)?;
-                            store.delete(META, &k)?;
-                        }
-                        // Runs go whole, below.
-                        None if saved
+                    // Those in the tail or in a run go below, a run at a time.
+                    if saved.tail.iter().any(|r| r.contains(key, seq))
+                        || saved
                             .runs
                             .iter()
-                            .any(|(k, a, b)| k == key && (*a..=*b).contains(&seq)) => {}
-                        None => {
-                            store.delete(LOG, &log_key(&prefix, K_PENDING, seq))?;
-                        }
+                            .any(|(k, a, b)| k == key && (*a..=*b).contains(&seq))
+                    {
+                        continue;
                     }
+                    store.delete(LOG, &log_key(&prefix(&mut pfx), K_PENDING, seq))?;
+                }
+                let before = saved.tail.len();
+                for run in saved.tail.iter_mut().filter(|r| r.key == *key) {
+                    if run.first <= sealed {
+                        run.drop_upto(sealed)?;
+                        tail_changed = true;
+                    }
+                }
+                saved.tail.retain(|r| r.n > 0);
+                if tail_changed || saved.tail.len() != before {
+                    saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
                 }
                 let mut i = 0;
                 while i < saved.runs.len() {
@@ -455,6 +537,7 @@ impl State {
                     }
                     let (first, last) = (*first, *last);
                     saved.runs.swap_remove(i);
+                    let prefix = prefix(&mut pfx);
                     let run_key = log_key(&prefix, K_PENDING_RUN, first);
                     if last > sealed {
                         // Partly sealed: what is not goes back one record a key.
@@ -486,21 +569,56 @@ impl State {
                         &w.buf
                     }
                 };
-                // A small record goes to meta, a one-page tree, instead of down the log's
-                // path: a commit then copies and writes one page for it, not two or more.
-                let k = tail_key(&prefix, r.seq);
-                if k.len() + bytes.len() <= TAIL_RECORD {
-                    if !saved.layout {
-                        store.put(META, b"layout", &[LAYOUT])?;
-                        saved.layout = true;
-                    }
-                    store.put(META, &k, bytes)?;
-                    saved.tail.push((key.clone(), r.seq));
-                    saved.tail_bytes += k.len() + bytes.len();
-                } else {
-                    store.put(LOG, &log_key(&prefix, K_PENDING, r.seq), bytes)?;
-                }
                 saved.log_clock = saved.log_clock.max(r.hlc);
+                if bytes.len() > TAIL_RECORD {
+                    let k = log_key(&prefix(&mut pfx), K_PENDING, r.seq);
+                    store.put(LOG, &k, bytes)?;
+                    continue;
+                }
+                // A small record goes to the tail, which rides in the catalog entry of the
+                // meta tree: a commit then writes no page for it.
+                let extends = saved
+                    .tail
+                    .last()
+                    .is_some_and(|t| t.key == *key && t.first + t.n == r.seq);
+                let grows = 10
+                    + bytes.len()
+                    + if extends {
+                        0
+                    } else {
+                        prefix(&mut pfx).len() + 20
+                    };
+                if saved.tail_bytes + grows > TAIL_BYTES {
+                    move_tail(store, saved)?;
+                }
+                match saved.tail.last_mut() {
+                    Some(t) if t.key == *key && t.first + t.n == r.seq => {
+                        saved.tail_bytes -= t.size();
+                        let mut w = Writer {
+                            buf: std::mem::take(&mut t.records),
+                        };
+                        w.bytes(bytes);
+                        t.records = w.buf;
+                        t.n += 1;
+                        saved.tail_bytes += t.size();
+                    }
+                    _ => {
+                        let mut w = Writer {
+                            buf: Vec::with_capacity(TAIL_BYTES),
+                        };
+                        w.bytes(bytes);
+                        let run = TailRun {
+                            key: key.clone(),
+                            prefix: prefix(&mut pfx),
+                            first: r.seq,
+                            n: 1,
+                            records: w.buf,
+                        };
+                        saved.tail_bytes += run.size();
+                        saved.tail.push(run);
+                    }
+                }
+                tail_changed = true;
             }
             match saved.marks.get_mut(key) {
                 Some(m) => *m = now,
@@ -509,41 +627,23 @@ impl State {
                 }
             }
         }
-        if saved.tail_bytes > TAIL_BYTES {
-            // Meta is full: its pending records move to the log together, one value per run
-            // of consecutive records of a chain (one path of the log copied for all of them).
-            let mut tail = std::mem::take(&mut saved.tail);
-            tail.sort_unstable();
-            let mut i = 0;
-            while i < tail.len() {
-                let key = &tail[i].0;
-                let mut j = i + 1;
-                while j < tail.len() && tail[j].0 == *key && tail[j].1 == tail[j - 1].1 + 1 {
-                    j += 1;
-                }
-                let prefix = chain_prefix(&key.0, &key.1);
-                let mut w = Writer {
-                    buf: Vec::with_capacity(TAIL_BYTES),
-                };
-                w.varint((j - i) as u64);
-                for (_, seq) in &tail[i..j] {
-                    let k = tail_key(&prefix, *seq);
-                    let v = store
-                        .get(META, &k)?
-                        .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
-                    w.bytes(&v);
-                    store.delete(META, &k)?;
-                }
-                let (first, last) = (tail[i].1, tail[j - 1].1);
-                store.put(LOG, &log_key(&prefix, K_PENDING_RUN, first), &w.buf)?;
-                saved.runs.push((key.clone(), first, last));
-                i = j;
+        if tail_changed {
+            let mut w = Writer {
+                buf: std::mem::take(&mut saved.tail_buf),
+            };
+            w.buf.clear();
+            for t in &saved.tail {
+                w.raw(&t.prefix);
+                w.varint(t.first);
+                w.varint(t.n);
+                w.raw(&t.records);
             }
-            saved.tail_bytes = 0;
+            store.set_tree_meta(META, &w.buf)?;
+            saved.tail_buf = w.buf;
         }
-        let lists: Vec<&WriterList> = replica.writer_lists().collect();
-        if lists.len() != saved.writers {
-            for l in &lists {
+        let lists = replica.writer_lists().count();
+        if lists != saved.writers {
+            for l in replica.writer_lists() {
                 let mut k = Writer::new();
                 l.scope.encode(&mut k);
                 k.raw(&l.version.to_be_bytes());
@@ -552,9 +652,13 @@ impl State {
                 l.encode(&mut w);
                 store.put(WRITERS, &k.buf, &w.buf)?;
             }
-            saved.writers = lists.len();
+            saved.writers = lists;
         }
-        let mut w = Writer::new();
+        // Encoded into a buffer kept from one save to the next, to compare with the saved.
+        let mut w = Writer {
+            buf: std::mem::take(&mut saved.peers_buf),
+        };
+        w.buf.clear();
         w.varint(replica.peers().len() as u64);
         for (id, p) in replica.peers() {
             w.raw(&id.0);
@@ -563,8 +667,9 @@ impl State {
         }
         if w.buf != saved.peers {
             store.put(META, b"peers", &w.buf)?;
-            saved.peers = w.buf;
+            std::mem::swap(&mut saved.peers, &mut w.buf);
         }
+        saved.peers_buf = w.buf;
         if replica.clock() > saved.clock.max(saved.log_clock) {
             store.put(META, b"clock", &replica.clock().to_le_bytes())?;
             saved.clock = replica.clock();
@@ -573,12 +678,68 @@ impl State {
     }
 }
 
-/// The bytes a pending record in meta takes (key and value).
-fn tail_size(store: &dyn Storage, k: &[u8]) -> Result<usize> {
-    let v = store
-        .get(META, k)?
-        .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
-    Ok(k.len() + v.len())
+/// Moves the tail's records to the log, one value per run (one path of the log copied for
+/// all of them).
+fn move_tail(store: &mut dyn Storage, saved: &mut Saved) -> Result<()> {
+    for t in saved.tail.drain(..) {
+        let mut w = Writer {
+            buf: Vec::with_capacity(10 + t.records.len()),
+        };
+        w.varint(t.n);
+        w.raw(&t.records);
+        store.put(LOG, &log_key(&t.prefix, K_PENDING_RUN, t.first), &w.buf)?;
+        saved.runs.push((t.key, t.first, t.first + t.n - 1));
+    }
+    saved.tail_bytes = 0;
+    Ok(())
+}
+
+/// Brings an older layout to this one: layout 2's pending records in meta keys move to the
+/// log (one run value per run of consecutive records of a chain), and meta says `layout` 3,
+/// before anything is saved in the tail, which older versions would not read.
+fn upgrade(store: &mut dyn Storage, saved: &mut Saved) -> Result<()> {
+    // Keys sort by chain, then seq.
+    let legacy = std::mem::take(&mut saved.legacy);
+    let mut i = 0;
+    while i < legacy.len() {
+        let mut r = Reader::new(&legacy[i][TAIL.len()..]);
+        let author = AuthorId(r.array().map_err(|e| corrupt("meta key", e))?);
+        let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("meta key", e))?;
+        let plen = r.pos();
+        let prefix = legacy[i][TAIL.len()..TAIL.len() + plen].to_vec();
+        let seq_of = |k: &[u8]| -> Result<u64> {
+            let b: [u8; 8] = k[TAIL.len() + plen..]
+                .try_into()
+                .map_err(|e| corrupt("meta key", e))?;
+            Ok(u64::from_be_bytes(b))
+        };
+        let first = seq_of(&legacy[i])?;
+        let mut j = i + 1;
+        while j < legacy.len()
+            && legacy[j].len() == legacy[i].len()
+            && legacy[j][..TAIL.len() + plen] == legacy[i][..TAIL.len() + plen]
+            && seq_of(&legacy[j])? == first + (j - i) as u64
+        {
+            j += 1;
+        }
+        let mut w = Writer::new();
+        w.varint((j - i) as u64);
+        for k in &legacy[i..j] {
+            let v = store
+                .get(META, k)?
+                .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
+            w.bytes(&v);
+            store.delete(META, k)?;
+        }
+        store.put(LOG, &log_key(&prefix, K_PENDING_RUN, first), &w.buf)?;
+        saved
+            .runs
+            .push(((author, scope), first, first + (j - i) as u64 - 1));
+        i = j;
+    }
+    store.put(META, b"layout", &[LAYOUT])?;
+    saved.layout = true;
+    Ok(())
 }
 
 fn create_readonly(store: &dyn Storage) -> Result<Identity> {

@@ -32,6 +32,11 @@ enum Undo {
     },
     CreateTree(TreeId),
     DropTree(TreeId),
+    /// A `set_tree_meta`: the bytes it replaced are `Paged::undo_bytes` from `start` on.
+    Meta {
+        tree: TreeId,
+        start: usize,
+    },
 }
 
 /// A read transaction and the tree handles opened in it.
@@ -238,6 +243,12 @@ impl<F: BlockFile> Reader<'_, F> {
             Reader::Read(tx) => tx.get(t, key),
         }
     }
+    fn tree_meta(&self, t: Tree) -> cairn_store::Result<Vec<u8>> {
+        Ok(match self {
+            Reader::Write(tx) => tx.tree_info(t)?.meta,
+            Reader::Read(tx) => tx.tree_info(t)?.meta,
+        })
+    }
     fn range(
         &self,
         t: Tree,
@@ -359,6 +370,17 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
                 Undo::DropTree(tree) => {
                     self.dropped.remove(&tree);
                 }
+                Undo::Meta { tree, start } => {
+                    let t = self.write_tree(tree)?;
+                    let bytes = std::mem::take(&mut self.undo_bytes);
+                    let r = match self.tx_mut() {
+                        Ok(mut tx) => tx.set_meta(t, &bytes[start..]).map_err(Error::from),
+                        Err(e) => Err(e),
+                    };
+                    self.undo_bytes = bytes;
+                    self.undo_bytes.truncate(start);
+                    r?;
+                }
             }
         }
         // The savepoint stays open (the SQL layer may roll back to it again); later ones end.
@@ -442,6 +464,24 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read(tree, |r, t| r.get(t, key))
+    }
+
+    fn tree_meta(&self, tree: TreeId) -> Result<Vec<u8>> {
+        self.read(tree, |r, t| r.tree_meta(t))
+    }
+
+    fn set_tree_meta(&mut self, tree: TreeId, meta: &[u8]) -> Result<()> {
+        let t = self.write_tree(tree)?;
+        if self.logging() {
+            let old = self.tx_mut()?.tree_info(t)?.meta;
+            let start = self.undo_bytes.len();
+            self.undo_bytes.extend_from_slice(&old);
+            self.undo.push(Undo::Meta { tree, start });
+        }
+        // Kept in the tree's catalog entry: the catalog's page is copied and written by any
+        // commit that changes a tree, so these bytes ride in a page written anyway.
+        self.tx_mut()?.set_meta(t, meta)?;
+        Ok(())
     }
 
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {

@@ -66,6 +66,24 @@ pub trait Storage {
     fn create_tree(&mut self, tree: TreeId) -> Result<()>;
     fn drop_tree(&mut self, tree: TreeId) -> Result<()>;
 
+    /// A few bytes kept with `tree` itself rather than under a key of it (empty until set).
+    /// A store may keep them where a commit writes anyway (the paged store: the tree's catalog
+    /// entry), so that setting them costs no page of the tree's own: for a layer above SQL
+    /// that saves a little state with every commit. Keep them well under a page.
+    fn tree_meta(&self, tree: TreeId) -> Result<Vec<u8>> {
+        let _ = tree;
+        Err(Error::Unsupported(
+            "this storage keeps no bytes beside a tree".into(),
+        ))
+    }
+    /// Replaces `tree`'s bytes (see [`Storage::tree_meta`]); undone by a rollback like a put.
+    fn set_tree_meta(&mut self, tree: TreeId, meta: &[u8]) -> Result<()> {
+        let _ = (tree, meta);
+        Err(Error::Unsupported(
+            "this storage keeps no bytes beside a tree".into(),
+        ))
+    }
+
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
     /// Puts `key` only if it is absent; returns whether it did (false: the key was there, and
@@ -106,7 +124,10 @@ type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
 enum Undo {
     Put(TreeId, Vec<u8>, Option<Vec<u8>>),
     CreateTree(TreeId),
-    DropTree(TreeId, Tree),
+    /// A dropped tree and its bytes beside it.
+    DropTree(TreeId, Tree, Option<Vec<u8>>),
+    /// The bytes beside a tree before a `set_tree_meta` (None: none).
+    Meta(TreeId, Option<Vec<u8>>),
 }
 
 /// Trees in memory, with an undo log for rollback: a write in a transaction logs what it
@@ -115,6 +136,8 @@ enum Undo {
 #[derive(Default)]
 pub struct Memory {
     trees: BTreeMap<TreeId, Tree>,
+    /// `Storage::tree_meta`, for the trees that have any.
+    metas: BTreeMap<TreeId, Vec<u8>>,
     undo: Option<Vec<Undo>>,
 }
 
@@ -122,7 +145,11 @@ impl Memory {
     pub fn new() -> Self {
         let mut trees = BTreeMap::new();
         trees.insert(SCHEMA_TREE, Tree::new());
-        Memory { trees, undo: None }
+        Memory {
+            trees,
+            metas: BTreeMap::new(),
+            undo: None,
+        }
     }
 
     fn tree(&self, t: TreeId) -> Result<&Tree> {
@@ -158,10 +185,22 @@ impl Memory {
                 }
                 Undo::CreateTree(t) => {
                     self.trees.remove(&t);
+                    self.metas.remove(&t);
                 }
-                Undo::DropTree(t, tree) => {
+                Undo::DropTree(t, tree, meta) => {
                     self.trees.insert(t, tree);
+                    if let Some(m) = meta {
+                        self.metas.insert(t, m);
+                    }
                 }
+                Undo::Meta(t, old) => match old {
+                    Some(m) => {
+                        self.metas.insert(t, m);
+                    }
+                    None => {
+                        self.metas.remove(&t);
+                    }
+                },
             }
         }
     }
@@ -237,7 +276,21 @@ impl Storage for Memory {
             .trees
             .remove(&tree)
             .ok_or_else(|| Error::Invalid(format!("storage: tree {tree} does not exist")))?;
-        self.log()?.push(Undo::DropTree(tree, t));
+        let meta = self.metas.remove(&tree);
+        self.log()?.push(Undo::DropTree(tree, t, meta));
+        Ok(())
+    }
+
+    fn tree_meta(&self, tree: TreeId) -> Result<Vec<u8>> {
+        self.tree(tree)?;
+        Ok(self.metas.get(&tree).cloned().unwrap_or_default())
+    }
+
+    fn set_tree_meta(&mut self, tree: TreeId, meta: &[u8]) -> Result<()> {
+        self.log()?;
+        self.tree(tree)?;
+        let old = self.metas.insert(tree, meta.to_vec());
+        self.log()?.push(Undo::Meta(tree, old));
         Ok(())
     }
 

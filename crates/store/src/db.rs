@@ -1573,14 +1573,16 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(self.slot(&mut sh, t)?.info.len)
     }
 
-    /// Replaces the caller's metadata bytes for tree `t` (kept in the catalog).
+    /// Replaces the caller's metadata bytes for tree `t` (kept in the catalog). The catalog
+    /// entry is written at commit, with every changed tree's: a caller that sets them on every
+    /// commit pays for one entry put into a catalog page the commit writes anyway.
     pub fn set_meta(&mut self, t: Tree, meta: &[u8]) -> Result<()> {
         let mut sh = self.shared.borrow_mut();
         let s = self.slot(&mut sh, t)?;
-        s.info.meta = meta.to_vec();
+        s.info.meta.clear();
+        s.info.meta.extend_from_slice(meta);
         s.changed = true;
-        let (name, v) = (s.info.name.clone(), s.info.encode());
-        sh.catalog_put(name.as_bytes(), &v)
+        Ok(())
     }
 
     pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
