@@ -65,6 +65,7 @@ pub(crate) struct State {
     /// What a commit needs of each replicated table it wrote, kept from one commit to the
     /// next (dropped when a definition changes).
     shapes: Vec<Shape>,
+    scopes: Scopes,
     pub(crate) saved: persist::Saved,
     links: HashMap<u32, Link>,
     next_link: u32,
@@ -85,6 +86,7 @@ impl Sync {
             owner: None,
             registered: Vec::new(),
             shapes: Vec::new(),
+            scopes: Scopes::default(),
             saved: persist::Saved::default(),
             links: HashMap::new(),
             next_link: 1,
@@ -655,6 +657,7 @@ impl State {
         self.replica = None;
         self.registered.clear();
         self.shapes.clear();
+        self.scopes = Scopes::default();
         self.saved = persist::Saved::default();
         self.stale = false;
         self.load(store, catalog)
@@ -733,30 +736,6 @@ impl State {
         // Per scope, its records' ops, written straight into the records' encodings (a new
         // record every `MAX_OPS` ops). Most transactions write a scope or two: a list searched
         // by name beats hashing every row's; past a few, a map finds them.
-        let mut scopes: Vec<(String, Vec<OpsWriter>)> = Vec::new();
-        let mut scope_at: HashMap<String, usize> = HashMap::new();
-        fn scope_of(
-            scopes: &mut Vec<(String, Vec<OpsWriter>)>,
-            scope_at: &mut HashMap<String, usize>,
-            scope: &str,
-        ) -> usize {
-            const FEW: usize = 8;
-            let found = if scopes.len() <= FEW {
-                scopes.iter().position(|(n, _)| n == scope)
-            } else {
-                if scope_at.len() != scopes.len() {
-                    scope_at.extend(scopes.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)));
-                }
-                scope_at.get(scope).copied()
-            };
-            found.unwrap_or_else(|| {
-                scopes.push((scope.to_string(), Vec::new()));
-                if scopes.len() > FEW + 1 {
-                    scope_at.insert(scope.to_string(), scopes.len() - 1);
-                }
-                scopes.len() - 1
-            })
-        }
         /// The writer the scope's next op goes to.
         fn writer(writers: &mut Vec<OpsWriter>, room: usize) -> &mut OpsWriter {
             if writers
@@ -771,13 +750,18 @@ impl State {
             writers.last_mut().expect("invariant: pushed above")
         }
         let State {
-            replica, shapes, ..
+            replica,
+            shapes,
+            scopes,
+            ..
         } = self;
+        scopes.begin(owner);
         let replica = replica.as_ref().expect("invariant: ensured");
         let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
         let total = changes.len();
-        // The last table's shape and sync schema (a run of changes is mostly to one table).
-        let mut last: Option<(usize, &TableSchema)> = None;
+        // The last table's shape, sync schema and (without a scope column) scope: a run of
+        // changes is mostly to one table.
+        let mut last: Option<(usize, &TableSchema, Option<usize>)> = None;
         let mut unique_tables: BTreeSet<String> = BTreeSet::new();
         for (n, ch) in changes.drain(..).enumerate() {
             let (name, row, set_part) = match ch {
@@ -789,8 +773,8 @@ impl State {
                 } => (table, row, Some((columns, adds))),
                 RowChange::Delete { table, row } => (table, row, None),
             };
-            let (at, schema) = match last {
-                Some((i, schema)) if *shapes[i].table.name == *name => (i, schema),
+            let (at, schema, fixed_scope) = match last {
+                Some((i, schema, scope)) if *shapes[i].table.name == *name => (i, schema, scope),
                 _ => {
                     let i = match shapes.iter().position(|s| *s.table.name == *name) {
                         Some(i) => i,
@@ -807,33 +791,29 @@ impl State {
                     if shapes[i].unique && !unique_tables.contains(&*name) {
                         unique_tables.insert(name.to_string());
                     }
-                    last = Some((i, schema));
-                    (i, schema)
+                    let scope = (!shapes[i].scoped).then(|| scopes.find(&shapes[i].table.name));
+                    last = Some((i, schema, scope));
+                    (i, schema, scope)
                 }
             };
             let shape = &shapes[at];
             let t: &Table = &shape.table;
-            let scope = if shape.scoped {
-                scope_of(&mut scopes, &mut scope_at, &Self::scope_name(t, &row))
-            } else {
-                scope_of(&mut scopes, &mut scope_at, &t.name)
+            let scope = match fixed_scope {
+                Some(i) => i,
+                None => scopes.find(&Self::scope_name(t, &row)),
             };
             if shape.has_counters {
                 let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
-                let key = RowKey::new(
-                    &t.name,
-                    &ScopeId::new(owner, scopes[scope].0.as_bytes()),
-                    &pk,
-                );
+                let key = RowKey::new(&t.name, &scopes.list[scope].id, &pk);
                 let after = set_part.is_some().then(|| row.clone());
                 finals.insert(key, (t.name.clone(), after));
             }
             let pk = shape.pk_cols.iter().map(|&c| &row[c]);
             // The first scope's first record makes room for all the changes left; with more
             // scopes, each grows as it needs.
-            let room = if scopes.len() == 1 { total - n } else { 1 };
+            let room = if scopes.used.len() == 1 { total - n } else { 1 };
             let Some((columns, adds)) = set_part else {
-                writer(&mut scopes[scope].1, room)
+                writer(&mut scopes.list[scope].writers, room)
                     .delete(schema, pk)
                     .map_err(sync_err)?;
                 continue;
@@ -844,26 +824,30 @@ impl State {
                 let set = columns
                     .iter()
                     .filter_map(|&c| shape.lww_cols[c].map(|i| (i, &row[c])));
-                writer(&mut scopes[scope].1, room)
+                writer(&mut scopes.list[scope].writers, room)
                     .set(schema, pk.clone(), set)
                     .map_err(sync_err)?;
             }
             for (c, d) in adds {
                 if let Some(i) = shape.sync_cols[c] {
-                    writer(&mut scopes[scope].1, room)
+                    writer(&mut scopes.list[scope].writers, room)
                         .add(schema, pk.clone(), i, d)
                         .map_err(sync_err)?;
                 }
             }
         }
         let now = (self.now)();
-        for (name, writers) in scopes {
-            let scope = ScopeId::new(owner, name.as_bytes());
-            for w in writers {
+        let State {
+            replica, scopes, ..
+        } = self;
+        let replica = replica.as_mut().expect("invariant: ensured");
+        for &i in &scopes.used {
+            let slot = &mut scopes.list[i];
+            for w in slot.writers.drain(..) {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
-                self.replica_mut()
-                    .commit_written(now, &scope, w)
+                replica
+                    .commit_written(now, &slot.id, w)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
             }
         }
@@ -994,6 +978,81 @@ pub fn sync_schema(t: &Table) -> TableSchema {
     }
     debug_assert!(matches!(t.key, Key::Columns(_)));
     s
+}
+
+/// The scopes local commits write to, kept from one commit to the next (their names and ids
+/// are built once, not for every commit), each with the records of the commit being recorded.
+#[derive(Default)]
+struct Scopes {
+    owner: Option<AuthorId>,
+    list: Vec<ScopeSlot>,
+    /// Past a few scopes, where each is in `list` (a transaction that writes many scopes
+    /// finds them by hashing; most write one or two, found by comparing names).
+    at: HashMap<String, usize>,
+    /// The scopes this commit wrote, in order of first use.
+    used: Vec<usize>,
+}
+
+struct ScopeSlot {
+    name: String,
+    id: ScopeId,
+    /// This commit's ops for the scope, written straight into the records' encodings (a new
+    /// record every `MAX_OPS` ops).
+    writers: Vec<OpsWriter>,
+    used: bool,
+}
+
+impl Scopes {
+    const FEW: usize = 8;
+    /// Many scope names kept are dropped rather than searched on every commit.
+    const KEEP: usize = 64;
+
+    /// Starts recording a commit whose scopes belong to `owner`.
+    fn begin(&mut self, owner: AuthorId) {
+        for &i in &self.used {
+            // Left by a commit that failed half-way.
+            self.list[i].writers.clear();
+            self.list[i].used = false;
+        }
+        self.used.clear();
+        if self.owner != Some(owner) || self.list.len() > Self::KEEP {
+            self.owner = Some(owner);
+            self.list.clear();
+            self.at.clear();
+        }
+    }
+
+    /// The scope named `name`, marked used by this commit.
+    fn find(&mut self, name: &str) -> usize {
+        let found = if self.list.len() <= Self::FEW {
+            self.list.iter().position(|s| s.name == name)
+        } else {
+            if self.at.len() != self.list.len() {
+                let names = self.list.iter().enumerate();
+                self.at.extend(names.map(|(i, s)| (s.name.clone(), i)));
+            }
+            self.at.get(name).copied()
+        };
+        let i = found.unwrap_or_else(|| {
+            let owner = self.owner.expect("invariant: set by begin");
+            self.list.push(ScopeSlot {
+                name: name.to_string(),
+                id: ScopeId::new(owner, name.as_bytes()),
+                writers: Vec::new(),
+                used: false,
+            });
+            let i = self.list.len() - 1;
+            if i > Self::FEW {
+                self.at.insert(name.to_string(), i);
+            }
+            i
+        });
+        if !self.list[i].used {
+            self.list[i].used = true;
+            self.used.push(i);
+        }
+        i
+    }
 }
 
 /// What recording a change needs of a replicated table: its key columns, each column's index

@@ -598,7 +598,27 @@ impl<S: RowStore> Replica<S> {
         let me = self.writer_for(scope)?;
         let hlc = self.clock.tick(now_ms);
         let key = (me, scope.clone());
-        let seq = self.chains.get(&key).map_or(0, |l| l.head().0) + 1;
+        let record = |seq| Record {
+            seq,
+            hlc,
+            prev: ZERO_HASH,
+            ops: Vec::new(),
+            hash: ZERO_HASH,
+        };
+        // One search of the chains for the seq and the append.
+        let seq = match self.chains.get_mut(&key) {
+            Some(log) => {
+                let seq = log.head().0 + 1;
+                log.pending.push(record(seq));
+                seq
+            }
+            None => {
+                let mut log = ChainLog::default();
+                log.pending.push(record(1));
+                self.chains.insert(key.clone(), log);
+                1
+            }
+        };
         let bytes = ops.finish(hlc);
         // The chain's key is cloned only where it is new.
         if !self.unmerged.contains_key(&key) {
@@ -612,23 +632,7 @@ impl<S: RowStore> Replica<S> {
                 m.insert(seq, bytes);
             }
             None => {
-                self.written
-                    .insert(key.clone(), BTreeMap::from([(seq, bytes)]));
-            }
-        }
-        let record = Record {
-            seq,
-            hlc,
-            prev: ZERO_HASH,
-            ops: Vec::new(),
-            hash: ZERO_HASH,
-        };
-        match self.chains.get_mut(&key) {
-            Some(log) => log.pending.push(record),
-            None => {
-                let mut log = ChainLog::default();
-                log.pending.push(record);
-                self.chains.insert(key, log);
+                self.written.insert(key, BTreeMap::from([(seq, bytes)]));
             }
         }
         Ok(())
