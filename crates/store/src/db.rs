@@ -1579,8 +1579,8 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn set_meta(&mut self, t: Tree, meta: &[u8]) -> Result<()> {
         let mut sh = self.shared.borrow_mut();
         let s = self.slot(&mut sh, t)?;
-        s.info.meta.clear();
-        s.info.meta.extend_from_slice(meta);
+        // A fresh copy: growing the old one would reallocate and copy it first.
+        s.info.meta = meta.to_vec();
         s.changed = true;
         Ok(())
     }
