@@ -48,8 +48,8 @@ const TAIL_RECORD: usize = 384;
 const K_CHECKPOINT: u8 = 0;
 const K_BLOCK: u8 = 1;
 const K_PENDING: u8 = 2;
-/// Consecutive pending records moved from meta together (key: the first one's seq): `varint n`,
-/// then n x `bytes` record.
+/// Consecutive pending records moved together from the tail (or layout 2's meta keys); key:
+/// the first one's seq; value: `varint n`, then n x `bytes` record.
 const K_PENDING_RUN: u8 = 3;
 
 /// How far each chain is saved.
@@ -247,7 +247,7 @@ impl State {
             writers += 1;
         }
         // The log, in key order: per chain its checkpoint, blocks, then pending records (with
-        // those still in meta, by seq).
+        // those in the tail or, layout 2, in meta keys, by seq).
         let mut chains: BTreeMap<Vec<u8>, (ChainKey, ChainLog)> = BTreeMap::new();
         let mut pending: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
         let mut runs = Vec::new();

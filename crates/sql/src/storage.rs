@@ -409,6 +409,46 @@ pub mod conformance {
         savepoints_undo_only_what_followed(make());
         scans_honour_bounds_and_direction(make());
         scans_return_each_entry_whole(make());
+        bytes_beside_a_tree_commit_and_roll_back_like_a_put(make());
+    }
+
+    /// `set_tree_meta`: empty until set, kept by a commit, undone by a rollback and by a
+    /// rollback to a savepoint, and gone with its tree.
+    fn bytes_beside_a_tree_commit_and_roll_back_like_a_put(mut s: Box<dyn Storage>) {
+        s.begin().expect("begin");
+        s.create_tree(5).expect("create");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"");
+        s.set_tree_meta(5, b"one").expect("set");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"one");
+        s.commit().expect("commit");
+        assert_eq!(
+            s.tree_meta(5).expect("meta"),
+            b"one",
+            "read outside a transaction"
+        );
+        s.begin().expect("begin");
+        s.set_tree_meta(5, &[7; 900]).expect("set");
+        s.rollback().expect("rollback");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"one");
+        s.begin().expect("begin");
+        s.set_tree_meta(5, b"two").expect("set");
+        let sp = s.savepoint().expect("savepoint");
+        s.set_tree_meta(5, b"three").expect("set");
+        s.put(5, b"k", b"v").expect("put");
+        s.set_tree_meta(5, b"four").expect("set");
+        s.rollback_to(sp).expect("rollback to");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"two");
+        assert_eq!(s.get(5, b"k").expect("get"), None);
+        s.release(sp).expect("release");
+        s.commit().expect("commit");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"two");
+        s.begin().expect("begin");
+        s.drop_tree(5).expect("drop");
+        s.commit().expect("commit");
+        s.begin().expect("begin");
+        s.create_tree(5).expect("create again");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"", "a new tree has none");
+        s.commit().expect("commit");
     }
 
     /// Values small and too big for a page, interleaved: a cursor's key and value are the
