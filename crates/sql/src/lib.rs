@@ -1027,7 +1027,10 @@ mod tests {
         let v = |xs: &[u8]| xs.iter().map(|&x| vec![x]).collect::<Vec<_>>();
         assert_eq!(sorted_differences(&v(&[]), &v(&[])), (0, 0));
         assert_eq!(sorted_differences(&v(&[1, 2, 3]), &v(&[1, 2, 3])), (0, 0));
-        assert_eq!(sorted_differences(&v(&[1, 3, 5]), &v(&[2, 3, 4, 6])), (2, 3));
+        assert_eq!(
+            sorted_differences(&v(&[1, 3, 5]), &v(&[2, 3, 4, 6])),
+            (2, 3)
+        );
         assert_eq!(sorted_differences(&v(&[1, 2]), &v(&[])), (2, 0));
         assert_eq!(sorted_differences(&v(&[]), &v(&[7])), (0, 1));
     }
