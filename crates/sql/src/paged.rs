@@ -135,7 +135,7 @@ impl<F: BlockFile + 'static> Paged<F> {
     }
 
     fn write_tree(&self, tree: TreeId) -> Result<Tree> {
-        if self.dropped.contains(&tree) {
+        if !self.dropped.is_empty() && self.dropped.contains(&tree) {
             return Err(Error::Invalid(format!("tree {tree} was dropped")));
         }
         if let Some(t) = self.trees.borrow().get(&tree) {
