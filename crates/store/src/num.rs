@@ -7,14 +7,14 @@
 //! downloaded, against one import here. `parseFloat` accepts more than Rust does (leading space,
 //! a valid prefix of anything, `Infinity`), so the text is first checked against Rust's grammar
 //! ([`is_decimal`]), and `inf`/`infinity`/`nan` are handled here.
-
 //!
 //! `f64` to decimal digits ([`exp_digits`]): natively `format!("{:.*e}")`. In the browser it is
 //! JavaScript's `toExponential`, which rounds exactly too, but breaks a tie (a value exactly
 //! halfway between two roundings) upwards where Rust breaks it to the even digit; such values are
 //! short in decimal, so they are found with integer arithmetic and rounded here
-//! ([`round_tie_to_even`]). Rust's float formatting (`flt2dec`: Grisu with a Dragon4 fallback
-//! for both the shortest and the exact digits) is about 20 KB of the downloaded module.
+//! (`round_tie_to_even`); [`fixed`] does the same with `toFixed`. Rust's float formatting
+//! (`flt2dec`: Grisu with a Dragon4 fallback, for both the shortest and the exact digits) was
+//! about 20 KB of the downloaded module.
 
 /// `s` as an `f64`, exactly when `s.parse::<f64>()` succeeds, with the same value.
 pub fn parse_f64(s: &str) -> Option<f64> {
