@@ -2,6 +2,7 @@
 // transactions, errors with codes, export and import, over both channels.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { launch } from './harness.mjs';
 
 async function withPage(fn, opts) {
@@ -227,4 +228,30 @@ test('results too big for the shared-memory channel come by postMessage, every t
     });
     assert.equal(r.channel, 'sharedMemory');
     assert.deepEqual(r.counts, [320]);
+  }));
+
+// In the browser a REAL's digits come from JavaScript (`toExponential`, `toFixed`), natively from
+// Rust's float formatting; the fixture is the native build's output (crates/sql/tests/reals.rs).
+test('REAL to text and round() give the native build\'s results', { timeout: 60_000 }, () =>
+  withPage(async (page) => {
+    const fixture = readFileSync(new URL('./fixtures/reals.txt', import.meta.url), 'utf8').trim().split('\n');
+    const differ = await page.evaluate(async (lines) => {
+      const dv = new DataView(new ArrayBuffer(8));
+      const num = (hex) => { dv.setBigUint64(0, BigInt(`0x${hex}`)); return dv.getFloat64(0); };
+      const hex = (x) => { dv.setFloat64(0, x); return dv.getBigUint64(0).toString(16).padStart(16, '0'); };
+      const db = await cairn.open('reals');
+      const stmt = db.prepare('WITH x(v) AS (SELECT CAST(?1 AS REAL)) '
+        + 'SELECT CAST(v AS TEXT) AS t, round(v, 1) AS r1, round(v, 2) AS r2, round(v, 7) AS r7 FROM x');
+      const differ = [];
+      for (const line of lines) {
+        const [bits] = line.split(' ');
+        const r = await stmt.get([num(bits)]);
+        const got = [bits, r.t, hex(r.r1), hex(r.r2), hex(r.r7)].join(' ');
+        if (got !== line) differ.push({ want: line, got });
+      }
+      await stmt.finalize();
+      return differ;
+    }, fixture);
+    assert.ok(fixture.length > 1000);
+    assert.deepEqual(differ.slice(0, 5), []);
   }));

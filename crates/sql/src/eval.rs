@@ -833,8 +833,7 @@ fn round(r: f64, n: usize) -> f64 {
     if r.abs() >= 4_503_599_627_370_496.0 {
         return r;
     }
-    let s = format!("{:.*}", n, r);
-    let direct = cairn_store::num::parse_f64(&s).unwrap_or(r);
+    let direct = cairn_store::num::parse_f64(&cairn_store::num::fixed(r, n)).unwrap_or(r);
     let m = 10f64.powi(n as i32);
     let scaled = (r * m).round() / m;
     if scaled.is_finite() && (scaled - r).abs() <= (direct - r).abs() + f64::EPSILON * r.abs() {

@@ -354,11 +354,11 @@ impl Database {
     /// holds exactly one entry per row (and nothing else). Returns the problems found, empty
     /// when the database is consistent.
     pub fn check(&self) -> Result<Vec<String>> {
-        use std::collections::BTreeSet;
         use std::ops::Bound::Unbounded;
         let mut problems = Vec::new();
         for t in self.catalog.tables.values() {
-            let mut expected: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); t.indexes.len()];
+            // Sorted lists rather than sets: an index scan yields its keys sorted already.
+            let mut expected: Vec<Vec<Vec<u8>>> = vec![Vec::new(); t.indexes.len()];
             let mut rows = 0u64;
             let mut cur = self.store.scan(t.tree, Unbounded, Unbounded, false)?;
             while cur.next()? {
@@ -397,18 +397,18 @@ impl Database {
                         eval::push_norm(&vals[c], &mut k);
                     }
                     k.extend_from_slice(cur.key());
-                    expected[i].insert(k);
+                    expected[i].push(k);
                 }
             }
             drop(cur);
             for (i, ix) in t.indexes.iter().enumerate() {
-                let mut found = BTreeSet::new();
+                let mut found = Vec::new();
                 let mut cur = self.store.scan(ix.tree, Unbounded, Unbounded, false)?;
                 while cur.next()? {
-                    found.insert(cur.key().to_vec());
+                    found.push(cur.key().to_vec());
                 }
-                let missing = expected[i].difference(&found).count();
-                let extra = found.difference(&expected[i]).count();
+                cairn_store::sort::sort(&mut expected[i]);
+                let (missing, extra) = sorted_differences(&expected[i], &found);
                 if missing > 0 || extra > 0 {
                     problems.push(format!(
                         "index {} on {}: {missing} entries missing, {extra} entries without a row ({rows} rows)",
@@ -992,5 +992,46 @@ fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Outp
             columns: names.to_vec(),
             rows: res.returned,
         }
+    }
+}
+
+/// How many entries of `a` are not in `b`, and of `b` not in `a`; both sorted (a repeated entry
+/// counts once for each time it is there more often than in the other).
+fn sorted_differences(a: &[Vec<u8>], b: &[Vec<u8>]) -> (usize, usize) {
+    let (mut i, mut j, mut only_a, mut only_b) = (0, 0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                only_a += 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                only_b += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    (only_a + a.len() - i, only_b + b.len() - j)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sorted_differences;
+
+    #[test]
+    fn sorted_differences_count_each_side() {
+        let v = |xs: &[u8]| xs.iter().map(|&x| vec![x]).collect::<Vec<_>>();
+        assert_eq!(sorted_differences(&v(&[]), &v(&[])), (0, 0));
+        assert_eq!(sorted_differences(&v(&[1, 2, 3]), &v(&[1, 2, 3])), (0, 0));
+        assert_eq!(
+            sorted_differences(&v(&[1, 3, 5]), &v(&[2, 3, 4, 6])),
+            (2, 3)
+        );
+        assert_eq!(sorted_differences(&v(&[1, 2]), &v(&[])), (2, 0));
+        assert_eq!(sorted_differences(&v(&[]), &v(&[7])), (0, 1));
     }
 }

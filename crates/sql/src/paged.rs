@@ -12,7 +12,6 @@
 //!   before the next write: this adapter does it, so the SQL layer sees an error and goes on.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::HashSet;
 use std::ops::Bound;
 
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
@@ -77,7 +76,9 @@ pub struct Paged<F: BlockFile + 'static> {
     trees: RefCell<Handles>,
     /// The snapshot reads outside a transaction go to, and its tree handles.
     snapshot: RefCell<Option<Snapshot<F>>>,
-    dropped: HashSet<TreeId>,
+    /// Trees dropped in the open transaction. A list: it is empty but for a `DROP`, and checked
+    /// before every write.
+    dropped: Vec<TreeId>,
     /// Open savepoints (their positions in `undo`); writes are logged only while there is one.
     savepoints: Vec<usize>,
     undo: Vec<Undo>,
@@ -106,7 +107,7 @@ impl<F: BlockFile + 'static> Paged<F> {
             tx: RefCell::new(None),
             trees: RefCell::default(),
             snapshot: RefCell::default(),
-            dropped: HashSet::new(),
+            dropped: Vec::new(),
             savepoints: Vec::new(),
             undo: Vec::new(),
             undo_bytes: Vec::new(),
@@ -139,7 +140,7 @@ impl<F: BlockFile + 'static> Paged<F> {
     }
 
     fn write_tree(&self, tree: TreeId) -> Result<Tree> {
-        if self.dropped.contains(&tree) {
+        if !self.dropped.is_empty() && self.dropped.contains(&tree) {
             return Err(Error::Invalid(format!("tree {tree} was dropped")));
         }
         if let Some(t) = self.trees.borrow().get(&tree) {
@@ -368,7 +369,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
                     self.tx_mut()?.drop_tree(&name(tree))?;
                 }
                 Undo::DropTree(tree) => {
-                    self.dropped.remove(&tree);
+                    self.dropped.retain(|&t| t != tree);
                 }
                 Undo::Meta { tree, start } => {
                     let t = self.write_tree(tree)?;
@@ -455,7 +456,9 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
     fn drop_tree(&mut self, tree: TreeId) -> Result<()> {
         self.write_tree(tree)?;
         self.trees.borrow_mut().remove(&tree);
-        self.dropped.insert(tree);
+        if !self.dropped.contains(&tree) {
+            self.dropped.push(tree);
+        }
         if self.logging() {
             self.undo.push(Undo::DropTree(tree));
         }

@@ -201,7 +201,7 @@ impl Parser {
             Tok::Str(s) => format!("string '{s}'"),
             Tok::Blob(_) => "a blob literal".into(),
             Tok::Int(n) => format!("number {n}"),
-            Tok::Real(n) => format!("number {n}"),
+            Tok::Real(n) => format!("number {}", crate::types::fmt_real(*n)),
             Tok::IntMin => "number 9223372036854775808".into(),
             Tok::QParam(_) | Tok::NamedParam(_) => "a parameter".into(),
             Tok::Op(o) => format!("'{o}'"),

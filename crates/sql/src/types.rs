@@ -2,7 +2,7 @@
 //! arithmetic with overflow to real, comparison, truth, number formatting, LIKE and GLOB.
 
 use crate::error::{Error, Result};
-use cairn_store::Value;
+use cairn_store::{num, Value};
 use std::cmp::Ordering;
 
 /// A column's declared type, reduced as SQLite reduces declared types to affinities. cairn
@@ -318,36 +318,36 @@ pub fn fmt_real(r: f64) -> String {
         // SQLite prints -0.0 as 0.0.
         return "0.0".into();
     }
-    let mut digits = 15;
-    let mut sci = format!("{:.*e}", digits - 1, r);
-    if cairn_store::num::parse_f64(&sci) != Some(r) {
-        digits = 17;
-        sci = format!("{:.*e}", digits - 1, r);
+    // The digits come from `num::exp_digits` (in the browser through JavaScript, without Rust's
+    // float formatting), and are placed here.
+    let sign = if r < 0.0 { "-" } else { "" };
+    let mut p = 15;
+    let (mut digits, mut exp) = num::exp_digits(r, p);
+    if num::parse_f64(&format!("{sign}{}.{}e{exp}", &digits[..1], &digits[1..])) != Some(r) {
+        p = 17;
+        (digits, exp) = num::exp_digits(r, p);
     }
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
     if !(-4..17).contains(&exp) {
-        let mant = mant.trim_end_matches('0');
-        let mant = if mant.ends_with('.') {
-            format!("{mant}0")
-        } else {
-            mant.to_string()
-        };
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", exp.abs());
+        let rest = digits[1..].trim_end_matches('0');
+        let rest = if rest.is_empty() { "0" } else { rest };
+        let exp_sign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{}.{rest}e{exp_sign}{:02}", &digits[..1], exp.abs());
     }
-    let decimals = (digits as i32 - 1 - exp).max(0) as usize;
-    let s = format!("{:.*}", decimals, r);
-    if s.contains('.') {
-        let t = s.trim_end_matches('0');
-        if t.ends_with('.') {
-            format!("{t}0")
-        } else {
-            t.to_string()
-        }
+    if exp >= p as i32 {
+        // The digits end before the point, and the rest of the integer part is printed exactly
+        // (SQLite shows 1e16 + 2 as 10000000000000002.0). `r` is an integer below 1e17 here:
+        // from 1e15, a 15-digit decimal that reads back as `r` is an integer.
+        return format!("{sign}{}.0", r.abs() as u64);
+    }
+    let (int, frac) = if exp >= 0 {
+        let (int, frac) = digits.split_at(exp as usize + 1);
+        (int.to_string(), frac.trim_end_matches('0').to_string())
     } else {
-        format!("{s}.0")
-    }
+        let zeros = "0".repeat((-exp - 1) as usize);
+        ("0".to_string(), zeros + digits.trim_end_matches('0'))
+    };
+    let frac = if frac.is_empty() { "0" } else { &frac };
+    format!("{sign}{int}.{frac}")
 }
 
 /// SQL truth: NULL is unknown (None); numbers are true when non-zero; text and blobs by their
@@ -633,6 +633,117 @@ fn class_match(p: &[char], start: usize, c: char) -> Option<(bool, usize)> {
 mod tests {
     use super::*;
 
+    /// The formatting as it was written with Rust's float formatting throughout.
+    fn fmt_real_std(r: f64) -> String {
+        if r.is_nan() || r.is_infinite() || r == 0.0 {
+            return fmt_real(r);
+        }
+        let mut digits = 15;
+        let mut sci = format!("{:.*e}", digits - 1, r);
+        if sci.parse::<f64>().ok() != Some(r) {
+            digits = 17;
+            sci = format!("{:.*e}", digits - 1, r);
+        }
+        let (mant, exp) = sci.split_once('e').unwrap();
+        let exp: i32 = exp.parse().unwrap();
+        if !(-4..17).contains(&exp) {
+            let mant = mant.trim_end_matches('0');
+            let mant = if mant.ends_with('.') {
+                format!("{mant}0")
+            } else {
+                mant.to_string()
+            };
+            let sign = if exp < 0 { '-' } else { '+' };
+            return format!("{mant}e{sign}{:02}", exp.abs());
+        }
+        let decimals = (digits as i32 - 1 - exp).max(0) as usize;
+        let s = format!("{:.*}", decimals, r);
+        if s.contains('.') {
+            let t = s.trim_end_matches('0');
+            if t.ends_with('.') {
+                format!("{t}0")
+            } else {
+                t.to_string()
+            }
+        } else {
+            format!("{s}.0")
+        }
+    }
+
+    /// Values around every boundary of the formatting (digits, exponent form, the exact integer
+    /// part, ties), and arbitrary doubles.
+    fn real_samples() -> Vec<f64> {
+        let mut v = vec![
+            1.0,
+            0.1,
+            1.5,
+            2.25,
+            1e20,
+            1e15,
+            1e16,
+            1e17,
+            1e14,
+            0.0001,
+            0.00001,
+            2.0 / 3.0,
+            0.1 + 0.2,
+            1e16 + 2.0,
+            7.00000000000001e16,
+            9.999999999999999e16,
+            99999999999999995.0,
+            999999999999999.9,
+            9999999999999998.0,
+            0.00009999999999999999,
+            1234567890123.125,
+            123_456_789_012_345.0 + 0.125,
+            5e-324,
+            2.2250738585072014e-308,
+            1.7976931348623157e308,
+            4503599627370497.5,
+            123456789012345678.0,
+            0.5,
+            2.5,
+        ];
+        for e in -30..=30 {
+            let p = 10f64.powi(e);
+            v.extend([
+                p,
+                p * 1.5,
+                p * 9.999999999999999,
+                p / 3.0,
+                p * 1.2345678901234567,
+            ]);
+        }
+        for k in 1..=25 {
+            for n in [1u64, 3, 123, 999_999, 123_456_789, 4_503_599_627_370_497] {
+                v.push(n as f64 / (1u64 << k) as f64);
+                v.push(n as f64 * 1e15 / (1u64 << k) as f64);
+            }
+        }
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..3000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let r = f64::from_bits(x);
+            if r.is_finite() {
+                v.push(r);
+            }
+            v.push((x % 1_000_000_000_000) as f64 / 10f64.powi((x >> 59) as i32));
+            v.push((x >> 11) as f64 * 2f64.powi((x % 64) as i32 - 32));
+        }
+        let neg: Vec<f64> = v.iter().map(|r| -r).collect();
+        v.extend(neg);
+        v
+    }
+
+    #[test]
+    fn real_formatting_from_digits_matches_rust_formatting() {
+        for r in real_samples() {
+            assert_eq!(fmt_real(r), fmt_real_std(r), "{r:e}");
+        }
+    }
+
     #[test]
     fn real_formatting_matches_sqlite() {
         for (r, s) in [
@@ -649,6 +760,8 @@ mod tests {
             (0.0001, "0.0001"),
             (0.00001, "1.0e-05"),
             (2.0 / 3.0, "0.66666666666666663"),
+            (1e16 + 2.0, "10000000000000002.0"),
+            (-0.5, "-0.5"),
         ] {
             assert_eq!(fmt_real(r), s, "{r}");
         }

@@ -220,8 +220,8 @@ impl BlockFile for OpfsFile {
             // Only a read past the end comes back short.
             check_read(offset, buf.len(), self.len()?)?;
             return Err(Error::Io(format!(
-                "short read of {n} bytes from {:?}",
-                self.name
+                "short read of {} bytes from {:?}",
+                n as u64, self.name
             )));
         }
         Ok(())
@@ -243,7 +243,8 @@ impl BlockFile for OpfsFile {
         if (n as usize) != data.len() {
             // OPFS writes all or throws; a short count means the quota ran out part way.
             return Err(Error::QuotaExceeded(format!(
-                "wrote {n} of {} bytes to {:?}",
+                "wrote {} of {} bytes to {:?}",
+                n as u64,
                 data.len(),
                 self.name
             )));

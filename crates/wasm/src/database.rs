@@ -344,7 +344,14 @@ impl Database {
         // random() and uuid7() draw from this; two devices must not share a sequence.
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed)
-            .map_err(|e| error("INTERNAL", &format!("no secure randomness: {e}"), None))?;
+            // The code, not the text: getrandom's `Display` carries every platform's messages.
+            .map_err(|e| {
+                error(
+                    "INTERNAL",
+                    &format!("no secure randomness (getrandom error {})", e.code()),
+                    None,
+                )
+            })?;
         db.set_random_seed(u64::from_le_bytes(seed) | 1);
         #[cfg(feature = "sync")]
         let sync = cairn_replicated::Sync::attach(&mut db, js_now).map_err(sql_error)?;
