@@ -83,6 +83,9 @@ pub struct Paged<F: BlockFile + 'static> {
     savepoints: Vec<usize>,
     undo: Vec<Undo>,
     undo_bytes: Vec<u8>,
+    /// The store's name of the last tree `set_tree_meta` named (a caller sets one tree's
+    /// bytes on every commit).
+    meta_name: Option<(TreeId, String)>,
 }
 
 fn name(tree: TreeId) -> String {
@@ -111,6 +114,7 @@ impl<F: BlockFile + 'static> Paged<F> {
             savepoints: Vec::new(),
             undo: Vec::new(),
             undo_bytes: Vec::new(),
+            meta_name: None,
         })
     }
 
@@ -474,6 +478,24 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
     }
 
     fn set_tree_meta(&mut self, tree: TreeId, meta: &[u8]) -> Result<()> {
+        if !self.logging() && self.trees.borrow().get(&tree).is_none() {
+            // A tree not open in this transaction is not opened for this: the store changes
+            // its catalog entry by name (a caller setting the bytes on every commit is spared
+            // decoding the entry and registering the tree).
+            if self.dropped.contains(&tree) {
+                return Err(Error::Invalid(format!("tree {tree} was dropped")));
+            }
+            if self.meta_name.as_ref().is_none_or(|(t, _)| *t != tree) {
+                self.meta_name = Some((tree, name(tree)));
+            }
+            let (_, n) = self.meta_name.as_ref().expect("invariant: just set");
+            self.tx
+                .borrow_mut()
+                .as_mut()
+                .ok_or_else(|| Error::Transaction("a write outside a transaction".into()))?
+                .set_meta_of(n, meta)?;
+            return Ok(());
+        }
         let t = self.write_tree(tree)?;
         if self.logging() {
             let old = self.tx_mut()?.tree_info(t)?.meta;

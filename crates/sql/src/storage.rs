@@ -442,8 +442,14 @@ pub mod conformance {
         s.release(sp).expect("release");
         s.commit().expect("commit");
         assert_eq!(s.tree_meta(5).expect("meta"), b"two");
+        // Set first thing in a transaction (the paged store then leaves the tree unopened),
+        // read back, dropped with the tree.
         s.begin().expect("begin");
+        s.set_tree_meta(5, b"five").expect("set");
+        s.set_tree_meta(5, b"six").expect("set");
+        assert_eq!(s.tree_meta(5).expect("meta"), b"six");
         s.drop_tree(5).expect("drop");
+        assert!(s.set_tree_meta(5, b"x").is_err(), "the tree is dropped");
         s.commit().expect("commit");
         s.begin().expect("begin");
         s.create_tree(5).expect("create again");

@@ -187,6 +187,8 @@ struct W {
     delta: IdMap<bool>,
     trees: Vec<TreeSlot>,
     names: HashMap<String, usize>,
+    /// Trees whose catalog entries `WriteTx::set_meta_of` changed (for `CommitInfo`).
+    meta_changed: Vec<String>,
     /// Bumped by every change, so a cursor knows to find its place again.
     seq: u64,
     serial: u64,
@@ -555,6 +557,7 @@ impl<F: BlockFile> Shared<F> {
             delta: IdMap::default(),
             trees: Vec::new(),
             names: HashMap::new(),
+            meta_changed: Vec::new(),
             seq: 0,
             serial: self.serial,
             last_leaf: btree::LastLeaf::default(),
@@ -686,6 +689,11 @@ impl<F: BlockFile> Shared<F> {
                 .filter(|t| t.dropped)
                 .map(|t| t.info.name.clone()),
         );
+        for name in std::mem::take(&mut w.meta_changed) {
+            if !info.changed_trees.contains(&name) {
+                info.changed_trees.push(name);
+            }
+        }
         for (name, v) in changed {
             self.catalog_put(name.as_bytes(), &v)?;
         }
@@ -1582,6 +1590,46 @@ impl<F: BlockFile> WriteTx<F> {
         // A fresh copy: growing the old one would reallocate and copy it first.
         s.info.meta = meta.to_vec();
         s.changed = true;
+        Ok(())
+    }
+
+    /// [`WriteTx::set_meta`] for the tree named `name`, without opening it: the catalog entry
+    /// is read, its caller bytes replaced and put back at once, with no handle registered and
+    /// no [`TreeInfo`] decoded (its name, its bytes copied). For a caller that replaces a
+    /// tree's bytes on every commit and seldom touches the tree otherwise. A tree opened in
+    /// this transaction takes the `set_meta` path; one opened after sees the new bytes.
+    pub fn set_meta_of(&mut self, name: &str, meta: &[u8]) -> Result<()> {
+        let mut sh = self.shared.borrow_mut();
+        let w = sh.w(self.serial)?;
+        // A transaction opens few trees: comparing their names costs less than hashing one.
+        if let Some(s) = w
+            .trees
+            .iter_mut()
+            .find(|s| !s.dropped && s.info.name == name)
+        {
+            s.info.meta = meta.to_vec();
+            s.changed = true;
+            return Ok(());
+        }
+        let catalog = w.state.catalog;
+        // Room for the entry's fields too, so that replacing the bytes does not reallocate.
+        let mut v = Vec::with_capacity(64 + meta.len());
+        if !btree::get(&mut *sh, catalog, name.as_bytes(), &mut v)? {
+            return Err(Error::NotFound(format!("tree {name:?}")));
+        }
+        // The entry's fields before the caller's bytes (`TreeInfo::encode`).
+        if v.len() < 15 || v.len() < 15 + page::get_u16(&v, 13) {
+            return Err(Error::Corrupt(format!(
+                "catalog entry {name:?} is malformed"
+            )));
+        }
+        v.truncate(15 + page::get_u16(&v, 13));
+        v.extend_from_slice(meta);
+        sh.catalog_put(name.as_bytes(), &v)?;
+        let w = sh.w(self.serial)?;
+        if !w.meta_changed.iter().any(|n| n == name) {
+            w.meta_changed.push(name.to_string());
+        }
         Ok(())
     }
 

@@ -50,7 +50,8 @@
 //!   its place again by key (the entry after, or before, the last one returned).
 //! - **Hot paths**: `get_into` reuses the caller's buffer; `Range::entry` borrows key and value
 //!   from the page (no allocation per row); `bulk_load` builds a tree from sorted pairs.
-//! - **Metadata**: [`WriteTx::set_meta`] stores the caller's schema bytes in the catalog;
+//! - **Metadata**: [`WriteTx::set_meta`] stores the caller's schema bytes in the catalog
+//!   ([`WriteTx::set_meta_of`] by name, for a tree not opened otherwise);
 //!   [`TreeKind::Index`] names an index's table so [`Db::check_with`] can compare them.
 //! - **Change tracking**: `commit` returns a [`CommitInfo`] naming the trees it changed (for live
 //!   queries); keys are not tracked.

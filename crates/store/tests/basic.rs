@@ -458,6 +458,57 @@ fn a_commit_says_which_trees_it_changed() {
     assert_eq!(tx.commit().unwrap().changed_trees, ["b"]);
 }
 
+/// `set_meta_of` changes a tree's bytes by name, as `set_meta` through a handle would: the
+/// handle opened after sees them, one opened before takes them, an index keeps its table, a
+/// rollback undoes them, the commit names the tree, a missing tree is an error.
+#[test]
+fn set_meta_of_changes_a_tree_it_does_not_open() {
+    let db = Db::create(MemoryFile::new(), Options::default()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.create_tree("a", TreeKind::Table).unwrap();
+    tx.create_tree("ix", TreeKind::Index { table: "a".into() })
+        .unwrap();
+    tx.insert(a, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+
+    let mut tx = db.begin_write().unwrap();
+    tx.set_meta_of("a", &[3; 900]).unwrap();
+    tx.set_meta_of("ix", b"index bytes").unwrap();
+    tx.set_meta_of("a", b"short").unwrap();
+    assert!(matches!(
+        tx.set_meta_of("missing", b"x"),
+        Err(Error::NotFound(_))
+    ));
+    let a = tx.open_tree("a").unwrap();
+    assert_eq!(tx.tree_info(a).unwrap().meta, b"short");
+    let mut names = tx.commit().unwrap().changed_trees;
+    names.sort();
+    assert_eq!(names, ["a", "ix"]);
+
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.open_tree("a").unwrap();
+    tx.set_meta_of("a", b"through the handle").unwrap();
+    assert_eq!(tx.tree_info(a).unwrap().meta, b"through the handle");
+    tx.insert(a, b"k2", b"v").unwrap();
+    assert_eq!(tx.commit().unwrap().changed_trees, ["a"]);
+
+    let mut tx = db.begin_write().unwrap();
+    tx.set_meta_of("a", b"rolled back").unwrap();
+    tx.rollback();
+
+    let rtx = db.begin_read().unwrap();
+    let a = rtx.open_tree("a").unwrap();
+    let info = rtx.tree_info(a).unwrap();
+    assert_eq!(info.meta, b"through the handle");
+    assert_eq!(info.len, 2);
+    assert_eq!(rtx.get(a, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    let ix = rtx.tree_info(rtx.open_tree("ix").unwrap()).unwrap();
+    assert_eq!(ix.kind, TreeKind::Index { table: "a".into() });
+    assert_eq!(ix.meta, b"index bytes");
+    drop(rtx);
+    db.check().unwrap();
+}
+
 /// `replace` hands back what it replaced (inline and overflow values), says "nothing" for a
 /// new key, and leaves the tree as `insert` would.
 #[test]
