@@ -30,14 +30,14 @@
 //!    catalog root.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::rc::Rc;
 
 use crate::btree::{self, Pages, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
-use crate::hash::xxh64;
+use crate::hash::{xxh64, FastMap};
 use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
 
@@ -186,7 +186,7 @@ struct W {
     /// Pending changes to the free tree: page -> true (add) / false (remove).
     delta: IdMap<bool>,
     trees: Vec<TreeSlot>,
-    names: HashMap<String, usize>,
+    names: FastMap<String, usize>,
     /// Bumped by every change, so a cursor knows to find its place again.
     seq: u64,
     serial: u64,
@@ -554,7 +554,7 @@ impl<F: BlockFile> Shared<F> {
             freed: Vec::new(),
             delta: IdMap::default(),
             trees: Vec::new(),
-            names: HashMap::new(),
+            names: FastMap::default(),
             seq: 0,
             serial: self.serial,
             last_leaf: btree::LastLeaf::default(),

@@ -70,7 +70,7 @@ mod db;
 mod error;
 pub mod fault;
 mod file;
-mod hash;
+pub mod hash;
 #[doc(hidden)]
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
