@@ -30,13 +30,14 @@
 //!    catalog root.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
 use crate::btree::{self, Pages, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
+use crate::free::FreePages;
 use crate::hash::{xxh64, FastMap};
 use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
@@ -208,7 +209,7 @@ pub(crate) struct Shared<F> {
     /// (a map type of its own would be a few KB more of wasm).
     readers: Vec<(u64, usize)>,
     pending: VecDeque<(u64, Vec<u32>)>,
-    free: Option<BTreeSet<u32>>,
+    free: Option<FreePages>,
     w: Option<W>,
     poisoned: Option<String>,
     path: Vec<(u32, usize)>,
@@ -520,7 +521,7 @@ impl<F: BlockFile> Shared<F> {
         if self.free.is_some() {
             return Ok(());
         }
-        let mut set = BTreeSet::new();
+        let mut set = FreePages::default();
         let mut st = Stack::default();
         let mut ok = st.first(self, self.state.free)?;
         while ok {
@@ -1223,7 +1224,7 @@ impl<F: BlockFile> Db<F> {
             let count = sh.state.page_count;
             let live = count - free.len() as u32;
             let cutoff = (live + live / 8 + 16).min(count);
-            let held: Vec<u32> = free.range(cutoff..).copied().collect();
+            let held: Vec<u32> = free.iter_from(cutoff).collect();
             for id in &held {
                 free.remove(id);
             }

@@ -70,6 +70,7 @@ mod db;
 mod error;
 pub mod fault;
 mod file;
+mod free;
 pub mod hash;
 #[doc(hidden)]
 pub mod model;
