@@ -138,7 +138,9 @@ impl Hasher for FastHasher {
         self.0.rotate_left(26)
     }
 
-    #[inline]
+    // One copy in the wasm module, not one per map type: the module is built for size.
+    #[cfg_attr(target_arch = "wasm32", inline(never))]
+    #[cfg_attr(not(target_arch = "wasm32"), inline)]
     fn write(&mut self, bytes: &[u8]) {
         let mut words = bytes.chunks_exact(8);
         for w in &mut words {
