@@ -11,21 +11,20 @@ use crate::plan::{Func, PExpr, QueryPlan};
 use crate::storage::Storage;
 use crate::types::{self, apply_affinity, arith, to_numeric, to_text, truth, Affinity, ColType};
 use cairn_store::codec::encode_key_value;
+use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 /// Results of uncorrelated subqueries, computed once per statement execution, keyed by the
 /// plan's address (plans live as long as the execution).
-pub type HashRows = HashMap<Vec<u8>, Vec<Vec<Value>>>;
+pub type HashRows = FastMap<Vec<u8>, Vec<Vec<Value>>>;
 
 pub enum Cached {
     Set {
-        keys: HashSet<Vec<u8>>,
+        keys: FastSet<Vec<u8>>,
         has_null: bool,
     },
     Value(Value),
@@ -35,27 +34,8 @@ pub enum Cached {
 }
 
 /// The per-statement cache of subquery results and top-k bounds, keyed by plan address.
-/// Looked up once per row by a top-k scan, so keyed through [`AddrHasher`], not SipHash.
-pub type Cache = RefCell<HashMap<usize, Cached, BuildHasherDefault<AddrHasher>>>;
-
-/// Hashes a plan's address: keys are addresses chosen by the allocator, not input, so a
-/// multiplicative mix is enough and avoids SipHash's cost per lookup.
-#[derive(Default)]
-pub struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+/// Looked up once per row by a top-k scan.
+pub type Cache = RefCell<FastMap<usize, Cached>>;
 
 /// What evaluation needs besides the row: storage for subqueries, parameters, the enclosing
 /// query's row for correlated references, injected randomness and the subquery cache.
@@ -511,7 +491,7 @@ fn in_subquery(
 ) -> Result<Value> {
     let k = key_of(q);
     if q.correlated || !cx.cache.borrow().contains_key(&k) {
-        let mut keys = HashSet::new();
+        let mut keys = FastSet::default();
         let mut has_null = false;
         executor::run_query(q, &cx.nested(row), &mut |r| {
             match r.first() {

@@ -17,9 +17,9 @@ use crate::types::{self, ColType};
 use cairn_store::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, Record,
 };
+use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::rc::Rc;
 
@@ -229,7 +229,7 @@ fn run_body(b: &Body, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             run_body(right, cx, sink)
         }
         Body::Union { all: false, .. } => {
-            let mut seen = HashSet::new();
+            let mut seen = FastSet::default();
             let mut parts = Vec::new();
             flatten_union(b, &mut parts);
             for p in parts {
@@ -286,7 +286,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
     }
     match &c.agg {
         None => {
-            let mut seen = HashSet::new();
+            let mut seen = FastSet::default();
             let mut key = Vec::new();
             run_levels(c, 0, &mut frame, cx, &mut |frame| {
                 let row = eval_row(&c.project, frame, cx)?;
@@ -303,7 +303,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         Some(agg) if agg.streamed => {
             // Rows arrive ordered by the group columns: finish each group as the next begins.
             let mut cur: Option<(Vec<u8>, Vec<Value>, Vec<AggState>)> = None;
-            let mut seen = HashSet::new();
+            let mut seen = FastSet::default();
             let mut key = Vec::new();
             let go = run_levels(c, 0, &mut frame, cx, &mut |frame| {
                 key.clear();
@@ -409,7 +409,7 @@ fn emit_group(
     gvals: Vec<Value>,
     states: Vec<AggState>,
     cx: &Cx,
-    seen: &mut HashSet<Vec<u8>>,
+    seen: &mut FastSet<Vec<u8>>,
     sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
 ) -> Result<bool> {
     let mut frame = gvals;
@@ -434,7 +434,7 @@ fn emit_group(
 
 #[derive(Default)]
 struct Groups {
-    index: HashMap<Vec<u8>, usize>,
+    index: FastMap<Vec<u8>, usize>,
     groups: Vec<(Vec<Value>, Vec<AggState>)>,
 }
 
@@ -450,7 +450,7 @@ fn finish_groups(
             .groups
             .push((vec![], agg.aggs.iter().map(AggState::new).collect()));
     }
-    let mut seen = HashSet::new();
+    let mut seen = FastSet::default();
     for (gvals, states) in groups.groups {
         if !emit_group(c, agg, gvals, states, cx, &mut seen, sink)? {
             return Ok(false);
@@ -567,7 +567,7 @@ enum AggState {
     Ext(Option<Value>),
     Concat(Option<String>),
     Last(Value),
-    Distinct(HashSet<Vec<u8>>, Box<AggState>),
+    Distinct(FastSet<Vec<u8>>, Box<AggState>),
 }
 
 impl AggState {
@@ -580,7 +580,7 @@ impl AggState {
             AggFunc::Last => AggState::Last(Value::Null),
         };
         if spec.distinct {
-            AggState::Distinct(HashSet::new(), Box::new(base))
+            AggState::Distinct(FastSet::default(), Box::new(base))
         } else {
             base
         }
@@ -991,7 +991,7 @@ fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Re
         return Ok(h.clone());
     }
     let saved: Vec<Value> = frame[lvl.base..lvl.base + lvl.width].to_vec();
-    let mut map: HashMap<Vec<u8>, Vec<Vec<Value>>> = HashMap::new();
+    let mut map: HashRows = FastMap::default();
     let mut add = |frame: &mut Vec<Value>| -> Result<bool> {
         let v = eval(build, frame, cx)?;
         if !v.is_null() {

@@ -30,14 +30,15 @@
 //!    catalog root.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
 use crate::btree::{self, Pages, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
-use crate::hash::xxh64;
+use crate::free::FreePages;
+use crate::hash::{xxh64, FastMap};
 use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
 
@@ -186,7 +187,7 @@ struct W {
     /// Pending changes to the free tree: page -> true (add) / false (remove).
     delta: IdMap<bool>,
     trees: Vec<TreeSlot>,
-    names: HashMap<String, usize>,
+    names: FastMap<String, usize>,
     /// Trees whose catalog entries `WriteTx::set_meta_of` changed (for `CommitInfo`).
     meta_changed: Vec<String>,
     /// Bumped by every change, so a cursor knows to find its place again.
@@ -210,7 +211,7 @@ pub(crate) struct Shared<F> {
     /// (a map type of its own would be a few KB more of wasm).
     readers: Vec<(u64, usize)>,
     pending: VecDeque<(u64, Vec<u32>)>,
-    free: Option<BTreeSet<u32>>,
+    free: Option<FreePages>,
     w: Option<W>,
     poisoned: Option<String>,
     path: Vec<(u32, usize)>,
@@ -522,7 +523,7 @@ impl<F: BlockFile> Shared<F> {
         if self.free.is_some() {
             return Ok(());
         }
-        let mut set = BTreeSet::new();
+        let mut set = FreePages::default();
         let mut st = Stack::default();
         let mut ok = st.first(self, self.state.free)?;
         while ok {
@@ -556,7 +557,7 @@ impl<F: BlockFile> Shared<F> {
             freed: Vec::new(),
             delta: IdMap::default(),
             trees: Vec::new(),
-            names: HashMap::new(),
+            names: FastMap::default(),
             meta_changed: Vec::new(),
             seq: 0,
             serial: self.serial,
@@ -1231,7 +1232,7 @@ impl<F: BlockFile> Db<F> {
             let count = sh.state.page_count;
             let live = count - free.len() as u32;
             let cutoff = (live + live / 8 + 16).min(count);
-            let held: Vec<u32> = free.range(cutoff..).copied().collect();
+            let held: Vec<u32> = free.iter_from(cutoff).collect();
             for id in &held {
                 free.remove(id);
             }

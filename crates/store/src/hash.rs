@@ -1,5 +1,13 @@
-//! XXH64, the page checksum (`docs/file-format.md`, "Checksums"): no dependency, fast on wasm's
-//! native 64-bit integers, and a published algorithm anyone can re-implement to read the format.
+//! The two hashes of the store and the SQL engine.
+//!
+//! - XXH64, the page checksum (`docs/file-format.md`, "Checksums"): no dependency, fast on wasm's
+//!   native 64-bit integers, and a published algorithm anyone can re-implement to read the format.
+//! - [`FastHasher`], the hasher of every in-memory hash map ([`FastMap`], [`FastSet`]): page ids,
+//!   tree names, plan addresses, and the normalized keys of DISTINCT, GROUP BY, IN-subquery sets
+//!   and hash joins. It never reaches a file, so it may change freely.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 const P1: u64 = 0x9E37_79B1_85EB_CA87;
 const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
@@ -98,6 +106,92 @@ fn lane(s: &[u8; 32], i: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// FxHash's scheme, word by word: rotate, xor in 8 bytes, multiply by an odd constant. Two
+/// instructions and a multiply per 8 bytes of key, where SipHash-1-3 (std's default) spends about
+/// ten times that and brings its code into every build.
+///
+/// Not keyed, by choice. DISTINCT and GROUP BY keys come from table data, so someone who can put
+/// rows in a database could choose keys whose hashes collide; the worst that does is make a query
+/// over those rows slow (the map probes longer; it never answers wrongly). A per-process random
+/// seed would not close that: a multiplicative hash stays attackable with the seed unknown, and
+/// only a keyed hash such as SipHash does, at the cost this type exists to avoid. The engine runs
+/// on its owner's own data (one tab, one database), and by the project's rules sees no randomness
+/// but what is injected; the relay, which hashes what remote peers send, keeps std's SipHash.
+#[derive(Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+/// rustc-hash's multiplier: odd, with its bits spread so every input bit reaches the high half.
+const FX: u64 = 0xF135_7AEA_2E62_A9C5;
+
+impl FastHasher {
+    #[inline(always)]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(FX);
+    }
+}
+
+impl Hasher for FastHasher {
+    /// hashbrown takes the bucket from the low bits and a 7-bit tag from the top ones; a product's
+    /// low bits depend only on the operands' low bits, so the well-mixed middle is rotated down.
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(26)
+    }
+
+    // One copy in the wasm module, not one per map type: the module is built for size.
+    #[cfg_attr(target_arch = "wasm32", inline(never))]
+    #[cfg_attr(not(target_arch = "wasm32"), inline)]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(u64::from_le_bytes(
+                w.try_into().expect("invariant: chunks_exact(8)"),
+            ));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            // The tail's length goes in its free top byte: `str` hashes as its bytes and then
+            // 0xFF, so "ab" and "ab\0" would otherwise hash alike.
+            let mut a = [0u8; 8];
+            a[..rest.len()].copy_from_slice(rest);
+            a[7] = rest.len() as u8;
+            self.add(u64::from_le_bytes(a));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, n: u8) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn write_u16(&mut self, n: u16) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+/// Builds [`FastHasher`]s: a zero-sized type, so a map costs no more than with std's hasher.
+pub type FastBuild = BuildHasherDefault<FastHasher>;
+/// A `HashMap` keyed through [`FastHasher`]. Make one with `FastMap::default()`.
+pub type FastMap<K, V> = HashMap<K, V, FastBuild>;
+/// A `HashSet` keyed through [`FastHasher`]. Make one with `FastSet::default()`.
+pub type FastSet<K> = HashSet<K, FastBuild>;
+
 #[cfg(test)]
 mod tests {
     use super::xxh64;
@@ -187,5 +281,48 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn fast(bytes: &[u8]) -> u64 {
+        use std::hash::Hasher;
+        let mut h = super::FastHasher::default();
+        h.write(bytes);
+        h.finish()
+    }
+
+    #[test]
+    fn fast_hasher_tells_tails_apart() {
+        // Keys that differ only past a word boundary, or only in trailing zero bytes.
+        let keys: [&[u8]; 7] = [
+            b"",
+            b"\0",
+            b"ab",
+            b"ab\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(fast(a), fast(b), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fast_hasher_spreads_page_ids_over_buckets() {
+        // Sequential page ids, the commonest key: the low bits (hashbrown's bucket) of 4096 of
+        // them fill 4096 buckets nearly evenly.
+        let mut counts = vec![0u32; 4096];
+        for id in 0u32..4096 {
+            let mut h = super::FastHasher::default();
+            std::hash::Hasher::write_u32(&mut h, id);
+            counts[(std::hash::Hasher::finish(&h) & 4095) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| c <= 8),
+            "max {:?}",
+            counts.iter().max()
+        );
     }
 }

@@ -71,7 +71,8 @@ mod db;
 mod error;
 pub mod fault;
 mod file;
-mod hash;
+mod free;
+pub mod hash;
 #[doc(hidden)]
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]

@@ -3,35 +3,18 @@
 //! `capacity` pages; pages a cursor still holds stay alive through their `Rc` even when evicted, so
 //! memory is bounded by the cache plus what open cursors point at (one root-to-leaf path each).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
-use crate::hash::xxh64;
+use crate::hash::{xxh64, FastMap};
 use crate::page;
 
 /// A page's bytes. Shared, so a cursor can keep reading a page the cache has dropped.
 pub type Page = Rc<Vec<u8>>;
 
-/// Page numbers are already well spread; hashing them with SipHash costs more than the lookup.
-#[derive(Default)]
-pub struct IdHasher(u64);
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8 | *b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-pub type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+/// Maps keyed by page number.
+pub type IdMap<V> = FastMap<u32, V>;
 
 struct Slot {
     id: u32,
