@@ -1341,29 +1341,36 @@ impl Writer<'_> {
         checks: &[PExpr],
         cache: &Cache,
     ) -> Result<()> {
-        for (i, c) in t.columns.iter().enumerate() {
-            // A value already of the column's type is stored as it is (what coercing gives).
-            let stored = matches!(
-                (&row[i], c.ty),
-                (
-                    Value::Integer(_),
-                    ColType::Integer | ColType::Numeric | ColType::Any
-                ) | (Value::Text(_), ColType::Text | ColType::Any)
-                    | (Value::Blob(_), ColType::Blob | ColType::Any)
-            );
-            if !stored {
-                let v = std::mem::replace(&mut row[i], Value::Null);
-                row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
-            }
-            if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
-                return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
-            }
+        for (i, v) in row.iter_mut().enumerate() {
+            Self::check_column(t, i, v)?;
         }
         let cx = self.cx(cache);
         for (k, ch) in checks.iter().enumerate() {
             if eval_bool(ch, row, &cx)? == Some(false) {
                 return Err(Error::ConstraintCheck(crate::display::expr(&t.checks[k])));
             }
+        }
+        Ok(())
+    }
+
+    /// Type and NOT NULL constraints on value `v` of column `i`, coerced in place.
+    fn check_column(t: &Table, i: usize, v: &mut Value) -> Result<()> {
+        let c = &t.columns[i];
+        // A value already of the column's type is stored as it is (what coercing gives).
+        let stored = matches!(
+            (&*v, c.ty),
+            (
+                Value::Integer(_),
+                ColType::Integer | ColType::Numeric | ColType::Any
+            ) | (Value::Text(_), ColType::Text | ColType::Any)
+                | (Value::Blob(_), ColType::Blob | ColType::Any)
+        );
+        if !stored {
+            let old = std::mem::replace(v, Value::Null);
+            *v = c.ty.coerce_with(old, || format!("{}.{}", t.name, c.name))?;
+        }
+        if c.not_null && v.is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
+            return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
         }
         Ok(())
     }
@@ -1918,10 +1925,6 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Replaces row `old` (at `old_pk`) with `new`; returns the stored row, or None if skipped.
-    /// `old` may be empty when the table has no indexes and its writes are not captured:
-    /// nothing reads it then.
-    #[allow(clippy::too_many_arguments)]
     /// Replaces the row at `old_pk` (`old`, or empty when neither an index nor the capture
     /// reads it) with `new`, checked and coerced in place; false when OR IGNORE skipped it.
     /// `rec` is a buffer for the new record, reused from row to row.
@@ -2025,6 +2028,9 @@ impl Writer<'_> {
     }
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
+        if p.keys_only && checks.is_empty() {
+            return self.update_in_place(p);
+        }
         let cache = Cache::default();
         let mut targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
@@ -2075,12 +2081,122 @@ impl Writer<'_> {
         let rows = !p.returning.is_empty()
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
+        if p.keys_only && !rows {
+            if let Some(keys) = self.point_targets(p, &cache)? {
+                let mut res = WriteResult::default();
+                for k in keys {
+                    if self.store.delete(t.tree, &k)? {
+                        res.changes += 1;
+                    }
+                }
+                return Ok(res);
+            }
+        }
         let mut targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
         for i in 0..targets.len() {
             let (pk, old) = targets.get_mut(i);
             self.returning(&p.returning, old, &cache, &mut res)?;
             self.delete_row(&p.table, pk, old)?;
+            res.changes += 1;
+        }
+        Ok(res)
+    }
+
+    /// The primary keys a write names outright (`WHERE id = ?`, `WHERE id IN (...)`, with no
+    /// other condition), for a write that needs only keys: it goes to each key directly, and
+    /// a key without a row is skipped there, instead of a look-up first. None for any other
+    /// scan.
+    fn point_targets(&self, p: &WritePlan, cache: &Cache) -> Result<Option<Vec<Vec<u8>>>> {
+        let c = &p.scan;
+        let [lvl] = c.levels.as_slice() else {
+            return Ok(None);
+        };
+        let Access::Index {
+            index: None,
+            probes,
+            lower: None,
+            upper: None,
+            reverse,
+            sub_probe: None,
+            ..
+        } = &lvl.access
+        else {
+            return Ok(None);
+        };
+        if !lvl.filters.is_empty() || !lvl.after.is_empty() || !c.const_filters.is_empty() {
+            return Ok(None);
+        }
+        let frame = vec![Value::Null; c.frame_len];
+        let keys = point_keys(&p.table, probes, &frame, &self.cx(cache))?;
+        Ok(keys.map(|mut k| {
+            if *reverse {
+                k.reverse();
+            }
+            k
+        }))
+    }
+
+    /// UPDATE of a `keys_only` plan: each row is read where its write will land
+    /// (`Storage::get_for_update`), only the columns the SET expressions read are decoded, and
+    /// the new record is the old one with the set columns' bytes replaced. No index entry
+    /// changes (no indexed column is set) and no key changes, so no constraint but a column's
+    /// type and NOT NULL can fail.
+    fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
+        let cache = Cache::default();
+        let t = &p.table;
+        let width = t.columns.len();
+        let (keys, ends) = match self.point_targets(p, &cache)? {
+            Some(keys) => {
+                let mut ends = Vec::with_capacity(keys.len());
+                let mut flat = Vec::new();
+                for k in keys {
+                    flat.extend_from_slice(&k);
+                    ends.push(flat.len());
+                }
+                (flat, ends)
+            }
+            None => {
+                let targets = self.targets(p, false, &cache)?;
+                (targets.keys, targets.ends)
+            }
+        };
+        // Where each column's new value is in `vals`: the last SET of it wins, as in SQLite.
+        let mut value_of: Vec<Option<usize>> = vec![None; width];
+        for (j, (c, _)) in p.set.iter().enumerate() {
+            value_of[*c] = Some(j);
+        }
+        let mut res = WriteResult::default();
+        let mut frame = vec![Value::Null; width];
+        let mut vals = Vec::with_capacity(p.set.len());
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        let mut start = 0;
+        'rows: for &end in &ends {
+            let pk = &keys[start..end];
+            start = end;
+            if !self.store.get_for_update(t.tree, pk, &mut old)? {
+                continue;
+            }
+            let rec = Record::new(&old)?;
+            rec.get_cols_into(&p.set_reads, &mut frame)?;
+            vals.clear();
+            {
+                let cx = self.cx(&cache);
+                for (_, e) in &p.set {
+                    vals.push(eval(e, &frame, &cx)?.into_owned());
+                }
+            }
+            // In column order, as a whole row is checked.
+            for (c, j) in value_of.iter().enumerate() {
+                let Some(j) = *j else { continue };
+                match Self::check_column(t, c, &mut vals[j]) {
+                    Ok(()) => {}
+                    Err(Error::ConstraintNotNull(_)) if p.or == Conflict::Ignore => continue 'rows,
+                    Err(e) => return Err(e),
+                }
+            }
+            rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), &mut new)?;
+            self.store.put(t.tree, pk, &new)?;
             res.changes += 1;
         }
         Ok(res)

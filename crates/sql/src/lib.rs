@@ -34,6 +34,11 @@
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
 //!    in the same descent of the tree (`Writer::insert_tail`); an `INSERT ... SELECT *` whose
 //!    source rows are already the target's copies the stored records (`Writer::insert_copy`).
+//!    An UPDATE that sets no key or indexed column (`plan::WritePlan::keys_only`) collects only
+//!    keys (`Writer::point_targets` builds them outright for `WHERE id = ?`) and rewrites each
+//!    row in place (`Writer::update_in_place`): [`storage::Storage::get_for_update`] reads the
+//!    record where the write will land, only the columns the SET expressions read are
+//!    decoded, and `cairn_store::codec::Record::rewrite_into` replaces the set columns' bytes.
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.

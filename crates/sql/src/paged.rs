@@ -509,6 +509,11 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         Ok(())
     }
 
+    fn get_for_update(&mut self, tree: TreeId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let t = self.write_tree(tree)?;
+        Ok(self.tx_mut()?.get_for_update(t, key, out)?)
+    }
+
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {
         let t = self.write_tree(tree)?;
         if self.logging() {

@@ -85,6 +85,20 @@ pub trait Storage {
     }
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Copies the value of `key` into `out`; returns whether there is one. For a write of the
+    /// same key that follows (an UPDATE reads the row it rewrites): a store that can should
+    /// find the key where that write will, so that the write need not look for it again.
+    /// Only inside a transaction.
+    fn get_for_update(&mut self, tree: TreeId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        match self.get(tree, key)? {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
     /// Puts `key` only if it is absent; returns whether it did (false: the key was there, and
     /// nothing was written). A store that can should do it in one descent, not a `get` and a

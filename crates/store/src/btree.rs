@@ -60,6 +60,10 @@ pub(crate) struct LastLeaf {
     hi: Vec<u8>,
     has_lo: bool,
     has_hi: bool,
+    /// The slot the last write used in the leaf: where the next look-up there tries first
+    /// (a read-then-write of one row, or the next row of a range, is at it or just after it).
+    /// Only a guess, checked against the key, so no change to the leaf needs to keep it right.
+    slot: usize,
 }
 
 impl LastLeaf {
@@ -128,9 +132,34 @@ fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)
             hi,
             has_lo,
             has_hi,
+            slot: 0,
         };
     }
     Ok(())
+}
+
+/// `page::search` in the owned leaf a write landed in, trying the slot the previous write
+/// there used (and the one after it) before a binary search; remembers the slot found.
+fn search_leaf<P: Pages>(
+    p: &mut P,
+    leaf: u32,
+    key: &[u8],
+) -> Result<std::result::Result<usize, usize>> {
+    let hint = p.last_leaf().map_or(0, |h| h.slot);
+    let r = p.with_page(leaf, |pg| {
+        let n = page::count(pg);
+        if hint < n && page::key(pg, hint) == key {
+            Ok(hint)
+        } else if hint + 1 < n && page::key(pg, hint + 1) == key {
+            Ok(hint + 1)
+        } else {
+            page::search(pg, key)
+        }
+    })?;
+    if let (Ok(i), Some(h)) = (r, p.last_leaf()) {
+        h.slot = i;
+    }
+    Ok(r)
 }
 
 /// The owned leaf for `key` and the path to it: the last write's, when `key` falls in it,
@@ -498,8 +527,9 @@ fn insert_inner<P: Pages>(
         *root = id;
     }
     let leaf = owned_leaf(p, root, key, path)?;
+    let found = search_leaf(p, leaf, key)?;
     let pg = p.page_mut(leaf)?;
-    let (existed, at) = match page::search(pg, key) {
+    let (existed, at) = match found {
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
@@ -570,55 +600,50 @@ pub(crate) fn remove_keeping<P: Pages>(
     if *root == 0 {
         return Ok(());
     }
-    if let Some(leaf) = reuse_leaf(p, *root, key, path) {
-        if p.with_page(leaf, |pg| page::search(pg, key).is_err())? {
-            return Ok(());
-        }
-        return remove_at(p, root, key, path, leaf, old, removed);
-    }
-    // Look first, so a miss copies no page.
-    let mut id = *root;
-    for depth in 0.. {
-        if depth > MAX_DEPTH {
-            return Err(too_deep(*root));
-        }
-        let pg = p.read(id)?;
-        match page::kind(&pg) {
-            KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
-            KIND_LEAF => {
-                if page::search(&pg, key).is_err() {
-                    return Ok(());
-                }
-                break;
-            }
-            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
-        }
-    }
-    let leaf = cow_path(p, root, key, path)?;
-    remember_leaf(p, *root, leaf, path)?;
-    remove_at(p, root, key, path, leaf, old, removed)
-}
-
-/// Removes `key`, which is in the owned `leaf` at the end of `path`.
-fn remove_at<P: Pages>(
-    p: &mut P,
-    root: &mut u32,
-    key: &[u8],
-    path: &mut Vec<(u32, usize)>,
-    leaf: u32,
-    old: Option<&mut Vec<u8>>,
-    removed: &mut bool,
-) -> Result<()> {
-    let pg = p.page_mut(leaf)?;
-    let Ok(i) = page::search(pg, key) else {
-        return Err(page::corrupt(
-            leaf,
-            "key vanished between lookup and removal",
-        ));
+    // No look-up first: a miss copies the path to the leaf the key would be in (as
+    // `insert_new` does on a hit), but a removal nearly always finds its key (a row a
+    // statement has just read, that row's index entries), and then the look-up is a second
+    // descent.
+    let leaf = owned_leaf(p, root, key, path)?;
+    let Ok(i) = search_leaf(p, leaf, key)? else {
+        return Ok(());
     };
     take_cell(p, leaf, i, old)?;
     *removed = true;
     fix_up(p, root, path, leaf, Fix::Check)
+}
+
+/// The value of `key` copied into `out`, read from the leaf a write of `key` would change:
+/// the path to it is copied now (once per transaction, as a write would) and remembered, so
+/// a write of the same key that follows (an UPDATE of the row just read) starts at the leaf
+/// and at the key's slot instead of descending and searching again. False when `key` is
+/// absent (the path is copied all the same).
+pub(crate) fn get_owned<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    out: &mut Vec<u8>,
+) -> Result<bool> {
+    if *root == 0 {
+        return Ok(false);
+    }
+    let leaf = owned_leaf(p, root, key, path)?;
+    let Ok(i) = search_leaf(p, leaf, key)? else {
+        return Ok(false);
+    };
+    out.clear();
+    let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
+        LeafValue::Inline(v) => {
+            out.extend_from_slice(v);
+            None
+        }
+        LeafValue::Overflow(len, first) => Some((len, first)),
+    })?;
+    if let Some((len, first)) = overflow {
+        read_overflow(p, len, first, out)?;
+    }
+    Ok(true)
 }
 
 /// Removes cell `i` of `leaf` and frees its overflow chain; with `old`, appends the value it

@@ -20,7 +20,9 @@
 //!    cell goes in with `page::reserve` (a value of the same size is rewritten in place), and
 //!    `fix_up` carries splits (at the tree's right edge, the new node starts with the new cell
 //!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
-//!    when more than `Options::dirty_pages` are held.
+//!    when more than `Options::dirty_pages` are held. Inside the leaf, `search_leaf` tries the
+//!    slot the previous write there used first, so [`WriteTx::get_for_update`] (a read through
+//!    the same owned path) followed by a write of its key finds the key once.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself
 //!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
@@ -1644,6 +1646,27 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(self.get_into(t, key, &mut v)?.then_some(v))
     }
 
+    /// Copies the value of `key` into `out` for a write of the same key that follows: the
+    /// path to its leaf is copied into this transaction now, so the write starts at the leaf
+    /// (and at the key's slot) instead of descending again. Returns whether the key exists;
+    /// the path is copied either way.
+    pub fn get_for_update(&mut self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let r = btree::get_owned(sh, &mut root, key, &mut path, out);
+        sh.path = path;
+        let s = self.slot(sh, t)?;
+        if root != s.info.root {
+            s.info.root = root;
+            s.changed = true;
+        }
+        let found = r?;
+        sh.maybe_spill()?;
+        Ok(found)
+    }
+
     /// Inserts or replaces; returns whether the key was there before.
     pub fn insert(&mut self, t: Tree, key: &[u8], value: &[u8]) -> Result<bool> {
         let mut replaced = None;
@@ -1779,9 +1802,12 @@ impl<F: BlockFile> WriteTx<F> {
         let mut path = std::mem::take(&mut sh.path);
         let r = btree::remove_keeping(sh, &mut root, key, &mut path, old, removed);
         sh.path = path;
-        // Even on error the root must be kept: pages may have moved before the failure.
+        // Even on error (or a miss) the root must be kept: pages may have moved.
         let s = self.slot(sh, t)?;
-        s.info.root = root;
+        if root != s.info.root {
+            s.info.root = root;
+            s.changed = true;
+        }
         if *removed {
             s.info.len -= 1;
             s.changed = true;

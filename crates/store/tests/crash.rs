@@ -49,10 +49,13 @@ fn change(i: u32, m: &mut Map, per: u32) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 const COMMITS: u32 = 16;
 
 /// Runs the workload until the first error. Returns (commits that returned, flushed commits).
-fn workload(db: &Db<FaultFile>, relaxed: bool, per: u32) -> (u32, u32) {
+/// With `read_first`, every change first reads its key with `get_for_update` (as an UPDATE
+/// reads the row it rewrites) and checks what it read.
+fn workload(db: &Db<FaultFile>, relaxed: bool, per: u32, read_first: bool) -> (u32, u32) {
     let mut model = Map::new();
     let mut flushed = 0;
     for i in 1..=COMMITS {
+        let before = model.clone();
         let ops = change(i, &mut model, per);
         let r = (|| -> cairn_store::Result<()> {
             let mut tx = db.begin_write()?;
@@ -60,7 +63,17 @@ fn workload(db: &Db<FaultFile>, relaxed: bool, per: u32) -> (u32, u32) {
                 Ok(t) => t,
                 Err(_) => tx.create_tree("t", TreeKind::Table)?,
             };
+            let mut now = before.clone();
+            let mut read = Vec::new();
             for (k, v) in &ops {
+                if read_first {
+                    let found = tx.get_for_update(t, k, &mut read)?;
+                    assert_eq!(found.then_some(&read), now.get(k), "read for update");
+                    match v {
+                        Some(v) => now.insert(k.clone(), v.clone()),
+                        None => now.remove(k),
+                    };
+                }
                 match v {
                     Some(v) => {
                         tx.insert(t, k, v)?;
@@ -117,6 +130,15 @@ fn contents(bytes: Vec<u8>, o: &Options) -> Result<Map, String> {
 }
 
 fn crash_everywhere(durability: Durability, dirty_pages: usize, per: u32) -> usize {
+    crash_everywhere_with(durability, dirty_pages, per, false)
+}
+
+fn crash_everywhere_with(
+    durability: Durability,
+    dirty_pages: usize,
+    per: u32,
+    read_first: bool,
+) -> usize {
     let o = opts(durability, dirty_pages);
     let relaxed = durability == Durability::Relaxed;
     let states = states(per);
@@ -124,7 +146,7 @@ fn crash_everywhere(durability: Durability, dirty_pages: usize, per: u32) -> usi
     let f = FaultFile::new();
     let db = Db::create(f.clone(), o.clone()).unwrap();
     let base = f.ops();
-    assert_eq!(workload(&db, relaxed, per).0, COMMITS);
+    assert_eq!(workload(&db, relaxed, per, read_first).0, COMMITS);
     let total = f.ops() - base;
     assert!(
         total as u32 > 3 * COMMITS,
@@ -135,7 +157,7 @@ fn crash_everywhere(durability: Durability, dirty_pages: usize, per: u32) -> usi
         let f = FaultFile::new();
         let db = Db::create(f.clone(), o.clone()).unwrap();
         f.fail_at(f.ops() + n, true);
-        let (returned, flushed) = workload(&db, relaxed, per);
+        let (returned, flushed) = workload(&db, relaxed, per, read_first);
         assert!(returned < COMMITS || relaxed, "call {n} never failed");
         let in_flight = (returned + 1).min(COMMITS);
         let lowest = if relaxed { flushed } else { returned };
@@ -159,6 +181,14 @@ fn crash_everywhere(durability: Durability, dirty_pages: usize, per: u32) -> usi
         "{durability:?}, {per} changes a commit: {total} calls, {checked} crash images checked"
     );
     checked
+}
+
+#[test]
+fn reads_for_update_survive_a_crash_at_every_call() {
+    // Each write follows a read of its key through the write path (which copies the path to
+    // the key's leaf, found or not), and some removals miss.
+    assert!(crash_everywhere_with(Durability::Full, 8192, 10, true) > 0);
+    assert!(crash_everywhere_with(Durability::Full, 4, 10, true) > 0);
 }
 
 #[test]
@@ -236,7 +266,7 @@ fn erasing_free_pages_survives_a_crash_at_every_call() {
     let prepared = || {
         let f = FaultFile::new();
         let db = Db::create(f.clone(), o.clone()).unwrap();
-        assert_eq!(workload(&db, false, 12).0, COMMITS);
+        assert_eq!(workload(&db, false, 12, false).0, COMMITS);
         assert!(!db.free_pages().unwrap().is_empty());
         (f, db)
     };
