@@ -1829,13 +1829,19 @@ impl Writer<'_> {
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        let mut stored = self.store.put_new(t.tree, &pk, &rec)?;
+        let fresh = self.store.put_new(t.tree, &pk, &rec)?;
+        let mut stored = fresh;
         if stored && self.unique_conflicts(t, &row)? {
             self.store.delete(t.tree, &pk)?;
             stored = false;
         }
+        // A key that was there is the first conflict (`find_conflict` checks the key first),
+        // known without looking again.
+        let mut known = (!fresh).then(|| (None, pk.clone()));
         while let Some((constraint, other)) = if stored {
             None
+        } else if let Some(k) = known.take() {
+            Some(k)
         } else {
             self.find_conflict(t, &pk, &row, &[])?
         } {
@@ -2137,16 +2143,65 @@ impl Writer<'_> {
         }))
     }
 
-    /// UPDATE of a `keys_only` plan: each row is read where its write will land
-    /// (`Storage::get_for_update`), only the columns the SET expressions read are decoded, and
-    /// the new record is the old one with the set columns' bytes replaced. No index entry
-    /// changes (no indexed column is set) and no key changes, so no constraint but a column's
-    /// type and NOT NULL can fail.
+    /// The one range of primary keys a write's scan walks (the whole table, or a range of
+    /// keys: `WHERE id BETWEEN ? AND ?`), when its filters can be tested on each row without
+    /// reading the store (no subquery); `Some(None)` when no key can match. None for any
+    /// other scan.
+    fn scan_range(&self, p: &WritePlan, cache: &Cache) -> Result<Option<Option<Range>>> {
+        let c = &p.scan;
+        let [lvl] = c.levels.as_slice() else {
+            return Ok(None);
+        };
+        if !lvl.after.is_empty() || !c.const_filters.is_empty() {
+            return Ok(None);
+        }
+        let mut subquery = false;
+        for f in &lvl.filters {
+            crate::planner::walk(f, &mut |e| {
+                subquery |= matches!(e, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_));
+            });
+        }
+        if subquery {
+            return Ok(None);
+        }
+        match &lvl.access {
+            Access::Scan { .. } => Ok(Some(Some((Bound::Unbounded, Bound::Unbounded)))),
+            Access::Index {
+                index: None,
+                probes,
+                lower,
+                upper,
+                sub_probe: None,
+                ..
+            } => {
+                let frame = vec![Value::Null; c.frame_len];
+                let mut ranges = index_ranges(probes, lower, upper, &frame, &self.cx(cache))?;
+                if ranges.len() > 1 {
+                    return Ok(None);
+                }
+                Ok(Some(ranges.pop()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// UPDATE of a `keys_only` plan, each row rewritten where it is stored
+    /// ([`Storage::update_each`]): its new record is made from the old one in the leaf, only
+    /// the columns the SET expressions read are decoded, and `Record::rewrite_into` copies the
+    /// other columns' bytes. No index entry changes (no indexed column is set) and no key
+    /// changes, so no constraint but a column's type and NOT NULL can fail. The rows are
+    /// the keys a `WHERE id = ?` names, or one range of keys walked in one pass (the whole
+    /// table, `WHERE id BETWEEN ? AND ?`) with the filters tested on each row there, or else
+    /// the keys the scan collects. The expressions cannot read the store while it is being
+    /// written, and need not: neither the SET expressions (`keys_only`) nor the filters tested
+    /// in the walk (`scan_range`) have a subquery, so they get an empty store.
     fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
+        enum Rows {
+            Keys(Vec<u8>, Vec<usize>),
+            Range(Option<Range>),
+        }
         let cache = Cache::default();
-        let t = &p.table;
-        let width = t.columns.len();
-        let (keys, ends) = match self.point_targets(p, &cache)? {
+        let rows = match self.point_targets(p, &cache)? {
             Some(keys) => {
                 let mut ends = Vec::with_capacity(keys.len());
                 let mut flat = Vec::new();
@@ -2154,52 +2209,87 @@ impl Writer<'_> {
                     flat.extend_from_slice(&k);
                     ends.push(flat.len());
                 }
-                (flat, ends)
+                Rows::Keys(flat, ends)
             }
-            None => {
-                let targets = self.targets(p, false, &cache)?;
-                (targets.keys, targets.ends)
-            }
+            None => match self.scan_range(p, &cache)? {
+                Some(range) => Rows::Range(range),
+                None => {
+                    let targets = self.targets(p, false, &cache)?;
+                    Rows::Keys(targets.keys, targets.ends)
+                }
+            },
         };
+        let t = &p.table;
+        let lvl = &p.scan.levels[0];
+        let width = t.columns.len();
         // Where each column's new value is in `vals`: the last SET of it wins, as in SQLite.
         let mut value_of: Vec<Option<usize>> = vec![None; width];
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
-        let mut res = WriteResult::default();
-        let mut frame = vec![Value::Null; width];
+        let filters: &[PExpr] = match rows {
+            Rows::Range(_) => &lvl.filters,
+            Rows::Keys(..) => &[],
+        };
+        let none = crate::storage::Memory::default();
+        let cx = Cx {
+            store: &none,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache: &cache,
+        };
+        let mut frame = vec![Value::Null; p.scan.frame_len];
         let mut vals = Vec::with_capacity(p.set.len());
-        let (mut old, mut new) = (Vec::new(), Vec::new());
-        let mut start = 0;
-        'rows: for &end in &ends {
-            let pk = &keys[start..end];
-            start = end;
-            if !self.store.get_for_update(t.tree, pk, &mut old)? {
-                continue;
+        let mut changes = 0;
+        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<bool> {
+            let rec = Record::new(v)?;
+            if !filters.is_empty() {
+                rec.get_cols_into(&lvl.pre_cols, &mut frame)?;
+                if !all_true(filters, &frame, &cx)? {
+                    return Ok(false);
+                }
             }
-            let rec = Record::new(&old)?;
             rec.get_cols_into(&p.set_reads, &mut frame)?;
             vals.clear();
-            {
-                let cx = self.cx(&cache);
-                for (_, e) in &p.set {
-                    vals.push(eval(e, &frame, &cx)?.into_owned());
-                }
+            for (_, e) in &p.set {
+                vals.push(eval(e, &frame, &cx)?.into_owned());
             }
             // In column order, as a whole row is checked.
             for (c, j) in value_of.iter().enumerate() {
                 let Some(j) = *j else { continue };
                 match Self::check_column(t, c, &mut vals[j]) {
                     Ok(()) => {}
-                    Err(Error::ConstraintNotNull(_)) if p.or == Conflict::Ignore => continue 'rows,
+                    Err(Error::ConstraintNotNull(_)) if p.or == Conflict::Ignore => {
+                        return Ok(false)
+                    }
                     Err(e) => return Err(e),
                 }
             }
-            rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), &mut new)?;
-            self.store.put(t.tree, pk, &new)?;
-            res.changes += 1;
+            rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), out)?;
+            changes += 1;
+            // A row set to what it holds counts as changed (as in SQLite) but is not written.
+            Ok(out.as_slice() != v)
+        };
+        match rows {
+            Rows::Range(None) => {}
+            Rows::Range(Some((lo, hi))) => {
+                self.store
+                    .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
+            }
+            Rows::Keys(keys, ends) => {
+                let mut start = 0;
+                for end in ends {
+                    let k = Bound::Included(&keys[start..end]);
+                    start = end;
+                    self.store.update_each(t.tree, k, k, &mut f)?;
+                }
+            }
         }
-        Ok(res)
+        Ok(WriteResult {
+            changes,
+            ..WriteResult::default()
+        })
     }
 }
 

@@ -31,6 +31,10 @@ pub trait Cursor {
     fn value(&self) -> &[u8];
 }
 
+/// How [`Storage::update_each`] changes an entry: given its key and value, writes the new
+/// value into the buffer (empty on the call) and returns true, or returns false to leave it.
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<bool> + 'a;
+
 pub trait Storage {
     fn begin(&mut self) -> Result<()>;
     fn commit(&mut self) -> Result<()>;
@@ -85,21 +89,36 @@ pub trait Storage {
     }
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
-    /// Copies the value of `key` into `out`; returns whether there is one. For a write of the
-    /// same key that follows (an UPDATE reads the row it rewrites): a store that can should
-    /// find the key where that write will, so that the write need not look for it again.
-    /// Only inside a transaction.
-    fn get_for_update(&mut self, tree: TreeId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        match self.get(tree, key)? {
-            Some(v) => {
-                out.clear();
-                out.extend_from_slice(&v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Rewrites, in key order, the values of the entries of `tree` within the bounds that `f`
+    /// changes: `f(key, value, out)` writes the new value into `out` (empty on the call) and
+    /// returns true, or returns false to leave the entry as it is. `f` must not use the
+    /// storage: a store may run it in the middle of its write. Returns how many entries
+    /// changed. A store that can should write each change where it finds the entry, instead
+    /// of a look-up per entry (an UPDATE of a range of rows); this default scans, then puts.
+    fn update_each(
+        &mut self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        f: &mut Rewrite<'_>,
+    ) -> Result<u64> {
+        let mut changes = Vec::new();
+        {
+            let mut cur = self.scan(tree, lower, upper, false)?;
+            let mut out = Vec::new();
+            while cur.next()? {
+                out.clear();
+                if f(cur.key(), cur.value(), &mut out)? {
+                    changes.push((cur.key().to_vec(), out.clone()));
+                }
+            }
+        }
+        for (k, v) in &changes {
+            self.put(tree, k, v)?;
+        }
+        Ok(changes.len() as u64)
+    }
     /// Puts `key` only if it is absent; returns whether it did (false: the key was there, and
     /// nothing was written). A store that can should do it in one descent, not a `get` and a
     /// `put`: every INSERT checks its primary key this way.

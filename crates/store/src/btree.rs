@@ -275,10 +275,41 @@ fn write_overflow<P: Pages>(p: &mut P, v: &[u8]) -> Result<u32> {
     Ok(ids[0])
 }
 
-/// Looks `key` up; on a hit copies its value into `out`.
+/// The leaf the last write used, if the tree is the same and `key` falls in the leaf's range
+/// (`reuse_leaf` without the path).
+fn last_leaf_for<P: Pages>(p: &mut P, root: u32, key: &[u8]) -> Option<u32> {
+    let h = p.last_leaf()?;
+    let inside = h.root != 0
+        && h.root == root
+        && !(h.has_lo && key < h.lo.as_slice())
+        && !(h.has_hi && key >= h.hi.as_slice());
+    inside.then_some(h.leaf)
+}
+
+/// Looks `key` up; on a hit copies its value into `out`. In a write transaction, a key in the
+/// leaf the last write used is looked for there, without a descent (a statement reading the
+/// row it has just written, or is about to).
 pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
     if root == 0 {
         return Ok(false);
+    }
+    if let Some(leaf) = last_leaf_for(p, root, key) {
+        let Ok(i) = search_leaf(p, leaf, key)? else {
+            return Ok(false);
+        };
+        let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
+            LeafValue::Inline(v) => {
+                out.clear();
+                out.extend_from_slice(v);
+                None
+            }
+            LeafValue::Overflow(len, first) => Some((len, first)),
+        })?;
+        if let Some((len, first)) = overflow {
+            out.clear();
+            read_overflow(p, len, first, out)?;
+        }
+        return Ok(true);
     }
     enum Step {
         Child(u32),
@@ -613,37 +644,216 @@ pub(crate) fn remove_keeping<P: Pages>(
     fix_up(p, root, path, leaf, Fix::Check)
 }
 
-/// The value of `key` copied into `out`, read from the leaf a write of `key` would change:
-/// the path to it is copied now (once per transaction, as a write would) and remembered, so
-/// a write of the same key that follows (an UPDATE of the row just read) starts at the leaf
-/// and at the key's slot instead of descending and searching again. False when `key` is
-/// absent (the path is copied all the same).
-pub(crate) fn get_owned<P: Pages>(
+/// The first entry at or after `from` (`Included`), after it (`Excluded`) or of the tree
+/// (`Unbounded`): its leaf and slot, found without copying or holding any page (the leaf may
+/// be written while the caller walks it). None past the last entry.
+fn seek_slot<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Option<(u32, usize)>> {
+    match seek_in_leaf(p, root, from)? {
+        Seen::At(leaf, i) => Ok(Some((leaf, i))),
+        Seen::End => Ok(None),
+        // Past the leaf's last key: the next leaf starts at the separator after it, and holds
+        // a key at or after it (no leaf is empty).
+        Seen::Past(branch, idx) => {
+            let sep = p.with_page(branch, |pg| page::key(pg, idx).to_vec())?;
+            match seek_in_leaf(p, root, Bound::Included(&sep))? {
+                Seen::At(leaf, i) => Ok(Some((leaf, i))),
+                _ => Err(page::corrupt(branch, "an empty leaf inside a tree")),
+            }
+        }
+    }
+}
+
+/// Key `i` of `leaf`, into `out`.
+fn copy_key<P: Pages>(p: &mut P, leaf: u32, i: usize, out: &mut Vec<u8>) -> Result<()> {
+    p.with_page(leaf, |pg| {
+        out.clear();
+        out.extend_from_slice(page::key(pg, i));
+    })
+}
+
+/// Where a descent for `seek_slot` ended.
+enum Seen {
+    At(u32, usize),
+    /// Past the last key of the tree.
+    End,
+    /// Past the last key of its leaf: the branch and index of the separator after the leaf.
+    Past(u32, usize),
+}
+
+fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Seen> {
+    if root == 0 {
+        return Ok(Seen::End);
+    }
+    let mut next_sep = None;
+    let mut id = root;
+    for _ in 0..MAX_DEPTH {
+        let step = p.with_page(id, |pg| match page::kind(pg) {
+            KIND_BRANCH => {
+                let idx = match from {
+                    Bound::Included(k) | Bound::Excluded(k) => page::child_index(pg, k),
+                    Bound::Unbounded => 0,
+                };
+                Ok(Err((page::child(pg, idx), idx < page::count(pg), idx)))
+            }
+            KIND_LEAF => {
+                let i = match from {
+                    Bound::Included(k) => page::search(pg, k).unwrap_or_else(|i| i),
+                    Bound::Excluded(k) => match page::search(pg, k) {
+                        Ok(i) => i + 1,
+                        Err(i) => i,
+                    },
+                    Bound::Unbounded => 0,
+                };
+                Ok(Ok((i < page::count(pg)).then_some(i)))
+            }
+            k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+        })??;
+        match step {
+            Err((child, has_sep, idx)) => {
+                // The deepest separator to the right of the path bounds the leaf most tightly.
+                if has_sep {
+                    next_sep = Some((id, idx));
+                }
+                id = child;
+            }
+            Ok(Some(i)) => return Ok(Seen::At(id, i)),
+            Ok(None) => {
+                return Ok(match next_sep {
+                    Some((b, idx)) => Seen::Past(b, idx),
+                    None => Seen::End,
+                })
+            }
+        }
+    }
+    Err(too_deep(root))
+}
+
+/// Rewrites, in key order, the values of the entries within `lower..upper` that `f` changes:
+/// `f(key, value, out)` writes the new value into `out` and returns true, or returns false to
+/// leave the entry as it is. A leaf is copied only when an entry in it changes (an UPDATE
+/// that matches few rows copies few pages), and each change is written where the entry is:
+/// in place when the new value is no longer, with the general replacement otherwise.
+/// `undo(key, old value)` is called before each change, and `after_write` after it (where
+/// the caller may write out pages to keep memory bounded). `bufs` are buffers for the key,
+/// an overflow value and the new value, kept by the caller from call to call. Returns how
+/// many entries changed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn update_each<P: Pages>(
     p: &mut P,
     root: &mut u32,
-    key: &[u8],
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
     path: &mut Vec<(u32, usize)>,
-    out: &mut Vec<u8>,
-) -> Result<bool> {
-    if *root == 0 {
-        return Ok(false);
+    scratch: &mut Vec<u8>,
+    bufs: &mut [Vec<u8>; 3],
+    f: &mut crate::db::Rewrite<'_>,
+    mut undo: Option<&mut crate::db::Replaced<'_>>,
+    after_write: &mut dyn FnMut(&mut P) -> Result<()>,
+) -> Result<u64> {
+    /// What the look at one entry found.
+    enum Step {
+        /// Past `upper`.
+        Stop,
+        /// The value is in overflow pages: read it, then look again.
+        Overflow(usize, u32),
+        /// `f` has run: whether it changed the entry, the leaf's entry count, and for an
+        /// inline value its old length and the leaf's bytes in use.
+        Done(bool, usize, Option<(usize, usize)>),
     }
-    let leaf = owned_leaf(p, root, key, path)?;
-    let Ok(i) = search_leaf(p, leaf, key)? else {
-        return Ok(false);
-    };
-    out.clear();
-    let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
-        LeafValue::Inline(v) => {
-            out.extend_from_slice(v);
-            None
+    let [key, value, out] = bufs;
+    let mut have_value = false;
+    let mut changed = 0;
+    let quarter = page::capacity(p.page_size()) / 4;
+    let mut at = seek_slot(p, *root, lower)?;
+    while let Some((leaf, i)) = at {
+        // Nothing is held across the write: the entry is looked at, and `f` run, in one visit.
+        let step = p.with_page(leaf, |pg| -> Result<Step> {
+            let k = page::key(pg, i);
+            if !within(k, upper, true) {
+                return Ok(Step::Stop);
+            }
+            let (v, inline) = match page::leaf_value(pg, i) {
+                LeafValue::Inline(v) => (v, true),
+                LeafValue::Overflow(len, first) if !have_value => {
+                    return Ok(Step::Overflow(len, first))
+                }
+                LeafValue::Overflow(..) => (value.as_slice(), false),
+            };
+            out.clear();
+            let change = f(k, v, out)?;
+            if change {
+                if let Some(u) = undo.as_mut() {
+                    u(k, v);
+                }
+            }
+            let room = inline.then(|| (v.len(), page::used(pg)));
+            Ok(Step::Done(change, page::count(pg), room))
+        })??;
+        let (change, n, room) = match step {
+            Step::Stop => break,
+            Step::Overflow(len, first) => {
+                value.clear();
+                read_overflow(p, len, first, value)?;
+                have_value = true;
+                continue;
+            }
+            Step::Done(change, n, room) => (change, n, room),
+        };
+        have_value = false;
+        let mut next = (i + 1 < n).then_some((leaf, i + 1));
+        // The key is copied only when the walk needs it past a write or a leaf's end.
+        let mut have_key = false;
+        if change {
+            changed += 1;
+            // A leaf this transaction owns (its path is owned too: the parent was changed to
+            // point at it) takes the new value within its page when it has the room, unless
+            // a shorter value leaves it underfull (a rebalance needs the path).
+            let direct = match room {
+                Some((old, used)) => {
+                    (out.len() >= old || used - (old - out.len()) >= quarter)
+                        && p.is_owned(leaf)
+                        && page::rewrite_value(p.page_mut(leaf)?, i, out)
+                }
+                None => false,
+            };
+            if !direct {
+                copy_key(p, leaf, i, key)?;
+                have_key = true;
+                if let Some(h) = p.last_leaf() {
+                    h.slot = i;
+                }
+                insert_keeping(p, root, key, out, path, scratch, None)?;
+                // Pages moved, or the leaf was copied: go on from the leaf that now holds the
+                // key (the copy, when nothing else moved; found again otherwise).
+                next = None;
+                if let Some(h) = p.last_leaf() {
+                    if h.root != 0 && h.root == *root {
+                        let w = h.leaf;
+                        let (n, same) = p.with_page(w, |pg| {
+                            (
+                                page::count(pg),
+                                i < page::count(pg) && page::key(pg, i) == key.as_slice(),
+                            )
+                        })?;
+                        if same && i + 1 < n {
+                            next = Some((w, i + 1));
+                        }
+                    }
+                }
+            }
+            after_write(p)?;
         }
-        LeafValue::Overflow(len, first) => Some((len, first)),
-    })?;
-    if let Some((len, first)) = overflow {
-        read_overflow(p, len, first, out)?;
+        at = match next {
+            Some(x) => Some(x),
+            None => {
+                if !have_key {
+                    copy_key(p, leaf, i, key)?;
+                }
+                seek_slot(p, *root, Bound::Excluded(key))?
+            }
+        };
     }
-    Ok(true)
+    Ok(changed)
 }
 
 /// Removes cell `i` of `leaf` and frees its overflow chain; with `old`, appends the value it

@@ -21,8 +21,9 @@
 //!    `fix_up` carries splits (at the tree's right edge, the new node starts with the new cell
 //!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
 //!    when more than `Options::dirty_pages` are held. Inside the leaf, `search_leaf` tries the
-//!    slot the previous write there used first, so [`WriteTx::get_for_update`] (a read through
-//!    the same owned path) followed by a write of its key finds the key once.
+//!    slot the previous write there used first (and the one after it: writes in key order).
+//!    [`WriteTx::update_each`] instead walks a range and rewrites each value it changes where
+//!    it is (`btree::update_each`), copying only the leaves it changes.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself
 //!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
@@ -217,6 +218,9 @@ pub(crate) struct Shared<F> {
     poisoned: Option<String>,
     path: Vec<(u32, usize)>,
     scratch: Vec<u8>,
+    /// `btree::update_each`'s buffers, kept from call to call (an UPDATE by key makes one call
+    /// a row).
+    each: [Vec<u8>; 3],
     serial: u64,
     recovered: Option<String>,
     /// Entries in the commit list of the newest superblock.
@@ -510,6 +514,7 @@ impl<F: BlockFile> Shared<F> {
             poisoned: None,
             path: Vec::new(),
             scratch: Vec::new(),
+            each: Default::default(),
             serial: 0,
             recovered: None,
             last_list: 0,
@@ -1454,6 +1459,13 @@ impl<F: BlockFile> ReadTx<F> {
     }
 }
 
+/// How [`WriteTx::update_each`] changes an entry: given its key and value, writes the new
+/// value into the buffer (empty on the call) and returns true, or returns false to leave it.
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<bool> + 'a;
+
+/// Told the key and old value of each entry [`WriteTx::update_each`] is about to change.
+pub type Replaced<'a> = dyn FnMut(&[u8], &[u8]) + 'a;
+
 /// The one write transaction. Dropping it without `commit` rolls it back.
 pub struct WriteTx<F: BlockFile> {
     shared: Rc<RefCell<Shared<F>>>,
@@ -1646,25 +1658,58 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(self.get_into(t, key, &mut v)?.then_some(v))
     }
 
-    /// Copies the value of `key` into `out` for a write of the same key that follows: the
-    /// path to its leaf is copied into this transaction now, so the write starts at the leaf
-    /// (and at the key's slot) instead of descending again. Returns whether the key exists;
-    /// the path is copied either way.
-    pub fn get_for_update(&mut self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    /// Rewrites, in key order, the values of the entries of `t` within the bounds that `f`
+    /// changes: `f(key, value, out)` writes the new value into `out` (empty on the call) and
+    /// returns true, or returns false to leave the entry as it is. Leaves are copied only
+    /// where an entry changes, and each change is written where its entry is, without a
+    /// descent per entry. `undo(key, old value)` is called before each change, for a caller's
+    /// undo log (so it has every change even when an error follows). Returns how many
+    /// entries changed.
+    pub fn update_each(
+        &mut self,
+        t: Tree,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        f: &mut Rewrite<'_>,
+        undo: Option<&mut Replaced<'_>>,
+    ) -> Result<u64> {
         let mut guard = self.shared.borrow_mut();
         let sh = &mut *guard;
         let mut root = self.slot(sh, t)?.info.root;
         let mut path = std::mem::take(&mut sh.path);
-        let r = btree::get_owned(sh, &mut root, key, &mut path, out);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let limit = sh.opts.dirty_pages;
+        let mut spill = |sh: &mut Shared<F>| -> Result<()> {
+            let w = sh.w.as_ref().expect("invariant: write transaction open");
+            if w.dirty.len() > limit {
+                sh.write_dirty()?;
+            }
+            Ok(())
+        };
+        let mut bufs = std::mem::take(&mut sh.each);
+        let r = btree::update_each(
+            sh,
+            &mut root,
+            lower,
+            upper,
+            &mut path,
+            &mut scratch,
+            &mut bufs,
+            f,
+            undo,
+            &mut spill,
+        );
         sh.path = path;
+        sh.scratch = scratch;
+        sh.each = bufs;
+        // Even on error the root must be kept, and the tree counted as changed: entries may
+        // have changed and pages moved before the failure.
         let s = self.slot(sh, t)?;
-        if root != s.info.root {
+        if root != s.info.root || !matches!(r, Ok(0)) {
             s.info.root = root;
             s.changed = true;
         }
-        let found = r?;
-        sh.maybe_spill()?;
-        Ok(found)
+        r
     }
 
     /// Inserts or replaces; returns whether the key was there before.
