@@ -12,7 +12,7 @@ use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, Cx, HashR
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
-use crate::storage::Storage;
+use crate::storage::{Each, Storage};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, Record,
@@ -2097,6 +2097,9 @@ impl Writer<'_> {
                 }
                 return Ok(res);
             }
+            if let Some(range) = self.scan_range(p, &cache)? {
+                return self.delete_range(p, range, &cache);
+            }
         }
         let mut targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
@@ -2185,6 +2188,45 @@ impl Writer<'_> {
         }
     }
 
+    /// DELETE of a `keys_only` plan over one range of keys (`scan_range`), in one walk
+    /// ([`Storage::update_each`]): each row's filters are tested where it is stored, and the
+    /// row removed there, instead of a scan that collects keys and a removal per key. As for
+    /// `update_in_place`, the filters have no subquery, so they get an empty store.
+    fn delete_range(
+        &mut self,
+        p: &WritePlan,
+        range: Option<Range>,
+        cache: &Cache,
+    ) -> Result<WriteResult> {
+        let mut res = WriteResult::default();
+        let Some((lo, hi)) = range else {
+            return Ok(res);
+        };
+        let lvl = &p.scan.levels[0];
+        let none = crate::storage::Memory::default();
+        let cx = Cx {
+            store: &none,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache,
+        };
+        let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut f = |_: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
+            if !lvl.filters.is_empty() {
+                Record::new(v)?.get_cols_into(&lvl.pre_cols, &mut frame)?;
+                if !all_true(&lvl.filters, &frame, &cx)? {
+                    return Ok(Each::Keep);
+                }
+            }
+            Ok(Each::Remove)
+        };
+        res.changes =
+            self.store
+                .update_each(p.table.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
+        Ok(res)
+    }
+
     /// UPDATE of a `keys_only` plan, each row rewritten where it is stored
     /// ([`Storage::update_each`]): its new record is made from the old one in the leaf, only
     /// the columns the SET expressions read are decoded, and `Record::rewrite_into` copies the
@@ -2242,12 +2284,12 @@ impl Writer<'_> {
         let mut frame = vec![Value::Null; p.scan.frame_len];
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
-        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<bool> {
+        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
             let rec = Record::new(v)?;
             if !filters.is_empty() {
                 rec.get_cols_into(&lvl.pre_cols, &mut frame)?;
                 if !all_true(filters, &frame, &cx)? {
-                    return Ok(false);
+                    return Ok(Each::Keep);
                 }
             }
             rec.get_cols_into(&p.set_reads, &mut frame)?;
@@ -2261,7 +2303,7 @@ impl Writer<'_> {
                 match Self::check_column(t, c, &mut vals[j]) {
                     Ok(()) => {}
                     Err(Error::ConstraintNotNull(_)) if p.or == Conflict::Ignore => {
-                        return Ok(false)
+                        return Ok(Each::Keep)
                     }
                     Err(e) => return Err(e),
                 }
@@ -2269,7 +2311,11 @@ impl Writer<'_> {
             rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), out)?;
             changes += 1;
             // A row set to what it holds counts as changed (as in SQLite) but is not written.
-            Ok(out.as_slice() != v)
+            Ok(if out.as_slice() == v {
+                Each::Keep
+            } else {
+                Each::Write
+            })
         };
         match rows {
             Rows::Range(None) => {}

@@ -31,9 +31,11 @@ pub trait Cursor {
     fn value(&self) -> &[u8];
 }
 
-/// How [`Storage::update_each`] changes an entry: given its key and value, writes the new
-/// value into the buffer (empty on the call) and returns true, or returns false to leave it.
-pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<bool> + 'a;
+pub use cairn_store::Each;
+
+/// How [`Storage::update_each`] changes an entry: given its key and value, says what to do
+/// with it (for `Each::Write`, with the new value written into the buffer, empty on the call).
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<Each> + 'a;
 
 pub trait Storage {
     fn begin(&mut self) -> Result<()>;
@@ -90,12 +92,11 @@ pub trait Storage {
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
-    /// Rewrites, in key order, the values of the entries of `tree` within the bounds that `f`
-    /// changes: `f(key, value, out)` writes the new value into `out` (empty on the call) and
-    /// returns true, or returns false to leave the entry as it is. `f` must not use the
-    /// storage: a store may run it in the middle of its write. Returns how many entries
-    /// changed. A store that can should write each change where it finds the entry, instead
-    /// of a look-up per entry (an UPDATE of a range of rows); this default scans, then puts.
+    /// Rewrites or removes, in key order, the entries of `tree` within the bounds that `f`
+    /// picks ([`Each`]). `f` must not use the storage: a store may run it in the middle of its
+    /// write. Returns how many entries changed or went. A store that can should make each
+    /// change where it finds the entry, instead of a look-up per entry (an UPDATE or DELETE
+    /// of a range of rows); this default scans, then writes.
     fn update_each(
         &mut self,
         tree: TreeId,
@@ -109,13 +110,20 @@ pub trait Storage {
             let mut out = Vec::new();
             while cur.next()? {
                 out.clear();
-                if f(cur.key(), cur.value(), &mut out)? {
-                    changes.push((cur.key().to_vec(), out.clone()));
+                match f(cur.key(), cur.value(), &mut out)? {
+                    Each::Keep => {}
+                    Each::Write => changes.push((cur.key().to_vec(), Some(out.clone()))),
+                    Each::Remove => changes.push((cur.key().to_vec(), None)),
                 }
             }
         }
         for (k, v) in &changes {
-            self.put(tree, k, v)?;
+            match v {
+                Some(v) => self.put(tree, k, v)?,
+                None => {
+                    self.delete(tree, k)?;
+                }
+            }
         }
         Ok(changes.len() as u64)
     }

@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
+use crate::db::Each;
 use crate::error::{Error, Result};
 use crate::page::{self, LeafValue, HDR, KIND_BRANCH, KIND_LEAF, KIND_OVERFLOW, OVERFLOW_BIT};
 use crate::pager::Page;
@@ -728,15 +729,15 @@ fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Se
     Err(too_deep(root))
 }
 
-/// Rewrites, in key order, the values of the entries within `lower..upper` that `f` changes:
-/// `f(key, value, out)` writes the new value into `out` and returns true, or returns false to
-/// leave the entry as it is. A leaf is copied only when an entry in it changes (an UPDATE
+/// Rewrites or removes, in key order, the entries within `lower..upper` that `f` picks:
+/// `f(key, value, out)` returns `Each::Write` with the new value in `out`, `Each::Remove`, or
+/// `Each::Keep` to leave the entry as it is. A leaf is copied only when an entry in it changes (an UPDATE
 /// that matches few rows copies few pages), and each change is written where the entry is:
 /// in place when the new value is no longer, with the general replacement otherwise.
 /// `undo(key, old value)` is called before each change, and `after_write` after it (where
 /// the caller may write out pages to keep memory bounded). `bufs` are buffers for the key,
 /// an overflow value and the new value, kept by the caller from call to call. Returns how
-/// many entries changed.
+/// many entries changed or went; `removed` counts those that went, as they go.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn update_each<P: Pages>(
     p: &mut P,
@@ -749,67 +750,93 @@ pub(crate) fn update_each<P: Pages>(
     f: &mut crate::db::Rewrite<'_>,
     mut undo: Option<&mut crate::db::Replaced<'_>>,
     after_write: &mut dyn FnMut(&mut P) -> Result<()>,
+    removed: &mut u64,
 ) -> Result<u64> {
-    /// What the look at one entry found.
-    enum Step {
-        /// Past `upper`.
-        Stop,
-        /// The value is in overflow pages: read it, then look again.
-        Overflow(usize, u32),
-        /// `f` has run: whether it changed the entry, the leaf's entry count, and for an
-        /// inline value its old length and the leaf's bytes in use.
-        Done(bool, usize, Option<(usize, usize)>),
-    }
     let [key, value, out] = bufs;
     let mut have_value = false;
     let mut changed = 0;
     let quarter = page::capacity(p.page_size()) / 4;
     let mut at = seek_slot(p, *root, lower)?;
+    // The leaf being walked, held from entry to entry while nothing writes it (one look-up a
+    // leaf, not one an entry), and let go before any write (a held page would be copied).
+    let mut held: Option<(u32, Page)> = None;
     while let Some((leaf, i)) = at {
-        // Nothing is held across the write: the entry is looked at, and `f` run, in one visit.
-        let step = p.with_page(leaf, |pg| -> Result<Step> {
+        if held.as_ref().is_none_or(|(id, _)| *id != leaf) {
+            held = Some((leaf, p.read(leaf)?));
+        }
+        // What `f` asks for, the leaf's entry count, and for an inline value its old length,
+        // the leaf's bytes in use and the key's length.
+        let (action, n, room) = {
+            let pg: &[u8] = &held.as_ref().expect("invariant: just set").1;
             let k = page::key(pg, i);
             if !within(k, upper, true) {
-                return Ok(Step::Stop);
+                break;
             }
             let (v, inline) = match page::leaf_value(pg, i) {
                 LeafValue::Inline(v) => (v, true),
                 LeafValue::Overflow(len, first) if !have_value => {
-                    return Ok(Step::Overflow(len, first))
+                    value.clear();
+                    read_overflow(p, len, first, value)?;
+                    have_value = true;
+                    continue;
                 }
                 LeafValue::Overflow(..) => (value.as_slice(), false),
             };
             out.clear();
-            let change = f(k, v, out)?;
-            if change {
+            let action = f(k, v, out)?;
+            if action != Each::Keep {
                 if let Some(u) = undo.as_mut() {
                     u(k, v);
                 }
             }
-            let room = inline.then(|| (v.len(), page::used(pg)));
-            Ok(Step::Done(change, page::count(pg), room))
-        })??;
-        let (change, n, room) = match step {
-            Step::Stop => break,
-            Step::Overflow(len, first) => {
-                value.clear();
-                read_overflow(p, len, first, value)?;
-                have_value = true;
-                continue;
-            }
-            Step::Done(change, n, room) => (change, n, room),
+            let room = inline.then(|| (v.len(), page::used(pg), k.len()));
+            (action, page::count(pg), room)
         };
         have_value = false;
+        if action != Each::Keep {
+            held = None;
+        }
         let mut next = (i + 1 < n).then_some((leaf, i + 1));
         // The key is copied only when the walk needs it past a write or a leaf's end.
         let mut have_key = false;
-        if change {
+        if action == Each::Remove {
+            changed += 1;
+            // As for a write: in an owned leaf that keeps another entry and is not left
+            // underfull, the cell goes where it is and the next entry moves into its slot.
+            let direct = n > 1
+                && room.is_some_and(|(old, used, klen)| {
+                    used - (page::CELL_HDR + klen + old + 2) >= quarter
+                })
+                && p.is_owned(leaf);
+            if direct {
+                if i + 1 == n {
+                    copy_key(p, leaf, i, key)?;
+                    have_key = true;
+                }
+                page::remove(p.page_mut(leaf)?, i);
+                next = (i + 1 < n).then_some((leaf, i));
+            } else {
+                copy_key(p, leaf, i, key)?;
+                have_key = true;
+                let mut gone = false;
+                remove_keeping(p, root, key, path, None, &mut gone)?;
+                if !gone {
+                    return Err(page::corrupt(
+                        leaf,
+                        "an entry vanished while it was removed",
+                    ));
+                }
+                next = None;
+            }
+            *removed += 1;
+            after_write(p)?;
+        } else if action == Each::Write {
             changed += 1;
             // A leaf this transaction owns (its path is owned too: the parent was changed to
             // point at it) takes the new value within its page when it has the room, unless
             // a shorter value leaves it underfull (a rebalance needs the path).
             let direct = match room {
-                Some((old, used)) => {
+                Some((old, used, _)) => {
                     (out.len() >= old || used - (old - out.len()) >= quarter)
                         && p.is_owned(leaf)
                         && page::rewrite_value(p.page_mut(leaf)?, i, out)

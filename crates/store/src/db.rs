@@ -1459,9 +1459,20 @@ impl<F: BlockFile> ReadTx<F> {
     }
 }
 
-/// How [`WriteTx::update_each`] changes an entry: given its key and value, writes the new
-/// value into the buffer (empty on the call) and returns true, or returns false to leave it.
-pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<bool> + 'a;
+/// What [`WriteTx::update_each`] does with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Each {
+    /// Leave it.
+    Keep,
+    /// Give it the value written into the buffer.
+    Write,
+    /// Remove it.
+    Remove,
+}
+
+/// How [`WriteTx::update_each`] changes an entry: given its key and value, says what to do
+/// with it (for `Each::Write`, with the new value written into the buffer, empty on the call).
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<Each> + 'a;
 
 /// Told the key and old value of each entry [`WriteTx::update_each`] is about to change.
 pub type Replaced<'a> = dyn FnMut(&[u8], &[u8]) + 'a;
@@ -1658,13 +1669,11 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(self.get_into(t, key, &mut v)?.then_some(v))
     }
 
-    /// Rewrites, in key order, the values of the entries of `t` within the bounds that `f`
-    /// changes: `f(key, value, out)` writes the new value into `out` (empty on the call) and
-    /// returns true, or returns false to leave the entry as it is. Leaves are copied only
-    /// where an entry changes, and each change is written where its entry is, without a
-    /// descent per entry. `undo(key, old value)` is called before each change, for a caller's
-    /// undo log (so it has every change even when an error follows). Returns how many
-    /// entries changed.
+    /// Rewrites or removes, in key order, the entries of `t` within the bounds that `f` picks
+    /// (see [`Each`]). Leaves are copied only where an entry changes, and each change is made
+    /// where its entry is, without a descent per entry. `undo(key, old value)` is called before
+    /// each change, for a caller's undo log (so it has every change even when an error
+    /// follows). Returns how many entries changed or went.
     pub fn update_each(
         &mut self,
         t: Tree,
@@ -1687,6 +1696,7 @@ impl<F: BlockFile> WriteTx<F> {
             Ok(())
         };
         let mut bufs = std::mem::take(&mut sh.each);
+        let mut removed = 0;
         let r = btree::update_each(
             sh,
             &mut root,
@@ -1698,6 +1708,7 @@ impl<F: BlockFile> WriteTx<F> {
             f,
             undo,
             &mut spill,
+            &mut removed,
         );
         sh.path = path;
         sh.scratch = scratch;
@@ -1709,6 +1720,7 @@ impl<F: BlockFile> WriteTx<F> {
             s.info.root = root;
             s.changed = true;
         }
+        s.info.len -= removed;
         r
     }
 

@@ -87,8 +87,8 @@ pub mod value;
 pub use btree::Seek;
 pub use check::{IndexHook, Problem, Report};
 pub use db::{
-    CommitInfo, Cursor, Db, Durability, Options, Range, ReadTx, Replaced, Rewrite, Tree, TreeInfo,
-    TreeKind, WriteTx, FORMAT_VERSION,
+    CommitInfo, Cursor, Db, Durability, Each, Options, Range, ReadTx, Replaced, Rewrite, Tree,
+    TreeInfo, TreeKind, WriteTx, FORMAT_VERSION,
 };
 pub use error::{Error, Result};
 pub use file::{BlockFile, MemoryFile};

@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use cairn_store::{Db, Durability, Error, MemoryFile, Options, Seek, TreeKind};
+use cairn_store::{Db, Durability, Each, Error, MemoryFile, Options, Seek, TreeKind};
 
 fn small() -> Options {
     Options {
@@ -763,7 +763,8 @@ fn the_free_tree_stays_whole_through_small_and_large_commits() {
 }
 
 /// `update_each` over ranges with every kind of bound, changing some values (shorter, longer,
-/// into overflow pages) and not others, against a model; the tree must pass `check` and hold
+/// into overflow pages), removing some entries (runs of them too) and leaving others, against
+/// a model; the tree must pass `check` and hold
 /// the model after commit and reopen. A range whose rows change nothing copies no page.
 #[test]
 fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
@@ -794,12 +795,15 @@ fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
     for round in 0..10u32 {
         let (lo, hi) = (round * 277 % 2500, round * 277 % 2500 + 400);
         let (lb, ub) = bounds(lo, hi, round % 5);
-        let new = |key: &[u8], v: &[u8]| -> Option<Vec<u8>> {
+        // None: keep; Some(None): remove; Some(Some(v)): write v.
+        let new = |key: &[u8], v: &[u8]| -> Option<Option<Vec<u8>>> {
             let h = key.iter().map(|&b| b as u32).sum::<u32>() + round;
             match h % 5 {
-                0 => Some(v[..v.len().min(3)].to_vec()),
-                1 => Some(v.repeat(3)),
-                2 if round % 4 == 0 => Some(vec![round as u8; 300]),
+                _ if round % 3 == 2 && h % 7 < 5 => Some(None),
+                0 => Some(Some(v[..v.len().min(3)].to_vec())),
+                1 => Some(Some(v.repeat(3))),
+                2 if round % 4 == 0 => Some(Some(vec![round as u8; 300])),
+                3 => Some(None),
                 _ => None,
             }
         };
@@ -815,7 +819,14 @@ fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
         let mut f = |key: &[u8], v: &[u8], out: &mut Vec<u8>| {
             seen.push(key.to_vec());
             assert_eq!(Some(&v.to_vec()), model.get(key), "the value f is given");
-            Ok(new(key, v).map(|n| out.extend_from_slice(&n)).is_some())
+            Ok(match new(key, v) {
+                Some(Some(n)) => {
+                    out.extend_from_slice(&n);
+                    Each::Write
+                }
+                Some(None) => Each::Remove,
+                None => Each::Keep,
+            })
         };
         let n = tx
             .update_each(t, as_ref(&lb), as_ref(&ub), &mut f, None)
@@ -829,11 +840,18 @@ fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
             "round {round}: entries visited, in order"
         );
         assert_eq!(n, want, "round {round}");
+        let mut gone = Vec::new();
         for (key, v) in model.range_mut::<Vec<u8>, _>((lb, ub)) {
-            if let Some(x) = new(key, v) {
-                *v = x;
+            match new(key, v) {
+                Some(Some(x)) => *v = x,
+                Some(None) => gone.push(key.clone()),
+                None => {}
             }
         }
+        for key in gone {
+            model.remove(&key);
+        }
+        assert_eq!(tx.len(t).unwrap(), model.len() as u64, "round {round}");
         tx.commit().unwrap();
         let rep = db.check().unwrap();
         assert!(rep.is_ok(), "round {round}: {rep}");
@@ -842,7 +860,7 @@ fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
     let pages = db.page_count();
     let mut tx = db.begin_write().unwrap();
     let t = tx.open_tree("t").unwrap();
-    let mut none = |_: &[u8], _: &[u8], _: &mut Vec<u8>| Ok(false);
+    let mut none = |_: &[u8], _: &[u8], _: &mut Vec<u8>| Ok(Each::Keep);
     let n = tx
         .update_each(t, Bound::Unbounded, Bound::Unbounded, &mut none, None)
         .unwrap();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use cairn_store::fault::{CrashMode, FaultFile};
-use cairn_store::{Db, Durability, MemoryFile, Options, TreeKind};
+use cairn_store::{Db, Durability, Each, MemoryFile, Options, TreeKind};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -25,19 +25,20 @@ fn opts(durability: Durability, dirty_pages: usize) -> Options {
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     Plain,
-    /// After its changes, each commit rewrites a third of all values (`rewrite`) with one
-    /// `update_each` over the whole tree.
+    /// After its changes, each commit rewrites a third of all values and removes some
+    /// entries (`rewrite`) with one `update_each` over the whole tree.
     Rewrite,
 }
 
-/// The new value `update_each` gives entry `k` in commit `i` (Mode::Rewrite): shorter, longer,
-/// into or out of overflow pages, or left alone.
-fn rewrite(i: u32, k: &[u8], v: &[u8]) -> Option<Vec<u8>> {
+/// What `update_each` does with entry `k` in commit `i` (Mode::Rewrite): a new value
+/// (shorter, longer, into or out of overflow pages), removal (`Some(None)`), or nothing.
+fn rewrite(i: u32, k: &[u8], v: &[u8]) -> Option<Option<Vec<u8>>> {
     let h = k.iter().map(|&b| b as u32).sum::<u32>() + i;
     match h % 6 {
-        0 => Some(v[..v.len() / 2].to_vec()),
-        1 => Some(v.repeat(2 + (i % 3) as usize)),
-        2 => Some(format!("r{i}").into_bytes()),
+        0 => Some(Some(v[..v.len() / 2].to_vec())),
+        1 => Some(Some(v.repeat(2 + (i % 3) as usize))),
+        2 => Some(Some(format!("r{i}").into_bytes())),
+        3 if i.is_multiple_of(2) => Some(None),
         _ => None,
     }
 }
@@ -46,10 +47,16 @@ fn rewrite(i: u32, k: &[u8], v: &[u8]) -> Option<Vec<u8>> {
 fn change(i: u32, m: &mut Map, per: u32, mode: Mode) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
     let ops = change_ops(i, m, per);
     if mode == Mode::Rewrite {
+        let mut gone = Vec::new();
         for (k, v) in m.iter_mut() {
-            if let Some(n) = rewrite(i, k, v) {
-                *v = n;
+            match rewrite(i, k, v) {
+                Some(Some(n)) => *v = n,
+                Some(None) => gone.push(k.clone()),
+                None => {}
             }
+        }
+        for k in gone {
+            m.remove(&k);
         }
     }
     ops
@@ -105,9 +112,14 @@ fn workload(db: &Db<FaultFile>, relaxed: bool, per: u32, mode: Mode) -> (u32, u3
             }
             if mode == Mode::Rewrite {
                 let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| {
-                    Ok(rewrite(i, k, v)
-                        .map(|n| out.extend_from_slice(&n))
-                        .is_some())
+                    Ok(match rewrite(i, k, v) {
+                        Some(Some(n)) => {
+                            out.extend_from_slice(&n);
+                            Each::Write
+                        }
+                        Some(None) => Each::Remove,
+                        None => Each::Keep,
+                    })
                 };
                 tx.update_each(t, Bound::Unbounded, Bound::Unbounded, &mut f, None)?;
             }
@@ -214,7 +226,8 @@ fn crash_everywhere_with(
 #[test]
 fn values_rewritten_where_they_are_survive_a_crash_at_every_call() {
     // update_each over the whole tree: values shrink in place, grow (splitting leaves), move
-    // into and out of overflow pages, and leaves go underfull; with pages spilled mid-walk too.
+    // into and out of overflow pages, entries go, and leaves go underfull; with pages spilled
+    // mid-walk too.
     assert!(crash_everywhere_with(Durability::Full, 8192, 10, Mode::Rewrite) > 0);
     assert!(crash_everywhere_with(Durability::Full, 4, 10, Mode::Rewrite) > 0);
 }
