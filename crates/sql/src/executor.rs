@@ -1854,6 +1854,14 @@ impl Writer<'_> {
                     let Some((sets, w)) = &u.set else {
                         return Ok(());
                     };
+                    if checks.is_empty() && p.returning.is_empty() {
+                        if let Some(changed) =
+                            self.upsert_in_place(t, &other, &row, sets, w.as_ref(), cache)?
+                        {
+                            res.changes += u64::from(changed);
+                            return Ok(());
+                        }
+                    }
                     let old = self.load_row(t, &other)?;
                     let mut frame = old.clone();
                     frame.extend(row.iter().cloned());
@@ -1914,6 +1922,87 @@ impl Writer<'_> {
             return Ok(());
         }
         self.returning(&p.returning, &row, cache, res)
+    }
+
+    /// DO UPDATE of the row at `other` where it is stored, as `update_in_place` rewrites a
+    /// row, when the same holds: no key or indexed column is set, nothing reads the whole row
+    /// (CHECK, RETURNING, replication; the caller checks the first two) and no expression has
+    /// a subquery. The frame is the existing row (only the columns the expressions read) and
+    /// then the excluded `row`. Some(whether the row was updated); None when this does not
+    /// apply.
+    fn upsert_in_place(
+        &mut self,
+        t: &Table,
+        other: &[u8],
+        row: &[Value],
+        sets: &[(usize, PExpr)],
+        w: Option<&PExpr>,
+        cache: &Cache,
+    ) -> Result<Option<bool>> {
+        let width = t.columns.len();
+        let key = t.key_columns();
+        let settable = t.replicated.is_none()
+            && sets.iter().all(|(c, _)| {
+                !key.contains(c) && !t.indexes.iter().any(|ix| ix.columns.contains(c))
+            });
+        if !settable {
+            return Ok(None);
+        }
+        let (mut subquery, mut reads) = (false, Vec::new());
+        for e in sets.iter().map(|(_, e)| e).chain(w) {
+            crate::planner::walk(e, &mut |x| match x {
+                PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => subquery = true,
+                PExpr::Col(c) if *c < width => reads.push(*c),
+                _ => {}
+            });
+        }
+        if subquery {
+            return Ok(None);
+        }
+        reads.sort_unstable();
+        reads.dedup();
+        let mut frame = vec![Value::Null; width];
+        frame.extend_from_slice(row);
+        let none = crate::storage::Memory::default();
+        let cx = Cx {
+            store: &none,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache,
+        };
+        // Where each column's new value is in `vals`: the last SET of it wins.
+        let value_of = |c: usize| sets.iter().rposition(|(s, _)| *s == c);
+        let mut vals = Vec::with_capacity(sets.len());
+        let mut updated = false;
+        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            let rec = Record::new(v)?;
+            rec.get_cols_into(&reads, &mut frame[..width])?;
+            if let Some(w) = w {
+                if eval_bool(w, &frame, &cx)? != Some(true) {
+                    return Ok(Each::Keep);
+                }
+            }
+            for (_, e) in sets {
+                vals.push(eval(e, &frame, &cx)?.into_owned());
+            }
+            // In column order, as a whole row is checked.
+            for c in 0..width {
+                if let Some(j) = value_of(c) {
+                    Self::check_column(t, c, &mut vals[j])?;
+                }
+            }
+            rec.rewrite_into(width, |c| value_of(c).map(|j| &vals[j]), out)?;
+            updated = true;
+            Ok(if out.as_slice() == v {
+                Each::Keep
+            } else {
+                Each::Write
+            })
+        };
+        let k = Bound::Included(other);
+        self.store.update_each(t.tree, k, k, &mut f)?;
+        Ok(Some(updated))
     }
 
     fn returning(
