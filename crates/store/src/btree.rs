@@ -649,6 +649,23 @@ pub(crate) fn remove_keeping<P: Pages>(
 /// (`Unbounded`): its leaf and slot, found without copying or holding any page (the leaf may
 /// be written while the caller walks it). None past the last entry.
 fn seek_slot<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Option<(u32, usize)>> {
+    // A key in the range of the leaf the last write used is looked for there first (an upsert
+    // rewriting the row its insert just found, the next row of a range).
+    if let Bound::Included(k) | Bound::Excluded(k) = from {
+        if let Some(leaf) = last_leaf_for(p, root, k) {
+            let excluded = matches!(from, Bound::Excluded(_));
+            let at = p.with_page(leaf, |pg| {
+                let i = match page::search(pg, k) {
+                    Ok(i) if excluded => i + 1,
+                    Ok(i) | Err(i) => i,
+                };
+                (i < page::count(pg)).then_some(i)
+            })?;
+            if let Some(i) = at {
+                return Ok(Some((leaf, i)));
+            }
+        }
+    }
     match seek_in_leaf(p, root, from)? {
         Seen::At(leaf, i) => Ok(Some((leaf, i))),
         Seen::End => Ok(None),
