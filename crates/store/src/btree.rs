@@ -61,9 +61,10 @@ pub(crate) struct LastLeaf {
     hi: Vec<u8>,
     has_lo: bool,
     has_hi: bool,
-    /// The slot the last write used in the leaf: where the next look-up there tries first
-    /// (a read-then-write of one row, or the next row of a range, is at it or just after it).
-    /// Only a guess, checked against the key, so no change to the leaf needs to keep it right.
+    /// The slot the last removal or get found in the leaf (`search_leaf`): where the next one
+    /// there tries first (a get then a write of one row, or the next row of a range, is at it
+    /// or just after it). Only a guess, checked against the key, so no change to the leaf
+    /// needs to keep it right.
     slot: usize,
 }
 
@@ -139,8 +140,10 @@ fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)
     Ok(())
 }
 
-/// `page::search` in the owned leaf a write landed in, trying the slot the previous write
-/// there used (and the one after it) before a binary search; remembers the slot found.
+/// `page::search` in the owned leaf the last write landed in, for a removal or a get, trying
+/// the slot the previous one found there (and the one after it: removals in key order) before
+/// a binary search; remembers the slot found. (An insert searches directly: its key is most
+/// often new, where the guess only costs.)
 fn search_leaf<P: Pages>(
     p: &mut P,
     leaf: u32,
@@ -559,9 +562,8 @@ fn insert_inner<P: Pages>(
         *root = id;
     }
     let leaf = owned_leaf(p, root, key, path)?;
-    let found = search_leaf(p, leaf, key)?;
     let pg = p.page_mut(leaf)?;
-    let (existed, at) = match found {
+    let (existed, at) = match page::search(pg, key) {
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
@@ -863,9 +865,6 @@ pub(crate) fn update_each<P: Pages>(
             if !direct {
                 copy_key(p, leaf, i, key)?;
                 have_key = true;
-                if let Some(h) = p.last_leaf() {
-                    h.slot = i;
-                }
                 insert_keeping(p, root, key, out, path, scratch, None)?;
                 // Pages moved, or the leaf was copied: go on from the leaf that now holds the
                 // key (the copy, when nothing else moved; found again otherwise).
