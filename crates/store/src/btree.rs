@@ -9,7 +9,6 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use crate::db::Each;
 use crate::error::{Error, Result};
 use crate::page::{self, LeafValue, HDR, KIND_BRANCH, KIND_LEAF, KIND_OVERFLOW, OVERFLOW_BIT};
 use crate::pager::Page;
@@ -750,9 +749,10 @@ fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Se
 
 /// Rewrites or removes, in key order, the entries within `lower..upper` that `f` picks:
 /// `f(key, value, out)` returns `Each::Write` with the new value in `out`, `Each::Remove`, or
-/// `Each::Keep` to leave the entry as it is. A leaf is copied only when an entry in it changes (an UPDATE
-/// that matches few rows copies few pages), and each change is written where the entry is:
-/// in place when the new value is no longer, with the general replacement otherwise.
+/// `Each::Keep` to leave the entry as it is. A leaf is copied only when an entry in it
+/// changes (an UPDATE that matches few rows copies few pages), and each change is made where
+/// the entry is: within its page when the leaf is owned and has the room, through the general
+/// replacement or removal otherwise.
 /// `undo(key, old value)` is called before each change, and `after_write` after it (where
 /// the caller may write out pages to keep memory bounded). `bufs` are buffers for the key,
 /// an overflow value and the new value, kept by the caller from call to call. Returns how
@@ -766,8 +766,8 @@ pub(crate) fn update_each<P: Pages>(
     path: &mut Vec<(u32, usize)>,
     scratch: &mut Vec<u8>,
     bufs: &mut [Vec<u8>; 3],
-    f: &mut crate::db::Rewrite<'_>,
-    mut undo: Option<&mut crate::db::Replaced<'_>>,
+    f: &mut Rewrite<'_>,
+    mut undo: Option<&mut Replaced<'_>>,
     after_write: &mut dyn FnMut(&mut P) -> Result<()>,
     removed: &mut u64,
 ) -> Result<u64> {
@@ -1197,6 +1197,24 @@ where
     }
     Ok((level[0].1, n))
 }
+
+/// What [`crate::WriteTx::update_each`] does with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Each {
+    /// Leave it.
+    Keep,
+    /// Give it the value written into the buffer.
+    Write,
+    /// Remove it.
+    Remove,
+}
+
+/// How [`crate::WriteTx::update_each`] changes an entry: given its key and value, says what to do
+/// with it (for `Each::Write`, with the new value written into the buffer, empty on the call).
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<Each> + 'a;
+
+/// Told the key and old value of each entry [`crate::WriteTx::update_each`] is about to change.
+pub type Replaced<'a> = dyn FnMut(&[u8], &[u8]) + 'a;
 
 /// Which way a seek lands when the key itself is absent (or present and excluded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

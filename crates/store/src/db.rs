@@ -37,7 +37,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::rc::Rc;
 
-use crate::btree::{self, Pages, Seek, Stack};
+use crate::btree::{self, Pages, Replaced, Rewrite, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
 use crate::hash::xxh64;
@@ -1458,24 +1458,6 @@ impl<F: BlockFile> ReadTx<F> {
         Ok(Range::new(self.cursor(t)?, lower, upper, reverse))
     }
 }
-
-/// What [`WriteTx::update_each`] does with an entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Each {
-    /// Leave it.
-    Keep,
-    /// Give it the value written into the buffer.
-    Write,
-    /// Remove it.
-    Remove,
-}
-
-/// How [`WriteTx::update_each`] changes an entry: given its key and value, says what to do
-/// with it (for `Each::Write`, with the new value written into the buffer, empty on the call).
-pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<Each> + 'a;
-
-/// Told the key and old value of each entry [`WriteTx::update_each`] is about to change.
-pub type Replaced<'a> = dyn FnMut(&[u8], &[u8]) + 'a;
 
 /// The one write transaction. Dropping it without `commit` rolls it back.
 pub struct WriteTx<F: BlockFile> {

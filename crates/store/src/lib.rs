@@ -84,11 +84,11 @@ mod pager;
 pub mod sort;
 pub mod value;
 
-pub use btree::Seek;
+pub use btree::{Each, Replaced, Rewrite, Seek};
 pub use check::{IndexHook, Problem, Report};
 pub use db::{
-    CommitInfo, Cursor, Db, Durability, Each, Options, Range, ReadTx, Replaced, Rewrite, Tree,
-    TreeInfo, TreeKind, WriteTx, FORMAT_VERSION,
+    CommitInfo, Cursor, Db, Durability, Options, Range, ReadTx, Tree, TreeInfo, TreeKind, WriteTx,
+    FORMAT_VERSION,
 };
 pub use error::{Error, Result};
 pub use file::{BlockFile, MemoryFile};
