@@ -2179,7 +2179,7 @@ impl Writer<'_> {
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
         if p.keys_only && !rows {
-            if let Some(keys) = self.point_targets(p, &cache)? {
+            if let Some(keys) = self.point_targets(p, &mut Vec::new(), &cache)? {
                 let mut res = WriteResult::default();
                 for k in keys {
                     if self.store.delete(t.tree, &k)? {
@@ -2207,7 +2207,13 @@ impl Writer<'_> {
     /// other condition), for a write that needs only keys: it goes to each key directly, and
     /// a key without a row is skipped there, instead of a look-up first. None for any other
     /// scan.
-    fn point_targets(&self, p: &WritePlan, cache: &Cache) -> Result<Option<Vec<Vec<u8>>>> {
+    /// `frame` is scratch for evaluating the keys (the caller's row frame, reused).
+    fn point_targets(
+        &self,
+        p: &WritePlan,
+        frame: &mut Vec<Value>,
+        cache: &Cache,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
         let c = &p.scan;
         let [lvl] = c.levels.as_slice() else {
             return Ok(None);
@@ -2227,8 +2233,9 @@ impl Writer<'_> {
         if !lvl.filters.is_empty() || !lvl.after.is_empty() || !c.const_filters.is_empty() {
             return Ok(None);
         }
-        let frame = vec![Value::Null; c.frame_len];
-        let keys = point_keys(&p.table, probes, &frame, &self.cx(cache))?;
+        frame.clear();
+        frame.resize(c.frame_len, Value::Null);
+        let keys = point_keys(&p.table, probes, frame, &self.cx(cache))?;
         Ok(keys.map(|mut k| {
             if *reverse {
                 k.reverse();
@@ -2330,20 +2337,16 @@ impl Writer<'_> {
     /// in the walk (`scan_range`) have a subquery, so they get an empty store.
     fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
         enum Rows {
+            /// Keys named outright.
+            Points(Vec<Vec<u8>>),
+            /// Keys a scan collected, end to end, and where each ends.
             Keys(Vec<u8>, Vec<usize>),
             Range(Option<Range>),
         }
         let cache = Cache::default();
-        let rows = match self.point_targets(p, &cache)? {
-            Some(keys) => {
-                let mut ends = Vec::with_capacity(keys.len());
-                let mut flat = Vec::new();
-                for k in keys {
-                    flat.extend_from_slice(&k);
-                    ends.push(flat.len());
-                }
-                Rows::Keys(flat, ends)
-            }
+        let mut frame = Vec::new();
+        let rows = match self.point_targets(p, &mut frame, &cache)? {
+            Some(keys) => Rows::Points(keys),
             None => match self.scan_range(p, &cache)? {
                 Some(range) => Rows::Range(range),
                 None => {
@@ -2362,7 +2365,7 @@ impl Writer<'_> {
         }
         let filters: &[PExpr] = match rows {
             Rows::Range(_) => &lvl.filters,
-            Rows::Keys(..) => &[],
+            Rows::Points(_) | Rows::Keys(..) => &[],
         };
         let none = crate::storage::Memory::default();
         let cx = Cx {
@@ -2372,7 +2375,8 @@ impl Writer<'_> {
             rng: self.rng,
             cache: &cache,
         };
-        let mut frame = vec![Value::Null; p.scan.frame_len];
+        frame.clear();
+        frame.resize(p.scan.frame_len, Value::Null);
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
         let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
@@ -2413,6 +2417,12 @@ impl Writer<'_> {
             Rows::Range(Some((lo, hi))) => {
                 self.store
                     .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
+            }
+            Rows::Points(keys) => {
+                for k in &keys {
+                    let k = Bound::Included(k.as_slice());
+                    self.store.update_each(t.tree, k, k, &mut f)?;
+                }
             }
             Rows::Keys(keys, ends) => {
                 let mut start = 0;
