@@ -456,6 +456,10 @@ impl<'a> Record<'a> {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         out.clear();
+        if n == self.columns && self.rewrite_same_shape(&new, out)? {
+            return Ok(());
+        }
+        out.clear();
         out.reserve(self.buf.len() + 16);
         put_varint(out, n as u64);
         let mut hpos = self.header;
@@ -488,6 +492,46 @@ impl<'a> Record<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `rewrite_into` when every replaced column keeps its serial type (a number of the same
+    /// width, text of the same length: most UPDATEs of a number): the record is this one with
+    /// those columns' bodies overwritten, the header and the other bodies copied in one piece.
+    /// False, with `out` to be cleared, when a type changes.
+    fn rewrite_same_shape<'v>(
+        &self,
+        new: &impl Fn(usize) -> Option<&'v Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let (mut hpos, mut end) = (self.header, self.body);
+        for i in 0..self.columns {
+            let st = header_varint(self.buf, &mut hpos)?;
+            if new(i).is_some_and(|v| serial_type(v) != st) {
+                return Ok(false);
+            }
+            end += body_len(st)?;
+        }
+        let whole = self
+            .buf
+            .get(..end)
+            .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+        out.extend_from_slice(whole);
+        let (mut hpos, mut off) = (self.header, self.body);
+        for i in 0..self.columns {
+            let len = body_len(header_varint(self.buf, &mut hpos)?)?;
+            if let Some(v) = new(i) {
+                let body = &mut out[off..off + len];
+                match v {
+                    Value::Integer(x) => body.copy_from_slice(&x.to_le_bytes()[..len]),
+                    Value::Real(r) => body.copy_from_slice(&r.to_le_bytes()),
+                    Value::Text(t) => body.copy_from_slice(t.as_bytes()),
+                    Value::Blob(b) => body.copy_from_slice(b),
+                    Value::Null => {}
+                }
+            }
+            off += len;
+        }
+        Ok(true)
     }
 
     /// Every column, in order.
@@ -721,6 +765,31 @@ mod tests {
                     assert_eq!(out, encode_record(&want), "{row:?} n={n} {changed:?}");
                 }
             }
+        }
+        // Values that keep their serial type (the record is patched where it is).
+        let row = vec![
+            Integer(-2),
+            Text("abc".into()),
+            Integer(300),
+            Real(1.5),
+            Integer(1),
+        ];
+        let rec = encode_record(&row);
+        let r = Record::new(&rec).unwrap();
+        let same = [
+            Integer(5),
+            Text("xyz".into()),
+            Integer(-301),
+            Real(-2.25),
+            Integer(1),
+        ];
+        for c in 0..row.len() {
+            let mut want = row.clone();
+            want[c] = same[c].clone();
+            let mut out = Vec::new();
+            r.rewrite_into(row.len(), |i| (i == c).then_some(&same[c]), &mut out)
+                .unwrap();
+            assert_eq!(out, encode_record(&want), "column {c}");
         }
         // A record whose bodies are shorter than its header says is corrupt, not a panic.
         let rec = encode_record(&[Text("abc".into()), Integer(1000)]);
