@@ -815,6 +815,9 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
 /// instead of a range scan; None when a probe covers only part of the key, or when a value's
 /// stored key is not certain (a number beyond +-9e18, where an integer and an equal real have
 /// different keys), which the range scan handles. Probes with a NULL name no row.
+// Inlined: called for every point read, and from a write's key list too (where a second call
+// site would otherwise stop it being inlined into the read path).
+#[inline(always)]
 fn point_keys(
     t: &Table,
     probes: &[Vec<PExpr>],
@@ -1048,6 +1051,8 @@ fn encode_bound(out: &mut Vec<u8>, v: &Value) {
 
 type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
+// Inlined for the same reason as `point_keys`: every range read evaluates it.
+#[inline(always)]
 fn index_ranges(
     probes: &[Vec<PExpr>],
     lower: &Option<(PExpr, bool)>,

@@ -289,30 +289,47 @@ fn last_leaf_for<P: Pages>(p: &mut P, root: u32, key: &[u8]) -> Option<u32> {
     inside.then_some(h.leaf)
 }
 
-/// Looks `key` up; on a hit copies its value into `out`. In a write transaction, a key in the
-/// leaf the last write used is looked for there, without a descent (a statement reading the
-/// row it has just written, or is about to).
+/// `get` in a write transaction: a key in the leaf the last write used is looked for there,
+/// without a descent (a statement reading the row it has just written, or is about to). Kept
+/// apart from `get` so that reads outside a write transaction pay nothing for it.
+pub(crate) fn get_writing<P: Pages>(
+    p: &mut P,
+    root: u32,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<bool> {
+    if root != 0 {
+        if let Some(leaf) = last_leaf_for(p, root, key) {
+            return get_in_leaf(p, leaf, key, out);
+        }
+    }
+    get(p, root, key, out)
+}
+
+/// Looks `key` up in `leaf`; on a hit copies its value into `out`.
+fn get_in_leaf<P: Pages>(p: &mut P, leaf: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    let Ok(i) = search_leaf(p, leaf, key)? else {
+        return Ok(false);
+    };
+    let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
+        LeafValue::Inline(v) => {
+            out.clear();
+            out.extend_from_slice(v);
+            None
+        }
+        LeafValue::Overflow(len, first) => Some((len, first)),
+    })?;
+    if let Some((len, first)) = overflow {
+        out.clear();
+        read_overflow(p, len, first, out)?;
+    }
+    Ok(true)
+}
+
+/// Looks `key` up; on a hit copies its value into `out`.
 pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
     if root == 0 {
         return Ok(false);
-    }
-    if let Some(leaf) = last_leaf_for(p, root, key) {
-        let Ok(i) = search_leaf(p, leaf, key)? else {
-            return Ok(false);
-        };
-        let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
-            LeafValue::Inline(v) => {
-                out.clear();
-                out.extend_from_slice(v);
-                None
-            }
-            LeafValue::Overflow(len, first) => Some((len, first)),
-        })?;
-        if let Some((len, first)) = overflow {
-            out.clear();
-            read_overflow(p, len, first, out)?;
-        }
-        return Ok(true);
     }
     enum Step {
         Child(u32),

@@ -1643,7 +1643,7 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let mut sh = self.shared.borrow_mut();
         let root = self.slot(&mut sh, t)?.info.root;
-        btree::get(&mut *sh, root, key, out)
+        btree::get_writing(&mut *sh, root, key, out)
     }
 
     pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
