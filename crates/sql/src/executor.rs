@@ -12,7 +12,7 @@ use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, Cx, HashR
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
-use crate::storage::Storage;
+use crate::storage::{Each, Storage};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, Record,
@@ -815,6 +815,9 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
 /// instead of a range scan; None when a probe covers only part of the key, or when a value's
 /// stored key is not certain (a number beyond +-9e18, where an integer and an equal real have
 /// different keys), which the range scan handles. Probes with a NULL name no row.
+// Inlined: called for every point read, and from a write's key list too (where a second call
+// site would otherwise stop it being inlined into the read path).
+#[inline(always)]
 fn point_keys(
     t: &Table,
     probes: &[Vec<PExpr>],
@@ -1048,6 +1051,8 @@ fn encode_bound(out: &mut Vec<u8>, v: &Value) {
 
 type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
+// Inlined for the same reason as `point_keys`: every range read evaluates it.
+#[inline(always)]
 fn index_ranges(
     probes: &[Vec<PExpr>],
     lower: &Option<(PExpr, bool)>,
@@ -1341,29 +1346,38 @@ impl Writer<'_> {
         checks: &[PExpr],
         cache: &Cache,
     ) -> Result<()> {
-        for (i, c) in t.columns.iter().enumerate() {
-            // A value already of the column's type is stored as it is (what coercing gives).
-            let stored = matches!(
-                (&row[i], c.ty),
-                (
-                    Value::Integer(_),
-                    ColType::Integer | ColType::Numeric | ColType::Any
-                ) | (Value::Text(_), ColType::Text | ColType::Any)
-                    | (Value::Blob(_), ColType::Blob | ColType::Any)
-            );
-            if !stored {
-                let v = std::mem::replace(&mut row[i], Value::Null);
-                row[i] = c.ty.coerce_with(v, || format!("{}.{}", t.name, c.name))?;
-            }
-            if c.not_null && row[i].is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
-                return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
-            }
+        for (i, v) in row.iter_mut().enumerate() {
+            Self::check_column(t, i, v)?;
         }
         let cx = self.cx(cache);
         for (k, ch) in checks.iter().enumerate() {
             if eval_bool(ch, row, &cx)? == Some(false) {
                 return Err(Error::ConstraintCheck(crate::display::expr(&t.checks[k])));
             }
+        }
+        Ok(())
+    }
+
+    /// Type and NOT NULL constraints on value `v` of column `i`, coerced in place. Inlined:
+    /// every inserted row runs it for each column.
+    #[inline(always)]
+    fn check_column(t: &Table, i: usize, v: &mut Value) -> Result<()> {
+        let c = &t.columns[i];
+        // A value already of the column's type is stored as it is (what coercing gives).
+        let stored = matches!(
+            (&*v, c.ty),
+            (
+                Value::Integer(_),
+                ColType::Integer | ColType::Numeric | ColType::Any
+            ) | (Value::Text(_), ColType::Text | ColType::Any)
+                | (Value::Blob(_), ColType::Blob | ColType::Any)
+        );
+        if !stored {
+            let old = std::mem::replace(v, Value::Null);
+            *v = c.ty.coerce_with(old, || format!("{}.{}", t.name, c.name))?;
+        }
+        if c.not_null && v.is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
+            return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
         }
         Ok(())
     }
@@ -1822,13 +1836,19 @@ impl Writer<'_> {
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        let mut stored = self.store.put_new(t.tree, &pk, &rec)?;
+        let fresh = self.store.put_new(t.tree, &pk, &rec)?;
+        let mut stored = fresh;
         if stored && self.unique_conflicts(t, &row)? {
             self.store.delete(t.tree, &pk)?;
             stored = false;
         }
+        // A key that was there is the first conflict (`find_conflict` checks the key first),
+        // known without looking again.
+        let mut known = (!fresh).then(|| (None, pk.clone()));
         while let Some((constraint, other)) = if stored {
             None
+        } else if let Some(k) = known.take() {
+            Some(k)
         } else {
             self.find_conflict(t, &pk, &row, &[])?
         } {
@@ -1841,6 +1861,14 @@ impl Writer<'_> {
                     let Some((sets, w)) = &u.set else {
                         return Ok(());
                     };
+                    if checks.is_empty() && p.returning.is_empty() {
+                        if let Some(changed) =
+                            self.upsert_in_place(t, &other, &row, sets, w.as_ref(), cache)?
+                        {
+                            res.changes += u64::from(changed);
+                            return Ok(());
+                        }
+                    }
                     let old = self.load_row(t, &other)?;
                     let mut frame = old.clone();
                     frame.extend(row.iter().cloned());
@@ -1903,6 +1931,87 @@ impl Writer<'_> {
         self.returning(&p.returning, &row, cache, res)
     }
 
+    /// DO UPDATE of the row at `other` where it is stored, as `update_in_place` rewrites a
+    /// row, when the same holds: no key or indexed column is set, nothing reads the whole row
+    /// (CHECK, RETURNING, replication; the caller checks the first two) and no expression has
+    /// a subquery. The frame is the existing row (only the columns the expressions read) and
+    /// then the excluded `row`. Some(whether the row was updated); None when this does not
+    /// apply.
+    fn upsert_in_place(
+        &mut self,
+        t: &Table,
+        other: &[u8],
+        row: &[Value],
+        sets: &[(usize, PExpr)],
+        w: Option<&PExpr>,
+        cache: &Cache,
+    ) -> Result<Option<bool>> {
+        let width = t.columns.len();
+        let key = t.key_columns();
+        let settable = t.replicated.is_none()
+            && sets.iter().all(|(c, _)| {
+                !key.contains(c) && !t.indexes.iter().any(|ix| ix.columns.contains(c))
+            });
+        if !settable {
+            return Ok(None);
+        }
+        let (mut subquery, mut reads) = (false, Vec::new());
+        for e in sets.iter().map(|(_, e)| e).chain(w) {
+            crate::planner::walk(e, &mut |x| match x {
+                PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => subquery = true,
+                PExpr::Col(c) if *c < width => reads.push(*c),
+                _ => {}
+            });
+        }
+        if subquery {
+            return Ok(None);
+        }
+        reads.sort_unstable();
+        reads.dedup();
+        let mut frame = vec![Value::Null; width];
+        frame.extend_from_slice(row);
+        let none = crate::storage::Memory::default();
+        let cx = Cx {
+            store: &none,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache,
+        };
+        // Where each column's new value is in `vals`: the last SET of it wins.
+        let value_of = |c: usize| sets.iter().rposition(|(s, _)| *s == c);
+        let mut vals = Vec::with_capacity(sets.len());
+        let mut updated = false;
+        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            let rec = Record::new(v)?;
+            rec.get_cols_into(&reads, &mut frame[..width])?;
+            if let Some(w) = w {
+                if eval_bool(w, &frame, &cx)? != Some(true) {
+                    return Ok(Each::Keep);
+                }
+            }
+            for (_, e) in sets {
+                vals.push(eval(e, &frame, &cx)?.into_owned());
+            }
+            // In column order, as a whole row is checked.
+            for c in 0..width {
+                if let Some(j) = value_of(c) {
+                    Self::check_column(t, c, &mut vals[j])?;
+                }
+            }
+            rec.rewrite_into(width, |c| value_of(c).map(|j| &vals[j]), out)?;
+            updated = true;
+            Ok(if out.as_slice() == v {
+                Each::Keep
+            } else {
+                Each::Write
+            })
+        };
+        let k = Bound::Included(other);
+        self.store.update_each(t.tree, k, k, &mut f)?;
+        Ok(Some(updated))
+    }
+
     fn returning(
         &self,
         exprs: &[PExpr],
@@ -1918,10 +2027,6 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Replaces row `old` (at `old_pk`) with `new`; returns the stored row, or None if skipped.
-    /// `old` may be empty when the table has no indexes and its writes are not captured:
-    /// nothing reads it then.
-    #[allow(clippy::too_many_arguments)]
     /// Replaces the row at `old_pk` (`old`, or empty when neither an index nor the capture
     /// reads it) with `new`, checked and coerced in place; false when OR IGNORE skipped it.
     /// `rec` is a buffer for the new record, reused from row to row.
@@ -2025,6 +2130,9 @@ impl Writer<'_> {
     }
 
     pub fn update(&mut self, p: &WritePlan, checks: &[PExpr]) -> Result<WriteResult> {
+        if p.keys_only && checks.is_empty() {
+            return self.update_in_place(p);
+        }
         let cache = Cache::default();
         let mut targets = self.targets(p, true, &cache)?;
         let mut res = WriteResult::default();
@@ -2075,6 +2183,20 @@ impl Writer<'_> {
         let rows = !p.returning.is_empty()
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
+        if p.keys_only && !rows {
+            if let Some(keys) = self.point_targets(p, &mut Vec::new(), &cache)? {
+                let mut res = WriteResult::default();
+                for k in keys {
+                    if self.store.delete(t.tree, &k)? {
+                        res.changes += 1;
+                    }
+                }
+                return Ok(res);
+            }
+            if let Some(range) = self.scan_range(p, &cache)? {
+                return self.delete_range(p, range, &cache);
+            }
+        }
         let mut targets = self.targets(p, rows, &cache)?;
         let mut res = WriteResult::default();
         for i in 0..targets.len() {
@@ -2084,6 +2206,242 @@ impl Writer<'_> {
             res.changes += 1;
         }
         Ok(res)
+    }
+
+    /// The primary keys a write names outright (`WHERE id = ?`, `WHERE id IN (...)`, with no
+    /// other condition), for a write that needs only keys: it goes to each key directly, and
+    /// a key without a row is skipped there, instead of a look-up first. None for any other
+    /// scan.
+    /// `frame` is scratch for evaluating the keys (the caller's row frame, reused).
+    fn point_targets(
+        &self,
+        p: &WritePlan,
+        frame: &mut Vec<Value>,
+        cache: &Cache,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let c = &p.scan;
+        let [lvl] = c.levels.as_slice() else {
+            return Ok(None);
+        };
+        let Access::Index {
+            index: None,
+            probes,
+            lower: None,
+            upper: None,
+            reverse,
+            sub_probe: None,
+            ..
+        } = &lvl.access
+        else {
+            return Ok(None);
+        };
+        if !lvl.filters.is_empty() || !lvl.after.is_empty() || !c.const_filters.is_empty() {
+            return Ok(None);
+        }
+        frame.clear();
+        frame.resize(c.frame_len, Value::Null);
+        let keys = point_keys(&p.table, probes, frame, &self.cx(cache))?;
+        Ok(keys.map(|mut k| {
+            if *reverse {
+                k.reverse();
+            }
+            k
+        }))
+    }
+
+    /// The one range of primary keys a write's scan walks (the whole table, or a range of
+    /// keys: `WHERE id BETWEEN ? AND ?`), when its filters can be tested on each row without
+    /// reading the store (no subquery); `Some(None)` when no key can match. None for any
+    /// other scan.
+    fn scan_range(&self, p: &WritePlan, cache: &Cache) -> Result<Option<Option<Range>>> {
+        let c = &p.scan;
+        let [lvl] = c.levels.as_slice() else {
+            return Ok(None);
+        };
+        if !lvl.after.is_empty() || !c.const_filters.is_empty() {
+            return Ok(None);
+        }
+        let mut subquery = false;
+        for f in &lvl.filters {
+            crate::planner::walk(f, &mut |e| {
+                subquery |= matches!(e, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_));
+            });
+        }
+        if subquery {
+            return Ok(None);
+        }
+        match &lvl.access {
+            Access::Scan { .. } => Ok(Some(Some((Bound::Unbounded, Bound::Unbounded)))),
+            Access::Index {
+                index: None,
+                probes,
+                lower,
+                upper,
+                sub_probe: None,
+                ..
+            } => {
+                let frame = vec![Value::Null; c.frame_len];
+                let mut ranges = index_ranges(probes, lower, upper, &frame, &self.cx(cache))?;
+                if ranges.len() > 1 {
+                    return Ok(None);
+                }
+                Ok(Some(ranges.pop()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// DELETE of a `keys_only` plan over one range of keys (`scan_range`), in one walk
+    /// ([`Storage::update_each`]): each row's filters are tested where it is stored, and the
+    /// row removed there, instead of a scan that collects keys and a removal per key. As for
+    /// `update_in_place`, the filters have no subquery, so they get an empty store.
+    fn delete_range(
+        &mut self,
+        p: &WritePlan,
+        range: Option<Range>,
+        cache: &Cache,
+    ) -> Result<WriteResult> {
+        let mut res = WriteResult::default();
+        let Some((lo, hi)) = range else {
+            return Ok(res);
+        };
+        let lvl = &p.scan.levels[0];
+        let none = crate::storage::Memory::default();
+        let cx = Cx {
+            store: &none,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache,
+        };
+        let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut f = |_: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
+            if !lvl.filters.is_empty() {
+                Record::new(v)?.get_cols_into(&lvl.pre_cols, &mut frame)?;
+                if !all_true(&lvl.filters, &frame, &cx)? {
+                    return Ok(Each::Keep);
+                }
+            }
+            Ok(Each::Remove)
+        };
+        res.changes =
+            self.store
+                .update_each(p.table.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
+        Ok(res)
+    }
+
+    /// UPDATE of a `keys_only` plan, each row rewritten where it is stored
+    /// ([`Storage::update_each`]): its new record is made from the old one in the leaf, only
+    /// the columns the SET expressions read are decoded, and `Record::rewrite_into` copies the
+    /// other columns' bytes. No index entry changes (no indexed column is set) and no key
+    /// changes, so no constraint but a column's type and NOT NULL can fail. The rows are
+    /// the keys a `WHERE id = ?` names, or one range of keys walked in one pass (the whole
+    /// table, `WHERE id BETWEEN ? AND ?`) with the filters tested on each row there, or else
+    /// the keys the scan collects. The expressions cannot read the store while it is being
+    /// written, and need not: neither the SET expressions (`keys_only`) nor the filters tested
+    /// in the walk (`scan_range`) have a subquery, so they get an empty store.
+    fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
+        enum Rows {
+            /// Keys named outright.
+            Points(Vec<Vec<u8>>),
+            /// Keys a scan collected, end to end, and where each ends.
+            Keys(Vec<u8>, Vec<usize>),
+            Range(Option<Range>),
+        }
+        let cache = Cache::default();
+        let mut frame = Vec::new();
+        let rows = match self.point_targets(p, &mut frame, &cache)? {
+            Some(keys) => Rows::Points(keys),
+            None => match self.scan_range(p, &cache)? {
+                Some(range) => Rows::Range(range),
+                None => {
+                    let targets = self.targets(p, false, &cache)?;
+                    Rows::Keys(targets.keys, targets.ends)
+                }
+            },
+        };
+        let t = &p.table;
+        let lvl = &p.scan.levels[0];
+        let width = t.columns.len();
+        // Where each column's new value is in `vals`: the last SET of it wins, as in SQLite.
+        let mut value_of: Vec<Option<usize>> = vec![None; width];
+        for (j, (c, _)) in p.set.iter().enumerate() {
+            value_of[*c] = Some(j);
+        }
+        let filters: &[PExpr] = match rows {
+            Rows::Range(_) => &lvl.filters,
+            Rows::Points(_) | Rows::Keys(..) => &[],
+        };
+        let none = crate::storage::Memory::default();
+        let cx = Cx {
+            store: &none,
+            params: self.params,
+            outer: None,
+            rng: self.rng,
+            cache: &cache,
+        };
+        frame.clear();
+        frame.resize(p.scan.frame_len, Value::Null);
+        let mut vals = Vec::with_capacity(p.set.len());
+        let mut changes = 0;
+        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            let rec = Record::new(v)?;
+            if !filters.is_empty() {
+                rec.get_cols_into(&lvl.pre_cols, &mut frame)?;
+                if !all_true(filters, &frame, &cx)? {
+                    return Ok(Each::Keep);
+                }
+            }
+            rec.get_cols_into(&p.set_reads, &mut frame)?;
+            vals.clear();
+            for (_, e) in &p.set {
+                vals.push(eval(e, &frame, &cx)?.into_owned());
+            }
+            // In column order, as a whole row is checked.
+            for (c, j) in value_of.iter().enumerate() {
+                let Some(j) = *j else { continue };
+                match Self::check_column(t, c, &mut vals[j]) {
+                    Ok(()) => {}
+                    Err(Error::ConstraintNotNull(_)) if p.or == Conflict::Ignore => {
+                        return Ok(Each::Keep)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), out)?;
+            changes += 1;
+            // A row set to what it holds counts as changed (as in SQLite) but is not written.
+            Ok(if out.as_slice() == v {
+                Each::Keep
+            } else {
+                Each::Write
+            })
+        };
+        match rows {
+            Rows::Range(None) => {}
+            Rows::Range(Some((lo, hi))) => {
+                self.store
+                    .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
+            }
+            Rows::Points(keys) => {
+                for k in &keys {
+                    let k = Bound::Included(k.as_slice());
+                    self.store.update_each(t.tree, k, k, &mut f)?;
+                }
+            }
+            Rows::Keys(keys, ends) => {
+                let mut start = 0;
+                for end in ends {
+                    let k = Bound::Included(&keys[start..end]);
+                    start = end;
+                    self.store.update_each(t.tree, k, k, &mut f)?;
+                }
+            }
+        }
+        Ok(WriteResult {
+            changes,
+            ..WriteResult::default()
+        })
     }
 }
 

@@ -34,6 +34,13 @@
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
 //!    in the same descent of the tree (`Writer::insert_tail`); an `INSERT ... SELECT *` whose
 //!    source rows are already the target's copies the stored records (`Writer::insert_copy`).
+//!    An UPDATE that sets no key or indexed column (`plan::WritePlan::keys_only`) rewrites
+//!    each row where it is stored (`Writer::update_in_place`, through
+//!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
+//!    whole table) is walked once with the filters tested on each row there, keys named
+//!    outright (`Writer::point_targets`) are visited one by one; only the columns the SET
+//!    expressions read are decoded, and `cairn_store::codec::Record::rewrite_into` replaces
+//!    the set columns' bytes.
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.

@@ -540,6 +540,59 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         Ok(())
     }
 
+    fn update_each(
+        &mut self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        f: &mut crate::storage::Rewrite<'_>,
+    ) -> Result<u64> {
+        let t = self.write_tree(tree)?;
+        // The store's call wants its own error type: an error of `f` is kept here, and the
+        // store is stopped with a stand-in.
+        let mut failed = None;
+        let mut g = |k: &[u8], v: &[u8], out: &mut Vec<u8>| {
+            f(k, v, out).map_err(|e| {
+                failed = Some(e);
+                cairn_store::Error::InvalidInput("stopped by the caller".into())
+            })
+        };
+        let r = if self.logging() {
+            let (mut undo, mut bytes) = (
+                std::mem::take(&mut self.undo),
+                std::mem::take(&mut self.undo_bytes),
+            );
+            let mut log = |k: &[u8], old: &[u8]| {
+                let start = bytes.len();
+                bytes.extend_from_slice(k);
+                bytes.extend_from_slice(old);
+                undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: k.len(),
+                    had_old: true,
+                });
+            };
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .update_each(t, lower, upper, &mut g, Some(&mut log))
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            self.undo = undo;
+            self.undo_bytes = bytes;
+            r
+        } else {
+            self.tx_mut()?
+                .update_each(t, lower, upper, &mut g, None)
+                .map_err(Error::from)
+        };
+        match failed {
+            Some(e) => Err(e),
+            None => r,
+        }
+    }
+
     fn put_new(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool> {
         let t = self.write_tree(tree)?;
         let mut inserted = false;

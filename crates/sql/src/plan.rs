@@ -275,4 +275,12 @@ pub struct WritePlan {
     pub or: Conflict,
     pub returning: Vec<PExpr>,
     pub returning_names: Vec<String>,
+    /// The scan gives each row's key and leaves its columns undecoded, because the write needs
+    /// no more. DELETE: no index entry, RETURNING or replication reads the row. UPDATE: the
+    /// rows are rewritten in place, reading only `set_reads`: no key column and no indexed
+    /// column is set, no SET expression has a subquery, and no CHECK, RETURNING or replication
+    /// reads the whole row.
+    pub keys_only: bool,
+    /// UPDATE with `keys_only`: the columns the SET expressions read, ascending.
+    pub set_reads: Vec<usize>,
 }

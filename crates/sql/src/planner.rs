@@ -2136,6 +2136,25 @@ impl<'c> Planner<'c> {
             Ok(out)
         })?;
         let (returning, returning_names) = self.returning(&u.returning, &table, &alias)?;
+        let key = table.key_columns();
+        let keys_only = returning.is_empty()
+            && table.checks.is_empty()
+            && table.replicated.is_none()
+            && set.iter().all(|(c, e)| {
+                !key.contains(c)
+                    && !table.indexes.iter().any(|ix| ix.columns.contains(c))
+                    && !has_subquery(e)
+            });
+        let mut set_reads = Vec::new();
+        let mut scan = scan;
+        if keys_only {
+            for (_, e) in &set {
+                set_reads.extend(slots(e));
+            }
+            set_reads.sort_unstable();
+            set_reads.dedup();
+            scan.levels[0].post_cols.clear();
+        }
         Ok(WritePlan {
             table,
             scan,
@@ -2143,14 +2162,21 @@ impl<'c> Planner<'c> {
             or: u.or,
             returning,
             returning_names,
+            keys_only,
+            set_reads,
         })
     }
 
     pub fn delete(&mut self, d: &ast::Delete) -> Result<WritePlan> {
         let table = self.catalog.table(&d.table)?.clone();
         let alias = d.alias.clone().unwrap_or_else(|| table.name.clone());
-        let scan = self.write_scan(&table, &alias, d.where_.as_ref())?;
+        let mut scan = self.write_scan(&table, &alias, d.where_.as_ref())?;
         let (returning, returning_names) = self.returning(&d.returning, &table, &alias)?;
+        let keys_only =
+            returning.is_empty() && table.indexes.is_empty() && table.replicated.is_none();
+        if keys_only {
+            scan.levels[0].post_cols.clear();
+        }
         Ok(WritePlan {
             table,
             scan,
@@ -2158,6 +2184,8 @@ impl<'c> Planner<'c> {
             or: ast::Conflict::Abort,
             returning,
             returning_names,
+            keys_only,
+            set_reads: vec![],
         })
     }
 

@@ -31,6 +31,12 @@ pub trait Cursor {
     fn value(&self) -> &[u8];
 }
 
+pub use cairn_store::Each;
+
+/// How [`Storage::update_each`] changes an entry: given its key and value, says what to do
+/// with it (for `Each::Write`, with the new value written into the buffer, empty on the call).
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<Each> + 'a;
+
 pub trait Storage {
     fn begin(&mut self) -> Result<()>;
     fn commit(&mut self) -> Result<()>;
@@ -86,6 +92,41 @@ pub trait Storage {
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Rewrites or removes, in key order, the entries of `tree` within the bounds that `f`
+    /// picks ([`Each`]). `f` must not use the storage: a store may run it in the middle of its
+    /// write. Returns how many entries changed or went. A store that can should make each
+    /// change where it finds the entry, instead of a look-up per entry (an UPDATE or DELETE
+    /// of a range of rows); this default scans, then writes.
+    fn update_each(
+        &mut self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        f: &mut Rewrite<'_>,
+    ) -> Result<u64> {
+        let mut changes = Vec::new();
+        {
+            let mut cur = self.scan(tree, lower, upper, false)?;
+            let mut out = Vec::new();
+            while cur.next()? {
+                out.clear();
+                match f(cur.key(), cur.value(), &mut out)? {
+                    Each::Keep => {}
+                    Each::Write => changes.push((cur.key().to_vec(), Some(out.clone()))),
+                    Each::Remove => changes.push((cur.key().to_vec(), None)),
+                }
+            }
+        }
+        for (k, v) in &changes {
+            match v {
+                Some(v) => self.put(tree, k, v)?,
+                None => {
+                    self.delete(tree, k)?;
+                }
+            }
+        }
+        Ok(changes.len() as u64)
+    }
     /// Puts `key` only if it is absent; returns whether it did (false: the key was there, and
     /// nothing was written). A store that can should do it in one descent, not a `get` and a
     /// `put`: every INSERT checks its primary key this way.

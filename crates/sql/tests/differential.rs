@@ -8,8 +8,13 @@
 //! - `random_queries` / `random_writes`: a seeded generator of schemas, data, queries and writes
 //!   within the dialect. `CAIRN_DIFF_CASES=N` runs N cases per seed instead of the default;
 //!   `CAIRN_DIFF_SEED=S` starts from another seed.
+//! - `corpus_on_the_paged_store` / `random_writes_on_the_paged_store`: the same on the paged
+//!   store instead of `Memory`, where writes take the store's own paths (rows rewritten and
+//!   removed where they are stored).
 
+use cairn_sql::paged::Paged;
 use cairn_sql::{Database, Output, Value};
+use cairn_store::{MemoryFile, Options};
 
 struct Pair {
     cairn: Database,
@@ -100,8 +105,19 @@ fn ordered(sql: &str) -> bool {
 
 impl Pair {
     fn new() -> Pair {
+        Pair::with(Database::memory())
+    }
+
+    /// cairn on the paged store (copy-on-write B+trees in a file held in memory) instead of
+    /// `Memory`: writes then take the store's own paths (`update_each`, in-place rewrites).
+    fn paged() -> Pair {
+        let store = Paged::open(MemoryFile::new(), Options::default()).expect("paged store opens");
+        Pair::with(Database::open(Box::new(store)).expect("paged database opens"))
+    }
+
+    fn with(cairn: Database) -> Pair {
         Pair {
-            cairn: Database::memory(),
+            cairn,
             sqlite: rusqlite::Connection::open_in_memory().expect("sqlite opens"),
             checked: 0,
             log: Vec::new(),
@@ -251,6 +267,15 @@ fn split_statements(text: &str) -> Vec<String> {
 
 #[test]
 fn corpus() {
+    corpus_with(Pair::new);
+}
+
+#[test]
+fn corpus_on_the_paged_store() {
+    corpus_with(Pair::paged);
+}
+
+fn corpus_with(new: fn() -> Pair) {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testscripts/diff");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("corpus dir")
@@ -260,7 +285,7 @@ fn corpus() {
     let mut total = 0;
     for f in files {
         let text = std::fs::read_to_string(&f).expect("read");
-        let mut pair = Pair::new();
+        let mut pair = new();
         for s in split_statements(&text) {
             pair.check(&s);
         }
@@ -852,13 +877,22 @@ fn random_queries() {
 
 #[test]
 fn random_writes() {
+    random_writes_with(Pair::new);
+}
+
+#[test]
+fn random_writes_on_the_paged_store() {
+    random_writes_with(Pair::paged);
+}
+
+fn random_writes_with(new: fn() -> Pair) {
     let mut total = 0;
     for s in 0..6u64 {
         let mut r = Rng(seed()
             .wrapping_add(100 + s)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             | 1);
-        let mut pair = Pair::new();
+        let mut pair = new();
         let tables = gen_schema(&mut r, &mut pair);
         for i in 0..cases() / 2 {
             let w = gen_write(&mut r, &tables);

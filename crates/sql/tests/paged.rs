@@ -101,6 +101,7 @@ fn a_statement_failing_after_many_writes_undoes_them_all() {
         "UPDATE t SET n = n + 1, s = CASE WHEN id = 590 THEN NULL ELSE s END",
         "UPDATE t SET s = CASE WHEN id = 590 THEN NULL ELSE s || ' longer' END",
         "UPDATE t SET n = CASE WHEN id = 590 THEN 'x' ELSE n * 2 END",
+        "UPDATE t SET s = CASE WHEN id = 590 THEN NULL ELSE s || s END WHERE id IN (3, 4, 590)",
     ] {
         assert!(db.execute(sql, &[]).is_err(), "{sql}");
         assert_eq!(

@@ -60,6 +60,11 @@ pub(crate) struct LastLeaf {
     hi: Vec<u8>,
     has_lo: bool,
     has_hi: bool,
+    /// The slot the last removal or get found in the leaf (`search_leaf`): where the next one
+    /// there tries first (a get then a write of one row, or the next row of a range, is at it
+    /// or just after it). Only a guess, checked against the key, so no change to the leaf
+    /// needs to keep it right.
+    slot: usize,
 }
 
 impl LastLeaf {
@@ -128,9 +133,36 @@ fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)
             hi,
             has_lo,
             has_hi,
+            slot: 0,
         };
     }
     Ok(())
+}
+
+/// `page::search` in the owned leaf the last write landed in, for a removal or a get, trying
+/// the slot the previous one found there (and the one after it: removals in key order) before
+/// a binary search; remembers the slot found. (An insert searches directly: its key is most
+/// often new, where the guess only costs.)
+fn search_leaf<P: Pages>(
+    p: &mut P,
+    leaf: u32,
+    key: &[u8],
+) -> Result<std::result::Result<usize, usize>> {
+    let hint = p.last_leaf().map_or(0, |h| h.slot);
+    let r = p.with_page(leaf, |pg| {
+        let n = page::count(pg);
+        if hint < n && page::key(pg, hint) == key {
+            Ok(hint)
+        } else if hint + 1 < n && page::key(pg, hint + 1) == key {
+            Ok(hint + 1)
+        } else {
+            page::search(pg, key)
+        }
+    })?;
+    if let (Ok(i), Some(h)) = (r, p.last_leaf()) {
+        h.slot = i;
+    }
+    Ok(r)
 }
 
 /// The owned leaf for `key` and the path to it: the last write's, when `key` falls in it,
@@ -244,6 +276,54 @@ fn write_overflow<P: Pages>(p: &mut P, v: &[u8]) -> Result<u32> {
         pg[HDR..HDR + chunk.len()].copy_from_slice(chunk);
     }
     Ok(ids[0])
+}
+
+/// The leaf the last write used, if the tree is the same and `key` falls in the leaf's range
+/// (`reuse_leaf` without the path).
+fn last_leaf_for<P: Pages>(p: &mut P, root: u32, key: &[u8]) -> Option<u32> {
+    let h = p.last_leaf()?;
+    let inside = h.root != 0
+        && h.root == root
+        && !(h.has_lo && key < h.lo.as_slice())
+        && !(h.has_hi && key >= h.hi.as_slice());
+    inside.then_some(h.leaf)
+}
+
+/// `get` in a write transaction: a key in the leaf the last write used is looked for there,
+/// without a descent (a statement reading the row it has just written, or is about to). Kept
+/// apart from `get` so that reads outside a write transaction pay nothing for it.
+pub(crate) fn get_writing<P: Pages>(
+    p: &mut P,
+    root: u32,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<bool> {
+    if root != 0 {
+        if let Some(leaf) = last_leaf_for(p, root, key) {
+            return get_in_leaf(p, leaf, key, out);
+        }
+    }
+    get(p, root, key, out)
+}
+
+/// Looks `key` up in `leaf`; on a hit copies its value into `out`.
+fn get_in_leaf<P: Pages>(p: &mut P, leaf: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    let Ok(i) = search_leaf(p, leaf, key)? else {
+        return Ok(false);
+    };
+    let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
+        LeafValue::Inline(v) => {
+            out.clear();
+            out.extend_from_slice(v);
+            None
+        }
+        LeafValue::Overflow(len, first) => Some((len, first)),
+    })?;
+    if let Some((len, first)) = overflow {
+        out.clear();
+        read_overflow(p, len, first, out)?;
+    }
+    Ok(true)
 }
 
 /// Looks `key` up; on a hit copies its value into `out`.
@@ -570,55 +650,270 @@ pub(crate) fn remove_keeping<P: Pages>(
     if *root == 0 {
         return Ok(());
     }
-    if let Some(leaf) = reuse_leaf(p, *root, key, path) {
-        if p.with_page(leaf, |pg| page::search(pg, key).is_err())? {
-            return Ok(());
-        }
-        return remove_at(p, root, key, path, leaf, old, removed);
-    }
-    // Look first, so a miss copies no page.
-    let mut id = *root;
-    for depth in 0.. {
-        if depth > MAX_DEPTH {
-            return Err(too_deep(*root));
-        }
-        let pg = p.read(id)?;
-        match page::kind(&pg) {
-            KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
-            KIND_LEAF => {
-                if page::search(&pg, key).is_err() {
-                    return Ok(());
-                }
-                break;
-            }
-            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
-        }
-    }
-    let leaf = cow_path(p, root, key, path)?;
-    remember_leaf(p, *root, leaf, path)?;
-    remove_at(p, root, key, path, leaf, old, removed)
-}
-
-/// Removes `key`, which is in the owned `leaf` at the end of `path`.
-fn remove_at<P: Pages>(
-    p: &mut P,
-    root: &mut u32,
-    key: &[u8],
-    path: &mut Vec<(u32, usize)>,
-    leaf: u32,
-    old: Option<&mut Vec<u8>>,
-    removed: &mut bool,
-) -> Result<()> {
-    let pg = p.page_mut(leaf)?;
-    let Ok(i) = page::search(pg, key) else {
-        return Err(page::corrupt(
-            leaf,
-            "key vanished between lookup and removal",
-        ));
+    // No look-up first: a miss copies the path to the leaf the key would be in (as
+    // `insert_new` does on a hit), but a removal nearly always finds its key (a row a
+    // statement has just read, that row's index entries), and then the look-up is a second
+    // descent.
+    let leaf = owned_leaf(p, root, key, path)?;
+    let Ok(i) = search_leaf(p, leaf, key)? else {
+        return Ok(());
     };
     take_cell(p, leaf, i, old)?;
     *removed = true;
     fix_up(p, root, path, leaf, Fix::Check)
+}
+
+/// The first entry at or after `from` (`Included`), after it (`Excluded`) or of the tree
+/// (`Unbounded`): its leaf and slot, found without copying or holding any page (the leaf may
+/// be written while the caller walks it). None past the last entry.
+fn seek_slot<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Option<(u32, usize)>> {
+    // A key in the range of the leaf the last write used is looked for there first (an upsert
+    // rewriting the row its insert just found, the next row of a range).
+    if let Bound::Included(k) | Bound::Excluded(k) = from {
+        if let Some(leaf) = last_leaf_for(p, root, k) {
+            let excluded = matches!(from, Bound::Excluded(_));
+            let at = p.with_page(leaf, |pg| {
+                let i = match page::search(pg, k) {
+                    Ok(i) if excluded => i + 1,
+                    Ok(i) | Err(i) => i,
+                };
+                (i < page::count(pg)).then_some(i)
+            })?;
+            if let Some(i) = at {
+                return Ok(Some((leaf, i)));
+            }
+        }
+    }
+    match seek_in_leaf(p, root, from)? {
+        Seen::At(leaf, i) => Ok(Some((leaf, i))),
+        Seen::End => Ok(None),
+        // Past the leaf's last key: the next leaf starts at the separator after it, and holds
+        // a key at or after it (no leaf is empty).
+        Seen::Past(branch, idx) => {
+            let sep = p.with_page(branch, |pg| page::key(pg, idx).to_vec())?;
+            match seek_in_leaf(p, root, Bound::Included(&sep))? {
+                Seen::At(leaf, i) => Ok(Some((leaf, i))),
+                _ => Err(page::corrupt(branch, "an empty leaf inside a tree")),
+            }
+        }
+    }
+}
+
+/// Key `i` of `leaf`, into `out`.
+fn copy_key<P: Pages>(p: &mut P, leaf: u32, i: usize, out: &mut Vec<u8>) -> Result<()> {
+    p.with_page(leaf, |pg| {
+        out.clear();
+        out.extend_from_slice(page::key(pg, i));
+    })
+}
+
+/// Where a descent for `seek_slot` ended.
+enum Seen {
+    At(u32, usize),
+    /// Past the last key of the tree.
+    End,
+    /// Past the last key of its leaf: the branch and index of the separator after the leaf.
+    Past(u32, usize),
+}
+
+fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Seen> {
+    if root == 0 {
+        return Ok(Seen::End);
+    }
+    let mut next_sep = None;
+    let mut id = root;
+    for _ in 0..MAX_DEPTH {
+        let step = p.with_page(id, |pg| match page::kind(pg) {
+            KIND_BRANCH => {
+                let idx = match from {
+                    Bound::Included(k) | Bound::Excluded(k) => page::child_index(pg, k),
+                    Bound::Unbounded => 0,
+                };
+                Ok(Err((page::child(pg, idx), idx < page::count(pg), idx)))
+            }
+            KIND_LEAF => {
+                let i = match from {
+                    Bound::Included(k) => page::search(pg, k).unwrap_or_else(|i| i),
+                    Bound::Excluded(k) => match page::search(pg, k) {
+                        Ok(i) => i + 1,
+                        Err(i) => i,
+                    },
+                    Bound::Unbounded => 0,
+                };
+                Ok(Ok((i < page::count(pg)).then_some(i)))
+            }
+            k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+        })??;
+        match step {
+            Err((child, has_sep, idx)) => {
+                // The deepest separator to the right of the path bounds the leaf most tightly.
+                if has_sep {
+                    next_sep = Some((id, idx));
+                }
+                id = child;
+            }
+            Ok(Some(i)) => return Ok(Seen::At(id, i)),
+            Ok(None) => {
+                return Ok(match next_sep {
+                    Some((b, idx)) => Seen::Past(b, idx),
+                    None => Seen::End,
+                })
+            }
+        }
+    }
+    Err(too_deep(root))
+}
+
+/// Rewrites or removes, in key order, the entries within `lower..upper` that `f` picks:
+/// `f(key, value, out)` returns `Each::Write` with the new value in `out`, `Each::Remove`, or
+/// `Each::Keep` to leave the entry as it is. A leaf is copied only when an entry in it
+/// changes (an UPDATE that matches few rows copies few pages), and each change is made where
+/// the entry is: within its page when the leaf is owned and has the room, through the general
+/// replacement or removal otherwise.
+/// `undo(key, old value)` is called before each change, and `after_write` after it (where
+/// the caller may write out pages to keep memory bounded). `bufs` are buffers for the key,
+/// an overflow value and the new value, kept by the caller from call to call. Returns how
+/// many entries changed or went; `removed` counts those that went, as they go.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn update_each<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+    bufs: &mut [Vec<u8>; 3],
+    f: &mut Rewrite<'_>,
+    mut undo: Option<&mut Replaced<'_>>,
+    after_write: &mut dyn FnMut(&mut P) -> Result<()>,
+    removed: &mut u64,
+) -> Result<u64> {
+    let [key, value, out] = bufs;
+    let mut have_value = false;
+    let mut changed = 0;
+    let quarter = page::capacity(p.page_size()) / 4;
+    let mut at = seek_slot(p, *root, lower)?;
+    // The leaf being walked, held from entry to entry while nothing writes it (one look-up a
+    // leaf, not one an entry), and let go before any write (a held page would be copied).
+    let mut held: Option<(u32, Page)> = None;
+    while let Some((leaf, i)) = at {
+        if held.as_ref().is_none_or(|(id, _)| *id != leaf) {
+            held = Some((leaf, p.read(leaf)?));
+        }
+        // What `f` asks for, the leaf's entry count, and for an inline value its old length,
+        // the leaf's bytes in use and the key's length.
+        let (action, n, room) = {
+            let pg: &[u8] = &held.as_ref().expect("invariant: just set").1;
+            let k = page::key(pg, i);
+            if !within(k, upper, true) {
+                break;
+            }
+            let (v, inline) = match page::leaf_value(pg, i) {
+                LeafValue::Inline(v) => (v, true),
+                LeafValue::Overflow(len, first) if !have_value => {
+                    value.clear();
+                    read_overflow(p, len, first, value)?;
+                    have_value = true;
+                    continue;
+                }
+                LeafValue::Overflow(..) => (value.as_slice(), false),
+            };
+            out.clear();
+            let action = f(k, v, out)?;
+            if action != Each::Keep {
+                if let Some(u) = undo.as_mut() {
+                    u(k, v);
+                }
+            }
+            let room = inline.then(|| (v.len(), page::used(pg), k.len()));
+            (action, page::count(pg), room)
+        };
+        have_value = false;
+        if action != Each::Keep {
+            held = None;
+        }
+        let mut next = (i + 1 < n).then_some((leaf, i + 1));
+        // The key is copied only when the walk needs it past a write or a leaf's end.
+        let mut have_key = false;
+        if action == Each::Remove {
+            changed += 1;
+            // As for a write: in an owned leaf that keeps another entry and is not left
+            // underfull, the cell goes where it is and the next entry moves into its slot.
+            let direct = n > 1
+                && room.is_some_and(|(old, used, klen)| {
+                    used - (page::CELL_HDR + klen + old + 2) >= quarter
+                })
+                && p.is_owned(leaf);
+            if direct {
+                if i + 1 == n {
+                    copy_key(p, leaf, i, key)?;
+                    have_key = true;
+                }
+                page::remove(p.page_mut(leaf)?, i);
+                next = (i + 1 < n).then_some((leaf, i));
+            } else {
+                copy_key(p, leaf, i, key)?;
+                have_key = true;
+                let mut gone = false;
+                remove_keeping(p, root, key, path, None, &mut gone)?;
+                if !gone {
+                    return Err(page::corrupt(
+                        leaf,
+                        "an entry vanished while it was removed",
+                    ));
+                }
+                next = None;
+            }
+            *removed += 1;
+            after_write(p)?;
+        } else if action == Each::Write {
+            changed += 1;
+            // A leaf this transaction owns (its path is owned too: the parent was changed to
+            // point at it) takes the new value within its page when it has the room, unless
+            // a shorter value leaves it underfull (a rebalance needs the path).
+            let direct = match room {
+                Some((old, used, _)) => {
+                    (out.len() >= old || used - (old - out.len()) >= quarter)
+                        && p.is_owned(leaf)
+                        && page::rewrite_value(p.page_mut(leaf)?, i, out)
+                }
+                None => false,
+            };
+            if !direct {
+                copy_key(p, leaf, i, key)?;
+                have_key = true;
+                insert_keeping(p, root, key, out, path, scratch, None)?;
+                // Pages moved, or the leaf was copied: go on from the leaf that now holds the
+                // key (the copy, when nothing else moved; found again otherwise).
+                next = None;
+                if let Some(h) = p.last_leaf() {
+                    if h.root != 0 && h.root == *root {
+                        let w = h.leaf;
+                        let (n, same) = p.with_page(w, |pg| {
+                            (
+                                page::count(pg),
+                                i < page::count(pg) && page::key(pg, i) == key.as_slice(),
+                            )
+                        })?;
+                        if same && i + 1 < n {
+                            next = Some((w, i + 1));
+                        }
+                    }
+                }
+            }
+            after_write(p)?;
+        }
+        at = match next {
+            Some(x) => Some(x),
+            None => {
+                if !have_key {
+                    copy_key(p, leaf, i, key)?;
+                }
+                seek_slot(p, *root, Bound::Excluded(key))?
+            }
+        };
+    }
+    Ok(changed)
 }
 
 /// Removes cell `i` of `leaf` and frees its overflow chain; with `old`, appends the value it
@@ -919,6 +1214,24 @@ where
     }
     Ok((level[0].1, n))
 }
+
+/// What [`crate::WriteTx::update_each`] does with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Each {
+    /// Leave it.
+    Keep,
+    /// Give it the value written into the buffer.
+    Write,
+    /// Remove it.
+    Remove,
+}
+
+/// How [`crate::WriteTx::update_each`] changes an entry: given its key and value, says what to do
+/// with it (for `Each::Write`, with the new value written into the buffer, empty on the call).
+pub type Rewrite<'a> = dyn FnMut(&[u8], &[u8], &mut Vec<u8>) -> Result<Each> + 'a;
+
+/// Told the key and old value of each entry [`crate::WriteTx::update_each`] is about to change.
+pub type Replaced<'a> = dyn FnMut(&[u8], &[u8]) + 'a;
 
 /// Which way a seek lands when the key itself is absent (or present and excluded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -287,18 +287,24 @@ pub fn encode_record_into(out: &mut Vec<u8>, values: &[Value]) {
         put_varint(out, serial_type(v));
     }
     for v in values {
-        match v {
-            Value::Null | Value::Integer(0) | Value::Integer(1) => {}
-            Value::Integer(i) => match serial_type(v) {
-                ST_I8 => out.push(*i as i8 as u8),
-                ST_I16 => out.extend_from_slice(&(*i as i16).to_le_bytes()),
-                ST_I32 => out.extend_from_slice(&(*i as i32).to_le_bytes()),
-                _ => out.extend_from_slice(&i.to_le_bytes()),
-            },
-            Value::Real(r) => out.extend_from_slice(&r.to_le_bytes()),
-            Value::Text(s) => out.extend_from_slice(s.as_bytes()),
-            Value::Blob(b) => out.extend_from_slice(b),
-        }
+        put_body(out, v);
+    }
+}
+
+/// Appends the body of `v` (what its serial type says follows in the record).
+#[inline]
+fn put_body(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null | Value::Integer(0) | Value::Integer(1) => {}
+        Value::Integer(i) => match serial_type(v) {
+            ST_I8 => out.push(*i as i8 as u8),
+            ST_I16 => out.extend_from_slice(&(*i as i16).to_le_bytes()),
+            ST_I32 => out.extend_from_slice(&(*i as i32).to_le_bytes()),
+            _ => out.extend_from_slice(&i.to_le_bytes()),
+        },
+        Value::Real(r) => out.extend_from_slice(&r.to_le_bytes()),
+        Value::Text(s) => out.extend_from_slice(s.as_bytes()),
+        Value::Blob(b) => out.extend_from_slice(b),
     }
 }
 
@@ -435,6 +441,97 @@ impl<'a> Record<'a> {
             }
         }
         Ok(())
+    }
+
+    /// This row as `n` columns with some replaced, into `out` (cleared first): column `i`
+    /// becomes `new(i)` where that is `Some`, and keeps its bytes otherwise. Columns past the
+    /// record's end (added by `ALTER TABLE ADD COLUMN` after it was written) are NULL and
+    /// columns past `n` are left out, so the result is the record that decoding this one,
+    /// replacing those values and encoding the row again would give, without decoding the
+    /// columns that stay.
+    pub fn rewrite_into<'v>(
+        &self,
+        n: usize,
+        new: impl Fn(usize) -> Option<&'v Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        out.clear();
+        if n == self.columns && self.rewrite_same_shape(&new, out)? {
+            return Ok(());
+        }
+        out.clear();
+        out.reserve(self.buf.len() + 16);
+        put_varint(out, n as u64);
+        let mut hpos = self.header;
+        for i in 0..n {
+            let old = if i < self.columns {
+                header_varint(self.buf, &mut hpos)?
+            } else {
+                ST_NULL
+            };
+            put_varint(out, new(i).map_or(old, serial_type));
+        }
+        let (mut hpos, mut off) = (self.header, self.body);
+        for i in 0..n.min(self.columns) {
+            let len = body_len(header_varint(self.buf, &mut hpos)?)?;
+            match new(i) {
+                Some(v) => put_body(out, v),
+                None => {
+                    let b = off
+                        .checked_add(len)
+                        .and_then(|end| self.buf.get(off..end))
+                        .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+                    out.extend_from_slice(b);
+                }
+            }
+            off += len;
+        }
+        for i in self.columns..n {
+            if let Some(v) = new(i) {
+                put_body(out, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// `rewrite_into` when every replaced column keeps its serial type (a number of the same
+    /// width, text of the same length: most UPDATEs of a number): the record is this one with
+    /// those columns' bodies overwritten, the header and the other bodies copied in one piece.
+    /// False, with `out` to be cleared, when a type changes.
+    fn rewrite_same_shape<'v>(
+        &self,
+        new: &impl Fn(usize) -> Option<&'v Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let (mut hpos, mut end) = (self.header, self.body);
+        for i in 0..self.columns {
+            let st = header_varint(self.buf, &mut hpos)?;
+            if new(i).is_some_and(|v| serial_type(v) != st) {
+                return Ok(false);
+            }
+            end += body_len(st)?;
+        }
+        let whole = self
+            .buf
+            .get(..end)
+            .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+        out.extend_from_slice(whole);
+        let (mut hpos, mut off) = (self.header, self.body);
+        for i in 0..self.columns {
+            let len = body_len(header_varint(self.buf, &mut hpos)?)?;
+            if let Some(v) = new(i) {
+                let body = &mut out[off..off + len];
+                match v {
+                    Value::Integer(x) => body.copy_from_slice(&x.to_le_bytes()[..len]),
+                    Value::Real(r) => body.copy_from_slice(&r.to_le_bytes()),
+                    Value::Text(t) => body.copy_from_slice(t.as_bytes()),
+                    Value::Blob(b) => body.copy_from_slice(b),
+                    Value::Null => {}
+                }
+            }
+            off += len;
+        }
+        Ok(true)
     }
 
     /// Every column, in order.
@@ -640,6 +737,64 @@ mod tests {
                 assert_eq!(out[c], want, "column {c}");
             }
         }
+    }
+
+    #[test]
+    fn a_rewritten_record_is_the_encoding_of_the_changed_row() {
+        let vals = samples();
+        // Rows of every sample value, rewritten with others in place of some columns, as
+        // fewer columns (added later, so read as NULL) and as more.
+        for (i, w) in vals.windows(4).enumerate() {
+            let row = w.to_vec();
+            let rec = encode_record(&row);
+            let r = Record::new(&rec).unwrap();
+            let repl = &vals[(i * 7 + 3) % vals.len()];
+            for n in [2, 4, 6] {
+                for changed in [vec![], vec![0], vec![1, 3], vec![0, 1, 2, 3], vec![5]] {
+                    let new = |c: usize| changed.contains(&c).then_some(repl);
+                    let mut want: Vec<Value> = (0..n)
+                        .map(|c| row.get(c).cloned().unwrap_or(Null))
+                        .collect();
+                    for (c, v) in want.iter_mut().enumerate() {
+                        if let Some(x) = new(c) {
+                            *v = x.clone();
+                        }
+                    }
+                    let mut out = vec![9];
+                    r.rewrite_into(n, new, &mut out).unwrap();
+                    assert_eq!(out, encode_record(&want), "{row:?} n={n} {changed:?}");
+                }
+            }
+        }
+        // Values that keep their serial type (the record is patched where it is).
+        let row = vec![
+            Integer(-2),
+            Text("abc".into()),
+            Integer(300),
+            Real(1.5),
+            Integer(1),
+        ];
+        let rec = encode_record(&row);
+        let r = Record::new(&rec).unwrap();
+        let same = [
+            Integer(5),
+            Text("xyz".into()),
+            Integer(-301),
+            Real(-2.25),
+            Integer(1),
+        ];
+        for c in 0..row.len() {
+            let mut want = row.clone();
+            want[c] = same[c].clone();
+            let mut out = Vec::new();
+            r.rewrite_into(row.len(), |i| (i == c).then_some(&same[c]), &mut out)
+                .unwrap();
+            assert_eq!(out, encode_record(&want), "column {c}");
+        }
+        // A record whose bodies are shorter than its header says is corrupt, not a panic.
+        let rec = encode_record(&[Text("abc".into()), Integer(1000)]);
+        let r = Record::new(&rec[..rec.len() - 1]).unwrap();
+        assert!(r.rewrite_into(2, |_| None, &mut Vec::new()).is_err());
     }
 
     #[test]

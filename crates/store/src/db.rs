@@ -20,7 +20,10 @@
 //!    cell goes in with `page::reserve` (a value of the same size is rewritten in place), and
 //!    `fix_up` carries splits (at the tree's right edge, the new node starts with the new cell
 //!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
-//!    when more than `Options::dirty_pages` are held.
+//!    when more than `Options::dirty_pages` are held. Inside the leaf, `search_leaf` tries the
+//!    slot the previous write there used first (and the one after it: writes in key order).
+//!    [`WriteTx::update_each`] instead walks a range and rewrites each value it changes where
+//!    it is (`btree::update_each`), copying only the leaves it changes.
 //! 3. [`WriteTx::commit`] → `Shared::commit_inner`: changed roots and counts into the catalog
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself
 //!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
@@ -34,7 +37,7 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
-use crate::btree::{self, Pages, Seek, Stack};
+use crate::btree::{self, Pages, Replaced, Rewrite, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
 use crate::free::FreePages;
@@ -216,6 +219,9 @@ pub(crate) struct Shared<F> {
     poisoned: Option<String>,
     path: Vec<(u32, usize)>,
     scratch: Vec<u8>,
+    /// `btree::update_each`'s buffers, kept from call to call (an UPDATE by key makes one call
+    /// a row).
+    each: [Vec<u8>; 3],
     serial: u64,
     recovered: Option<String>,
     /// Entries in the commit list of the newest superblock.
@@ -509,6 +515,7 @@ impl<F: BlockFile> Shared<F> {
             poisoned: None,
             path: Vec::new(),
             scratch: Vec::new(),
+            each: Default::default(),
             serial: 0,
             recovered: None,
             last_list: 0,
@@ -1637,12 +1644,67 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let mut sh = self.shared.borrow_mut();
         let root = self.slot(&mut sh, t)?.info.root;
-        btree::get(&mut *sh, root, key, out)
+        btree::get_writing(&mut *sh, root, key, out)
     }
 
     pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut v = Vec::new();
         Ok(self.get_into(t, key, &mut v)?.then_some(v))
+    }
+
+    /// Rewrites or removes, in key order, the entries of `t` within the bounds that `f` picks
+    /// (see [`Each`]). Leaves are copied only where an entry changes, and each change is made
+    /// where its entry is, without a descent per entry. `undo(key, old value)` is called before
+    /// each change, for a caller's undo log (so it has every change even when an error
+    /// follows). Returns how many entries changed or went.
+    pub fn update_each(
+        &mut self,
+        t: Tree,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        f: &mut Rewrite<'_>,
+        undo: Option<&mut Replaced<'_>>,
+    ) -> Result<u64> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let limit = sh.opts.dirty_pages;
+        let mut spill = |sh: &mut Shared<F>| -> Result<()> {
+            let w = sh.w.as_ref().expect("invariant: write transaction open");
+            if w.dirty.len() > limit {
+                sh.write_dirty()?;
+            }
+            Ok(())
+        };
+        let mut bufs = std::mem::take(&mut sh.each);
+        let mut removed = 0;
+        let r = btree::update_each(
+            sh,
+            &mut root,
+            lower,
+            upper,
+            &mut path,
+            &mut scratch,
+            &mut bufs,
+            f,
+            undo,
+            &mut spill,
+            &mut removed,
+        );
+        sh.path = path;
+        sh.scratch = scratch;
+        sh.each = bufs;
+        // Even on error the root must be kept, and the tree counted as changed: entries may
+        // have changed and pages moved before the failure.
+        let s = self.slot(sh, t)?;
+        if root != s.info.root || !matches!(r, Ok(0)) {
+            s.info.root = root;
+            s.changed = true;
+        }
+        s.info.len -= removed;
+        r
     }
 
     /// Inserts or replaces; returns whether the key was there before.
@@ -1780,9 +1842,12 @@ impl<F: BlockFile> WriteTx<F> {
         let mut path = std::mem::take(&mut sh.path);
         let r = btree::remove_keeping(sh, &mut root, key, &mut path, old, removed);
         sh.path = path;
-        // Even on error the root must be kept: pages may have moved before the failure.
+        // Even on error (or a miss) the root must be kept: pages may have moved.
         let s = self.slot(sh, t)?;
-        s.info.root = root;
+        if root != s.info.root {
+            s.info.root = root;
+            s.changed = true;
+        }
         if *removed {
             s.info.len -= 1;
             s.changed = true;

@@ -85,7 +85,7 @@ mod pager;
 pub mod sort;
 pub mod value;
 
-pub use btree::Seek;
+pub use btree::{Each, Replaced, Rewrite, Seek};
 pub use check::{IndexHook, Problem, Report};
 pub use db::{
     CommitInfo, Cursor, Db, Durability, Options, Range, ReadTx, Tree, TreeInfo, TreeKind, WriteTx,

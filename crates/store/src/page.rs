@@ -251,6 +251,46 @@ pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
     set_dead(p, d + old - value.len());
 }
 
+/// Replaces the inline value of leaf cell `i` with `value`, also inline, within the page: in
+/// place when it is no longer ([`shrink_value`]), else by removing the cell and reserving
+/// room for the longer one at the same slot (gathering the page's free space when needed).
+/// False, with the page unchanged, when the longer cell does not fit, or would be more than
+/// a cell may hold.
+pub fn rewrite_value(p: &mut [u8], i: usize, value: &[u8]) -> bool {
+    let off = slot(p, i);
+    let klen = get_u16(p, off);
+    let old = get_u32(p, off + 2) as usize;
+    assert!(
+        old & OVERFLOW_BIT as usize == 0,
+        "invariant: an inline value is rewritten in its page"
+    );
+    if value.len() <= old {
+        shrink_value(p, i, value);
+        return true;
+    }
+    let size = CELL_HDR + klen + value.len();
+    if size > max_cell(p.len()) || used(p) + (value.len() - old) > capacity(p.len()) {
+        return false;
+    }
+    // The key moves with the cell: copied before the cell's bytes are zeroed.
+    let mut key = [0u8; 64];
+    let mut long = Vec::new();
+    let k: &[u8] = if klen <= key.len() {
+        key[..klen].copy_from_slice(&p[off + CELL_HDR..off + CELL_HDR + klen]);
+        &key[..klen]
+    } else {
+        long.extend_from_slice(&p[off + CELL_HDR..off + CELL_HDR + klen]);
+        &long
+    };
+    remove(p, i);
+    let at = reserve(p, i, size).expect("invariant: the room was counted above");
+    put_u16(p, at, klen);
+    put_u32(p, at + 2, value.len() as u32);
+    p[at + CELL_HDR..at + CELL_HDR + klen].copy_from_slice(k);
+    p[at + CELL_HDR + klen..at + size].copy_from_slice(value);
+    true
+}
+
 /// Removes cell `i` (its bytes become dead space, zeroed: a deleted value does not linger in a
 /// live page).
 pub fn remove(p: &mut [u8], i: usize) {

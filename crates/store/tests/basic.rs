@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use cairn_store::{Db, Durability, Error, MemoryFile, Options, Seek, TreeKind};
+use cairn_store::{Db, Durability, Each, Error, MemoryFile, Options, Seek, TreeKind};
 
 fn small() -> Options {
     Options {
@@ -759,5 +759,133 @@ fn the_free_tree_stays_whole_through_small_and_large_commits() {
             tx.commit().unwrap();
         }
         check(&db, "after small commits over a large free tree");
+    }
+}
+
+/// `update_each` over ranges with every kind of bound, changing some values (shorter, longer,
+/// into overflow pages), removing some entries (runs of them too) and leaving others, against
+/// a model; the tree must pass `check` and hold
+/// the model after commit and reopen. A range whose rows change nothing copies no page.
+#[test]
+fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
+    use std::collections::BTreeMap;
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..3000u32 {
+        let v = format!("value {i}").into_bytes();
+        tx.insert(t, &k(i), &v).unwrap();
+        model.insert(k(i), v);
+    }
+    tx.commit().unwrap();
+    let bounds = |lo: u32, hi: u32, kind: u32| -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        match kind {
+            0 => (Bound::Included(k(lo)), Bound::Included(k(hi))),
+            1 => (Bound::Excluded(k(lo)), Bound::Excluded(k(hi))),
+            2 => (Bound::Unbounded, Bound::Included(k(hi))),
+            3 => (Bound::Included(k(lo)), Bound::Unbounded),
+            // Between keys: the bounds themselves are not in the tree.
+            _ => (
+                Bound::Included(format!("key{lo:08}x").into_bytes()),
+                Bound::Excluded(format!("key{hi:08}x").into_bytes()),
+            ),
+        }
+    };
+    for round in 0..10u32 {
+        let (lo, hi) = (round * 277 % 2500, round * 277 % 2500 + 400);
+        let (lb, ub) = bounds(lo, hi, round % 5);
+        // None: keep; Some(None): remove; Some(Some(v)): write v.
+        let new = |key: &[u8], v: &[u8]| -> Option<Option<Vec<u8>>> {
+            let h = key.iter().map(|&b| b as u32).sum::<u32>() + round;
+            match h % 5 {
+                _ if round % 3 == 2 && h % 7 < 5 => Some(None),
+                0 => Some(Some(v[..v.len().min(3)].to_vec())),
+                1 => Some(Some(v.repeat(3))),
+                2 if round % 4 == 0 => Some(Some(vec![round as u8; 300])),
+                3 => Some(None),
+                _ => None,
+            }
+        };
+        let mut want = 0;
+        for (key, v) in model.range::<Vec<u8>, _>((lb.clone(), ub.clone())) {
+            if new(key, v).is_some() {
+                want += 1;
+            }
+        }
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        let mut seen = Vec::new();
+        let mut f = |key: &[u8], v: &[u8], out: &mut Vec<u8>| {
+            seen.push(key.to_vec());
+            assert_eq!(Some(&v.to_vec()), model.get(key), "the value f is given");
+            Ok(match new(key, v) {
+                Some(Some(n)) => {
+                    out.extend_from_slice(&n);
+                    Each::Write
+                }
+                Some(None) => Each::Remove,
+                None => Each::Keep,
+            })
+        };
+        let n = tx
+            .update_each(t, as_ref(&lb), as_ref(&ub), &mut f, None)
+            .unwrap();
+        let expect_seen: Vec<Vec<u8>> = model
+            .range::<Vec<u8>, _>((lb.clone(), ub.clone()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(
+            seen, expect_seen,
+            "round {round}: entries visited, in order"
+        );
+        assert_eq!(n, want, "round {round}");
+        let mut gone = Vec::new();
+        for (key, v) in model.range_mut::<Vec<u8>, _>((lb, ub)) {
+            match new(key, v) {
+                Some(Some(x)) => *v = x,
+                Some(None) => gone.push(key.clone()),
+                None => {}
+            }
+        }
+        for key in gone {
+            model.remove(&key);
+        }
+        assert_eq!(tx.len(t).unwrap(), model.len() as u64, "round {round}");
+        tx.commit().unwrap();
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "round {round}: {rep}");
+    }
+    // Nothing changes: no page is written.
+    let pages = db.page_count();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let mut none = |_: &[u8], _: &[u8], _: &mut Vec<u8>| Ok(Each::Keep);
+    let n = tx
+        .update_each(t, Bound::Unbounded, Bound::Unbounded, &mut none, None)
+        .unwrap();
+    assert_eq!(n, 0);
+    let info = tx.commit().unwrap();
+    assert!(info.changed_trees.is_empty(), "{:?}", info.changed_trees);
+    assert_eq!(db.page_count(), pages);
+    let file = db.into_file().unwrap();
+    let db = Db::open(file, small()).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let all: BTreeMap<Vec<u8>, Vec<u8>> = r
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(all, model);
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(x) => Bound::Included(x.as_slice()),
+        Bound::Excluded(x) => Bound::Excluded(x.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
