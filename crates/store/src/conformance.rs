@@ -16,6 +16,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("new_file_is_empty", new_file_is_empty),
     ("write_then_read_pages", write_then_read_pages),
     ("write_past_end_zero_fills", write_past_end_zero_fills),
+    ("write_across_end", write_across_end),
     (
         "read_past_end_is_out_of_bounds",
         read_past_end_is_out_of_bounds,
@@ -103,6 +104,22 @@ fn write_past_end_zero_fills(f: &mut dyn BlockFile) -> CaseResult {
     })?;
     ensure(read(f, 10_000, 4)? == b"tail", || {
         "the write past the end did not read back".into()
+    })
+}
+
+/// A write that starts inside the file and ends past it overwrites the one part and appends the
+/// other.
+fn write_across_end(f: &mut dyn BlockFile) -> CaseResult {
+    io(f.write(0, &pattern(1, 100)), "write")?;
+    let data = pattern(2, 50);
+    io(f.write(80, &data), "write across the end")?;
+    let len = io(f.len(), "len")?;
+    ensure(len == 130, || format!("length {len}, expected 130"))?;
+    ensure(read(f, 0, 80)? == pattern(1, 100)[..80], || {
+        "a write across the end changed the bytes before it".into()
+    })?;
+    ensure(read(f, 80, 50)? == data, || {
+        "a write across the end did not read back".into()
     })
 }
 

@@ -126,10 +126,19 @@ impl BlockFile for MemoryFile {
         let end = start
             .checked_add(data.len())
             .ok_or_else(|| Error::InvalidInput(format!("write at {offset} overflows")))?;
-        if end > self.data.len() {
-            self.data.resize(end, 0);
+        let len = self.data.len();
+        if end <= len {
+            self.data[start..end].copy_from_slice(data);
+        } else {
+            // Growing: what lies past the end is appended, not zero-filled and then overwritten
+            // (a commit in memory writes its pages at the end of the file).
+            if start > len {
+                self.data.resize(start, 0);
+            }
+            let inside = self.data.len() - start;
+            self.data[start..].copy_from_slice(&data[..inside]);
+            self.data.extend_from_slice(&data[inside..]);
         }
-        self.data[start..end].copy_from_slice(data);
         Ok(())
     }
 
