@@ -9,8 +9,10 @@ use crate::error::{Error, Result};
 use crate::executor;
 use crate::plan::{Func, PExpr, QueryPlan};
 use crate::storage::Storage;
-use crate::types::{self, apply_affinity, arith, to_numeric, to_text, truth, Affinity, ColType};
-use cairn_store::codec::encode_key_value;
+use crate::types::{
+    self, apply_affinity, arith, to_numeric, to_text, truth, Affinity, ColType, LikeMatcher,
+};
+use cairn_store::codec::{encode_key_value, Field, Fields};
 use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
 use std::borrow::Cow;
@@ -220,6 +222,218 @@ fn cmp_truth(op: BinOp, o: Ordering) -> bool {
         BinOp::Le => o != Ordering::Greater,
         BinOp::Gt => o == Ordering::Greater,
         _ => o != Ordering::Less,
+    }
+}
+
+/// A filter condition on one column of the table a scan reads, against values fixed for the
+/// whole scan (literals, parameters, columns of tables joined before, an enclosing query's
+/// columns): tested on the column as it lies in the page ([`Field`]), so a row that fails is
+/// never decoded and a text is never copied to be compared or matched. Prepared by
+/// [`ColTest::prepare`] at the start of each scan, once its values are known.
+#[derive(Debug)]
+pub enum ColTest {
+    /// `column op value`: the value has its side's affinity applied already; `aff` is the
+    /// column side's.
+    Cmp {
+        col: usize,
+        op: BinOp,
+        value: Value,
+        aff: Affinity,
+    },
+    Like {
+        col: usize,
+        matcher: LikeMatcher,
+        negated: bool,
+    },
+    IsNull {
+        col: usize,
+        negated: bool,
+    },
+}
+
+impl ColTest {
+    /// Appends the tests that filter `f` of a level (columns `base..base + width` of the frame)
+    /// consists of, and says whether it is wholly such tests (an AND of them counts: a row
+    /// passes both exactly when it passes the AND). False leaves `out` as it was: the filter is
+    /// then evaluated on decoded columns, as is any whose value is not known or valid yet (an
+    /// unbound parameter, a bad ESCAPE), so that its error comes from the row as before.
+    pub fn prepare(
+        f: &PExpr,
+        base: usize,
+        width: usize,
+        frame: &[Value],
+        cx: &Cx,
+        out: &mut Vec<ColTest>,
+    ) -> bool {
+        let local = |e: &PExpr| match e {
+            PExpr::Col(s) if *s >= base && *s < base + width => Some(*s - base),
+            _ => None,
+        };
+        // A value that does not change while this level is scanned.
+        let fixed = |e: &PExpr| -> Option<Value> {
+            match e {
+                PExpr::Lit(v) => Some(v.clone()),
+                PExpr::Param(i) => cx.params.get(*i).cloned(),
+                PExpr::Col(s) if local(e).is_none() => frame.get(*s).cloned(),
+                PExpr::Outer(..) => eval(e, frame, cx).ok().map(Cow::into_owned),
+                _ => None,
+            }
+        };
+        let test = match f {
+            PExpr::And(a, b) => {
+                let n = out.len();
+                if Self::prepare(a, base, width, frame, cx, out)
+                    && Self::prepare(b, base, width, frame, cx, out)
+                {
+                    return true;
+                }
+                out.truncate(n);
+                return false;
+            }
+            PExpr::Cmp(op, a, b, la, lb) if !matches!(op, BinOp::Is | BinOp::IsNot) => {
+                // `value op column` is `column op' value` with the operator mirrored.
+                let (col, value, op, aff, vaff) = match (local(a), local(b)) {
+                    (Some(c), None) => (c, fixed(b), *op, *la, *lb),
+                    (None, Some(c)) => {
+                        let op = match op {
+                            BinOp::Lt => BinOp::Gt,
+                            BinOp::Le => BinOp::Ge,
+                            BinOp::Gt => BinOp::Lt,
+                            BinOp::Ge => BinOp::Le,
+                            op => *op,
+                        };
+                        (c, fixed(a), op, *lb, *la)
+                    }
+                    _ => return false,
+                };
+                let Some(value) = value else { return false };
+                let value = conv(&value, vaff).unwrap_or(value);
+                ColTest::Cmp {
+                    col,
+                    op,
+                    value,
+                    aff,
+                }
+            }
+            PExpr::Like {
+                expr,
+                pattern,
+                escape,
+                negated,
+            } => {
+                let Some(col) = local(expr) else { return false };
+                let Some(p) = fixed(pattern).as_ref().and_then(text_of).map(Cow::into_owned)
+                else {
+                    return false;
+                };
+                let escape = match escape {
+                    None => None,
+                    Some(e) => {
+                        let Some(s) = fixed(e).as_ref().and_then(text_of).map(Cow::into_owned)
+                        else {
+                            return false;
+                        };
+                        let mut it = s.chars();
+                        match (it.next(), it.next()) {
+                            (Some(c), None) => Some(c),
+                            _ => return false,
+                        }
+                    }
+                };
+                ColTest::Like {
+                    col,
+                    matcher: LikeMatcher::new(p, escape),
+                    negated: *negated,
+                }
+            }
+            PExpr::IsNull(a, negated) => match local(a) {
+                Some(col) => ColTest::IsNull {
+                    col,
+                    negated: *negated,
+                },
+                None => return false,
+            },
+            _ => return false,
+        };
+        out.push(test);
+        true
+    }
+
+    /// Whether the row passes (the condition is true, not false or NULL). `scratch` takes a
+    /// column that must be converted to be compared (text under a numeric affinity, a number
+    /// matched by LIKE), as evaluation would.
+    #[inline]
+    pub fn passes(&self, row: &Fields, scratch: &mut Value) -> Result<bool> {
+        match self {
+            ColTest::Cmp {
+                col,
+                op,
+                value,
+                aff,
+            } => {
+                let o = match row.field(*col)? {
+                    Field::Null => return Ok(false),
+                    Field::Integer(i) => {
+                        return Ok(compare_truth(*op, &Value::Integer(i), value, *aff, Affinity::None)
+                            == Some(true))
+                    }
+                    Field::Real(r) => {
+                        return Ok(
+                            compare_truth(*op, &Value::Real(r), value, *aff, Affinity::None)
+                                == Some(true),
+                        )
+                    }
+                    // Text under no numeric affinity stays text: bytewise against text, after
+                    // every number, before every blob.
+                    Field::Text(t)
+                        if !matches!(aff, Affinity::Integer | Affinity::Real | Affinity::Numeric) =>
+                    {
+                        match value {
+                            Value::Null => return Ok(false),
+                            Value::Text(v) => t.cmp(v.as_bytes()),
+                            Value::Blob(_) => Ordering::Less,
+                            Value::Integer(_) | Value::Real(_) => Ordering::Greater,
+                        }
+                    }
+                    // No affinity converts a blob.
+                    Field::Blob(b) => match value {
+                        Value::Null => return Ok(false),
+                        Value::Blob(v) => b.cmp(v.as_slice()),
+                        _ => Ordering::Greater,
+                    },
+                    Field::Text(_) => {
+                        row.get_into(*col, scratch)?;
+                        return Ok(
+                            compare_truth(*op, scratch, value, *aff, Affinity::None) == Some(true)
+                        );
+                    }
+                };
+                Ok(cmp_truth(*op, o))
+            }
+            ColTest::Like {
+                col,
+                matcher,
+                negated,
+            } => match row.field(*col)? {
+                Field::Null => Ok(false),
+                Field::Text(t) => match matcher.matches(t) {
+                    Some(m) => Ok(m != *negated),
+                    None => Err(Error::Storage(cairn_store::Error::Corrupt(
+                        "text column is not UTF-8".into(),
+                    ))),
+                },
+                _ => {
+                    row.get_into(*col, scratch)?;
+                    Ok(match text_of(scratch) {
+                        Some(x) => matcher.matches_str(&x) != *negated,
+                        None => false,
+                    })
+                }
+            },
+            ColTest::IsNull { col, negated } => {
+                Ok(matches!(row.field(*col)?, Field::Null) != *negated)
+            }
+        }
     }
 }
 
@@ -575,19 +789,19 @@ pub fn compare_op(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -
     }
 }
 
-fn cmp_aff(x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Ordering {
-    let conv = |v: &Value, a: Affinity| -> Option<Value> {
-        match (a, v) {
-            (Affinity::None | Affinity::Blob, _) => None,
-            (Affinity::Text, Value::Integer(_) | Value::Real(_)) => {
-                Some(apply_affinity(v.clone(), a))
-            }
-            (Affinity::Integer | Affinity::Real | Affinity::Numeric, Value::Text(_)) => {
-                Some(apply_affinity(v.clone(), a))
-            }
-            _ => None,
+/// A comparison operand with its affinity applied, when that changes it (None when it does not).
+fn conv(v: &Value, a: Affinity) -> Option<Value> {
+    match (a, v) {
+        (Affinity::None | Affinity::Blob, _) => None,
+        (Affinity::Text, Value::Integer(_) | Value::Real(_)) => Some(apply_affinity(v.clone(), a)),
+        (Affinity::Integer | Affinity::Real | Affinity::Numeric, Value::Text(_)) => {
+            Some(apply_affinity(v.clone(), a))
         }
-    };
+        _ => None,
+    }
+}
+
+fn cmp_aff(x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Ordering {
     match (conv(x, la), conv(y, lb)) {
         (None, None) => x.total_cmp(y),
         (Some(a), None) => a.total_cmp(y),

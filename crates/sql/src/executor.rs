@@ -8,14 +8,14 @@
 
 use crate::ast::{BinOp, Conflict};
 use crate::error::{Error, Result};
-use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, Cx, HashRows};
+use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, ColTest, Cx, HashRows};
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
 use crate::storage::{Each, Storage};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
-    decode_key_value, encode_key, encode_key_value, encode_record_into, Record,
+    decode_key_value, encode_key, encode_key_value, encode_record_into, Layout, Record,
 };
 use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
@@ -752,13 +752,14 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             Ok(true)
         }
         (Source::Table(t), Access::Scan { reverse }) => {
+            let mut rf = RowFilter::new(lvl, frame, cx);
             let mut cur = cx
                 .store
                 .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
             while cur.next()? {
                 // The key is only read when the level writes it out (UPDATE, DELETE).
                 let key = if lvl.key_slot { cur.key() } else { &[] };
-                if !primary_row(lvl, key, cur.value(), frame, cx, f)? {
+                if !primary_row(lvl, &mut rf, key, cur.value(), frame, cx, f)? {
                     return Ok(false);
                 }
             }
@@ -776,9 +777,10 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 sub_probe,
             },
         ) => {
+            let mut rf = RowFilter::new(lvl, frame, cx);
             if index.is_none() && sub_probe.is_none() && lower.is_none() && upper.is_none() {
                 if let Some(keys) = point_keys(t, probes, frame, cx)? {
-                    return point_rows(lvl, t, keys, *reverse, frame, cx, f);
+                    return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
             }
             let ranges = match sub_probe {
@@ -797,9 +799,12 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     let go = match index {
                         None => {
                             let key = if lvl.key_slot { cur.key() } else { &[] };
-                            primary_row(lvl, key, cur.value(), frame, cx, f)?
+                            primary_row(lvl, &mut rf, key, cur.value(), frame, cx, f)?
                         }
-                        Some(i) => index_row(lvl, t, *i, *covering, cur.key(), frame, cx, f)?,
+                        Some(i) => {
+                            let entry = (*i, *covering, cur.key());
+                            index_row(lvl, &mut rf, t, entry, frame, cx, f)?
+                        }
                     };
                     if !go {
                         return Ok(false);
@@ -855,8 +860,10 @@ fn point_keys(
     Ok(Some(keys))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn point_rows(
     lvl: &Level,
+    rf: &mut RowFilter,
     t: &Table,
     mut keys: Vec<Vec<u8>>,
     reverse: bool,
@@ -869,7 +876,7 @@ fn point_rows(
     }
     for k in keys {
         if let Some(value) = cx.store.get(t.tree, &k)? {
-            if !primary_row(lvl, &k, &value, frame, cx, f)? {
+            if !primary_row(lvl, rf, &k, &value, frame, cx, f)? {
                 return Ok(false);
             }
         }
@@ -885,25 +892,67 @@ fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// A level's filters as prepared for one scan of its table: the conditions on one column
+/// against fixed values ([`ColTest`]), tested on the row in its page, and the rest, evaluated
+/// on decoded columns. With the buffers a row is read through, reused from row to row.
+struct RowFilter<'l> {
+    tests: Vec<ColTest>,
+    rest: Vec<&'l PExpr>,
+    layout: Layout,
+    scratch: Value,
+}
+
+impl<'l> RowFilter<'l> {
+    fn new(lvl: &'l Level, frame: &[Value], cx: &Cx) -> RowFilter<'l> {
+        let mut tests = Vec::new();
+        let mut rest = Vec::new();
+        for f in &lvl.filters {
+            if !ColTest::prepare(f, lvl.base, lvl.width, frame, cx, &mut tests) {
+                rest.push(f);
+            }
+        }
+        RowFilter {
+            tests,
+            rest,
+            layout: Layout::default(),
+            scratch: Value::Null,
+        }
+    }
+}
+
 fn primary_row(
     lvl: &Level,
+    rf: &mut RowFilter,
     key: &[u8],
     value: &[u8],
     frame: &mut Vec<Value>,
     cx: &Cx,
     f: &mut Sink,
 ) -> Result<bool> {
-    let rec = Record::new(value)?;
-    decode_cols(&rec, &lvl.pre_cols, lvl.base, frame)?;
-    if !all_true(&lvl.filters, frame, cx)? {
-        return Ok(true);
+    let row = rf.layout.read(value)?;
+    for t in &rf.tests {
+        if !t.passes(&row, &mut rf.scratch)? {
+            return Ok(true);
+        }
+    }
+    let cols = &mut frame[lvl.base..];
+    for &c in &lvl.pre_cols {
+        row.get_into(c, &mut cols[c])?;
+    }
+    for e in &rf.rest {
+        if eval_bool(e, frame, cx)? != Some(true) {
+            return Ok(true);
+        }
     }
     if let Some(k) = &lvl.topk {
         if beyond_topk(lvl, k, frame, cx) {
             return Ok(true);
         }
     }
-    decode_cols(&rec, &lvl.post_cols, lvl.base, frame)?;
+    let cols = &mut frame[lvl.base..];
+    for &c in &lvl.post_cols {
+        row.get_into(c, &mut cols[c])?;
+    }
     // The key slot is past the table's columns, so no filter reads it: only a row that
     // passed them has its key copied out.
     if lvl.key_slot {
@@ -919,13 +968,12 @@ fn primary_row(
     f(frame)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A row found through an index entry `(index, covering, key)`.
 fn index_row(
     lvl: &Level,
+    rf: &mut RowFilter,
     t: &Table,
-    ix: usize,
-    covering: bool,
-    key: &[u8],
+    (ix, covering, key): (usize, bool, &[u8]),
     frame: &mut Vec<Value>,
     cx: &Cx,
     f: &mut Sink,
@@ -969,7 +1017,7 @@ fn index_row(
             t.indexes[ix].name
         ))));
     };
-    primary_row(lvl, pk, &value, frame, cx, f)
+    primary_row(lvl, rf, pk, &value, frame, cx, f)
 }
 
 fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {

@@ -458,20 +458,70 @@ fn real_arith(op: Arith, x: f64, y: f64) -> Value {
 /// escape character.
 pub fn like(pattern: &str, text: &str, escape: Option<char>) -> bool {
     if escape.is_none() {
-        if let Some(m) = like_literal(pattern, text) {
-            return m;
+        if let Some((start, end)) = like_shape(pattern) {
+            return like_literal(literal_of(pattern, start, end), start, end, text.as_bytes());
         }
     }
+    like_chars(pattern, text, escape)
+}
+
+fn like_chars(pattern: &str, text: &str, escape: Option<char>) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     like_at(&p, &t, escape)
 }
 
-/// The common patterns `lit`, `lit%`, `%lit` and `%lit%` (no other wildcard) without
-/// collecting chars: a byte comparison that folds only ASCII letters gives the same answer as
-/// the char-by-char matcher, since a non-ASCII byte only ever equals itself and UTF-8 text
-/// cannot match a whole literal starting mid-character. None for any other pattern.
-fn like_literal(pattern: &str, text: &str) -> Option<bool> {
+/// A LIKE pattern prepared once for many texts (a scan's filter): the common shapes without a
+/// wildcard inside are matched on the text's bytes as they lie in the page.
+#[derive(Debug, Clone)]
+pub struct LikeMatcher {
+    pattern: String,
+    escape: Option<char>,
+    /// `%` at the start and at the end of a pattern with no other wildcard, and no escape.
+    shape: Option<(bool, bool)>,
+}
+
+impl LikeMatcher {
+    pub fn new(pattern: String, escape: Option<char>) -> LikeMatcher {
+        let shape = if escape.is_none() {
+            like_shape(&pattern)
+        } else {
+            None
+        };
+        LikeMatcher {
+            pattern,
+            escape,
+            shape,
+        }
+    }
+
+    /// Whether text, given as its stored bytes, matches. The literal shapes need no UTF-8
+    /// check (a byte comparison answers as the char matcher does); the general matcher does.
+    pub fn matches(&self, text: &[u8]) -> Option<bool> {
+        match self.shape {
+            Some((start, end)) => Some(like_literal(
+                literal_of(&self.pattern, start, end),
+                start,
+                end,
+                text,
+            )),
+            None => Some(like_chars(
+                &self.pattern,
+                std::str::from_utf8(text).ok()?,
+                self.escape,
+            )),
+        }
+    }
+
+    pub fn matches_str(&self, text: &str) -> bool {
+        self.matches(text.as_bytes())
+            .expect("invariant: a str is UTF-8")
+    }
+}
+
+/// Whether `pattern` is one of the common shapes `lit`, `lit%`, `%lit` and `%lit%` (no other
+/// wildcard), and which ends have the `%`.
+fn like_shape(pattern: &str) -> Option<(bool, bool)> {
     let p = pattern.as_bytes();
     let start = p.first() == Some(&b'%');
     let end = p.len() > usize::from(start) && p.last() == Some(&b'%');
@@ -479,9 +529,20 @@ fn like_literal(pattern: &str, text: &str) -> Option<bool> {
     if lit.iter().any(|&b| b == b'%' || b == b'_') {
         return None;
     }
-    let t = text.as_bytes();
+    Some((start, end))
+}
+
+fn literal_of(pattern: &str, start: bool, end: bool) -> &[u8] {
+    &pattern.as_bytes()[usize::from(start)..pattern.len() - usize::from(end)]
+}
+
+/// Matches a pattern of shape [`like_shape`] without collecting chars: a byte comparison that
+/// folds only ASCII letters gives the same answer as the char-by-char matcher, since a
+/// non-ASCII byte only ever equals itself and UTF-8 text cannot match a whole literal starting
+/// mid-character.
+fn like_literal(lit: &[u8], start: bool, end: bool, t: &[u8]) -> bool {
     let eq = |a: &[u8]| a.eq_ignore_ascii_case(lit);
-    Some(match (start, end) {
+    match (start, end) {
         (false, false) => t.len() == lit.len() && eq(t),
         (false, true) => t.len() >= lit.len() && eq(&t[..lit.len()]),
         (true, false) => t.len() >= lit.len() && eq(&t[t.len() - lit.len()..]),
@@ -497,7 +558,7 @@ fn like_literal(pattern: &str, text: &str) -> Option<bool> {
                     })
             }
         },
-    })
+    }
 }
 
 fn like_at(p: &[char], t: &[char], esc: Option<char>) -> bool {
@@ -780,15 +841,24 @@ mod tests {
             for t in texts {
                 let pc: Vec<char> = p.chars().collect();
                 let tc: Vec<char> = t.chars().collect();
+                let m = LikeMatcher::new(p.to_string(), None);
+                assert!(m.shape.is_some(), "{p:?} is a literal shape");
                 assert_eq!(
-                    like_literal(p, t),
+                    m.matches(t.as_bytes()),
                     Some(like_at(&pc, &tc, None)),
                     "{p:?} LIKE {t:?}"
                 );
+                assert_eq!(like(p, t, None), like_at(&pc, &tc, None), "{p:?} LIKE {t:?}");
             }
         }
-        assert_eq!(like_literal("a_c", "abc"), None);
-        assert_eq!(like_literal("a%c", "abc"), None);
+        assert_eq!(like_shape("a_c"), None);
+        assert_eq!(like_shape("a%c"), None);
+        // With an escape the general matcher runs, on the bytes once they are checked UTF-8.
+        let m = LikeMatcher::new("%a!%%".into(), Some('!'));
+        assert_eq!(m.matches(b"xA%y"), Some(true));
+        assert_eq!(m.matches(b"xAy"), Some(false));
+        assert_eq!(m.matches(b"\xff"), None);
+        assert_eq!(LikeMatcher::new("_é%".into(), None).matches("xÉ".as_bytes()), Some(false));
     }
 
     #[test]

@@ -554,6 +554,156 @@ impl<'a> Record<'a> {
     }
 }
 
+/// A column of a record as it lies in the page: numbers by value, text and blobs as their bytes
+/// (text not yet checked to be UTF-8), so a filter can test it without building a [`Value`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Field<'a> {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(&'a [u8]),
+    Blob(&'a [u8]),
+}
+
+/// Where each column of a record lies (serial type, body offset), found in one walk of the
+/// header; kept from row to row of a scan so that locating the columns allocates nothing.
+/// A scan reads it once per row, then tests and decodes columns in any order without walking
+/// the header again for each (as [`Record`] does).
+#[derive(Debug, Default)]
+pub struct Layout {
+    /// Serial type and offset of the body from the end of the header, per column.
+    at: Vec<(u64, usize)>,
+}
+
+/// Body lengths of the one-byte serial types (below 128: every number, text and blobs up to 57
+/// bytes); the reserved 8 to 11 are refused when the column is read.
+const SMALL_LEN: [u8; 128] = {
+    let fixed = [0, 1, 2, 4, 8, 8, 0, 0, 0, 0, 0, 0];
+    let mut t = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = if i < 12 { fixed[i] } else { (i as u8 - 12) / 2 };
+        i += 1;
+    }
+    t
+};
+
+impl Layout {
+    /// Locates the columns of `buf`, a record; the returned view reads them.
+    pub fn read<'s, 'a>(&'s mut self, buf: &'a [u8]) -> Result<Fields<'s, 'a>> {
+        let mut pos = 0;
+        let n = header_varint(buf, &mut pos)?;
+        let columns = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= buf.len())
+            .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))?;
+        // Rows of one table mostly have the same column count: then this keeps the length.
+        self.at.resize(columns, (0, 0));
+        let mut off = 0usize;
+        // One-byte serial types, the usual case, in a tight loop; the rest from the first
+        // longer one on.
+        let mut done = 0;
+        for (a, &b) in self.at.iter_mut().zip(&buf[pos..]) {
+            if b >= 0x80 {
+                break;
+            }
+            *a = (u64::from(b), off);
+            off += usize::from(SMALL_LEN[usize::from(b)]);
+            done += 1;
+        }
+        pos += done;
+        for a in &mut self.at[done..] {
+            let st = get_varint(buf, &mut pos)?;
+            *a = (st, off);
+            let len = match st {
+                0..128 => usize::from(SMALL_LEN[st as usize]),
+                _ => usize::try_from((st - ST_BLOB) / 2).unwrap_or(usize::MAX),
+            };
+            off = off.saturating_add(len);
+        }
+        if off > buf.len() - pos {
+            return Err(Error::Corrupt("record columns run past its end".into()));
+        }
+        Ok(Fields {
+            at: &self.at,
+            buf: &buf[pos..],
+        })
+    }
+}
+
+/// The columns of one record, located by [`Layout::read`].
+#[derive(Debug, Clone, Copy)]
+pub struct Fields<'s, 'a> {
+    at: &'s [(u64, usize)],
+    /// The bodies: the record after its header.
+    buf: &'a [u8],
+}
+
+impl<'a> Fields<'_, 'a> {
+    /// Column `i` where it lies; a column past the end of the record (added by `ALTER TABLE
+    /// ADD COLUMN` after the row was written) is NULL.
+    #[inline(always)]
+    pub fn field(&self, i: usize) -> Result<Field<'a>> {
+        let Some(&(st, off)) = self.at.get(i) else {
+            return Ok(Field::Null);
+        };
+        let b = self.buf.get(off..).unwrap_or(&[]);
+        let fixed = |n: usize| {
+            b.get(..n)
+                .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))
+        };
+        Ok(match st {
+            ST_NULL => Field::Null,
+            ST_ZERO => Field::Integer(0),
+            ST_ONE => Field::Integer(1),
+            ST_I8 => Field::Integer(fixed(1)?[0] as i8 as i64),
+            ST_I16 => Field::Integer(i16::from_le_bytes(fixed(2)?.try_into().expect("2")) as i64),
+            ST_I32 => Field::Integer(i32::from_le_bytes(fixed(4)?.try_into().expect("4")) as i64),
+            ST_I64 => Field::Integer(i64::from_le_bytes(fixed(8)?.try_into().expect("8"))),
+            ST_F64 => Field::Real(f64::from_le_bytes(fixed(8)?.try_into().expect("8"))),
+            ST_BLOB.. => {
+                // The header walk checked that every body ends inside the record.
+                let v = fixed(((st - ST_BLOB) / 2) as usize)?;
+                if st % 2 == 1 {
+                    Field::Text(v)
+                } else {
+                    Field::Blob(v)
+                }
+            }
+            _ => return Err(Error::Corrupt(format!("unknown serial type {st}"))),
+        })
+    }
+
+    /// Column `i` written into `out`, reusing `out`'s text or blob buffer as
+    /// [`Record::get_into`] does.
+    pub fn get_into(&self, i: usize, out: &mut Value) -> Result<()> {
+        match self.field(i)? {
+            Field::Null => *out = Value::Null,
+            Field::Integer(v) => *out = Value::Integer(v),
+            Field::Real(v) => *out = Value::Real(v),
+            Field::Text(b) => {
+                let s = std::str::from_utf8(b)
+                    .map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?;
+                match out {
+                    Value::Text(t) => {
+                        t.clear();
+                        t.push_str(s);
+                    }
+                    _ => *out = Value::Text(s.to_owned()),
+                }
+            }
+            Field::Blob(b) => match out {
+                Value::Blob(v) => {
+                    v.clear();
+                    v.extend_from_slice(b);
+                }
+                _ => *out = Value::Blob(b.to_vec()),
+            },
+        }
+        Ok(())
+    }
+}
+
 fn decode_body(st: u64, buf: &[u8], off: usize) -> Result<Value> {
     let len = body_len(st)?;
     let b = off
@@ -655,6 +805,54 @@ mod tests {
         let buf = encode_record(&[Text("abc".into())]);
         Record::new(&buf).unwrap().get_into(0, &mut t).unwrap();
         assert!(matches!(&t, Text(s) if s == "abc" && s.capacity() >= 64));
+    }
+
+    #[test]
+    fn layout_reads_every_column_as_record_get_does() {
+        let long = "x".repeat(300);
+        let rows = [
+            samples(),
+            vec![Text(long.clone()), Integer(5), Blob(vec![7; 70]), Null, Real(2.5)],
+            vec![Integer(1), Text(long), Integer(-300)],
+            vec![],
+        ];
+        let mut layout = Layout::default();
+        let mut slot = Null;
+        for r in &rows {
+            let buf = encode_record(r);
+            let rec = Record::new(&buf).unwrap();
+            let fields = layout.read(&buf).unwrap();
+            // One past the end: a column added after the row was written reads as NULL.
+            for i in 0..=r.len() {
+                let want = rec.get(i).unwrap();
+                fields.get_into(i, &mut slot).unwrap();
+                assert_eq!(slot, want, "column {i} of {r:?}");
+                let f = fields.field(i).unwrap();
+                let same = match (f, &want) {
+                    (Field::Null, Null) => true,
+                    (Field::Integer(a), Integer(b)) => a == *b,
+                    (Field::Real(a), Real(b)) => a == *b,
+                    (Field::Text(a), Text(b)) => a == b.as_bytes(),
+                    (Field::Blob(a), Blob(b)) => a == b.as_slice(),
+                    _ => false,
+                };
+                assert!(same, "column {i} of {r:?}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn layout_refuses_records_whose_columns_run_past_the_end() {
+        let mut layout = Layout::default();
+        let buf = encode_record(&[Integer(1000), Text("abc".into())]);
+        assert!(layout.read(&buf[..buf.len() - 1]).is_err());
+        assert!(layout.read(&buf[..2]).is_err());
+        // A text claiming 2^62 bytes.
+        let mut big = vec![1];
+        put_varint(&mut big, ST_TEXT + (1 << 63));
+        assert!(layout.read(&big).is_err());
+        // A reserved serial type is refused when read.
+        assert!(layout.read(&[1, 10]).unwrap().field(0).is_err());
     }
 
     #[test]
