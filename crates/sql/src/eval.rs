@@ -322,7 +322,10 @@ impl ColTest {
                 negated,
             } => {
                 let Some(col) = local(expr) else { return false };
-                let Some(p) = fixed(pattern).as_ref().and_then(text_of).map(Cow::into_owned)
+                let Some(p) = fixed(pattern)
+                    .as_ref()
+                    .and_then(text_of)
+                    .map(Cow::into_owned)
                 else {
                     return false;
                 };
@@ -374,8 +377,13 @@ impl ColTest {
                 let o = match row.field(*col)? {
                     Field::Null => return Ok(false),
                     Field::Integer(i) => {
-                        return Ok(compare_truth(*op, &Value::Integer(i), value, *aff, Affinity::None)
-                            == Some(true))
+                        return Ok(compare_truth(
+                            *op,
+                            &Value::Integer(i),
+                            value,
+                            *aff,
+                            Affinity::None,
+                        ) == Some(true))
                     }
                     Field::Real(r) => {
                         return Ok(
@@ -386,7 +394,10 @@ impl ColTest {
                     // Text under no numeric affinity stays text: bytewise against text, after
                     // every number, before every blob.
                     Field::Text(t)
-                        if !matches!(aff, Affinity::Integer | Affinity::Real | Affinity::Numeric) =>
+                        if !matches!(
+                            aff,
+                            Affinity::Integer | Affinity::Real | Affinity::Numeric
+                        ) =>
                     {
                         match value {
                             Value::Null => return Ok(false),

@@ -756,14 +756,7 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             let mut cur = cx
                 .store
                 .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
-            while cur.next()? {
-                // The key is only read when the level writes it out (UPDATE, DELETE).
-                let key = if lvl.key_slot { cur.key() } else { &[] };
-                if !primary_row(lvl, &mut rf, key, cur.value(), frame, cx, f)? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
+            cur.for_each(&mut |key, value| primary_row(lvl, &mut rf, key, value, frame, cx, f))
         }
         (
             Source::Table(t),
@@ -795,20 +788,12 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 let mut cur = cx
                     .store
                     .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
-                while cur.next()? {
-                    let go = match index {
-                        None => {
-                            let key = if lvl.key_slot { cur.key() } else { &[] };
-                            primary_row(lvl, &mut rf, key, cur.value(), frame, cx, f)?
-                        }
-                        Some(i) => {
-                            let entry = (*i, *covering, cur.key());
-                            index_row(lvl, &mut rf, t, entry, frame, cx, f)?
-                        }
-                    };
-                    if !go {
-                        return Ok(false);
-                    }
+                let go = cur.for_each(&mut |key, value| match index {
+                    None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
+                    Some(i) => index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f),
+                })?;
+                if !go {
+                    return Ok(false);
                 }
             }
             Ok(true)

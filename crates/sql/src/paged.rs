@@ -299,6 +299,11 @@ impl<F: BlockFile> Cursor for PagedCursor<F> {
             self.range.inline_value().unwrap_or(&[])
         }
     }
+    fn for_each(&mut self, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<bool> {
+        // An entry `next` stopped on is not handed out again.
+        self.overflow = false;
+        self.range.for_each(f)
+    }
 }
 
 impl<F: BlockFile + 'static> Storage for Paged<F> {

@@ -29,6 +29,18 @@ pub trait Cursor {
     fn next(&mut self) -> Result<bool>;
     fn key(&self) -> &[u8];
     fn value(&self) -> &[u8];
+
+    /// Hands the remaining entries to `f` (key, value) until it returns false; returns whether
+    /// they ran out (true) or `f` stopped (false). A store can do this without a `next` per
+    /// entry (a scan's main cost).
+    fn for_each(&mut self, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<bool> {
+        while self.next()? {
+            if !f(self.key(), self.value())? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 }
 
 pub use cairn_store::Each;

@@ -848,7 +848,11 @@ mod tests {
                     Some(like_at(&pc, &tc, None)),
                     "{p:?} LIKE {t:?}"
                 );
-                assert_eq!(like(p, t, None), like_at(&pc, &tc, None), "{p:?} LIKE {t:?}");
+                assert_eq!(
+                    like(p, t, None),
+                    like_at(&pc, &tc, None),
+                    "{p:?} LIKE {t:?}"
+                );
             }
         }
         assert_eq!(like_shape("a_c"), None);
@@ -858,7 +862,10 @@ mod tests {
         assert_eq!(m.matches(b"xA%y"), Some(true));
         assert_eq!(m.matches(b"xAy"), Some(false));
         assert_eq!(m.matches(b"\xff"), None);
-        assert_eq!(LikeMatcher::new("_é%".into(), None).matches("xÉ".as_bytes()), Some(false));
+        assert_eq!(
+            LikeMatcher::new("_é%".into(), None).matches("xÉ".as_bytes()),
+            Some(false)
+        );
     }
 
     #[test]

@@ -812,7 +812,13 @@ mod tests {
         let long = "x".repeat(300);
         let rows = [
             samples(),
-            vec![Text(long.clone()), Integer(5), Blob(vec![7; 70]), Null, Real(2.5)],
+            vec![
+                Text(long.clone()),
+                Integer(5),
+                Blob(vec![7; 70]),
+                Null,
+                Real(2.5),
+            ],
             vec![Integer(1), Text(long), Integer(-300)],
             vec![],
         ];

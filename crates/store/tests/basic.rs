@@ -889,3 +889,93 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Unbounded => Bound::Unbounded,
     }
 }
+
+/// `Range::for_each` hands out what stepping with `next` does: every bound and direction, long
+/// values in overflow pages, stopping early, and a tree written to between entries.
+#[test]
+fn for_each_matches_stepping_through_a_range() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..600u32 {
+        let v = if i % 50 == 7 {
+            vec![i as u8; 2000]
+        } else {
+            i.to_le_bytes().to_vec()
+        };
+        tx.insert(t, &k(i), &v).unwrap();
+    }
+    tx.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let (a, b) = (k(37), k(411));
+    let bounds = [
+        (Bound::Unbounded, Bound::Unbounded),
+        (Bound::Included(&a[..]), Bound::Excluded(&b[..])),
+        (Bound::Excluded(&a[..]), Bound::Included(&b[..])),
+        (Bound::Unbounded, Bound::Included(&a[..])),
+        (Bound::Included(&b[..]), Bound::Excluded(&a[..])),
+    ];
+    for (lo, hi) in bounds {
+        for reverse in [false, true] {
+            let want = r.range(t, lo, hi, reverse).unwrap().collect_all().unwrap();
+            let mut got = Vec::new();
+            let mut range = r.range(t, lo, hi, reverse).unwrap();
+            let done = range
+                .for_each(&mut |k, v| {
+                    got.push((k.to_vec(), v.to_vec()));
+                    Ok::<_, Error>(true)
+                })
+                .unwrap();
+            assert!(done);
+            assert_eq!(got, want, "{lo:?} {hi:?} reverse {reverse}");
+            // Stopped after 100 entries, the range goes on from the next one.
+            let mut range = r.range(t, lo, hi, reverse).unwrap();
+            let mut n = 0;
+            let done = range
+                .for_each(&mut |_, _| {
+                    n += 1;
+                    Ok::<_, Error>(n < 100)
+                })
+                .unwrap();
+            assert_eq!(done, want.len() < 100);
+            if !done {
+                assert!(range.next().unwrap() == (want.len() > 100));
+                if want.len() > 100 {
+                    assert_eq!(range.key(), want[100].0);
+                }
+            }
+        }
+    }
+    // A write between entries: the range goes on after the last key it handed out.
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let mut range = tx
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap();
+    let mut seen = Vec::new();
+    range
+        .for_each(&mut |key, _| {
+            seen.push(key.to_vec());
+            if seen.len() == 10 {
+                return Ok::<_, Error>(false);
+            }
+            Ok(true)
+        })
+        .unwrap();
+    tx.remove(t, &k(10)).unwrap();
+    // And one made by `f` itself, mid-leaf.
+    range
+        .for_each(&mut |key, _| {
+            seen.push(key.to_vec());
+            if seen.len() == 20 {
+                tx.remove(t, &k(20)).unwrap();
+                tx.insert(t, &k(1000), b"x").unwrap();
+            }
+            Ok::<_, Error>(true)
+        })
+        .unwrap();
+    let want: Vec<Vec<u8>> = (0..600).filter(|&i| i != 10).chain([1000]).map(k).collect();
+    // k(20) was handed out before it was removed.
+    assert_eq!(seen, want);
+}
