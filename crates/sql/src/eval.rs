@@ -240,6 +240,18 @@ pub enum ColTest {
         value: Value,
         aff: Affinity,
     },
+    /// `column > a`, `column BETWEEN a AND b`, `column = a` and the like against integers:
+    /// an integer column is compared with both bounds as integers, after one read. Any other
+    /// value is compared as [`ColTest::Cmp`] would, bound by bound (`aff` is the column side's
+    /// affinity, never TEXT).
+    Range {
+        col: usize,
+        aff: Affinity,
+        /// `Gt` or `Ge`, and the bound.
+        lower: Option<(BinOp, i64)>,
+        /// `Lt` or `Le`, and the bound.
+        upper: Option<(BinOp, i64)>,
+    },
     Like {
         col: usize,
         matcher: LikeMatcher,
@@ -308,11 +320,52 @@ impl ColTest {
                 };
                 let Some(value) = value else { return false };
                 let value = conv(&value, vaff).unwrap_or(value);
-                ColTest::Cmp {
-                    col,
-                    op,
-                    value,
-                    aff,
+                match (&value, op) {
+                    (
+                        Value::Integer(v),
+                        BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge,
+                    ) if aff != Affinity::Text => {
+                        let v = *v;
+                        let (lo, hi) = match op {
+                            BinOp::Gt | BinOp::Ge => (Some((op, v)), None),
+                            BinOp::Lt | BinOp::Le => (None, Some((op, v))),
+                            _ => (Some((BinOp::Ge, v)), Some((BinOp::Le, v))),
+                        };
+                        // The other half of a range just prepared on this column (BETWEEN).
+                        if let Some(ColTest::Range {
+                            col: c,
+                            aff: a,
+                            lower,
+                            upper,
+                        }) = out.last_mut()
+                        {
+                            if *c == col && *a == aff {
+                                match (lo, hi) {
+                                    (Some(l), None) if lower.is_none() => {
+                                        *lower = Some(l);
+                                        return true;
+                                    }
+                                    (None, Some(h)) if upper.is_none() => {
+                                        *upper = Some(h);
+                                        return true;
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                        ColTest::Range {
+                            col,
+                            aff,
+                            lower: lo,
+                            upper: hi,
+                        }
+                    }
+                    _ => ColTest::Cmp {
+                        col,
+                        op,
+                        value,
+                        aff,
+                    },
                 }
             }
             PExpr::Like {
@@ -360,6 +413,16 @@ impl ColTest {
         };
         out.push(test);
         true
+    }
+
+    /// The (table-relative) column tested.
+    pub fn column(&self) -> usize {
+        match self {
+            ColTest::Cmp { col, .. }
+            | ColTest::Range { col, .. }
+            | ColTest::Like { col, .. }
+            | ColTest::IsNull { col, .. } => *col,
+        }
     }
 
     /// Whether the row passes (the condition is true, not false or NULL). `scratch` takes a
@@ -420,6 +483,31 @@ impl ColTest {
                     }
                 };
                 Ok(cmp_truth(*op, o))
+            }
+            ColTest::Range {
+                col,
+                aff,
+                lower,
+                upper,
+            } => {
+                let f = row.field(*col)?;
+                if let Field::Integer(i) = f {
+                    return Ok(lower
+                        .is_none_or(|(op, v)| if op == BinOp::Gt { i > v } else { i >= v })
+                        && upper
+                            .is_none_or(|(op, v)| if op == BinOp::Lt { i < v } else { i <= v }));
+                }
+                if f == Field::Null {
+                    return Ok(false);
+                }
+                row.get_into(*col, scratch)?;
+                let holds = |b: &Option<(BinOp, i64)>| {
+                    b.is_none_or(|(op, v)| {
+                        compare_truth(op, scratch, &Value::Integer(v), *aff, Affinity::None)
+                            == Some(true)
+                    })
+                };
+                Ok(holds(lower) && holds(upper))
             }
             ColTest::Like {
                 col,

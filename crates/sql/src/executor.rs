@@ -196,12 +196,11 @@ fn topk_slot(l: &Level) -> usize {
     l as *const Level as usize + 2
 }
 
-/// Whether a top-k level's row sorts strictly after the current k-th best row on the first
-/// sort key, so it cannot be in the result.
-fn beyond_topk(lvl: &Level, k: &SortKey, frame: &[Value], cx: &Cx) -> bool {
+/// A top-k level's current bound: the k-th best row's first sort key, once there is one.
+fn topk_bound(lvl: &Level, cx: &Cx) -> Option<Value> {
     match cx.cache.borrow().get(&topk_slot(lvl)) {
-        Some(Cached::Value(b)) => compare_key(&frame[lvl.base + k.col], b, k) == Ordering::Greater,
-        _ => false,
+        Some(Cached::Value(b)) => Some(b.clone()),
+        _ => None,
     }
 }
 
@@ -884,7 +883,12 @@ struct RowFilter<'l> {
     tests: Vec<ColTest>,
     rest: Vec<&'l PExpr>,
     layout: Layout,
+    /// One past the last column anything reads: the header walk stops there.
+    upto: usize,
     scratch: Value,
+    /// A top-k level's bound ([`topk_bound`]), read again only after a row reaches the sink,
+    /// which is the only place it changes.
+    bound: Option<Value>,
 }
 
 impl<'l> RowFilter<'l> {
@@ -896,11 +900,17 @@ impl<'l> RowFilter<'l> {
                 rest.push(f);
             }
         }
+        let upto = (tests.iter().map(ColTest::column))
+            .chain(lvl.pre_cols.iter().chain(&lvl.post_cols).copied())
+            .max()
+            .map_or(0, |c| c + 1);
         RowFilter {
             tests,
             rest,
             layout: Layout::default(),
+            upto,
             scratch: Value::Null,
+            bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
         }
     }
 }
@@ -914,7 +924,7 @@ fn primary_row(
     cx: &Cx,
     f: &mut Sink,
 ) -> Result<bool> {
-    let row = rf.layout.read(value)?;
+    let row = rf.layout.read(value, rf.upto)?;
     for t in &rf.tests {
         if !t.passes(&row, &mut rf.scratch)? {
             return Ok(true);
@@ -929,8 +939,10 @@ fn primary_row(
             return Ok(true);
         }
     }
-    if let Some(k) = &lvl.topk {
-        if beyond_topk(lvl, k, frame, cx) {
+    // Sorting strictly after the k-th best row so far on the first sort key, the row cannot
+    // be in the result.
+    if let (Some(k), Some(b)) = (&lvl.topk, &rf.bound) {
+        if compare_key(&frame[lvl.base + k.col], b, k) == Ordering::Greater {
             return Ok(true);
         }
     }
@@ -950,7 +962,11 @@ fn primary_row(
             slot => *slot = Value::Blob(key.to_vec()),
         }
     }
-    f(frame)
+    let go = f(frame)?;
+    if lvl.topk.is_some() {
+        rf.bound = topk_bound(lvl, cx);
+    }
+    Ok(go)
 }
 
 /// A row found through an index entry `(index, covering, key)`.

@@ -546,19 +546,56 @@ fn like_literal(lit: &[u8], start: bool, end: bool, t: &[u8]) -> bool {
         (false, false) => t.len() == lit.len() && eq(t),
         (false, true) => t.len() >= lit.len() && eq(&t[..lit.len()]),
         (true, false) => t.len() >= lit.len() && eq(&t[t.len() - lit.len()..]),
-        (true, true) => match lit.split_first() {
-            None => true,
-            // Only where the first byte matches (either case) is the rest compared.
-            Some((&first, rest)) => {
-                let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
-                t.len() >= lit.len()
-                    && (0..=t.len() - lit.len()).any(|i| {
-                        (t[i] == lo || t[i] == up)
-                            && t[i + 1..i + lit.len()].eq_ignore_ascii_case(rest)
-                    })
-            }
-        },
+        (true, true) => contains_folded(t, lit),
     }
+}
+
+/// Whether `lit` occurs in `t`, ASCII letters compared without case. Only where the first byte
+/// matches is the rest compared, and those places are found eight bytes at a time.
+fn contains_folded(t: &[u8], lit: &[u8]) -> bool {
+    let Some((&first, rest)) = lit.split_first() else {
+        return true;
+    };
+    let Some(last) = t.len().checked_sub(lit.len()) else {
+        return false;
+    };
+    // With bit 0x20 set, both cases of a letter are its lower case, and no other byte is.
+    let (fold, want) = if first.is_ascii_alphabetic() {
+        (0x20, first | 0x20)
+    } else {
+        (0, first)
+    };
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let (fold8, want8) = (ONES * u64::from(fold), ONES * u64::from(want));
+    let rest_at = |j: usize| t[j + 1..j + lit.len()].eq_ignore_ascii_case(rest);
+    let mut i = 0;
+    while i <= last {
+        match t.get(i..i + 8) {
+            Some(w) => {
+                let x = (u64::from_le_bytes(w.try_into().expect("8 bytes")) | fold8) ^ want8;
+                // The zero bytes of x, and perhaps bytes after one: each is checked anyway.
+                let mut z = x.wrapping_sub(ONES) & !x & (ONES << 7);
+                while z != 0 {
+                    let j = i + (z.trailing_zeros() / 8) as usize;
+                    if j > last {
+                        return false;
+                    }
+                    if rest_at(j) {
+                        return true;
+                    }
+                    z &= z - 1;
+                }
+                i += 8;
+            }
+            None => {
+                if t[i] | fold == want && rest_at(i) {
+                    return true;
+                }
+                i += 1;
+            }
+        }
+    }
+    false
 }
 
 fn like_at(p: &[char], t: &[char], esc: Option<char>) -> bool {
@@ -831,11 +868,29 @@ mod tests {
     #[test]
     fn like_literal_patterns_match_as_the_general_matcher_does() {
         let texts = [
-            "", "a", "A", "abc", "xAbCx", "héllo", "HÉLLO", "ab\0c", "%_", "aaa",
+            "",
+            "a",
+            "A",
+            "abc",
+            "xAbCx",
+            "héllo",
+            "HÉLLO",
+            "ab\0c",
+            "%_",
+            "aaa",
+            "fifty five thousand one hundred",
+            "one hundred twenty-ONE",
+            "@`[{ AaBb",
+            "aaaaaaaaaaab",
+            "xxxxxxxbc",
+            "xxxxxxxxbc",
+            "xxxxxxxxxbC",
+            "é-é-é-é-é-é-é-é-éE",
         ];
         let pats = [
             "", "%", "%%", "a", "abc", "ABC%", "%c", "%bC%", "%é%", "h%", "%LO", "%\0%", "aa",
-            "%aa%", "x%",
+            "%aa%", "x%", "%one%", "%ONE%", "%@%", "%`%", "%{ a%", "%ab%", "%b%", "%bc%", "%-É%",
+            "%-é%", "%e%", "%1%", "%aab%",
         ];
         for p in pats {
             for t in texts {

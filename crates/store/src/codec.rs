@@ -589,30 +589,41 @@ const SMALL_LEN: [u8; 128] = {
 };
 
 impl Layout {
-    /// Locates the columns of `buf`, a record; the returned view reads them.
-    pub fn read<'s, 'a>(&'s mut self, buf: &'a [u8]) -> Result<Fields<'s, 'a>> {
+    /// Locates the columns of `buf`, a record, at least those before `upto` (the others are
+    /// found when asked for); the returned view reads them.
+    pub fn read<'s, 'a>(&'s mut self, buf: &'a [u8], upto: usize) -> Result<Fields<'s, 'a>> {
+        // The usual record: under 128 columns, each with a one-byte serial type (every number,
+        // text and blobs up to 57 bytes). The bodies start right after the header then, so
+        // only the columns wanted need their offsets summed.
+        if let Some(&n) = buf.first() {
+            let columns = usize::from(n);
+            if let Some(types) = buf.get(1..1 + columns).filter(|_| n < 0x80) {
+                if one_byte_types(buf, columns) {
+                    let want = upto.min(columns);
+                    self.at.resize(want, (0, 0));
+                    let mut off = 0usize;
+                    for (a, &b) in self.at.iter_mut().zip(types) {
+                        *a = (u64::from(b), off);
+                        off += usize::from(SMALL_LEN[usize::from(b)]);
+                    }
+                    return Ok(Fields {
+                        at: &self.at,
+                        types,
+                        columns,
+                        buf: &buf[1 + columns..],
+                    });
+                }
+            }
+        }
         let mut pos = 0;
         let n = header_varint(buf, &mut pos)?;
         let columns = usize::try_from(n)
             .ok()
             .filter(|&n| n <= buf.len())
             .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))?;
-        // Rows of one table mostly have the same column count: then this keeps the length.
         self.at.resize(columns, (0, 0));
         let mut off = 0usize;
-        // One-byte serial types, the usual case, in a tight loop; the rest from the first
-        // longer one on.
-        let mut done = 0;
-        for (a, &b) in self.at.iter_mut().zip(&buf[pos..]) {
-            if b >= 0x80 {
-                break;
-            }
-            *a = (u64::from(b), off);
-            off += usize::from(SMALL_LEN[usize::from(b)]);
-            done += 1;
-        }
-        pos += done;
-        for a in &mut self.at[done..] {
+        for a in &mut self.at {
             let st = get_varint(buf, &mut pos)?;
             *a = (st, off);
             let len = match st {
@@ -626,15 +637,39 @@ impl Layout {
         }
         Ok(Fields {
             at: &self.at,
+            types: &[],
+            columns,
             buf: &buf[pos..],
         })
+    }
+}
+
+/// Whether the `columns` serial types after a record's one-byte column count are each one
+/// byte: for up to 8 columns, one load of the header (and the start of the bodies).
+#[inline]
+fn one_byte_types(buf: &[u8], columns: usize) -> bool {
+    match buf.get(1..9) {
+        Some(w) if columns <= 8 => {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            let mask = match columns {
+                8 => u64::MAX,
+                n => (1u64 << (8 * n)) - 1,
+            };
+            w & mask & 0x8080_8080_8080_8080 == 0
+        }
+        _ => buf[1..1 + columns].iter().all(|&b| b < 0x80),
     }
 }
 
 /// The columns of one record, located by [`Layout::read`].
 #[derive(Debug, Clone, Copy)]
 pub struct Fields<'s, 'a> {
+    /// Serial type and body offset of the columns located.
     at: &'s [(u64, usize)],
+    /// The one-byte serial types of every column, when they all are (else every column is
+    /// located, and this is empty).
+    types: &'a [u8],
+    columns: usize,
     /// The bodies: the record after its header.
     buf: &'a [u8],
 }
@@ -644,8 +679,10 @@ impl<'a> Fields<'_, 'a> {
     /// ADD COLUMN` after the row was written) is NULL.
     #[inline(always)]
     pub fn field(&self, i: usize) -> Result<Field<'a>> {
-        let Some(&(st, off)) = self.at.get(i) else {
-            return Ok(Field::Null);
+        let (st, off) = match self.at.get(i) {
+            Some(&at) => at,
+            None if i >= self.columns => return Ok(Field::Null),
+            None => self.locate(i),
         };
         let b = self.buf.get(off..).unwrap_or(&[]);
         let fixed = |n: usize| {
@@ -662,7 +699,8 @@ impl<'a> Fields<'_, 'a> {
             ST_I64 => Field::Integer(i64::from_le_bytes(fixed(8)?.try_into().expect("8"))),
             ST_F64 => Field::Real(f64::from_le_bytes(fixed(8)?.try_into().expect("8"))),
             ST_BLOB.. => {
-                // The header walk checked that every body ends inside the record.
+                // Within usize: a longer body fails the header walk of `read` (one-byte types
+                // are short).
                 let v = fixed(((st - ST_BLOB) / 2) as usize)?;
                 if st % 2 == 1 {
                     Field::Text(v)
@@ -672,6 +710,17 @@ impl<'a> Fields<'_, 'a> {
             }
             _ => return Err(Error::Corrupt(format!("unknown serial type {st}"))),
         })
+    }
+
+    /// A column `read` did not locate (past the `upto` it was given): its one-byte serial
+    /// type, and its offset summed from the types before it.
+    #[cold]
+    fn locate(&self, i: usize) -> (u64, usize) {
+        let off = self.types[..i]
+            .iter()
+            .map(|&b| usize::from(SMALL_LEN[usize::from(b)]))
+            .sum();
+        (u64::from(self.types[i]), off)
     }
 
     /// Column `i` written into `out`, reusing `out`'s text or blob buffer as
@@ -827,22 +876,25 @@ mod tests {
         for r in &rows {
             let buf = encode_record(r);
             let rec = Record::new(&buf).unwrap();
-            let fields = layout.read(&buf).unwrap();
-            // One past the end: a column added after the row was written reads as NULL.
-            for i in 0..=r.len() {
-                let want = rec.get(i).unwrap();
-                fields.get_into(i, &mut slot).unwrap();
-                assert_eq!(slot, want, "column {i} of {r:?}");
-                let f = fields.field(i).unwrap();
-                let same = match (f, &want) {
-                    (Field::Null, Null) => true,
-                    (Field::Integer(a), Integer(b)) => a == *b,
-                    (Field::Real(a), Real(b)) => a == *b,
-                    (Field::Text(a), Text(b)) => a == b.as_bytes(),
-                    (Field::Blob(a), Blob(b)) => a == b.as_slice(),
-                    _ => false,
-                };
-                assert!(same, "column {i} of {r:?}: {f:?}");
+            // Columns past `upto` are located when asked for.
+            for upto in [0, 2, usize::MAX] {
+                let fields = layout.read(&buf, upto).unwrap();
+                // One past the end: a column added after the row was written reads as NULL.
+                for i in (0..=r.len()).rev() {
+                    let want = rec.get(i).unwrap();
+                    fields.get_into(i, &mut slot).unwrap();
+                    assert_eq!(slot, want, "column {i} of {r:?}");
+                    let f = fields.field(i).unwrap();
+                    let same = match (f, &want) {
+                        (Field::Null, Null) => true,
+                        (Field::Integer(a), Integer(b)) => a == *b,
+                        (Field::Real(a), Real(b)) => a == *b,
+                        (Field::Text(a), Text(b)) => a == b.as_bytes(),
+                        (Field::Blob(a), Blob(b)) => a == b.as_slice(),
+                        _ => false,
+                    };
+                    assert!(same, "column {i} of {r:?}: {f:?}");
+                }
             }
         }
     }
@@ -851,14 +903,16 @@ mod tests {
     fn layout_refuses_records_whose_columns_run_past_the_end() {
         let mut layout = Layout::default();
         let buf = encode_record(&[Integer(1000), Text("abc".into())]);
-        assert!(layout.read(&buf[..buf.len() - 1]).is_err());
-        assert!(layout.read(&buf[..2]).is_err());
+        // Found when the header is walked, or when the column is read.
+        let short = &buf[..buf.len() - 1];
+        assert!(layout.read(short, 2).and_then(|f| f.field(1)).is_err());
+        assert!(layout.read(&buf[..2], 2).is_err());
         // A text claiming 2^62 bytes.
         let mut big = vec![1];
         put_varint(&mut big, ST_TEXT + (1 << 63));
-        assert!(layout.read(&big).is_err());
+        assert!(layout.read(&big, 1).is_err());
         // A reserved serial type is refused when read.
-        assert!(layout.read(&[1, 10]).unwrap().field(0).is_err());
+        assert!(layout.read(&[1, 10], 1).unwrap().field(0).is_err());
     }
 
     #[test]
