@@ -383,15 +383,18 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
 /// query's only min()/max(), if it has one, as in SQLite.
 fn update_states(agg: &AggPlan, states: &mut [AggState], frame: &[Value], cx: &Cx) -> Result<()> {
     let mut extreme_changed = true;
+    let mut bare = false;
     for (i, (spec, st)) in agg.aggs.iter().zip(states.iter_mut()).enumerate() {
-        if spec.func != AggFunc::Last {
-            let changed = st.update(spec, frame, cx)?;
-            if agg.minmax == Some(i) {
-                extreme_changed = changed;
-            }
+        if spec.func == AggFunc::Last {
+            bare = true;
+            continue;
+        }
+        let changed = st.update(spec, frame, cx)?;
+        if agg.minmax == Some(i) {
+            extreme_changed = changed;
         }
     }
-    if extreme_changed {
+    if bare && extreme_changed {
         for (spec, st) in agg.aggs.iter().zip(states.iter_mut()) {
             if spec.func == AggFunc::Last {
                 st.update(spec, frame, cx)?;
@@ -590,6 +593,20 @@ impl AggState {
         if spec.func == AggFunc::CountStar {
             if let AggState::Count(n) = self {
                 *n += 1;
+            }
+            return Ok(true);
+        }
+        // count(), sum(), total() or avg() of a column, the usual aggregate, without `eval`
+        // (a DISTINCT one is wrapped, and takes the general path).
+        if let (AggState::Count(_) | AggState::Sum(_), [PExpr::Col(i)]) = (&*self, &spec.args[..]) {
+            let v = frame.get(*i).unwrap_or(&Value::Null);
+            if v.is_null() {
+                return Ok(false);
+            }
+            match self {
+                AggState::Count(n) => *n += 1,
+                AggState::Sum(st) => st.add(v),
+                _ => {}
             }
             return Ok(true);
         }

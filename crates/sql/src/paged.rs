@@ -299,7 +299,7 @@ impl<F: BlockFile> Cursor for PagedCursor<F> {
             self.range.inline_value().unwrap_or(&[])
         }
     }
-    fn for_each(&mut self, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<bool> {
+    fn for_each(&mut self, f: &mut crate::storage::EntryFn) -> Result<bool> {
         // An entry `next` stopped on is not handed out again.
         self.overflow = false;
         self.range.for_each(f)

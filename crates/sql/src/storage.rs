@@ -23,6 +23,9 @@ pub const SCHEMA_TREE: TreeId = 0;
 /// layer) keep their own trees there.
 pub const SYSTEM_TREES: TreeId = 1 << 40;
 
+/// What [`Cursor::for_each`] hands each entry to: its key and value; false stops the scan.
+pub type EntryFn<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
+
 /// A position in a range scan. `next` moves to the next entry (the first, on the first call) and
 /// says whether there is one; `key` and `value` borrow the current entry without copying it.
 pub trait Cursor {
@@ -33,7 +36,7 @@ pub trait Cursor {
     /// Hands the remaining entries to `f` (key, value) until it returns false; returns whether
     /// they ran out (true) or `f` stopped (false). A store can do this without a `next` per
     /// entry (a scan's main cost).
-    fn for_each(&mut self, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<bool> {
+    fn for_each(&mut self, f: &mut EntryFn) -> Result<bool> {
         while self.next()? {
             if !f(self.key(), self.value())? {
                 return Ok(false);

@@ -2240,10 +2240,11 @@ impl<F: BlockFile> Range<F> {
     /// the cursor each (what a scan spends most of its time on otherwise); only moving to the
     /// next leaf is a step. If `f` changes the tree (in a write transaction), the cursor finds
     /// its place again by key, as a step would.
-    pub fn for_each<E: From<Error>>(
-        &mut self,
-        f: &mut dyn FnMut(&[u8], &[u8]) -> std::result::Result<bool, E>,
-    ) -> std::result::Result<bool, E> {
+    pub fn for_each<E, G>(&mut self, mut f: G) -> std::result::Result<bool, E>
+    where
+        E: From<Error>,
+        G: FnMut(&[u8], &[u8]) -> std::result::Result<bool, E>,
+    {
         while self.next()? {
             let Some((pg, first)) = self.cursor.stack.leaf().map(|(p, i)| (p.clone(), i)) else {
                 return Ok(true);

@@ -922,7 +922,7 @@ fn for_each_matches_stepping_through_a_range() {
             let mut got = Vec::new();
             let mut range = r.range(t, lo, hi, reverse).unwrap();
             let done = range
-                .for_each(&mut |k, v| {
+                .for_each(|k, v| {
                     got.push((k.to_vec(), v.to_vec()));
                     Ok::<_, Error>(true)
                 })
@@ -933,7 +933,7 @@ fn for_each_matches_stepping_through_a_range() {
             let mut range = r.range(t, lo, hi, reverse).unwrap();
             let mut n = 0;
             let done = range
-                .for_each(&mut |_, _| {
+                .for_each(|_, _| {
                     n += 1;
                     Ok::<_, Error>(n < 100)
                 })
@@ -955,7 +955,7 @@ fn for_each_matches_stepping_through_a_range() {
         .unwrap();
     let mut seen = Vec::new();
     range
-        .for_each(&mut |key, _| {
+        .for_each(|key, _| {
             seen.push(key.to_vec());
             if seen.len() == 10 {
                 return Ok::<_, Error>(false);
@@ -966,7 +966,7 @@ fn for_each_matches_stepping_through_a_range() {
     tx.remove(t, &k(10)).unwrap();
     // And one made by `f` itself, mid-leaf.
     range
-        .for_each(&mut |key, _| {
+        .for_each(|key, _| {
             seen.push(key.to_vec());
             if seen.len() == 20 {
                 tx.remove(t, &k(20)).unwrap();
