@@ -707,6 +707,10 @@ fn run_levels(
         return sink(frame);
     }
     let lvl = &c.levels[li];
+    // The last level hands its rows straight to the sink when there is nothing to do between.
+    if li + 1 == c.levels.len() && !lvl.left && lvl.after.is_empty() {
+        return for_each_row(lvl, frame, cx, sink);
+    }
     let mut matched = false;
     let go = for_each_row(lvl, frame, cx, &mut |frame: &mut Vec<Value>| {
         matched = true;
