@@ -844,7 +844,8 @@ fn point_keys(
     }
     let mut keys = Vec::with_capacity(probes.len());
     'probe: for p in probes {
-        let mut k = Vec::new();
+        // 12 bytes: a number's whole key encoding, so an integer key is one allocation.
+        let mut k = Vec::with_capacity(12 * p.len());
         for e in p {
             let v = eval(e, frame, cx)?;
             let exact = match v.as_ref() {

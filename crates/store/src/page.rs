@@ -183,13 +183,27 @@ pub fn set_child(p: &mut [u8], idx: usize, id: u32) {
     }
 }
 
+/// Bytewise order of two keys, deciding on the first eight bytes at once where they differ
+/// (most comparisons of a search: a number's key differs there) instead of calling `memcmp`.
+#[inline]
+fn cmp_key(a: &[u8], b: &[u8]) -> Ordering {
+    if let (Some(x), Some(y)) = (a.get(..8), b.get(..8)) {
+        let x = u64::from_be_bytes(x.try_into().expect("8 bytes"));
+        let y = u64::from_be_bytes(y.try_into().expect("8 bytes"));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    a.cmp(b)
+}
+
 /// Binary search: `Ok(i)` when key `i` equals `k`, else `Err(insertion point)`.
 #[inline]
 pub fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
     let (mut lo, mut hi) = (0, count(p));
     while lo < hi {
         let mid = (lo + hi) / 2;
-        match key(p, mid).cmp(k) {
+        match cmp_key(key(p, mid), k) {
             Ordering::Less => lo = mid + 1,
             Ordering::Greater => hi = mid,
             Ordering::Equal => return Ok(mid),
@@ -414,4 +428,32 @@ pub fn validate(p: &[u8]) -> std::result::Result<(), String> {
 
 pub fn corrupt(page: u32, what: impl std::fmt::Display) -> Error {
     Error::Corrupt(format!("page {page}: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_comparison_is_bytewise() {
+        let keys: [&[u8]; 12] = [
+            b"",
+            b"a",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgha",
+            b"abcdefgi",
+            b"abcdefh",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+            b"\x10\x80\x00\x00\x00\x00\x00\x00\x00\x80\x00\x00",
+            b"\x10\x80\x00\x00\x00\x00\x00\x01\x00\x80\x00\x00",
+        ];
+        for a in keys {
+            for b in keys {
+                assert_eq!(cmp_key(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+    }
 }
