@@ -430,6 +430,7 @@ impl ColTest {
     /// matched by LIKE), as evaluation would.
     #[inline]
     pub fn passes(&self, row: &Fields, scratch: &mut Value) -> Result<bool> {
+        let field = row.field(self.column())?;
         match self {
             ColTest::Cmp {
                 col,
@@ -437,7 +438,7 @@ impl ColTest {
                 value,
                 aff,
             } => {
-                let o = match row.field(*col)? {
+                let o = match field {
                     Field::Null => return Ok(false),
                     Field::Integer(i) => {
                         return Ok(compare_truth(
@@ -490,7 +491,7 @@ impl ColTest {
                 lower,
                 upper,
             } => {
-                let f = row.field(*col)?;
+                let f = field;
                 if let Field::Integer(i) = f {
                     return Ok(lower
                         .is_none_or(|(op, v)| if op == BinOp::Gt { i > v } else { i >= v })
@@ -513,7 +514,7 @@ impl ColTest {
                 col,
                 matcher,
                 negated,
-            } => match row.field(*col)? {
+            } => match field {
                 Field::Null => Ok(false),
                 Field::Text(t) => match matcher.matches(t) {
                     Some(m) => Ok(m != *negated),
@@ -529,9 +530,7 @@ impl ColTest {
                     })
                 }
             },
-            ColTest::IsNull { col, negated } => {
-                Ok(matches!(row.field(*col)?, Field::Null) != *negated)
-            }
+            ColTest::IsNull { negated, .. } => Ok(matches!(field, Field::Null) != *negated),
         }
     }
 }
