@@ -23,10 +23,14 @@
 //!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
 //!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
 //!    [`storage::Storage::get`]; a range or an index would instead open a [`storage::Cursor`]
-//!    with [`storage::Storage::scan`] over `index_ranges`. For each row (`primary_row`) it
-//!    decodes only the filters' columns with `cairn_store::codec::Record::get_cols_into` (one
-//!    walk of the record header), tests the filters ([`eval::eval_bool`]), decodes the rest of
-//!    what is needed, and pushes the frame on. The sink evaluates the projection and collects the row into [`Output::Rows`].
+//!    with [`storage::Storage::scan`] over `index_ranges` and take its entries, a leaf at a
+//!    time, through [`storage::Cursor::for_each`]. At the start of a scan the level's filters
+//!    that compare one column with values fixed for the scan become [`eval::ColTest`]s
+//!    (`RowFilter::new`). For each row (`primary_row`) the record header is walked once
+//!    (`cairn_store::codec::Layout::read`), those tests run on the columns where they lie in
+//!    the page, the other filters on decoded columns ([`eval::eval_bool`]); only a row that
+//!    passes has the rest of what is needed decoded, and the frame is pushed on. The sink
+//!    evaluates the projection and collects the row into [`Output::Rows`].
 //!    `EXPLAIN` prints the plan instead ([`explain`]).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
