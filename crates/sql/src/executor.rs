@@ -881,10 +881,12 @@ fn point_rows(
         keys.reverse();
     }
     for k in keys {
-        if let Some(value) = cx.store.get(t.tree, &k)? {
-            if !primary_row(lvl, rf, &k, &value, frame, cx, f)? {
-                return Ok(false);
-            }
+        let mut value = std::mem::take(&mut rf.value);
+        let found = cx.store.get_into(t.tree, &k, &mut value)?;
+        let go = !found || primary_row(lvl, rf, &k, &value, frame, cx, f)?;
+        rf.value = value;
+        if !go {
+            return Ok(false);
         }
     }
     Ok(true)
@@ -911,6 +913,8 @@ struct RowFilter<'l> {
     /// A top-k level's bound ([`topk_bound`]), read again only after a row reaches the sink,
     /// which is the only place it changes.
     bound: Option<Value>,
+    /// The record of a row looked up by key (through an index or a point get), reused.
+    value: Vec<u8>,
 }
 
 impl<'l> RowFilter<'l> {
@@ -933,6 +937,7 @@ impl<'l> RowFilter<'l> {
             upto,
             scratch: Value::Null,
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
+            value: Vec::new(),
         }
     }
 }
@@ -1034,13 +1039,16 @@ fn index_row(
         return f(frame);
     }
     let pk = rest;
-    let Some(value) = cx.store.get(t.tree, pk)? else {
+    let mut value = std::mem::take(&mut rf.value);
+    if !cx.store.get_into(t.tree, pk, &mut value)? {
         return Err(Error::Storage(cairn_store::Error::Corrupt(format!(
             "index {} points at a missing row",
             t.indexes[ix].name
         ))));
-    };
-    primary_row(lvl, rf, pk, &value, frame, cx, f)
+    }
+    let go = primary_row(lvl, rf, pk, &value, frame, cx, f);
+    rf.value = value;
+    go
 }
 
 fn materialize(q: &Rc<QueryPlan>, cx: &Cx) -> Result<Rc<Vec<Vec<Value>>>> {

@@ -254,6 +254,12 @@ impl<F: BlockFile> Reader<'_, F> {
             Reader::Read(tx) => tx.tree_info(t)?.meta,
         })
     }
+    fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> cairn_store::Result<bool> {
+        match self {
+            Reader::Write(tx) => tx.get_into(t, key, out),
+            Reader::Read(tx) => tx.get_into(t, key, out),
+        }
+    }
     fn range(
         &self,
         t: Tree,
@@ -476,6 +482,10 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read(tree, |r, t| r.get(t, key))
+    }
+
+    fn get_into(&self, tree: TreeId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.read(tree, |r, t| r.get_into(t, key, out))
     }
 
     fn tree_meta(&self, tree: TreeId) -> Result<Vec<u8>> {

@@ -106,6 +106,17 @@ pub trait Storage {
     }
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// [`Storage::get`] into a buffer the caller reuses from lookup to lookup; false when the
+    /// key is absent (`out` is then unspecified).
+    fn get_into(&self, tree: TreeId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        match self.get(tree, key)? {
+            Some(v) => {
+                *out = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()>;
     /// Rewrites or removes, in key order, the entries of `tree` within the bounds that `f`
     /// picks ([`Each`]). `f` must not use the storage: a store may run it in the middle of its
