@@ -589,6 +589,7 @@ impl AggState {
     }
 
     /// Adds a row; says whether the state changed (for min/max: a new extreme).
+    #[inline]
     fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
         if spec.func == AggFunc::CountStar {
             if let AggState::Count(n) = self {
@@ -610,6 +611,12 @@ impl AggState {
             }
             return Ok(true);
         }
+        self.update_general(spec, frame, cx)
+    }
+
+    /// [`AggState::update`] for any aggregate: apart, so that the inlined common cases stay small.
+    #[inline(never)]
+    fn update_general(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
         let v = match spec.args.first() {
             Some(a) => eval(a, frame, cx)?,
             None => return Ok(false),
@@ -915,6 +922,8 @@ struct RowFilter<'l> {
     bound: Option<Value>,
     /// The record of a row looked up by key (through an index or a point get), reused.
     value: Vec<u8>,
+    /// Some primary key column is read: a covering index entry's key part is decoded.
+    key_wanted: bool,
 }
 
 impl<'l> RowFilter<'l> {
@@ -938,6 +947,12 @@ impl<'l> RowFilter<'l> {
             scratch: Value::Null,
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
             value: Vec::new(),
+            key_wanted: match &lvl.source {
+                Source::Table(t) => key_columns(t)
+                    .iter()
+                    .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c)),
+                Source::Query(_) => false,
+            },
         }
     }
 }
@@ -996,6 +1011,15 @@ fn primary_row(
     Ok(go)
 }
 
+/// The table columns its primary key holds.
+fn key_columns(t: &Table) -> &[usize] {
+    match &t.key {
+        Key::Rowid(Some(c)) => std::slice::from_ref(c),
+        Key::Rowid(None) => &[],
+        Key::Columns(c) => c,
+    }
+}
+
 /// A row found through an index entry `(index, covering, key)`.
 fn index_row(
     lvl: &Level,
@@ -1020,14 +1044,8 @@ fn index_row(
         rest = r;
     }
     if covering {
-        let wanted = |c: usize| lvl.pre_cols.contains(&c) || lvl.post_cols.contains(&c);
-        let key_cols: &[usize] = match &t.key {
-            Key::Rowid(Some(c)) => std::slice::from_ref(c),
-            Key::Rowid(None) => &[],
-            Key::Columns(c) => c,
-        };
-        if key_cols.iter().any(|&c| wanted(c)) {
-            for &c in key_cols {
+        if rf.key_wanted {
+            for &c in key_columns(t) {
                 let (v, r) = decode_key_value(rest, false)?;
                 frame[lvl.base + c] = typed(v, c);
                 rest = r;
