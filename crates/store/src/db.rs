@@ -2258,13 +2258,13 @@ impl<F: BlockFile> Range<F> {
             let n = page::count(&pg);
             let mut i = first;
             loop {
-                let key = page::key(&pg, i);
+                let (key, value) = page::leaf_entry(&pg, i);
                 // `next` checked the first entry.
                 if bounded && i != first && !btree::within(key, far, !self.reverse) {
                     self.cursor.stack.levels.clear();
                     return Ok(true);
                 }
-                let go = match page::leaf_value(&pg, i) {
+                let go = match value {
                     LeafValue::Inline(v) => f(key, v)?,
                     LeafValue::Overflow(len, page_id) => {
                         let mut val = std::mem::take(&mut self.cursor.val);

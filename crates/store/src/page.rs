@@ -147,14 +147,24 @@ pub enum LeafValue<'a> {
 
 #[inline]
 pub fn leaf_value(p: &[u8], i: usize) -> LeafValue<'_> {
+    leaf_entry(p, i).1
+}
+
+/// A leaf's key and value at `i`, from one read of the cell's header.
+#[inline]
+pub fn leaf_entry(p: &[u8], i: usize) -> (&[u8], LeafValue<'_>) {
     let off = slot(p, i);
     let klen = get_u16(p, off);
     let vf = get_u32(p, off + 2);
     let start = off + CELL_HDR + klen;
+    let key = &p[off + CELL_HDR..start];
     if vf & OVERFLOW_BIT != 0 {
-        LeafValue::Overflow((vf & !OVERFLOW_BIT) as usize, get_u32(p, start))
+        (
+            key,
+            LeafValue::Overflow((vf & !OVERFLOW_BIT) as usize, get_u32(p, start)),
+        )
     } else {
-        LeafValue::Inline(&p[start..start + vf as usize])
+        (key, LeafValue::Inline(&p[start..start + vf as usize]))
     }
 }
 
