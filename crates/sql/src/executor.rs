@@ -1430,6 +1430,10 @@ impl Changes {
     /// Appends `row`'s values; returns where its bounds start.
     fn push_row(&mut self, row: &[Value]) -> usize {
         let at = self.bounds.len();
+        // Room for the row at once (its numbers' encodings, at least) instead of a check
+        // against the capacity at each push that may grow the buffer.
+        self.bounds.reserve(row.len() + 1);
+        self.bytes.reserve(10 * row.len());
         for v in row {
             self.bounds.push(self.bytes.len());
             put_wire_value(&mut self.bytes, v);
@@ -1723,6 +1727,12 @@ impl Writer<'_> {
                 cap.push_delete(t, o);
                 old = None;
             }
+        }
+        if old.is_none() && r.counters.is_empty() {
+            // An insert (or a row moved into its scope) of a table without counters, the
+            // common case: every column, appended as one range.
+            cap.push_set(t, new, 0..new.len(), std::iter::empty());
+            return;
         }
         // In column order, as the counters are declared in any order.
         let adds = (0..new.len()).filter_map(|c| {
