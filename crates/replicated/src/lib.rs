@@ -17,7 +17,10 @@ mod persist;
 
 use cairn_sql::executor::same_row;
 use cairn_sql::schema::{Catalog, Key, Table};
-use cairn_sql::{CommitHook, Correction, Database, Error, Result, RowChange, Storage, Value};
+use cairn_sql::{
+    Changes, CommitHook, Correction, Database, EncodedRow, Error, Result, Storage, Value,
+};
+use cairn_sync::change::Encoded;
 use cairn_sync::{
     AuthorId, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore, ScopeId,
     TableSchema,
@@ -714,8 +717,20 @@ impl State {
     fn scope_name(t: &Table, row: &[Value]) -> String {
         match t.replicated.as_ref().and_then(|r| r.scope) {
             None => t.name.clone(),
-            Some(c) => format!("{}/{}={}", t.name, t.columns[c].name, scope_value(&row[c])),
+            Some(c) => Self::scoped_name(t, c, &row[c]),
         }
+    }
+
+    /// [`State::scope_name`] of a captured row.
+    fn captured_scope_name(t: &Table, row: &EncodedRow) -> Result<String> {
+        Ok(match t.replicated.as_ref().and_then(|r| r.scope) {
+            None => t.name.clone(),
+            Some(c) => Self::scoped_name(t, c, &decoded(row.value(c))?),
+        })
+    }
+
+    fn scoped_name(t: &Table, c: usize, v: &Value) -> String {
+        format!("{}/{}={}", t.name, t.columns[c].name, scope_value(v))
     }
 
     fn owner(&self) -> AuthorId {
@@ -727,7 +742,7 @@ impl State {
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
-        changes: &mut Vec<RowChange>,
+        changes: &Changes,
     ) -> Result<Vec<Correction>> {
         self.ensure(store, catalog)?;
         let owner = self.owner();
@@ -763,32 +778,24 @@ impl State {
         // changes is mostly to one table.
         let mut last: Option<(usize, &TableSchema, Option<usize>)> = None;
         let mut unique_tables: BTreeSet<String> = BTreeSet::new();
-        for (n, ch) in changes.drain(..).enumerate() {
-            let (name, row, set_part) = match ch {
-                RowChange::Set {
-                    table,
-                    row,
-                    columns,
-                    adds,
-                } => (table, row, Some((columns, adds))),
-                RowChange::Delete { table, row } => (table, row, None),
-            };
+        for (n, ch) in changes.iter().enumerate() {
+            let (name, row, set_part) = (ch.table, ch.row, ch.set);
             let (at, schema, fixed_scope) = match last {
                 Some((i, schema, scope)) if *shapes[i].table.name == *name => (i, schema, scope),
                 _ => {
                     let i = match shapes.iter().position(|s| *s.table.name == *name) {
                         Some(i) => i,
                         None => {
-                            shapes.push(Shape::new(catalog.table(&name)?.clone()));
+                            shapes.push(Shape::new(catalog.table(name)?.clone()));
                             shapes.len() - 1
                         }
                     };
-                    let schema = replica.table(&name).ok_or_else(|| {
+                    let schema = replica.table(name).ok_or_else(|| {
                         sync_err(cairn_sync::Error::InvalidInput(format!(
                             "table {name} is not registered"
                         )))
                     })?;
-                    if shapes[i].unique && !unique_tables.contains(&*name) {
+                    if shapes[i].unique && !unique_tables.contains(name) {
                         unique_tables.insert(name.to_string());
                     }
                     let scope = (!shapes[i].scoped).then(|| scopes.find(&shapes[i].table.name));
@@ -800,19 +807,30 @@ impl State {
             let t: &Table = &shape.table;
             let scope = match fixed_scope {
                 Some(i) => i,
-                None => scopes.find(&Self::scope_name(t, &row)),
+                None => scopes.find(&Self::captured_scope_name(t, &row)?),
             };
             if shape.has_counters {
-                let pk: Vec<Value> = shape.pk_cols.iter().map(|&c| row[c].clone()).collect();
+                let pk = shape
+                    .pk_cols
+                    .iter()
+                    .map(|&c| decoded(row.value(c)))
+                    .collect::<Result<Vec<_>>>()?;
                 let key = RowKey::new(&t.name, &scopes.list[scope].id, &pk);
-                let after = set_part.is_some().then(|| row.clone());
+                let after = match set_part {
+                    Some(_) => Some(
+                        (0..row.len())
+                            .map(|c| decoded(row.value(c)))
+                            .collect::<Result<Vec<_>>>()?,
+                    ),
+                    None => None,
+                };
                 finals.insert(key, (t.name.clone(), after));
             }
-            let pk = shape.pk_cols.iter().map(|&c| &row[c]);
+            let pk = shape.pk_cols.iter().map(|&c| Encoded(row.value(c)));
             // The first scope's first record makes room for all the changes left; with more
             // scopes, each grows as it needs.
             let room = if scopes.used.len() == 1 { total - n } else { 1 };
-            let Some((columns, adds)) = set_part else {
+            let Some(cairn_sql::SetPart { columns, adds }) = set_part else {
                 writer(&mut scopes.list[scope].writers, room)
                     .delete(schema, pk)
                     .map_err(sync_err)?;
@@ -823,12 +841,12 @@ impl State {
             if columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
                 let set = columns
                     .iter()
-                    .filter_map(|&c| shape.lww_cols[c].map(|i| (i, &row[c])));
+                    .filter_map(|&c| shape.lww_cols[c].map(|i| (i, Encoded(row.value(c)))));
                 writer(&mut scopes.list[scope].writers, room)
                     .set(schema, pk.clone(), set)
                     .map_err(sync_err)?;
             }
-            for (c, d) in adds {
+            for &(c, d) in adds {
                 if let Some(i) = shape.sync_cols[c] {
                     writer(&mut scopes.list[scope].writers, room)
                         .add(schema, pk.clone(), i, d)
@@ -933,6 +951,13 @@ fn full_row(t: &Table, pk: &[Value], vals: Vec<Value>) -> Vec<Value> {
 }
 
 /// A scope value as it appears in a scope name.
+/// A value the SQL layer captured, in the wire encoding.
+fn decoded(b: &[u8]) -> Result<Value> {
+    cairn_sync::wire::Reader::new(b)
+        .value()
+        .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))
+}
+
 fn scope_value(v: &Value) -> String {
     match v {
         Value::Null => "NULL".into(),
@@ -1113,7 +1138,7 @@ impl CommitHook for Hook {
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
-        changes: &mut Vec<RowChange>,
+        changes: &Changes,
     ) -> Result<Vec<Correction>> {
         let mut st = self.0.borrow_mut();
         if st.stale {

@@ -1194,3 +1194,102 @@ fn the_tail_of_pending_records_works_with_small_pages() {
     assert_eq!(b.rows(all).len(), 30);
     assert_eq!(a.rows(all), b.rows(all));
 }
+
+/// The SQL layer captures rows in the sync wire encoding of a value, which the hook copies
+/// into its ops unchanged: it must be byte for byte what the sync crate's writer writes, for
+/// every kind of value, and a failed statement's capture must be dropped whole.
+#[test]
+fn captured_values_are_in_the_wire_encoding() {
+    use cairn_sql::schema::Catalog;
+    use cairn_sql::{Changes, CommitHook, Correction, Storage};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    type Seen = Vec<(
+        String,
+        Vec<Vec<u8>>,
+        Option<(Vec<usize>, Vec<(usize, i64)>)>,
+    )>;
+    struct Recorder(Rc<RefCell<Seen>>);
+    impl CommitHook for Recorder {
+        fn before_commit(
+            &mut self,
+            _: &mut dyn Storage,
+            _: &Catalog,
+            changes: &Changes,
+        ) -> cairn_sql::Result<Vec<Correction>> {
+            let mut seen = self.0.borrow_mut();
+            for ch in changes.iter() {
+                let row = (0..ch.row.len())
+                    .map(|c| ch.row.value(c).to_vec())
+                    .collect();
+                let set = ch.set.map(|s| (s.columns.to_vec(), s.adds.to_vec()));
+                seen.push((ch.table.to_string(), row, set));
+            }
+            Ok(Vec::new())
+        }
+        fn after_commit(&mut self, _: bool) {}
+    }
+
+    let seen = Rc::new(RefCell::new(Seen::new()));
+    let mut db = Database::memory();
+    db.set_commit_hook(Box::new(Recorder(seen.clone())));
+    db.execute(
+        "CREATE TABLE t (id TEXT PRIMARY KEY, s TEXT, n INTEGER, c INTEGER, r REAL, b BLOB) \
+         REPLICATED (SCOPE s, COUNTER c)",
+        &[],
+    )
+    .expect("create");
+    let rows = [
+        vec![
+            Value::Text("a".into()),
+            Value::Text("x".into()),
+            Value::Integer(-1),
+            Value::Integer(5),
+            Value::Real(1.5),
+            Value::Blob(vec![0, 255]),
+        ],
+        vec![
+            Value::Text("é".repeat(100)),
+            Value::Text("y".into()),
+            Value::Integer(i64::MIN),
+            Value::Integer(0),
+            Value::Null,
+            Value::Blob(vec![7; 300]),
+        ],
+    ];
+    db.execute("BEGIN", &[]).expect("begin");
+    for r in &rows {
+        db.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)", r)
+            .expect("insert");
+    }
+    // A failed statement leaves no capture behind.
+    assert!(db
+        .execute("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)", &rows[0])
+        .is_err());
+    // Moves the first row to another scope: a delete from the old one, then the whole row.
+    db.execute("UPDATE t SET s = 'z', c = c + 2 WHERE id = 'a'", &[])
+        .expect("update");
+    db.execute("DELETE FROM t WHERE id = 'a'", &[])
+        .expect("delete");
+    db.execute("COMMIT", &[]).expect("commit");
+
+    let enc =
+        |r: &[Value]| -> Vec<Vec<u8>> { r.iter().map(cairn_sync::wire::value_bytes).collect() };
+    let mut moved = rows[0].clone();
+    moved[1] = Value::Text("z".into());
+    moved[3] = Value::Integer(7);
+    let t = || "t".to_string();
+    let expected: Seen = vec![
+        (
+            t(),
+            enc(&rows[0]),
+            Some((vec![0, 1, 2, 4, 5], vec![(3, 5)])),
+        ),
+        (t(), enc(&rows[1]), Some((vec![0, 1, 2, 4, 5], vec![]))),
+        (t(), enc(&rows[0]), None),
+        (t(), enc(&moved), Some((vec![0, 1, 2, 4, 5], vec![(3, 7)]))),
+        (t(), enc(&moved), None),
+    ];
+    assert_eq!(*seen.borrow(), expected);
+}

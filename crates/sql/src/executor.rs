@@ -1289,54 +1289,232 @@ pub struct Writer<'a> {
     pub rng: &'a std::cell::Cell<u64>,
     /// Where writes to replicated tables are recorded (None: not recorded, e.g. while rows
     /// that arrived from a peer are applied).
-    pub capture: Option<&'a mut Vec<RowChange>>,
+    pub capture: Option<&'a mut Changes>,
 }
 
-/// A write to a replicated table, as the sync layer turns it into ops.
+/// The writes a transaction made to replicated tables, as the sync layer turns them into ops.
 ///
-/// A transaction keeps one per changed row until it commits, so what can be shared is: the
-/// table name (one allocation per run of changes to the same table) and the column list (one
-/// per run of changes that set the same columns, as a run of inserts does). Per row, only the
-/// row itself is allocated; freeing thousands of small allocations at once at commit is what
-/// a large replicated transaction paid for beyond the plain one.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RowChange {
-    /// `columns` were set (all but the counters, for an insert) and `adds` added to counter
-    /// columns; `row` is the whole row after the write.
-    Set {
-        table: Rc<str>,
-        row: Vec<Value>,
-        columns: Rc<[usize]>,
-        adds: Vec<(usize, i64)>,
-    },
-    /// The row (as it was) was deleted.
-    Delete { table: Rc<str>, row: Vec<Value> },
+/// Flat buffers, kept from one transaction to the next: each captured row's values are
+/// appended to one byte buffer in the sync wire encoding of a value (docs/sync.md sec. 2),
+/// which the commit hook copies into its ops as they are, and each change is a fixed-size
+/// entry naming ranges of the buffers. Once the buffers have grown, capturing a row allocates
+/// nothing and the commit frees nothing per row. A `Vec<Value>` per change instead kept every
+/// row's allocations alive until commit: the statement's own allocations then grew the heap
+/// instead of reusing freed chunks, and the commit freed them all at once.
+#[derive(Debug, Default)]
+pub struct Changes {
+    entries: Vec<Entry>,
+    /// The rows' values, one after the other, each in the sync wire encoding.
+    bytes: Vec<u8>,
+    /// Per row, where each of its values starts in `bytes`, then where the last one ends.
+    bounds: Vec<usize>,
+    /// The columns each SET sets.
+    columns: Vec<usize>,
+    /// The counter additions of each SET: (column, delta).
+    adds: Vec<(usize, i64)>,
+    /// The tables changed in this transaction, which entries name by index.
+    tables: Vec<Rc<str>>,
 }
 
-impl RowChange {
-    pub fn table(&self) -> &Rc<str> {
-        match self {
-            RowChange::Set { table, .. } | RowChange::Delete { table, .. } => table,
+/// One change: ranges of [`Changes`]' buffers.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    table: usize,
+    delete: bool,
+    /// The row's first value in `bounds`, and how many values it has.
+    row: usize,
+    values: usize,
+    columns: (usize, usize),
+    adds: (usize, usize),
+}
+
+/// A captured change, borrowed from [`Changes`].
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    pub table: &'a str,
+    /// The whole row after the write, or as it was for a delete.
+    pub row: EncodedRow<'a>,
+    /// None for a delete.
+    pub set: Option<SetPart<'a>>,
+}
+
+/// What a captured SET writes.
+#[derive(Debug, Clone, Copy)]
+pub struct SetPart<'a> {
+    /// The columns set (all but the counters, for an insert).
+    pub columns: &'a [usize],
+    /// The additions to counter columns: (column, delta).
+    pub adds: &'a [(usize, i64)],
+}
+
+/// A captured row: each value in the sync wire encoding.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodedRow<'a> {
+    bytes: &'a [u8],
+    /// Where each value starts, then where the last ends.
+    bounds: &'a [usize],
+}
+
+impl<'a> EncodedRow<'a> {
+    pub fn len(&self) -> usize {
+        self.bounds.len() - 1
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Column `c`'s value, encoded.
+    pub fn value(&self, c: usize) -> &'a [u8] {
+        &self.bytes[self.bounds[c]..self.bounds[c + 1]]
+    }
+}
+
+impl Changes {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn clear(&mut self) {
+        self.truncate(0);
+        self.tables.clear();
+    }
+    /// Drops the changes after the first `len` (a statement that failed).
+    pub fn truncate(&mut self, len: usize) {
+        let Some(e) = self.entries.get(len).copied() else {
+            return;
+        };
+        self.entries.truncate(len);
+        self.bytes.truncate(self.bounds[e.row]);
+        self.bounds.truncate(e.row);
+        self.columns.truncate(e.columns.0);
+        self.adds.truncate(e.adds.0);
+    }
+    /// The bytes the buffers hold room for (a very large transaction's are not kept).
+    pub fn footprint(&self) -> usize {
+        self.bytes.capacity()
+            + (self.bounds.capacity() + self.columns.capacity()) * size_of::<usize>()
+            + self.adds.capacity() * size_of::<(usize, i64)>()
+            + self.entries.capacity() * size_of::<Entry>()
+    }
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Change<'_>> + '_ {
+        self.entries.iter().map(move |e| Change {
+            table: &self.tables[e.table],
+            row: EncodedRow {
+                bytes: &self.bytes,
+                bounds: &self.bounds[e.row..e.row + e.values + 1],
+            },
+            set: (!e.delete).then(|| SetPart {
+                columns: &self.columns[e.columns.0..e.columns.1],
+                adds: &self.adds[e.adds.0..e.adds.1],
+            }),
+        })
+    }
+
+    /// Table `t`'s index in `tables`: a run of changes is mostly to one table.
+    fn table(&mut self, t: &Table) -> usize {
+        if let Some(e) = self.entries.last() {
+            if *self.tables[e.table] == *t.name {
+                return e.table;
+            }
+        }
+        match self.tables.iter().position(|n| **n == *t.name) {
+            Some(i) => i,
+            None => {
+                self.tables.push(Rc::from(t.name.as_str()));
+                self.tables.len() - 1
+            }
         }
     }
-}
 
-/// Table `t`'s name for a new change: the previous change's, shared, when it is the same table.
-fn change_table(cap: &[RowChange], t: &Table) -> Rc<str> {
-    match cap.last() {
-        Some(c) if **c.table() == *t.name => c.table().clone(),
-        _ => Rc::from(t.name.as_str()),
+    /// Appends `row`'s values; returns where its bounds start.
+    fn push_row(&mut self, row: &[Value]) -> usize {
+        let at = self.bounds.len();
+        // Room for the row at once (its numbers' encodings, at least) instead of a check
+        // against the capacity at each push that may grow the buffer.
+        self.bounds.reserve(row.len() + 1);
+        self.bytes.reserve(10 * row.len());
+        for v in row {
+            self.bounds.push(self.bytes.len());
+            put_wire_value(&mut self.bytes, v);
+        }
+        self.bounds.push(self.bytes.len());
+        at
+    }
+
+    fn push_delete(&mut self, t: &Table, row: &[Value]) {
+        let table = self.table(t);
+        let at = self.push_row(row);
+        self.entries.push(Entry {
+            table,
+            delete: true,
+            row: at,
+            values: row.len(),
+            columns: (self.columns.len(), self.columns.len()),
+            adds: (self.adds.len(), self.adds.len()),
+        });
+    }
+
+    /// A SET of `columns` and `adds` to `row`, unless both are empty.
+    fn push_set(
+        &mut self,
+        t: &Table,
+        row: &[Value],
+        columns: impl Iterator<Item = usize>,
+        adds: impl Iterator<Item = (usize, i64)>,
+    ) {
+        let (c0, a0) = (self.columns.len(), self.adds.len());
+        self.columns.extend(columns);
+        self.adds.extend(adds);
+        if self.columns.len() == c0 && self.adds.len() == a0 {
+            return;
+        }
+        let table = self.table(t);
+        let at = self.push_row(row);
+        self.entries.push(Entry {
+            table,
+            delete: false,
+            row: at,
+            values: row.len(),
+            columns: (c0, self.columns.len()),
+            adds: (a0, self.adds.len()),
+        });
     }
 }
 
-/// The column list `cols` for a new change: the previous change's, shared, when equal.
-fn change_columns(cap: &[RowChange], cols: impl Iterator<Item = usize> + Clone) -> Rc<[usize]> {
-    if let Some(RowChange::Set { columns, .. }) = cap.last() {
-        if columns.iter().copied().eq(cols.clone()) {
-            return columns.clone();
+/// Appends `v` in the sync wire encoding of a value (docs/sync.md sec. 2: a tag byte, then an
+/// integer's zigzag varint, a real's bits little-endian, or a text's or blob's varint length
+/// and bytes), which the sync layer's ops hold. The replicated crate's tests check it against
+/// the sync crate's writer.
+fn put_wire_value(out: &mut Vec<u8>, v: &Value) {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    match v {
+        Value::Null => out.push(0),
+        Value::Integer(i) => {
+            out.push(1);
+            varint(out, ((i << 1) ^ (i >> 63)) as u64);
+        }
+        Value::Real(r) => {
+            out.push(2);
+            out.extend_from_slice(&r.to_bits().to_le_bytes());
+        }
+        Value::Text(s) => {
+            out.push(3);
+            varint(out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        Value::Blob(b) => {
+            out.push(4);
+            varint(out, b.len() as u64);
+            out.extend_from_slice(b);
         }
     }
-    cols.collect()
 }
 
 /// A row to force into a table: (table, primary key values, the row or None for no row).
@@ -1546,34 +1724,28 @@ impl Writer<'_> {
         if let (Some(o), Some(sc)) = (old, r.scope) {
             if !same_value(&o[sc], &new[sc]) {
                 // The row moves to another scope: gone from the old one, whole in the new one.
-                cap.push(RowChange::Delete {
-                    table: change_table(cap, t),
-                    row: o.to_vec(),
-                });
+                cap.push_delete(t, o);
                 old = None;
             }
         }
-        let mut adds = Vec::new();
-        for (c, v) in new.iter().enumerate() {
-            if r.counters.contains(&c) {
-                let d = counter_delta(old.map_or(&Value::Null, |o| &o[c]), v);
-                if d != 0 {
-                    adds.push((c, d));
-                }
-            }
+        if old.is_none() && r.counters.is_empty() {
+            // An insert (or a row moved into its scope) of a table without counters, the
+            // common case: every column, appended as one range.
+            cap.push_set(t, new, 0..new.len(), std::iter::empty());
+            return;
         }
+        // In column order, as the counters are declared in any order.
+        let adds = (0..new.len()).filter_map(|c| {
+            if !r.counters.contains(&c) {
+                return None;
+            }
+            let d = counter_delta(old.map_or(&Value::Null, |o| &o[c]), &new[c]);
+            (d != 0).then_some((c, d))
+        });
         let columns = (0..new.len()).filter(|&c| {
             !r.counters.contains(&c) && old.is_none_or(|o| !same_value(&o[c], &new[c]))
         });
-        if columns.clone().next().is_none() && adds.is_empty() {
-            return;
-        }
-        cap.push(RowChange::Set {
-            table: change_table(cap, t),
-            row: new.to_vec(),
-            columns: change_columns(cap, columns),
-            adds,
-        });
+        cap.push_set(t, new, columns, adds);
     }
 
     fn put_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
@@ -1612,38 +1784,9 @@ impl Writer<'_> {
         Ok(false)
     }
 
-    /// The capture of an insert: [`Writer::capture_set`] with no old row, given the row.
-    fn capture_insert(&mut self, t: &Table, row: Vec<Value>) {
-        let (Some(r), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) else {
-            return;
-        };
-        let mut adds = Vec::new();
-        for (c, v) in row.iter().enumerate() {
-            if r.counters.contains(&c) {
-                let d = counter_delta(&Value::Null, v);
-                if d != 0 {
-                    adds.push((c, d));
-                }
-            }
-        }
-        let columns = (0..row.len()).filter(|c| !r.counters.contains(c));
-        if columns.clone().next().is_none() && adds.is_empty() {
-            return;
-        }
-        cap.push(RowChange::Set {
-            table: change_table(cap, t),
-            columns: change_columns(cap, columns),
-            row,
-            adds,
-        });
-    }
-
     fn delete_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
         if let (Some(_), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) {
-            cap.push(RowChange::Delete {
-                table: change_table(cap, t),
-                row: row.to_vec(),
-            });
+            cap.push_delete(t, row);
         }
         self.store.delete(t.tree, pk)?;
         for i in 0..t.indexes.len() {
@@ -1920,7 +2063,7 @@ impl Writer<'_> {
         &mut self,
         p: &InsertPlan,
         checks: &[PExpr],
-        mut row: Vec<Value>,
+        row: Vec<Value>,
         pk: Vec<u8>,
         rowid: Option<i64>,
         cache: &Cache,
@@ -2012,12 +2155,7 @@ impl Writer<'_> {
         }
         self.put_index_entries(t, &pk, &row)?;
         let returning = !p.returning.is_empty();
-        if returning {
-            self.capture_set(t, None, &row);
-        } else {
-            // Nothing reads the row after: a capture takes it instead of a copy.
-            self.capture_insert(t, std::mem::take(&mut row));
-        }
+        self.capture_set(t, None, &row);
         res.changes += 1;
         if rowid.is_some() {
             res.last_rowid = rowid;

@@ -71,7 +71,7 @@ pub mod types;
 
 pub use cairn_store::Value;
 pub use error::{Error, Result};
-pub use executor::{Correction, RowChange};
+pub use executor::{Change, Changes, Correction, EncodedRow, SetPart};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
@@ -198,7 +198,7 @@ pub struct Database {
     id: u64,
     epoch: u64,
     /// Writes to replicated tables since the transaction began, for the commit hook.
-    changes: Vec<RowChange>,
+    changes: Changes,
     /// False while rows from a peer are applied (they are not new local changes).
     capture: bool,
     hook: Option<Box<dyn CommitHook>>,
@@ -207,15 +207,15 @@ pub struct Database {
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
 /// the transaction, before it commits, so what it writes commits atomically with the rows.
 pub trait CommitHook {
-    /// `changes` is never empty; the hook may take them out (`drain`), and whatever it leaves
-    /// is dropped after (the list's buffer is kept for the next transaction). Returns rows to
+    /// `changes` is never empty; they are cleared after (the buffers are kept for the next
+    /// transaction). Returns rows to
     /// correct before the commit (applied unrecorded, in the same transaction). An error rolls
     /// the whole transaction back.
     fn before_commit(
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
-        changes: &mut Vec<RowChange>,
+        changes: &Changes,
     ) -> Result<Vec<Correction>>;
     /// Whether the commit that `before_commit` prepared reached the storage.
     fn after_commit(&mut self, committed: bool);
@@ -236,7 +236,7 @@ impl Database {
             last_rowid: 0,
             id: NEXT_DATABASE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             epoch: 0,
-            changes: Vec::new(),
+            changes: Changes::default(),
             capture: true,
             hook: None,
         })
@@ -301,16 +301,16 @@ impl Database {
     /// tables to the hook. On error nothing is committed and no transaction is left open.
     fn commit_store(&mut self) -> Result<()> {
         let mut changes = std::mem::take(&mut self.changes);
-        let r = self.commit_changes(&mut changes);
+        let r = self.commit_changes(&changes);
         changes.clear();
-        // The list's buffer serves the next transaction, unless a very large one grew it.
-        if changes.capacity() <= 1 << 16 {
+        // The buffers serve the next transaction, unless a very large one grew them.
+        if changes.footprint() <= 4 << 20 {
             self.changes = changes;
         }
         r
     }
 
-    fn commit_changes(&mut self, changes: &mut Vec<RowChange>) -> Result<()> {
+    fn commit_changes(&mut self, changes: &Changes) -> Result<()> {
         let hook = match self.hook.as_mut() {
             Some(h) if !changes.is_empty() => Some(h),
             _ => None,

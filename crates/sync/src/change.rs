@@ -250,6 +250,36 @@ impl Op {
     }
 }
 
+/// A value an [`OpsWriter`] op holds: a [`Value`], or one already in the wire encoding.
+pub trait OpValue {
+    fn write(self, w: &mut Writer);
+}
+
+impl OpValue for &Value {
+    fn write(self, w: &mut Writer) {
+        w.value(self);
+    }
+}
+
+/// A value already in the wire encoding of a value (docs/sync.md sec. 2), as the SQL layer
+/// captures a transaction's rows: copied into the op as it is, not decoded and encoded again.
+/// The bytes must be one whole value; a malformed record would be refused by every peer.
+#[derive(Debug, Clone, Copy)]
+pub struct Encoded<'a>(pub &'a [u8]);
+
+impl OpValue for Encoded<'_> {
+    fn write(self, w: &mut Writer) {
+        debug_assert!(
+            {
+                let mut r = Reader::new(self.0);
+                r.value().is_ok() && r.remaining() == 0
+            },
+            "invariant: one encoded value"
+        );
+        w.raw(self.0);
+    }
+}
+
 /// A local commit's ops written straight into a record's encoding (`Record::encode`), each
 /// checked against its table's schema as it comes: for a host that has the values at hand and
 /// no use for `Op` values. [`crate::Replica::commit_written`] takes it.
@@ -289,11 +319,11 @@ impl OpsWriter {
         self.n == 0
     }
 
-    fn row<'v>(
+    fn row(
         &mut self,
         kind: OpKind,
         schema: &crate::merge::TableSchema,
-        pk: impl Iterator<Item = &'v Value> + Clone,
+        pk: impl Iterator<Item = impl OpValue> + Clone,
     ) -> Result<()> {
         let n = pk.clone().count();
         if n != schema.pk_len || n == 0 {
@@ -311,7 +341,7 @@ impl OpsWriter {
         self.w.bytes(schema.name.as_bytes());
         self.w.varint(n as u64);
         for v in pk {
-            self.w.value(v);
+            v.write(&mut self.w);
         }
         self.n += 1;
         Ok(())
@@ -332,11 +362,11 @@ impl OpsWriter {
     }
 
     /// A SET of last-writer-wins columns (at least one: `(column index, value)`).
-    pub fn set<'v>(
+    pub fn set<V: OpValue>(
         &mut self,
         schema: &crate::merge::TableSchema,
-        pk: impl Iterator<Item = &'v Value> + Clone,
-        cols: impl Iterator<Item = (u32, &'v Value)>,
+        pk: impl Iterator<Item = V> + Clone,
+        cols: impl Iterator<Item = (u32, V)>,
     ) -> Result<()> {
         let start = self.w.buf.len();
         self.row(OpKind::Set, schema, pk)?;
@@ -352,7 +382,7 @@ impl OpsWriter {
                 break;
             }
             self.w.varint(u64::from(c));
-            self.w.value(v);
+            v.write(&mut self.w);
             n += 1;
         }
         if bad.is_none() && (n == 0 || n > MAX_SET_COLUMNS) {
@@ -376,19 +406,19 @@ impl OpsWriter {
         Ok(())
     }
 
-    pub fn delete<'v>(
+    pub fn delete(
         &mut self,
         schema: &crate::merge::TableSchema,
-        pk: impl Iterator<Item = &'v Value> + Clone,
+        pk: impl Iterator<Item = impl OpValue> + Clone,
     ) -> Result<()> {
         self.row(OpKind::Delete, schema, pk)
     }
 
     /// An ADD of `delta` to counter column `c`.
-    pub fn add<'v>(
+    pub fn add(
         &mut self,
         schema: &crate::merge::TableSchema,
-        pk: impl Iterator<Item = &'v Value> + Clone,
+        pk: impl Iterator<Item = impl OpValue> + Clone,
         c: u32,
         delta: i64,
     ) -> Result<()> {
