@@ -1011,6 +1011,37 @@ fn primary_row(
     Ok(go)
 }
 
+/// Whether a stored row passes a level's filters as `rf` prepared them: the column tests on
+/// the record bytes, then the rest on the decoded columns (`pre_cols`, into `frame`). The
+/// writes' walks use it; a scan's [`primary_row`] does the same with its top-k bound and sink.
+fn row_passes(
+    lvl: &Level,
+    rf: &mut RowFilter,
+    value: &[u8],
+    frame: &mut [Value],
+    cx: &Cx,
+) -> Result<bool> {
+    let row = rf.layout.read(value, rf.upto)?;
+    for t in &rf.tests {
+        if !t.passes(&row, &mut rf.scratch)? {
+            return Ok(false);
+        }
+    }
+    if rf.rest.is_empty() {
+        return Ok(true);
+    }
+    let cols = &mut frame[lvl.base..];
+    for &c in &lvl.pre_cols {
+        row.get_into(c, &mut cols[c])?;
+    }
+    for e in &rf.rest {
+        if eval_bool(e, frame, cx)? != Some(true) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// The table columns its primary key holds.
 fn key_columns(t: &Table) -> &[usize] {
     match &t.key {
@@ -2412,12 +2443,10 @@ impl Writer<'_> {
             cache,
         };
         let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut rf = RowFilter::new(lvl, &frame, &cx);
         let mut f = |_: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
-            if !lvl.filters.is_empty() {
-                Record::new(v)?.get_cols_into(&lvl.pre_cols, &mut frame)?;
-                if !all_true(&lvl.filters, &frame, &cx)? {
-                    return Ok(Each::Keep);
-                }
+            if !lvl.filters.is_empty() && !row_passes(lvl, &mut rf, v, &mut frame, &cx)? {
+                return Ok(Each::Keep);
             }
             Ok(Each::Remove)
         };
@@ -2465,10 +2494,7 @@ impl Writer<'_> {
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
-        let filters: &[PExpr] = match rows {
-            Rows::Range(_) => &lvl.filters,
-            Rows::Points(_) | Rows::Keys(..) => &[],
-        };
+        let filtered = matches!(rows, Rows::Range(_)) && !lvl.filters.is_empty();
         let none = crate::storage::Memory::default();
         let cx = Cx {
             store: &none,
@@ -2479,16 +2505,14 @@ impl Writer<'_> {
         };
         frame.clear();
         frame.resize(p.scan.frame_len, Value::Null);
+        let mut rf = RowFilter::new(lvl, &frame, &cx);
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
         let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
-            let rec = Record::new(v)?;
-            if !filters.is_empty() {
-                rec.get_cols_into(&lvl.pre_cols, &mut frame)?;
-                if !all_true(filters, &frame, &cx)? {
-                    return Ok(Each::Keep);
-                }
+            if filtered && !row_passes(lvl, &mut rf, v, &mut frame, &cx)? {
+                return Ok(Each::Keep);
             }
+            let rec = Record::new(v)?;
             rec.get_cols_into(&p.set_reads, &mut frame)?;
             vals.clear();
             for (_, e) in &p.set {
