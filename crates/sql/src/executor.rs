@@ -1011,35 +1011,22 @@ fn primary_row(
     Ok(go)
 }
 
-/// Whether a stored row passes a level's filters as `rf` prepared them: the column tests on
-/// the record bytes, then the rest on the decoded columns (`pre_cols`, into `frame`). The
-/// writes' walks use it; a scan's [`primary_row`] does the same with its top-k bound and sink.
+/// Whether a stored row passes a level's filters as `rf` prepared them, for the writes'
+/// walks: through [`primary_row`], the scan's own test, with a sink that notes the pass (a
+/// second caller of the record layout's read would stop it being inlined into the scan).
 fn row_passes(
     lvl: &Level,
     rf: &mut RowFilter,
-    value: &[u8],
-    frame: &mut [Value],
+    (key, value): (&[u8], &[u8]),
+    frame: &mut Vec<Value>,
     cx: &Cx,
 ) -> Result<bool> {
-    let row = rf.layout.read(value, rf.upto)?;
-    for t in &rf.tests {
-        if !t.passes(&row, &mut rf.scratch)? {
-            return Ok(false);
-        }
-    }
-    if rf.rest.is_empty() {
-        return Ok(true);
-    }
-    let cols = &mut frame[lvl.base..];
-    for &c in &lvl.pre_cols {
-        row.get_into(c, &mut cols[c])?;
-    }
-    for e in &rf.rest {
-        if eval_bool(e, frame, cx)? != Some(true) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    let mut passed = false;
+    primary_row(lvl, rf, key, value, frame, cx, &mut |_| {
+        passed = true;
+        Ok(true)
+    })?;
+    Ok(passed)
 }
 
 /// The table columns its primary key holds.
@@ -2444,8 +2431,8 @@ impl Writer<'_> {
         };
         let mut frame = vec![Value::Null; p.scan.frame_len];
         let mut rf = RowFilter::new(lvl, &frame, &cx);
-        let mut f = |_: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
-            if !lvl.filters.is_empty() && !row_passes(lvl, &mut rf, v, &mut frame, &cx)? {
+        let mut f = |k: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
+            if !lvl.filters.is_empty() && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
                 return Ok(Each::Keep);
             }
             Ok(Each::Remove)
@@ -2508,8 +2495,8 @@ impl Writer<'_> {
         let mut rf = RowFilter::new(lvl, &frame, &cx);
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
-        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
-            if filtered && !row_passes(lvl, &mut rf, v, &mut frame, &cx)? {
+        let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            if filtered && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
                 return Ok(Each::Keep);
             }
             let rec = Record::new(v)?;
