@@ -235,6 +235,17 @@ pub(crate) struct Shared<F> {
     /// The last write transaction's maps, emptied, for the next one: a fresh map grows through
     /// several rehashes, which a one-row commit would pay every time.
     spare: Option<Spare>,
+    /// The catalog entries of the trees the last commit had open, as it wrote them, for the
+    /// next write transaction to open them without a catalog look-up (a one-row commit opens
+    /// its table's tree every time). Valid only while the state is that commit's and the
+    /// catalog is untouched: any catalog write copies its root, which is then another page.
+    committed_trees: Option<CommittedTrees>,
+}
+
+struct CommittedTrees {
+    txn: u64,
+    catalog: u32,
+    infos: Vec<TreeInfo>,
 }
 
 /// [`W`]'s maps, kept empty between write transactions.
@@ -557,6 +568,7 @@ impl<F: BlockFile> Shared<F> {
             sb: Vec::new(),
             list: Vec::new(),
             spare: None,
+            committed_trees: None,
         }
     }
 
@@ -823,6 +835,14 @@ impl<F: BlockFile> Shared<F> {
         // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
         let mut w = self.w.take().expect("invariant: write transaction open");
         self.spare = Spare::keep(&mut w);
+        self.committed_trees = Some(CommittedTrees {
+            txn: state.txn,
+            catalog: state.catalog,
+            infos: (w.trees.drain(..))
+                .filter(|t| !t.dropped)
+                .map(|t| t.info)
+                .collect(),
+        });
         self.state = state;
         self.next_txn = txn + 1;
         self.last_slot = slot;
@@ -1581,10 +1601,19 @@ impl<F: BlockFile> WriteTx<F> {
                 });
             }
         }
-        let catalog = w.state.catalog;
-        let info = sh
-            .catalog_get(catalog, name)?
-            .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
+        let (catalog, txn) = (w.state.catalog, w.state.txn);
+        let cached = match &mut sh.committed_trees {
+            Some(c) if c.txn == txn && c.catalog == catalog => (c.infos.iter())
+                .position(|i| i.name == name)
+                .map(|i| c.infos.swap_remove(i)),
+            _ => None,
+        };
+        let info = match cached {
+            Some(info) => info,
+            None => sh
+                .catalog_get(catalog, name)?
+                .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?,
+        };
         self.handle(&mut sh, info, false)
     }
 
