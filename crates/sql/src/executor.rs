@@ -1011,6 +1011,24 @@ fn primary_row(
     Ok(go)
 }
 
+/// Whether a stored row passes a level's filters as `rf` prepared them, for the writes'
+/// walks: through [`primary_row`], the scan's own test, with a sink that notes the pass (a
+/// second caller of the record layout's read would stop it being inlined into the scan).
+fn row_passes(
+    lvl: &Level,
+    rf: &mut RowFilter,
+    (key, value): (&[u8], &[u8]),
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+) -> Result<bool> {
+    let mut passed = false;
+    primary_row(lvl, rf, key, value, frame, cx, &mut |_| {
+        passed = true;
+        Ok(true)
+    })?;
+    Ok(passed)
+}
+
 /// The table columns its primary key holds.
 fn key_columns(t: &Table) -> &[usize] {
     match &t.key {
@@ -2550,12 +2568,10 @@ impl Writer<'_> {
             cache,
         };
         let mut frame = vec![Value::Null; p.scan.frame_len];
-        let mut f = |_: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
-            if !lvl.filters.is_empty() {
-                Record::new(v)?.get_cols_into(&lvl.pre_cols, &mut frame)?;
-                if !all_true(&lvl.filters, &frame, &cx)? {
-                    return Ok(Each::Keep);
-                }
+        let mut rf = RowFilter::new(lvl, &frame, &cx);
+        let mut f = |k: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
+            if !lvl.filters.is_empty() && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
+                return Ok(Each::Keep);
             }
             Ok(Each::Remove)
         };
@@ -2603,10 +2619,7 @@ impl Writer<'_> {
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
-        let filters: &[PExpr] = match rows {
-            Rows::Range(_) => &lvl.filters,
-            Rows::Points(_) | Rows::Keys(..) => &[],
-        };
+        let filtered = matches!(rows, Rows::Range(_)) && !lvl.filters.is_empty();
         let none = crate::storage::Memory::default();
         let cx = Cx {
             store: &none,
@@ -2617,16 +2630,14 @@ impl Writer<'_> {
         };
         frame.clear();
         frame.resize(p.scan.frame_len, Value::Null);
+        let mut rf = RowFilter::new(lvl, &frame, &cx);
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
-        let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
-            let rec = Record::new(v)?;
-            if !filters.is_empty() {
-                rec.get_cols_into(&lvl.pre_cols, &mut frame)?;
-                if !all_true(filters, &frame, &cx)? {
-                    return Ok(Each::Keep);
-                }
+        let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            if filtered && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
+                return Ok(Each::Keep);
             }
+            let rec = Record::new(v)?;
             rec.get_cols_into(&p.set_reads, &mut frame)?;
             vals.clear();
             for (_, e) in &p.set {

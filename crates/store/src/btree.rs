@@ -804,11 +804,11 @@ pub(crate) fn update_each<P: Pages>(
         // the leaf's bytes in use and the key's length.
         let (action, n, room) = {
             let pg: &[u8] = &held.as_ref().expect("invariant: just set").1;
-            let k = page::key(pg, i);
+            let (k, lv) = page::leaf_entry(pg, i);
             if !within(k, upper, true) {
                 break;
             }
-            let (v, inline) = match page::leaf_value(pg, i) {
+            let (v, inline) = match lv {
                 LeafValue::Inline(v) => (v, true),
                 LeafValue::Overflow(len, first) if !have_value => {
                     value.clear();
@@ -825,7 +825,7 @@ pub(crate) fn update_each<P: Pages>(
                     u(k, v);
                 }
             }
-            let room = inline.then(|| (v.len(), page::used(pg), k.len()));
+            let room = (inline && action != Each::Keep).then(|| (v.len(), page::used(pg), k.len()));
             (action, page::count(pg), room)
         };
         have_value = false;

@@ -232,6 +232,50 @@ pub(crate) struct Shared<F> {
     run: Vec<u8>,
     sb: Vec<u8>,
     list: Vec<(u32, u64)>,
+    /// The last write transaction's maps, emptied, for the next one: a fresh map grows through
+    /// several rehashes, which a one-row commit would pay every time.
+    spare: Option<Spare>,
+    /// The catalog entries of the trees the last commit had open, as it wrote them, for the
+    /// next write transaction to open them without a catalog look-up (a one-row commit opens
+    /// its table's tree every time). Valid only while the state is that commit's and the
+    /// catalog is untouched: any catalog write copies its root, which is then another page.
+    committed_trees: Option<CommittedTrees>,
+}
+
+struct CommittedTrees {
+    txn: u64,
+    catalog: u32,
+    infos: Vec<TreeInfo>,
+}
+
+/// [`W`]'s maps, kept empty between write transactions.
+#[derive(Default)]
+struct Spare {
+    dirty: IdMap<Page>,
+    owned: IdMap<()>,
+    delta: IdMap<bool>,
+    names: FastMap<String, usize>,
+}
+
+impl Spare {
+    /// Keeps `w`'s maps, emptied, unless a big transaction grew them (they would hold that
+    /// memory for as long as the database is open).
+    fn keep(w: &mut W) -> Option<Spare> {
+        if w.dirty.capacity() > 1024 || w.owned.capacity() > 1024 || w.delta.capacity() > 1024 {
+            return None;
+        }
+        let mut s = Spare {
+            dirty: std::mem::take(&mut w.dirty),
+            owned: std::mem::take(&mut w.owned),
+            delta: std::mem::take(&mut w.delta),
+            names: std::mem::take(&mut w.names),
+        };
+        s.dirty.clear();
+        s.owned.clear();
+        s.delta.clear();
+        s.names.clear();
+        Some(s)
+    }
 }
 
 impl<F: BlockFile> Pages for Shared<F> {
@@ -523,6 +567,8 @@ impl<F: BlockFile> Shared<F> {
             run: Vec::new(),
             sb: Vec::new(),
             list: Vec::new(),
+            spare: None,
+            committed_trees: None,
         }
     }
 
@@ -556,15 +602,16 @@ impl<F: BlockFile> Shared<F> {
         self.load_free()?;
         self.release_pending();
         self.serial += 1;
+        let spare = self.spare.take().unwrap_or_default();
         self.w = Some(W {
             state: self.state,
             base_page_count: self.state.page_count,
-            dirty: IdMap::default(),
-            owned: IdMap::default(),
+            dirty: spare.dirty,
+            owned: spare.owned,
             freed: Vec::new(),
-            delta: IdMap::default(),
+            delta: spare.delta,
             trees: Vec::new(),
-            names: FastMap::default(),
+            names: spare.names,
             meta_changed: Vec::new(),
             seq: 0,
             serial: self.serial,
@@ -786,7 +833,16 @@ impl<F: BlockFile> Shared<F> {
             self.pager.file.flush()?;
         }
         // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
-        let w = self.w.take().expect("invariant: write transaction open");
+        let mut w = self.w.take().expect("invariant: write transaction open");
+        self.spare = Spare::keep(&mut w);
+        self.committed_trees = Some(CommittedTrees {
+            txn: state.txn,
+            catalog: state.catalog,
+            infos: (w.trees.drain(..))
+                .filter(|t| !t.dropped)
+                .map(|t| t.info)
+                .collect(),
+        });
         self.state = state;
         self.next_txn = txn + 1;
         self.last_slot = slot;
@@ -1545,10 +1601,19 @@ impl<F: BlockFile> WriteTx<F> {
                 });
             }
         }
-        let catalog = w.state.catalog;
-        let info = sh
-            .catalog_get(catalog, name)?
-            .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
+        let (catalog, txn) = (w.state.catalog, w.state.txn);
+        let cached = match &mut sh.committed_trees {
+            Some(c) if c.txn == txn && c.catalog == catalog => (c.infos.iter())
+                .position(|i| i.name == name)
+                .map(|i| c.infos.swap_remove(i)),
+            _ => None,
+        };
+        let info = match cached {
+            Some(info) => info,
+            None => sh
+                .catalog_get(catalog, name)?
+                .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?,
+        };
         self.handle(&mut sh, info, false)
     }
 

@@ -276,8 +276,9 @@ pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
 }
 
 /// Replaces the inline value of leaf cell `i` with `value`, also inline, within the page: in
-/// place when it is no longer ([`shrink_value`]), else by removing the cell and reserving
-/// room for the longer one at the same slot (gathering the page's free space when needed).
+/// place when it is no longer ([`shrink_value`]), else by growing the cell into the free gap
+/// when the gap holds the growth, else by removing the cell and reserving room for the longer
+/// one at the same slot (gathering the page's free space).
 /// False, with the page unchanged, when the longer cell does not fit, or would be more than
 /// a cell may hold.
 pub fn rewrite_value(p: &mut [u8], i: usize, value: &[u8]) -> bool {
@@ -295,6 +296,27 @@ pub fn rewrite_value(p: &mut [u8], i: usize, value: &[u8]) -> bool {
     let size = CELL_HDR + klen + value.len();
     if size > max_cell(p.len()) || used(p) + (value.len() - old) > capacity(p.len()) {
         return false;
+    }
+    let d = value.len() - old;
+    let n = count(p);
+    let start = content_start(p);
+    if start - (HDR + 2 * n) >= d {
+        // The free gap holds the growth: the cell's header and key, and every cell between the
+        // gap and it, move down by `d` (one move, and their slots adjusted), and the value then
+        // ends where it ended. Gathering the page's free space instead copies the whole page,
+        // and leaves the old cell as dead space for the next growth to gather again.
+        let end = off + CELL_HDR + klen;
+        p.copy_within(start..end, start - d);
+        for j in 0..n {
+            let o = slot(p, j);
+            if o <= off {
+                put_u16(p, HDR + 2 * j, o - d);
+            }
+        }
+        set_content_start(p, start - d);
+        put_u32(p, off - d + 2, value.len() as u32);
+        p[end - d..end + old].copy_from_slice(value);
+        return true;
     }
     // The key moves with the cell: copied before the cell's bytes are zeroed.
     let mut key = [0u8; 64];
@@ -464,6 +486,53 @@ mod tests {
             for b in keys {
                 assert_eq!(cmp_key(a, b), a.cmp(b), "{a:?} {b:?}");
             }
+        }
+    }
+
+    /// Values rewritten longer and shorter, growing into the gap or gathering the dead space,
+    /// read back as a model says, with the page's byte count right and every byte outside
+    /// the slots and live cells zero.
+    #[test]
+    fn rewrite_value_keeps_cells_and_zeroes() {
+        let mut p = vec![0u8; 1024];
+        init(&mut p, KIND_LEAF);
+        let mut model: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut cell = Vec::new();
+        for i in 0..12u8 {
+            let (k, v) = (vec![b'k', i], vec![i; 20]);
+            leaf_cell(&mut cell, &k, v.len() as u32, &v);
+            let at = reserve(&mut p, i as usize, cell.len()).expect("room");
+            p[at..at + cell.len()].copy_from_slice(&cell);
+            model.push((k, v));
+        }
+        let mut seed = 7u64;
+        for round in 0..400 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let i = (seed >> 33) as usize % model.len();
+            let len = (seed >> 20) as usize % 90;
+            let v = vec![round as u8 | 1; len];
+            if rewrite_value(&mut p, i, &v) {
+                model[i].1 = v;
+            }
+            let mut live = vec![false; p.len()];
+            live[..HDR + 2 * count(&p)].fill(true);
+            for (j, (k, v)) in model.iter().enumerate() {
+                assert_eq!(key(&p, j), k.as_slice());
+                let LeafValue::Inline(got) = leaf_value(&p, j) else {
+                    panic!("inline value");
+                };
+                assert_eq!(got, v.as_slice(), "round {round} cell {j}");
+                let off = slot(&p, j);
+                live[off..off + CELL_HDR + k.len() + v.len()].fill(true);
+            }
+            let cells: usize = model
+                .iter()
+                .map(|(k, v)| CELL_HDR + k.len() + v.len())
+                .sum();
+            assert_eq!(used(&p), 2 * model.len() + cells);
+            assert!(p.iter().zip(&live).all(|(b, l)| *l || *b == 0));
         }
     }
 }

@@ -979,3 +979,49 @@ fn for_each_matches_stepping_through_a_range() {
     // k(20) was handed out before it was removed.
     assert_eq!(seen, want);
 }
+
+/// A write transaction opens a tree the last commit had open without reading the catalog;
+/// whatever changed the catalog since (a rollback, metadata set on a tree not open, a drop
+/// and re-create) is seen as if the catalog had been read.
+#[test]
+fn a_tree_opened_after_a_commit_is_the_catalog_s() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    let u = tx.create_tree("u", TreeKind::Table).unwrap();
+    tx.insert(t, b"a", b"1").unwrap();
+    tx.insert(u, b"a", b"1").unwrap();
+    tx.commit().unwrap();
+
+    // Opened, written, rolled back: the next transaction sees the committed tree.
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.insert(t, b"b", b"2").unwrap();
+    drop(tx);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    assert_eq!(tx.len(t).unwrap(), 1);
+    // Metadata set before the tree is opened.
+    tx.set_meta_of("u", b"m").unwrap();
+    let u = tx.open_tree("u").unwrap();
+    assert_eq!(tx.tree_info(u).unwrap().meta, b"m");
+    tx.insert(t, b"b", b"2").unwrap();
+    tx.commit().unwrap();
+
+    // Dropped and created again in one transaction.
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("t").unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.insert(t, b"z", b"9").unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    assert_eq!(tx.len(t).unwrap(), 1);
+    assert_eq!(tx.get(t, b"z").unwrap().as_deref(), Some(&b"9"[..]));
+    let u = tx.open_tree("u").unwrap();
+    assert_eq!(tx.tree_info(u).unwrap().meta, b"m");
+    assert_eq!(tx.len(u).unwrap(), 1);
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
