@@ -2067,7 +2067,7 @@ impl Writer<'_> {
         reads.dedup();
         let mut frame = vec![Value::Null; width];
         frame.extend_from_slice(row);
-        let none = crate::storage::Memory::default();
+        let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
             params: self.params,
@@ -2403,7 +2403,7 @@ impl Writer<'_> {
             return Ok(res);
         };
         let lvl = &p.scan.levels[0];
-        let none = crate::storage::Memory::default();
+        let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
             params: self.params,
@@ -2469,7 +2469,7 @@ impl Writer<'_> {
             Rows::Range(_) => &lvl.filters,
             Rows::Points(_) | Rows::Keys(..) => &[],
         };
-        let none = crate::storage::Memory::default();
+        let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
             params: self.params,
