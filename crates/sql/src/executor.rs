@@ -2063,7 +2063,7 @@ impl Writer<'_> {
         if subquery {
             return Ok(None);
         }
-        reads.sort_unstable();
+        cairn_store::sort::sort(&mut reads);
         reads.dedup();
         let mut frame = vec![Value::Null; width];
         frame.extend_from_slice(row);

@@ -242,6 +242,19 @@ impl Storage for NoStore {
     fn last_key(&self, _tree: TreeId) -> Result<Option<Vec<u8>>> {
         Err(no_store())
     }
+    // The defaults below would each be compiled for this type too.
+    fn update_each(
+        &mut self,
+        _tree: TreeId,
+        _lower: Bound<&[u8]>,
+        _upper: Bound<&[u8]>,
+        _f: &mut Rewrite<'_>,
+    ) -> Result<u64> {
+        Err(no_store())
+    }
+    fn put_new(&mut self, _tree: TreeId, _key: &[u8], _value: &[u8]) -> Result<bool> {
+        Err(no_store())
+    }
 }
 
 type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
