@@ -2219,11 +2219,11 @@ impl Writer<'_> {
         if subquery {
             return Ok(None);
         }
-        reads.sort_unstable();
+        cairn_store::sort::sort(&mut reads);
         reads.dedup();
         let mut frame = vec![Value::Null; width];
         frame.extend_from_slice(row);
-        let none = crate::storage::Memory::default();
+        let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
             params: self.params,
@@ -2559,7 +2559,7 @@ impl Writer<'_> {
             return Ok(res);
         };
         let lvl = &p.scan.levels[0];
-        let none = crate::storage::Memory::default();
+        let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
             params: self.params,
@@ -2620,7 +2620,7 @@ impl Writer<'_> {
             value_of[*c] = Some(j);
         }
         let filtered = matches!(rows, Rows::Range(_)) && !lvl.filters.is_empty();
-        let none = crate::storage::Memory::default();
+        let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
             params: self.params,

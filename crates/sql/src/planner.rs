@@ -2151,7 +2151,7 @@ impl<'c> Planner<'c> {
             for (_, e) in &set {
                 set_reads.extend(slots(e));
             }
-            set_reads.sort_unstable();
+            cairn_store::sort::sort(&mut set_reads);
             set_reads.dedup();
             scan.levels[0].post_cols.clear();
         }
