@@ -196,6 +196,11 @@ fn topk_slot(l: &Level) -> usize {
     l as *const Level as usize + 2
 }
 
+/// Where an inner level's row buffers wait for its next scan ([`RowFilter`]): the address plus 3.
+fn scratch_slot(l: &Level) -> usize {
+    l as *const Level as usize + 3
+}
+
 /// A top-k level's current bound: the k-th best row's first sort key, once there is one.
 fn topk_bound(lvl: &Level, cx: &Cx) -> Option<Value> {
     match cx.cache.borrow().get(&topk_slot(lvl)) {
@@ -1039,10 +1044,26 @@ struct RowFilter<'l> {
     value: Vec<u8>,
     /// Some primary key column is read: a covering index entry's key part is decoded.
     key_wanted: bool,
+    /// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
+    /// next scan through the execution cache, at this slot, instead of allocating them again.
+    /// The first level is scanned once per execution: its buffers are just dropped.
+    keep: Option<(&'l Cache, usize)>,
+}
+
+impl Drop for RowFilter<'_> {
+    fn drop(&mut self) {
+        if let Some((cache, slot)) = self.keep {
+            if let Ok(mut c) = cache.try_borrow_mut() {
+                let value = std::mem::take(&mut self.value);
+                let layout = std::mem::take(&mut self.layout);
+                c.insert(slot, Cached::Scratch(value, layout));
+            }
+        }
+    }
 }
 
 impl<'l> RowFilter<'l> {
-    fn new(lvl: &'l Level, frame: &[Value], cx: &Cx) -> RowFilter<'l> {
+    fn new(lvl: &'l Level, frame: &[Value], cx: &Cx<'l>) -> RowFilter<'l> {
         let mut tests = Vec::new();
         let mut rest = Vec::new();
         for f in &lvl.filters {
@@ -1054,20 +1075,26 @@ impl<'l> RowFilter<'l> {
             .chain(lvl.pre_cols.iter().chain(&lvl.post_cols).copied())
             .max()
             .map_or(0, |c| c + 1);
+        let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
+        let (value, layout) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
+            Some(Cached::Scratch(value, layout)) => (value, layout),
+            _ => Default::default(),
+        };
         RowFilter {
             tests,
             rest,
-            layout: Layout::default(),
+            layout,
             upto,
             scratch: Value::Null,
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
-            value: Vec::new(),
+            value,
             key_wanted: match &lvl.source {
                 Source::Table(t) => key_columns(t)
                     .iter()
                     .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c)),
                 Source::Query(_) => false,
             },
+            keep,
         }
     }
 }
