@@ -12,10 +12,10 @@ use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, ColTest, 
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
-use crate::storage::{Each, Storage};
+use crate::storage::{Each, Storage, TreeId};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
-    decode_key_value, encode_key, encode_key_value, encode_record_into, Layout, Record,
+    decode_key_value, encode_key, encode_key_value, encode_record_into, key_integer, Layout, Record,
 };
 use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
@@ -196,6 +196,11 @@ fn topk_slot(l: &Level) -> usize {
     l as *const Level as usize + 2
 }
 
+/// Where an inner level's row buffers wait for its next scan ([`RowFilter`]): the address plus 3.
+fn scratch_slot(l: &Level) -> usize {
+    l as *const Level as usize + 3
+}
+
 /// A top-k level's current bound: the k-th best row's first sort key, once there is one.
 fn topk_bound(lvl: &Level, cx: &Cx) -> Option<Value> {
     match cx.cache.borrow().get(&topk_slot(lvl)) {
@@ -340,11 +345,17 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         }
         Some(agg) if agg.group_by.is_empty() => {
             // One group: no key to build and hash for each row.
-            let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
-            run_levels(c, 0, &mut frame, cx, &mut |frame| {
-                update_states(agg, &mut states, frame, cx)?;
-                Ok(true)
-            })?;
+            let states = match index_aggregate(c, agg, &frame, cx)? {
+                Some(states) => states,
+                None => {
+                    let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
+                    run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                        update_states(agg, &mut states, frame, cx)?;
+                        Ok(true)
+                    })?;
+                    states
+                }
+            };
             let mut groups = Groups::default();
             groups.groups.push((Vec::new(), states));
             finish_groups(c, agg, groups, cx, sink)
@@ -377,6 +388,79 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             finish_groups(c, agg, groups, cx, sink)
         }
     }
+}
+
+/// count(*), and count, sum, total or avg of an index's first column, over key ranges of
+/// that index alone (one level, covering, filtered by nothing but its ranges, one group): each
+/// entry's number is read from the key bytes where it lies (`key_integer`), with no frame
+/// written and no sink called per entry. None when the query is not of that shape.
+fn index_aggregate(
+    c: &Core,
+    agg: &AggPlan,
+    frame: &[Value],
+    cx: &Cx,
+) -> Result<Option<Vec<AggState>>> {
+    let [lvl] = &c.levels[..] else {
+        return Ok(None);
+    };
+    let (
+        Source::Table(t),
+        Access::Index {
+            index: Some(ix),
+            covering: true,
+            sub_probe: None,
+            reverse,
+            ..
+        },
+    ) = (&lvl.source, &lvl.access)
+    else {
+        return Ok(None);
+    };
+    if lvl.left || lvl.key_slot || !lvl.filters.is_empty() || !lvl.after.is_empty() {
+        return Ok(None);
+    }
+    let Some(&col) = t.indexes[*ix].columns.first() else {
+        return Ok(None);
+    };
+    let simple = |a: &AggSpec| {
+        !a.distinct
+            && match (a.func, &a.args[..]) {
+                (AggFunc::CountStar, _) => true,
+                (
+                    AggFunc::Count | AggFunc::Sum | AggFunc::Total | AggFunc::Avg,
+                    [PExpr::Col(i)],
+                ) => *i == lvl.base + col,
+                _ => false,
+            }
+    };
+    if !agg.aggs.iter().all(simple) {
+        return Ok(None);
+    }
+    // Keys hold integral reals as integers (see `index_row`).
+    let real = t.columns[col].ty == ColType::Real;
+    let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
+    let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
+    for (lo, hi) in ranges {
+        let mut cur = cx
+            .store
+            .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
+        cur.for_each(&mut |key, _| {
+            let v = match key_integer(key) {
+                Some(i) if real => Value::Real(i as f64),
+                Some(i) => Value::Integer(i),
+                None => decode_key_value(key, false)?.0,
+            };
+            for (a, st) in agg.aggs.iter().zip(states.iter_mut()) {
+                match st {
+                    AggState::Count(n) if a.func == AggFunc::CountStar || !v.is_null() => *n += 1,
+                    AggState::Sum(s) if !v.is_null() => s.add(&v),
+                    _ => {}
+                }
+            }
+            Ok(true)
+        })?;
+    }
+    Ok(Some(states))
 }
 
 /// Adds a row to a group's aggregates. Bare columns (`Last`) follow the row that gave the
@@ -504,7 +588,21 @@ impl SumState {
         }
     }
 
+    /// Adds a value: an integer to an exact sum that stays exact here, inlined; the rest apart.
+    #[inline]
     fn add(&mut self, v: &Value) {
+        if let (Value::Integer(i), false) = (v, self.approx) {
+            if let Some(s) = self.int.checked_add(*i) {
+                self.n += 1;
+                self.int = s;
+                return;
+            }
+        }
+        self.add_general(v)
+    }
+
+    #[inline(never)]
+    fn add_general(&mut self, v: &Value) {
         self.n += 1;
         // Text counts as an integer only if all of it is one; otherwise as a real.
         let converted;
@@ -803,14 +901,7 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
             }
-            let ranges = match sub_probe {
-                Some((q, aff)) => subquery_ranges(q, *aff, cx)?,
-                None => index_ranges(probes, lower, upper, frame, cx)?,
-            };
-            let tree = match index {
-                Some(i) => t.indexes[*i].tree,
-                None => t.tree,
-            };
+            let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
                 let mut cur = cx
                     .store
@@ -899,6 +990,35 @@ fn point_rows(
     Ok(true)
 }
 
+/// The key ranges an `Access::Index` level reads, and the tree (index or table) they are in.
+fn level_ranges(
+    t: &Table,
+    access: &Access,
+    frame: &[Value],
+    cx: &Cx,
+) -> Result<(TreeId, Vec<Range>)> {
+    let Access::Index {
+        index,
+        probes,
+        lower,
+        upper,
+        sub_probe,
+        ..
+    } = access
+    else {
+        unreachable!("invariant: only an index access has key ranges");
+    };
+    let ranges = match sub_probe {
+        Some((q, aff)) => subquery_ranges(q, *aff, cx)?,
+        None => index_ranges(probes, lower, upper, frame, cx)?,
+    };
+    let tree = match index {
+        Some(i) => t.indexes[*i].tree,
+        None => t.tree,
+    };
+    Ok((tree, ranges))
+}
+
 fn bound_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(v) => Bound::Included(v.as_slice()),
@@ -924,10 +1044,26 @@ struct RowFilter<'l> {
     value: Vec<u8>,
     /// Some primary key column is read: a covering index entry's key part is decoded.
     key_wanted: bool,
+    /// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
+    /// next scan through the execution cache, at this slot, instead of allocating them again.
+    /// The first level is scanned once per execution: its buffers are just dropped.
+    keep: Option<(&'l Cache, usize)>,
+}
+
+impl Drop for RowFilter<'_> {
+    fn drop(&mut self) {
+        if let Some((cache, slot)) = self.keep {
+            if let Ok(mut c) = cache.try_borrow_mut() {
+                let value = std::mem::take(&mut self.value);
+                let layout = std::mem::take(&mut self.layout);
+                c.insert(slot, Cached::Scratch(value, layout));
+            }
+        }
+    }
 }
 
 impl<'l> RowFilter<'l> {
-    fn new(lvl: &'l Level, frame: &[Value], cx: &Cx) -> RowFilter<'l> {
+    fn new(lvl: &'l Level, frame: &[Value], cx: &Cx<'l>) -> RowFilter<'l> {
         let mut tests = Vec::new();
         let mut rest = Vec::new();
         for f in &lvl.filters {
@@ -939,20 +1075,26 @@ impl<'l> RowFilter<'l> {
             .chain(lvl.pre_cols.iter().chain(&lvl.post_cols).copied())
             .max()
             .map_or(0, |c| c + 1);
+        let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
+        let (value, layout) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
+            Some(Cached::Scratch(value, layout)) => (value, layout),
+            _ => Default::default(),
+        };
         RowFilter {
             tests,
             rest,
-            layout: Layout::default(),
+            layout,
             upto,
             scratch: Value::Null,
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
-            value: Vec::new(),
+            value,
             key_wanted: match &lvl.source {
                 Source::Table(t) => key_columns(t)
                     .iter()
                     .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c)),
                 Source::Query(_) => false,
             },
+            keep,
         }
     }
 }

@@ -107,6 +107,24 @@ fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&[0x00, 0x01]);
 }
 
+/// The integer an ascending key starts with, read where it lies; None when its first
+/// component is anything else (then [`decode_key_value`] decodes it).
+#[inline]
+pub fn key_integer(key: &[u8]) -> Option<i64> {
+    let raw: &[u8; 12] = key.get(..12)?.try_into().ok()?;
+    if raw[0] != TAG_NUM || raw[11] != NUM_INT {
+        return None;
+    }
+    let approx = unordered_f64(u64::from_be_bytes(raw[1..9].try_into().ok()?));
+    let diff = (u16::from_be_bytes([raw[9], raw[10]]) ^ 0x8000) as i16;
+    // As `decode_key_value`: the sum in i64 where it cannot overflow.
+    Some(if approx.abs() < 9.0e18 {
+        approx as i64 + diff as i64
+    } else {
+        (approx as i128 + diff as i128) as i64
+    })
+}
+
 /// Decodes one key component from the front of `key`, returning the value and the rest.
 /// `desc` must match how it was encoded.
 pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
@@ -820,6 +838,21 @@ mod tests {
             Blob(vec![1]),
             Blob(vec![0xFF, 0xFF]),
         ]
+    }
+
+    #[test]
+    fn key_integer_reads_what_decode_key_value_decodes() {
+        for v in samples() {
+            let mut k = Vec::new();
+            encode_key_value(&mut k, &v, false);
+            k.push(7);
+            let want = match decode_key_value(&k, false).unwrap().0 {
+                Integer(i) => Some(i),
+                _ => None,
+            };
+            assert_eq!(key_integer(&k), want, "{v:?}");
+        }
+        assert_eq!(key_integer(&[TAG_NUM]), None);
     }
 
     #[test]

@@ -2244,26 +2244,14 @@ impl<F: BlockFile> Range<F> {
             if !self.reverse {
                 match &self.lower {
                     Bound::Unbounded => self.cursor.first()?,
-                    Bound::Included(k) => {
-                        let k = k.clone();
-                        self.cursor.seek(&k, Seek::Ge)?
-                    }
-                    Bound::Excluded(k) => {
-                        let k = k.clone();
-                        self.cursor.seek(&k, Seek::Gt)?
-                    }
+                    Bound::Included(k) => self.cursor.seek(k, Seek::Ge)?,
+                    Bound::Excluded(k) => self.cursor.seek(k, Seek::Gt)?,
                 }
             } else {
                 match &self.upper {
                     Bound::Unbounded => self.cursor.last()?,
-                    Bound::Included(k) => {
-                        let k = k.clone();
-                        self.cursor.seek(&k, Seek::Le)?
-                    }
-                    Bound::Excluded(k) => {
-                        let k = k.clone();
-                        self.cursor.seek(&k, Seek::Lt)?
-                    }
+                    Bound::Included(k) => self.cursor.seek(k, Seek::Le)?,
+                    Bound::Excluded(k) => self.cursor.seek(k, Seek::Lt)?,
                 }
             }
         } else if self.reverse {
