@@ -25,6 +25,16 @@ use std::rc::Rc;
 
 type Sink<'s> = dyn FnMut(&mut Vec<Value>) -> Result<bool> + 's;
 
+/// `v` as the row id of table `t` (its column `c`): an INTEGER column's coercion, except that a
+/// REAL equal to -2^63 becomes that integer. SQLite makes a row id of every integral real in
+/// i64's range, where an ordinary INTEGER column stops short of both ends.
+fn rowid_value(v: Value, t: &Table, c: usize) -> Result<Value> {
+    match v {
+        Value::Real(r) if r == i64::MIN as f64 => Ok(Value::Integer(i64::MIN)),
+        v => ColType::Integer.coerce_with(v, || format!("{}.{}", t.name, t.columns[c].name)),
+    }
+}
+
 fn all_true(filters: &[PExpr], frame: &[Value], cx: &Cx) -> Result<bool> {
     for f in filters {
         if eval_bool(f, frame, cx)? != Some(true) {
@@ -1809,7 +1819,11 @@ impl Writer<'_> {
         );
         if !stored {
             let old = std::mem::replace(v, Value::Null);
-            *v = c.ty.coerce_with(old, || format!("{}.{}", t.name, c.name))?;
+            *v = if matches!(t.key, Key::Rowid(Some(k)) if k == i) {
+                rowid_value(old, t, i)?
+            } else {
+                c.ty.coerce_with(old, || format!("{}.{}", t.name, c.name))?
+            };
         }
         if c.not_null && v.is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
             return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
@@ -2095,8 +2109,7 @@ impl Writer<'_> {
             }
             if let Key::Rowid(Some(c)) = t.key {
                 let v = std::mem::replace(&mut row[c], Value::Null);
-                row[c] = ColType::Integer
-                    .coerce_with(v, || format!("{}.{}", t.name, t.columns[c].name))?;
+                row[c] = rowid_value(v, t, c)?;
             }
             // The row id first (a CHECK may read it), the primary key of other tables after
             // coercion (which may change the key columns' values).

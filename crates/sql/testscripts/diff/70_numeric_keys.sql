@@ -5,3 +5,14 @@ SELECT count(DISTINCT v) FROM nk;
 SELECT count(*) FROM (SELECT v FROM nk GROUP BY v);
 SELECT count(*) FROM (SELECT v FROM nk WHERE id IN (1, 3, 5, 7) UNION SELECT v FROM nk WHERE id IN (2, 4, 6, 8));
 SELECT count(*) FROM (SELECT DISTINCT v * 1 FROM nk);
+
+-- A row id takes every integral real in i64's range, -2^63 included (an ordinary INTEGER
+-- column stops short of it); 2^63 is out of range.
+CREATE TABLE rk (id INTEGER PRIMARY KEY, r REAL);
+INSERT INTO rk VALUES (1, -9223372036854775808.0), (2, 0.5), (3, 9223372036854775807.0);
+UPDATE rk SET id = r WHERE id = 1;
+SELECT id, typeof(id), r FROM rk ORDER BY id;
+INSERT INTO rk VALUES (-9223372036854775808.0, 2.0);
+INSERT INTO rk VALUES (-9223372036854775807.0 - 1, 3.0);
+UPDATE rk SET id = r + 0 WHERE id = 3;
+SELECT id, typeof(id), r FROM rk ORDER BY id;
