@@ -440,25 +440,11 @@ impl<'a> Record<'a> {
             .and_then(|end| self.buf.get(off..end))
             .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
         if st % 2 == 1 {
-            let s = std::str::from_utf8(b)
-                .map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?;
-            match out {
-                Value::Text(t) => {
-                    t.clear();
-                    t.push_str(s);
-                }
-                _ => *out = Value::Text(s.to_owned()),
-            }
+            text_into(b, out)
         } else {
-            match out {
-                Value::Blob(v) => {
-                    v.clear();
-                    v.extend_from_slice(b);
-                }
-                _ => *out = Value::Blob(b.to_vec()),
-            }
+            blob_into(b, out);
+            Ok(())
         }
-        Ok(())
     }
 
     /// This row as `n` columns with some replaced, into `out` (cleared first): column `i`
@@ -748,26 +734,37 @@ impl<'a> Fields<'_, 'a> {
             Field::Null => *out = Value::Null,
             Field::Integer(v) => *out = Value::Integer(v),
             Field::Real(v) => *out = Value::Real(v),
-            Field::Text(b) => {
-                let s = std::str::from_utf8(b)
-                    .map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?;
-                match out {
-                    Value::Text(t) => {
-                        t.clear();
-                        t.push_str(s);
-                    }
-                    _ => *out = Value::Text(s.to_owned()),
-                }
-            }
-            Field::Blob(b) => match out {
-                Value::Blob(v) => {
-                    v.clear();
-                    v.extend_from_slice(b);
-                }
-                _ => *out = Value::Blob(b.to_vec()),
-            },
+            Field::Text(b) => text_into(b, out)?,
+            Field::Blob(b) => blob_into(b, out),
         }
         Ok(())
+    }
+}
+
+/// Text column bytes `b` into `out`, reusing its buffer when it already holds text.
+#[inline(always)]
+fn text_into(b: &[u8], out: &mut Value) -> Result<()> {
+    let s =
+        std::str::from_utf8(b).map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?;
+    match out {
+        Value::Text(t) => {
+            t.clear();
+            t.push_str(s);
+        }
+        _ => *out = Value::Text(s.to_owned()),
+    }
+    Ok(())
+}
+
+/// Blob column bytes `b` into `out`, reusing its buffer when it already holds a blob.
+#[inline(always)]
+fn blob_into(b: &[u8], out: &mut Value) {
+    match out {
+        Value::Blob(v) => {
+            v.clear();
+            v.extend_from_slice(b);
+        }
+        _ => *out = Value::Blob(b.to_vec()),
     }
 }
 
