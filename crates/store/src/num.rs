@@ -240,29 +240,30 @@ fn decimal(mut n: u128) -> String {
 mod tests {
     use super::*;
 
+    /// Adds one to the last of decimal digits `d`, carrying; true when the carry ran off the
+    /// front (a `1` is then put there, one digit more).
+    fn round_up(d: &mut Vec<u8>) -> bool {
+        for i in (0..d.len()).rev() {
+            if d[i] == b'9' {
+                d[i] = b'0';
+            } else {
+                d[i] += 1;
+                return false;
+            }
+        }
+        d.insert(0, b'1');
+        true
+    }
+
     /// What JavaScript's `toExponential(p - 1)` gives (nearest, ties away from zero), from the
     /// exact decimal value (a double's has at most 767 significant digits).
     fn js_exp_digits(r: f64, p: usize) -> (String, i32) {
         let (exact, exp) = split_exp(&format!("{:.800e}", r.abs()));
         let mut d: Vec<u8> = exact.bytes().take(p).collect();
         let mut exp = exp;
-        if exact.as_bytes()[p] >= b'5' {
-            let mut i = p;
-            loop {
-                if i == 0 {
-                    d.insert(0, b'1');
-                    d.pop();
-                    exp += 1;
-                    break;
-                }
-                i -= 1;
-                if d[i] == b'9' {
-                    d[i] = b'0';
-                } else {
-                    d[i] += 1;
-                    break;
-                }
-            }
+        if exact.as_bytes()[p] >= b'5' && round_up(&mut d) {
+            d.pop();
+            exp += 1;
         }
         (String::from_utf8(d).unwrap(), exp)
     }
@@ -277,20 +278,7 @@ mod tests {
             .take(point + n)
             .collect();
         if exact.as_bytes()[point + 1 + n] >= b'5' {
-            let mut i = d.len();
-            loop {
-                if i == 0 {
-                    d.insert(0, b'1');
-                    break;
-                }
-                i -= 1;
-                if d[i] == b'9' {
-                    d[i] = b'0';
-                } else {
-                    d[i] += 1;
-                    break;
-                }
-            }
+            round_up(&mut d);
         }
         let mut s = String::from_utf8(d).unwrap();
         if n > 0 {
