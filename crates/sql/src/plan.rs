@@ -279,7 +279,7 @@ pub struct WritePlan {
     /// no more. DELETE: no index entry, RETURNING or replication reads the row. UPDATE: the
     /// rows are rewritten in place, reading only `set_reads`: no key column and no indexed
     /// column is set, no SET expression has a subquery, and no CHECK, RETURNING or replication
-    /// reads the whole row.
+    /// reads the whole row (a replicated table's scope column is not set, it has no counters).
     pub keys_only: bool,
     /// UPDATE with `keys_only`: the columns the SET expressions read, ascending.
     pub set_reads: Vec<usize>,

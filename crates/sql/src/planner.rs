@@ -2137,9 +2137,14 @@ impl<'c> Planner<'c> {
         })?;
         let (returning, returning_names) = self.returning(&u.returning, &table, &alias)?;
         let key = table.key_columns();
+        // A replicated table's capture reads the key, the scope column and the columns set
+        // (`Changes::push_in_place`), unless the row moves scope or has counters, whose
+        // capture and merge read the whole row.
         let keys_only = returning.is_empty()
             && table.checks.is_empty()
-            && table.replicated.is_none()
+            && table.replicated.as_ref().is_none_or(|r| {
+                r.counters.is_empty() && set.iter().all(|(c, _)| Some(*c) != r.scope)
+            })
             && set.iter().all(|(c, e)| {
                 !key.contains(c)
                     && !table.indexes.iter().any(|ix| ix.columns.contains(c))
