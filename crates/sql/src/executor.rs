@@ -1629,18 +1629,18 @@ impl Changes {
 
     /// An UPDATE made where the row is stored (`update_in_place`), of a table without
     /// counters: a SET of the columns `new` gives a value that differs from `old`'s, unless
-    /// none does, with a row of the values set and `old`'s of the columns `keep` marks (the
-    /// key and the scope column, which the commit hook reads besides the columns set). The
-    /// other columns are left empty rather than decoded and encoded for nothing.
+    /// none does, with a row of the values set and `old`'s of the key and the scope column,
+    /// which the commit hook reads besides the columns set. The other columns are left empty
+    /// rather than decoded and encoded for nothing. `old` is the row before the write, in
+    /// those columns.
     fn push_in_place<'v>(
         &mut self,
         t: &Table,
         old: &[Value],
-        keep: &[bool],
         new: impl Fn(usize) -> Option<&'v Value>,
     ) {
         let c0 = self.columns.len();
-        for (c, o) in old.iter().enumerate().take(keep.len()) {
+        for (c, o) in old.iter().enumerate() {
             if new(c).is_some_and(|v| !same_value(o, v)) {
                 self.columns.push(c);
             }
@@ -1648,14 +1648,22 @@ impl Changes {
         if self.columns.len() == c0 {
             return;
         }
+        let scope = t.replicated.as_ref().and_then(|r| r.scope);
+        let keep = |c: usize| {
+            Some(c) == scope
+                || match &t.key {
+                    Key::Columns(cols) => cols.contains(&c),
+                    Key::Rowid(k) => *k == Some(c),
+                }
+        };
         let table = self.table(t);
         let at = self.bounds.len();
-        self.bounds.reserve(keep.len() + 1);
-        for (c, &k) in keep.iter().enumerate() {
+        self.bounds.reserve(old.len() + 1);
+        for (c, o) in old.iter().enumerate() {
             self.bounds.push(self.bytes.len());
             match new(c) {
                 Some(v) => put_wire_value(&mut self.bytes, v),
-                None if k => put_wire_value(&mut self.bytes, &old[c]),
+                None if keep(c) => put_wire_value(&mut self.bytes, o),
                 None => {}
             }
         }
@@ -1664,7 +1672,7 @@ impl Changes {
             table,
             delete: false,
             row: at,
-            values: keep.len(),
+            values: old.len(),
             columns: (c0, self.columns.len()),
             adds: (self.adds.len(), self.adds.len()),
         });
@@ -2820,27 +2828,12 @@ impl Writer<'_> {
             value_of[*c] = Some(j);
         }
         let filtered = matches!(rows, Rows::Range(_)) && !lvl.filters.is_empty();
-        // A replicated table's capture also reads the old values of the columns set, the key
-        // and the scope column (`keep`), decoded with the SET expressions' reads. The planner
-        // keeps a table with counters, or an UPDATE of the scope column, off this path.
+        // A replicated table's capture reads the old values of the columns set, the key and
+        // the scope column, which the planner adds to `set_reads`. It keeps a table with
+        // counters, or an UPDATE of the scope column, off this path.
         let mut cap = match (&t.replicated, self.capture.as_deref_mut()) {
-            (Some(r), Some(cap)) => Some((r, cap)),
+            (Some(_), Some(cap)) => Some(cap),
             _ => None,
-        };
-        let mut keep = Vec::new();
-        let reads = match &cap {
-            None => std::borrow::Cow::Borrowed(p.set_reads.as_slice()),
-            Some((r, _)) => {
-                keep.resize(width, false);
-                for c in t.key_columns().into_iter().chain(r.scope) {
-                    keep[c] = true;
-                }
-                let mut reads = p.set_reads.clone();
-                reads.extend((0..width).filter(|&c| keep[c] || value_of[c].is_some()));
-                cairn_store::sort::sort(&mut reads);
-                reads.dedup();
-                std::borrow::Cow::Owned(reads)
-            }
         };
         let none = crate::storage::NoStore;
         let cx = Cx {
@@ -2860,7 +2853,7 @@ impl Writer<'_> {
                 return Ok(Each::Keep);
             }
             let rec = Record::new(v)?;
-            rec.get_cols_into(&reads, &mut frame)?;
+            rec.get_cols_into(&p.set_reads, &mut frame)?;
             vals.clear();
             for (_, e) in &p.set {
                 vals.push(eval(e, &frame, &cx)?.into_owned());
@@ -2877,8 +2870,8 @@ impl Writer<'_> {
                 }
             }
             rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), out)?;
-            if let Some((_, cap)) = &mut cap {
-                cap.push_in_place(t, &frame[..width], &keep, |c| value_of[c].map(|j| &vals[j]));
+            if let Some(cap) = &mut cap {
+                cap.push_in_place(t, &frame[..width], |c| value_of[c].map(|j| &vals[j]));
             }
             changes += 1;
             // A row set to what it holds counts as changed (as in SQLite) but is not written.

@@ -281,6 +281,7 @@ pub struct WritePlan {
     /// column is set, no SET expression has a subquery, and no CHECK, RETURNING or replication
     /// reads the whole row (a replicated table's scope column is not set, it has no counters).
     pub keys_only: bool,
-    /// UPDATE with `keys_only`: the columns the SET expressions read, ascending.
+    /// UPDATE with `keys_only`: the columns the SET expressions read, and of a replicated
+    /// table those its capture reads (the key, the scope column and the columns set), ascending.
     pub set_reads: Vec<usize>,
 }

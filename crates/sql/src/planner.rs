@@ -2156,6 +2156,9 @@ impl<'c> Planner<'c> {
             for (_, e) in &set {
                 set_reads.extend(slots(e));
             }
+            if let Some(r) = &table.replicated {
+                set_reads.extend(key.iter().chain(&r.scope).chain(set.iter().map(|(c, _)| c)));
+            }
             cairn_store::sort::sort(&mut set_reads);
             set_reads.dedup();
             scan.levels[0].post_cols.clear();
