@@ -1302,11 +1302,6 @@ fn captured_values_are_in_the_wire_encoding() {
 /// which takes the general path and changes nothing), must send a peer the same messages.
 #[test]
 fn updates_made_in_place_record_what_the_general_path_records() {
-    use cairn_sql::schema::Catalog;
-    use cairn_sql::{Changes, CommitHook, Correction, Storage};
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
     const SCHEMA: &str = "CREATE TABLE t (id TEXT PRIMARY KEY, s TEXT NOT NULL, n INTEGER, \
                           x TEXT, r REAL, m TEXT NOT NULL, u INTEGER UNIQUE) REPLICATED (SCOPE s); \
                           CREATE TABLE p (k TEXT PRIMARY KEY, v BLOB) REPLICATED; \
@@ -1410,24 +1405,7 @@ fn updates_made_in_place_record_what_the_general_path_records() {
 
     // The two forms take different paths: the in-place capture leaves the columns it does
     // not need empty, the general one holds the whole row.
-    type Seen = Vec<Vec<Vec<u8>>>;
-    struct Recorder(Rc<RefCell<Seen>>);
-    impl CommitHook for Recorder {
-        fn before_commit(
-            &mut self,
-            _: &mut dyn Storage,
-            _: &Catalog,
-            changes: &Changes,
-        ) -> cairn_sql::Result<Vec<Correction>> {
-            for ch in changes.iter() {
-                let row = (0..ch.row.len()).map(|c| ch.row.value(c).to_vec());
-                self.0.borrow_mut().push(row.collect());
-            }
-            Ok(Vec::new())
-        }
-        fn after_commit(&mut self, _: bool) {}
-    }
-    let seen = Rc::new(RefCell::new(Seen::new()));
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Seen::new()));
     let mut db = Database::memory();
     db.set_commit_hook(Box::new(Recorder(seen.clone())));
     db.exec_script(SCHEMA).unwrap();
@@ -1439,8 +1417,9 @@ fn updates_made_in_place_record_what_the_general_path_records() {
     let enc = |v: Value| cairn_sync::wire::value_bytes(&v);
     let (id, s) = (enc(Value::Text("a".into())), enc(Value::Text("one".into())));
     let empty = Vec::new();
+    let rows: Vec<_> = seen.borrow().iter().map(|c| c.1.clone()).collect();
     assert_eq!(
-        *seen.borrow(),
+        rows,
         vec![
             vec![
                 id.clone(),
@@ -1460,6 +1439,100 @@ fn updates_made_in_place_record_what_the_general_path_records() {
                 enc(Value::Text("m".into())),
                 enc(Value::Integer(1))
             ],
+        ]
+    );
+}
+
+/// What the SQL layer captured, per change: its table, its row's values (encoded) and the
+/// columns its SET sets (None for a delete).
+type Seen = Vec<(String, Vec<Vec<u8>>, Option<Vec<usize>>)>;
+
+/// A commit hook that keeps what the SQL layer captured.
+struct Recorder(std::rc::Rc<std::cell::RefCell<Seen>>);
+
+impl cairn_sql::CommitHook for Recorder {
+    fn before_commit(
+        &mut self,
+        _: &mut dyn cairn_sql::Storage,
+        _: &cairn_sql::schema::Catalog,
+        changes: &cairn_sql::Changes,
+    ) -> cairn_sql::Result<Vec<cairn_sql::Correction>> {
+        assert_eq!(changes.iter().len(), changes.len());
+        for ch in changes.iter() {
+            let row = (0..ch.row.len()).map(|c| ch.row.value(c).to_vec());
+            let set = ch.set.map(|s| s.columns.to_vec());
+            self.0
+                .borrow_mut()
+                .push((ch.table.to_string(), row.collect(), set));
+        }
+        Ok(Vec::new())
+    }
+    fn after_commit(&mut self, _: bool) {}
+}
+
+/// Inserts of whole rows into one table, one after the other, share one entry of the
+/// capture: a failed statement's rows are cut from it, and other changes between them end it.
+#[test]
+fn a_run_of_inserts_is_captured_row_by_row_and_cut_by_a_failed_statement() {
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Seen::new()));
+    let mut db = Database::memory();
+    db.set_commit_hook(Box::new(Recorder(seen.clone())));
+    db.exec_script(
+        "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER, x TEXT) REPLICATED; \
+         CREATE TABLE p (k TEXT PRIMARY KEY, v BLOB) REPLICATED",
+    )
+    .unwrap();
+    seen.borrow_mut().clear();
+    db.exec_script(
+        "BEGIN; \
+         INSERT INTO t VALUES ('a', 1, 'one'), ('b', 2, NULL); \
+         INSERT INTO t VALUES ('c', 300, 'three')",
+    )
+    .unwrap();
+    // The first row is captured, then the second fails: the statement's capture goes whole.
+    assert!(db
+        .exec_script("INSERT INTO t VALUES ('d', 4, 'four'), ('a', 5, 'five')")
+        .is_err());
+    db.exec_script(
+        "INSERT INTO t VALUES ('e', 5, 'five'); \
+         INSERT INTO p VALUES ('k', x'00'); \
+         INSERT INTO t VALUES ('f', 6, 'six'); \
+         UPDATE t SET n = 7 WHERE id = 'a'; \
+         INSERT INTO t VALUES ('g', 8, 'eight'); \
+         DELETE FROM t WHERE id = 'b'; \
+         COMMIT",
+    )
+    .unwrap();
+    let enc = |v: Value| cairn_sync::wire::value_bytes(&v);
+    let text = |s: &str| enc(Value::Text(s.into()));
+    let row = |id: &str, n: i64, x: Option<&str>| {
+        vec![
+            text(id),
+            enc(Value::Integer(n)),
+            x.map_or(enc(Value::Null), text),
+        ]
+    };
+    let all = Some(vec![0, 1, 2]);
+    let t = |r: Vec<Vec<u8>>, set: Option<Vec<usize>>| ("t".to_string(), r, set);
+    assert_eq!(
+        *seen.borrow(),
+        vec![
+            t(row("a", 1, Some("one")), all.clone()),
+            t(row("b", 2, None), all.clone()),
+            t(row("c", 300, Some("three")), all.clone()),
+            t(row("e", 5, Some("five")), all.clone()),
+            (
+                "p".to_string(),
+                vec![text("k"), enc(Value::Blob(vec![0]))],
+                Some(vec![0, 1])
+            ),
+            t(row("f", 6, Some("six")), all.clone()),
+            t(
+                vec![text("a"), enc(Value::Integer(7)), vec![]],
+                Some(vec![1])
+            ),
+            t(row("g", 8, Some("eight")), all.clone()),
+            t(row("b", 2, None), None),
         ]
     );
 }

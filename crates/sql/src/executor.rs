@@ -1467,31 +1467,43 @@ pub struct Writer<'a> {
 /// Flat buffers, kept from one transaction to the next: each captured row's values are
 /// appended to one byte buffer in the sync wire encoding of a value (docs/sync.md sec. 2),
 /// which the commit hook copies into its ops as they are, and each change is a fixed-size
-/// entry naming ranges of the buffers. Once the buffers have grown, capturing a row allocates
-/// nothing and the commit frees nothing per row. A `Vec<Value>` per change instead kept every
-/// row's allocations alive until commit: the statement's own allocations then grew the heap
-/// instead of reusing freed chunks, and the commit freed them all at once.
+/// entry naming ranges of the buffers; inserts of whole rows into one table, one after the
+/// other, share one entry. Once the buffers have grown, capturing a row allocates nothing and
+/// the commit frees nothing per row. A `Vec<Value>` per change instead kept every row's
+/// allocations alive until commit: the statement's own allocations then grew the heap instead
+/// of reusing freed chunks, and the commit freed them all at once. An inserted row takes its
+/// values' bytes and a bound per value, no more: a transaction's first large capture grows
+/// these buffers, and every byte of them is memory the page faults and copies of that growth
+/// touch, which instruction counts do not show.
 #[derive(Debug, Default)]
 pub struct Changes {
     entries: Vec<Entry>,
+    /// How many changes the entries hold.
+    len: usize,
     /// The rows' values, one after the other, each in the sync wire encoding.
     bytes: Vec<u8>,
-    /// Per row, where each of its values starts in `bytes`, then where the last one ends.
+    /// Where each row's first value starts in `bytes`, then where each of its values ends. A
+    /// row of a run of inserts starts where the one before it ends, and shares that bound.
     bounds: Vec<usize>,
-    /// The columns each SET sets.
+    /// The columns each SET sets (but an insert's, which sets them all).
     columns: Vec<usize>,
+    /// 0, 1, 2...: the columns an insert sets, as long as the widest row.
+    all: Vec<usize>,
     /// The counter additions of each SET: (column, delta).
     adds: Vec<(usize, i64)>,
     /// The tables changed in this transaction, which entries name by index.
     tables: Vec<Rc<str>>,
 }
 
-/// One change: ranges of [`Changes`]' buffers.
+/// One change, or a run of inserts of whole rows: ranges of [`Changes`]' buffers.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     table: usize,
     delete: bool,
-    /// The row's first value in `bounds`, and how many values it has.
+    /// A run of `count` inserts setting every column (`columns` unused); else one change.
+    insert: bool,
+    count: usize,
+    /// The first row's first bound in `bounds`, and how many values a row has.
     row: usize,
     values: usize,
     columns: (usize, usize),
@@ -1542,45 +1554,54 @@ impl<'a> EncodedRow<'a> {
 
 impl Changes {
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
     pub fn clear(&mut self) {
         self.truncate(0);
         self.tables.clear();
     }
-    /// Drops the changes after the first `len` (a statement that failed).
+    /// Drops the changes after the first `len` (a statement that failed): the entries past
+    /// them, and the part of a run of inserts past them.
     pub fn truncate(&mut self, len: usize) {
-        let Some(e) = self.entries.get(len).copied() else {
-            return;
-        };
-        self.entries.truncate(len);
-        self.bytes.truncate(self.bounds[e.row]);
-        self.bounds.truncate(e.row);
-        self.columns.truncate(e.columns.0);
-        self.adds.truncate(e.adds.0);
+        while self.len > len {
+            let Some(e) = self.entries.last_mut() else {
+                break;
+            };
+            let first = self.len - e.count;
+            if first < len {
+                let cut = e.row + (len - first) * e.values + 1;
+                self.bytes.truncate(self.bounds[cut - 1]);
+                self.bounds.truncate(cut);
+                e.count = len - first;
+                self.len = len;
+                break;
+            }
+            self.bytes.truncate(self.bounds[e.row]);
+            self.bounds.truncate(e.row);
+            self.columns.truncate(e.columns.0);
+            self.adds.truncate(e.adds.0);
+            self.entries.pop();
+            self.len = first;
+        }
     }
     /// The bytes the buffers hold room for (a very large transaction's are not kept).
     pub fn footprint(&self) -> usize {
         self.bytes.capacity()
-            + (self.bounds.capacity() + self.columns.capacity()) * size_of::<usize>()
+            + (self.bounds.capacity() + self.columns.capacity() + self.all.capacity())
+                * size_of::<usize>()
             + self.adds.capacity() * size_of::<(usize, i64)>()
             + self.entries.capacity() * size_of::<Entry>()
     }
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Change<'_>> + '_ {
-        self.entries.iter().map(move |e| Change {
-            table: &self.tables[e.table],
-            row: EncodedRow {
-                bytes: &self.bytes,
-                bounds: &self.bounds[e.row..e.row + e.values + 1],
-            },
-            set: (!e.delete).then(|| SetPart {
-                columns: &self.columns[e.columns.0..e.columns.1],
-                adds: &self.adds[e.adds.0..e.adds.1],
-            }),
-        })
+        Iter {
+            changes: self,
+            entry: 0,
+            row: 0,
+            left: self.len,
+        }
     }
 
     /// Table `t`'s index in `tables`: a run of changes is mostly to one table.
@@ -1602,24 +1623,60 @@ impl Changes {
     /// Appends `row`'s values; returns where its bounds start.
     fn push_row(&mut self, row: &[Value]) -> usize {
         let at = self.bounds.len();
+        self.bounds.push(self.bytes.len());
+        self.push_values(row);
+        at
+    }
+
+    /// Appends `row`'s values and where each ends.
+    fn push_values(&mut self, row: &[Value]) {
         // Room for the row at once (its numbers' encodings, at least) instead of a check
         // against the capacity at each push that may grow the buffer.
-        self.bounds.reserve(row.len() + 1);
+        self.bounds.reserve(row.len());
         self.bytes.reserve(10 * row.len());
         for v in row {
-            self.bounds.push(self.bytes.len());
             put_wire_value(&mut self.bytes, v);
+            self.bounds.push(self.bytes.len());
         }
-        self.bounds.push(self.bytes.len());
-        at
+    }
+
+    /// An insert of `row` setting every column: added to the last entry when that is a run
+    /// of such inserts into `t`.
+    fn push_insert(&mut self, t: &Table, row: &[Value]) {
+        self.len += 1;
+        if let Some(e) = self.entries.last_mut() {
+            if e.insert && e.values == row.len() && *self.tables[e.table] == *t.name {
+                e.count += 1;
+                self.push_values(row);
+                return;
+            }
+        }
+        if self.all.len() < row.len() {
+            self.all = (0..row.len()).collect();
+        }
+        let table = self.table(t);
+        let at = self.push_row(row);
+        self.entries.push(Entry {
+            table,
+            delete: false,
+            insert: true,
+            count: 1,
+            row: at,
+            values: row.len(),
+            columns: (self.columns.len(), self.columns.len()),
+            adds: (self.adds.len(), self.adds.len()),
+        });
     }
 
     fn push_delete(&mut self, t: &Table, row: &[Value]) {
         let table = self.table(t);
         let at = self.push_row(row);
+        self.len += 1;
         self.entries.push(Entry {
             table,
             delete: true,
+            insert: false,
+            count: 1,
             row: at,
             values: row.len(),
             columns: (self.columns.len(), self.columns.len()),
@@ -1659,18 +1716,21 @@ impl Changes {
         let table = self.table(t);
         let at = self.bounds.len();
         self.bounds.reserve(old.len() + 1);
+        self.bounds.push(self.bytes.len());
         for (c, o) in old.iter().enumerate() {
-            self.bounds.push(self.bytes.len());
             match new(c) {
                 Some(v) => put_wire_value(&mut self.bytes, v),
                 None if keep(c) => put_wire_value(&mut self.bytes, o),
                 None => {}
             }
+            self.bounds.push(self.bytes.len());
         }
-        self.bounds.push(self.bytes.len());
+        self.len += 1;
         self.entries.push(Entry {
             table,
             delete: false,
+            insert: false,
+            count: 1,
             row: at,
             values: old.len(),
             columns: (c0, self.columns.len()),
@@ -1694,9 +1754,12 @@ impl Changes {
         }
         let table = self.table(t);
         let at = self.push_row(row);
+        self.len += 1;
         self.entries.push(Entry {
             table,
             delete: false,
+            insert: false,
+            count: 1,
             row: at,
             values: row.len(),
             columns: (c0, self.columns.len()),
@@ -1704,6 +1767,51 @@ impl Changes {
         });
     }
 }
+
+/// [`Changes::iter`]: each change in order, a run of inserts one row at a time.
+struct Iter<'a> {
+    changes: &'a Changes,
+    entry: usize,
+    /// The next row of the entry.
+    row: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Change<'a>;
+    fn next(&mut self) -> Option<Change<'a>> {
+        let c = self.changes;
+        let e = c.entries.get(self.entry)?;
+        let at = e.row + self.row * e.values;
+        let change = Change {
+            table: &c.tables[e.table],
+            row: EncodedRow {
+                bytes: &c.bytes,
+                bounds: &c.bounds[at..at + e.values + 1],
+            },
+            set: (!e.delete).then(|| SetPart {
+                columns: if e.insert {
+                    &c.all[..e.values]
+                } else {
+                    &c.columns[e.columns.0..e.columns.1]
+                },
+                adds: &c.adds[e.adds.0..e.adds.1],
+            }),
+        };
+        self.row += 1;
+        if self.row == e.count {
+            self.entry += 1;
+            self.row = 0;
+        }
+        self.left -= 1;
+        Some(change)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
 
 /// Appends `v` in the sync wire encoding of a value (docs/sync.md sec. 2: a tag byte, then an
 /// integer's zigzag varint, a real's bits little-endian, or a text's or blob's varint length
@@ -1958,7 +2066,7 @@ impl Writer<'_> {
         if old.is_none() && r.counters.is_empty() {
             // An insert (or a row moved into its scope) of a table without counters, the
             // common case: every column, appended as one range.
-            cap.push_set(t, new, 0..new.len(), std::iter::empty());
+            cap.push_insert(t, new);
             return;
         }
         // In column order, as the counters are declared in any order.
