@@ -870,10 +870,12 @@ impl State {
             }
         }
         self.persist(store)?;
-        let mut fixes = Vec::new();
-        if !unique_tables.is_empty() || !finals.is_empty() {
-            self.replica_mut().merge_deferred();
+        if unique_tables.is_empty() && finals.is_empty() {
+            // Nothing to correct (the common case), so nothing to merge now.
+            return Ok(Vec::new());
         }
+        let mut fixes = Vec::new();
+        self.replica_mut().merge_deferred();
         for name in unique_tables {
             let t = catalog.table(&name)?;
             let (visible, hidden) = self.replica().visible(&t.name);

@@ -418,40 +418,15 @@ impl State {
             upgrade(store, saved)?;
         }
         let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
-        // Rows are saved only when history is dropped (compaction, a snapshot): until then the
-        // history held rebuilds them on open.
-        let history_dropped = replica
-            .chains()
-            .any(|(k, log)| base_of(log) != saved.marks.get(k).map_or(0, |m| m.base));
-        if history_dropped {
-            // The records that implied the clock may be gone.
-            saved.log_clock = 0;
-            saved.clock = 0;
-            let mut keys = Vec::new();
-            {
-                let mut cur = store.scan(ROWS, Bound::Unbounded, Bound::Unbounded, false)?;
-                while cur.next()? {
-                    keys.push(cur.key().to_vec());
-                }
-            }
-            for k in keys {
-                store.delete(ROWS, &k)?;
-            }
-            let mut rows: Vec<(&RowKey, &RowState)> = replica.rows().rows.iter().collect();
-            rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            for (k, state) in rows {
-                let mut w = Writer::new();
-                state.encode(&mut w);
-                store.put(ROWS, &row_key(k), &w.buf)?;
-            }
-        }
         // A purge redacted held records: their saved copies are written again.
         let redacted = replica.redactions() != saved.redactions;
         saved.redactions = replica.redactions();
         let mut tail_changed = false;
+        let mut history_dropped = false;
         for (key, log) in replica.chains() {
             let old = saved.marks.get(key).copied().unwrap_or_default();
             let now = mark_of(log);
+            history_dropped |= now.base != old.base;
             if now == old && !redacted {
                 continue;
             }
@@ -625,6 +600,31 @@ impl State {
                 None => {
                     saved.marks.insert(key.clone(), now);
                 }
+            }
+        }
+        // Rows are saved only when history is dropped (compaction, a snapshot): until then the
+        // history held rebuilds them on open. Found in the walk of the chains above, which
+        // sees each chain's saved mark once.
+        if history_dropped {
+            // The records that implied the clock may be gone: it is saved on its own below.
+            saved.log_clock = 0;
+            saved.clock = 0;
+            let mut keys = Vec::new();
+            {
+                let mut cur = store.scan(ROWS, Bound::Unbounded, Bound::Unbounded, false)?;
+                while cur.next()? {
+                    keys.push(cur.key().to_vec());
+                }
+            }
+            for k in keys {
+                store.delete(ROWS, &k)?;
+            }
+            let mut rows: Vec<(&RowKey, &RowState)> = replica.rows().rows.iter().collect();
+            rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, state) in rows {
+                let mut w = Writer::new();
+                state.encode(&mut w);
+                store.put(ROWS, &row_key(k), &w.buf)?;
             }
         }
         if tail_changed {

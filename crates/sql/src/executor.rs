@@ -1491,7 +1491,8 @@ pub struct Changes {
     all: Vec<usize>,
     /// The counter additions of each SET: (column, delta).
     adds: Vec<(usize, i64)>,
-    /// The tables changed in this transaction, which entries name by index.
+    /// The tables changed in this transaction (and maybe earlier ones), which entries name by
+    /// index.
     tables: Vec<Rc<str>>,
 }
 
@@ -1561,7 +1562,11 @@ impl Changes {
     }
     pub fn clear(&mut self) {
         self.truncate(0);
-        self.tables.clear();
+        // The names stay for the next transaction (most write the same tables), unless many
+        // tables have come and gone.
+        if self.tables.len() > 16 {
+            self.tables.clear();
+        }
     }
     /// Drops the changes after the first `len` (a statement that failed): the entries past
     /// them, and the part of a run of inserts past them.
