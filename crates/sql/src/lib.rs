@@ -44,7 +44,9 @@
 //!    whole table) is walked once with the filters tested on each row there, keys named
 //!    outright (`Writer::point_targets`) are visited one by one; only the columns the SET
 //!    expressions read are decoded, and `cairn_store::codec::Record::rewrite_into` replaces
-//!    the set columns' bytes.
+//!    the set columns' bytes. A replicated table's UPDATE takes this path too when it sets
+//!    no scope column and the table has no counters, its capture fed from the key, scope
+//!    and set columns read there (`executor::Changes`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.
