@@ -15,7 +15,8 @@ use crate::schema::{Key, Table};
 use crate::storage::{Each, Storage, TreeId};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
-    decode_key_value, encode_key, encode_key_value, encode_record_into, key_integer, Layout, Record,
+    decode_key_value, encode_key, encode_key_value, encode_record_into, get_varint, key_integer,
+    Layout, Record,
 };
 use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
@@ -2196,24 +2197,31 @@ impl Writer<'_> {
         }
         // Gathered before the first write: the scan borrows the store.
         let (mut bytes, mut ends) = (Vec::new(), Vec::new());
-        {
+        let whole = {
             let mut cur = self
                 .store
                 .scan(s.tree, Bound::Unbounded, Bound::Unbounded, false)?;
-            while cur.next()? {
-                let v = cur.value();
-                if Record::new(v)?.len() != n {
-                    return Ok(None);
+            // The first varint of a record is its column count; the copy checks no more of
+            // it than that, as the bytes stored are the bytes copied.
+            cur.for_each(&mut |k, v| {
+                let mut pos = 0;
+                if get_varint(v, &mut pos)? != n as u64 {
+                    return Ok(false);
                 }
-                bytes.extend_from_slice(cur.key());
+                bytes.extend_from_slice(k);
                 ends.push(bytes.len());
                 bytes.extend_from_slice(v);
                 ends.push(bytes.len());
-            }
+                Ok(true)
+            })?
+        };
+        if !whole {
+            return Ok(None);
         }
         let mut res = WriteResult::default();
-        let mut start = 0;
+        let (mut start, mut last_key) = (0, 0..0);
         for kv in ends.chunks_exact(2) {
+            last_key = start..kv[0];
             let (key, value) = (&bytes[start..kv[0]], &bytes[kv[0]..kv[1]]);
             start = kv[1];
             if !self.store.put_new(t.tree, key, value)? {
@@ -2222,10 +2230,11 @@ impl Writer<'_> {
                 ));
             }
             res.changes += 1;
-            if let Key::Rowid(_) = t.key {
-                if let Value::Integer(id) = decode_key_value(key, false)?.0 {
-                    res.last_rowid = Some(id);
-                }
+        }
+        // The keys come in order: the last one copied is the last row id inserted.
+        if matches!(t.key, Key::Rowid(_)) && res.changes > 0 {
+            if let Value::Integer(id) = decode_key_value(&bytes[last_key], false)?.0 {
+                res.last_rowid = Some(id);
             }
         }
         Ok(Some(res))
