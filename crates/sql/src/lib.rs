@@ -87,7 +87,8 @@ use std::rc::Rc;
 pub enum Output {
     /// A query's (or RETURNING clause's) result.
     Rows {
-        columns: Vec<String>,
+        /// Shared with the prepared statement: an execution does not copy the names.
+        columns: Rc<[String]>,
         rows: Vec<Vec<Value>>,
     },
     /// A write without RETURNING.
@@ -570,7 +571,7 @@ impl Database {
                 })
             }
             Prepared::Explain(lines) => Ok(Output::Rows {
-                columns: vec!["plan".into()],
+                columns: Rc::from(["plan".to_string()]),
                 rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
             }),
             Prepared::Insert(plan, checks) => {
@@ -992,7 +993,7 @@ fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
     t.checks.iter().map(|c| p.table_expr(t, c)).collect()
 }
 
-fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Output {
+fn write_output(res: executor::WriteResult, names: &Rc<[String]>, last: i64) -> Output {
     if names.is_empty() {
         Output::Changes {
             changes: res.changes,
@@ -1000,7 +1001,7 @@ fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Outp
         }
     } else {
         Output::Rows {
-            columns: names.to_vec(),
+            columns: names.clone(),
             rows: res.returned,
         }
     }
