@@ -290,7 +290,7 @@ fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
 }
 
 fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
-    let mut frame = vec![Value::Null; c.frame_len];
+    let mut frame = nulls(c.frame_len);
     if !all_true(&c.const_filters, &frame, cx)? {
         if let Some(agg) = &c.agg {
             if agg.group_by.is_empty() {
@@ -970,9 +970,23 @@ fn point_keys(
         }
         keys.push(k);
     }
-    cairn_store::sort::sort(&mut keys);
-    keys.dedup();
+    if keys.len() > 1 {
+        cairn_store::sort::sort(&mut keys);
+        keys.dedup();
+    }
     Ok(Some(keys))
+}
+
+/// Sets `frame` to `n` NULLs. `Vec::resize` (and `vec![Value::Null; n]`) would clone the
+/// NULL for each slot, a call through `Value::clone` apiece, on every execution of a statement.
+fn null_frame(frame: &mut Vec<Value>, n: usize) {
+    frame.clear();
+    frame.extend(std::iter::repeat_with(|| Value::Null).take(n));
+}
+
+/// `n` NULLs (see [`null_frame`]).
+fn nulls(n: usize) -> Vec<Value> {
+    std::iter::repeat_with(|| Value::Null).take(n).collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1354,31 +1368,7 @@ fn index_ranges(
             let last = j + 1 == p.len() && !ranged;
             encode_eq(&mut prefix, &v, last);
         }
-        let lo = match &lo_v {
-            Some((v, incl)) => {
-                let mut b = prefix.clone();
-                encode_bound(&mut b, v);
-                if *incl {
-                    Bound::Included(b)
-                } else {
-                    match prefix_successor(&b) {
-                        Some(s) => Bound::Included(s),
-                        None => continue 'probe,
-                    }
-                }
-            }
-            None if ranged => {
-                // Past the NULLs, which no range comparison matches.
-                let mut b = prefix.clone();
-                encode_key_value(&mut b, &Value::Null, false);
-                match prefix_successor(&b) {
-                    Some(s) => Bound::Included(s),
-                    None => continue 'probe,
-                }
-            }
-            None if prefix.is_empty() => Bound::Unbounded,
-            None => Bound::Included(prefix.clone()),
-        };
+        // `hi` first: `lo` may then take the prefix itself.
         let hi = match &hi_v {
             Some((v, incl)) => {
                 let mut b = prefix.clone();
@@ -1396,6 +1386,31 @@ fn index_ranges(
                 Some(s) => Bound::Excluded(s),
                 None => Bound::Unbounded,
             },
+        };
+        let lo = match &lo_v {
+            Some((v, incl)) => {
+                let mut b = prefix;
+                encode_bound(&mut b, v);
+                if *incl {
+                    Bound::Included(b)
+                } else {
+                    match prefix_successor(&b) {
+                        Some(s) => Bound::Included(s),
+                        None => continue 'probe,
+                    }
+                }
+            }
+            None if ranged => {
+                // Past the NULLs, which no range comparison matches.
+                let mut b = prefix;
+                encode_key_value(&mut b, &Value::Null, false);
+                match prefix_successor(&b) {
+                    Some(s) => Bound::Included(s),
+                    None => continue 'probe,
+                }
+            }
+            None if prefix.is_empty() => Bound::Unbounded,
+            None => Bound::Included(prefix),
         };
         out.push((lo, hi));
     }
@@ -2245,7 +2260,7 @@ impl Writer<'_> {
         &mut self,
         p: &InsertPlan,
         checks: &[PExpr],
-        row: Vec<Value>,
+        mut row: Vec<Value>,
         pk: Vec<u8>,
         rowid: Option<i64>,
         cache: &Cache,
@@ -2285,7 +2300,7 @@ impl Writer<'_> {
                     };
                     if checks.is_empty() && p.returning.is_empty() {
                         if let Some(changed) =
-                            self.upsert_in_place(t, &other, &row, sets, w.as_ref(), cache)?
+                            self.upsert_in_place(t, &other, &mut row, sets, w.as_ref(), cache)?
                         {
                             res.changes += u64::from(changed);
                             return Ok(());
@@ -2352,13 +2367,13 @@ impl Writer<'_> {
     /// row, when the same holds: no key or indexed column is set, nothing reads the whole row
     /// (CHECK, RETURNING, replication; the caller checks the first two) and no expression has
     /// a subquery. The frame is the existing row (only the columns the expressions read) and
-    /// then the excluded `row`. Some(whether the row was updated); None when this does not
-    /// apply.
+    /// then the excluded `row`, moved there when this applies (the caller is done with it).
+    /// Some(whether the row was updated); None when this does not apply, with `row` untouched.
     fn upsert_in_place(
         &mut self,
         t: &Table,
         other: &[u8],
-        row: &[Value],
+        row: &mut Vec<Value>,
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
@@ -2385,8 +2400,8 @@ impl Writer<'_> {
         }
         cairn_store::sort::sort(&mut reads);
         reads.dedup();
-        let mut frame = vec![Value::Null; width];
-        frame.extend_from_slice(row);
+        let mut frame = nulls(width);
+        frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
@@ -2531,7 +2546,7 @@ impl Writer<'_> {
             rows: Vec::new(),
             width: if rows { width } else { 0 },
         };
-        let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut frame = nulls(p.scan.frame_len);
         run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
             let Value::Blob(pk) = &frame[width] else {
                 return Err(Error::Invalid("invariant: key slot holds the key".into()));
@@ -2655,8 +2670,7 @@ impl Writer<'_> {
         if !lvl.filters.is_empty() || !lvl.after.is_empty() || !c.const_filters.is_empty() {
             return Ok(None);
         }
-        frame.clear();
-        frame.resize(c.frame_len, Value::Null);
+        null_frame(frame, c.frame_len);
         let keys = point_keys(&p.table, probes, frame, &self.cx(cache))?;
         Ok(keys.map(|mut k| {
             if *reverse {
@@ -2697,7 +2711,7 @@ impl Writer<'_> {
                 sub_probe: None,
                 ..
             } => {
-                let frame = vec![Value::Null; c.frame_len];
+                let frame = nulls(c.frame_len);
                 let mut ranges = index_ranges(probes, lower, upper, &frame, &self.cx(cache))?;
                 if ranges.len() > 1 {
                     return Ok(None);
@@ -2731,7 +2745,7 @@ impl Writer<'_> {
             rng: self.rng,
             cache,
         };
-        let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut frame = nulls(p.scan.frame_len);
         let mut rf = RowFilter::new(lvl, &frame, &cx);
         let mut f = |k: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
             if !lvl.filters.is_empty() && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
@@ -2783,6 +2797,7 @@ impl Writer<'_> {
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
+        // Keys named outright or collected by a scan have passed the filters already.
         let filtered = matches!(rows, Rows::Range(_)) && !lvl.filters.is_empty();
         let none = crate::storage::NoStore;
         let cx = Cx {
@@ -2792,14 +2807,15 @@ impl Writer<'_> {
             rng: self.rng,
             cache: &cache,
         };
-        frame.clear();
-        frame.resize(p.scan.frame_len, Value::Null);
-        let mut rf = RowFilter::new(lvl, &frame, &cx);
+        null_frame(&mut frame, p.scan.frame_len);
+        let mut rf = filtered.then(|| RowFilter::new(lvl, &frame, &cx));
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
         let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
-            if filtered && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
-                return Ok(Each::Keep);
+            if let Some(rf) = &mut rf {
+                if !row_passes(lvl, rf, (k, v), &mut frame, &cx)? {
+                    return Ok(Each::Keep);
+                }
             }
             let rec = Record::new(v)?;
             rec.get_cols_into(&p.set_reads, &mut frame)?;
