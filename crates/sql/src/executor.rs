@@ -1748,12 +1748,15 @@ impl Writer<'_> {
         }
     }
 
+    /// The row's primary key, written into `k` (cleared first), and its row id if it has one.
     fn pk_of(
         &self,
         t: &Table,
         row: &mut [Value],
         next_rowid: &mut Option<i64>,
-    ) -> Result<(Vec<u8>, Option<i64>)> {
+        k: &mut Vec<u8>,
+    ) -> Result<Option<i64>> {
+        k.clear();
         match &t.key {
             Key::Rowid(alias) => {
                 let given = alias.and_then(|c| match &row[c] {
@@ -1787,14 +1790,14 @@ impl Writer<'_> {
                 if let Some(c) = alias {
                     row[*c] = Value::Integer(id);
                 }
-                Ok((encode_key(&[Value::Integer(id)]), Some(id)))
+                encode_key_value(k, &Value::Integer(id), false);
+                Ok(Some(id))
             }
             Key::Columns(cols) => {
-                let mut k = Vec::new();
                 for &c in cols {
-                    push_norm(&row[c], &mut k);
+                    push_norm(&row[c], k);
                 }
-                Ok((k, None))
+                Ok(None)
             }
         }
     }
@@ -2104,6 +2107,9 @@ impl Writer<'_> {
             .iter()
             .enumerate()
             .all(|(c, src)| matches!(src, ColSource::Input(i) if *i == c));
+        // The key and the record of each row, in buffers reused from row to row (12 bytes: a
+        // number's whole key encoding, so an integer key is one allocation).
+        let (mut pk, mut rec) = (Vec::with_capacity(12), Vec::new());
         for mut input in inputs {
             let mut row = if identity && input.len() == p.columns.len() {
                 std::mem::take(&mut input)
@@ -2129,24 +2135,30 @@ impl Writer<'_> {
             }
             // The row id first (a CHECK may read it), the primary key of other tables after
             // coercion (which may change the key columns' values).
+            // A row that is not inserted takes no row id: the next one gets the same, as in
+            // SQLite, which takes one past the largest in the table.
+            let rowid_before = next_rowid;
             let mut pk_rowid = None;
             if let Key::Rowid(_) = t.key {
-                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid)?);
+                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?);
             }
             match self.check_row(t, &mut row, checks, &cache) {
                 Ok(()) => {}
                 Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
                     if p.or == Conflict::Ignore =>
                 {
-                    continue
+                    next_rowid = rowid_before;
+                    continue;
                 }
                 Err(e) => return Err(e),
             }
-            let (pk, rowid) = match pk_rowid {
+            let rowid = match pk_rowid {
                 Some(x) => x,
-                None => self.pk_of(t, &mut row, &mut next_rowid)?,
+                None => self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?,
             };
-            self.insert_tail(p, checks, row, pk, rowid, &cache, &mut res)?;
+            if !self.insert_tail(p, checks, row, &pk, rowid, &cache, &mut res, &mut rec)? {
+                next_rowid = rowid_before;
+            }
         }
         Ok(res)
     }
@@ -2255,39 +2267,43 @@ impl Writer<'_> {
         Ok(Some(res))
     }
 
+    /// Stores one row an INSERT made (key `pk`, its record encoded into `rec`), settling
+    /// conflicts as the statement says. Whether the row went in (false when it was ignored or
+    /// an upsert updated the existing row instead).
     #[allow(clippy::too_many_arguments)]
     fn insert_tail(
         &mut self,
         p: &InsertPlan,
         checks: &[PExpr],
         mut row: Vec<Value>,
-        pk: Vec<u8>,
+        pk: &[u8],
         rowid: Option<i64>,
         cache: &Cache,
         res: &mut WriteResult,
-    ) -> Result<()> {
+        rec: &mut Vec<u8>,
+    ) -> Result<bool> {
         let t = &p.table;
-        let mut rec = Vec::new();
-        encode_record_into(&mut rec, &row);
+        rec.clear();
+        encode_record_into(rec, &row);
         // The common case in one descent of the table: the key is free, so the row goes in at
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        let fresh = self.store.put_new(t.tree, &pk, &rec)?;
+        let fresh = self.store.put_new(t.tree, pk, rec)?;
         let mut stored = fresh;
         if stored && self.unique_conflicts(t, &row)? {
-            self.store.delete(t.tree, &pk)?;
+            self.store.delete(t.tree, pk)?;
             stored = false;
         }
         // A key that was there is the first conflict (`find_conflict` checks the key first),
         // known without looking again.
-        let mut known = (!fresh).then(|| (None, pk.clone()));
+        let mut known = (!fresh).then(|| (None, pk.to_vec()));
         while let Some((constraint, other)) = if stored {
             None
         } else if let Some(k) = known.take() {
             Some(k)
         } else {
-            self.find_conflict(t, &pk, &row, &[])?
+            self.find_conflict(t, pk, &row, &[])?
         } {
             if let Some(u) = &p.upsert {
                 let applies = match u.target {
@@ -2296,14 +2312,14 @@ impl Writer<'_> {
                 };
                 if applies {
                     let Some((sets, w)) = &u.set else {
-                        return Ok(());
+                        return Ok(false);
                     };
                     if checks.is_empty() && p.returning.is_empty() {
                         if let Some(changed) =
                             self.upsert_in_place(t, &other, &mut row, sets, w.as_ref(), cache)?
                         {
                             res.changes += u64::from(changed);
-                            return Ok(());
+                            return Ok(false);
                         }
                     }
                     let old = self.load_row(t, &other)?;
@@ -2314,7 +2330,7 @@ impl Writer<'_> {
                         let cx = self.cx(cache);
                         if let Some(w) = w {
                             if eval_bool(w, &frame, &cx)? != Some(true) {
-                                return Ok(());
+                                return Ok(false);
                             }
                         }
                         for (c, e) in sets {
@@ -2335,11 +2351,11 @@ impl Writer<'_> {
                         res.changes += 1;
                         self.returning(&p.returning, &new, cache, res)?;
                     }
-                    return Ok(());
+                    return Ok(false);
                 }
             }
             match p.or {
-                Conflict::Ignore => return Ok(()),
+                Conflict::Ignore => return Ok(false),
                 Conflict::Replace => {
                     let old = self.load_row(t, &other)?;
                     self.delete_row(t, &other, &old)?;
@@ -2348,19 +2364,19 @@ impl Writer<'_> {
             }
         }
         if !stored {
-            self.store.put(t.tree, &pk, &rec)?;
+            self.store.put(t.tree, pk, rec)?;
         }
-        self.put_index_entries(t, &pk, &row)?;
+        self.put_index_entries(t, pk, &row)?;
         let returning = !p.returning.is_empty();
         self.capture_set(t, None, &row);
         res.changes += 1;
         if rowid.is_some() {
             res.last_rowid = rowid;
         }
-        if !returning {
-            return Ok(());
+        if returning {
+            self.returning(&p.returning, &row, cache, res)?;
         }
-        self.returning(&p.returning, &row, cache, res)
+        Ok(true)
     }
 
     /// DO UPDATE of the row at `other` where it is stored, as `update_in_place` rewrites a
