@@ -1359,7 +1359,8 @@ fn index_ranges(
     };
     let mut out: Vec<Range> = Vec::new();
     'probe: for p in probes {
-        let mut prefix = Vec::new();
+        // As in `point_keys`: a number's key is 12 bytes at most (and 1 more for a bound).
+        let mut prefix = Vec::with_capacity(12 * p.len() + 13);
         for (j, e) in p.iter().enumerate() {
             let v = eval(e, frame, cx)?;
             if v.is_null() {
@@ -2071,10 +2072,24 @@ impl Writer<'_> {
         }
         let t = &p.table;
         let cache = Cache::default();
-        // Input rows first: a SELECT must not see this statement's own inserts.
+        // VALUES rows without a subquery read nothing stored: each is evaluated as it is
+        // inserted (as SQLite does), into buffers reused from row to row.
+        let streamed = match &p.rows {
+            InsertRows::Values(rows)
+                if !rows.iter().flatten().any(|e| {
+                    // The common values first, without a walk.
+                    !matches!(e, PExpr::Param(_) | PExpr::Lit(_)) && crate::planner::has_subquery(e)
+                }) =>
+            {
+                Some(rows)
+            }
+            _ => None,
+        };
+        // Other input rows first: a SELECT must not see this statement's own inserts.
         let inputs: Vec<Vec<Value>> = {
             let cx = self.cx(&cache);
             match &p.rows {
+                _ if streamed.is_some() => Vec::new(),
                 InsertRows::Values(rows) => {
                     let mut out = Vec::with_capacity(rows.len());
                     for r in rows {
@@ -2110,13 +2125,34 @@ impl Writer<'_> {
         // The key and the record of each row, in buffers reused from row to row (12 bytes: a
         // number's whole key encoding, so an integer key is one allocation).
         let (mut pk, mut rec) = (Vec::with_capacity(12), Vec::new());
-        for mut input in inputs {
-            let mut row = if identity && input.len() == p.columns.len() {
-                std::mem::take(&mut input)
-            } else {
-                Vec::with_capacity(t.columns.len())
+        let count = streamed.map_or(inputs.len(), |rows| rows.len());
+        let mut inputs = inputs.into_iter();
+        let width = t.columns.len();
+        let (mut input, mut row) = (Vec::new(), Vec::with_capacity(width));
+        for n in 0..count {
+            row.clear();
+            let whole = |len: usize| identity && len == p.columns.len();
+            let direct = match streamed {
+                Some(rows) => {
+                    let direct = whole(rows[n].len());
+                    let into = if direct { &mut row } else { &mut input };
+                    into.clear();
+                    let cx = self.cx(&cache);
+                    for e in &rows[n] {
+                        into.push(eval(e, &[], &cx)?.into_owned());
+                    }
+                    direct
+                }
+                None => {
+                    input = inputs.next().expect("invariant: one input per row");
+                    let direct = whole(input.len());
+                    if direct {
+                        std::mem::swap(&mut row, &mut input);
+                    }
+                    direct
+                }
             };
-            if row.is_empty() {
+            if !direct {
                 let cx = self.cx(&cache);
                 for src in &p.columns {
                     row.push(match src {
@@ -2156,7 +2192,7 @@ impl Writer<'_> {
                 Some(x) => x,
                 None => self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?,
             };
-            if !self.insert_tail(p, checks, row, &pk, rowid, &cache, &mut res, &mut rec)? {
+            if !self.insert_tail(p, checks, &mut row, &pk, rowid, &cache, &mut res, &mut rec)? {
                 next_rowid = rowid_before;
             }
         }
@@ -2275,7 +2311,7 @@ impl Writer<'_> {
         &mut self,
         p: &InsertPlan,
         checks: &[PExpr],
-        mut row: Vec<Value>,
+        row: &mut Vec<Value>,
         pk: &[u8],
         rowid: Option<i64>,
         cache: &Cache,
@@ -2284,14 +2320,14 @@ impl Writer<'_> {
     ) -> Result<bool> {
         let t = &p.table;
         rec.clear();
-        encode_record_into(rec, &row);
+        encode_record_into(rec, row);
         // The common case in one descent of the table: the key is free, so the row goes in at
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
         let fresh = self.store.put_new(t.tree, pk, rec)?;
         let mut stored = fresh;
-        if stored && self.unique_conflicts(t, &row)? {
+        if stored && self.unique_conflicts(t, row)? {
             self.store.delete(t.tree, pk)?;
             stored = false;
         }
@@ -2303,7 +2339,7 @@ impl Writer<'_> {
         } else if let Some(k) = known.take() {
             Some(k)
         } else {
-            self.find_conflict(t, pk, &row, &[])?
+            self.find_conflict(t, pk, row, &[])?
         } {
             if let Some(u) = &p.upsert {
                 let applies = match u.target {
@@ -2316,7 +2352,7 @@ impl Writer<'_> {
                     };
                     if checks.is_empty() && p.returning.is_empty() {
                         if let Some(changed) =
-                            self.upsert_in_place(t, &other, &mut row, sets, w.as_ref(), cache)?
+                            self.upsert_in_place(t, &other, row, sets, w.as_ref(), cache)?
                         {
                             res.changes += u64::from(changed);
                             return Ok(false);
@@ -2366,15 +2402,15 @@ impl Writer<'_> {
         if !stored {
             self.store.put(t.tree, pk, rec)?;
         }
-        self.put_index_entries(t, pk, &row)?;
+        self.put_index_entries(t, pk, row)?;
         let returning = !p.returning.is_empty();
-        self.capture_set(t, None, &row);
+        self.capture_set(t, None, row);
         res.changes += 1;
         if rowid.is_some() {
             res.last_rowid = rowid;
         }
         if returning {
-            self.returning(&p.returning, &row, cache, res)?;
+            self.returning(&p.returning, row, cache, res)?;
         }
         Ok(true)
     }
@@ -2708,13 +2744,7 @@ impl Writer<'_> {
         if !lvl.after.is_empty() || !c.const_filters.is_empty() {
             return Ok(None);
         }
-        let mut subquery = false;
-        for f in &lvl.filters {
-            crate::planner::walk(f, &mut |e| {
-                subquery |= matches!(e, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_));
-            });
-        }
-        if subquery {
+        if lvl.filters.iter().any(crate::planner::has_subquery) {
             return Ok(None);
         }
         match &lvl.access {
@@ -2823,7 +2853,10 @@ impl Writer<'_> {
             rng: self.rng,
             cache: &cache,
         };
-        null_frame(&mut frame, p.scan.frame_len);
+        // Keys named outright left the frame as this needs it.
+        if frame.len() != p.scan.frame_len {
+            null_frame(&mut frame, p.scan.frame_len);
+        }
         let mut rf = filtered.then(|| RowFilter::new(lvl, &frame, &cx));
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;

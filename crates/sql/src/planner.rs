@@ -241,7 +241,7 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
     }
 }
 
-fn has_subquery(e: &PExpr) -> bool {
+pub(crate) fn has_subquery(e: &PExpr) -> bool {
     let mut found = false;
     walk(e, &mut |x| {
         if matches!(x, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_)) {

@@ -65,3 +65,10 @@ INSERT INTO reuse_u (u, n) VALUES ('y', 10), ('z', 20) ON CONFLICT(u) DO UPDATE 
 INSERT INTO reuse_u (u, n) VALUES ('w', 30);
 INSERT OR REPLACE INTO reuse_u (u, n) VALUES ('w', 40), ('v', 50);
 SELECT id, u, n FROM reuse_u ORDER BY id;
+CREATE TABLE streamed (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, note TEXT DEFAULT 'dflt');
+INSERT INTO streamed VALUES (1, (SELECT count(*) FROM streamed), 'a'), (2, (SELECT count(*) FROM streamed), 'b');
+INSERT INTO streamed (n, id) VALUES (10, 7), (11, NULL), (12, 3);
+INSERT INTO streamed VALUES (20, 1, 'x'), (21, NULL, 'y');
+INSERT INTO streamed VALUES (22, 2, 'x'), (1, 3, 'dup');
+INSERT INTO streamed (note, n) VALUES ('only', 5), (upper('mixed'), 6 * 7);
+SELECT id, n, note FROM streamed ORDER BY id;
