@@ -36,8 +36,10 @@
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`); an `INSERT ... SELECT *` whose
-//!    source rows are already the target's copies the stored records (`Writer::insert_copy`).
+//!    in the same descent of the tree (`Writer::insert_tail`). Its input rows are its targets:
+//!    a SELECT's are read in full first, VALUES rows without a subquery are evaluated one at a
+//!    time as they are inserted. An `INSERT ... SELECT *` whose source rows are already the
+//!    target's copies the stored records (`Writer::insert_copy`).
 //!    An UPDATE that sets no key or indexed column (`plan::WritePlan::keys_only`) rewrites
 //!    each row where it is stored (`Writer::update_in_place`, through
 //!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
