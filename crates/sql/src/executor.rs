@@ -1852,7 +1852,8 @@ impl Writer<'_> {
     }
 
     fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Vec<u8> {
-        let mut k = Vec::new();
+        // As in `put_index_entries`: room for two numbers, not grown from empty.
+        let mut k = Vec::with_capacity(pk.len() + 24);
         for &c in &t.indexes[ix].columns {
             push_norm(&row[c], &mut k);
         }
@@ -1956,7 +1957,12 @@ impl Writer<'_> {
 
     /// The index entries of a row whose record is stored.
     fn put_index_entries(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
-        let mut k = Vec::new();
+        if t.indexes.is_empty() {
+            return Ok(());
+        }
+        // Room for the key and two numbers (12 bytes each at most) from the start: grown from
+        // empty, the key was reallocated twice for every row.
+        let mut k = Vec::with_capacity(pk.len() + 24);
         for ix in &t.indexes {
             k.clear();
             for &c in &ix.columns {
