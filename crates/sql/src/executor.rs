@@ -2458,7 +2458,8 @@ impl Writer<'_> {
         }
         cairn_store::sort::sort(&mut reads);
         reads.dedup();
-        let mut frame = nulls(width);
+        let mut frame = Vec::with_capacity(width + row.len());
+        null_frame(&mut frame, width);
         frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
