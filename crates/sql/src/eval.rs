@@ -33,9 +33,9 @@ pub enum Cached {
     Rows(Rc<Vec<Vec<Value>>>),
     /// A hash join's build side: key to the rows (level-relative values) with that key.
     Hash(Rc<HashRows>),
-    /// An inner join level's row buffers (record, header layout), kept from one outer row's
-    /// scan to the next.
-    Scratch(Vec<u8>, cairn_store::codec::Layout),
+    /// An inner join level's row buffers (record, header layout, key looked up), kept from
+    /// one outer row's scan to the next.
+    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>),
 }
 
 /// The per-statement cache of subquery results and top-k bounds, keyed by plan address.

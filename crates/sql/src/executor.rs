@@ -908,7 +908,27 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
         ) => {
             let mut rf = RowFilter::new(lvl, frame, cx);
             if index.is_none() && sub_probe.is_none() && lower.is_none() && upper.is_none() {
-                if let Some(keys) = point_keys(t, probes, frame, cx)? {
+                // One key (`WHERE id = ?`, a join on the key) is built in the filter's buffer,
+                // which an inner join level keeps from one outer row to the next.
+                let single = match probes.as_slice() {
+                    [p] if point_width(t) == Some(p.len()) => Some(p),
+                    _ => None,
+                };
+                if let Some(probe) = single {
+                    let mut k = std::mem::take(&mut rf.key);
+                    k.clear();
+                    // As in `point_keys`: an integer key in one allocation, on the first use.
+                    k.reserve(12 * probe.len());
+                    let named = point_key_into(probe, frame, cx, &mut k)?;
+                    let go = match named {
+                        Some(true) => point_row(lvl, &mut rf, t, &k, frame, cx, f),
+                        _ => Ok(true),
+                    };
+                    rf.key = k;
+                    if named.is_some() {
+                        return go;
+                    }
+                } else if let Some(keys) = point_keys(t, probes, frame, cx)? {
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
             }
@@ -943,38 +963,63 @@ fn point_keys(
     frame: &[Value],
     cx: &Cx,
 ) -> Result<Option<Vec<Vec<u8>>>> {
-    let width = match &t.key {
-        Key::Rowid(Some(_)) => 1,
-        Key::Rowid(None) => return Ok(None),
-        Key::Columns(c) => c.len(),
+    let Some(width) = point_width(t) else {
+        return Ok(None);
     };
     if probes.is_empty() || probes.iter().any(|p| p.len() != width) {
         return Ok(None);
     }
     let mut keys = Vec::with_capacity(probes.len());
-    'probe: for p in probes {
+    for p in probes {
         // 12 bytes: a number's whole key encoding, so an integer key is one allocation.
         let mut k = Vec::with_capacity(12 * p.len());
-        for e in p {
-            let v = eval(e, frame, cx)?;
-            let exact = match v.as_ref() {
-                Value::Null => continue 'probe,
-                Value::Integer(i) => (*i as f64).abs() < 9.0e18,
-                Value::Real(r) => r.is_finite() && (r.fract() != 0.0 || r.abs() < 9.0e18),
-                Value::Text(_) | Value::Blob(_) => true,
-            };
-            if !exact {
-                return Ok(None);
-            }
-            push_norm(&v, &mut k);
+        match point_key_into(p, frame, cx, &mut k)? {
+            None => return Ok(None),
+            Some(false) => {}
+            Some(true) => keys.push(k),
         }
-        keys.push(k);
     }
     if keys.len() > 1 {
         cairn_store::sort::sort(&mut keys);
         keys.dedup();
     }
     Ok(Some(keys))
+}
+
+/// How many values a whole primary key of `t` takes; None for a table keyed by a hidden row
+/// id, which no probe names.
+fn point_width(t: &Table) -> Option<usize> {
+    match &t.key {
+        Key::Rowid(Some(_)) => Some(1),
+        Key::Rowid(None) => None,
+        Key::Columns(c) => Some(c.len()),
+    }
+}
+
+/// One probe's whole primary key (of the width `point_keys` checked), appended to `k`:
+/// Some(true) when it names a row, Some(false) when a NULL in it names none, None when a
+/// value's stored key is not certain (see `point_keys`).
+#[inline(always)]
+fn point_key_into(
+    probe: &[PExpr],
+    frame: &[Value],
+    cx: &Cx,
+    k: &mut Vec<u8>,
+) -> Result<Option<bool>> {
+    for e in probe {
+        let v = eval(e, frame, cx)?;
+        let exact = match v.as_ref() {
+            Value::Null => return Ok(Some(false)),
+            Value::Integer(i) => (*i as f64).abs() < 9.0e18,
+            Value::Real(r) => r.is_finite() && (r.fract() != 0.0 || r.abs() < 9.0e18),
+            Value::Text(_) | Value::Blob(_) => true,
+        };
+        if !exact {
+            return Ok(None);
+        }
+        push_norm(&v, k);
+    }
+    Ok(Some(true))
 }
 
 /// Sets `frame` to `n` NULLs. `Vec::resize` (and `vec![Value::Null; n]`) would clone the
@@ -1004,15 +1049,28 @@ fn point_rows(
         keys.reverse();
     }
     for k in keys {
-        let mut value = std::mem::take(&mut rf.value);
-        let found = cx.store.get_into(t.tree, &k, &mut value)?;
-        let go = !found || primary_row(lvl, rf, &k, &value, frame, cx, f)?;
-        rf.value = value;
-        if !go {
+        if !point_row(lvl, rf, t, &k, frame, cx, f)? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// The row at key `k`, if there is one, through `primary_row`; false when the sink stops.
+fn point_row(
+    lvl: &Level,
+    rf: &mut RowFilter,
+    t: &Table,
+    k: &[u8],
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    f: &mut Sink,
+) -> Result<bool> {
+    let mut value = std::mem::take(&mut rf.value);
+    let found = cx.store.get_into(t.tree, k, &mut value)?;
+    let go = !found || primary_row(lvl, rf, k, &value, frame, cx, f)?;
+    rf.value = value;
+    Ok(go)
 }
 
 /// The key ranges an `Access::Index` level reads, and the tree (index or table) they are in.
@@ -1067,6 +1125,8 @@ struct RowFilter<'l> {
     bound: Option<Value>,
     /// The record of a row looked up by key (through an index or a point get), reused.
     value: Vec<u8>,
+    /// The key of a single point get, reused.
+    key: Vec<u8>,
     /// Some primary key column is read: a covering index entry's key part is decoded.
     key_wanted: bool,
     /// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
@@ -1081,7 +1141,8 @@ impl Drop for RowFilter<'_> {
             if let Ok(mut c) = cache.try_borrow_mut() {
                 let value = std::mem::take(&mut self.value);
                 let layout = std::mem::take(&mut self.layout);
-                c.insert(slot, Cached::Scratch(value, layout));
+                let key = std::mem::take(&mut self.key);
+                c.insert(slot, Cached::Scratch(value, layout, key));
             }
         }
     }
@@ -1101,8 +1162,8 @@ impl<'l> RowFilter<'l> {
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
-        let (value, layout) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
-            Some(Cached::Scratch(value, layout)) => (value, layout),
+        let (value, layout, key) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
+            Some(Cached::Scratch(value, layout, key)) => (value, layout, key),
             _ => Default::default(),
         };
         RowFilter {
@@ -1113,6 +1174,7 @@ impl<'l> RowFilter<'l> {
             scratch: Value::Null,
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
             value,
+            key,
             key_wanted: match &lvl.source {
                 Source::Table(t) => key_columns(t)
                     .iter()
