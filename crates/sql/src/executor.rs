@@ -2739,8 +2739,8 @@ impl Writer<'_> {
         if p.keys_only && !rows {
             if let Some(keys) = self.point_targets(p, &mut Vec::new(), &cache)? {
                 let mut res = WriteResult::default();
-                for k in keys {
-                    if self.store.delete(t.tree, &k)? {
+                for k in keys.as_slice() {
+                    if self.store.delete(t.tree, k)? {
                         res.changes += 1;
                     }
                 }
@@ -2771,7 +2771,7 @@ impl Writer<'_> {
         p: &WritePlan,
         frame: &mut Vec<Value>,
         cache: &Cache,
-    ) -> Result<Option<Vec<Vec<u8>>>> {
+    ) -> Result<Option<PointKeys>> {
         let c = &p.scan;
         let [lvl] = c.levels.as_slice() else {
             return Ok(None);
@@ -2792,12 +2792,22 @@ impl Writer<'_> {
             return Ok(None);
         }
         null_frame(frame, c.frame_len);
+        if let [probe] = probes.as_slice() {
+            if point_width(&p.table) == Some(probe.len()) {
+                let mut k = Vec::with_capacity(12 * probe.len());
+                let named = point_key_into(probe, frame, &self.cx(cache), &mut k)?;
+                return Ok(named.map(|named| match named {
+                    true => PointKeys::One(k),
+                    false => PointKeys::Many(Vec::new()),
+                }));
+            }
+        }
         let keys = point_keys(&p.table, probes, frame, &self.cx(cache))?;
         Ok(keys.map(|mut k| {
             if *reverse {
                 k.reverse();
             }
-            k
+            PointKeys::Many(k)
         }))
     }
 
@@ -2887,7 +2897,7 @@ impl Writer<'_> {
     fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
         enum Rows {
             /// Keys named outright.
-            Points(Vec<Vec<u8>>),
+            Points(PointKeys),
             /// Keys a scan collected, end to end, and where each ends.
             Keys(Vec<u8>, Vec<usize>),
             Range(Option<Range>),
@@ -2968,7 +2978,7 @@ impl Writer<'_> {
                     .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
             }
             Rows::Points(keys) => {
-                for k in &keys {
+                for k in keys.as_slice() {
                     let k = Bound::Included(k.as_slice());
                     self.store.update_each(t.tree, k, k, &mut f)?;
                 }
@@ -2986,6 +2996,22 @@ impl Writer<'_> {
             changes,
             ..WriteResult::default()
         })
+    }
+}
+
+/// The keys a write names outright (`Writer::point_targets`): one, the common case, without a
+/// list to hold it.
+enum PointKeys {
+    One(Vec<u8>),
+    Many(Vec<Vec<u8>>),
+}
+
+impl PointKeys {
+    fn as_slice(&self) -> &[Vec<u8>] {
+        match self {
+            PointKeys::One(k) => std::slice::from_ref(k),
+            PointKeys::Many(keys) => keys,
+        }
     }
 }
 
