@@ -33,9 +33,9 @@ pub enum Cached {
     Rows(Rc<Vec<Vec<Value>>>),
     /// A hash join's build side: key to the rows (level-relative values) with that key.
     Hash(Rc<HashRows>),
-    /// An inner join level's row buffers (record, header layout), kept from one outer row's
-    /// scan to the next.
-    Scratch(Vec<u8>, cairn_store::codec::Layout),
+    /// An inner join level's row buffers (record, header layout, key looked up), kept from
+    /// one outer row's scan to the next.
+    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>),
 }
 
 /// The per-statement cache of subquery results and top-k bounds, keyed by plan address.
@@ -567,6 +567,19 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
         }),
         PExpr::Arith(op, a, b) => {
             let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            // Two integers that do not overflow, the common case, without `arith`'s
+            // conversions (which give the same for them).
+            if let (Value::Integer(i), Value::Integer(j)) = (x.as_ref(), y.as_ref()) {
+                let r = match op {
+                    types::Arith::Add => i.checked_add(*j),
+                    types::Arith::Sub => i.checked_sub(*j),
+                    types::Arith::Mul => i.checked_mul(*j),
+                    types::Arith::Div | types::Arith::Rem => None,
+                };
+                if let Some(r) = r {
+                    return Ok(Cow::Owned(Value::Integer(r)));
+                }
+            }
             Cow::Owned(arith(*op, &x, &y))
         }
         PExpr::Concat(a, b) => {

@@ -15,7 +15,8 @@ use crate::schema::{Key, Table};
 use crate::storage::{Each, Storage, TreeId};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
-    decode_key_value, encode_key, encode_key_value, encode_record_into, key_integer, Layout, Record,
+    decode_key_value, encode_key, encode_key_value, encode_record_into, get_varint, key_integer,
+    Layout, Record,
 };
 use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
@@ -289,7 +290,7 @@ fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
 }
 
 fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
-    let mut frame = vec![Value::Null; c.frame_len];
+    let mut frame = nulls(c.frame_len);
     if !all_true(&c.const_filters, &frame, cx)? {
         if let Some(agg) = &c.agg {
             if agg.group_by.is_empty() {
@@ -907,7 +908,27 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
         ) => {
             let mut rf = RowFilter::new(lvl, frame, cx);
             if index.is_none() && sub_probe.is_none() && lower.is_none() && upper.is_none() {
-                if let Some(keys) = point_keys(t, probes, frame, cx)? {
+                // One key (`WHERE id = ?`, a join on the key) is built in the filter's buffer,
+                // which an inner join level keeps from one outer row to the next.
+                let single = match probes.as_slice() {
+                    [p] if point_width(t) == Some(p.len()) => Some(p),
+                    _ => None,
+                };
+                if let Some(probe) = single {
+                    let mut k = std::mem::take(&mut rf.key);
+                    k.clear();
+                    // As in `point_keys`: an integer key in one allocation, on the first use.
+                    k.reserve(12 * probe.len());
+                    let named = point_key_into(probe, frame, cx, &mut k)?;
+                    let go = match named {
+                        Some(true) => point_row(lvl, &mut rf, t, &k, frame, cx, f),
+                        _ => Ok(true),
+                    };
+                    rf.key = k;
+                    if named.is_some() {
+                        return go;
+                    }
+                } else if let Some(keys) = point_keys(t, probes, frame, cx)? {
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
             }
@@ -942,36 +963,75 @@ fn point_keys(
     frame: &[Value],
     cx: &Cx,
 ) -> Result<Option<Vec<Vec<u8>>>> {
-    let width = match &t.key {
-        Key::Rowid(Some(_)) => 1,
-        Key::Rowid(None) => return Ok(None),
-        Key::Columns(c) => c.len(),
+    let Some(width) = point_width(t) else {
+        return Ok(None);
     };
     if probes.is_empty() || probes.iter().any(|p| p.len() != width) {
         return Ok(None);
     }
     let mut keys = Vec::with_capacity(probes.len());
-    'probe: for p in probes {
+    for p in probes {
         // 12 bytes: a number's whole key encoding, so an integer key is one allocation.
         let mut k = Vec::with_capacity(12 * p.len());
-        for e in p {
-            let v = eval(e, frame, cx)?;
-            let exact = match v.as_ref() {
-                Value::Null => continue 'probe,
-                Value::Integer(i) => (*i as f64).abs() < 9.0e18,
-                Value::Real(r) => r.is_finite() && (r.fract() != 0.0 || r.abs() < 9.0e18),
-                Value::Text(_) | Value::Blob(_) => true,
-            };
-            if !exact {
-                return Ok(None);
-            }
-            push_norm(&v, &mut k);
+        match point_key_into(p, frame, cx, &mut k)? {
+            None => return Ok(None),
+            Some(false) => {}
+            Some(true) => keys.push(k),
         }
-        keys.push(k);
     }
-    cairn_store::sort::sort(&mut keys);
-    keys.dedup();
+    if keys.len() > 1 {
+        cairn_store::sort::sort(&mut keys);
+        keys.dedup();
+    }
     Ok(Some(keys))
+}
+
+/// How many values a whole primary key of `t` takes; None for a table keyed by a hidden row
+/// id, which no probe names.
+fn point_width(t: &Table) -> Option<usize> {
+    match &t.key {
+        Key::Rowid(Some(_)) => Some(1),
+        Key::Rowid(None) => None,
+        Key::Columns(c) => Some(c.len()),
+    }
+}
+
+/// One probe's whole primary key (of the width `point_keys` checked), appended to `k`:
+/// Some(true) when it names a row, Some(false) when a NULL in it names none, None when a
+/// value's stored key is not certain (see `point_keys`).
+#[inline(always)]
+fn point_key_into(
+    probe: &[PExpr],
+    frame: &[Value],
+    cx: &Cx,
+    k: &mut Vec<u8>,
+) -> Result<Option<bool>> {
+    for e in probe {
+        let v = eval(e, frame, cx)?;
+        let exact = match v.as_ref() {
+            Value::Null => return Ok(Some(false)),
+            Value::Integer(i) => (*i as f64).abs() < 9.0e18,
+            Value::Real(r) => r.is_finite() && (r.fract() != 0.0 || r.abs() < 9.0e18),
+            Value::Text(_) | Value::Blob(_) => true,
+        };
+        if !exact {
+            return Ok(None);
+        }
+        push_norm(&v, k);
+    }
+    Ok(Some(true))
+}
+
+/// Sets `frame` to `n` NULLs. `Vec::resize` (and `vec![Value::Null; n]`) would clone the
+/// NULL for each slot, a call through `Value::clone` apiece, on every execution of a statement.
+fn null_frame(frame: &mut Vec<Value>, n: usize) {
+    frame.clear();
+    frame.extend(std::iter::repeat_with(|| Value::Null).take(n));
+}
+
+/// `n` NULLs (see [`null_frame`]).
+fn nulls(n: usize) -> Vec<Value> {
+    std::iter::repeat_with(|| Value::Null).take(n).collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -989,15 +1049,28 @@ fn point_rows(
         keys.reverse();
     }
     for k in keys {
-        let mut value = std::mem::take(&mut rf.value);
-        let found = cx.store.get_into(t.tree, &k, &mut value)?;
-        let go = !found || primary_row(lvl, rf, &k, &value, frame, cx, f)?;
-        rf.value = value;
-        if !go {
+        if !point_row(lvl, rf, t, &k, frame, cx, f)? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// The row at key `k`, if there is one, through `primary_row`; false when the sink stops.
+fn point_row(
+    lvl: &Level,
+    rf: &mut RowFilter,
+    t: &Table,
+    k: &[u8],
+    frame: &mut Vec<Value>,
+    cx: &Cx,
+    f: &mut Sink,
+) -> Result<bool> {
+    let mut value = std::mem::take(&mut rf.value);
+    let found = cx.store.get_into(t.tree, k, &mut value)?;
+    let go = !found || primary_row(lvl, rf, k, &value, frame, cx, f)?;
+    rf.value = value;
+    Ok(go)
 }
 
 /// The key ranges an `Access::Index` level reads, and the tree (index or table) they are in.
@@ -1052,6 +1125,8 @@ struct RowFilter<'l> {
     bound: Option<Value>,
     /// The record of a row looked up by key (through an index or a point get), reused.
     value: Vec<u8>,
+    /// The key of a single point get, reused.
+    key: Vec<u8>,
     /// Some primary key column is read: a covering index entry's key part is decoded.
     key_wanted: bool,
     /// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
@@ -1066,7 +1141,8 @@ impl Drop for RowFilter<'_> {
             if let Ok(mut c) = cache.try_borrow_mut() {
                 let value = std::mem::take(&mut self.value);
                 let layout = std::mem::take(&mut self.layout);
-                c.insert(slot, Cached::Scratch(value, layout));
+                let key = std::mem::take(&mut self.key);
+                c.insert(slot, Cached::Scratch(value, layout, key));
             }
         }
     }
@@ -1086,8 +1162,8 @@ impl<'l> RowFilter<'l> {
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
-        let (value, layout) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
-            Some(Cached::Scratch(value, layout)) => (value, layout),
+        let (value, layout, key) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
+            Some(Cached::Scratch(value, layout, key)) => (value, layout, key),
             _ => Default::default(),
         };
         RowFilter {
@@ -1098,6 +1174,7 @@ impl<'l> RowFilter<'l> {
             scratch: Value::Null,
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
             value,
+            key,
             key_wanted: match &lvl.source {
                 Source::Table(t) => key_columns(t)
                     .iter()
@@ -1344,7 +1421,8 @@ fn index_ranges(
     };
     let mut out: Vec<Range> = Vec::new();
     'probe: for p in probes {
-        let mut prefix = Vec::new();
+        // As in `point_keys`: a number's key is 12 bytes at most (and 1 more for a bound).
+        let mut prefix = Vec::with_capacity(12 * p.len() + 13);
         for (j, e) in p.iter().enumerate() {
             let v = eval(e, frame, cx)?;
             if v.is_null() {
@@ -1353,31 +1431,7 @@ fn index_ranges(
             let last = j + 1 == p.len() && !ranged;
             encode_eq(&mut prefix, &v, last);
         }
-        let lo = match &lo_v {
-            Some((v, incl)) => {
-                let mut b = prefix.clone();
-                encode_bound(&mut b, v);
-                if *incl {
-                    Bound::Included(b)
-                } else {
-                    match prefix_successor(&b) {
-                        Some(s) => Bound::Included(s),
-                        None => continue 'probe,
-                    }
-                }
-            }
-            None if ranged => {
-                // Past the NULLs, which no range comparison matches.
-                let mut b = prefix.clone();
-                encode_key_value(&mut b, &Value::Null, false);
-                match prefix_successor(&b) {
-                    Some(s) => Bound::Included(s),
-                    None => continue 'probe,
-                }
-            }
-            None if prefix.is_empty() => Bound::Unbounded,
-            None => Bound::Included(prefix.clone()),
-        };
+        // `hi` first: `lo` may then take the prefix itself.
         let hi = match &hi_v {
             Some((v, incl)) => {
                 let mut b = prefix.clone();
@@ -1395,6 +1449,31 @@ fn index_ranges(
                 Some(s) => Bound::Excluded(s),
                 None => Bound::Unbounded,
             },
+        };
+        let lo = match &lo_v {
+            Some((v, incl)) => {
+                let mut b = prefix;
+                encode_bound(&mut b, v);
+                if *incl {
+                    Bound::Included(b)
+                } else {
+                    match prefix_successor(&b) {
+                        Some(s) => Bound::Included(s),
+                        None => continue 'probe,
+                    }
+                }
+            }
+            None if ranged => {
+                // Past the NULLs, which no range comparison matches.
+                let mut b = prefix;
+                encode_key_value(&mut b, &Value::Null, false);
+                match prefix_successor(&b) {
+                    Some(s) => Bound::Included(s),
+                    None => continue 'probe,
+                }
+            }
+            None if prefix.is_empty() => Bound::Unbounded,
+            None => Bound::Included(prefix),
         };
         out.push((lo, hi));
     }
@@ -1898,12 +1977,15 @@ impl Writer<'_> {
         }
     }
 
+    /// The row's primary key, written into `k` (cleared first), and its row id if it has one.
     fn pk_of(
         &self,
         t: &Table,
         row: &mut [Value],
         next_rowid: &mut Option<i64>,
-    ) -> Result<(Vec<u8>, Option<i64>)> {
+        k: &mut Vec<u8>,
+    ) -> Result<Option<i64>> {
+        k.clear();
         match &t.key {
             Key::Rowid(alias) => {
                 let given = alias.and_then(|c| match &row[c] {
@@ -1937,14 +2019,14 @@ impl Writer<'_> {
                 if let Some(c) = alias {
                     row[*c] = Value::Integer(id);
                 }
-                Ok((encode_key(&[Value::Integer(id)]), Some(id)))
+                encode_key_value(k, &Value::Integer(id), false);
+                Ok(Some(id))
             }
             Key::Columns(cols) => {
-                let mut k = Vec::new();
                 for &c in cols {
-                    push_norm(&row[c], &mut k);
+                    push_norm(&row[c], k);
                 }
-                Ok((k, None))
+                Ok(None)
             }
         }
     }
@@ -1998,7 +2080,8 @@ impl Writer<'_> {
     }
 
     fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Vec<u8> {
-        let mut k = Vec::new();
+        // As in `put_index_entries`: room for two numbers, not grown from empty.
+        let mut k = Vec::with_capacity(pk.len() + 24);
         for &c in &t.indexes[ix].columns {
             push_norm(&row[c], &mut k);
         }
@@ -2102,7 +2185,12 @@ impl Writer<'_> {
 
     /// The index entries of a row whose record is stored.
     fn put_index_entries(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
-        let mut k = Vec::new();
+        if t.indexes.is_empty() {
+            return Ok(());
+        }
+        // Room for the key and two numbers (12 bytes each at most) from the start: grown from
+        // empty, the key was reallocated twice for every row.
+        let mut k = Vec::with_capacity(pk.len() + 24);
         for ix in &t.indexes {
             k.clear();
             for &c in &ix.columns {
@@ -2218,10 +2306,24 @@ impl Writer<'_> {
         }
         let t = &p.table;
         let cache = Cache::default();
-        // Input rows first: a SELECT must not see this statement's own inserts.
+        // VALUES rows without a subquery read nothing stored: each is evaluated as it is
+        // inserted (as SQLite does), into buffers reused from row to row.
+        let streamed = match &p.rows {
+            InsertRows::Values(rows)
+                if !rows.iter().flatten().any(|e| {
+                    // The common values first, without a walk.
+                    !matches!(e, PExpr::Param(_) | PExpr::Lit(_)) && crate::planner::has_subquery(e)
+                }) =>
+            {
+                Some(rows)
+            }
+            _ => None,
+        };
+        // Other input rows first: a SELECT must not see this statement's own inserts.
         let inputs: Vec<Vec<Value>> = {
             let cx = self.cx(&cache);
             match &p.rows {
+                _ if streamed.is_some() => Vec::new(),
                 InsertRows::Values(rows) => {
                     let mut out = Vec::with_capacity(rows.len());
                     for r in rows {
@@ -2254,13 +2356,37 @@ impl Writer<'_> {
             .iter()
             .enumerate()
             .all(|(c, src)| matches!(src, ColSource::Input(i) if *i == c));
-        for mut input in inputs {
-            let mut row = if identity && input.len() == p.columns.len() {
-                std::mem::take(&mut input)
-            } else {
-                Vec::with_capacity(t.columns.len())
+        // The key and the record of each row, in buffers reused from row to row (12 bytes: a
+        // number's whole key encoding, so an integer key is one allocation).
+        let (mut pk, mut rec) = (Vec::with_capacity(12), Vec::new());
+        let count = streamed.map_or(inputs.len(), |rows| rows.len());
+        let mut inputs = inputs.into_iter();
+        let width = t.columns.len();
+        let (mut input, mut row) = (Vec::new(), Vec::with_capacity(width));
+        for n in 0..count {
+            row.clear();
+            let whole = |len: usize| identity && len == p.columns.len();
+            let direct = match streamed {
+                Some(rows) => {
+                    let direct = whole(rows[n].len());
+                    let into = if direct { &mut row } else { &mut input };
+                    into.clear();
+                    let cx = self.cx(&cache);
+                    for e in &rows[n] {
+                        into.push(eval(e, &[], &cx)?.into_owned());
+                    }
+                    direct
+                }
+                None => {
+                    input = inputs.next().expect("invariant: one input per row");
+                    let direct = whole(input.len());
+                    if direct {
+                        std::mem::swap(&mut row, &mut input);
+                    }
+                    direct
+                }
             };
-            if row.is_empty() {
+            if !direct {
                 let cx = self.cx(&cache);
                 for src in &p.columns {
                     row.push(match src {
@@ -2279,24 +2405,30 @@ impl Writer<'_> {
             }
             // The row id first (a CHECK may read it), the primary key of other tables after
             // coercion (which may change the key columns' values).
+            // A row that is not inserted takes no row id: the next one gets the same, as in
+            // SQLite, which takes one past the largest in the table.
+            let rowid_before = next_rowid;
             let mut pk_rowid = None;
             if let Key::Rowid(_) = t.key {
-                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid)?);
+                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?);
             }
             match self.check_row(t, &mut row, checks, &cache) {
                 Ok(()) => {}
                 Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
                     if p.or == Conflict::Ignore =>
                 {
-                    continue
+                    next_rowid = rowid_before;
+                    continue;
                 }
                 Err(e) => return Err(e),
             }
-            let (pk, rowid) = match pk_rowid {
+            let rowid = match pk_rowid {
                 Some(x) => x,
-                None => self.pk_of(t, &mut row, &mut next_rowid)?,
+                None => self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?,
             };
-            self.insert_tail(p, checks, row, pk, rowid, &cache, &mut res)?;
+            if !self.insert_tail(p, checks, &mut row, &pk, rowid, &cache, &mut res, &mut rec)? {
+                next_rowid = rowid_before;
+            }
         }
         Ok(res)
     }
@@ -2362,24 +2494,31 @@ impl Writer<'_> {
         }
         // Gathered before the first write: the scan borrows the store.
         let (mut bytes, mut ends) = (Vec::new(), Vec::new());
-        {
+        let whole = {
             let mut cur = self
                 .store
                 .scan(s.tree, Bound::Unbounded, Bound::Unbounded, false)?;
-            while cur.next()? {
-                let v = cur.value();
-                if Record::new(v)?.len() != n {
-                    return Ok(None);
+            // The first varint of a record is its column count; the copy checks no more of
+            // it than that, as the bytes stored are the bytes copied.
+            cur.for_each(&mut |k, v| {
+                let mut pos = 0;
+                if get_varint(v, &mut pos)? != n as u64 {
+                    return Ok(false);
                 }
-                bytes.extend_from_slice(cur.key());
+                bytes.extend_from_slice(k);
                 ends.push(bytes.len());
                 bytes.extend_from_slice(v);
                 ends.push(bytes.len());
-            }
+                Ok(true)
+            })?
+        };
+        if !whole {
+            return Ok(None);
         }
         let mut res = WriteResult::default();
-        let mut start = 0;
+        let (mut start, mut last_key) = (0, 0..0);
         for kv in ends.chunks_exact(2) {
+            last_key = start..kv[0];
             let (key, value) = (&bytes[start..kv[0]], &bytes[kv[0]..kv[1]]);
             start = kv[1];
             if !self.store.put_new(t.tree, key, value)? {
@@ -2388,48 +2527,53 @@ impl Writer<'_> {
                 ));
             }
             res.changes += 1;
-            if let Key::Rowid(_) = t.key {
-                if let Value::Integer(id) = decode_key_value(key, false)?.0 {
-                    res.last_rowid = Some(id);
-                }
+        }
+        // The keys come in order: the last one copied is the last row id inserted.
+        if matches!(t.key, Key::Rowid(_)) && res.changes > 0 {
+            if let Value::Integer(id) = decode_key_value(&bytes[last_key], false)?.0 {
+                res.last_rowid = Some(id);
             }
         }
         Ok(Some(res))
     }
 
+    /// Stores one row an INSERT made (key `pk`, its record encoded into `rec`), settling
+    /// conflicts as the statement says. Whether the row went in (false when it was ignored or
+    /// an upsert updated the existing row instead).
     #[allow(clippy::too_many_arguments)]
     fn insert_tail(
         &mut self,
         p: &InsertPlan,
         checks: &[PExpr],
-        row: Vec<Value>,
-        pk: Vec<u8>,
+        row: &mut Vec<Value>,
+        pk: &[u8],
         rowid: Option<i64>,
         cache: &Cache,
         res: &mut WriteResult,
-    ) -> Result<()> {
+        rec: &mut Vec<u8>,
+    ) -> Result<bool> {
         let t = &p.table;
-        let mut rec = Vec::new();
-        encode_record_into(&mut rec, &row);
+        rec.clear();
+        encode_record_into(rec, row);
         // The common case in one descent of the table: the key is free, so the row goes in at
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        let fresh = self.store.put_new(t.tree, &pk, &rec)?;
+        let fresh = self.store.put_new(t.tree, pk, rec)?;
         let mut stored = fresh;
-        if stored && self.unique_conflicts(t, &row)? {
-            self.store.delete(t.tree, &pk)?;
+        if stored && self.unique_conflicts(t, row)? {
+            self.store.delete(t.tree, pk)?;
             stored = false;
         }
         // A key that was there is the first conflict (`find_conflict` checks the key first),
         // known without looking again.
-        let mut known = (!fresh).then(|| (None, pk.clone()));
+        let mut known = (!fresh).then(|| (None, pk.to_vec()));
         while let Some((constraint, other)) = if stored {
             None
         } else if let Some(k) = known.take() {
             Some(k)
         } else {
-            self.find_conflict(t, &pk, &row, &[])?
+            self.find_conflict(t, pk, row, &[])?
         } {
             if let Some(u) = &p.upsert {
                 let applies = match u.target {
@@ -2438,14 +2582,14 @@ impl Writer<'_> {
                 };
                 if applies {
                     let Some((sets, w)) = &u.set else {
-                        return Ok(());
+                        return Ok(false);
                     };
                     if checks.is_empty() && p.returning.is_empty() {
                         if let Some(changed) =
-                            self.upsert_in_place(t, &other, &row, sets, w.as_ref(), cache)?
+                            self.upsert_in_place(t, &other, row, sets, w.as_ref(), cache)?
                         {
                             res.changes += u64::from(changed);
-                            return Ok(());
+                            return Ok(false);
                         }
                     }
                     let old = self.load_row(t, &other)?;
@@ -2456,7 +2600,7 @@ impl Writer<'_> {
                         let cx = self.cx(cache);
                         if let Some(w) = w {
                             if eval_bool(w, &frame, &cx)? != Some(true) {
-                                return Ok(());
+                                return Ok(false);
                             }
                         }
                         for (c, e) in sets {
@@ -2477,11 +2621,11 @@ impl Writer<'_> {
                         res.changes += 1;
                         self.returning(&p.returning, &new, cache, res)?;
                     }
-                    return Ok(());
+                    return Ok(false);
                 }
             }
             match p.or {
-                Conflict::Ignore => return Ok(()),
+                Conflict::Ignore => return Ok(false),
                 Conflict::Replace => {
                     let old = self.load_row(t, &other)?;
                     self.delete_row(t, &other, &old)?;
@@ -2490,32 +2634,32 @@ impl Writer<'_> {
             }
         }
         if !stored {
-            self.store.put(t.tree, &pk, &rec)?;
+            self.store.put(t.tree, pk, rec)?;
         }
-        self.put_index_entries(t, &pk, &row)?;
+        self.put_index_entries(t, pk, row)?;
         let returning = !p.returning.is_empty();
-        self.capture_set(t, None, &row);
+        self.capture_set(t, None, row);
         res.changes += 1;
         if rowid.is_some() {
             res.last_rowid = rowid;
         }
-        if !returning {
-            return Ok(());
+        if returning {
+            self.returning(&p.returning, row, cache, res)?;
         }
-        self.returning(&p.returning, &row, cache, res)
+        Ok(true)
     }
 
     /// DO UPDATE of the row at `other` where it is stored, as `update_in_place` rewrites a
     /// row, when the same holds: no key or indexed column is set, nothing reads the whole row
     /// (CHECK, RETURNING, replication; the caller checks the first two) and no expression has
     /// a subquery. The frame is the existing row (only the columns the expressions read) and
-    /// then the excluded `row`. Some(whether the row was updated); None when this does not
-    /// apply.
+    /// then the excluded `row`, moved there when this applies (the caller is done with it).
+    /// Some(whether the row was updated); None when this does not apply, with `row` untouched.
     fn upsert_in_place(
         &mut self,
         t: &Table,
         other: &[u8],
-        row: &[Value],
+        row: &mut Vec<Value>,
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
@@ -2542,8 +2686,9 @@ impl Writer<'_> {
         }
         cairn_store::sort::sort(&mut reads);
         reads.dedup();
-        let mut frame = vec![Value::Null; width];
-        frame.extend_from_slice(row);
+        let mut frame = Vec::with_capacity(width + row.len());
+        null_frame(&mut frame, width);
+        frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
@@ -2688,7 +2833,7 @@ impl Writer<'_> {
             rows: Vec::new(),
             width: if rows { width } else { 0 },
         };
-        let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut frame = nulls(p.scan.frame_len);
         run_levels(&p.scan, 0, &mut frame, &cx, &mut |frame| {
             let Value::Blob(pk) = &frame[width] else {
                 return Err(Error::Invalid("invariant: key slot holds the key".into()));
@@ -2760,8 +2905,8 @@ impl Writer<'_> {
         if p.keys_only && !rows {
             if let Some(keys) = self.point_targets(p, &mut Vec::new(), &cache)? {
                 let mut res = WriteResult::default();
-                for k in keys {
-                    if self.store.delete(t.tree, &k)? {
+                for k in keys.as_slice() {
+                    if self.store.delete(t.tree, k)? {
                         res.changes += 1;
                     }
                 }
@@ -2792,7 +2937,7 @@ impl Writer<'_> {
         p: &WritePlan,
         frame: &mut Vec<Value>,
         cache: &Cache,
-    ) -> Result<Option<Vec<Vec<u8>>>> {
+    ) -> Result<Option<PointKeys>> {
         let c = &p.scan;
         let [lvl] = c.levels.as_slice() else {
             return Ok(None);
@@ -2812,14 +2957,23 @@ impl Writer<'_> {
         if !lvl.filters.is_empty() || !lvl.after.is_empty() || !c.const_filters.is_empty() {
             return Ok(None);
         }
-        frame.clear();
-        frame.resize(c.frame_len, Value::Null);
+        null_frame(frame, c.frame_len);
+        if let [probe] = probes.as_slice() {
+            if point_width(&p.table) == Some(probe.len()) {
+                let mut k = Vec::with_capacity(12 * probe.len());
+                let named = point_key_into(probe, frame, &self.cx(cache), &mut k)?;
+                return Ok(named.map(|named| match named {
+                    true => PointKeys::One(k),
+                    false => PointKeys::Many(Vec::new()),
+                }));
+            }
+        }
         let keys = point_keys(&p.table, probes, frame, &self.cx(cache))?;
         Ok(keys.map(|mut k| {
             if *reverse {
                 k.reverse();
             }
-            k
+            PointKeys::Many(k)
         }))
     }
 
@@ -2835,13 +2989,7 @@ impl Writer<'_> {
         if !lvl.after.is_empty() || !c.const_filters.is_empty() {
             return Ok(None);
         }
-        let mut subquery = false;
-        for f in &lvl.filters {
-            crate::planner::walk(f, &mut |e| {
-                subquery |= matches!(e, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_));
-            });
-        }
-        if subquery {
+        if lvl.filters.iter().any(crate::planner::has_subquery) {
             return Ok(None);
         }
         match &lvl.access {
@@ -2854,7 +3002,7 @@ impl Writer<'_> {
                 sub_probe: None,
                 ..
             } => {
-                let frame = vec![Value::Null; c.frame_len];
+                let frame = nulls(c.frame_len);
                 let mut ranges = index_ranges(probes, lower, upper, &frame, &self.cx(cache))?;
                 if ranges.len() > 1 {
                     return Ok(None);
@@ -2888,7 +3036,7 @@ impl Writer<'_> {
             rng: self.rng,
             cache,
         };
-        let mut frame = vec![Value::Null; p.scan.frame_len];
+        let mut frame = nulls(p.scan.frame_len);
         let mut rf = RowFilter::new(lvl, &frame, &cx);
         let mut f = |k: &[u8], v: &[u8], _: &mut Vec<u8>| -> Result<Each> {
             if !lvl.filters.is_empty() && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
@@ -2915,7 +3063,7 @@ impl Writer<'_> {
     fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
         enum Rows {
             /// Keys named outright.
-            Points(Vec<Vec<u8>>),
+            Points(PointKeys),
             /// Keys a scan collected, end to end, and where each ends.
             Keys(Vec<u8>, Vec<usize>),
             Range(Option<Range>),
@@ -2940,6 +3088,7 @@ impl Writer<'_> {
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
+        // Keys named outright or collected by a scan have passed the filters already.
         let filtered = matches!(rows, Rows::Range(_)) && !lvl.filters.is_empty();
         // A replicated table's capture reads the old values of the columns set, the key and
         // the scope column, which the planner adds to `set_reads`. It keeps a table with
@@ -2956,14 +3105,18 @@ impl Writer<'_> {
             rng: self.rng,
             cache: &cache,
         };
-        frame.clear();
-        frame.resize(p.scan.frame_len, Value::Null);
-        let mut rf = RowFilter::new(lvl, &frame, &cx);
+        // Keys named outright left the frame as this needs it.
+        if frame.len() != p.scan.frame_len {
+            null_frame(&mut frame, p.scan.frame_len);
+        }
+        let mut rf = filtered.then(|| RowFilter::new(lvl, &frame, &cx));
         let mut vals = Vec::with_capacity(p.set.len());
         let mut changes = 0;
         let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
-            if filtered && !row_passes(lvl, &mut rf, (k, v), &mut frame, &cx)? {
-                return Ok(Each::Keep);
+            if let Some(rf) = &mut rf {
+                if !row_passes(lvl, rf, (k, v), &mut frame, &cx)? {
+                    return Ok(Each::Keep);
+                }
             }
             let rec = Record::new(v)?;
             rec.get_cols_into(&p.set_reads, &mut frame)?;
@@ -3001,7 +3154,7 @@ impl Writer<'_> {
                     .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
             }
             Rows::Points(keys) => {
-                for k in &keys {
+                for k in keys.as_slice() {
                     let k = Bound::Included(k.as_slice());
                     self.store.update_each(t.tree, k, k, &mut f)?;
                 }
@@ -3019,6 +3172,22 @@ impl Writer<'_> {
             changes,
             ..WriteResult::default()
         })
+    }
+}
+
+/// The keys a write names outright (`Writer::point_targets`): one, the common case, without a
+/// list to hold it.
+enum PointKeys {
+    One(Vec<u8>),
+    Many(Vec<Vec<u8>>),
+}
+
+impl PointKeys {
+    fn as_slice(&self) -> &[Vec<u8>] {
+        match self {
+            PointKeys::One(k) => std::slice::from_ref(k),
+            PointKeys::Many(keys) => keys,
+        }
     }
 }
 

@@ -36,8 +36,10 @@
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`); an `INSERT ... SELECT *` whose
-//!    source rows are already the target's copies the stored records (`Writer::insert_copy`).
+//!    in the same descent of the tree (`Writer::insert_tail`). Its input rows are its targets:
+//!    a SELECT's are read in full first, VALUES rows without a subquery are evaluated one at a
+//!    time as they are inserted. An `INSERT ... SELECT *` whose source rows are already the
+//!    target's copies the stored records (`Writer::insert_copy`).
 //!    An UPDATE that sets no key or indexed column (`plan::WritePlan::keys_only`) rewrites
 //!    each row where it is stored (`Writer::update_in_place`, through
 //!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
@@ -89,7 +91,8 @@ use std::rc::Rc;
 pub enum Output {
     /// A query's (or RETURNING clause's) result.
     Rows {
-        columns: Vec<String>,
+        /// Shared with the prepared statement: an execution does not copy the names.
+        columns: Rc<[String]>,
         rows: Vec<Vec<Value>>,
     },
     /// A write without RETURNING.
@@ -572,7 +575,7 @@ impl Database {
                 })
             }
             Prepared::Explain(lines) => Ok(Output::Rows {
-                columns: vec!["plan".into()],
+                columns: Rc::from(["plan".to_string()]),
                 rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
             }),
             Prepared::Insert(plan, checks) => {
@@ -994,7 +997,7 @@ fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
     t.checks.iter().map(|c| p.table_expr(t, c)).collect()
 }
 
-fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Output {
+fn write_output(res: executor::WriteResult, names: &Rc<[String]>, last: i64) -> Output {
     if names.is_empty() {
         Output::Changes {
             changes: res.changes,
@@ -1002,7 +1005,7 @@ fn write_output(res: executor::WriteResult, names: &[String], last: i64) -> Outp
         }
     } else {
         Output::Rows {
-            columns: names.to_vec(),
+            columns: names.clone(),
             rows: res.returned,
         }
     }

@@ -109,7 +109,7 @@ pub struct AggSpec {
 /// A query: a body (one or more cores), then sort, offset and limit on its output rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryPlan {
-    pub columns: Vec<String>,
+    pub columns: Rc<[String]>,
     pub body: Body,
     /// Sort keys over the body's rows (which may carry extra trailing sort columns).
     pub order: Vec<SortKey>,
@@ -238,7 +238,7 @@ pub struct InsertPlan {
     pub or: Conflict,
     pub upsert: Option<UpsertPlan>,
     pub returning: Vec<PExpr>,
-    pub returning_names: Vec<String>,
+    pub returning_names: Rc<[String]>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -274,7 +274,7 @@ pub struct WritePlan {
     pub set: Vec<(usize, PExpr)>,
     pub or: Conflict,
     pub returning: Vec<PExpr>,
-    pub returning_names: Vec<String>,
+    pub returning_names: Rc<[String]>,
     /// The scan gives each row's key and leaves its columns undecoded, because the write needs
     /// no more. DELETE: no index entry, RETURNING or replication reads the row. UPDATE: the
     /// rows are rewritten in place, reading only `set_reads`: no key column and no indexed

@@ -241,7 +241,7 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
     }
 }
 
-fn has_subquery(e: &PExpr) -> bool {
+pub(crate) fn has_subquery(e: &PExpr) -> bool {
     let mut found = false;
     walk(e, &mut |x| {
         if matches!(x, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_)) {
@@ -778,7 +778,7 @@ impl<'c> Planner<'c> {
         }
         let (limit, offset) = self.limits(q)?;
         Ok(QueryPlan {
-            columns,
+            columns: columns.into(),
             body,
             order,
             affinities: vec![Affinity::None; width],
@@ -827,7 +827,7 @@ impl<'c> Planner<'c> {
                 let Body::Core(core) = p.body else {
                     return Err(Error::Invalid("invariant: core plan".into()));
                 };
-                Ok((Body::Core(core), p.columns))
+                Ok((Body::Core(core), p.columns.to_vec()))
             }
             ast::SelectBody::Union { all, left, right } => {
                 let (l, lc) = self.body(left)?;
@@ -879,7 +879,7 @@ impl<'c> Planner<'c> {
                     self.ctes.pop();
                     self.ctes.extend(saved);
                     let plan = plan?;
-                    let mut names = plan.columns.clone();
+                    let mut names = plan.columns.to_vec();
                     if !cols.is_empty() {
                         if cols.len() != plan.width {
                             return Err(Error::Invalid(format!(
@@ -1381,7 +1381,7 @@ impl<'c> Planner<'c> {
         }
         Ok(QueryPlan {
             affinities,
-            columns: names,
+            columns: names.into(),
             body: Body::Core(Box::new(Core {
                 levels,
                 frame_len,
@@ -2048,7 +2048,7 @@ impl<'c> Planner<'c> {
             or: ins.or,
             upsert,
             returning,
-            returning_names,
+            returning_names: returning_names.into(),
         })
     }
 
@@ -2169,7 +2169,7 @@ impl<'c> Planner<'c> {
             set,
             or: u.or,
             returning,
-            returning_names,
+            returning_names: returning_names.into(),
             keys_only,
             set_reads,
         })
@@ -2191,7 +2191,7 @@ impl<'c> Planner<'c> {
             set: vec![],
             or: ast::Conflict::Abort,
             returning,
-            returning_names,
+            returning_names: returning_names.into(),
             keys_only,
             set_reads: vec![],
         })

@@ -229,8 +229,8 @@ impl Encoder {
         self.0.clear();
         let (columns, mut rows, changes) = match out {
             Output::Rows { columns, rows } => (columns, rows, 0),
-            Output::Changes { changes, .. } => (Vec::new(), Vec::new(), changes),
-            Output::Done => (Vec::new(), Vec::new(), 0),
+            Output::Changes { changes, .. } => (Default::default(), Vec::new(), changes),
+            Output::Done => (Default::default(), Vec::new(), 0),
         };
         if mode == MODE_RUN {
             self.f64(changes as f64);
@@ -244,7 +244,7 @@ impl Encoder {
         self.f64(changes as f64);
         self.value(&Value::Integer(last_rowid));
         self.u32(columns.len());
-        for c in &columns {
+        for c in columns.iter() {
             self.bytes(c.as_bytes());
         }
         if rows.len() < COLUMNS_MIN_ROWS {

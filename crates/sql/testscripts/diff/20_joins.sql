@@ -25,3 +25,15 @@ WITH s AS (SELECT a_id, max(y) AS m FROM b GROUP BY a_id) SELECT a.t, s.m FROM a
 SELECT a.id FROM a WHERE a.id IN (SELECT a_id FROM b) ORDER BY 1;
 SELECT a.id FROM a WHERE a.id NOT IN (SELECT a_id FROM b WHERE a_id IS NOT NULL) ORDER BY 1;
 SELECT x.id, y.id FROM a x JOIN a y ON x.x = y.x AND x.id < y.id;
+CREATE TABLE pk_names (name TEXT PRIMARY KEY, v INTEGER);
+INSERT INTO pk_names VALUES ('a', 1), ('a rather longer name than the others', 2), ('bb', 3), ('', 4);
+CREATE TABLE pk_refs (id INTEGER PRIMARY KEY, ref TEXT, n REAL);
+INSERT INTO pk_refs VALUES (1, 'a rather longer name than the others', 1), (2, 'a', 2.0), (3, NULL, 3), (4, 'missing', 4), (5, 'bb', 5), (6, '', 6), (7, 'a', 1e19);
+SELECT r.id, p.name, p.v FROM pk_refs r JOIN pk_names p ON p.name = r.ref ORDER BY r.id;
+SELECT r.id, p.v FROM pk_refs r LEFT JOIN pk_names p ON p.name = r.ref ORDER BY r.id;
+SELECT r.id, t.id FROM pk_refs r JOIN pk_refs t ON t.id = r.n ORDER BY r.id;
+CREATE TABLE pk_pair (a INTEGER, b TEXT, v INTEGER, PRIMARY KEY (a, b));
+INSERT INTO pk_pair VALUES (1, 'x', 10), (1, 'y', 11), (2, 'x', 20);
+SELECT r.id, q.v FROM pk_refs r JOIN pk_pair q ON q.a = r.id AND q.b = 'x' ORDER BY r.id;
+SELECT v FROM pk_pair WHERE a = 1 AND b = 'y';
+SELECT v FROM pk_pair WHERE a = 1 AND b IN ('y', 'x', 'y');
