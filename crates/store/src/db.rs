@@ -28,7 +28,9 @@
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself
 //!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
 //!    adjacent pages), then `encode_superblock_into` the slot that is not the last durable one,
-//!    then one flush (`Durability::Full`).
+//!    then one flush (`Durability::Full`). Over a volatile file (memory) `write_dirty` only
+//!    hands the pages to the cache unwritten and no superblock is written: `Shared::write_back`
+//!    writes both, with their checksums, when [`Db::into_file`] hands the file back.
 //! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
 //!    catalog root.
 
@@ -240,6 +242,8 @@ pub(crate) struct Shared<F> {
     /// its table's tree every time). Valid only while the state is that commit's and the
     /// catalog is untouched: any catalog write copies its root, which is then another page.
     committed_trees: Option<CommittedTrees>,
+    /// A volatile file's superblocks are older than the last commit (see `write_back`).
+    sb_unwritten: bool,
 }
 
 struct CommittedTrees {
@@ -569,6 +573,7 @@ impl<F: BlockFile> Shared<F> {
             list: Vec::new(),
             spare: None,
             committed_trees: None,
+            sb_unwritten: false,
         }
     }
 
@@ -663,6 +668,16 @@ impl<F: BlockFile> Shared<F> {
     /// call costs 30-50 us on OPFS whatever its size, so runs matter more than bytes).
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
+        if self.pager.volatile {
+            // Into the cache, unwritten: the file gets them when they are evicted or handed
+            // back (`Pager::write_back`). In no particular order, as nothing is written.
+            let txn = w.state.txn.max(self.next_txn);
+            for (id, mut p) in w.dirty.drain() {
+                page::put_u64(Rc::make_mut(&mut p).as_mut_slice(), 8, txn);
+                self.pager.cache_put_unwritten(id, p)?;
+            }
+            return Ok(());
+        }
         let mut ids = std::mem::take(&mut self.ids);
         ids.clear();
         ids.extend(w.dirty.keys().copied());
@@ -692,7 +707,7 @@ impl<F: BlockFile> Shared<F> {
                 let sum = crate::pager::stamp(start, buf, txn);
                 self.pager.file.write(start as u64 * ps as u64, buf)?;
                 self.unflushed.insert(start, sum);
-                self.pager.cache_put(start, p);
+                self.pager.cache_put(start, p)?;
                 i += 1;
                 continue;
             }
@@ -704,7 +719,7 @@ impl<F: BlockFile> Shared<F> {
                 let sum = crate::pager::stamp(id, buf, txn);
                 run.extend_from_slice(buf);
                 self.unflushed.insert(id, sum);
-                self.pager.cache_put(id, p);
+                self.pager.cache_put(id, p)?;
             }
             self.pager.file.write(start as u64 * ps as u64, run)?;
             i = j + 1;
@@ -817,17 +832,13 @@ impl<F: BlockFile> Shared<F> {
             self.mark_durable();
         }
         let slot = 1 - self.durable_slot;
-        let mut list = std::mem::take(&mut self.list);
-        list.clear();
-        list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
-        crate::sort::sort(&mut list);
-        let mut sb = std::mem::take(&mut self.sb);
-        encode_superblock_into(&mut sb, ps, slot, &state, &list);
-        let r = self.pager.file.write((slot * ps) as u64, &sb);
-        self.sb = sb;
-        self.last_list = list.len();
-        self.list = list;
-        r?;
+        if self.pager.volatile {
+            // Nothing reads a volatile file's superblock before it is handed back, which writes
+            // the last one (`Shared::write_back`).
+            self.sb_unwritten = true;
+        } else {
+            self.write_superblock(slot, &state)?;
+        }
         let flushed = self.opts.durability == Durability::Full;
         if flushed {
             self.pager.file.flush()?;
@@ -922,6 +933,40 @@ impl<F: BlockFile> Shared<F> {
         w.state.free = new_root;
         w.state.free_len = len;
         Ok(true)
+    }
+
+    /// Writes `state`'s superblock, naming every page written since the last flush, into `slot`.
+    fn write_superblock(&mut self, slot: usize, state: &State) -> Result<()> {
+        let ps = self.pager.page_size;
+        let mut list = std::mem::take(&mut self.list);
+        list.clear();
+        list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
+        crate::sort::sort(&mut list);
+        let mut sb = std::mem::take(&mut self.sb);
+        encode_superblock_into(&mut sb, ps, slot, state, &list);
+        let r = self.pager.file.write((slot * ps) as u64, &sb);
+        self.sb = sb;
+        self.last_list = list.len();
+        self.list = list;
+        r
+    }
+
+    /// Brings a volatile file up to the last commit: its unwritten pages, then its superblock in
+    /// both slots (nothing to fall back to in memory, and neither slot then names a state whose
+    /// pages later commits reused).
+    fn write_back(&mut self) -> Result<()> {
+        if !self.pager.volatile {
+            return Ok(());
+        }
+        self.pager.write_back()?;
+        if self.sb_unwritten {
+            self.unflushed.clear();
+            let state = self.state;
+            self.write_superblock(0, &state)?;
+            self.write_superblock(1, &state)?;
+            self.sb_unwritten = false;
+        }
+        Ok(())
     }
 
     fn mark_durable(&mut self) {
@@ -1251,7 +1296,11 @@ impl<F: BlockFile> Db<F> {
     /// `BUSY` while a transaction or cursor still holds the database.
     pub fn into_file(self) -> Result<F> {
         match Rc::try_unwrap(self.shared) {
-            Ok(cell) => Ok(cell.into_inner().pager.file),
+            Ok(cell) => {
+                let mut sh = cell.into_inner();
+                sh.write_back()?;
+                Ok(sh.pager.file)
+            }
             Err(_) => Err(Error::Busy("a transaction or cursor is still open".into())),
         }
     }
@@ -1349,6 +1398,7 @@ impl<F: BlockFile> Db<F> {
         let mut sh = self.shared.borrow_mut();
         let count = sh.state.page_count.max(new_count);
         let ps = sh.pager.page_size as u64;
+        sh.pager.truncate(count);
         sh.pager.file.set_len(count as u64 * ps)?;
         sh.flush()?;
         Ok((before, count))
