@@ -333,7 +333,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             tx.drop_tree(&name(tree))?;
         }
         self.end_tx();
-        if let Err(e) = tx.commit() {
+        if let Err(e) = tx.commit_txn() {
             self.reopen()?;
             return Err(e.into());
         }

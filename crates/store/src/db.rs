@@ -109,18 +109,24 @@ pub struct TreeInfo {
 
 impl TreeInfo {
     pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode_into(&mut v);
+        v
+    }
+
+    /// [`TreeInfo::encode`] into `v` (emptied first).
+    pub(crate) fn encode_into(&self, v: &mut Vec<u8>) {
         let (k, t) = match &self.kind {
             TreeKind::Table => (0u8, &[][..]),
             TreeKind::Index { table } => (1u8, table.as_bytes()),
         };
-        let mut v = Vec::with_capacity(15 + t.len() + self.meta.len());
+        v.clear();
         v.extend_from_slice(&self.root.to_le_bytes());
         v.extend_from_slice(&self.len.to_le_bytes());
         v.push(k);
         v.extend_from_slice(&(t.len() as u16).to_le_bytes());
         v.extend_from_slice(t);
         v.extend_from_slice(&self.meta);
-        v
     }
 
     pub(crate) fn decode(name: &[u8], v: &[u8]) -> Result<TreeInfo> {
@@ -244,6 +250,12 @@ pub(crate) struct Shared<F> {
     committed_trees: Option<CommittedTrees>,
     /// A volatile file's superblocks are older than the last commit (see `write_back`).
     sb_unwritten: bool,
+    /// Commit's buffers kept from one commit to the next: a catalog entry, the free-tree delta.
+    entry: Vec<u8>,
+    delta: Vec<(u32, bool)>,
+    /// The page list of the last commit whose freed pages were released, for the next
+    /// commit's `W::freed`.
+    freed: Vec<u32>,
 }
 
 struct CommittedTrees {
@@ -259,6 +271,8 @@ struct Spare {
     owned: IdMap<()>,
     delta: IdMap<bool>,
     names: FastMap<String, usize>,
+    trees: Vec<TreeSlot>,
+    last_leaf: btree::LastLeaf,
 }
 
 impl Spare {
@@ -273,11 +287,15 @@ impl Spare {
             owned: std::mem::take(&mut w.owned),
             delta: std::mem::take(&mut w.delta),
             names: std::mem::take(&mut w.names),
+            trees: std::mem::take(&mut w.trees),
+            last_leaf: std::mem::take(&mut w.last_leaf),
         };
         s.dirty.clear();
         s.owned.clear();
         s.delta.clear();
         s.names.clear();
+        s.trees.clear();
+        s.last_leaf.forget();
         Some(s)
     }
 }
@@ -339,7 +357,7 @@ impl<F: BlockFile> Pages for Shared<F> {
             // A page spilled earlier in this transaction: from the cache if it is still there.
             let p = match self.pager.take(id) {
                 Some(p) => p,
-                None => Rc::new(self.pager.read_uncached(id)?),
+                None => self.pager.read_uncached(id)?,
             };
             let w = self.w.as_mut().expect("invariant: write transaction open");
             w.dirty.insert(id, p);
@@ -351,8 +369,7 @@ impl<F: BlockFile> Pages for Shared<F> {
     }
 
     fn alloc(&mut self) -> Result<u32> {
-        let ps = self.pager.page_size;
-        self.alloc_holding(vec![0u8; ps])
+        self.alloc_holding(None)
     }
 
     fn alloc_copy(&mut self, content: &[u8]) -> Result<u32> {
@@ -361,7 +378,7 @@ impl<F: BlockFile> Pages for Shared<F> {
             self.pager.page_size,
             "a page copy is one page"
         );
-        self.alloc_holding(content.to_vec())
+        self.alloc_holding(Some(content))
     }
 
     fn free(&mut self, id: u32) -> Result<()> {
@@ -372,7 +389,9 @@ impl<F: BlockFile> Pages for Shared<F> {
         w.seq += 1;
         w.last_leaf.forget();
         if w.owned.remove(&id).is_some() {
-            w.dirty.remove(&id);
+            if let Some(p) = w.dirty.remove(&id) {
+                self.pager.keep_spare(p);
+            }
             self.unflushed.remove(&id);
             self.pager.forget(id);
             delta_set(&mut w.delta, id, true);
@@ -392,9 +411,10 @@ impl<F: BlockFile> Pages for Shared<F> {
 }
 
 impl<F: BlockFile> Shared<F> {
-    /// A fresh owned page holding `page` (zeroes, or a copy of the page it replaces: the copy
-    /// goes straight in, not over a zeroed page).
-    fn alloc_holding(&mut self, page: Vec<u8>) -> Result<u32> {
+    /// A fresh owned page holding `content` (a copy of the page it replaces: straight in, not
+    /// over a zeroed page), or zeroes. In a page the cache let go of when there is one
+    /// (`Pager::spare_page`), so a small commit allocates none.
+    fn alloc_holding(&mut self, content: Option<&[u8]>) -> Result<u32> {
         let w = self
             .w
             .as_mut()
@@ -419,7 +439,21 @@ impl<F: BlockFile> Shared<F> {
             }
         };
         w.owned.insert(id, ());
-        w.dirty.insert(id, Rc::new(page));
+        let page = match self.pager.spare_page() {
+            Some(mut p) => {
+                let b = Rc::get_mut(&mut p).expect("invariant: nothing else holds a spare page");
+                match content {
+                    Some(c) => b.copy_from_slice(c),
+                    None => b.fill(0),
+                }
+                p
+            }
+            None => Rc::new(match content {
+                Some(c) => c.to_vec(),
+                None => vec![0u8; self.pager.page_size],
+            }),
+        };
+        w.dirty.insert(id, page);
         Ok(id)
     }
 }
@@ -574,6 +608,9 @@ impl<F: BlockFile> Shared<F> {
             spare: None,
             committed_trees: None,
             sb_unwritten: false,
+            entry: Vec::new(),
+            delta: Vec::new(),
+            freed: Vec::new(),
         }
     }
 
@@ -613,14 +650,14 @@ impl<F: BlockFile> Shared<F> {
             base_page_count: self.state.page_count,
             dirty: spare.dirty,
             owned: spare.owned,
-            freed: Vec::new(),
+            freed: std::mem::take(&mut self.freed),
             delta: spare.delta,
-            trees: Vec::new(),
+            trees: spare.trees,
             names: spare.names,
             meta_changed: Vec::new(),
             seq: 0,
             serial: self.serial,
-            last_leaf: btree::LastLeaf::default(),
+            last_leaf: spare.last_leaf,
         });
         Ok(self.serial)
     }
@@ -633,8 +670,10 @@ impl<F: BlockFile> Shared<F> {
             if t > self.durable_txn || oldest_reader.is_some_and(|r| t > r) {
                 break;
             }
-            let (_, pages) = self.pending.pop_front().expect("invariant: front exists");
-            free.extend(pages);
+            let (_, mut pages) = self.pending.pop_front().expect("invariant: front exists");
+            free.extend(pages.iter().copied());
+            pages.clear();
+            self.freed = pages;
         }
     }
 
@@ -727,8 +766,10 @@ impl<F: BlockFile> Shared<F> {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<CommitInfo> {
-        let r = self.commit_inner();
+    /// Commits the open transaction; `CommitInfo::changed_trees` is left empty unless
+    /// `names` (a caller that ignores it saves a string copy a tree).
+    fn commit(&mut self, names: bool) -> Result<CommitInfo> {
+        let r = self.commit_inner(names);
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
             self.rollback();
@@ -736,42 +777,57 @@ impl<F: BlockFile> Shared<F> {
         r
     }
 
-    fn commit_inner(&mut self) -> Result<CommitInfo> {
+    fn commit_inner(&mut self, names: bool) -> Result<CommitInfo> {
         let txn = self.next_txn;
-        // 1. Changed trees into the catalog.
-        let w = self.w.as_mut().expect("invariant: write transaction open");
-        let changed: Vec<(String, Vec<u8>)> = w
-            .trees
-            .iter_mut()
-            .filter(|t| t.changed && !t.dropped)
-            .map(|t| {
-                t.changed = false;
-                (t.info.name.clone(), t.info.encode())
-            })
-            .collect();
         let mut info = CommitInfo {
             txn,
-            changed_trees: changed.iter().map(|(n, _)| n.clone()).collect(),
+            changed_trees: Vec::new(),
         };
-        info.changed_trees.extend(
-            w.trees
-                .iter()
-                .filter(|t| t.dropped)
-                .map(|t| t.info.name.clone()),
-        );
-        for name in std::mem::take(&mut w.meta_changed) {
-            if !info.changed_trees.contains(&name) {
-                info.changed_trees.push(name);
+        // 1. Changed trees into the catalog, each entry encoded into one buffer kept from
+        // commit to commit. The name is lent out of its slot for the catalog write (which
+        // does not look at the slots).
+        let mut entry = std::mem::take(&mut self.entry);
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        for i in 0..w.trees.len() {
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            let t = &mut w.trees[i];
+            if !t.changed || t.dropped {
+                continue;
             }
+            t.changed = false;
+            t.info.encode_into(&mut entry);
+            let name = std::mem::take(&mut t.info.name);
+            let r = self.catalog_put(name.as_bytes(), &entry);
+            if names {
+                info.changed_trees.push(name.clone());
+            }
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            w.trees[i].info.name = name;
+            r?;
         }
-        for (name, v) in changed {
-            self.catalog_put(name.as_bytes(), &v)?;
+        self.entry = entry;
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let meta_changed = std::mem::take(&mut w.meta_changed);
+        if names {
+            info.changed_trees.extend(
+                w.trees
+                    .iter()
+                    .filter(|t| t.dropped)
+                    .map(|t| t.info.name.clone()),
+            );
+            for name in meta_changed {
+                if !info.changed_trees.contains(&name) {
+                    info.changed_trees.push(name);
+                }
+            }
         }
         // 2. The free tree, until it no longer changes itself.
         let mut rounds = 0;
+        let mut delta = std::mem::take(&mut self.delta);
         loop {
             let w = self.w.as_mut().expect("invariant: write transaction open");
-            let mut delta: Vec<(u32, bool)> = w.delta.drain().collect();
+            delta.clear();
+            delta.extend(w.delta.drain());
             if delta.is_empty() {
                 break;
             }
@@ -789,7 +845,7 @@ impl<F: BlockFile> Shared<F> {
             let mut len = w.state.free_len;
             let mut path = std::mem::take(&mut self.path);
             let mut scratch = std::mem::take(&mut self.scratch);
-            for (id, add) in delta {
+            for &(id, add) in &delta {
                 let k = id.to_be_bytes();
                 let changed = if add {
                     !btree::insert(self, &mut root, &k, &[], &mut path, &mut scratch)?
@@ -814,6 +870,7 @@ impl<F: BlockFile> Shared<F> {
             w.state.free = root;
             w.state.free_len = len;
         }
+        self.delta = delta;
         // 3. Pages, then the superblock, then one flush. Pages this commit freed leave the list:
         // the new state does not need them, and once durable they may be overwritten.
         self.write_dirty()?;
@@ -845,15 +902,18 @@ impl<F: BlockFile> Shared<F> {
         }
         // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
         let mut w = self.w.take().expect("invariant: write transaction open");
-        self.spare = Spare::keep(&mut w);
+        let mut infos = match self.committed_trees.take() {
+            Some(c) => c.infos,
+            None => Vec::new(),
+        };
+        infos.clear();
+        infos.extend((w.trees.drain(..)).filter(|t| !t.dropped).map(|t| t.info));
         self.committed_trees = Some(CommittedTrees {
             txn: state.txn,
             catalog: state.catalog,
-            infos: (w.trees.drain(..))
-                .filter(|t| !t.dropped)
-                .map(|t| t.info)
-                .collect(),
+            infos,
         });
+        self.spare = Spare::keep(&mut w);
         self.state = state;
         self.next_txn = txn + 1;
         self.last_slot = slot;
@@ -1285,7 +1345,7 @@ impl<F: BlockFile> Db<F> {
                 // commit in the other slot names none, so the next open reads nothing but the
                 // superblocks and the catalog root.
                 sh.begin_write()?;
-                sh.commit()?;
+                sh.commit(false)?;
                 sh.flush()?;
             }
         }
@@ -2028,7 +2088,15 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn commit(self) -> Result<CommitInfo> {
         let mut sh = self.shared.borrow_mut();
         sh.w(self.serial)?;
-        sh.commit()
+        sh.commit(true)
+    }
+
+    /// Commits like [`WriteTx::commit`], for a caller that has no use for the changed trees'
+    /// names: returns the transaction id only.
+    pub fn commit_txn(self) -> Result<u64> {
+        let mut sh = self.shared.borrow_mut();
+        sh.w(self.serial)?;
+        Ok(sh.commit(false)?.txn)
     }
 
     pub fn rollback(self) {

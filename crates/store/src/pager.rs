@@ -46,15 +46,16 @@ impl Cache {
         Some(s.page.clone())
     }
 
-    /// Caches `page` as page `id`; hands back the page it evicts when that one is unwritten
-    /// (the caller writes it).
-    fn put(&mut self, id: u32, page: Page, unwritten: bool) -> Option<(u32, Page)> {
+    /// Caches `page` as page `id`; hands back the page it displaces: an older version of `id`
+    /// (never to be written: `page` supersedes it), or the page it evicts, with whether that
+    /// one is unwritten (the caller writes it).
+    fn put(&mut self, id: u32, page: Page, unwritten: bool) -> Option<(u32, Page, bool)> {
         if let Some(&i) = self.map.get(&id) {
             let s = &mut self.slots[i];
-            s.page = page;
+            let old = std::mem::replace(&mut s.page, page);
             s.referenced = true;
             s.unwritten = unwritten;
-            return None;
+            return Some((id, old, false));
         }
         if self.slots.len() < self.capacity {
             self.map.insert(id, self.slots.len());
@@ -76,10 +77,10 @@ impl Cache {
             self.map.remove(&s.id);
             let old_id = std::mem::replace(&mut s.id, id);
             let old = std::mem::replace(&mut s.page, page);
-            let evicted = std::mem::replace(&mut s.unwritten, unwritten).then_some((old_id, old));
+            let was_unwritten = std::mem::replace(&mut s.unwritten, unwritten);
             self.map.insert(id, self.hand);
             self.hand = (self.hand + 1) % self.slots.len();
-            return evicted;
+            return Some((old_id, old, was_unwritten));
         }
     }
 
@@ -104,6 +105,9 @@ pub struct Pager<F> {
     /// The file is volatile: committed pages wait in the cache (see the module doc).
     pub volatile: bool,
     cache: Cache,
+    /// Page buffers the cache let go of and nothing else held, for the next pages to take
+    /// instead of allocating (a small commit copies a few pages and drops their old versions).
+    spare: Vec<Page>,
     /// Page reads that went to the file (for tests and the benchmark).
     pub reads: u64,
 }
@@ -121,6 +125,9 @@ pub fn stamp(id: u32, p: &mut [u8], txn: u64) -> u64 {
     sum
 }
 
+/// At most this many spare page buffers are kept (a small commit replaces a handful of pages).
+const SPARE_PAGES: usize = 8;
+
 impl<F: BlockFile> Pager<F> {
     pub fn new(file: F, page_size: usize, cache_pages: usize) -> Self {
         Pager {
@@ -134,6 +141,7 @@ impl<F: BlockFile> Pager<F> {
                 capacity: cache_pages.max(8),
             },
             reads: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -143,34 +151,39 @@ impl<F: BlockFile> Pager<F> {
 
     /// Reads page `id` without the cache, verifying its checksum and layout. An unwritten page
     /// (write-back) comes from the cache: the file does not hold it yet.
-    pub fn read_uncached(&mut self, id: u32) -> Result<Vec<u8>> {
+    pub fn read_uncached(&mut self, id: u32) -> Result<Page> {
         if self.volatile {
             if let Some(&i) = self.cache.map.get(&id) {
                 let s = &self.cache.slots[i];
                 if s.unwritten {
-                    return Ok(s.page.to_vec());
+                    return Ok(Rc::new(s.page.to_vec()));
                 }
             }
         }
-        let mut buf = vec![0u8; self.page_size];
+        // The read fills the whole buffer, so a spare one needs no zeroing.
+        let mut page = match self.spare.pop() {
+            Some(p) => p,
+            None => Rc::new(vec![0u8; self.page_size]),
+        };
+        let buf = Rc::get_mut(&mut page).expect("invariant: nothing else holds a spare page");
         let off = id as u64 * self.page_size as u64;
         self.reads += 1;
-        self.file.read(off, &mut buf).map_err(|e| match e {
+        self.file.read(off, buf).map_err(|e| match e {
             Error::OutOfBounds { .. } => page::corrupt(id, "lies past the end of the file"),
             e => e,
         })?;
-        let stored = page::get_u64(&buf, 0);
-        if stored != page_checksum(id, &buf) {
+        let stored = page::get_u64(buf, 0);
+        if stored != page_checksum(id, buf) {
             return Err(page::corrupt(id, "checksum mismatch"));
         }
-        page::validate(&buf).map_err(|m| page::corrupt(id, m))?;
-        Ok(buf)
+        page::validate(buf).map_err(|m| page::corrupt(id, m))?;
+        Ok(page)
     }
 
     /// Page `id`'s bytes, borrowed from the cache (no reference count touched).
     pub fn read_ref(&mut self, id: u32) -> Result<&[u8]> {
         if !self.cache.map.contains_key(&id) {
-            let p = Rc::new(self.read_uncached(id)?);
+            let p = self.read_uncached(id)?;
             self.cache_put(id, p)?;
         }
         let i = *self.cache.map.get(&id).expect("invariant: just cached");
@@ -183,27 +196,51 @@ impl<F: BlockFile> Pager<F> {
         if let Some(p) = self.cache.get(id) {
             return Ok(p);
         }
-        let p = Rc::new(self.read_uncached(id)?);
+        let p = self.read_uncached(id)?;
         self.cache_put(id, p.clone())?;
         Ok(p)
     }
 
     /// Caches page `id` as the file holds it.
     pub fn cache_put(&mut self, id: u32, p: Page) -> Result<()> {
-        match self.cache.put(id, p, false) {
-            Some((old, page)) => self.write_page(old, &page),
-            None => Ok(()),
-        }
+        let out = self.cache.put(id, p, false);
+        self.displaced(out)
     }
 
     /// Caches committed page `id` without writing it (write-back only); its transaction id must
     /// be stamped already.
     pub fn cache_put_unwritten(&mut self, id: u32, p: Page) -> Result<()> {
         debug_assert!(self.volatile, "only a volatile file defers writes");
-        match self.cache.put(id, p, true) {
-            Some((old, page)) => self.write_page(old, &page),
-            None => Ok(()),
+        let out = self.cache.put(id, p, true);
+        self.displaced(out)
+    }
+
+    /// Writes a page the cache displaced if it is unwritten, and keeps its buffer if nothing
+    /// else holds it.
+    fn displaced(&mut self, out: Option<(u32, Page, bool)>) -> Result<()> {
+        let Some((id, page, unwritten)) = out else {
+            return Ok(());
+        };
+        if unwritten {
+            self.write_page(id, &page)?;
         }
+        self.keep_spare(page);
+        Ok(())
+    }
+
+    /// Keeps `page` for [`Pager::spare_page`] when nothing else holds it.
+    pub fn keep_spare(&mut self, mut page: Page) {
+        if self.spare.len() < SPARE_PAGES
+            && Rc::get_mut(&mut page).is_some_and(|b| b.len() == self.page_size)
+        {
+            self.spare.push(page);
+        }
+    }
+
+    /// A page to overwrite whole, if the cache let go of one: nothing else holds it (so
+    /// `Rc::get_mut` gives its bytes), and its bytes are any page's.
+    pub fn spare_page(&mut self) -> Option<Page> {
+        self.spare.pop()
     }
 
     /// Writes an unwritten page with its checksum (its cached bytes keep whatever the field
