@@ -458,6 +458,25 @@ impl<F: BlockFile> Shared<F> {
     }
 }
 
+/// [`page::search`] for page number `id` in a free-tree node, whose keys are page numbers in
+/// big-endian order: a byte-string comparison is a number comparison, done as one.
+fn search_id(pg: &[u8], id: u32) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0, page::count(pg));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let Ok(k) = <[u8; 4]>::try_from(page::key(pg, mid)) else {
+            // Not a page number (a damaged tree): the byte-string search says where it goes.
+            return page::search(pg, &id.to_be_bytes());
+        };
+        match u32::from_be_bytes(k).cmp(&id) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
 /// Records a change to the free tree; an add and a remove of the same page cancel.
 fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
     match delta.get(&id) {
@@ -962,7 +981,7 @@ impl<F: BlockFile> Shared<F> {
         cell[..2].copy_from_slice(&4u16.to_le_bytes());
         for &(id, add) in delta {
             let k = id.to_be_bytes();
-            match (page::search(pg, &k), add) {
+            match (search_id(pg, id), add) {
                 (Ok(i), false) => {
                     page::remove(pg, i);
                     len -= 1;
