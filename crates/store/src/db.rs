@@ -348,23 +348,23 @@ impl<F: BlockFile> Pages for Shared<F> {
             .w
             .as_mut()
             .expect("invariant: page_mut only inside a write transaction");
-        if !w.dirty.contains_key(&id) {
-            if !w.owned.contains_key(&id) {
-                return Err(Error::Corrupt(format!(
-                    "page {id} changed without being copied first"
-                )));
+        let p = match w.dirty.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                if !w.owned.contains_key(&id) {
+                    return Err(Error::Corrupt(format!(
+                        "page {id} changed without being copied first"
+                    )));
+                }
+                // A page spilled earlier in this transaction: from the cache if it is still
+                // there.
+                e.insert(match self.pager.take(id) {
+                    Some(p) => p,
+                    None => self.pager.read_uncached(id)?,
+                })
             }
-            // A page spilled earlier in this transaction: from the cache if it is still there.
-            let p = match self.pager.take(id) {
-                Some(p) => p,
-                None => self.pager.read_uncached(id)?,
-            };
-            let w = self.w.as_mut().expect("invariant: write transaction open");
-            w.dirty.insert(id, p);
-        }
-        let w = self.w.as_mut().expect("invariant: write transaction open");
+        };
         w.seq += 1;
-        let p = w.dirty.get_mut(&id).expect("invariant: just inserted");
         Ok(Rc::make_mut(p))
     }
 
