@@ -35,6 +35,7 @@
 //!    catalog root.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
@@ -349,8 +350,8 @@ impl<F: BlockFile> Pages for Shared<F> {
             .as_mut()
             .expect("invariant: page_mut only inside a write transaction");
         let p = match w.dirty.entry(id) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
                 if !w.owned.contains_key(&id) {
                     return Err(Error::Corrupt(format!(
                         "page {id} changed without being copied first"
@@ -400,11 +401,13 @@ impl<F: BlockFile> Pages for Shared<F> {
                 .expect("invariant: free set loaded")
                 .insert(id);
         } else {
-            if w.delta.contains_key(&id) {
-                return Err(page::corrupt(id, "freed twice"));
+            match w.delta.entry(id) {
+                Entry::Occupied(_) => return Err(page::corrupt(id, "freed twice")),
+                Entry::Vacant(e) => {
+                    e.insert(true);
+                }
             }
             w.freed.push(id);
-            w.delta.insert(id, true);
         }
         Ok(())
     }
@@ -479,12 +482,15 @@ fn search_id(pg: &[u8], id: u32) -> std::result::Result<usize, usize> {
 
 /// Records a change to the free tree; an add and a remove of the same page cancel.
 fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
-    match delta.get(&id) {
-        Some(&prev) if prev != add => {
-            delta.remove(&id);
+    match delta.entry(id) {
+        Entry::Occupied(e) if *e.get() != add => {
+            e.remove();
         }
-        _ => {
-            delta.insert(id, add);
+        Entry::Occupied(mut e) => {
+            e.insert(add);
+        }
+        Entry::Vacant(e) => {
+            e.insert(add);
         }
     }
 }
