@@ -480,6 +480,22 @@ fn search_id(pg: &[u8], id: u32) -> std::result::Result<usize, usize> {
     Err(lo)
 }
 
+/// Sorts a free-tree delta by page (each page is in it once). A small commit's delta is a
+/// handful of pages, which an insertion sort orders in fewer comparisons than the heapsort of
+/// `crate::sort`; a long one takes that.
+fn sort_delta(delta: &mut [(u32, bool)]) {
+    if delta.len() > 16 {
+        return crate::sort::sort_by(delta, |a, b| a.0 < b.0);
+    }
+    for i in 1..delta.len() {
+        let mut j = i;
+        while j > 0 && delta[j].0 < delta[j - 1].0 {
+            delta.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+}
+
 /// Records a change to the free tree; an add and a remove of the same page cancel.
 fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
     match delta.entry(id) {
@@ -857,7 +873,7 @@ impl<F: BlockFile> Shared<F> {
                 break;
             }
             // In page order, so the free tree (and so the file) comes out the same every time.
-            crate::sort::sort(&mut delta);
+            sort_delta(&mut delta);
             rounds += 1;
             if rounds > 64 {
                 return Err(Error::Corrupt("free tree update does not settle".into()));

@@ -3,24 +3,11 @@
 //!
 //! std's sorts are faster on large inputs but compile to 4-5 KB of wasm for each element type
 //! they are used with (driftsort and ipnsort bring their own small-sort networks, merges and
-//! partitions); a heapsort (an insertion sort up to 16 elements) is a few hundred bytes per
-//! type, and these lists are either short or sorted once per commit or check, next to I/O that
-//! costs far more. Not stable.
+//! partitions); a heapsort is a few hundred bytes per type, and these lists are either short or
+//! sorted once per commit or check, next to I/O that costs far more. Not stable.
 
 /// Sorts `v` so that `less(b, a)` is false for every `a` before `b`.
 pub fn sort_by<T>(v: &mut [T], mut less: impl FnMut(&T, &T) -> bool) {
-    if v.len() <= 16 {
-        // Short lists (a small commit's pages and free-tree changes): insertion sort makes
-        // fewer comparisons than the heap's sift-downs.
-        for i in 1..v.len() {
-            let mut j = i;
-            while j > 0 && less(&v[j], &v[j - 1]) {
-                v.swap(j, j - 1);
-                j -= 1;
-            }
-        }
-        return;
-    }
     // Sift `root` down within `v[..end]`: the max-heap property, children at 2i+1 and 2i+2.
     let mut sift = |v: &mut [T], mut root: usize, end: usize| loop {
         let mut child = 2 * root + 1;
@@ -58,7 +45,7 @@ mod tests {
     #[test]
     fn sorts_like_std() {
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        for n in [0, 1, 2, 3, 7, 16, 17, 100, 1000] {
+        for n in [0, 1, 2, 3, 7, 16, 100, 1000] {
             let mut v: Vec<u32> = (0..n)
                 .map(|_| {
                     seed ^= seed << 13;
