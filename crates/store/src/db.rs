@@ -280,7 +280,11 @@ impl Spare {
     /// Keeps `w`'s maps, emptied, unless a big transaction grew them (they would hold that
     /// memory for as long as the database is open).
     fn keep(w: &mut W) -> Option<Spare> {
-        if w.dirty.capacity() > 1024 || w.owned.capacity() > 1024 || w.delta.capacity() > 1024 {
+        if w.dirty.capacity() > 1024
+            || w.owned.capacity() > 1024
+            || w.delta.capacity() > 1024
+            || w.trees.capacity() > 1024
+        {
             return None;
         }
         let mut s = Spare {
@@ -713,8 +717,10 @@ impl<F: BlockFile> Shared<F> {
             }
             let (_, mut pages) = self.pending.pop_front().expect("invariant: front exists");
             free.extend(pages.iter().copied());
-            pages.clear();
-            self.freed = pages;
+            if pages.capacity() <= 1024 {
+                pages.clear();
+                self.freed = pages;
+            }
         }
     }
 
