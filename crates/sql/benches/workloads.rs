@@ -8,8 +8,9 @@
 //! counts scale with it as in the browser benchmark), `BENCH_ONLY` (run only the workloads whose
 //! name contains this). An unfiltered run also writes `crates/sql/bench-results/workloads.md`.
 //!
-//! `BENCH_PROFILE=<name>` instead runs that one workload once, on cairn in memory, with its
-//! timed part inside `profiled_run`, for a profiler to look at only that part. Instruction
+//! `BENCH_PROFILE=<name>` instead runs that one workload once, on cairn in memory (in a file
+//! with `BENCH_PROFILE_MODE=file`), with its timed part inside `profiled_run`, for a profiler
+//! to look at only that part. Instruction
 //! counts are steady where times on a shared machine are not:
 //! `BENCH_PROFILE=update-range valgrind --tool=callgrind --toggle-collect='*profiled_run*'
 //! target/release/deps/workloads-<hash>` (the binary `cargo bench --no-run` names).
@@ -938,14 +939,19 @@ fn profiled_run(w: &Workload, db: &mut dyn Engine, ctx: &Ctx) -> R<Vec<Value>> {
     (w.run)(db, ctx)
 }
 
-/// `BENCH_PROFILE`: one run of the workload `name` on cairn in memory.
+/// `BENCH_PROFILE`: one run of the workload `name` on cairn in memory, or in a file when
+/// `BENCH_PROFILE_MODE=file`.
 fn profile(name: &str, ctx: &Ctx) {
     let all = workloads();
     let Some(w) = all.iter().find(|w| w.name == name) else {
         eprintln!("no workload is named {name:?}");
         return;
     };
-    let (mut db, _) = open(Kind::Cairn, Mode::Memory, "profile");
+    let mode = match std::env::var("BENCH_PROFILE_MODE").as_deref() {
+        Ok("file") => Mode::File,
+        _ => Mode::Memory,
+    };
+    let (mut db, files) = open(Kind::Cairn, mode, "profile");
     let result = (|| {
         (w.setup)(db.as_mut(), ctx)?;
         let t = Instant::now();
@@ -963,6 +969,9 @@ fn profile(name: &str, ctx: &Ctx) {
         Err(e) => eprintln!("{name}: {}", e.msg),
     }
     db.close();
+    for f in files {
+        let _ = std::fs::remove_file(f);
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

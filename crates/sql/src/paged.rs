@@ -92,6 +92,34 @@ fn name(tree: TreeId) -> String {
     tree.to_string()
 }
 
+/// A tree's store name in decimal, on the stack: a write transaction opens its trees by name
+/// every time, and a one-row commit would otherwise allocate the string for that alone.
+struct Name {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Name {
+    fn of(mut tree: TreeId) -> Name {
+        let mut n = Name {
+            buf: [0; 20],
+            start: 20,
+        };
+        loop {
+            n.start -= 1;
+            n.buf[n.start] = b'0' + (tree % 10) as u8;
+            tree /= 10;
+            if tree == 0 {
+                return n;
+            }
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[self.start..]).expect("invariant: ASCII digits")
+    }
+}
+
 impl<F: BlockFile + 'static> Paged<F> {
     /// Opens the database in `file`, creating it when the file is empty.
     pub fn open(file: F, opts: Options) -> Result<Self> {
@@ -155,7 +183,7 @@ impl<F: BlockFile + 'static> Paged<F> {
             .borrow_mut()
             .as_mut()
             .ok_or_else(|| Error::Transaction("no transaction is open".into()))?
-            .open_tree(&name(tree))?;
+            .open_tree(Name::of(tree).as_str())?;
         self.trees.borrow_mut().insert(tree, t);
         Ok(t)
     }
@@ -188,7 +216,7 @@ impl<F: BlockFile + 'static> Paged<F> {
         let t = match trees.get(&tree) {
             Some(t) => *t,
             None => {
-                let t = rtx.open_tree(&name(tree))?;
+                let t = rtx.open_tree(Name::of(tree).as_str())?;
                 trees.insert(tree, t);
                 t
             }
@@ -333,7 +361,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             tx.drop_tree(&name(tree))?;
         }
         self.end_tx();
-        if let Err(e) = tx.commit() {
+        if let Err(e) = tx.commit_txn() {
             self.reopen()?;
             return Err(e.into());
         }
@@ -687,5 +715,27 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
                 Ok(None)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_name_is_the_decimal_name() {
+        for t in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12_345,
+            u64::from(u32::MAX) + 1,
+            u64::MAX,
+        ] {
+            assert_eq!(Name::of(t).as_str(), name(t));
+        }
     }
 }

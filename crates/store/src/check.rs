@@ -125,7 +125,7 @@ impl<F: BlockFile> Checker<'_, F> {
         }
     }
 
-    fn read(&mut self, id: u32) -> Option<Vec<u8>> {
+    fn read(&mut self, id: u32) -> Option<crate::pager::Page> {
         match self.sh.pager.read_uncached(id) {
             Ok(p) => Some(p),
             Err(Error::Corrupt(m)) => {

@@ -28,11 +28,14 @@
 //!    (`catalog_put`), the free tree brought up to date until it stops changing itself
 //!    (`free_delta_in_leaf` while it is one leaf), `write_dirty` (one write call per run of
 //!    adjacent pages), then `encode_superblock_into` the slot that is not the last durable one,
-//!    then one flush (`Durability::Full`).
+//!    then one flush (`Durability::Full`). Over a volatile file (memory) `write_dirty` only
+//!    hands the pages to the cache unwritten and no superblock is written: `Shared::write_back`
+//!    writes both, with their checksums, when [`Db::into_file`] hands the file back.
 //! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
 //!    catalog root.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
@@ -107,18 +110,24 @@ pub struct TreeInfo {
 
 impl TreeInfo {
     pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode_into(&mut v);
+        v
+    }
+
+    /// [`TreeInfo::encode`] into `v` (emptied first).
+    pub(crate) fn encode_into(&self, v: &mut Vec<u8>) {
         let (k, t) = match &self.kind {
             TreeKind::Table => (0u8, &[][..]),
             TreeKind::Index { table } => (1u8, table.as_bytes()),
         };
-        let mut v = Vec::with_capacity(15 + t.len() + self.meta.len());
+        v.clear();
         v.extend_from_slice(&self.root.to_le_bytes());
         v.extend_from_slice(&self.len.to_le_bytes());
         v.push(k);
         v.extend_from_slice(&(t.len() as u16).to_le_bytes());
         v.extend_from_slice(t);
         v.extend_from_slice(&self.meta);
-        v
     }
 
     pub(crate) fn decode(name: &[u8], v: &[u8]) -> Result<TreeInfo> {
@@ -240,6 +249,14 @@ pub(crate) struct Shared<F> {
     /// its table's tree every time). Valid only while the state is that commit's and the
     /// catalog is untouched: any catalog write copies its root, which is then another page.
     committed_trees: Option<CommittedTrees>,
+    /// A volatile file's superblocks are older than the last commit (see `write_back`).
+    sb_unwritten: bool,
+    /// Commit's buffers kept from one commit to the next: a catalog entry, the free-tree delta.
+    entry: Vec<u8>,
+    delta: Vec<(u32, bool)>,
+    /// The page list of the last commit whose freed pages were released, for the next
+    /// commit's `W::freed`.
+    freed: Vec<u32>,
 }
 
 struct CommittedTrees {
@@ -255,13 +272,19 @@ struct Spare {
     owned: IdMap<()>,
     delta: IdMap<bool>,
     names: FastMap<String, usize>,
+    trees: Vec<TreeSlot>,
+    last_leaf: btree::LastLeaf,
 }
 
 impl Spare {
     /// Keeps `w`'s maps, emptied, unless a big transaction grew them (they would hold that
     /// memory for as long as the database is open).
     fn keep(w: &mut W) -> Option<Spare> {
-        if w.dirty.capacity() > 1024 || w.owned.capacity() > 1024 || w.delta.capacity() > 1024 {
+        if w.dirty.capacity() > 1024
+            || w.owned.capacity() > 1024
+            || w.delta.capacity() > 1024
+            || w.trees.capacity() > 1024
+        {
             return None;
         }
         let mut s = Spare {
@@ -269,11 +292,15 @@ impl Spare {
             owned: std::mem::take(&mut w.owned),
             delta: std::mem::take(&mut w.delta),
             names: std::mem::take(&mut w.names),
+            trees: std::mem::take(&mut w.trees),
+            last_leaf: std::mem::take(&mut w.last_leaf),
         };
         s.dirty.clear();
         s.owned.clear();
         s.delta.clear();
         s.names.clear();
+        s.trees.clear();
+        s.last_leaf.forget();
         Some(s)
     }
 }
@@ -326,29 +353,28 @@ impl<F: BlockFile> Pages for Shared<F> {
             .w
             .as_mut()
             .expect("invariant: page_mut only inside a write transaction");
-        if !w.dirty.contains_key(&id) {
-            if !w.owned.contains_key(&id) {
-                return Err(Error::Corrupt(format!(
-                    "page {id} changed without being copied first"
-                )));
+        let p = match w.dirty.entry(id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                if !w.owned.contains_key(&id) {
+                    return Err(Error::Corrupt(format!(
+                        "page {id} changed without being copied first"
+                    )));
+                }
+                // A page spilled earlier in this transaction: from the cache if it is still
+                // there.
+                e.insert(match self.pager.take(id) {
+                    Some(p) => p,
+                    None => self.pager.read_uncached(id)?,
+                })
             }
-            // A page spilled earlier in this transaction: from the cache if it is still there.
-            let p = match self.pager.take(id) {
-                Some(p) => p,
-                None => Rc::new(self.pager.read_uncached(id)?),
-            };
-            let w = self.w.as_mut().expect("invariant: write transaction open");
-            w.dirty.insert(id, p);
-        }
-        let w = self.w.as_mut().expect("invariant: write transaction open");
+        };
         w.seq += 1;
-        let p = w.dirty.get_mut(&id).expect("invariant: just inserted");
         Ok(Rc::make_mut(p))
     }
 
     fn alloc(&mut self) -> Result<u32> {
-        let ps = self.pager.page_size;
-        self.alloc_holding(vec![0u8; ps])
+        self.alloc_holding(None)
     }
 
     fn alloc_copy(&mut self, content: &[u8]) -> Result<u32> {
@@ -357,7 +383,7 @@ impl<F: BlockFile> Pages for Shared<F> {
             self.pager.page_size,
             "a page copy is one page"
         );
-        self.alloc_holding(content.to_vec())
+        self.alloc_holding(Some(content))
     }
 
     fn free(&mut self, id: u32) -> Result<()> {
@@ -368,7 +394,9 @@ impl<F: BlockFile> Pages for Shared<F> {
         w.seq += 1;
         w.last_leaf.forget();
         if w.owned.remove(&id).is_some() {
-            w.dirty.remove(&id);
+            if let Some(p) = w.dirty.remove(&id) {
+                self.pager.keep_spare(p);
+            }
             self.unflushed.remove(&id);
             self.pager.forget(id);
             delta_set(&mut w.delta, id, true);
@@ -377,20 +405,23 @@ impl<F: BlockFile> Pages for Shared<F> {
                 .expect("invariant: free set loaded")
                 .insert(id);
         } else {
-            if w.delta.contains_key(&id) {
-                return Err(page::corrupt(id, "freed twice"));
+            match w.delta.entry(id) {
+                Entry::Occupied(_) => return Err(page::corrupt(id, "freed twice")),
+                Entry::Vacant(e) => {
+                    e.insert(true);
+                }
             }
             w.freed.push(id);
-            w.delta.insert(id, true);
         }
         Ok(())
     }
 }
 
 impl<F: BlockFile> Shared<F> {
-    /// A fresh owned page holding `page` (zeroes, or a copy of the page it replaces: the copy
-    /// goes straight in, not over a zeroed page).
-    fn alloc_holding(&mut self, page: Vec<u8>) -> Result<u32> {
+    /// A fresh owned page holding `content` (a copy of the page it replaces: straight in, not
+    /// over a zeroed page), or zeroes. In a page the cache let go of when there is one
+    /// (`Pager::spare_page`), so a small commit allocates none.
+    fn alloc_holding(&mut self, content: Option<&[u8]>) -> Result<u32> {
         let w = self
             .w
             .as_mut()
@@ -415,19 +446,71 @@ impl<F: BlockFile> Shared<F> {
             }
         };
         w.owned.insert(id, ());
-        w.dirty.insert(id, Rc::new(page));
+        let page = match self.pager.spare_page() {
+            Some(mut p) => {
+                let b = Rc::get_mut(&mut p).expect("invariant: nothing else holds a spare page");
+                match content {
+                    Some(c) => b.copy_from_slice(c),
+                    None => b.fill(0),
+                }
+                p
+            }
+            None => Rc::new(match content {
+                Some(c) => c.to_vec(),
+                None => vec![0u8; self.pager.page_size],
+            }),
+        };
+        w.dirty.insert(id, page);
         Ok(id)
+    }
+}
+
+/// [`page::search`] for page number `id` in a free-tree node, whose keys are page numbers in
+/// big-endian order: a byte-string comparison is a number comparison, done as one.
+fn search_id(pg: &[u8], id: u32) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0, page::count(pg));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let Ok(k) = <[u8; 4]>::try_from(page::key(pg, mid)) else {
+            // Not a page number (a damaged tree): the byte-string search says where it goes.
+            return page::search(pg, &id.to_be_bytes());
+        };
+        match u32::from_be_bytes(k).cmp(&id) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
+/// Sorts a free-tree delta by page (each page is in it once). A small commit's delta is a
+/// handful of pages, which an insertion sort orders in fewer comparisons than the heapsort of
+/// `crate::sort`; a long one takes that.
+fn sort_delta(delta: &mut [(u32, bool)]) {
+    if delta.len() > 16 {
+        return crate::sort::sort_by(delta, |a, b| a.0 < b.0);
+    }
+    for i in 1..delta.len() {
+        let mut j = i;
+        while j > 0 && delta[j].0 < delta[j - 1].0 {
+            delta.swap(j, j - 1);
+            j -= 1;
+        }
     }
 }
 
 /// Records a change to the free tree; an add and a remove of the same page cancel.
 fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
-    match delta.get(&id) {
-        Some(&prev) if prev != add => {
-            delta.remove(&id);
+    match delta.entry(id) {
+        Entry::Occupied(e) if *e.get() != add => {
+            e.remove();
         }
-        _ => {
-            delta.insert(id, add);
+        Entry::Occupied(mut e) => {
+            e.insert(add);
+        }
+        Entry::Vacant(e) => {
+            e.insert(add);
         }
     }
 }
@@ -569,6 +652,10 @@ impl<F: BlockFile> Shared<F> {
             list: Vec::new(),
             spare: None,
             committed_trees: None,
+            sb_unwritten: false,
+            entry: Vec::new(),
+            delta: Vec::new(),
+            freed: Vec::new(),
         }
     }
 
@@ -608,14 +695,14 @@ impl<F: BlockFile> Shared<F> {
             base_page_count: self.state.page_count,
             dirty: spare.dirty,
             owned: spare.owned,
-            freed: Vec::new(),
+            freed: std::mem::take(&mut self.freed),
             delta: spare.delta,
-            trees: Vec::new(),
+            trees: spare.trees,
             names: spare.names,
             meta_changed: Vec::new(),
             seq: 0,
             serial: self.serial,
-            last_leaf: btree::LastLeaf::default(),
+            last_leaf: spare.last_leaf,
         });
         Ok(self.serial)
     }
@@ -628,8 +715,12 @@ impl<F: BlockFile> Shared<F> {
             if t > self.durable_txn || oldest_reader.is_some_and(|r| t > r) {
                 break;
             }
-            let (_, pages) = self.pending.pop_front().expect("invariant: front exists");
-            free.extend(pages);
+            let (_, mut pages) = self.pending.pop_front().expect("invariant: front exists");
+            free.extend(pages.iter().copied());
+            if pages.capacity() <= 1024 {
+                pages.clear();
+                self.freed = pages;
+            }
         }
     }
 
@@ -663,6 +754,16 @@ impl<F: BlockFile> Shared<F> {
     /// call costs 30-50 us on OPFS whatever its size, so runs matter more than bytes).
     fn write_dirty(&mut self) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
+        if self.pager.volatile {
+            // Into the cache, unwritten: the file gets them when they are evicted or handed
+            // back (`Pager::write_back`). In no particular order, as nothing is written.
+            let txn = w.state.txn.max(self.next_txn);
+            for (id, mut p) in w.dirty.drain() {
+                page::put_u64(Rc::make_mut(&mut p).as_mut_slice(), 8, txn);
+                self.pager.cache_put_unwritten(id, p)?;
+            }
+            return Ok(());
+        }
         let mut ids = std::mem::take(&mut self.ids);
         ids.clear();
         ids.extend(w.dirty.keys().copied());
@@ -692,7 +793,7 @@ impl<F: BlockFile> Shared<F> {
                 let sum = crate::pager::stamp(start, buf, txn);
                 self.pager.file.write(start as u64 * ps as u64, buf)?;
                 self.unflushed.insert(start, sum);
-                self.pager.cache_put(start, p);
+                self.pager.cache_put(start, p)?;
                 i += 1;
                 continue;
             }
@@ -704,7 +805,7 @@ impl<F: BlockFile> Shared<F> {
                 let sum = crate::pager::stamp(id, buf, txn);
                 run.extend_from_slice(buf);
                 self.unflushed.insert(id, sum);
-                self.pager.cache_put(id, p);
+                self.pager.cache_put(id, p)?;
             }
             self.pager.file.write(start as u64 * ps as u64, run)?;
             i = j + 1;
@@ -712,8 +813,10 @@ impl<F: BlockFile> Shared<F> {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<CommitInfo> {
-        let r = self.commit_inner();
+    /// Commits the open transaction; `CommitInfo::changed_trees` is left empty unless
+    /// `names` (a caller that ignores it saves a string copy a tree).
+    fn commit(&mut self, names: bool) -> Result<CommitInfo> {
+        let r = self.commit_inner(names);
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
             self.rollback();
@@ -721,47 +824,62 @@ impl<F: BlockFile> Shared<F> {
         r
     }
 
-    fn commit_inner(&mut self) -> Result<CommitInfo> {
+    fn commit_inner(&mut self, names: bool) -> Result<CommitInfo> {
         let txn = self.next_txn;
-        // 1. Changed trees into the catalog.
-        let w = self.w.as_mut().expect("invariant: write transaction open");
-        let changed: Vec<(String, Vec<u8>)> = w
-            .trees
-            .iter_mut()
-            .filter(|t| t.changed && !t.dropped)
-            .map(|t| {
-                t.changed = false;
-                (t.info.name.clone(), t.info.encode())
-            })
-            .collect();
         let mut info = CommitInfo {
             txn,
-            changed_trees: changed.iter().map(|(n, _)| n.clone()).collect(),
+            changed_trees: Vec::new(),
         };
-        info.changed_trees.extend(
-            w.trees
-                .iter()
-                .filter(|t| t.dropped)
-                .map(|t| t.info.name.clone()),
-        );
-        for name in std::mem::take(&mut w.meta_changed) {
-            if !info.changed_trees.contains(&name) {
-                info.changed_trees.push(name);
+        // 1. Changed trees into the catalog, each entry encoded into one buffer kept from
+        // commit to commit. The name is lent out of its slot for the catalog write (which
+        // does not look at the slots).
+        let mut entry = std::mem::take(&mut self.entry);
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        for i in 0..w.trees.len() {
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            let t = &mut w.trees[i];
+            if !t.changed || t.dropped {
+                continue;
             }
+            t.changed = false;
+            t.info.encode_into(&mut entry);
+            let name = std::mem::take(&mut t.info.name);
+            let r = self.catalog_put(name.as_bytes(), &entry);
+            if names {
+                info.changed_trees.push(name.clone());
+            }
+            let w = self.w.as_mut().expect("invariant: write transaction open");
+            w.trees[i].info.name = name;
+            r?;
         }
-        for (name, v) in changed {
-            self.catalog_put(name.as_bytes(), &v)?;
+        self.entry = entry;
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        let meta_changed = std::mem::take(&mut w.meta_changed);
+        if names {
+            info.changed_trees.extend(
+                w.trees
+                    .iter()
+                    .filter(|t| t.dropped)
+                    .map(|t| t.info.name.clone()),
+            );
+            for name in meta_changed {
+                if !info.changed_trees.contains(&name) {
+                    info.changed_trees.push(name);
+                }
+            }
         }
         // 2. The free tree, until it no longer changes itself.
         let mut rounds = 0;
+        let mut delta = std::mem::take(&mut self.delta);
         loop {
             let w = self.w.as_mut().expect("invariant: write transaction open");
-            let mut delta: Vec<(u32, bool)> = w.delta.drain().collect();
+            delta.clear();
+            delta.extend(w.delta.drain());
             if delta.is_empty() {
                 break;
             }
             // In page order, so the free tree (and so the file) comes out the same every time.
-            crate::sort::sort(&mut delta);
+            sort_delta(&mut delta);
             rounds += 1;
             if rounds > 64 {
                 return Err(Error::Corrupt("free tree update does not settle".into()));
@@ -774,7 +892,7 @@ impl<F: BlockFile> Shared<F> {
             let mut len = w.state.free_len;
             let mut path = std::mem::take(&mut self.path);
             let mut scratch = std::mem::take(&mut self.scratch);
-            for (id, add) in delta {
+            for &(id, add) in &delta {
                 let k = id.to_be_bytes();
                 let changed = if add {
                     !btree::insert(self, &mut root, &k, &[], &mut path, &mut scratch)?
@@ -799,6 +917,7 @@ impl<F: BlockFile> Shared<F> {
             w.state.free = root;
             w.state.free_len = len;
         }
+        self.delta = delta;
         // 3. Pages, then the superblock, then one flush. Pages this commit freed leave the list:
         // the new state does not need them, and once durable they may be overwritten.
         self.write_dirty()?;
@@ -817,32 +936,31 @@ impl<F: BlockFile> Shared<F> {
             self.mark_durable();
         }
         let slot = 1 - self.durable_slot;
-        let mut list = std::mem::take(&mut self.list);
-        list.clear();
-        list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
-        crate::sort::sort(&mut list);
-        let mut sb = std::mem::take(&mut self.sb);
-        encode_superblock_into(&mut sb, ps, slot, &state, &list);
-        let r = self.pager.file.write((slot * ps) as u64, &sb);
-        self.sb = sb;
-        self.last_list = list.len();
-        self.list = list;
-        r?;
+        if self.pager.volatile {
+            // Nothing reads a volatile file's superblock before it is handed back, which writes
+            // the last one (`Shared::write_back`).
+            self.sb_unwritten = true;
+        } else {
+            self.write_superblock(slot, &state)?;
+        }
         let flushed = self.opts.durability == Durability::Full;
         if flushed {
             self.pager.file.flush()?;
         }
         // The commit is now done (or, relaxed, ordered); only bookkeeping follows.
         let mut w = self.w.take().expect("invariant: write transaction open");
-        self.spare = Spare::keep(&mut w);
+        let mut infos = match self.committed_trees.take() {
+            Some(c) => c.infos,
+            None => Vec::new(),
+        };
+        infos.clear();
+        infos.extend((w.trees.drain(..)).filter(|t| !t.dropped).map(|t| t.info));
         self.committed_trees = Some(CommittedTrees {
             txn: state.txn,
             catalog: state.catalog,
-            infos: (w.trees.drain(..))
-                .filter(|t| !t.dropped)
-                .map(|t| t.info)
-                .collect(),
+            infos,
         });
+        self.spare = Spare::keep(&mut w);
         self.state = state;
         self.next_txn = txn + 1;
         self.last_slot = slot;
@@ -891,7 +1009,7 @@ impl<F: BlockFile> Shared<F> {
         cell[..2].copy_from_slice(&4u16.to_le_bytes());
         for &(id, add) in delta {
             let k = id.to_be_bytes();
-            match (page::search(pg, &k), add) {
+            match (search_id(pg, id), add) {
                 (Ok(i), false) => {
                     page::remove(pg, i);
                     len -= 1;
@@ -922,6 +1040,40 @@ impl<F: BlockFile> Shared<F> {
         w.state.free = new_root;
         w.state.free_len = len;
         Ok(true)
+    }
+
+    /// Writes `state`'s superblock, naming every page written since the last flush, into `slot`.
+    fn write_superblock(&mut self, slot: usize, state: &State) -> Result<()> {
+        let ps = self.pager.page_size;
+        let mut list = std::mem::take(&mut self.list);
+        list.clear();
+        list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
+        crate::sort::sort(&mut list);
+        let mut sb = std::mem::take(&mut self.sb);
+        encode_superblock_into(&mut sb, ps, slot, state, &list);
+        let r = self.pager.file.write((slot * ps) as u64, &sb);
+        self.sb = sb;
+        self.last_list = list.len();
+        self.list = list;
+        r
+    }
+
+    /// Brings a volatile file up to the last commit: its unwritten pages, then its superblock in
+    /// both slots (nothing to fall back to in memory, and neither slot then names a state whose
+    /// pages later commits reused).
+    fn write_back(&mut self) -> Result<()> {
+        if !self.pager.volatile {
+            return Ok(());
+        }
+        self.pager.write_back()?;
+        if self.sb_unwritten {
+            self.unflushed.clear();
+            let state = self.state;
+            self.write_superblock(0, &state)?;
+            self.write_superblock(1, &state)?;
+            self.sb_unwritten = false;
+        }
+        Ok(())
     }
 
     fn mark_durable(&mut self) {
@@ -1240,7 +1392,7 @@ impl<F: BlockFile> Db<F> {
                 // commit in the other slot names none, so the next open reads nothing but the
                 // superblocks and the catalog root.
                 sh.begin_write()?;
-                sh.commit()?;
+                sh.commit(false)?;
                 sh.flush()?;
             }
         }
@@ -1251,7 +1403,11 @@ impl<F: BlockFile> Db<F> {
     /// `BUSY` while a transaction or cursor still holds the database.
     pub fn into_file(self) -> Result<F> {
         match Rc::try_unwrap(self.shared) {
-            Ok(cell) => Ok(cell.into_inner().pager.file),
+            Ok(cell) => {
+                let mut sh = cell.into_inner();
+                sh.write_back()?;
+                Ok(sh.pager.file)
+            }
             Err(_) => Err(Error::Busy("a transaction or cursor is still open".into())),
         }
     }
@@ -1349,6 +1505,7 @@ impl<F: BlockFile> Db<F> {
         let mut sh = self.shared.borrow_mut();
         let count = sh.state.page_count.max(new_count);
         let ps = sh.pager.page_size as u64;
+        sh.pager.truncate(count);
         sh.pager.file.set_len(count as u64 * ps)?;
         sh.flush()?;
         Ok((before, count))
@@ -1978,7 +2135,15 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn commit(self) -> Result<CommitInfo> {
         let mut sh = self.shared.borrow_mut();
         sh.w(self.serial)?;
-        sh.commit()
+        sh.commit(true)
+    }
+
+    /// Commits like [`WriteTx::commit`], for a caller that has no use for the changed trees'
+    /// names: returns the transaction id only.
+    pub fn commit_txn(self) -> Result<u64> {
+        let mut sh = self.shared.borrow_mut();
+        sh.w(self.serial)?;
+        Ok(sh.commit(false)?.txn)
     }
 
     pub fn rollback(self) {

@@ -25,6 +25,14 @@ pub trait BlockFile {
     /// Releases the file. OPFS handles are exclusive, so this is what lets another Worker in.
     fn close(&mut self) -> Result<()>;
 
+    /// True when the bytes go when the process does (memory), so no crash can tear a write
+    /// and nothing reads the file but this process's store. The store then keeps committed
+    /// pages in its cache and writes them, with their checksums, and the superblock only when
+    /// it must: on eviction and when the file is handed back (`Db::into_file`).
+    fn volatile(&self) -> bool {
+        false
+    }
+
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -48,6 +56,9 @@ impl<F: BlockFile + ?Sized> BlockFile for Box<F> {
     }
     fn close(&mut self) -> Result<()> {
         (**self).close()
+    }
+    fn volatile(&self) -> bool {
+        (**self).volatile()
     }
 }
 
@@ -155,5 +166,9 @@ impl BlockFile for MemoryFile {
     fn close(&mut self) -> Result<()> {
         self.closed = true;
         Ok(())
+    }
+
+    fn volatile(&self) -> bool {
+        true
     }
 }

@@ -58,7 +58,9 @@
 //! - **Errors**: one [`Error`] enum with stable codes. A failed commit leaves the last committed
 //!   state in place and the database needing a reopen before the next write (`NEEDS_REOPEN`).
 //! - **Durability**: `Full` flushes once per commit; `Relaxed` flushes on [`Db::flush`]/`close`
-//!   and loses at most the commits since the last flush, in order.
+//!   and loses at most the commits since the last flush, in order. In memory (a volatile file)
+//!   a commit writes nothing: pages wait in the cache and reach the file, with their checksums,
+//!   on eviction or when [`Db::into_file`] hands it back.
 //! - **Open** reads the two superblocks, the pages the last commit wrote (to detect a torn
 //!   commit; at most 336 pages at 4 KiB) and the catalog root, never the rows. The free-page set
 //!   is loaded by the first write transaction (one scan of the free tree).

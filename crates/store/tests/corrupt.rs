@@ -1,6 +1,7 @@
 //! Damaged and foreign files: open refuses them with a reason, or `check()` reports the damage
 //! naming the page. Never a panic, never a silent repair.
 
+use cairn_store::fault::FaultFile;
 use cairn_store::{Db, MemoryFile, Options, TreeKind};
 
 fn opts() -> Options {
@@ -10,9 +11,11 @@ fn opts() -> Options {
     }
 }
 
-/// A small database with two trees, an overflow value and some free pages, committed twice.
+/// A small database with two trees, an overflow value and some free pages, committed twice. On
+/// a durable file, so the older slot holds the first commit to fall back to (a memory file's
+/// image holds the last state in both slots).
 fn sample() -> Vec<u8> {
-    let db = Db::create(MemoryFile::new(), opts()).unwrap();
+    let db = Db::create(FaultFile::new(), opts()).unwrap();
     let mut tx = db.begin_write().unwrap();
     let t = tx.create_tree("t", TreeKind::Table).unwrap();
     let u = tx
@@ -32,7 +35,7 @@ fn sample() -> Vec<u8> {
     }
     tx.commit().unwrap();
     assert!(db.check().unwrap().is_ok());
-    db.into_file().unwrap().into_bytes()
+    db.into_file().unwrap().durable_bytes()
 }
 
 #[test]
