@@ -17,6 +17,10 @@
 //! every sample, as each opens a new database) is then left out of the time, which a file on
 //! disk or in OPFS does not pay. A diagnostic: the results table is made without it.
 //!
+//! `--in file` runs the partial runs above on a file on disk (`StdFile`, one flush per commit:
+//! where a browser's database lives, in OPFS) instead of a memory file; the full run measures
+//! both, one table each.
+//!
 //! `--then-connect` also opens a sync link after each sample (`Sync::connect`: what a local
 //! write leaves for sharing, its records hashed, merged, sealed into a signed block and saved)
 //! and reports its time; count it with `--toggle-collect='replicated::connect'`.
@@ -24,23 +28,34 @@
 use cairn_replicated::Sync;
 use cairn_sql::paged::Paged;
 use cairn_sql::{Database, Value};
-use cairn_store::{Durability, MemoryFile, Options};
+use cairn_store::{Durability, MemoryFile, Options, StdFile};
 use std::time::Instant;
 
 fn now() -> u64 {
     1_800_000_000_000
 }
 
-fn open(replicated: bool, file_room: usize) -> (Database, Sync) {
-    let store = Paged::open(
-        MemoryFile::from_bytes(Vec::with_capacity(file_room)),
-        Options {
-            durability: Durability::Full,
-            ..Options::default()
-        },
-    )
+/// Where a sample's database lives: `None` in a memory file, else in a new file at that path.
+fn open(replicated: bool, file_room: usize, path: Option<&std::path::Path>) -> (Database, Sync) {
+    let options = Options {
+        durability: Durability::Full,
+        ..Options::default()
+    };
+    let mut db = match path {
+        None => Database::open(Box::new(
+            Paged::open(
+                MemoryFile::from_bytes(Vec::with_capacity(file_room)),
+                options,
+            )
+            .unwrap(),
+        )),
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            let file = StdFile::open(path, true).unwrap();
+            Database::open(Box::new(Paged::open(file, options).unwrap()))
+        }
+    }
     .unwrap();
-    let mut db = Database::open(Box::new(store)).unwrap();
     let sync = Sync::attach(&mut db, now).unwrap();
     let tail = if replicated { " REPLICATED" } else { "" };
     db.exec_script(&format!(
@@ -135,9 +150,10 @@ fn main() {
     let file_room = flag("--file-room")
         .and_then(|s| s.parse::<usize>().ok())
         .map_or(0, |mib| mib << 20);
+    let in_file = flag("--in").is_some_and(|w| w == "file");
     let only = flag("--only");
     let side = flag("--side");
-    let partial = only.is_some() || side.is_some() || then_connect || file_room > 0;
+    let partial = only.is_some() || side.is_some() || then_connect || file_room > 0 || in_file;
     let samples = if partial && flag("--samples").is_none() {
         1
     } else {
@@ -156,64 +172,78 @@ fn main() {
     let mut out = String::from(
         "# Replicated vs plain writes (native)\n\n`cargo bench -p cairn-replicated --bench replicated`: \
          the same statements on a plain table and on a `REPLICATED` one (TEXT keys, 4 columns), \
-         paged store over a memory file, durability full; median of ",
+         paged store with durability full, over a memory file and over a file on disk (one flush \
+         per commit, as in OPFS); median of ",
     );
-    out.push_str(&format!(
-        "{samples} samples.\n\n| workload | plain ms | replicated ms | ratio |\n|---|---:|---:|---:|\n"
-    ));
-    println!(
-        "{:<66} {:>9} {:>12} {:>7}",
-        "workload", "plain ms", "replicated", "ratio"
-    );
-    for (name, f, key) in works {
-        if only.as_ref().is_some_and(|w| w != key) {
-            continue;
+    out.push_str(&format!("{samples} samples, the two sides alternating.\n"));
+    let path = std::env::temp_dir().join(format!("cairn-replicated-bench-{}", std::process::id()));
+    let places: &[(&str, bool)] = if partial {
+        &[("", in_file)]
+    } else {
+        &[("In memory", false), ("In a file", true)]
+    };
+    for &(place, on_disk) in places {
+        if !partial {
+            out.push_str(&format!(
+            "\n{place}:\n\n| workload | plain ms | replicated ms | ratio |\n|---|---:|---:|---:|\n"
+        ));
+            println!("{place}");
         }
-        let mut plain = Vec::new();
-        let mut repl = Vec::new();
-        let mut shared = Vec::new();
-        for s in 0..samples {
-            // Alternate which goes first.
-            for r in if s % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            } {
-                if side.as_ref().is_some_and(|w| (w == "replicated") != r) {
-                    continue;
-                }
-                let (mut db, sync) = open(r, file_room);
-                let t = Instant::now();
-                timed(f, &mut db, n);
-                let ms = t.elapsed().as_secs_f64() * 1e3;
-                if then_connect && r {
-                    let t = Instant::now();
-                    connect(&sync, &mut db);
-                    shared.push(t.elapsed().as_secs_f64() * 1e3);
-                }
-                if r {
-                    repl.push(ms);
+        println!(
+            "{:<66} {:>9} {:>12} {:>7}",
+            "workload", "plain ms", "replicated", "ratio"
+        );
+        for (name, f, key) in works {
+            if only.as_ref().is_some_and(|w| w != key) {
+                continue;
+            }
+            let mut plain = Vec::new();
+            let mut repl = Vec::new();
+            let mut shared = Vec::new();
+            for s in 0..samples {
+                // Alternate which goes first.
+                for r in if s % 2 == 0 {
+                    [false, true]
                 } else {
-                    plain.push(ms);
+                    [true, false]
+                } {
+                    if side.as_ref().is_some_and(|w| (w == "replicated") != r) {
+                        continue;
+                    }
+                    let (mut db, sync) = open(r, file_room, on_disk.then_some(path.as_path()));
+                    let t = Instant::now();
+                    timed(f, &mut db, n);
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    if then_connect && r {
+                        let t = Instant::now();
+                        connect(&sync, &mut db);
+                        shared.push(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                    if r {
+                        repl.push(ms);
+                    } else {
+                        plain.push(ms);
+                    }
                 }
             }
-        }
-        if partial {
-            for (what, v) in [
-                ("plain", plain),
-                ("replicated", repl),
-                ("then connect", shared),
-            ] {
-                if !v.is_empty() {
-                    println!("{name:<66} {what} {:.1} ms", median(v));
+            if partial {
+                for (what, v) in [
+                    ("plain", plain),
+                    ("replicated", repl),
+                    ("then connect", shared),
+                ] {
+                    if !v.is_empty() {
+                        println!("{name:<66} {what} {:.1} ms", median(v));
+                    }
                 }
+                continue;
             }
-            continue;
+            let (p, r) = (median(plain), median(repl));
+            println!("{name:<66} {p:>9.1} {r:>12.1} {:>6.2}x", r / p);
+            out.push_str(&format!("| {name} | {p:.1} | {r:.1} | {:.2}x |\n", r / p));
         }
-        let (p, r) = (median(plain), median(repl));
-        println!("{name:<66} {p:>9.1} {r:>12.1} {:>6.2}x", r / p);
-        out.push_str(&format!("| {name} | {p:.1} | {r:.1} | {:.2}x |\n", r / p));
     }
+    let _ = std::fs::remove_file(&path);
     if partial {
         return;
     }
