@@ -305,6 +305,14 @@ impl Spare {
     }
 }
 
+/// What [`Shared::catalog_rewrite_meta`] did.
+enum MetaRewrite {
+    Done,
+    Missing,
+    /// Nothing: the general path (a get and a put of the entry) is to be taken.
+    Fallback,
+}
+
 impl<F: BlockFile> Pages for Shared<F> {
     fn page_size(&self) -> usize {
         self.pager.page_size
@@ -1108,6 +1116,141 @@ impl<F: BlockFile> Shared<F> {
         Ok(())
     }
 
+    /// Replaces the caller bytes of catalog entry `name` with `meta` within the leaf that holds
+    /// the entry, first making the leaf and the branches above it the transaction's if they
+    /// are not: what [`Shared::catalog_put`] does with the entry's other fields kept, without
+    /// reading the entry out, building its new value apart and inserting it as a new cell.
+    /// A caller that sets the bytes on every commit pays for a copy of its bytes into the page.
+    /// [`MetaRewrite::Fallback`] when the entry is not inline in its leaf, or its new value does
+    /// not fit there, or would leave the leaf underfull (a rebalance needs the general path);
+    /// the pages made the transaction's are then as the general path would make them.
+    fn catalog_rewrite_meta(&mut self, name: &[u8], meta: &[u8]) -> Result<MetaRewrite> {
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let mut root = w.state.catalog;
+        if root == 0 {
+            return Ok(MetaRewrite::Missing);
+        }
+        let quarter = page::capacity(self.page_size()) / 4;
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        let r = self.catalog_rewrite_in(&mut root, &mut path, name, meta, quarter);
+        self.path = path;
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.state.catalog = root;
+        r
+    }
+
+    fn catalog_rewrite_in(
+        &mut self,
+        root: &mut u32,
+        path: &mut Vec<(u32, usize)>,
+        name: &[u8],
+        meta: &[u8],
+        quarter: usize,
+    ) -> Result<MetaRewrite> {
+        enum Step {
+            Child(usize, u32),
+            /// The entry's slot and the length of its fields before the caller's bytes.
+            Found(usize, usize),
+            Missing,
+            Fallback,
+            Bad(String),
+        }
+        let mut id = *root;
+        let (i, fields) = loop {
+            // A tree's depth bound (`btree`'s), against a cycle of pages.
+            if path.len() > 40 {
+                return Err(Error::Corrupt("the catalog is deeper than 40 pages".into()));
+            }
+            let step = self.with_page(id, |pg| match page::kind(pg) {
+                page::KIND_BRANCH => {
+                    let idx = page::child_index(pg, name);
+                    Step::Child(idx, page::child(pg, idx))
+                }
+                page::KIND_LEAF => match page::search(pg, name) {
+                    Ok(i) => match page::leaf_value(pg, i) {
+                        page::LeafValue::Inline(v) => {
+                            // The entry's fields before the caller's bytes (`TreeInfo::encode`).
+                            if v.len() < 15 || v.len() < 15 + page::get_u16(v, 13) {
+                                return Step::Bad(format!(
+                                    "catalog entry {:?} is malformed",
+                                    String::from_utf8_lossy(name)
+                                ));
+                            }
+                            let fields = 15 + page::get_u16(v, 13);
+                            let new = fields + meta.len();
+                            if new < v.len() && page::used(pg) - (v.len() - new) < quarter {
+                                Step::Fallback
+                            } else {
+                                Step::Found(i, fields)
+                            }
+                        }
+                        page::LeafValue::Overflow(..) => Step::Fallback,
+                    },
+                    Err(_) => Step::Missing,
+                },
+                k => Step::Bad(format!("page {id}: page kind {k} inside the catalog")),
+            })?;
+            match step {
+                Step::Child(idx, c) => {
+                    path.push((id, idx));
+                    id = c;
+                }
+                Step::Found(i, fields) => break (i, fields),
+                Step::Missing => return Ok(MetaRewrite::Missing),
+                Step::Fallback => return Ok(MetaRewrite::Fallback),
+                Step::Bad(e) => return Err(Error::Corrupt(e)),
+            }
+        };
+        // An owned leaf's path is owned (its parent was changed to point at it); else the
+        // pages are copied from the root down, each parent pointed at its child's copy.
+        let leaf = if self.is_owned(id) {
+            id
+        } else {
+            let mut parent: Option<(u32, usize)> = None;
+            for j in 0..=path.len() {
+                let old = if j < path.len() { path[j].0 } else { id };
+                let new = if self.is_owned(old) {
+                    old
+                } else {
+                    let content = self.read(old)?;
+                    let new = self.alloc_copy(&content)?;
+                    self.free(old)?;
+                    new
+                };
+                match parent {
+                    None => *root = new,
+                    Some((b, idx)) if new != old => page::set_child(self.page_mut(b)?, idx, new),
+                    Some(_) => {}
+                }
+                if j < path.len() {
+                    parent = Some((new, path[j].1));
+                }
+                if j == path.len() {
+                    id = new;
+                }
+            }
+            id
+        };
+        let mut v = std::mem::take(&mut self.scratch);
+        v.clear();
+        let pg = self.page_mut(leaf)?;
+        match page::leaf_value(pg, i) {
+            page::LeafValue::Inline(old) => v.extend_from_slice(&old[..fields]),
+            page::LeafValue::Overflow(..) => {
+                unreachable!("invariant: the copy holds what was read")
+            }
+        }
+        v.extend_from_slice(meta);
+        let done = page::rewrite_value(pg, i, &v);
+        self.scratch = v;
+        Ok(if done {
+            MetaRewrite::Done
+        } else {
+            MetaRewrite::Fallback
+        })
+    }
+
     fn catalog_remove(&mut self, name: &[u8]) -> Result<bool> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut root = w.state.catalog;
@@ -1823,9 +1966,10 @@ impl<F: BlockFile> WriteTx<F> {
         Ok(())
     }
 
-    /// [`WriteTx::set_meta`] for the tree named `name`, without opening it: the catalog entry
-    /// is read, its caller bytes replaced and put back at once, with no handle registered and
-    /// no [`TreeInfo`] decoded (its name, its bytes copied). For a caller that replaces a
+    /// [`WriteTx::set_meta`] for the tree named `name`, without opening it: the catalog entry's
+    /// caller bytes are replaced at once, within its leaf when they fit there (else the entry is
+    /// read and put back), with no handle registered and no [`TreeInfo`] decoded (its name, its
+    /// bytes copied). For a caller that replaces a
     /// tree's bytes on every commit and seldom touches the tree otherwise. A tree opened in
     /// this transaction takes the `set_meta` path; one opened after sees the new bytes.
     pub fn set_meta_of(&mut self, name: &str, meta: &[u8]) -> Result<()> {
@@ -1841,6 +1985,18 @@ impl<F: BlockFile> WriteTx<F> {
             s.changed = true;
             return Ok(());
         }
+        match sh.catalog_rewrite_meta(name.as_bytes(), meta)? {
+            MetaRewrite::Done => {
+                let w = sh.w(self.serial)?;
+                if !w.meta_changed.iter().any(|n| n == name) {
+                    w.meta_changed.push(name.to_string());
+                }
+                return Ok(());
+            }
+            MetaRewrite::Missing => return Err(Error::NotFound(format!("tree {name:?}"))),
+            MetaRewrite::Fallback => {}
+        }
+        let w = sh.w(self.serial)?;
         let catalog = w.state.catalog;
         // Room for the entry's fields too, so that replacing the bytes does not reallocate.
         let mut v = Vec::with_capacity(64 + meta.len());

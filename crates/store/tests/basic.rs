@@ -509,6 +509,63 @@ fn set_meta_of_changes_a_tree_it_does_not_open() {
     db.check().unwrap();
 }
 
+/// `set_meta_of` rewrites an entry within its catalog leaf when it can (the leaf copied first
+/// when the transaction does not own it, or already owned from an earlier write) and goes the
+/// general way when it cannot (bytes too long to stay in the leaf, or so much shorter that the
+/// leaf would be underfull): over a catalog of small pages with branches, every tree keeps the
+/// bytes last set, through commits, a rollback and a reopen, and the store stays whole.
+#[test]
+fn set_meta_of_in_and_out_of_the_catalog_leaf_keeps_every_tree_s_bytes() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("tree{i:03}")).collect();
+    let mut tx = db.begin_write().unwrap();
+    for n in &names {
+        tx.create_tree(n, TreeKind::Table).unwrap();
+    }
+    tx.commit().unwrap();
+    let mut model: Vec<Vec<u8>> = vec![Vec::new(); names.len()];
+    let lens = [0usize, 7, 30, 90, 31, 2, 120, 400, 3, 60, 0, 200, 9];
+    for round in 0..24usize {
+        let mut tx = db.begin_write().unwrap();
+        let mut next = model.clone();
+        // Several trees a transaction, one of them twice (its leaf is then owned).
+        for j in 0..5 {
+            let t = (round * 7 + j * 11) % names.len();
+            for again in 0..1 + (j == 0) as usize {
+                let len = lens[(round + j * 3 + again) % lens.len()];
+                let bytes: Vec<u8> = (0..len).map(|b| (b + round + t) as u8).collect();
+                tx.set_meta_of(&names[t], &bytes).unwrap();
+                next[t] = bytes;
+            }
+        }
+        for (t, n) in names.iter().enumerate() {
+            let h = tx.open_tree(n).unwrap();
+            assert_eq!(
+                tx.tree_info(h).unwrap().meta,
+                next[t],
+                "{n} in round {round}"
+            );
+        }
+        if round % 5 == 4 {
+            tx.rollback();
+        } else {
+            tx.commit().unwrap();
+            model = next;
+        }
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "round {round}: {rep}");
+    }
+    let db = Db::open(db.into_file().unwrap(), small()).unwrap();
+    let rtx = db.begin_read().unwrap();
+    for (t, n) in names.iter().enumerate() {
+        let info = rtx.tree_info(rtx.open_tree(n).unwrap()).unwrap();
+        assert_eq!(info.meta, model[t], "{n} after reopening");
+    }
+    drop(rtx);
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
+
 /// `replace` hands back what it replaced (inline and overflow values), says "nothing" for a
 /// new key, and leaves the tree as `insert` would.
 #[test]
