@@ -901,6 +901,9 @@ pub(crate) fn update_each<P: Pages>(
     // goes through the path.
     let mut walk = Walk::new();
     let mut walk_ok = false;
+    // The leaf last changed where it is, known to be owned: its next entries skip the
+    // ownership look-up. Forgotten at a write through the path, which may free pages.
+    let mut owned = None;
     // The leaf being walked, held from entry to entry while nothing writes it (one look-up a
     // leaf, not one an entry), and let go before any write (a held page would be copied).
     let mut held: Option<(u32, Page)> = None;
@@ -951,8 +954,9 @@ pub(crate) fn update_each<P: Pages>(
                 && room.is_some_and(|(old, used, klen)| {
                     used - (page::CELL_HDR + klen + old + 2) >= quarter
                 })
-                && p.is_owned(leaf);
+                && (owned == Some(leaf) || p.is_owned(leaf));
             if direct {
+                owned = Some(leaf);
                 if i + 1 == n && !walk_ok {
                     copy_key(p, leaf, i, key)?;
                     have_key = true;
@@ -963,6 +967,7 @@ pub(crate) fn update_each<P: Pages>(
                 copy_key(p, leaf, i, key)?;
                 have_key = true;
                 walk_ok = false;
+                owned = None;
                 let mut gone = false;
                 remove_keeping(p, root, key, path, None, &mut gone)?;
                 if !gone {
@@ -983,15 +988,18 @@ pub(crate) fn update_each<P: Pages>(
             let direct = match room {
                 Some((old, used, _)) => {
                     (out.len() >= old || used - (old - out.len()) >= quarter)
-                        && p.is_owned(leaf)
+                        && (owned == Some(leaf) || p.is_owned(leaf))
                         && page::rewrite_value(p.page_mut(leaf)?, i, out)
                 }
                 None => false,
             };
-            if !direct {
+            if direct {
+                owned = Some(leaf);
+            } else {
                 copy_key(p, leaf, i, key)?;
                 have_key = true;
                 walk_ok = false;
+                owned = None;
                 insert_keeping(p, root, key, out, path, scratch, None)?;
                 // Pages moved, or the leaf was copied: go on from the leaf that now holds the
                 // key (the copy, when nothing else moved; found again otherwise).
