@@ -648,15 +648,24 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
     }
 
     fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        // Through `load_rows`: one instance of the store's bulk build for both.
+        self.load_rows(tree, &mut keys.map(|k| (k, &[][..])))
+    }
+
+    fn load_rows(
+        &mut self,
+        tree: TreeId,
+        rows: &mut dyn Iterator<Item = (&[u8], &[u8])>,
+    ) -> Result<()> {
         let t = self.write_tree(tree)?;
-        // Under a savepoint each key needs its undo entry: insert them one by one there.
+        // Under a savepoint each row needs its undo entry: insert them one by one there.
         if self.logging() || self.tx_mut()?.len(t)? != 0 {
-            for k in keys {
-                self.put(tree, k, &[])?;
+            for (k, v) in rows {
+                self.put(tree, k, v)?;
             }
             return Ok(());
         }
-        self.tx_mut()?.bulk_load(t, keys.map(|k| (k, [0u8; 0])))?;
+        self.tx_mut()?.bulk_load(t, rows)?;
         Ok(())
     }
 

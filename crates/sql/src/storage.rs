@@ -172,6 +172,18 @@ pub trait Storage {
         }
         Ok(())
     }
+    /// Fills the empty `tree` with `rows`, keys strictly ascending: a copy of a table into an
+    /// empty one. A store may build the tree bottom-up, as for `load_keys`.
+    fn load_rows(
+        &mut self,
+        tree: TreeId,
+        rows: &mut dyn Iterator<Item = (&[u8], &[u8])>,
+    ) -> Result<()> {
+        for (k, v) in rows {
+            self.put(tree, k, v)?;
+        }
+        Ok(())
+    }
     /// Deletes `key`; returns whether it was there.
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool>;
     /// Entries with keys within the bounds, ascending, or descending when `reverse`.

@@ -764,6 +764,110 @@ fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Se
     Err(too_deep(root))
 }
 
+/// The branches a walk descended through and the child it took in each, root first: the
+/// next leaf is found from them (up to the first branch with a child to the right, then down
+/// its leftmost children) instead of by a descent from the root for the leaf's last key.
+/// Valid only while no branch on it changes: a write that goes through the tree's path (a
+/// copy, a split, a merge) leaves it stale.
+struct Walk {
+    at: [(u32, u32); MAX_DEPTH],
+    len: usize,
+}
+
+impl Walk {
+    fn new() -> Self {
+        Walk {
+            at: [(0, 0); MAX_DEPTH],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, root: u32, branch: u32, idx: usize) -> Result<()> {
+        if self.len == MAX_DEPTH {
+            return Err(too_deep(root));
+        }
+        self.at[self.len] = (branch, idx as u32);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Descends from `root` to the first entry at or after `from`, recording the branches.
+    fn seek<P: Pages>(
+        &mut self,
+        p: &mut P,
+        root: u32,
+        from: Bound<&[u8]>,
+    ) -> Result<Option<(u32, usize)>> {
+        self.len = 0;
+        if root == 0 {
+            return Ok(None);
+        }
+        let mut id = root;
+        loop {
+            let step = p.with_page(id, |pg| match page::kind(pg) {
+                KIND_BRANCH => {
+                    let idx = match from {
+                        Bound::Included(k) | Bound::Excluded(k) => page::child_index(pg, k),
+                        Bound::Unbounded => 0,
+                    };
+                    Ok(Err((page::child(pg, idx), idx)))
+                }
+                KIND_LEAF => {
+                    let i = match from {
+                        Bound::Included(k) => page::search(pg, k).unwrap_or_else(|i| i),
+                        Bound::Excluded(k) => match page::search(pg, k) {
+                            Ok(i) => i + 1,
+                            Err(i) => i,
+                        },
+                        Bound::Unbounded => 0,
+                    };
+                    Ok(Ok((i < page::count(pg)).then_some(i)))
+                }
+                k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+            })??;
+            match step {
+                Err((child, idx)) => {
+                    self.push(root, id, idx)?;
+                    id = child;
+                }
+                Ok(Some(i)) => return Ok(Some((id, i))),
+                // Past the leaf's last key: the next leaf's first entry is the one.
+                Ok(None) => return self.next_leaf(p, root),
+            }
+        }
+    }
+
+    /// The first entry of the leaf after the one the walk leads to; None past the tree's end.
+    fn next_leaf<P: Pages>(&mut self, p: &mut P, root: u32) -> Result<Option<(u32, usize)>> {
+        while self.len > 0 {
+            self.len -= 1;
+            let (b, idx) = self.at[self.len];
+            let idx = idx as usize;
+            let right = p.with_page(b, |pg| {
+                (idx < page::count(pg)).then(|| page::child(pg, idx + 1))
+            })?;
+            let Some(mut id) = right else { continue };
+            self.push(root, b, idx + 1)?;
+            loop {
+                let step = p.with_page(id, |pg| match page::kind(pg) {
+                    KIND_BRANCH => Ok(Some(page::child(pg, 0))),
+                    KIND_LEAF if page::count(pg) > 0 => Ok(None),
+                    KIND_LEAF => Err(page::corrupt(id, "an empty leaf inside a tree")),
+                    k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+                })??;
+                match step {
+                    Some(child) => {
+                        self.push(root, id, 0)?;
+                        id = child;
+                    }
+                    None => return Ok(Some((id, 0))),
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Rewrites or removes, in key order, the entries within `lower..upper` that `f` picks:
 /// `f(key, value, out)` returns `Each::Write` with the new value in `out`, `Each::Remove`, or
 /// `Each::Keep` to leave the entry as it is. A leaf is copied only when an entry in it
@@ -793,6 +897,13 @@ pub(crate) fn update_each<P: Pages>(
     let mut changed = 0;
     let quarter = page::capacity(p.page_size()) / 4;
     let mut at = seek_slot(p, *root, lower)?;
+    // Set once a descent has recorded the path to the walked leaf, and unset by a write that
+    // goes through the path.
+    let mut walk = Walk::new();
+    let mut walk_ok = false;
+    // The leaf last changed where it is, known to be owned: its next entries skip the
+    // ownership look-up. Forgotten at a write through the path, which may free pages.
+    let mut owned = None;
     // The leaf being walked, held from entry to entry while nothing writes it (one look-up a
     // leaf, not one an entry), and let go before any write (a held page would be copied).
     let mut held: Option<(u32, Page)> = None;
@@ -843,9 +954,10 @@ pub(crate) fn update_each<P: Pages>(
                 && room.is_some_and(|(old, used, klen)| {
                     used - (page::CELL_HDR + klen + old + 2) >= quarter
                 })
-                && p.is_owned(leaf);
+                && (owned == Some(leaf) || p.is_owned(leaf));
             if direct {
-                if i + 1 == n {
+                owned = Some(leaf);
+                if i + 1 == n && !walk_ok {
                     copy_key(p, leaf, i, key)?;
                     have_key = true;
                 }
@@ -854,6 +966,8 @@ pub(crate) fn update_each<P: Pages>(
             } else {
                 copy_key(p, leaf, i, key)?;
                 have_key = true;
+                walk_ok = false;
+                owned = None;
                 let mut gone = false;
                 remove_keeping(p, root, key, path, None, &mut gone)?;
                 if !gone {
@@ -874,14 +988,18 @@ pub(crate) fn update_each<P: Pages>(
             let direct = match room {
                 Some((old, used, _)) => {
                     (out.len() >= old || used - (old - out.len()) >= quarter)
-                        && p.is_owned(leaf)
+                        && (owned == Some(leaf) || p.is_owned(leaf))
                         && page::rewrite_value(p.page_mut(leaf)?, i, out)
                 }
                 None => false,
             };
-            if !direct {
+            if direct {
+                owned = Some(leaf);
+            } else {
                 copy_key(p, leaf, i, key)?;
                 have_key = true;
+                walk_ok = false;
+                owned = None;
                 insert_keeping(p, root, key, out, path, scratch, None)?;
                 // Pages moved, or the leaf was copied: go on from the leaf that now holds the
                 // key (the copy, when nothing else moved; found again otherwise).
@@ -905,11 +1023,13 @@ pub(crate) fn update_each<P: Pages>(
         }
         at = match next {
             Some(x) => Some(x),
+            None if walk_ok => walk.next_leaf(p, *root)?,
             None => {
                 if !have_key {
                     copy_key(p, leaf, i, key)?;
                 }
-                seek_slot(p, *root, Bound::Excluded(key))?
+                walk_ok = true;
+                walk.seek(p, *root, Bound::Excluded(key))?
             }
         };
     }

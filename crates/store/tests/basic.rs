@@ -1148,3 +1148,99 @@ fn a_memory_database_handed_back_opens_whole() {
     assert_eq!(db.txn(), txn);
     assert!(db.check().unwrap().is_ok());
 }
+
+/// Several `update_each` walks in one transaction over a deep tree (small pages), so that
+/// after the first the leaves are owned and most changes are made where the entries are: the
+/// walk then goes from leaf to leaf through the branches it descended by. Each walk must
+/// visit exactly the model's entries in its range, in order, whatever the writes before it
+/// (values shrunk in place, grown until leaves split, a leaf's last entry removed, runs of
+/// entries removed until leaves merge).
+#[test]
+fn update_each_walks_owned_leaves_in_order() {
+    use std::collections::BTreeMap;
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..4000u32 {
+        let v = format!("value {i} ----").into_bytes();
+        tx.insert(t, &k(i), &v).unwrap();
+        model.insert(k(i), v);
+    }
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for pass in 0..12u32 {
+        let (lb, ub) = match pass % 3 {
+            0 => (Bound::Unbounded, Bound::Unbounded),
+            1 => (
+                Bound::Included(k(pass * 211 % 3000)),
+                Bound::Excluded(k(pass * 211 % 3000 + 900)),
+            ),
+            _ => (Bound::Excluded(k(pass * 97 % 2000)), Bound::Unbounded),
+        };
+        let new = |key: &[u8], v: &[u8]| -> Option<Option<Vec<u8>>> {
+            let h = key.iter().map(|&b| b as u32).sum::<u32>() * 7 + pass;
+            match (pass, h % 11) {
+                // Every entry rewritten, the same length: each leaf becomes owned.
+                (0, _) => Some(Some(v.iter().map(|b| b ^ 1).collect())),
+                (_, 0) => Some(None),
+                (_, 1) if pass % 4 == 1 => Some(Some(v.repeat(2))),
+                (_, 2) => Some(Some(v[..v.len() - 1].to_vec())),
+                // Runs of removals: leaves go underfull and merge.
+                (p, _) if p % 5 == 3 && h % 3 != 0 => Some(None),
+                _ => None,
+            }
+        };
+        let expect: Vec<Vec<u8>> = model
+            .range::<Vec<u8>, _>((lb.clone(), ub.clone()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut seen = Vec::new();
+        let mut f = |key: &[u8], v: &[u8], out: &mut Vec<u8>| {
+            seen.push(key.to_vec());
+            assert_eq!(
+                Some(&v.to_vec()),
+                model.get(key),
+                "pass {pass}: the value f is given"
+            );
+            Ok(match new(key, v) {
+                Some(Some(n)) => {
+                    out.extend_from_slice(&n);
+                    Each::Write
+                }
+                Some(None) => Each::Remove,
+                None => Each::Keep,
+            })
+        };
+        tx.update_each(t, as_ref(&lb), as_ref(&ub), &mut f, None)
+            .unwrap();
+        assert_eq!(seen, expect, "pass {pass}: entries visited, in order");
+        for key in expect {
+            let v = model.get(&key).unwrap().clone();
+            match new(&key, &v) {
+                Some(Some(x)) => {
+                    model.insert(key, x);
+                }
+                Some(None) => {
+                    model.remove(&key);
+                }
+                None => {}
+            }
+        }
+        assert_eq!(tx.len(t).unwrap(), model.len() as u64, "pass {pass}");
+    }
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let all: BTreeMap<Vec<u8>, Vec<u8>> = r
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(all, model);
+}

@@ -1,0 +1,62 @@
+-- UPDATE and DELETE walks over many leaves: the walk goes from leaf to leaf through the
+-- branches it descended by, until a write that copies, splits or merges pages sends it back
+-- to a descent. Rows wide enough for a few dozen a page; writes that empty runs of leaves,
+-- take each leaf's last row, grow rows until leaves split, and fail part way. (A DELETE of
+-- nothing before BEGIN and COMMIT: SQLite reports the last statement's change count there.)
+CREATE TABLE lw (id INTEGER PRIMARY KEY, a INTEGER NOT NULL, b INTEGER, c TEXT);
+WITH d(x) AS (VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)) INSERT INTO lw SELECT x.x * 100 + y.x * 10 + z.x, (x.x * 37 + y.x * 11 + z.x * 7) % 50, x.x + y.x + z.x, 'row-' || x.x || y.x || z.x || '-padding-padding-padding-padding-padding-padding-padding' FROM d x, d y, d z;
+UPDATE lw SET b = b + 1;
+SELECT count(*), sum(b), sum(a) FROM lw;
+DELETE FROM lw WHERE id < 0;
+BEGIN;
+UPDATE lw SET b = b * 2 WHERE id BETWEEN 100 AND 700;
+UPDATE lw SET b = b - 1 WHERE id >= 50;
+UPDATE lw SET b = b + 3 WHERE a BETWEEN 10 AND 20;
+DELETE FROM lw WHERE id < 0;
+COMMIT;
+SELECT count(*), sum(b), min(b), max(b) FROM lw;
+SELECT id, a, b FROM lw WHERE id % 97 = 0 ORDER BY id;
+DELETE FROM lw WHERE id % 3 = 2;
+SELECT count(*), sum(b), min(id), max(id) FROM lw;
+DELETE FROM lw WHERE id < 0;
+BEGIN;
+DELETE FROM lw WHERE a BETWEEN 5 AND 9;
+UPDATE lw SET b = -b WHERE a BETWEEN 30 AND 45;
+DELETE FROM lw WHERE id BETWEEN 200 AND 450;
+DELETE FROM lw WHERE id < 0;
+COMMIT;
+SELECT count(*), sum(b), sum(a) FROM lw;
+SELECT id, a, b FROM lw WHERE id % 41 = 0 ORDER BY id;
+UPDATE lw SET c = c || c || c WHERE id % 5 = 0;
+SELECT count(*), sum(length(c)) FROM lw;
+UPDATE lw SET b = b + 1 WHERE c LIKE '%-1%';
+SELECT count(*), sum(b) FROM lw;
+UPDATE lw SET c = 'short' WHERE id > 600;
+SELECT count(*), sum(length(c)), sum(b) FROM lw;
+DELETE FROM lw WHERE id < 0;
+BEGIN;
+UPDATE lw SET b = 0;
+UPDATE lw SET a = CASE WHEN id > 900 THEN NULL ELSE a + 1 END;
+UPDATE lw SET b = 1 WHERE id < 500;
+DELETE FROM lw WHERE id < 0;
+COMMIT;
+SELECT count(*), sum(a), sum(b) FROM lw;
+DELETE FROM lw WHERE id > 980;
+DELETE FROM lw WHERE c LIKE '%padding%' AND id % 2 = 0;
+SELECT count(*), sum(a), sum(b) FROM lw;
+UPDATE lw SET b = b + 10 WHERE id BETWEEN 0 AND 999 RETURNING id, b;
+DELETE FROM lw WHERE a < 10 RETURNING id, a;
+SELECT count(*), sum(a), sum(b) FROM lw;
+DELETE FROM lw;
+SELECT count(*) FROM lw;
+CREATE TABLE lwi (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER, c TEXT);
+CREATE INDEX lwi_a ON lwi(a);
+WITH d(x) AS (VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)) INSERT INTO lwi SELECT x.x * 100 + y.x * 10 + z.x, (x.x * 13 + y.x * 7 + z.x) % 31, z.x, 'indexed-' || x.x || y.x || z.x || '-padding-padding-padding-padding' FROM d x, d y, d z;
+UPDATE lwi SET b = b + a WHERE id BETWEEN 150 AND 850;
+DELETE FROM lwi WHERE id % 4 = 1;
+UPDATE lwi SET a = a + 1 WHERE id BETWEEN 300 AND 600;
+SELECT count(*), sum(a), sum(b) FROM lwi;
+SELECT id, b FROM lwi WHERE a = 12 ORDER BY id;
+DELETE FROM lwi WHERE b BETWEEN 5 AND 20;
+SELECT count(*), sum(a), sum(b) FROM lwi;
+SELECT id FROM lwi WHERE a = 7 ORDER BY id;
