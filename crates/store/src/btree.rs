@@ -716,6 +716,37 @@ enum Seen {
     Past(u32, usize),
 }
 
+/// One page of a descent to the first entry at or after `from`: in a branch, `Err` with the
+/// child to follow, its index and whether a separator follows it; in a leaf, `Ok` with the
+/// entry's index, or None past the leaf's last key.
+fn seek_step(
+    pg: &[u8],
+    id: u32,
+    from: Bound<&[u8]>,
+) -> Result<std::result::Result<Option<usize>, (u32, usize, bool)>> {
+    match page::kind(pg) {
+        KIND_BRANCH => {
+            let idx = match from {
+                Bound::Included(k) | Bound::Excluded(k) => page::child_index(pg, k),
+                Bound::Unbounded => 0,
+            };
+            Ok(Err((page::child(pg, idx), idx, idx < page::count(pg))))
+        }
+        KIND_LEAF => {
+            let i = match from {
+                Bound::Included(k) => page::search(pg, k).unwrap_or_else(|i| i),
+                Bound::Excluded(k) => match page::search(pg, k) {
+                    Ok(i) => i + 1,
+                    Err(i) => i,
+                },
+                Bound::Unbounded => 0,
+            };
+            Ok(Ok((i < page::count(pg)).then_some(i)))
+        }
+        k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+    }
+}
+
 fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Seen> {
     if root == 0 {
         return Ok(Seen::End);
@@ -723,29 +754,9 @@ fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Se
     let mut next_sep = None;
     let mut id = root;
     for _ in 0..MAX_DEPTH {
-        let step = p.with_page(id, |pg| match page::kind(pg) {
-            KIND_BRANCH => {
-                let idx = match from {
-                    Bound::Included(k) | Bound::Excluded(k) => page::child_index(pg, k),
-                    Bound::Unbounded => 0,
-                };
-                Ok(Err((page::child(pg, idx), idx < page::count(pg), idx)))
-            }
-            KIND_LEAF => {
-                let i = match from {
-                    Bound::Included(k) => page::search(pg, k).unwrap_or_else(|i| i),
-                    Bound::Excluded(k) => match page::search(pg, k) {
-                        Ok(i) => i + 1,
-                        Err(i) => i,
-                    },
-                    Bound::Unbounded => 0,
-                };
-                Ok(Ok((i < page::count(pg)).then_some(i)))
-            }
-            k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
-        })??;
+        let step = p.with_page(id, |pg| seek_step(pg, id, from))??;
         match step {
-            Err((child, has_sep, idx)) => {
+            Err((child, idx, has_sep)) => {
                 // The deepest separator to the right of the path bounds the leaf most tightly.
                 if has_sep {
                     next_sep = Some((id, idx));
@@ -804,29 +815,9 @@ impl Walk {
         }
         let mut id = root;
         loop {
-            let step = p.with_page(id, |pg| match page::kind(pg) {
-                KIND_BRANCH => {
-                    let idx = match from {
-                        Bound::Included(k) | Bound::Excluded(k) => page::child_index(pg, k),
-                        Bound::Unbounded => 0,
-                    };
-                    Ok(Err((page::child(pg, idx), idx)))
-                }
-                KIND_LEAF => {
-                    let i = match from {
-                        Bound::Included(k) => page::search(pg, k).unwrap_or_else(|i| i),
-                        Bound::Excluded(k) => match page::search(pg, k) {
-                            Ok(i) => i + 1,
-                            Err(i) => i,
-                        },
-                        Bound::Unbounded => 0,
-                    };
-                    Ok(Ok((i < page::count(pg)).then_some(i)))
-                }
-                k => Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
-            })??;
+            let step = p.with_page(id, |pg| seek_step(pg, id, from))??;
             match step {
-                Err((child, idx)) => {
+                Err((child, idx, _)) => {
                     self.push(root, id, idx)?;
                     id = child;
                 }
