@@ -1704,6 +1704,28 @@ impl Changes {
         }
     }
 
+    /// An entry of one row into `table`, whose bounds start at `row`, with the columns and
+    /// adds pushed since `from` (their lengths then).
+    fn push_entry(
+        &mut self,
+        table: usize,
+        (delete, insert): (bool, bool),
+        row: usize,
+        values: usize,
+        from: (usize, usize),
+    ) {
+        self.entries.push(Entry {
+            table,
+            delete,
+            insert,
+            count: 1,
+            row,
+            values,
+            columns: (from.0, self.columns.len()),
+            adds: (from.1, self.adds.len()),
+        });
+    }
+
     /// Appends `row`'s values; returns where its bounds start.
     fn push_row(&mut self, row: &[Value]) -> usize {
         let at = self.bounds.len();
@@ -1740,32 +1762,16 @@ impl Changes {
         }
         let table = self.table(t);
         let at = self.push_row(row);
-        self.entries.push(Entry {
-            table,
-            delete: false,
-            insert: true,
-            count: 1,
-            row: at,
-            values: row.len(),
-            columns: (self.columns.len(), self.columns.len()),
-            adds: (self.adds.len(), self.adds.len()),
-        });
+        let from = (self.columns.len(), self.adds.len());
+        self.push_entry(table, (false, true), at, row.len(), from);
     }
 
     fn push_delete(&mut self, t: &Table, row: &[Value]) {
         let table = self.table(t);
         let at = self.push_row(row);
         self.len += 1;
-        self.entries.push(Entry {
-            table,
-            delete: true,
-            insert: false,
-            count: 1,
-            row: at,
-            values: row.len(),
-            columns: (self.columns.len(), self.columns.len()),
-            adds: (self.adds.len(), self.adds.len()),
-        });
+        let from = (self.columns.len(), self.adds.len());
+        self.push_entry(table, (true, false), at, row.len(), from);
     }
 
     /// An UPDATE made where the row is stored (`update_in_place`), of a table without
@@ -1810,16 +1816,8 @@ impl Changes {
             self.bounds.push(self.bytes.len());
         }
         self.len += 1;
-        self.entries.push(Entry {
-            table,
-            delete: false,
-            insert: false,
-            count: 1,
-            row: at,
-            values: old.len(),
-            columns: (c0, self.columns.len()),
-            adds: (self.adds.len(), self.adds.len()),
-        });
+        let from = (c0, self.adds.len());
+        self.push_entry(table, (false, false), at, old.len(), from);
     }
 
     /// A SET of `columns` and `adds` to `row`, unless both are empty.
@@ -1839,16 +1837,7 @@ impl Changes {
         let table = self.table(t);
         let at = self.push_row(row);
         self.len += 1;
-        self.entries.push(Entry {
-            table,
-            delete: false,
-            insert: false,
-            count: 1,
-            row: at,
-            values: row.len(),
-            columns: (c0, self.columns.len()),
-            adds: (a0, self.adds.len()),
-        });
+        self.push_entry(table, (false, false), at, row.len(), (c0, a0));
     }
 }
 

@@ -192,7 +192,7 @@ fn expect_kind(id: u32, p: &[u8], kind: u8) -> Result<()> {
 }
 
 /// Returns an owned copy of `id` (itself if already owned).
-fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
+pub(crate) fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
     if p.is_owned(id) {
         return Ok(id);
     }
@@ -378,7 +378,7 @@ enum Fix {
 
 /// Owned path from the root to the leaf that holds (or would hold) `key`: (branch, child index)
 /// pairs and the leaf. Updates `root` if the root moved.
-fn cow_path<P: Pages>(
+pub(crate) fn cow_path<P: Pages>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],

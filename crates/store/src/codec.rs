@@ -327,6 +327,15 @@ fn put_body(out: &mut Vec<u8>, v: &Value) {
 }
 
 /// A row still in its encoded form: finds a column's bytes without decoding the others.
+/// A record's first varint, its column count, checked against the record's length.
+fn column_count(buf: &[u8], pos: &mut usize) -> Result<usize> {
+    let n = header_varint(buf, pos)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= buf.len())
+        .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Record<'a> {
     buf: &'a [u8],
@@ -339,11 +348,7 @@ pub struct Record<'a> {
 impl<'a> Record<'a> {
     pub fn new(buf: &'a [u8]) -> Result<Self> {
         let mut pos = 0;
-        let n = header_varint(buf, &mut pos)?;
-        let columns = usize::try_from(n)
-            .ok()
-            .filter(|&n| n <= buf.len())
-            .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))?;
+        let columns = column_count(buf, &mut pos)?;
         let header = pos;
         for _ in 0..columns {
             header_varint(buf, &mut pos)?;
@@ -620,11 +625,7 @@ impl Layout {
             }
         }
         let mut pos = 0;
-        let n = header_varint(buf, &mut pos)?;
-        let columns = usize::try_from(n)
-            .ok()
-            .filter(|&n| n <= buf.len())
-            .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))?;
+        let columns = column_count(buf, &mut pos)?;
         self.at.resize(columns, (0, 0));
         let mut off = 0usize;
         for a in &mut self.at {

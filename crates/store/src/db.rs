@@ -1004,14 +1004,7 @@ impl<F: BlockFile> Shared<F> {
         }
         // The leaf is copied first when this transaction does not own it yet; the copy changes
         // the delta, which the caller's next round applies.
-        let leaf = if self.is_owned(root) {
-            root
-        } else {
-            let pg = self.read(root)?;
-            let new = self.alloc_copy(&pg)?;
-            self.free(root)?;
-            new
-        };
+        let leaf = btree::cow(self, root)?;
         let pg = self.page_mut(leaf)?;
         let mut cell = [0u8; CELL];
         cell[..2].copy_from_slice(&4u16.to_le_bytes());
@@ -1207,30 +1200,7 @@ impl<F: BlockFile> Shared<F> {
         let leaf = if self.is_owned(id) {
             id
         } else {
-            let mut parent: Option<(u32, usize)> = None;
-            for j in 0..=path.len() {
-                let old = if j < path.len() { path[j].0 } else { id };
-                let new = if self.is_owned(old) {
-                    old
-                } else {
-                    let content = self.read(old)?;
-                    let new = self.alloc_copy(&content)?;
-                    self.free(old)?;
-                    new
-                };
-                match parent {
-                    None => *root = new,
-                    Some((b, idx)) if new != old => page::set_child(self.page_mut(b)?, idx, new),
-                    Some(_) => {}
-                }
-                if j < path.len() {
-                    parent = Some((new, path[j].1));
-                }
-                if j == path.len() {
-                    id = new;
-                }
-            }
-            id
+            btree::cow_path(self, root, name, path)?
         };
         let mut v = std::mem::take(&mut self.scratch);
         v.clear();
