@@ -22,8 +22,8 @@ use cairn_sql::{
 };
 use cairn_sync::change::Encoded;
 use cairn_sync::{
-    AuthorId, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore, ScopeId,
-    TableSchema,
+    AuthorId, ChainKey, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore,
+    ScopeId, TableSchema,
 };
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -747,7 +747,9 @@ impl State {
         self.ensure(store, catalog)?;
         let owner = self.owner();
         // What the table holds for each row at the end of the transaction.
-        let mut finals: BTreeMap<RowKey, (String, Option<Vec<Value>>)> = BTreeMap::new();
+        // (A list, sorted and cut to each key's last entry when used: most commits have none,
+        // and an empty list costs nothing to drop.)
+        let mut finals: Vec<(RowKey, (String, Option<Vec<Value>>))> = Vec::new();
         // Per scope, its records' ops, written straight into the records' encodings (a new
         // record every `MAX_OPS` ops). Most transactions write a scope or two: a list searched
         // by name beats hashing every row's; past a few, a map finds them.
@@ -770,40 +772,41 @@ impl State {
             scopes,
             ..
         } = self;
-        scopes.begin(owner);
         let replica = replica.as_ref().expect("invariant: ensured");
+        scopes.begin(owner, replica.id());
         let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
         let total = changes.len();
         // The last table's shape, sync schema and (without a scope column) scope: a run of
         // changes is mostly to one table.
-        let mut last: Option<(usize, &TableSchema, Option<usize>)> = None;
-        let mut unique_tables: BTreeSet<String> = BTreeSet::new();
+        let mut last: Option<(usize, Option<usize>)> = None;
+        let mut unique_tables: Vec<String> = Vec::new();
         for (n, ch) in changes.iter().enumerate() {
             let (name, row, set_part) = (ch.table, ch.row, ch.set);
-            let (at, schema, fixed_scope) = match last {
-                Some((i, schema, scope)) if *shapes[i].table.name == *name => (i, schema, scope),
+            let (at, fixed_scope) = match last {
+                Some((i, scope)) if *shapes[i].table.name == *name => (i, scope),
                 _ => {
                     let i = match shapes.iter().position(|s| *s.table.name == *name) {
                         Some(i) => i,
                         None => {
+                            if replica.table(name).is_none() {
+                                return Err(sync_err(cairn_sync::Error::InvalidInput(format!(
+                                    "table {name} is not registered"
+                                ))));
+                            }
                             shapes.push(Shape::new(catalog.table(name)?.clone()));
                             shapes.len() - 1
                         }
                     };
-                    let schema = replica.table(name).ok_or_else(|| {
-                        sync_err(cairn_sync::Error::InvalidInput(format!(
-                            "table {name} is not registered"
-                        )))
-                    })?;
-                    if shapes[i].unique && !unique_tables.contains(name) {
-                        unique_tables.insert(name.to_string());
+                    if shapes[i].unique && !unique_tables.iter().any(|u| u == name) {
+                        unique_tables.push(name.to_string());
                     }
                     let scope = (!shapes[i].scoped).then(|| scopes.find(&shapes[i].table.name));
-                    last = Some((i, schema, scope));
-                    (i, schema, scope)
+                    last = Some((i, scope));
+                    (i, scope)
                 }
             };
             let shape = &shapes[at];
+            let schema = &shape.schema;
             let t: &Table = &shape.table;
             let scope = match fixed_scope {
                 Some(i) => i,
@@ -815,7 +818,7 @@ impl State {
                     .iter()
                     .map(|&c| decoded(row.value(c)))
                     .collect::<Result<Vec<_>>>()?;
-                let key = RowKey::new(&t.name, &scopes.list[scope].id, &pk);
+                let key = RowKey::new(&t.name, &scopes.list[scope].chain.1, &pk);
                 let after = match set_part {
                     Some(_) => Some(
                         (0..row.len())
@@ -824,7 +827,7 @@ impl State {
                     ),
                     None => None,
                 };
-                finals.insert(key, (t.name.clone(), after));
+                finals.push((key, (t.name.clone(), after)));
             }
             let pk = shape.pk_cols.iter().map(|&c| Encoded(row.value(c)));
             // The first scope's first record makes room for all the changes left; with more
@@ -865,7 +868,7 @@ impl State {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
                 replica
-                    .commit_written(now, &slot.id, w)
+                    .commit_written_to(now, &slot.chain, w)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
             }
         }
@@ -874,6 +877,11 @@ impl State {
             // Nothing to correct (the common case), so nothing to merge now.
             return Ok(Vec::new());
         }
+        // In name order, and each row's last change in key order.
+        unique_tables.sort_unstable();
+        finals.reverse();
+        finals.sort_by(|a, b| a.0.cmp(&b.0));
+        finals.dedup_by(|later, kept| later.0 == kept.0);
         let mut fixes = Vec::new();
         self.replica_mut().merge_deferred();
         for name in unique_tables {
@@ -1011,7 +1019,8 @@ pub fn sync_schema(t: &Table) -> TableSchema {
 /// are built once, not for every commit), each with the records of the commit being recorded.
 #[derive(Default)]
 struct Scopes {
-    owner: Option<AuthorId>,
+    /// The scopes' owner and the author writing to them (this replica).
+    owner: Option<(AuthorId, AuthorId)>,
     list: Vec<ScopeSlot>,
     /// Past a few scopes, where each is in `list` (a transaction that writes many scopes
     /// finds them by hashing; most write one or two, found by comparing names).
@@ -1022,7 +1031,8 @@ struct Scopes {
 
 struct ScopeSlot {
     name: String,
-    id: ScopeId,
+    /// The chain the scope's records go to: (this replica's id, the scope).
+    chain: ChainKey,
     /// This commit's ops for the scope, written straight into the records' encodings (a new
     /// record every `MAX_OPS` ops).
     writers: Vec<OpsWriter>,
@@ -1034,16 +1044,16 @@ impl Scopes {
     /// Many scope names kept are dropped rather than searched on every commit.
     const KEEP: usize = 64;
 
-    /// Starts recording a commit whose scopes belong to `owner`.
-    fn begin(&mut self, owner: AuthorId) {
+    /// Starts recording a commit by `me` whose scopes belong to `owner`.
+    fn begin(&mut self, owner: AuthorId, me: AuthorId) {
         for &i in &self.used {
             // Left by a commit that failed half-way.
             self.list[i].writers.clear();
             self.list[i].used = false;
         }
         self.used.clear();
-        if self.owner != Some(owner) || self.list.len() > Self::KEEP {
-            self.owner = Some(owner);
+        if self.owner != Some((owner, me)) || self.list.len() > Self::KEEP {
+            self.owner = Some((owner, me));
             self.list.clear();
             self.at.clear();
         }
@@ -1061,10 +1071,10 @@ impl Scopes {
             self.at.get(name).copied()
         };
         let i = found.unwrap_or_else(|| {
-            let owner = self.owner.expect("invariant: set by begin");
+            let (owner, me) = self.owner.expect("invariant: set by begin");
             self.list.push(ScopeSlot {
                 name: name.to_string(),
-                id: ScopeId::new(owner, name.as_bytes()),
+                chain: (me, ScopeId::new(owner, name.as_bytes())),
                 writers: Vec::new(),
                 used: false,
             });
@@ -1086,6 +1096,8 @@ impl Scopes {
 /// among the others, and whether it has a scope column, counters, unique indexes.
 struct Shape {
     table: Rc<Table>,
+    /// The table as the replica has it registered (`sync_schema`).
+    schema: TableSchema,
     pk_cols: Vec<usize>,
     /// Each column's index among the non-key ones.
     sync_cols: Vec<Option<u32>>,
@@ -1122,6 +1134,7 @@ impl Shape {
             .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
             .collect();
         Shape {
+            schema: sync_schema(&table),
             pk_cols,
             sync_cols,
             lww_cols,

@@ -424,12 +424,18 @@ impl State {
         let mut tail_changed = false;
         let mut history_dropped = false;
         for (key, log) in replica.chains() {
-            let old = saved.marks.get(key).copied().unwrap_or_default();
             let now = mark_of(log);
+            // One search of the marks: the new mark goes in at once (a save that fails leaves
+            // the state stale, to be read again from the store).
+            let old = match saved.marks.get_mut(key) {
+                Some(m) if *m == now && !redacted => continue,
+                Some(m) => std::mem::replace(m, now),
+                None => {
+                    saved.marks.insert(key.clone(), now);
+                    Mark::default()
+                }
+            };
             history_dropped |= now.base != old.base;
-            if now == old && !redacted {
-                continue;
-            }
             let mut pfx = None;
             let prefix = |p: &mut Option<Vec<u8>>| -> Vec<u8> {
                 p.get_or_insert_with(|| chain_prefix(&key.0, &key.1))
@@ -535,7 +541,7 @@ impl State {
             for r in &log.pending[new_pending..] {
                 // A local commit's record is saved as it was written.
                 let mut w = Writer::new();
-                let bytes = match replica.written_bytes(key, r.seq) {
+                let bytes = match log.written_bytes(r.seq) {
                     Some(b) => b,
                     None => {
                         // Room for a typical op, to spare the regrowth of a large record.
@@ -552,10 +558,10 @@ impl State {
                 }
                 // A small record goes to the tail, which rides in the catalog entry of the
                 // meta tree: a commit then writes no page for it.
-                let extends = saved
+                let mut extends = saved
                     .tail
                     .last()
-                    .is_some_and(|t| t.key == *key && t.first + t.n == r.seq);
+                    .is_some_and(|t| t.first + t.n == r.seq && t.key == *key);
                 let grows = 10
                     + bytes.len()
                     + if extends {
@@ -565,9 +571,10 @@ impl State {
                     };
                 if saved.tail_bytes + grows > TAIL_BYTES {
                     move_tail(store, saved)?;
+                    extends = false;
                 }
                 match saved.tail.last_mut() {
-                    Some(t) if t.key == *key && t.first + t.n == r.seq => {
+                    Some(t) if extends => {
                         saved.tail_bytes -= t.size();
                         let mut w = Writer {
                             buf: std::mem::take(&mut t.records),
@@ -594,12 +601,6 @@ impl State {
                     }
                 }
                 tail_changed = true;
-            }
-            match saved.marks.get_mut(key) {
-                Some(m) => *m = now,
-                None => {
-                    saved.marks.insert(key.clone(), now);
-                }
             }
         }
         // Rows are saved only when history is dropped (compaction, a snapshot): until then the

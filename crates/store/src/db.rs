@@ -200,8 +200,10 @@ struct W {
     delta: IdMap<bool>,
     trees: Vec<TreeSlot>,
     names: FastMap<String, usize>,
-    /// Trees whose catalog entries `WriteTx::set_meta_of` changed (for `CommitInfo`).
-    meta_changed: Vec<String>,
+    /// Trees whose catalog entries `WriteTx::set_meta_of` changed (for `CommitInfo`): their
+    /// names one after the other, and where each ends (buffers kept from one transaction to
+    /// the next: a caller sets the same tree's bytes on every commit).
+    meta_changed: MetaChanged,
     /// Bumped by every change, so a cursor knows to find its place again.
     seq: u64,
     serial: u64,
@@ -274,6 +276,36 @@ struct Spare {
     names: FastMap<String, usize>,
     trees: Vec<TreeSlot>,
     last_leaf: btree::LastLeaf,
+    meta_changed: MetaChanged,
+}
+
+/// Names of trees, kept in one buffer.
+#[derive(Default)]
+struct MetaChanged {
+    names: String,
+    ends: Vec<usize>,
+}
+
+impl MetaChanged {
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter())
+            .map(|(a, &b)| &self.names[a..b])
+    }
+
+    /// Adds `name` unless it is there.
+    fn add(&mut self, name: &str) {
+        if !self.iter().any(|n| n == name) {
+            self.names.push_str(name);
+            self.ends.push(self.names.len());
+        }
+    }
+
+    fn clear(&mut self) {
+        self.names.clear();
+        self.ends.clear();
+    }
 }
 
 impl Spare {
@@ -294,7 +326,9 @@ impl Spare {
             names: std::mem::take(&mut w.names),
             trees: std::mem::take(&mut w.trees),
             last_leaf: std::mem::take(&mut w.last_leaf),
+            meta_changed: std::mem::take(&mut w.meta_changed),
         };
+        s.meta_changed.clear();
         s.dirty.clear();
         s.owned.clear();
         s.delta.clear();
@@ -707,7 +741,7 @@ impl<F: BlockFile> Shared<F> {
             delta: spare.delta,
             trees: spare.trees,
             names: spare.names,
-            meta_changed: Vec::new(),
+            meta_changed: spare.meta_changed,
             seq: 0,
             serial: self.serial,
             last_leaf: spare.last_leaf,
@@ -861,18 +895,17 @@ impl<F: BlockFile> Shared<F> {
             r?;
         }
         self.entry = entry;
-        let w = self.w.as_mut().expect("invariant: write transaction open");
-        let meta_changed = std::mem::take(&mut w.meta_changed);
         if names {
+            let w = self.w.as_ref().expect("invariant: write transaction open");
             info.changed_trees.extend(
                 w.trees
                     .iter()
                     .filter(|t| t.dropped)
                     .map(|t| t.info.name.clone()),
             );
-            for name in meta_changed {
-                if !info.changed_trees.contains(&name) {
-                    info.changed_trees.push(name);
+            for name in w.meta_changed.iter() {
+                if !info.changed_trees.iter().any(|n| n == name) {
+                    info.changed_trees.push(name.to_string());
                 }
             }
         }
@@ -1958,9 +1991,7 @@ impl<F: BlockFile> WriteTx<F> {
         match sh.catalog_rewrite_meta(name.as_bytes(), meta)? {
             MetaRewrite::Done => {
                 let w = sh.w(self.serial)?;
-                if !w.meta_changed.iter().any(|n| n == name) {
-                    w.meta_changed.push(name.to_string());
-                }
+                w.meta_changed.add(name);
                 return Ok(());
             }
             MetaRewrite::Missing => return Err(Error::NotFound(format!("tree {name:?}"))),
@@ -1983,9 +2014,7 @@ impl<F: BlockFile> WriteTx<F> {
         v.extend_from_slice(meta);
         sh.catalog_put(name.as_bytes(), &v)?;
         let w = sh.w(self.serial)?;
-        if !w.meta_changed.iter().any(|n| n == name) {
-            w.meta_changed.push(name.to_string());
-        }
+        w.meta_changed.add(name);
         Ok(())
     }
 

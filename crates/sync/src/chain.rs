@@ -270,6 +270,15 @@ pub struct ChainLog {
     pub base: Option<Checkpoint>,
     pub blocks: Vec<Block>,
     pub pending: Vec<Record>,
+    /// The encodings of this chain's pending records that `Replica::commit_written` wrote and
+    /// that are not hashed yet (by seq, ascending: the buffer and where the record starts in
+    /// it). Kept with the chain so that a local commit finds its chain once.
+    pub(crate) written: Vec<(u64, Vec<u8>, usize)>,
+    /// Whether the chain's key is in the replica's `unhashed` map (and so needs no search
+    /// there when a local commit appends to it).
+    pub(crate) in_unhashed: bool,
+    /// The same for the replica's `unmerged` map.
+    pub(crate) in_unmerged: bool,
 }
 
 impl ChainLog {
@@ -282,6 +291,18 @@ impl ChainLog {
         } else {
             (0, ZERO_HASH)
         }
+    }
+    /// The encoding of pending record `seq` as `Replica::commit_written` wrote it, while it is
+    /// not hashed yet (such a record's `ops` are empty until it is).
+    pub fn written_bytes(&self, seq: u64) -> Option<&[u8]> {
+        let w = &self.written;
+        // Appended in seq order: the newest is the one asked for most.
+        let i = match w.last() {
+            Some((s, _, _)) if *s == seq => w.len() - 1,
+            _ => w.binary_search_by_key(&seq, |(s, _, _)| *s).ok()?,
+        };
+        let (_, bytes, start) = &w[i];
+        Some(&bytes[*start..])
     }
     /// The last record held, sealed or not.
     pub fn head(&self) -> (u64, Hash) {

@@ -438,13 +438,24 @@ impl OpsWriter {
     /// The record's encoding, at `hlc`: the head goes into the room kept before the ops.
     /// Returns the buffer and where the encoding starts in it.
     pub(crate) fn finish(mut self, hlc: Hlc) -> (Vec<u8>, usize) {
-        let mut head = Writer {
-            buf: Vec::with_capacity(RECORD_HEAD_ROOM),
-        };
-        head.u64le(hlc);
-        head.varint(self.n);
-        let start = RECORD_HEAD_ROOM - head.buf.len();
-        self.w.buf[start..RECORD_HEAD_ROOM].copy_from_slice(&head.buf);
+        // The head (`u64le` HLC, varint op count) laid out backwards from the room's end.
+        let mut count = [0u8; 3];
+        let mut len = 0;
+        let mut n = self.n;
+        loop {
+            count[len] = n as u8 & 0x7f;
+            n >>= 7;
+            if n == 0 {
+                len += 1;
+                break;
+            }
+            count[len] |= 0x80;
+            len += 1;
+        }
+        let start = RECORD_HEAD_ROOM - 8 - len;
+        let buf = &mut self.w.buf;
+        buf[start..start + 8].copy_from_slice(&hlc.to_le_bytes());
+        buf[start + 8..RECORD_HEAD_ROOM].copy_from_slice(&count[..len]);
         (self.w.buf, start)
     }
 }

@@ -140,11 +140,10 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// zeros): per chain, the first such seq. They are chained before anything reads a head's
     /// hash: sealing, a peer's blocks, a non-deferred commit ([`Replica::hash_deferred`]).
     pub(crate) unhashed: BTreeMap<ChainKey, u64>,
-    /// The unhashed records themselves, encoded (`Record::encode`: the buffer and where the
-    /// encoding starts in it), by chain and seq: in `pending` they are placeholders with their
-    /// seq and HLC but no ops, decoded (and so hashed) by `hash_deferred`. A local write keeps
-    /// its ops as the bytes the host saves, not as values.
-    pub(crate) written: BTreeMap<ChainKey, BTreeMap<u64, (Vec<u8>, usize)>>,
+    // The unhashed records themselves are kept encoded in their chain (`ChainLog::written`):
+    // in `pending` they are placeholders with their seq and HLC but no ops, decoded (and so
+    // hashed) by `hash_deferred`. A local write keeps its ops as the bytes the host saves, not
+    // as values.
 }
 
 impl Replica<MemoryRows> {
@@ -170,7 +169,6 @@ impl<S: RowStore> Replica<S> {
             redactions: 0,
             unmerged: BTreeMap::new(),
             unhashed: BTreeMap::new(),
-            written: BTreeMap::new(),
         }
     }
 
@@ -202,10 +200,7 @@ impl<S: RowStore> Replica<S> {
     /// The encoding (`Record::encode`) of a pending record of `commit_written` not yet hashed,
     /// for the host that saves it (such a record's `ops` are empty until it is).
     pub fn written_bytes(&self, key: &ChainKey, seq: u64) -> Option<&[u8]> {
-        self.written
-            .get(key)
-            .and_then(|m| m.get(&seq))
-            .map(|(b, start)| &b[*start..])
+        self.chains.get(key)?.written_bytes(seq)
     }
     /// Whether local records wait to be joined into the rows (see `commit_deferred`).
     pub fn has_unmerged(&self) -> bool {
@@ -224,10 +219,12 @@ impl<S: RowStore> Replica<S> {
             return;
         }
         for (key, from) in std::mem::take(&mut self.unhashed) {
-            let mut written = self.written.remove(&key).unwrap_or_default();
             let Some(log) = self.chains.get_mut(&key) else {
                 continue;
             };
+            log.in_unhashed = false;
+            // In seq order, as the pending records are.
+            let mut written = std::mem::take(&mut log.written).into_iter().peekable();
             let Some(first) = log.pending.first().map(|r| r.seq) else {
                 continue;
             };
@@ -238,9 +235,10 @@ impl<S: RowStore> Replica<S> {
                 None => log.sealed_head().1,
             };
             for r in log.pending.iter_mut().skip(i) {
-                match written.remove(&r.seq) {
+                while written.next_if(|(s, _, _)| *s < r.seq).is_some() {}
+                match written.next_if(|(s, _, _)| *s == r.seq) {
                     // Decoding computes the hashes from the bytes, as for a peer's records.
-                    Some((bytes, start)) => {
+                    Some((_, bytes, start)) => {
                         *r = Record::decode(
                             &mut Reader::new(&bytes[start..]),
                             &key.0,
@@ -268,11 +266,13 @@ impl<S: RowStore> Replica<S> {
         // The records' ops are decoded with their hashes.
         self.hash_deferred();
         let unmerged = std::mem::take(&mut self.unmerged);
-        let chains = std::mem::take(&mut self.chains);
+        let mut chains = std::mem::take(&mut self.chains);
         for (key, from) in unmerged {
-            let Some(log) = chains.get(&key) else {
+            let Some(log) = chains.get_mut(&key) else {
                 continue;
             };
+            log.in_unmerged = false;
+            let log = &*log;
             let records = log
                 .blocks
                 .iter()
@@ -342,6 +342,9 @@ impl<S: RowStore> Replica<S> {
     pub fn replay_history(&mut self) {
         // Every record held is applied below, deferred ones included.
         self.unmerged.clear();
+        for log in self.chains.values_mut() {
+            log.in_unmerged = false;
+        }
         self.hash_deferred();
         let chains = std::mem::take(&mut self.chains);
         for ((author, scope), log) in &chains {
@@ -595,44 +598,56 @@ impl<S: RowStore> Replica<S> {
         if ops.is_empty() {
             return Ok(());
         }
-        let me = self.writer_for(scope)?;
+        self.commit_written_to(now_ms, &(self.id(), scope.clone()), ops)
+    }
+
+    /// [`Replica::commit_written`] for a caller that keeps the chain's key, `(this replica's
+    /// id, scope)`, from one commit to the next: the chain is found by it with no key built.
+    pub fn commit_written_to(&mut self, now_ms: u64, key: &ChainKey, ops: OpsWriter) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        if key.0 != self.id() {
+            return Err(Error::InvalidInput(
+                "a local record goes to this replica's own chain".into(),
+            ));
+        }
+        self.writer_for(&key.1)?;
         let hlc = self.clock.tick(now_ms);
-        let key = (me, scope.clone());
-        let record = |seq| Record {
-            seq,
-            hlc,
-            prev: ZERO_HASH,
-            ops: Vec::new(),
-            hash: ZERO_HASH,
-        };
-        // One search of the chains for the seq and the append.
-        let seq = match self.chains.get_mut(&key) {
-            Some(log) => {
-                let seq = log.head().0 + 1;
-                log.pending.push(record(seq));
-                seq
+        let (bytes, start) = ops.finish(hlc);
+        let Replica {
+            chains,
+            unmerged,
+            unhashed,
+            ..
+        } = self;
+        // One search of the chains for the seq and the append; the key is cloned only into a
+        // map it is new to.
+        let append = |log: &mut ChainLog| {
+            let seq = log.head().0 + 1;
+            log.pending.push(Record {
+                seq,
+                hlc,
+                prev: ZERO_HASH,
+                ops: Vec::new(),
+                hash: ZERO_HASH,
+            });
+            log.written.push((seq, bytes, start));
+            if !log.in_unmerged {
+                unmerged.entry(key.clone()).or_insert(seq);
+                log.in_unmerged = true;
             }
+            if !log.in_unhashed {
+                unhashed.entry(key.clone()).or_insert(seq);
+                log.in_unhashed = true;
+            }
+        };
+        match chains.get_mut(key) {
+            Some(log) => append(log),
             None => {
                 let mut log = ChainLog::default();
-                log.pending.push(record(1));
-                self.chains.insert(key.clone(), log);
-                1
-            }
-        };
-        let bytes = ops.finish(hlc);
-        // The chain's key is cloned only where it is new.
-        if !self.unmerged.contains_key(&key) {
-            self.unmerged.insert(key.clone(), seq);
-        }
-        if !self.unhashed.contains_key(&key) {
-            self.unhashed.insert(key.clone(), seq);
-        }
-        match self.written.get_mut(&key) {
-            Some(m) => {
-                m.insert(seq, bytes);
-            }
-            None => {
-                self.written.insert(key, BTreeMap::from([(seq, bytes)]));
+                append(&mut log);
+                chains.insert(key.clone(), log);
             }
         }
         Ok(())
@@ -1270,6 +1285,67 @@ mod tests {
         assert!(r.verify().is_empty());
         log_sig_flip(&mut r, &key);
         assert_eq!(r.verify().len(), 1);
+    }
+
+    #[test]
+    fn deferred_commits_find_their_chain_again_after_each_catch_up() {
+        // A chain's place in the replica's deferred maps is remembered in the chain: commits
+        // between partial catch-ups (hashes only, merges only, a replay of history), over two
+        // scopes, must leave the same chains and rows as commits made at once.
+        let schema = TableSchema::new("t", 1).lww("a");
+        let mut now = Replica::in_memory(Identity::from_secret([3; 32]), Config::default());
+        let mut late = Replica::in_memory(Identity::from_secret([3; 32]), Config::default());
+        for r in [&mut now, &mut late] {
+            r.register_table(schema.clone()).expect("invariant: valid");
+        }
+        let scopes = [ScopeId::new(now.id(), "a"), ScopeId::new(now.id(), "b")];
+        let op = |i: i64| {
+            vec![Op::new(
+                "t",
+                vec![Value::Integer(i % 4)],
+                Payload::Set(vec![(0, Value::Integer(i))]),
+            )]
+        };
+        for i in 0..24i64 {
+            let scope = &scopes[(i % 2) as usize];
+            now.commit(1000 + i as u64, scope, op(i))
+                .expect("invariant: valid");
+            late.commit_deferred(1000 + i as u64, scope, op(i))
+                .expect("invariant: valid");
+            let key = (late.id(), scope.clone());
+            let seq = late.chain(&key).expect("invariant: written").head().0;
+            assert!(late.written_bytes(&key, seq).is_some());
+            match i % 6 {
+                1 => {
+                    late.hash_deferred();
+                    assert!(late.written_bytes(&key, seq).is_none());
+                    assert!(late.has_unmerged());
+                }
+                3 => late.merge_deferred(),
+                5 if i % 12 == 5 => late.replay_history(),
+                _ => {}
+            }
+        }
+        late.catch_up();
+        assert!(!late.has_unmerged());
+        assert_eq!(now.state_digest(), late.state_digest());
+        assert_eq!(now.version_vector(), late.version_vector());
+        for scope in &scopes {
+            let key = (now.id(), scope.clone());
+            assert_eq!(
+                now.chain(&key).expect("invariant: written").head(),
+                late.chain(&key).expect("invariant: written").head()
+            );
+        }
+        assert!(late.verify().is_empty());
+        // A local record goes to this replica's own chain only.
+        let other = Identity::from_secret([4; 32]).id();
+        let mut w = OpsWriter::new();
+        w.op(&op(99)[0]);
+        assert!(matches!(
+            late.commit_written_to(2000, &(other, scopes[0].clone()), w),
+            Err(Error::InvalidInput(_))
+        ));
     }
 
     #[test]
