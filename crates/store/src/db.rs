@@ -1205,7 +1205,11 @@ impl<F: BlockFile> Shared<F> {
                             }
                             let fields = 15 + page::get_u16(v, 13);
                             let new = fields + meta.len();
-                            if new < v.len() && page::used(pg) - (v.len() - new) < quarter {
+                            // A root leaf may hold any amount; another needs a rebalance.
+                            if new < v.len()
+                                && !path.is_empty()
+                                && page::used(pg) - (v.len() - new) < quarter
+                            {
                                 Step::Fallback
                             } else {
                                 Step::Found(i, fields)
