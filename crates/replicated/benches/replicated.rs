@@ -21,6 +21,10 @@
 //! where a browser's database lives, in OPFS) instead of a memory file; the full run measures
 //! both, one table each.
 //!
+//! `--peers N` first syncs each sample's replicated database with N other databases that
+//! wrote one row each (outside the timed part): its replica then holds N other authors'
+//! chains and knows N peers, as one that has synced with others does. A partial run.
+//!
 //! `--then-connect` also opens a sync link after each sample (`Sync::connect`: what a local
 //! write leaves for sharing, its records hashed, merged, sealed into a signed block and saved)
 //! and reports its time; count it with `--toggle-collect='replicated::connect'`.
@@ -63,6 +67,38 @@ fn open(replicated: bool, file_room: usize, path: Option<&std::path::Path>) -> (
     ))
     .unwrap();
     (db, sync)
+}
+
+/// Syncs `db` with `peers` new databases that each wrote one row to `t` (for `--peers`).
+fn meet_peers(db: &mut Database, sync: &Sync, peers: usize) {
+    for p in 0..peers {
+        let (mut other, other_sync) = open(true, 0, None);
+        other
+            .execute(
+                "INSERT INTO t VALUES (?, 1, 1, 'peer')",
+                &[Value::Text(format!("peer-{p}"))],
+            )
+            .unwrap();
+        let (la, hello_a) = sync.connect(db).unwrap();
+        let (lb, hello_b) = other_sync.connect(&mut other).unwrap();
+        let mut to_b = vec![hello_a];
+        let mut to_a = vec![hello_b];
+        for _ in 0..1000 {
+            let (ma, mb) = (std::mem::take(&mut to_a), std::mem::take(&mut to_b));
+            for m in mb {
+                to_a.extend(other_sync.receive(&mut other, lb, &m).unwrap());
+            }
+            for m in ma {
+                to_b.extend(sync.receive(db, la, &m).unwrap());
+            }
+            to_b.extend(sync.poll(db, la).unwrap());
+            to_a.extend(other_sync.poll(&mut other, lb).unwrap());
+            if to_a.is_empty() && to_b.is_empty() {
+                break;
+            }
+        }
+        sync.disconnect(la);
+    }
 }
 
 fn id(i: usize) -> Value {
@@ -147,13 +183,17 @@ fn main() {
             .cloned()
     };
     let then_connect = args.iter().any(|a| a == "--then-connect");
+    let peers = flag("--peers")
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(0);
     let file_room = flag("--file-room")
         .and_then(|s| s.parse::<usize>().ok())
         .map_or(0, |mib| mib << 20);
     let in_file = flag("--in").is_some_and(|w| w == "file");
     let only = flag("--only");
     let side = flag("--side");
-    let partial = only.is_some() || side.is_some() || then_connect || file_room > 0 || in_file;
+    let partial =
+        only.is_some() || side.is_some() || then_connect || file_room > 0 || in_file || peers > 0;
     let samples = if partial && flag("--samples").is_none() {
         1
     } else {
@@ -211,6 +251,9 @@ fn main() {
                         continue;
                     }
                     let (mut db, sync) = open(r, file_room, on_disk.then_some(path.as_path()));
+                    if r && peers > 0 {
+                        meet_peers(&mut db, &sync, peers);
+                    }
                     let t = Instant::now();
                     timed(f, &mut db, n);
                     let ms = t.elapsed().as_secs_f64() * 1e3;

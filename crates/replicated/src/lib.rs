@@ -872,7 +872,17 @@ impl State {
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
             }
         }
-        self.persist(store)?;
+        {
+            let State {
+                replica,
+                saved,
+                scopes,
+                ..
+            } = &mut *self;
+            let replica = replica.as_ref().expect("invariant: ensured");
+            let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
+            persist::save(store, replica, saved, Some(&mut chains))?;
+        }
         if unique_tables.is_empty() && finals.is_empty() {
             // Nothing to correct (the common case), so nothing to merge now.
             return Ok(Vec::new());

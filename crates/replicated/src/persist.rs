@@ -122,6 +122,9 @@ pub(crate) struct Saved {
     /// pending records (`legacy`) moved to the log and is marked by its first save.
     layout: bool,
     legacy: Vec<Vec<u8>>,
+    /// `Replica::edits` when everything but local records was last saved (None before the
+    /// first full save).
+    edits: Option<u64>,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
@@ -405,6 +408,7 @@ impl State {
             runs,
             layout: layout.as_deref() == Some(&[LAYOUT]),
             legacy,
+            edits: None,
         };
         self.replica = Some(replica);
         self.register(catalog)
@@ -414,269 +418,346 @@ impl State {
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
         let State { replica, saved, .. } = self;
         let replica = replica.as_ref().expect("invariant: persist after ensure");
-        if !saved.layout {
-            upgrade(store, saved)?;
-        }
-        let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
-        // A purge redacted held records: their saved copies are written again.
-        let redacted = replica.redactions() != saved.redactions;
-        saved.redactions = replica.redactions();
-        let mut tail_changed = false;
-        let mut history_dropped = false;
-        for (key, log) in replica.chains() {
-            let now = mark_of(log);
-            // One search of the marks: the new mark goes in at once (a save that fails leaves
-            // the state stale, to be read again from the store).
-            let old = match saved.marks.get_mut(key) {
-                Some(m) if *m == now && !redacted => continue,
-                Some(m) => std::mem::replace(m, now),
-                None => {
-                    saved.marks.insert(key.clone(), now);
-                    Mark::default()
-                }
-            };
-            history_dropped |= now.base != old.base;
-            let mut pfx = None;
-            let prefix = |p: &mut Option<Vec<u8>>| -> Vec<u8> {
-                p.get_or_insert_with(|| chain_prefix(&key.0, &key.1))
-                    .clone()
-            };
-            let base = base_of(log);
-            let mut from = old;
-            if base != old.base || redacted {
-                // Compacted or bootstrapped from a snapshot: write the chain again.
-                let prefix = prefix(&mut pfx);
-                let mut end = prefix.clone();
-                end.push(0xFF);
-                let mut keys = Vec::new();
-                {
-                    let mut cur =
-                        store.scan(LOG, Bound::Included(&prefix), Bound::Excluded(&end), false)?;
-                    while cur.next()? {
-                        keys.push(cur.key().to_vec());
-                    }
-                }
-                for k in keys {
-                    store.delete(LOG, &k)?;
-                }
-                saved.runs.retain(|(k, _, _)| k != key);
-                if saved.tail.iter().any(|r| r.key == *key) {
-                    saved.tail.retain(|r| r.key != *key);
-                    saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
-                    tail_changed = true;
-                }
-                if let Some(c) = &log.base {
-                    let mut w = Writer::new();
-                    c.encode(&mut w);
-                    store.put(LOG, &log_key(&prefix, K_CHECKPOINT, c.seq), &w.buf)?;
-                }
-                from = Mark::default();
-            }
-            // Blocks and records are in seq order: skip what is saved without walking it.
-            let new_blocks = log
-                .blocks
-                .partition_point(|b| b.last_seq() <= from.blocks_upto);
-            for b in &log.blocks[new_blocks..] {
-                let k = log_key(&prefix(&mut pfx), K_BLOCK, b.last_seq());
-                store.put(LOG, &k, &b.to_bytes())?;
-                if let Some(h) = b.records.iter().map(|r| r.hlc).max() {
-                    saved.log_clock = saved.log_clock.max(h);
-                }
-            }
-            // Records sealed since: their pending copies go.
-            let sealed = log.sealed_head().0;
-            if sealed > from.blocks_upto {
-                for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
-                    // Those in the tail or in a run go below, a run at a time.
-                    if saved.tail.iter().any(|r| r.contains(key, seq))
-                        || saved
-                            .runs
-                            .iter()
-                            .any(|(k, a, b)| k == key && (*a..=*b).contains(&seq))
-                    {
-                        continue;
-                    }
-                    store.delete(LOG, &log_key(&prefix(&mut pfx), K_PENDING, seq))?;
-                }
-                let before = saved.tail.len();
-                for run in saved.tail.iter_mut().filter(|r| r.key == *key) {
-                    if run.first <= sealed {
-                        run.drop_upto(sealed)?;
-                        tail_changed = true;
-                    }
-                }
-                saved.tail.retain(|r| r.n > 0);
-                if tail_changed || saved.tail.len() != before {
-                    saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
-                }
-                let mut i = 0;
-                while i < saved.runs.len() {
-                    let (k, first, last) = &saved.runs[i];
-                    if k != key || *first > sealed {
-                        i += 1;
-                        continue;
-                    }
-                    let (first, last) = (*first, *last);
-                    saved.runs.swap_remove(i);
-                    let prefix = prefix(&mut pfx);
-                    let run_key = log_key(&prefix, K_PENDING_RUN, first);
-                    if last > sealed {
-                        // Partly sealed: what is not goes back one record a key.
-                        let v = store
-                            .get(LOG, &run_key)?
-                            .ok_or_else(|| corrupt("pending run", "missing"))?;
-                        let mut r = Reader::new(&v);
-                        r.varint().map_err(|e| corrupt("pending run", e))?;
-                        for seq in first..=last {
-                            let rec = r.bytes().map_err(|e| corrupt("pending run", e))?;
-                            if seq > sealed {
-                                store.put(LOG, &log_key(&prefix, K_PENDING, seq), rec)?;
-                            }
-                        }
-                    }
-                    store.delete(LOG, &run_key)?;
-                }
-            }
-            let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
-            for r in &log.pending[new_pending..] {
-                // A local commit's record is saved as it was written.
-                let mut w = Writer::new();
-                let bytes = match log.written_bytes(r.seq) {
-                    Some(b) => b,
-                    None => {
-                        // Room for a typical op, to spare the regrowth of a large record.
-                        w.buf.reserve(16 + 64 * r.ops.len());
-                        r.encode(&mut w);
-                        &w.buf
-                    }
-                };
-                saved.log_clock = saved.log_clock.max(r.hlc);
-                if bytes.len() > TAIL_RECORD {
-                    let k = log_key(&prefix(&mut pfx), K_PENDING, r.seq);
-                    store.put(LOG, &k, bytes)?;
-                    continue;
-                }
-                // A small record goes to the tail, which rides in the catalog entry of the
-                // meta tree: a commit then writes no page for it.
-                let mut extends = saved
-                    .tail
-                    .last()
-                    .is_some_and(|t| t.first + t.n == r.seq && t.key == *key);
-                let grows = 10
-                    + bytes.len()
-                    + if extends {
-                        0
-                    } else {
-                        prefix(&mut pfx).len() + 20
-                    };
-                if saved.tail_bytes + grows > TAIL_BYTES {
-                    move_tail(store, saved)?;
-                    extends = false;
-                }
-                match saved.tail.last_mut() {
-                    Some(t) if extends => {
-                        saved.tail_bytes -= t.size();
-                        let mut w = Writer {
-                            buf: std::mem::take(&mut t.records),
-                        };
-                        w.bytes(bytes);
-                        t.records = w.buf;
-                        t.n += 1;
-                        saved.tail_bytes += t.size();
-                    }
-                    _ => {
-                        let mut w = Writer {
-                            buf: Vec::with_capacity(TAIL_BYTES),
-                        };
-                        w.bytes(bytes);
-                        let run = TailRun {
-                            key: key.clone(),
-                            prefix: prefix(&mut pfx),
-                            first: r.seq,
-                            n: 1,
-                            records: w.buf,
-                        };
-                        saved.tail_bytes += run.size();
-                        saved.tail.push(run);
-                    }
-                }
-                tail_changed = true;
+        save(store, replica, saved, None)
+    }
+}
+
+/// Writes what changed since the last save; `local`, right after a local commit, names the
+/// chains its records went to.
+pub(crate) fn save<'k>(
+    store: &mut dyn Storage,
+    replica: &Replica,
+    saved: &mut Saved,
+    local: Option<&mut dyn Iterator<Item = &'k ChainKey>>,
+) -> Result<()> {
+    if !saved.layout {
+        upgrade(store, saved)?;
+    }
+    // A purge redacted held records: their saved copies are written again.
+    let redacted = replica.redactions() != saved.redactions;
+    saved.redactions = replica.redactions();
+    let mut tail_changed = false;
+    let mut history_dropped = false;
+    // A save right after local commits, with nothing else changed since the last (no
+    // peer's blocks, no sealing, compaction, peers or writer lists: `Replica::edits`),
+    // has only the chains those commits wrote to save; else every chain is looked at.
+    let edits = replica.edits();
+    let only_local = local.filter(|_| saved.edits == Some(edits) && !redacted);
+    let fast = only_local.is_some();
+    match only_local {
+        Some(keys) => {
+            for key in keys {
+                let log = replica
+                    .chain(key)
+                    .ok_or_else(|| corrupt("chain", "a local commit's chain is missing"))?;
+                history_dropped |= save_chain(store, saved, key, log, false, &mut tail_changed)?;
             }
         }
-        // Rows are saved only when history is dropped (compaction, a snapshot): until then the
-        // history held rebuilds them on open. Found in the walk of the chains above, which
-        // sees each chain's saved mark once.
-        if history_dropped {
-            // The records that implied the clock may be gone: it is saved on its own below.
-            saved.log_clock = 0;
-            saved.clock = 0;
-            let mut keys = Vec::new();
-            {
-                let mut cur = store.scan(ROWS, Bound::Unbounded, Bound::Unbounded, false)?;
-                while cur.next()? {
-                    keys.push(cur.key().to_vec());
-                }
-            }
-            for k in keys {
-                store.delete(ROWS, &k)?;
-            }
-            let mut rows: Vec<(&RowKey, &RowState)> = replica.rows().rows.iter().collect();
-            rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            for (k, state) in rows {
-                let mut w = Writer::new();
-                state.encode(&mut w);
-                store.put(ROWS, &row_key(k), &w.buf)?;
+        None => {
+            for (key, log) in replica.chains() {
+                history_dropped |= save_chain(store, saved, key, log, redacted, &mut tail_changed)?;
             }
         }
-        if tail_changed {
-            let mut w = Writer {
-                buf: std::mem::take(&mut saved.tail_buf),
-            };
-            w.buf.clear();
-            for t in &saved.tail {
-                w.raw(&t.prefix);
-                w.varint(t.first);
-                w.varint(t.n);
-                w.raw(&t.records);
+    }
+    // Rows are saved only when history is dropped (compaction, a snapshot): until then the
+    // history held rebuilds them on open. Found in the walk of the chains above, which
+    // sees each chain's saved mark once.
+    if history_dropped {
+        // The records that implied the clock may be gone: it is saved on its own below.
+        saved.log_clock = 0;
+        saved.clock = 0;
+        let mut keys = Vec::new();
+        {
+            let mut cur = store.scan(ROWS, Bound::Unbounded, Bound::Unbounded, false)?;
+            while cur.next()? {
+                keys.push(cur.key().to_vec());
             }
-            store.set_tree_meta(META, &w.buf)?;
-            saved.tail_buf = w.buf;
         }
-        let lists = replica.writer_lists().count();
-        if lists != saved.writers {
-            for l in replica.writer_lists() {
-                let mut k = Writer::new();
-                l.scope.encode(&mut k);
-                k.raw(&l.version.to_be_bytes());
-                k.raw(&l.sig);
-                let mut w = Writer::new();
-                l.encode(&mut w);
-                store.put(WRITERS, &k.buf, &w.buf)?;
-            }
-            saved.writers = lists;
+        for k in keys {
+            store.delete(ROWS, &k)?;
         }
-        // Encoded into a buffer kept from one save to the next, to compare with the saved.
+        let mut rows: Vec<(&RowKey, &RowState)> = replica.rows().rows.iter().collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (k, state) in rows {
+            let mut w = Writer::new();
+            state.encode(&mut w);
+            store.put(ROWS, &row_key(k), &w.buf)?;
+        }
+    }
+    if tail_changed {
         let mut w = Writer {
-            buf: std::mem::take(&mut saved.peers_buf),
+            buf: std::mem::take(&mut saved.tail_buf),
         };
         w.buf.clear();
-        w.varint(replica.peers().len() as u64);
-        for (id, p) in replica.peers() {
-            w.raw(&id.0);
-            encode_vv(&mut w, &p.acked);
-            p.want.encode(&mut w);
+        for t in &saved.tail {
+            w.raw(&t.prefix);
+            w.varint(t.first);
+            w.varint(t.n);
+            w.raw(&t.records);
         }
-        if w.buf != saved.peers {
-            store.put(META, b"peers", &w.buf)?;
-            std::mem::swap(&mut saved.peers, &mut w.buf);
+        store.set_tree_meta(META, &w.buf)?;
+        saved.tail_buf = w.buf;
+    }
+    if fast {
+        // Writer lists and peers change only with edits. (Tests run with debug assertions:
+        // there, a change that did not move `edits` is caught here.)
+        #[cfg(debug_assertions)]
+        {
+            for (key, log) in replica.chains() {
+                let m = saved.marks.get(key).copied().unwrap_or_default();
+                assert_eq!(
+                    m,
+                    mark_of(log),
+                    "a chain changed without Replica::edits moving"
+                );
+            }
+            assert_eq!(replica.writer_lists().count(), saved.writers);
+            let mut w = Writer::new();
+            encode_peers(&mut w, replica);
+            assert_eq!(
+                w.buf, saved.peers,
+                "peers changed without Replica::edits moving"
+            );
         }
-        saved.peers_buf = w.buf;
         if replica.clock() > saved.clock.max(saved.log_clock) {
             store.put(META, b"clock", &replica.clock().to_le_bytes())?;
             saved.clock = replica.clock();
         }
-        Ok(())
+        return Ok(());
     }
+    let lists = replica.writer_lists().count();
+    if lists != saved.writers {
+        for l in replica.writer_lists() {
+            let mut k = Writer::new();
+            l.scope.encode(&mut k);
+            k.raw(&l.version.to_be_bytes());
+            k.raw(&l.sig);
+            let mut w = Writer::new();
+            l.encode(&mut w);
+            store.put(WRITERS, &k.buf, &w.buf)?;
+        }
+        saved.writers = lists;
+    }
+    // Encoded into a buffer kept from one save to the next, to compare with the saved.
+    let mut w = Writer {
+        buf: std::mem::take(&mut saved.peers_buf),
+    };
+    w.buf.clear();
+    encode_peers(&mut w, replica);
+    if w.buf != saved.peers {
+        store.put(META, b"peers", &w.buf)?;
+        std::mem::swap(&mut saved.peers, &mut w.buf);
+    }
+    saved.peers_buf = w.buf;
+    if replica.clock() > saved.clock.max(saved.log_clock) {
+        store.put(META, b"clock", &replica.clock().to_le_bytes())?;
+        saved.clock = replica.clock();
+    }
+    saved.edits = Some(edits);
+    Ok(())
+}
+
+/// The peers as saved under `peers` in meta.
+fn encode_peers(w: &mut Writer, replica: &Replica) {
+    w.varint(replica.peers().len() as u64);
+    for (id, p) in replica.peers() {
+        w.raw(&id.0);
+        encode_vv(w, &p.acked);
+        p.want.encode(w);
+    }
+}
+
+/// Saves what changed in one chain since its saved mark (blocks, the records sealed since,
+/// new pending records to the tail or the log). Returns whether the chain's history was
+/// dropped (compacted, or replaced by a snapshot) since.
+fn save_chain(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    key: &ChainKey,
+    log: &ChainLog,
+    redacted: bool,
+    tail_changed: &mut bool,
+) -> Result<bool> {
+    let base_of = |log: &ChainLog| log.base.as_ref().map_or(0, |c| c.seq);
+    let now = mark_of(log);
+    // One search of the marks: the new mark goes in at once (a save that fails leaves
+    // the state stale, to be read again from the store).
+    let old = match saved.marks.get_mut(key) {
+        Some(m) if *m == now && !redacted => return Ok(false),
+        Some(m) => std::mem::replace(m, now),
+        None => {
+            saved.marks.insert(key.clone(), now);
+            Mark::default()
+        }
+    };
+    let dropped = now.base != old.base;
+    let mut pfx = None;
+    let prefix = |p: &mut Option<Vec<u8>>| -> Vec<u8> {
+        p.get_or_insert_with(|| chain_prefix(&key.0, &key.1))
+            .clone()
+    };
+    let base = base_of(log);
+    let mut from = old;
+    if base != old.base || redacted {
+        // Compacted or bootstrapped from a snapshot: write the chain again.
+        let prefix = prefix(&mut pfx);
+        let mut end = prefix.clone();
+        end.push(0xFF);
+        let mut keys = Vec::new();
+        {
+            let mut cur =
+                store.scan(LOG, Bound::Included(&prefix), Bound::Excluded(&end), false)?;
+            while cur.next()? {
+                keys.push(cur.key().to_vec());
+            }
+        }
+        for k in keys {
+            store.delete(LOG, &k)?;
+        }
+        saved.runs.retain(|(k, _, _)| k != key);
+        if saved.tail.iter().any(|r| r.key == *key) {
+            saved.tail.retain(|r| r.key != *key);
+            saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
+            *tail_changed = true;
+        }
+        if let Some(c) = &log.base {
+            let mut w = Writer::new();
+            c.encode(&mut w);
+            store.put(LOG, &log_key(&prefix, K_CHECKPOINT, c.seq), &w.buf)?;
+        }
+        from = Mark::default();
+    }
+    // Blocks and records are in seq order: skip what is saved without walking it.
+    let new_blocks = log
+        .blocks
+        .partition_point(|b| b.last_seq() <= from.blocks_upto);
+    for b in &log.blocks[new_blocks..] {
+        let k = log_key(&prefix(&mut pfx), K_BLOCK, b.last_seq());
+        store.put(LOG, &k, &b.to_bytes())?;
+        if let Some(h) = b.records.iter().map(|r| r.hlc).max() {
+            saved.log_clock = saved.log_clock.max(h);
+        }
+    }
+    // Records sealed since: their pending copies go.
+    let sealed = log.sealed_head().0;
+    if sealed > from.blocks_upto {
+        for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
+            // Those in the tail or in a run go below, a run at a time.
+            if saved.tail.iter().any(|r| r.contains(key, seq))
+                || saved
+                    .runs
+                    .iter()
+                    .any(|(k, a, b)| k == key && (*a..=*b).contains(&seq))
+            {
+                continue;
+            }
+            store.delete(LOG, &log_key(&prefix(&mut pfx), K_PENDING, seq))?;
+        }
+        let before = saved.tail.len();
+        for run in saved.tail.iter_mut().filter(|r| r.key == *key) {
+            if run.first <= sealed {
+                run.drop_upto(sealed)?;
+                *tail_changed = true;
+            }
+        }
+        saved.tail.retain(|r| r.n > 0);
+        if *tail_changed || saved.tail.len() != before {
+            saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
+        }
+        let mut i = 0;
+        while i < saved.runs.len() {
+            let (k, first, last) = &saved.runs[i];
+            if k != key || *first > sealed {
+                i += 1;
+                continue;
+            }
+            let (first, last) = (*first, *last);
+            saved.runs.swap_remove(i);
+            let prefix = prefix(&mut pfx);
+            let run_key = log_key(&prefix, K_PENDING_RUN, first);
+            if last > sealed {
+                // Partly sealed: what is not goes back one record a key.
+                let v = store
+                    .get(LOG, &run_key)?
+                    .ok_or_else(|| corrupt("pending run", "missing"))?;
+                let mut r = Reader::new(&v);
+                r.varint().map_err(|e| corrupt("pending run", e))?;
+                for seq in first..=last {
+                    let rec = r.bytes().map_err(|e| corrupt("pending run", e))?;
+                    if seq > sealed {
+                        store.put(LOG, &log_key(&prefix, K_PENDING, seq), rec)?;
+                    }
+                }
+            }
+            store.delete(LOG, &run_key)?;
+        }
+    }
+    let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
+    for r in &log.pending[new_pending..] {
+        // A local commit's record is saved as it was written.
+        let mut w = Writer::new();
+        let bytes = match log.written_bytes(r.seq) {
+            Some(b) => b,
+            None => {
+                // Room for a typical op, to spare the regrowth of a large record.
+                w.buf.reserve(16 + 64 * r.ops.len());
+                r.encode(&mut w);
+                &w.buf
+            }
+        };
+        saved.log_clock = saved.log_clock.max(r.hlc);
+        if bytes.len() > TAIL_RECORD {
+            let k = log_key(&prefix(&mut pfx), K_PENDING, r.seq);
+            store.put(LOG, &k, bytes)?;
+            continue;
+        }
+        // A small record goes to the tail, which rides in the catalog entry of the
+        // meta tree: a commit then writes no page for it.
+        let mut extends = saved
+            .tail
+            .last()
+            .is_some_and(|t| t.first + t.n == r.seq && t.key == *key);
+        let grows = 10
+            + bytes.len()
+            + if extends {
+                0
+            } else {
+                prefix(&mut pfx).len() + 20
+            };
+        if saved.tail_bytes + grows > TAIL_BYTES {
+            move_tail(store, saved)?;
+            extends = false;
+        }
+        match saved.tail.last_mut() {
+            Some(t) if extends => {
+                saved.tail_bytes -= t.size();
+                let mut w = Writer {
+                    buf: std::mem::take(&mut t.records),
+                };
+                w.bytes(bytes);
+                t.records = w.buf;
+                t.n += 1;
+                saved.tail_bytes += t.size();
+            }
+            _ => {
+                let mut w = Writer {
+                    buf: Vec::with_capacity(TAIL_BYTES),
+                };
+                w.bytes(bytes);
+                let run = TailRun {
+                    key: key.clone(),
+                    prefix: prefix(&mut pfx),
+                    first: r.seq,
+                    n: 1,
+                    records: w.buf,
+                };
+                saved.tail_bytes += run.size();
+                saved.tail.push(run);
+            }
+        }
+        *tail_changed = true;
+    }
+    Ok(dropped)
 }
 
 /// Moves the tail's records to the log, one value per run (one path of the log copied for

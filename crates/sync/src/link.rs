@@ -78,6 +78,7 @@ impl Link {
 impl<S: RowStore> Replica<S> {
     /// Starts a connection: the HELLO to send.
     pub fn open_link(&mut self, _link: &mut Link, _now_ms: u64) -> Vec<u8> {
+        self.edits += 1;
         self.seal();
         let empty = !self
             .chains
@@ -94,6 +95,7 @@ impl<S: RowStore> Replica<S> {
 
     /// Handles one message from the peer.
     pub fn handle(&mut self, link: &mut Link, now_ms: u64, bytes: &[u8]) -> Output {
+        self.edits += 1;
         let mut out = Output::default();
         let msg = match Message::decode(bytes) {
             Ok(m) => m,
@@ -274,6 +276,7 @@ impl<S: RowStore> Replica<S> {
     /// Seals local writes and sends what the peer lacks; resends what went unacknowledged for
     /// `retransmit_ms`. Call after local commits and on a timer.
     pub fn poll(&mut self, link: &mut Link, now_ms: u64) -> Vec<Vec<u8>> {
+        self.edits += 1;
         if link.in_flight() > 0
             && now_ms.saturating_sub(link.last_progress_ms) >= self.config.retransmit_ms
         {

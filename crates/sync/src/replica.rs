@@ -132,6 +132,11 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// Bumped whenever held records are redacted (a purge): a host that saved them must save
     /// them again.
     pub(crate) redactions: u64,
+    /// Bumped by every change to what a host saves (chains, peers, writer lists, forks,
+    /// redactions) other than a local record appended by [`Replica::commit_written_to`]: a host
+    /// that saw the same count at its last save, and has saved every local record since,
+    /// has only the chains those records went to to save again ([`Replica::edits`]).
+    pub(crate) edits: u64,
     /// Local records written by [`Replica::commit_deferred`] and not yet joined into `rows`:
     /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
     /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
@@ -167,6 +172,7 @@ impl<S: RowStore> Replica<S> {
             peers: BTreeMap::new(),
             forks: BTreeSet::new(),
             redactions: 0,
+            edits: 0,
             unmerged: BTreeMap::new(),
             unhashed: BTreeMap::new(),
         }
@@ -310,6 +316,7 @@ impl<S: RowStore> Replica<S> {
     /// Puts back a chain as it was saved (its checkpoint, sealed blocks and pending records).
     /// Blocks are trusted: they were verified when first received (`verify()` re-checks).
     pub fn restore_chain(&mut self, key: ChainKey, log: ChainLog) {
+        self.edits += 1;
         for r in log.pending.iter() {
             self.clock.observe(r.hlc);
         }
@@ -326,15 +333,22 @@ impl<S: RowStore> Replica<S> {
         self.clock.observe(hlc);
     }
     pub fn restore_peer(&mut self, id: AuthorId, info: PeerInfo) {
+        self.edits += 1;
         self.peers.insert(id, info);
     }
     pub fn restore_fork(&mut self, id: AuthorId) {
+        self.edits += 1;
         self.forks.insert(id);
     }
     /// How many times held records were redacted (see `restore_chain`: saved copies of them
     /// must be written again when this moves).
     pub fn redactions(&self) -> u64 {
         self.redactions
+    }
+    /// How many times something a host saves changed other than by a local record appended
+    /// with [`Replica::commit_written_to`] (see the field).
+    pub fn edits(&self) -> u64 {
+        self.edits
     }
     /// Applies every held record (sealed and pending) to the merged rows again. A host that
     /// saves the rows only when history is dropped rebuilds the rest this way on open; merging
@@ -482,6 +496,7 @@ impl<S: RowStore> Replica<S> {
 
     /// Adopts a writer list signed by its scope's owner.
     pub fn add_writer_list(&mut self, list: WriterList) -> Result<bool> {
+        self.edits += 1;
         list.check()?;
         let known = self.writer_lists.entry(list.scope.clone()).or_default();
         if known.contains_key(&(list.version, list.sig)) {
@@ -682,6 +697,7 @@ impl<S: RowStore> Replica<S> {
         ops: Vec<Op>,
         want_keys: bool,
     ) -> Result<Vec<RowKey>> {
+        self.edits += 1;
         if ops.is_empty() {
             return Ok(Vec::new());
         }
@@ -714,6 +730,7 @@ impl<S: RowStore> Replica<S> {
         table: &str,
         pk: Vec<cairn_store::Value>,
     ) -> Result<()> {
+        self.edits += 1;
         self.commit(now_ms, scope, vec![Op::new(table, pk, Payload::Purge)])
             .map(|_| ())
     }
@@ -770,6 +787,7 @@ impl<S: RowStore> Replica<S> {
 
     /// Replaces, in every record held for `scope`, the ops on purged rows with their redacted form.
     fn redact_purged(&mut self, scope: &ScopeId, touched: &[(RowKey, bool)]) {
+        self.edits += 1;
         let purged: BTreeSet<&RowKey> =
             touched.iter().filter(|(_, p)| *p).map(|(k, _)| k).collect();
         if purged.is_empty() {
@@ -801,6 +819,7 @@ impl<S: RowStore> Replica<S> {
     /// Seals every chain's pending records into one block each (one signature per chain).
     /// Returns the number of blocks made.
     pub fn seal(&mut self) -> usize {
+        self.edits += 1;
         self.hash_deferred();
         let mut n = 0;
         for ((author, scope), log) in self.chains.iter_mut() {
@@ -828,6 +847,7 @@ impl<S: RowStore> Replica<S> {
     /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
     /// batch; each block is then checked against what is held and applied, or rejected whole.
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
+        self.edits += 1;
         self.catch_up();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
@@ -1078,6 +1098,7 @@ impl<S: RowStore> Replica<S> {
     /// acknowledged, keeping the last dropped block's head and signature as a checkpoint.
     /// Returns the number of records dropped.
     pub fn compact(&mut self) -> usize {
+        self.edits += 1;
         // The records dropped must reach the rows first.
         self.catch_up();
         let mut dropped = 0;
@@ -1159,6 +1180,7 @@ impl<S: RowStore> Replica<S> {
         checkpoints: Vec<Checkpoint>,
         rows: Vec<(RowKey, RowState)>,
     ) -> Vec<Event> {
+        self.edits += 1;
         self.catch_up();
         let mut events = Vec::new();
         for cp in &checkpoints {
@@ -1285,6 +1307,57 @@ mod tests {
         assert!(r.verify().is_empty());
         log_sig_flip(&mut r, &key);
         assert_eq!(r.verify().len(), 1);
+    }
+
+    #[test]
+    fn edits_move_with_everything_a_host_saves_but_local_records() {
+        // A host saves only the chains of its local records while `edits` stands still
+        // (cairn-replicated's save): sealing, a peer's blocks, a peer met, a writer list and
+        // compaction must move it; a local record, hashing and merging must not.
+        let schema = TableSchema::new("t", 1).lww("a");
+        let mut a = Replica::in_memory(Identity::from_secret([5; 32]), Config::default());
+        let mut b = Replica::in_memory(Identity::from_secret([6; 32]), Config::default());
+        for r in [&mut a, &mut b] {
+            r.register_table(schema.clone()).expect("invariant: valid");
+        }
+        let key = (a.id(), ScopeId::new(a.id(), "t"));
+        let write = |r: &mut Replica, i: i64| {
+            let mut w = OpsWriter::new();
+            w.op(&Op::new(
+                "t",
+                vec![Value::Integer(i)],
+                Payload::Set(vec![(0, Value::Integer(i))]),
+            ));
+            let key = (r.id(), ScopeId::new(r.id(), "t"));
+            r.commit_written_to(1000, &key, w)
+                .expect("invariant: valid");
+        };
+        let e = a.edits();
+        write(&mut a, 1);
+        write(&mut a, 2);
+        a.catch_up();
+        assert_eq!(a.edits(), e, "local records, hashing and merging");
+        a.seal();
+        assert!(a.edits() > e, "sealing");
+        let e = a.edits();
+        write(&mut b, 3);
+        b.seal();
+        let bkey = (b.id(), ScopeId::new(b.id(), "t"));
+        let blocks = b.chain(&bkey).expect("invariant: written").blocks.clone();
+        a.receive_blocks(1000, blocks);
+        assert!(a.edits() > e, "a peer's blocks");
+        let e = a.edits();
+        let (mut la, mut lb) = (crate::Link::new(), crate::Link::new());
+        let hello = b.open_link(&mut lb, 1000);
+        a.handle(&mut la, 1000, &hello);
+        assert!(a.edits() > e, "a peer met");
+        let e = a.edits();
+        a.sign_writers(b"t", 1, vec![b.id()]);
+        assert!(a.edits() > e, "a writer list");
+        let e = a.edits();
+        a.compact();
+        assert!(a.edits() > e, "compaction");
+        assert!(a.chain(&key).is_some());
     }
 
     #[test]
