@@ -688,10 +688,17 @@ impl State {
         let Some(replica) = self.replica.as_mut() else {
             return Ok(());
         };
-        for t in catalog.tables.values() {
-            if t.replicated.is_none() {
-                continue;
-            }
+        // Every commit asks: the definitions registered are kept in the catalog's order, so
+        // an unchanged catalog is recognized by pointer, one table after the other.
+        let replicated = || catalog.tables.values().filter(|t| t.replicated.is_some());
+        if replicated().enumerate().all(|(i, t)| {
+            self.registered
+                .get(i)
+                .is_some_and(|(k, _)| Rc::ptr_eq(k, t))
+        }) {
+            return Ok(());
+        }
+        for t in replicated() {
             let known = self.registered.iter().position(|(k, _)| k.name == t.name);
             // Holding the Rc keeps the catalog from changing the definition in place.
             if known.is_some_and(|i| Rc::ptr_eq(&self.registered[i].0, t)) {
@@ -711,6 +718,10 @@ impl State {
                 }
             }
         }
+        // The catalog's order, and tables no longer in it (dropped) after.
+        let at = |k: &Rc<Table>| replicated().position(|t| Rc::ptr_eq(k, t));
+        self.registered
+            .sort_by_key(|(k, _)| at(k).unwrap_or(usize::MAX));
         Ok(())
     }
 

@@ -1536,3 +1536,56 @@ fn a_run_of_inserts_is_captured_row_by_row_and_cut_by_a_failed_statement() {
         ]
     );
 }
+
+/// The hook recognizes an unchanged catalog by its tables' definitions in order: tables
+/// created out of name order, one added, one altered, one dropped and created again, each
+/// followed by writes, must all be recorded, and a peer that syncs gets every row.
+#[test]
+fn every_schema_change_between_writes_is_registered() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    let tables = [
+        "CREATE TABLE zeta (id TEXT PRIMARY KEY, v INTEGER) REPLICATED",
+        "CREATE TABLE alpha (id TEXT PRIMARY KEY, v INTEGER) REPLICATED",
+        "CREATE TABLE plain (id INTEGER PRIMARY KEY, v INTEGER)",
+    ];
+    for n in [&mut a, &mut b] {
+        for t in tables {
+            n.exec(t);
+        }
+    }
+    a.exec("INSERT INTO zeta VALUES ('z1', 1); INSERT INTO alpha VALUES ('a1', 1)");
+    for n in [&mut a, &mut b] {
+        n.exec("CREATE TABLE mid (id TEXT PRIMARY KEY, v INTEGER) REPLICATED");
+    }
+    a.exec("INSERT INTO mid VALUES ('m1', 1); INSERT INTO alpha VALUES ('a2', 2)");
+    for n in [&mut a, &mut b] {
+        n.exec("ALTER TABLE alpha ADD COLUMN w TEXT");
+    }
+    a.exec("INSERT INTO alpha VALUES ('a3', 3, 'three'); UPDATE zeta SET v = 10 WHERE id = 'z1'");
+    a.exec("DROP TABLE zeta");
+    a.exec("CREATE TABLE zeta (id TEXT PRIMARY KEY, v INTEGER) REPLICATED");
+    a.exec("INSERT INTO zeta VALUES ('z2', 2); INSERT INTO mid VALUES ('m2', 2)");
+    sync_pair(&mut a, &mut b);
+    for (table, want) in [
+        ("alpha", vec!["a1", "a2", "a3"]),
+        ("mid", vec!["m1", "m2"]),
+        ("zeta", vec!["z1", "z2"]),
+    ] {
+        let got: Vec<Value> = b
+            .rows(&format!("SELECT id FROM {table} ORDER BY id"))
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect();
+        let want: Vec<Value> = want.into_iter().map(|s| Value::Text(s.into())).collect();
+        assert_eq!(got, want, "{table} on the peer");
+    }
+    assert_eq!(
+        b.rows("SELECT w FROM alpha WHERE id = 'a3'"),
+        vec![vec![Value::Text("three".into())]]
+    );
+    assert_eq!(
+        b.rows("SELECT v FROM zeta WHERE id = 'z1'"),
+        vec![vec![Value::Integer(10)]]
+    );
+}
