@@ -335,6 +335,10 @@ impl Database {
         let fixed = hook
             .before_commit(self.store.as_mut(), &self.catalog, changes)
             .and_then(|corrections| {
+                if corrections.is_empty() {
+                    // Nothing merged differently (the common case).
+                    return Ok(());
+                }
                 let rows = corrections
                     .into_iter()
                     .map(|c| Ok((self.catalog.table(&c.table)?.clone(), c.pk, c.row)))
