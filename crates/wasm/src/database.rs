@@ -289,7 +289,9 @@ fn author(hex: &str) -> Result<cairn_sync::AuthorId, JsValue> {
     })
 }
 
+/// Out of line: every sync method of the build without sync answers with it.
 #[cfg(not(feature = "sync"))]
+#[inline(never)]
 fn no_sync() -> JsValue {
     error(
         "NO_SYNC",
@@ -500,13 +502,16 @@ impl Database {
             Err(no_sync())
         }
     }
+    /// `writers` is an array of author ids (the Worker makes each a string). Taken as a
+    /// `JsValue` and read here rather than as `Vec<String>`, so that the build without sync does
+    /// not carry wasm-bindgen's conversion of a string array for a call it refuses.
     #[wasm_bindgen(js_name = syncAuthorize)]
-    pub fn sync_authorize(&mut self, scope: &str, writers: Vec<String>) -> Result<(), JsValue> {
+    pub fn sync_authorize(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
         #[cfg(feature = "sync")]
         {
-            let writers = writers
+            let writers = Array::from(&writers)
                 .iter()
-                .map(|w| author(w))
+                .map(|w| author(&w.as_string().unwrap_or_default()))
                 .collect::<Result<Vec<_>, _>>()?;
             self.sync
                 .authorize(&mut self.db, scope, writers)
