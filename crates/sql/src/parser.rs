@@ -188,10 +188,18 @@ impl Parser {
 
     fn next(&mut self) -> Tok {
         let t = self.tokens[self.pos].tok.clone();
+        self.advance();
+        t
+    }
+
+    /// Moves past the current token (never past the end): `next` without the copy of the token
+    /// it returns, which most callers drop. Out of line in the wasm build: it is called from
+    /// every keyword and operator test.
+    #[cfg_attr(target_arch = "wasm32", inline(never))]
+    fn advance(&mut self) {
         if self.pos < self.tokens.len() - 1 {
             self.pos += 1;
         }
-        t
     }
 
     fn describe(t: &Tok) -> String {
@@ -233,7 +241,7 @@ impl Parser {
 
     fn eat_kw(&mut self, kw: &str) -> bool {
         if self.is_kw(kw) {
-            self.next();
+            self.advance();
             true
         } else {
             false
@@ -250,7 +258,7 @@ impl Parser {
 
     fn eat_op(&mut self, op: &str) -> bool {
         if matches!(self.peek(), Tok::Op(o) if *o == op) {
-            self.next();
+            self.advance();
             true
         } else {
             false
@@ -277,16 +285,16 @@ impl Parser {
     fn ident(&mut self) -> Result<String> {
         match self.peek().clone() {
             Tok::Quoted(s) => {
-                self.next();
+                self.advance();
                 Ok(s)
             }
             Tok::Word(w) if !is_reserved(&w) => {
-                self.next();
+                self.advance();
                 Ok(w)
             }
             // SQLite accepts a string literal where a name is expected, in some places.
             Tok::Str(s) => {
-                self.next();
+                self.advance();
                 Ok(s)
             }
             _ => Err(self.unexpected("a name")),
@@ -539,7 +547,7 @@ impl Parser {
             {
                 break;
             }
-            self.next();
+            self.advance();
             words.push(w);
         }
         if !words.is_empty() {
@@ -826,7 +834,7 @@ impl Parser {
         }
         match self.peek().clone() {
             Tok::Quoted(s) | Tok::Str(s) => {
-                self.next();
+                self.advance();
                 Ok(Some(s))
             }
             Tok::Word(w)
@@ -835,7 +843,7 @@ impl Parser {
                         .iter()
                         .any(|k| k.eq_ignore_ascii_case(&w)) =>
             {
-                self.next();
+                self.advance();
                 Ok(Some(w))
             }
             _ => Ok(None),
@@ -851,8 +859,8 @@ impl Parser {
             && matches!(self.peek_at(2), Tok::Op("*"))
         {
             let t = self.ident()?;
-            self.next();
-            self.next();
+            self.advance();
+            self.advance();
             return Ok(SelectItem::TableAll(t));
         }
         let expr = self.expr()?;
@@ -957,7 +965,7 @@ impl Parser {
             self.expect_kw("VALUES")?;
             InsertSource::DefaultValues
         } else if self.is_kw("VALUES") && !self.is_kw_at(1, "SELECT") {
-            self.next();
+            self.advance();
             InsertSource::Values(self.values_rows()?)
         } else {
             InsertSource::Select(Box::new(self.select()?))
@@ -1085,7 +1093,7 @@ impl Parser {
     fn binary(&mut self, min: u8) -> Result<Expr> {
         // NOT may start any operand (`a <= NOT b`), and takes everything above its own level.
         let mut left = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
-            self.next();
+            self.advance();
             self.enter()?;
             let e = self.binary(3)?;
             self.depth -= 1;
@@ -1144,7 +1152,7 @@ impl Parser {
             }
             left = match op {
                 Some(op) => {
-                    self.next();
+                    self.advance();
                     let right = self.binary(prec)?;
                     Expr::Binary(op, Box::new(left), Box::new(right))
                 }
@@ -1200,7 +1208,7 @@ impl Parser {
                     Tok::Word(w) => w.to_ascii_uppercase(),
                     _ => return Err(self.unexpected("IN, LIKE, GLOB, BETWEEN or NULL after NOT")),
                 };
-                self.next();
+                self.advance();
                 self.negatable(&w2, b, prec, true)?
             }
             other => self.negatable(other, b, prec, false)?,
@@ -1277,11 +1285,11 @@ impl Parser {
         self.enter()?;
         let e = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
             // `-NOT x`: NOT starts an operand here too.
-            self.next();
+            self.advance();
             Expr::Unary(UnOp::Not, Box::new(self.binary(3)?))
         } else if self.eat_op("-") {
             if self.peek() == &Tok::IntMin {
-                self.next();
+                self.advance();
                 self.depth -= 1;
                 return Ok(Expr::Literal(Value::Integer(i64::MIN)));
             }
@@ -1310,29 +1318,29 @@ impl Parser {
         let tok = self.peek().clone();
         match tok {
             Tok::Int(n) => {
-                self.next();
+                self.advance();
                 // 9223372036854775808 only exists negated; the lexer made it a real, and
                 // `-9223372036854775808` then folds to that real, as SQLite reads it.
                 Ok(Expr::Literal(Value::Integer(n)))
             }
             Tok::Real(r) => {
-                self.next();
+                self.advance();
                 Ok(Expr::Literal(Value::Real(r)))
             }
             Tok::IntMin => {
-                self.next();
+                self.advance();
                 Ok(Expr::Literal(Value::Real(9_223_372_036_854_775_808.0)))
             }
             Tok::Str(s) => {
-                self.next();
+                self.advance();
                 Ok(Expr::Literal(Value::Text(s)))
             }
             Tok::Blob(b) => {
-                self.next();
+                self.advance();
                 Ok(Expr::Literal(Value::Blob(b)))
             }
             Tok::QParam(n) => {
-                self.next();
+                self.advance();
                 let n = match n {
                     Some(n) => n,
                     None => self.max_param + 1,
@@ -1341,11 +1349,11 @@ impl Parser {
                 Ok(Expr::Param(Param::Index(n)))
             }
             Tok::NamedParam(name) => {
-                self.next();
+                self.advance();
                 Ok(Expr::Param(Param::Named(name)))
             }
             Tok::Op("(") => {
-                self.next();
+                self.advance();
                 if self.is_kw("SELECT") || self.is_kw("WITH") || self.is_kw("VALUES") {
                     let q = self.select()?;
                     self.expect_op(")")?;
@@ -1363,22 +1371,22 @@ impl Parser {
                 let up = w.to_ascii_uppercase();
                 match up.as_str() {
                     "NULL" => {
-                        self.next();
+                        self.advance();
                         Ok(Expr::Literal(Value::Null))
                     }
                     "TRUE" if !matches!(self.peek_at(1), Tok::Op("." | "(")) => {
-                        self.next();
+                        self.advance();
                         Ok(Expr::Literal(Value::Integer(1)))
                     }
                     "FALSE" if !matches!(self.peek_at(1), Tok::Op("." | "(")) => {
-                        self.next();
+                        self.advance();
                         Ok(Expr::Literal(Value::Integer(0)))
                     }
                     "CURRENT_TIME" | "CURRENT_DATE" | "CURRENT_TIMESTAMP" => Err(
                         Error::Unsupported(format!("{up} (time is not part of the dialect)")),
                     ),
                     "EXISTS" => {
-                        self.next();
+                        self.advance();
                         self.expect_op("(")?;
                         let q = self.select()?;
                         self.expect_op(")")?;
@@ -1388,8 +1396,8 @@ impl Parser {
                         })
                     }
                     "NOT" if self.is_kw_at(1, "EXISTS") => {
-                        self.next();
-                        self.next();
+                        self.advance();
+                        self.advance();
                         self.expect_op("(")?;
                         let q = self.select()?;
                         self.expect_op(")")?;
@@ -1399,7 +1407,7 @@ impl Parser {
                         })
                     }
                     "CASE" => {
-                        self.next();
+                        self.advance();
                         let operand = if self.is_kw("WHEN") {
                             None
                         } else {
@@ -1427,13 +1435,13 @@ impl Parser {
                         })
                     }
                     "CAST" => {
-                        self.next();
+                        self.advance();
                         self.expect_op("(")?;
                         let e = self.expr()?;
                         self.expect_kw("AS")?;
                         let mut words = Vec::new();
                         while let Tok::Word(w) = self.peek().clone() {
-                            self.next();
+                            self.advance();
                             words.push(w);
                         }
                         if words.is_empty() {
@@ -1444,7 +1452,7 @@ impl Parser {
                                 if self.peek() == &Tok::Eof {
                                     return Err(self.unexpected("')'"));
                                 }
-                                self.next();
+                                self.advance();
                             }
                         }
                         self.expect_op(")")?;
@@ -1456,8 +1464,8 @@ impl Parser {
                     _ if matches!(self.peek_at(1), Tok::Op("(")) && !is_reserved(&w)
                         || up == "REPLACE" && matches!(self.peek_at(1), Tok::Op("(")) =>
                     {
-                        self.next();
-                        self.next();
+                        self.advance();
+                        self.advance();
                         let mut args = Vec::new();
                         let mut distinct = false;
                         let mut star = false;
