@@ -126,6 +126,45 @@ struct Parser {
     depth: u32,
 }
 
+/// Binary operators written as words, with their precedence (see `Parser::binary`); the
+/// operator itself is read by `Parser::keyword_op`. Tables rather than a `match` on the
+/// upper-cased word: no allocation per operand, and one loop in the wasm build instead of a
+/// string comparison per operator.
+const WORD_OPS: &[(&str, u8)] = &[
+    ("OR", 1),
+    ("AND", 2),
+    ("IS", 4),
+    ("IN", 4),
+    ("LIKE", 4),
+    ("GLOB", 4),
+    ("BETWEEN", 4),
+    ("ISNULL", 4),
+    ("NOTNULL", 4),
+    ("NOT", 4),
+];
+
+/// Binary operators written with symbols, with their precedence.
+const SYMBOL_OPS: &[(&str, u8, BinOp)] = &[
+    ("=", 4, BinOp::Eq),
+    ("==", 4, BinOp::Eq),
+    ("!=", 4, BinOp::Ne),
+    ("<>", 4, BinOp::Ne),
+    ("<", 5, BinOp::Lt),
+    ("<=", 5, BinOp::Le),
+    (">", 5, BinOp::Gt),
+    (">=", 5, BinOp::Ge),
+    ("&", 6, BinOp::BitAnd),
+    ("|", 6, BinOp::BitOr),
+    ("<<", 6, BinOp::Shl),
+    (">>", 6, BinOp::Shr),
+    ("+", 7, BinOp::Add),
+    ("-", 7, BinOp::Sub),
+    ("*", 8, BinOp::Mul),
+    ("/", 8, BinOp::Div),
+    ("%", 8, BinOp::Rem),
+    ("||", 9, BinOp::Concat),
+];
+
 /// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
 /// recursion well inside a small thread stack).
 const MAX_DEPTH: u32 = 100;
@@ -1104,47 +1143,29 @@ impl Parser {
         let mut chain = 0;
         loop {
             let (prec, op) = match self.peek() {
-                Tok::Word(w) => {
-                    let w = w.to_ascii_uppercase();
-                    match w.as_str() {
-                        "OR" => (1, None),
-                        "AND" => (2, None),
-                        "IS" | "IN" | "LIKE" | "GLOB" | "BETWEEN" | "ISNULL" | "NOTNULL"
-                        | "NOT" => (4, None),
-                        "REGEXP" | "MATCH" => {
-                            return Err(Error::Unsupported(format!("the {w} operator")))
-                        }
-                        "COLLATE" => return Err(Error::Unsupported("COLLATE".into())),
-                        _ => break,
+                Tok::Word(w) => match WORD_OPS.iter().find(|(k, _)| k.eq_ignore_ascii_case(w)) {
+                    Some(&(_, prec)) => (prec, None),
+                    None if w.eq_ignore_ascii_case("REGEXP") || w.eq_ignore_ascii_case("MATCH") => {
+                        let w = w.to_ascii_uppercase();
+                        return Err(Error::Unsupported(format!("the {w} operator")));
                     }
-                }
-                Tok::Op(o) => match *o {
-                    "=" | "==" => (4, Some(BinOp::Eq)),
-                    "!=" | "<>" => (4, Some(BinOp::Ne)),
-                    "<" => (5, Some(BinOp::Lt)),
-                    "<=" => (5, Some(BinOp::Le)),
-                    ">" => (5, Some(BinOp::Gt)),
-                    ">=" => (5, Some(BinOp::Ge)),
-                    "&" => (6, Some(BinOp::BitAnd)),
-                    "|" => (6, Some(BinOp::BitOr)),
-                    "<<" => (6, Some(BinOp::Shl)),
-                    ">>" => (6, Some(BinOp::Shr)),
-                    "+" => (7, Some(BinOp::Add)),
-                    "-" => (7, Some(BinOp::Sub)),
-                    "*" => (8, Some(BinOp::Mul)),
-                    "/" => (8, Some(BinOp::Div)),
-                    "%" => (8, Some(BinOp::Rem)),
-                    "||" => (9, Some(BinOp::Concat)),
-                    _ => break,
+                    None if w.eq_ignore_ascii_case("COLLATE") => {
+                        return Err(Error::Unsupported("COLLATE".into()))
+                    }
+                    None => break,
+                },
+                Tok::Op(o) => match SYMBOL_OPS.iter().find(|(s, ..)| s == o) {
+                    Some(&(_, prec, op)) => (prec, Some(op)),
+                    None => break,
                 },
                 _ => break,
             };
             if prec <= min {
                 break;
             }
-            // A left-deep chain (`a + b + c ...`) nests one level per operator.
-            if !matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case("AND") || w.eq_ignore_ascii_case("OR"))
-            {
+            // A left-deep chain (`a + b + c ...`) nests one level per operator; AND (2) and OR
+            // (1) chains are rebalanced instead.
+            if prec > 2 {
                 chain += 1;
             }
             if chain > MAX_CHAIN {
