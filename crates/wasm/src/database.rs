@@ -95,6 +95,16 @@ fn to_value(v: &JsValue, what: &dyn Fn() -> String) -> Result<Value, JsValue> {
     ))
 }
 
+/// A JavaScript array of strings, built here rather than returned as `Vec<String>`: that would
+/// link wasm-bindgen's conversion of a value slice (and its glue) for two rarely used calls.
+fn strings(lines: &[String]) -> Array {
+    let out = Array::new();
+    for l in lines {
+        out.push(&JsValue::from_str(l));
+    }
+    out
+}
+
 enum Params {
     Positional(Vec<Value>),
     Named(Vec<(String, Value)>),
@@ -421,8 +431,9 @@ impl Database {
     }
 
     /// Every problem the integrity check finds, as strings (empty when sound).
-    pub fn check(&mut self) -> Result<Vec<String>, JsValue> {
-        self.db.integrity_check().map_err(sql_error)
+    pub fn check(&mut self) -> Result<Array, JsValue> {
+        let problems = self.db.integrity_check().map_err(sql_error)?;
+        Ok(strings(&problems))
     }
 
     /// `[{ type, name, table, sql }]` for every table and index.
@@ -606,11 +617,12 @@ impl Database {
     }
     /// Problems `verify()` found in the stored history, as text (empty when sound).
     #[wasm_bindgen(js_name = syncVerify)]
-    pub fn sync_verify(&mut self) -> Result<Vec<String>, JsValue> {
+    pub fn sync_verify(&mut self) -> Result<Array, JsValue> {
         #[cfg(feature = "sync")]
         {
             let f = self.sync.verify(&mut self.db).map_err(sql_error)?;
-            Ok(f.iter()
+            let lines: Vec<String> = f
+                .iter()
                 .map(|f| {
                     format!(
                         "{} seq {}: {} {}",
@@ -620,7 +632,8 @@ impl Database {
                         f.detail
                     )
                 })
-                .collect())
+                .collect();
+            Ok(strings(&lines))
         }
         #[cfg(not(feature = "sync"))]
         {
