@@ -127,9 +127,9 @@ struct Parser {
 }
 
 /// Binary operators written as words, with their precedence (see `Parser::binary`); the
-/// operator itself is read by `Parser::keyword_op`. Tables rather than a `match` on the
-/// upper-cased word: no allocation per operand, and one loop in the wasm build instead of a
-/// string comparison per operator.
+/// operator itself is read by `Parser::keyword_op`. A table searched case-insensitively rather
+/// than a `match` on the upper-cased word: no allocation per operand, and one loop in the wasm
+/// build instead of a string comparison per operator.
 const WORD_OPS: &[(&str, u8)] = &[
     ("OR", 1),
     ("AND", 2),
@@ -141,28 +141,6 @@ const WORD_OPS: &[(&str, u8)] = &[
     ("ISNULL", 4),
     ("NOTNULL", 4),
     ("NOT", 4),
-];
-
-/// Binary operators written with symbols, with their precedence.
-const SYMBOL_OPS: &[(&str, u8, BinOp)] = &[
-    ("=", 4, BinOp::Eq),
-    ("==", 4, BinOp::Eq),
-    ("!=", 4, BinOp::Ne),
-    ("<>", 4, BinOp::Ne),
-    ("<", 5, BinOp::Lt),
-    ("<=", 5, BinOp::Le),
-    (">", 5, BinOp::Gt),
-    (">=", 5, BinOp::Ge),
-    ("&", 6, BinOp::BitAnd),
-    ("|", 6, BinOp::BitOr),
-    ("<<", 6, BinOp::Shl),
-    (">>", 6, BinOp::Shr),
-    ("+", 7, BinOp::Add),
-    ("-", 7, BinOp::Sub),
-    ("*", 8, BinOp::Mul),
-    ("/", 8, BinOp::Div),
-    ("%", 8, BinOp::Rem),
-    ("||", 9, BinOp::Concat),
 ];
 
 /// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
@@ -1154,9 +1132,24 @@ impl Parser {
                     }
                     None => break,
                 },
-                Tok::Op(o) => match SYMBOL_OPS.iter().find(|(s, ..)| s == o) {
-                    Some(&(_, prec, op)) => (prec, Some(op)),
-                    None => break,
+                Tok::Op(o) => match *o {
+                    "=" | "==" => (4, Some(BinOp::Eq)),
+                    "!=" | "<>" => (4, Some(BinOp::Ne)),
+                    "<" => (5, Some(BinOp::Lt)),
+                    "<=" => (5, Some(BinOp::Le)),
+                    ">" => (5, Some(BinOp::Gt)),
+                    ">=" => (5, Some(BinOp::Ge)),
+                    "&" => (6, Some(BinOp::BitAnd)),
+                    "|" => (6, Some(BinOp::BitOr)),
+                    "<<" => (6, Some(BinOp::Shl)),
+                    ">>" => (6, Some(BinOp::Shr)),
+                    "+" => (7, Some(BinOp::Add)),
+                    "-" => (7, Some(BinOp::Sub)),
+                    "*" => (8, Some(BinOp::Mul)),
+                    "/" => (8, Some(BinOp::Div)),
+                    "%" => (8, Some(BinOp::Rem)),
+                    "||" => (9, Some(BinOp::Concat)),
+                    _ => break,
                 },
                 _ => break,
             };
