@@ -520,7 +520,11 @@ impl Database {
     pub fn sync_authorize(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
         #[cfg(feature = "sync")]
         {
-            let writers = Array::from(&writers)
+            // Only imports the build without sync has too (`Array.isArray`, `length`, `get`):
+            // both builds share one glue.
+            let writers = writers
+                .dyn_ref::<Array>()
+                .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?
                 .iter()
                 .map(|w| author(&w.as_string().unwrap_or_default()))
                 .collect::<Result<Vec<_>, _>>()?;
