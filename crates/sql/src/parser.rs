@@ -126,23 +126,6 @@ struct Parser {
     depth: u32,
 }
 
-/// Binary operators written as words, with their precedence (see `Parser::binary`); the
-/// operator itself is read by `Parser::keyword_op`. A table searched case-insensitively rather
-/// than a `match` on the upper-cased word: no allocation per operand, and one loop in the wasm
-/// build instead of a string comparison per operator.
-const WORD_OPS: &[(&str, u8)] = &[
-    ("OR", 1),
-    ("AND", 2),
-    ("IS", 4),
-    ("IN", 4),
-    ("LIKE", 4),
-    ("GLOB", 4),
-    ("BETWEEN", 4),
-    ("ISNULL", 4),
-    ("NOTNULL", 4),
-    ("NOT", 4),
-];
-
 /// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
 /// recursion well inside a small thread stack).
 const MAX_DEPTH: u32 = 100;
@@ -205,18 +188,10 @@ impl Parser {
 
     fn next(&mut self) -> Tok {
         let t = self.tokens[self.pos].tok.clone();
-        self.advance();
-        t
-    }
-
-    /// Moves past the current token (never past the end): `next` without the copy of the token
-    /// it returns, which most callers drop. Out of line in the wasm build: it is called from
-    /// every keyword and operator test.
-    #[cfg_attr(target_arch = "wasm32", inline(never))]
-    fn advance(&mut self) {
         if self.pos < self.tokens.len() - 1 {
             self.pos += 1;
         }
+        t
     }
 
     fn describe(t: &Tok) -> String {
@@ -258,7 +233,7 @@ impl Parser {
 
     fn eat_kw(&mut self, kw: &str) -> bool {
         if self.is_kw(kw) {
-            self.advance();
+            self.next();
             true
         } else {
             false
@@ -275,7 +250,7 @@ impl Parser {
 
     fn eat_op(&mut self, op: &str) -> bool {
         if matches!(self.peek(), Tok::Op(o) if *o == op) {
-            self.advance();
+            self.next();
             true
         } else {
             false
@@ -302,16 +277,16 @@ impl Parser {
     fn ident(&mut self) -> Result<String> {
         match self.peek().clone() {
             Tok::Quoted(s) => {
-                self.advance();
+                self.next();
                 Ok(s)
             }
             Tok::Word(w) if !is_reserved(&w) => {
-                self.advance();
+                self.next();
                 Ok(w)
             }
             // SQLite accepts a string literal where a name is expected, in some places.
             Tok::Str(s) => {
-                self.advance();
+                self.next();
                 Ok(s)
             }
             _ => Err(self.unexpected("a name")),
@@ -564,7 +539,7 @@ impl Parser {
             {
                 break;
             }
-            self.advance();
+            self.next();
             words.push(w);
         }
         if !words.is_empty() {
@@ -851,7 +826,7 @@ impl Parser {
         }
         match self.peek().clone() {
             Tok::Quoted(s) | Tok::Str(s) => {
-                self.advance();
+                self.next();
                 Ok(Some(s))
             }
             Tok::Word(w)
@@ -860,7 +835,7 @@ impl Parser {
                         .iter()
                         .any(|k| k.eq_ignore_ascii_case(&w)) =>
             {
-                self.advance();
+                self.next();
                 Ok(Some(w))
             }
             _ => Ok(None),
@@ -876,8 +851,8 @@ impl Parser {
             && matches!(self.peek_at(2), Tok::Op("*"))
         {
             let t = self.ident()?;
-            self.advance();
-            self.advance();
+            self.next();
+            self.next();
             return Ok(SelectItem::TableAll(t));
         }
         let expr = self.expr()?;
@@ -982,7 +957,7 @@ impl Parser {
             self.expect_kw("VALUES")?;
             InsertSource::DefaultValues
         } else if self.is_kw("VALUES") && !self.is_kw_at(1, "SELECT") {
-            self.advance();
+            self.next();
             InsertSource::Values(self.values_rows()?)
         } else {
             InsertSource::Select(Box::new(self.select()?))
@@ -1110,7 +1085,7 @@ impl Parser {
     fn binary(&mut self, min: u8) -> Result<Expr> {
         // NOT may start any operand (`a <= NOT b`), and takes everything above its own level.
         let mut left = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
-            self.advance();
+            self.next();
             self.enter()?;
             let e = self.binary(3)?;
             self.depth -= 1;
@@ -1121,17 +1096,20 @@ impl Parser {
         let mut chain = 0;
         loop {
             let (prec, op) = match self.peek() {
-                Tok::Word(w) => match WORD_OPS.iter().find(|(k, _)| k.eq_ignore_ascii_case(w)) {
-                    Some(&(_, prec)) => (prec, None),
-                    None if w.eq_ignore_ascii_case("REGEXP") || w.eq_ignore_ascii_case("MATCH") => {
-                        let w = w.to_ascii_uppercase();
-                        return Err(Error::Unsupported(format!("the {w} operator")));
+                Tok::Word(w) => {
+                    let w = w.to_ascii_uppercase();
+                    match w.as_str() {
+                        "OR" => (1, None),
+                        "AND" => (2, None),
+                        "IS" | "IN" | "LIKE" | "GLOB" | "BETWEEN" | "ISNULL" | "NOTNULL"
+                        | "NOT" => (4, None),
+                        "REGEXP" | "MATCH" => {
+                            return Err(Error::Unsupported(format!("the {w} operator")))
+                        }
+                        "COLLATE" => return Err(Error::Unsupported("COLLATE".into())),
+                        _ => break,
                     }
-                    None if w.eq_ignore_ascii_case("COLLATE") => {
-                        return Err(Error::Unsupported("COLLATE".into()))
-                    }
-                    None => break,
-                },
+                }
                 Tok::Op(o) => match *o {
                     "=" | "==" => (4, Some(BinOp::Eq)),
                     "!=" | "<>" => (4, Some(BinOp::Ne)),
@@ -1156,9 +1134,9 @@ impl Parser {
             if prec <= min {
                 break;
             }
-            // A left-deep chain (`a + b + c ...`) nests one level per operator; AND (2) and OR
-            // (1) chains are rebalanced instead.
-            if prec > 2 {
+            // A left-deep chain (`a + b + c ...`) nests one level per operator.
+            if !matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case("AND") || w.eq_ignore_ascii_case("OR"))
+            {
                 chain += 1;
             }
             if chain > MAX_CHAIN {
@@ -1166,7 +1144,7 @@ impl Parser {
             }
             left = match op {
                 Some(op) => {
-                    self.advance();
+                    self.next();
                     let right = self.binary(prec)?;
                     Expr::Binary(op, Box::new(left), Box::new(right))
                 }
@@ -1222,7 +1200,7 @@ impl Parser {
                     Tok::Word(w) => w.to_ascii_uppercase(),
                     _ => return Err(self.unexpected("IN, LIKE, GLOB, BETWEEN or NULL after NOT")),
                 };
-                self.advance();
+                self.next();
                 self.negatable(&w2, b, prec, true)?
             }
             other => self.negatable(other, b, prec, false)?,
@@ -1299,11 +1277,11 @@ impl Parser {
         self.enter()?;
         let e = if self.is_kw("NOT") && !self.is_kw_at(1, "EXISTS") {
             // `-NOT x`: NOT starts an operand here too.
-            self.advance();
+            self.next();
             Expr::Unary(UnOp::Not, Box::new(self.binary(3)?))
         } else if self.eat_op("-") {
             if self.peek() == &Tok::IntMin {
-                self.advance();
+                self.next();
                 self.depth -= 1;
                 return Ok(Expr::Literal(Value::Integer(i64::MIN)));
             }
@@ -1332,29 +1310,29 @@ impl Parser {
         let tok = self.peek().clone();
         match tok {
             Tok::Int(n) => {
-                self.advance();
+                self.next();
                 // 9223372036854775808 only exists negated; the lexer made it a real, and
                 // `-9223372036854775808` then folds to that real, as SQLite reads it.
                 Ok(Expr::Literal(Value::Integer(n)))
             }
             Tok::Real(r) => {
-                self.advance();
+                self.next();
                 Ok(Expr::Literal(Value::Real(r)))
             }
             Tok::IntMin => {
-                self.advance();
+                self.next();
                 Ok(Expr::Literal(Value::Real(9_223_372_036_854_775_808.0)))
             }
             Tok::Str(s) => {
-                self.advance();
+                self.next();
                 Ok(Expr::Literal(Value::Text(s)))
             }
             Tok::Blob(b) => {
-                self.advance();
+                self.next();
                 Ok(Expr::Literal(Value::Blob(b)))
             }
             Tok::QParam(n) => {
-                self.advance();
+                self.next();
                 let n = match n {
                     Some(n) => n,
                     None => self.max_param + 1,
@@ -1363,11 +1341,11 @@ impl Parser {
                 Ok(Expr::Param(Param::Index(n)))
             }
             Tok::NamedParam(name) => {
-                self.advance();
+                self.next();
                 Ok(Expr::Param(Param::Named(name)))
             }
             Tok::Op("(") => {
-                self.advance();
+                self.next();
                 if self.is_kw("SELECT") || self.is_kw("WITH") || self.is_kw("VALUES") {
                     let q = self.select()?;
                     self.expect_op(")")?;
@@ -1385,22 +1363,22 @@ impl Parser {
                 let up = w.to_ascii_uppercase();
                 match up.as_str() {
                     "NULL" => {
-                        self.advance();
+                        self.next();
                         Ok(Expr::Literal(Value::Null))
                     }
                     "TRUE" if !matches!(self.peek_at(1), Tok::Op("." | "(")) => {
-                        self.advance();
+                        self.next();
                         Ok(Expr::Literal(Value::Integer(1)))
                     }
                     "FALSE" if !matches!(self.peek_at(1), Tok::Op("." | "(")) => {
-                        self.advance();
+                        self.next();
                         Ok(Expr::Literal(Value::Integer(0)))
                     }
                     "CURRENT_TIME" | "CURRENT_DATE" | "CURRENT_TIMESTAMP" => Err(
                         Error::Unsupported(format!("{up} (time is not part of the dialect)")),
                     ),
                     "EXISTS" => {
-                        self.advance();
+                        self.next();
                         self.expect_op("(")?;
                         let q = self.select()?;
                         self.expect_op(")")?;
@@ -1410,8 +1388,8 @@ impl Parser {
                         })
                     }
                     "NOT" if self.is_kw_at(1, "EXISTS") => {
-                        self.advance();
-                        self.advance();
+                        self.next();
+                        self.next();
                         self.expect_op("(")?;
                         let q = self.select()?;
                         self.expect_op(")")?;
@@ -1421,7 +1399,7 @@ impl Parser {
                         })
                     }
                     "CASE" => {
-                        self.advance();
+                        self.next();
                         let operand = if self.is_kw("WHEN") {
                             None
                         } else {
@@ -1449,13 +1427,13 @@ impl Parser {
                         })
                     }
                     "CAST" => {
-                        self.advance();
+                        self.next();
                         self.expect_op("(")?;
                         let e = self.expr()?;
                         self.expect_kw("AS")?;
                         let mut words = Vec::new();
                         while let Tok::Word(w) = self.peek().clone() {
-                            self.advance();
+                            self.next();
                             words.push(w);
                         }
                         if words.is_empty() {
@@ -1466,7 +1444,7 @@ impl Parser {
                                 if self.peek() == &Tok::Eof {
                                     return Err(self.unexpected("')'"));
                                 }
-                                self.advance();
+                                self.next();
                             }
                         }
                         self.expect_op(")")?;
@@ -1478,8 +1456,8 @@ impl Parser {
                     _ if matches!(self.peek_at(1), Tok::Op("(")) && !is_reserved(&w)
                         || up == "REPLACE" && matches!(self.peek_at(1), Tok::Op("(")) =>
                     {
-                        self.advance();
-                        self.advance();
+                        self.next();
+                        self.next();
                         let mut args = Vec::new();
                         let mut distinct = false;
                         let mut star = false;
