@@ -95,6 +95,16 @@ fn to_value(v: &JsValue, what: &dyn Fn() -> String) -> Result<Value, JsValue> {
     ))
 }
 
+/// A JavaScript array of strings, built here rather than returned as `Vec<String>`: that would
+/// link wasm-bindgen's conversion of a value slice (and its glue) for two rarely used calls.
+fn strings(lines: &[String]) -> Array {
+    let out = Array::new();
+    for l in lines {
+        out.push(&JsValue::from_str(l));
+    }
+    out
+}
+
 enum Params {
     Positional(Vec<Value>),
     Named(Vec<(String, Value)>),
@@ -289,7 +299,9 @@ fn author(hex: &str) -> Result<cairn_sync::AuthorId, JsValue> {
     })
 }
 
+/// Out of line: every sync method of the build without sync answers with it.
 #[cfg(not(feature = "sync"))]
+#[inline(never)]
 fn no_sync() -> JsValue {
     error(
         "NO_SYNC",
@@ -419,8 +431,9 @@ impl Database {
     }
 
     /// Every problem the integrity check finds, as strings (empty when sound).
-    pub fn check(&mut self) -> Result<Vec<String>, JsValue> {
-        self.db.integrity_check().map_err(sql_error)
+    pub fn check(&mut self) -> Result<Array, JsValue> {
+        let problems = self.db.integrity_check().map_err(sql_error)?;
+        Ok(strings(&problems))
     }
 
     /// `[{ type, name, table, sql }]` for every table and index.
@@ -500,13 +513,20 @@ impl Database {
             Err(no_sync())
         }
     }
+    /// `writers` is an array of author ids (the Worker makes each a string). Taken as a
+    /// `JsValue` and read here rather than as `Vec<String>`, so that the build without sync does
+    /// not carry wasm-bindgen's conversion of a string array for a call it refuses.
     #[wasm_bindgen(js_name = syncAuthorize)]
-    pub fn sync_authorize(&mut self, scope: &str, writers: Vec<String>) -> Result<(), JsValue> {
+    pub fn sync_authorize(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
         #[cfg(feature = "sync")]
         {
+            // Only imports the build without sync has too (`Array.isArray`, `length`, `get`):
+            // both builds share one glue.
             let writers = writers
+                .dyn_ref::<Array>()
+                .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?
                 .iter()
-                .map(|w| author(w))
+                .map(|w| author(&w.as_string().unwrap_or_default()))
                 .collect::<Result<Vec<_>, _>>()?;
             self.sync
                 .authorize(&mut self.db, scope, writers)
@@ -601,11 +621,12 @@ impl Database {
     }
     /// Problems `verify()` found in the stored history, as text (empty when sound).
     #[wasm_bindgen(js_name = syncVerify)]
-    pub fn sync_verify(&mut self) -> Result<Vec<String>, JsValue> {
+    pub fn sync_verify(&mut self) -> Result<Array, JsValue> {
         #[cfg(feature = "sync")]
         {
             let f = self.sync.verify(&mut self.db).map_err(sql_error)?;
-            Ok(f.iter()
+            let lines: Vec<String> = f
+                .iter()
                 .map(|f| {
                     format!(
                         "{} seq {}: {} {}",
@@ -615,7 +636,8 @@ impl Database {
                         f.detail
                     )
                 })
-                .collect())
+                .collect();
+            Ok(strings(&lines))
         }
         #[cfg(not(feature = "sync"))]
         {
