@@ -1003,8 +1003,13 @@ impl<F: BlockFile> Shared<F> {
             return Ok(false);
         }
         // The leaf is copied first when this transaction does not own it yet; the copy changes
-        // the delta, which the caller's next round applies.
-        let leaf = btree::cow(self, root)?;
+        // the delta, which the caller's next round applies. A volatile file's leaf is changed
+        // under its own number instead (`in_place`).
+        let leaf = if self.pager.volatile {
+            self.in_place(root)?
+        } else {
+            btree::cow(self, root)?
+        };
         let pg = self.page_mut(leaf)?;
         let mut cell = [0u8; CELL];
         cell[..2].copy_from_slice(&4u16.to_le_bytes());
@@ -1041,6 +1046,40 @@ impl<F: BlockFile> Shared<F> {
         w.state.free = new_root;
         w.state.free_len = len;
         Ok(true)
+    }
+
+    /// Makes free-tree page `id` changeable under its own number: a copy of it, taken into the
+    /// transaction's changed pages without an allocation, a free or a new parent pointer. Only
+    /// for a volatile file and only for the free tree, because then nothing can see the
+    /// committed bytes go: no superblock is written before the file is handed back, which
+    /// writes the last commit's (so no crash, torn write or older slot can name them), and
+    /// no read transaction reads the free tree (only the writer, `check` and `free_pages`,
+    /// all at the last commit). Until the commit the cache keeps the committed page, which
+    /// the commit's `write_dirty` then replaces; a failed commit drops the copy with the
+    /// other changed pages. The page is not marked owned: a rollback must not forget the
+    /// committed bytes, which in a volatile file may be in the cache alone.
+    fn in_place(&mut self, id: u32) -> Result<u32> {
+        debug_assert!(
+            self.pager.volatile,
+            "only a volatile file's pages change in place"
+        );
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        if w.owned.contains_key(&id) || w.dirty.contains_key(&id) {
+            return Ok(id);
+        }
+        let old = self.read(id)?;
+        let page = match self.pager.spare_page() {
+            Some(mut p) => {
+                Rc::get_mut(&mut p)
+                    .expect("invariant: nothing else holds a spare page")
+                    .copy_from_slice(&old);
+                p
+            }
+            None => Rc::new(old.to_vec()),
+        };
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.dirty.insert(id, page);
+        Ok(id)
     }
 
     /// Writes `state`'s superblock, naming every page written since the last flush, into `slot`.
