@@ -852,7 +852,11 @@ impl<F: BlockFile> Shared<F> {
             t.changed = false;
             t.info.encode_into(&mut entry);
             let name = std::mem::take(&mut t.info.name);
-            let r = self.catalog_put(name.as_bytes(), &entry);
+            let r = match self.catalog_entry_in_place(name.as_bytes(), &entry) {
+                Ok(true) => Ok(()),
+                Ok(false) => self.catalog_put(name.as_bytes(), &entry),
+                Err(e) => Err(e),
+            };
             if names {
                 info.changed_trees.push(name.clone());
             }
@@ -1048,13 +1052,15 @@ impl<F: BlockFile> Shared<F> {
         Ok(true)
     }
 
-    /// Makes free-tree page `id` changeable under its own number: a copy of it, taken into the
+    /// Makes page `id` changeable under its own number: a copy of it, taken into the
     /// transaction's changed pages without an allocation, a free or a new parent pointer. Only
-    /// for a volatile file and only for the free tree, because then nothing can see the
-    /// committed bytes go: no superblock is written before the file is handed back, which
-    /// writes the last commit's (so no crash, torn write or older slot can name them), and
-    /// no read transaction reads the free tree (only the writer, `check` and `free_pages`,
-    /// all at the last commit). Until the commit the cache keeps the committed page, which
+    /// for a volatile file, during the commit, and for a page no read transaction can reach:
+    /// a free-tree page (no read transaction reads the free tree: only the writer, `check`
+    /// and `free_pages`, all at the last commit), or a catalog leaf while no read transaction
+    /// is open (`catalog_entry_in_place`). Then nothing can see the committed bytes go: no
+    /// superblock is written before the file is handed back, which writes the last commit's
+    /// (so no crash, torn write or older slot can name them), and no reader holds the older
+    /// state. Until the commit the cache keeps the committed page, which
     /// the commit's `write_dirty` then replaces; a failed commit drops the copy with the
     /// other changed pages. The page is not marked owned: a rollback must not forget the
     /// committed bytes, which in a volatile file may be in the cache alone.
@@ -1129,6 +1135,52 @@ impl<F: BlockFile> Shared<F> {
         }
         self.mark_durable();
         Ok(())
+    }
+
+    /// The commit's rewrite of an existing catalog entry, for a volatile file that no read
+    /// transaction is reading: the entry's leaf changed under its own number (`in_place`), with
+    /// no copy of the path above it. A reader begun after this commit reads the catalog as it
+    /// commits; none began before it (a reader begun during the transaction is one counted
+    /// here), and the transaction's own cursors end with it. False, with nothing changed, for
+    /// any other case (a file, a reader, an entry that is new, not inline or does not fit):
+    /// the caller takes `catalog_put`.
+    fn catalog_entry_in_place(&mut self, name: &[u8], v: &[u8]) -> Result<bool> {
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let mut id = w.state.catalog;
+        if !self.pager.volatile || !self.readers.is_empty() || id == 0 {
+            return Ok(false);
+        }
+        let mut depth = 0;
+        let found = loop {
+            // A tree's depth bound (`btree`'s), against a cycle of pages.
+            depth += 1;
+            if depth > 40 {
+                return Err(Error::Corrupt("the catalog is deeper than 40 pages".into()));
+            }
+            // Ok: the entry's slot in leaf `id`, or None to fall back; Err: the child to go to.
+            let step = self.with_page(id, |pg| match page::kind(pg) {
+                page::KIND_BRANCH => Err(page::child(pg, page::child_index(pg, name))),
+                page::KIND_LEAF => Ok(match page::search(pg, name) {
+                    Ok(i) => match page::leaf_value(pg, i) {
+                        page::LeafValue::Inline(old) if old.len() == v.len() => Some(i),
+                        _ => None,
+                    },
+                    Err(_) => None,
+                }),
+                // Not a catalog page: `catalog_put` reports it.
+                _ => Ok(None),
+            })?;
+            match step {
+                Ok(found) => break found,
+                Err(child) => id = child,
+            }
+        };
+        let Some(i) = found else { return Ok(false) };
+        let leaf = self.in_place(id)?;
+        let pg = self.page_mut(leaf)?;
+        let done = page::rewrite_value(pg, i, v);
+        debug_assert!(done, "a value of the same length fits where it is");
+        Ok(done)
     }
 
     fn catalog_put(&mut self, name: &[u8], v: &[u8]) -> Result<()> {

@@ -1245,24 +1245,33 @@ fn update_each_walks_owned_leaves_in_order() {
     assert_eq!(all, model);
 }
 
-/// In memory a commit changes the free tree's leaf under its own page number. One-row commits
-/// (the free tree a leaf of a few pages, emptied when a commit takes every free page and
-/// refilled when the next frees them), rollbacks between them and a snapshot held across
-/// several: after each commit the database checks whole (every page used or free, the free
-/// tree's count the superblock's, `free_pages` naming no page a tree uses), the snapshot reads
-/// what it began with, and the image handed back opens to the model.
+/// In memory a commit changes the free tree's leaf, and the catalog's while no reader is open,
+/// under their own page numbers. One-row commits (the free tree a leaf of a few pages,
+/// emptied when a commit takes every free page and refilled when the next frees them),
+/// rollbacks between them, snapshots held across some stretches of commits and readers begun
+/// inside a write transaction: after each commit the database checks whole (every page used
+/// or free, the free tree's count the superblock's, `free_pages` naming no page a tree uses),
+/// every reader reads what it began with, and the image handed back opens to the model.
 #[test]
-fn a_memory_database_keeps_its_free_tree_whole_through_small_commits() {
+fn a_memory_database_keeps_its_free_tree_and_catalog_whole_through_small_commits() {
     use std::collections::BTreeMap;
+    fn reads(r: &cairn_store::ReadTx<MemoryFile>, m: &BTreeMap<u32, u8>) {
+        let t = r.open_tree("t").unwrap();
+        assert_eq!(r.len(t).unwrap(), m.len() as u64);
+        for (key, v) in m {
+            assert_eq!(r.get(t, &k(*key)).unwrap(), Some(vec![*v; 40]));
+        }
+    }
     let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
     let mut model = BTreeMap::new();
     let mut held: Option<(cairn_store::ReadTx<MemoryFile>, BTreeMap<u32, u8>)> = None;
     for round in 0..300u32 {
+        let before = model.clone();
         let mut tx = db.begin_write().unwrap();
-        let t = match tx.open_tree("t") {
-            Ok(t) => t,
-            Err(_) => tx.create_tree("t", TreeKind::Table).unwrap(),
-        };
+        let t = tx.open_tree("t").unwrap();
         let key = (round * 53) % 400;
         if round % 5 == 4 {
             tx.remove(t, &k(key)).unwrap();
@@ -1271,7 +1280,11 @@ fn a_memory_database_keeps_its_free_tree_whole_through_small_commits() {
             tx.insert(t, &k(key), &[round as u8; 40]).unwrap();
             model.insert(key, round as u8);
         }
+        let during = (round % 11 == 0).then(|| db.begin_read().unwrap());
         tx.commit().unwrap();
+        if let Some(r) = during {
+            reads(&r, &before);
+        }
         if round % 7 == 0 {
             let mut tx = db.begin_write().unwrap();
             let t = tx.open_tree("t").unwrap();
@@ -1285,25 +1298,18 @@ fn a_memory_database_keeps_its_free_tree_whole_through_small_commits() {
             db.page_count() as usize,
             "round {round}: {rep}"
         );
-        if round % 40 == 0 {
+        if round % 30 == 0 {
             if let Some((r, m)) = held.take() {
-                let t = r.open_tree("t").unwrap();
-                assert_eq!(r.len(t).unwrap(), m.len() as u64);
-                for (key, v) in &m {
-                    assert_eq!(r.get(t, &k(*key)).unwrap(), Some(vec![*v; 40]));
-                }
+                reads(&r, &m);
             }
-            held = Some((db.begin_read().unwrap(), model.clone()));
+            if round % 60 == 0 {
+                held = Some((db.begin_read().unwrap(), model.clone()));
+            }
         }
     }
     drop(held);
     let bytes = db.into_file().unwrap().into_bytes();
     let db = Db::open(MemoryFile::from_bytes(bytes), small()).unwrap();
     assert!(db.check().unwrap().is_ok());
-    let r = db.begin_read().unwrap();
-    let t = r.open_tree("t").unwrap();
-    assert_eq!(r.len(t).unwrap(), model.len() as u64);
-    for (key, v) in &model {
-        assert_eq!(r.get(t, &k(*key)).unwrap(), Some(vec![*v; 40]));
-    }
+    reads(&db.begin_read().unwrap(), &model);
 }
