@@ -1539,6 +1539,49 @@ pub struct Writer<'a> {
     /// Where writes to replicated tables are recorded (None: not recorded, e.g. while rows
     /// that arrived from a peer are applied).
     pub capture: Option<&'a mut Changes>,
+    /// Buffers kept by the database from one statement to the next.
+    pub bufs: &'a mut RowBufs,
+}
+
+/// An INSERT's buffers for each row's key, record and values, kept from statement to
+/// statement: a one-row INSERT (each row committed alone, most of all) otherwise allocated and
+/// freed all three every time. Left empty (capacity kept) after each statement, and given up
+/// when a statement grew them large.
+#[derive(Debug, Default)]
+pub struct RowBufs {
+    pk: Vec<u8>,
+    rec: Vec<u8>,
+    row: Vec<Value>,
+}
+
+impl RowBufs {
+    /// Takes the buffers for a statement, empty.
+    fn take(&mut self) -> (Vec<u8>, Vec<u8>, Vec<Value>) {
+        let (mut pk, mut rec, mut row) = (
+            std::mem::take(&mut self.pk),
+            std::mem::take(&mut self.rec),
+            std::mem::take(&mut self.row),
+        );
+        pk.clear();
+        rec.clear();
+        row.clear();
+        (pk, rec, row)
+    }
+
+    /// Gives them back after the statement, emptied, unless they grew past a few pages.
+    fn keep(&mut self, pk: Vec<u8>, rec: Vec<u8>, mut row: Vec<Value>) {
+        const MAX: usize = 16 * 1024;
+        row.clear();
+        if pk.capacity() <= MAX {
+            self.pk = pk;
+        }
+        if rec.capacity() <= MAX {
+            self.rec = rec;
+        }
+        if row.capacity() * std::mem::size_of::<Value>() <= MAX {
+            self.row = row;
+        }
+    }
 }
 
 /// The writes a transaction made to replicated tables, as the sync layer turns them into ops.
@@ -2327,56 +2370,86 @@ impl Writer<'_> {
                 InsertRows::Query(q) => collect_rows(q, &cx)?,
             }
         };
-        let mut res = WriteResult::default();
-        let mut next_rowid = None;
         // The planner gives each input value to one column (a column listed twice is an
         // error), so values move from the input row instead of being copied; checked here
         // rather than assumed, as a copy is only slower.
-        let mut used = vec![false; p.columns.len()];
-        let movable = p.columns.iter().all(|c| match c {
-            ColSource::Input(i) => used
-                .get_mut(*i)
-                .is_some_and(|u| !std::mem::replace(u, true)),
-            ColSource::Default(_) => true,
-        });
+        let movable = inputs_distinct(&p.columns);
         // Input value i goes to column i, for every column: the input row is the row.
         let identity = p
             .columns
             .iter()
             .enumerate()
             .all(|(c, src)| matches!(src, ColSource::Input(i) if *i == c));
-        // The key and the record of each row, in buffers reused from row to row (12 bytes: a
-        // number's whole key encoding, so an integer key is one allocation).
-        let (mut pk, mut rec) = (Vec::with_capacity(12), Vec::new());
+        // The key, the record and the values of each row, in buffers reused from row to row
+        // and kept from statement to statement.
+        let (mut pk, mut rec, mut row) = self.bufs.take();
         let count = streamed.map_or(inputs.len(), |rows| rows.len());
         let mut inputs = inputs.into_iter();
-        let width = t.columns.len();
-        let (mut input, mut row) = (Vec::new(), Vec::with_capacity(width));
+        row.reserve(t.columns.len());
+        let mut input = Vec::new();
+        let r = self.insert_rows(
+            p,
+            checks,
+            streamed,
+            &mut inputs,
+            count,
+            identity,
+            movable,
+            &cache,
+            &mut pk,
+            &mut rec,
+            &mut row,
+            &mut input,
+        );
+        self.bufs.keep(pk, rec, row);
+        r
+    }
+
+    /// `insert`'s loop over its rows.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_rows(
+        &mut self,
+        p: &InsertPlan,
+        checks: &[PExpr],
+        streamed: Option<&Vec<Vec<PExpr>>>,
+        inputs: &mut std::vec::IntoIter<Vec<Value>>,
+        count: usize,
+        identity: bool,
+        movable: bool,
+        cache: &Cache,
+        pk: &mut Vec<u8>,
+        rec: &mut Vec<u8>,
+        row: &mut Vec<Value>,
+        input: &mut Vec<Value>,
+    ) -> Result<WriteResult> {
+        let t = &p.table;
+        let mut res = WriteResult::default();
+        let mut next_rowid = None;
         for n in 0..count {
             row.clear();
             let whole = |len: usize| identity && len == p.columns.len();
             let direct = match streamed {
                 Some(rows) => {
                     let direct = whole(rows[n].len());
-                    let into = if direct { &mut row } else { &mut input };
+                    let into = if direct { &mut *row } else { &mut *input };
                     into.clear();
-                    let cx = self.cx(&cache);
+                    let cx = self.cx(cache);
                     for e in &rows[n] {
                         into.push(eval(e, &[], &cx)?.into_owned());
                     }
                     direct
                 }
                 None => {
-                    input = inputs.next().expect("invariant: one input per row");
+                    *input = inputs.next().expect("invariant: one input per row");
                     let direct = whole(input.len());
                     if direct {
-                        std::mem::swap(&mut row, &mut input);
+                        std::mem::swap(row, input);
                     }
                     direct
                 }
             };
             if !direct {
-                let cx = self.cx(&cache);
+                let cx = self.cx(cache);
                 for src in &p.columns {
                     row.push(match src {
                         ColSource::Input(i) if movable => {
@@ -2399,9 +2472,9 @@ impl Writer<'_> {
             let rowid_before = next_rowid;
             let mut pk_rowid = None;
             if let Key::Rowid(_) = t.key {
-                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?);
+                pk_rowid = Some(self.pk_of(t, row, &mut next_rowid, pk)?);
             }
-            match self.check_row(t, &mut row, checks, &cache) {
+            match self.check_row(t, row, checks, cache) {
                 Ok(()) => {}
                 Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
                     if p.or == Conflict::Ignore =>
@@ -2413,9 +2486,9 @@ impl Writer<'_> {
             }
             let rowid = match pk_rowid {
                 Some(x) => x,
-                None => self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?,
+                None => self.pk_of(t, row, &mut next_rowid, pk)?,
             };
-            if !self.insert_tail(p, checks, &mut row, &pk, rowid, &cache, &mut res, &mut rec)? {
+            if !self.insert_tail(p, checks, row, pk, rowid, cache, &mut res, rec)? {
                 next_rowid = rowid_before;
             }
         }
@@ -3161,6 +3234,28 @@ impl Writer<'_> {
             ..WriteResult::default()
         })
     }
+}
+
+/// Whether no input value goes to two columns (each input index at most once, and in range),
+/// with a bit set for up to 64 columns instead of a vector.
+fn inputs_distinct(columns: &[ColSource]) -> bool {
+    let inputs = || {
+        columns.iter().filter_map(|c| match c {
+            ColSource::Input(i) => Some(*i),
+            ColSource::Default(_) => None,
+        })
+    };
+    if columns.len() <= 64 {
+        let mut seen = 0u64;
+        return inputs().all(|i| {
+            let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+            let fresh = i < columns.len() && seen & bit == 0;
+            seen |= bit;
+            fresh
+        });
+    }
+    let mut used = vec![false; columns.len()];
+    inputs().all(|i| used.get_mut(i).is_some_and(|u| !std::mem::replace(u, true)))
 }
 
 /// The keys a write names outright (`Writer::point_targets`): one, the common case, without a
