@@ -693,7 +693,7 @@ impl<F: BlockFile> Shared<F> {
     /// Page `id` as the current view has it when that is not the committed page in the
     /// cache: the writer's changed copy, or for a read of an older state, the page as
     /// `kept` holds it from before the first later commit that changed it in place.
-    #[inline]
+    #[inline(always)]
     fn changed(&self, id: u32) -> Option<&Page> {
         match self.view {
             None => self.w.as_ref().and_then(|w| w.dirty.get(&id)),
