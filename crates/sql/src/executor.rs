@@ -1552,6 +1552,9 @@ pub struct RowBufs {
     pk: Vec<u8>,
     rec: Vec<u8>,
     row: Vec<Value>,
+    /// Upsert's DO UPDATE in place (`Writer::upsert_in_place`): the frame, the columns its
+    /// expressions read, the new values. Emptied after each use.
+    upsert: (Vec<Value>, Vec<usize>, Vec<Value>),
 }
 
 impl RowBufs {
@@ -2725,8 +2728,7 @@ impl Writer<'_> {
         w: Option<&PExpr>,
         cache: &Cache,
     ) -> Result<Option<bool>> {
-        let width = t.columns.len();
-        let key = t.key_columns();
+        let key = key_columns(t);
         let settable = t.replicated.is_none()
             && sets.iter().all(|(c, _)| {
                 !key.contains(c) && !t.indexes.iter().any(|ix| ix.columns.contains(c))
@@ -2734,7 +2736,30 @@ impl Writer<'_> {
         if !settable {
             return Ok(None);
         }
-        let (mut subquery, mut reads) = (false, Vec::new());
+        // The frame, the columns read and the new values in buffers kept across statements.
+        let mut bufs = std::mem::take(&mut self.bufs.upsert);
+        let r = self.upsert_with(t, other, row, sets, w, cache, &mut bufs);
+        bufs.0.clear();
+        bufs.1.clear();
+        bufs.2.clear();
+        self.bufs.upsert = bufs;
+        r
+    }
+
+    /// `upsert_in_place` with its buffers: the frame, the columns read, the new values.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn upsert_with(
+        &mut self,
+        t: &Table,
+        other: &[u8],
+        row: &mut Vec<Value>,
+        sets: &[(usize, PExpr)],
+        w: Option<&PExpr>,
+        cache: &Cache,
+        (frame, reads, vals): &mut (Vec<Value>, Vec<usize>, Vec<Value>),
+    ) -> Result<Option<bool>> {
+        let width = t.columns.len();
+        let mut subquery = false;
         for e in sets.iter().map(|(_, e)| e).chain(w) {
             crate::planner::walk(e, &mut |x| match x {
                 PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => subquery = true,
@@ -2745,10 +2770,10 @@ impl Writer<'_> {
         if subquery {
             return Ok(None);
         }
-        cairn_store::sort::sort(&mut reads);
+        cairn_store::sort::sort(reads);
         reads.dedup();
-        let mut frame = Vec::with_capacity(width + row.len());
-        null_frame(&mut frame, width);
+        frame.reserve(width + row.len());
+        null_frame(frame, width);
         frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
@@ -2760,18 +2785,18 @@ impl Writer<'_> {
         };
         // Where each column's new value is in `vals`: the last SET of it wins.
         let value_of = |c: usize| sets.iter().rposition(|(s, _)| *s == c);
-        let mut vals = Vec::with_capacity(sets.len());
+        vals.reserve(sets.len());
         let mut updated = false;
         let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
             let rec = Record::new(v)?;
-            rec.get_cols_into(&reads, &mut frame[..width])?;
+            rec.get_cols_into(reads, &mut frame[..width])?;
             if let Some(w) = w {
-                if eval_bool(w, &frame, &cx)? != Some(true) {
+                if eval_bool(w, frame, &cx)? != Some(true) {
                     return Ok(Each::Keep);
                 }
             }
             for (_, e) in sets {
-                vals.push(eval(e, &frame, &cx)?.into_owned());
+                vals.push(eval(e, frame, &cx)?.into_owned());
             }
             // In column order, as a whole row is checked.
             for c in 0..width {
