@@ -566,7 +566,12 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             v => Value::Integer(!types::to_integer(v).unwrap_or(0)),
         }),
         PExpr::Arith(op, a, b) => {
-            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            // A column, literal or parameter operand (`b + 1`) is read where it lies, without
+            // a call to `eval` for it.
+            let (x, y) = match (operand(a, row, cx), operand(b, row, cx)) {
+                (Some(x), Some(y)) => (Cow::Borrowed(x), Cow::Borrowed(y)),
+                _ => (eval(a, row, cx)?, eval(b, row, cx)?),
+            };
             // Two integers that do not overflow, the common case, without `arith`'s
             // conversions (which give the same for them).
             if let (Value::Integer(i), Value::Integer(j)) = (x.as_ref(), y.as_ref()) {
