@@ -34,8 +34,21 @@ pub enum Cached {
     /// A hash join's build side: key to the rows (level-relative values) with that key.
     Hash(Rc<HashRows>),
     /// An inner join level's row buffers (record, header layout, key looked up), kept from
-    /// one outer row's scan to the next.
-    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>),
+    /// one outer row's scan to the next, and what its last point get found.
+    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>, LastGet),
+}
+
+/// An inner join level's last point get, for the next outer row that names the same key
+/// (the orders of one customer each look the customer up): the key, and whether it found a
+/// row (whose record is still the level's record buffer). Valid only within one execution of
+/// the levels (`executor::run_levels` from the first level clears it), during which nothing
+/// writes to the store: a write runs between executions (an UPDATE's correlated subquery is
+/// one execution per row), never inside one.
+#[derive(Default)]
+pub struct LastGet {
+    pub valid: bool,
+    pub found: bool,
+    pub key: Vec<u8>,
 }
 
 /// The per-statement cache of subquery results and top-k bounds, keyed by plan address.

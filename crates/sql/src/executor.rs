@@ -822,6 +822,16 @@ fn run_levels(
     if li == c.levels.len() {
         return sink(frame);
     }
+    if li == 0 && c.levels.len() > 1 {
+        // A new execution: the inner levels' last point gets are from before it, and the
+        // store may have changed since (`LastGet`).
+        let mut cache = cx.cache.borrow_mut();
+        for l in &c.levels[1..] {
+            if let Some(Cached::Scratch(.., last)) = cache.get_mut(&scratch_slot(l)) {
+                last.valid = false;
+            }
+        }
+    }
     let lvl = &c.levels[li];
     // The last level hands its rows straight to the sink when there is nothing to do between.
     if li + 1 == c.levels.len() && !lvl.left && lvl.after.is_empty() {
@@ -921,6 +931,33 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     k.reserve(12 * probe.len());
                     let named = point_key_into(probe, frame, cx, &mut k)?;
                     let go = match named {
+                        // The key the last outer row looked up: its row again, unread.
+                        Some(true) if rf.last.valid && rf.last.key == k => {
+                            if rf.last.found {
+                                let value = std::mem::take(&mut rf.value);
+                                let go = primary_row(lvl, &mut rf, &k, &value, frame, cx, f);
+                                rf.value = value;
+                                go
+                            } else {
+                                Ok(true)
+                            }
+                        }
+                        Some(true) if rf.keep.is_some() => {
+                            let mut value = std::mem::take(&mut rf.value);
+                            let go = cx.store.get_into(t.tree, &k, &mut value).and_then(|found| {
+                                rf.last.valid = true;
+                                rf.last.found = found;
+                                rf.last.key.clear();
+                                rf.last.key.extend_from_slice(&k);
+                                if found {
+                                    primary_row(lvl, &mut rf, &k, &value, frame, cx, f)
+                                } else {
+                                    Ok(true)
+                                }
+                            });
+                            rf.value = value;
+                            go
+                        }
                         Some(true) => point_row(lvl, &mut rf, t, &k, frame, cx, f),
                         _ => Ok(true),
                     };
@@ -928,6 +965,7 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     if named.is_some() {
                         return go;
                     }
+                    rf.last.valid = false;
                 } else if let Some(keys) = point_keys(t, probes, frame, cx)? {
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
@@ -1127,6 +1165,8 @@ struct RowFilter<'l> {
     value: Vec<u8>,
     /// The key of a single point get, reused.
     key: Vec<u8>,
+    /// This level's last point get (an inner level's, kept across outer rows).
+    last: crate::eval::LastGet,
     /// Some primary key column is read: a covering index entry's key part is decoded.
     key_wanted: bool,
     /// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
@@ -1142,7 +1182,8 @@ impl Drop for RowFilter<'_> {
                 let value = std::mem::take(&mut self.value);
                 let layout = std::mem::take(&mut self.layout);
                 let key = std::mem::take(&mut self.key);
-                c.insert(slot, Cached::Scratch(value, layout, key));
+                let last = std::mem::take(&mut self.last);
+                c.insert(slot, Cached::Scratch(value, layout, key, last));
             }
         }
     }
@@ -1162,10 +1203,11 @@ impl<'l> RowFilter<'l> {
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
-        let (value, layout, key) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
-            Some(Cached::Scratch(value, layout, key)) => (value, layout, key),
-            _ => Default::default(),
-        };
+        let (value, layout, key, last) =
+            match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
+                Some(Cached::Scratch(value, layout, key, last)) => (value, layout, key, last),
+                _ => Default::default(),
+            };
         RowFilter {
             tests,
             rest,
@@ -1175,6 +1217,7 @@ impl<'l> RowFilter<'l> {
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
             value,
             key,
+            last,
             key_wanted: match &lvl.source {
                 Source::Table(t) => key_columns(t)
                     .iter()
