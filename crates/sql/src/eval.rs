@@ -34,8 +34,21 @@ pub enum Cached {
     /// A hash join's build side: key to the rows (level-relative values) with that key.
     Hash(Rc<HashRows>),
     /// An inner join level's row buffers (record, header layout, key looked up), kept from
-    /// one outer row's scan to the next.
-    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>),
+    /// one outer row's scan to the next, and what its last point get found.
+    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>, LastGet),
+}
+
+/// An inner join level's last point get, for the next outer row that names the same key
+/// (the orders of one customer each look the customer up): the key, and whether it found a
+/// row (whose record is still the level's record buffer). Valid only within one execution of
+/// the levels (`executor::run_levels` from the first level clears it), during which nothing
+/// writes to the store: a write runs between executions (an UPDATE's correlated subquery is
+/// one execution per row), never inside one.
+#[derive(Default)]
+pub struct LastGet {
+    pub valid: bool,
+    pub found: bool,
+    pub key: Vec<u8>,
 }
 
 /// The per-statement cache of subquery results and top-k bounds, keyed by plan address.
@@ -566,7 +579,12 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             v => Value::Integer(!types::to_integer(v).unwrap_or(0)),
         }),
         PExpr::Arith(op, a, b) => {
-            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            // A column, literal or parameter operand (`b + 1`) is read where it lies, without
+            // a call to `eval` for it.
+            let (x, y) = match (operand(a, row, cx), operand(b, row, cx)) {
+                (Some(x), Some(y)) => (Cow::Borrowed(x), Cow::Borrowed(y)),
+                _ => (eval(a, row, cx)?, eval(b, row, cx)?),
+            };
             // Two integers that do not overflow, the common case, without `arith`'s
             // conversions (which give the same for them).
             if let (Value::Integer(i), Value::Integer(j)) = (x.as_ref(), y.as_ref()) {

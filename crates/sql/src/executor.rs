@@ -822,6 +822,16 @@ fn run_levels(
     if li == c.levels.len() {
         return sink(frame);
     }
+    if li == 0 && c.levels.len() > 1 {
+        // A new execution: the inner levels' last point gets are from before it, and the
+        // store may have changed since (`LastGet`).
+        let mut cache = cx.cache.borrow_mut();
+        for l in &c.levels[1..] {
+            if let Some(Cached::Scratch(.., last)) = cache.get_mut(&scratch_slot(l)) {
+                last.valid = false;
+            }
+        }
+    }
     let lvl = &c.levels[li];
     // The last level hands its rows straight to the sink when there is nothing to do between.
     if li + 1 == c.levels.len() && !lvl.left && lvl.after.is_empty() {
@@ -921,6 +931,33 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     k.reserve(12 * probe.len());
                     let named = point_key_into(probe, frame, cx, &mut k)?;
                     let go = match named {
+                        // The key the last outer row looked up: its row again, unread.
+                        Some(true) if rf.last.valid && rf.last.key == k => {
+                            if rf.last.found {
+                                let value = std::mem::take(&mut rf.value);
+                                let go = primary_row(lvl, &mut rf, &k, &value, frame, cx, f);
+                                rf.value = value;
+                                go
+                            } else {
+                                Ok(true)
+                            }
+                        }
+                        Some(true) if rf.keep.is_some() => {
+                            let mut value = std::mem::take(&mut rf.value);
+                            let go = cx.store.get_into(t.tree, &k, &mut value).and_then(|found| {
+                                rf.last.valid = true;
+                                rf.last.found = found;
+                                rf.last.key.clear();
+                                rf.last.key.extend_from_slice(&k);
+                                if found {
+                                    primary_row(lvl, &mut rf, &k, &value, frame, cx, f)
+                                } else {
+                                    Ok(true)
+                                }
+                            });
+                            rf.value = value;
+                            go
+                        }
                         Some(true) => point_row(lvl, &mut rf, t, &k, frame, cx, f),
                         _ => Ok(true),
                     };
@@ -928,6 +965,7 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     if named.is_some() {
                         return go;
                     }
+                    rf.last.valid = false;
                 } else if let Some(keys) = point_keys(t, probes, frame, cx)? {
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
@@ -1127,6 +1165,8 @@ struct RowFilter<'l> {
     value: Vec<u8>,
     /// The key of a single point get, reused.
     key: Vec<u8>,
+    /// This level's last point get (an inner level's, kept across outer rows).
+    last: crate::eval::LastGet,
     /// Some primary key column is read: a covering index entry's key part is decoded.
     key_wanted: bool,
     /// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
@@ -1142,7 +1182,8 @@ impl Drop for RowFilter<'_> {
                 let value = std::mem::take(&mut self.value);
                 let layout = std::mem::take(&mut self.layout);
                 let key = std::mem::take(&mut self.key);
-                c.insert(slot, Cached::Scratch(value, layout, key));
+                let last = std::mem::take(&mut self.last);
+                c.insert(slot, Cached::Scratch(value, layout, key, last));
             }
         }
     }
@@ -1162,10 +1203,11 @@ impl<'l> RowFilter<'l> {
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
-        let (value, layout, key) = match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
-            Some(Cached::Scratch(value, layout, key)) => (value, layout, key),
-            _ => Default::default(),
-        };
+        let (value, layout, key, last) =
+            match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
+                Some(Cached::Scratch(value, layout, key, last)) => (value, layout, key, last),
+                _ => Default::default(),
+            };
         RowFilter {
             tests,
             rest,
@@ -1175,6 +1217,7 @@ impl<'l> RowFilter<'l> {
             bound: lvl.topk.as_ref().and_then(|_| topk_bound(lvl, cx)),
             value,
             key,
+            last,
             key_wanted: match &lvl.source {
                 Source::Table(t) => key_columns(t)
                     .iter()
@@ -1539,6 +1582,52 @@ pub struct Writer<'a> {
     /// Where writes to replicated tables are recorded (None: not recorded, e.g. while rows
     /// that arrived from a peer are applied).
     pub capture: Option<&'a mut Changes>,
+    /// Buffers kept by the database from one statement to the next.
+    pub bufs: &'a mut RowBufs,
+}
+
+/// An INSERT's buffers for each row's key, record and values, kept from statement to
+/// statement: a one-row INSERT (each row committed alone, most of all) otherwise allocated and
+/// freed all three every time. Left empty (capacity kept) after each statement, and given up
+/// when a statement grew them large.
+#[derive(Debug, Default)]
+pub struct RowBufs {
+    pk: Vec<u8>,
+    rec: Vec<u8>,
+    row: Vec<Value>,
+    /// Upsert's DO UPDATE in place (`Writer::upsert_in_place`): the frame, the columns its
+    /// expressions read, the new values. Emptied after each use.
+    upsert: (Vec<Value>, Vec<usize>, Vec<Value>),
+}
+
+impl RowBufs {
+    /// Takes the buffers for a statement, empty.
+    fn take(&mut self) -> (Vec<u8>, Vec<u8>, Vec<Value>) {
+        let (mut pk, mut rec, mut row) = (
+            std::mem::take(&mut self.pk),
+            std::mem::take(&mut self.rec),
+            std::mem::take(&mut self.row),
+        );
+        pk.clear();
+        rec.clear();
+        row.clear();
+        (pk, rec, row)
+    }
+
+    /// Gives them back after the statement, emptied, unless they grew past a few pages.
+    fn keep(&mut self, pk: Vec<u8>, rec: Vec<u8>, mut row: Vec<Value>) {
+        const MAX: usize = 16 * 1024;
+        row.clear();
+        if pk.capacity() <= MAX {
+            self.pk = pk;
+        }
+        if rec.capacity() <= MAX {
+            self.rec = rec;
+        }
+        if row.capacity() * std::mem::size_of::<Value>() <= MAX {
+            self.row = row;
+        }
+    }
 }
 
 /// The writes a transaction made to replicated tables, as the sync layer turns them into ops.
@@ -2327,56 +2416,86 @@ impl Writer<'_> {
                 InsertRows::Query(q) => collect_rows(q, &cx)?,
             }
         };
-        let mut res = WriteResult::default();
-        let mut next_rowid = None;
         // The planner gives each input value to one column (a column listed twice is an
         // error), so values move from the input row instead of being copied; checked here
         // rather than assumed, as a copy is only slower.
-        let mut used = vec![false; p.columns.len()];
-        let movable = p.columns.iter().all(|c| match c {
-            ColSource::Input(i) => used
-                .get_mut(*i)
-                .is_some_and(|u| !std::mem::replace(u, true)),
-            ColSource::Default(_) => true,
-        });
+        let movable = inputs_distinct(&p.columns);
         // Input value i goes to column i, for every column: the input row is the row.
         let identity = p
             .columns
             .iter()
             .enumerate()
             .all(|(c, src)| matches!(src, ColSource::Input(i) if *i == c));
-        // The key and the record of each row, in buffers reused from row to row (12 bytes: a
-        // number's whole key encoding, so an integer key is one allocation).
-        let (mut pk, mut rec) = (Vec::with_capacity(12), Vec::new());
+        // The key, the record and the values of each row, in buffers reused from row to row
+        // and kept from statement to statement.
+        let (mut pk, mut rec, mut row) = self.bufs.take();
         let count = streamed.map_or(inputs.len(), |rows| rows.len());
         let mut inputs = inputs.into_iter();
-        let width = t.columns.len();
-        let (mut input, mut row) = (Vec::new(), Vec::with_capacity(width));
+        row.reserve(t.columns.len());
+        let mut input = Vec::new();
+        let r = self.insert_rows(
+            p,
+            checks,
+            streamed,
+            &mut inputs,
+            count,
+            identity,
+            movable,
+            &cache,
+            &mut pk,
+            &mut rec,
+            &mut row,
+            &mut input,
+        );
+        self.bufs.keep(pk, rec, row);
+        r
+    }
+
+    /// `insert`'s loop over its rows.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_rows(
+        &mut self,
+        p: &InsertPlan,
+        checks: &[PExpr],
+        streamed: Option<&Vec<Vec<PExpr>>>,
+        inputs: &mut std::vec::IntoIter<Vec<Value>>,
+        count: usize,
+        identity: bool,
+        movable: bool,
+        cache: &Cache,
+        pk: &mut Vec<u8>,
+        rec: &mut Vec<u8>,
+        row: &mut Vec<Value>,
+        input: &mut Vec<Value>,
+    ) -> Result<WriteResult> {
+        let t = &p.table;
+        let mut res = WriteResult::default();
+        let mut next_rowid = None;
         for n in 0..count {
             row.clear();
             let whole = |len: usize| identity && len == p.columns.len();
             let direct = match streamed {
                 Some(rows) => {
                     let direct = whole(rows[n].len());
-                    let into = if direct { &mut row } else { &mut input };
+                    let into = if direct { &mut *row } else { &mut *input };
                     into.clear();
-                    let cx = self.cx(&cache);
+                    let cx = self.cx(cache);
                     for e in &rows[n] {
                         into.push(eval(e, &[], &cx)?.into_owned());
                     }
                     direct
                 }
                 None => {
-                    input = inputs.next().expect("invariant: one input per row");
+                    *input = inputs.next().expect("invariant: one input per row");
                     let direct = whole(input.len());
                     if direct {
-                        std::mem::swap(&mut row, &mut input);
+                        std::mem::swap(row, input);
                     }
                     direct
                 }
             };
             if !direct {
-                let cx = self.cx(&cache);
+                let cx = self.cx(cache);
                 for src in &p.columns {
                     row.push(match src {
                         ColSource::Input(i) if movable => {
@@ -2399,9 +2518,9 @@ impl Writer<'_> {
             let rowid_before = next_rowid;
             let mut pk_rowid = None;
             if let Key::Rowid(_) = t.key {
-                pk_rowid = Some(self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?);
+                pk_rowid = Some(self.pk_of(t, row, &mut next_rowid, pk)?);
             }
-            match self.check_row(t, &mut row, checks, &cache) {
+            match self.check_row(t, row, checks, cache) {
                 Ok(()) => {}
                 Err(Error::ConstraintNotNull(_) | Error::ConstraintCheck(_))
                     if p.or == Conflict::Ignore =>
@@ -2413,9 +2532,9 @@ impl Writer<'_> {
             }
             let rowid = match pk_rowid {
                 Some(x) => x,
-                None => self.pk_of(t, &mut row, &mut next_rowid, &mut pk)?,
+                None => self.pk_of(t, row, &mut next_rowid, pk)?,
             };
-            if !self.insert_tail(p, checks, &mut row, &pk, rowid, &cache, &mut res, &mut rec)? {
+            if !self.insert_tail(p, checks, row, pk, rowid, cache, &mut res, rec)? {
                 next_rowid = rowid_before;
             }
         }
@@ -2652,8 +2771,7 @@ impl Writer<'_> {
         w: Option<&PExpr>,
         cache: &Cache,
     ) -> Result<Option<bool>> {
-        let width = t.columns.len();
-        let key = t.key_columns();
+        let key = key_columns(t);
         let settable = t.replicated.is_none()
             && sets.iter().all(|(c, _)| {
                 !key.contains(c) && !t.indexes.iter().any(|ix| ix.columns.contains(c))
@@ -2661,7 +2779,30 @@ impl Writer<'_> {
         if !settable {
             return Ok(None);
         }
-        let (mut subquery, mut reads) = (false, Vec::new());
+        // The frame, the columns read and the new values in buffers kept across statements.
+        let mut bufs = std::mem::take(&mut self.bufs.upsert);
+        let r = self.upsert_with(t, other, row, sets, w, cache, &mut bufs);
+        bufs.0.clear();
+        bufs.1.clear();
+        bufs.2.clear();
+        self.bufs.upsert = bufs;
+        r
+    }
+
+    /// `upsert_in_place` with its buffers: the frame, the columns read, the new values.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn upsert_with(
+        &mut self,
+        t: &Table,
+        other: &[u8],
+        row: &mut Vec<Value>,
+        sets: &[(usize, PExpr)],
+        w: Option<&PExpr>,
+        cache: &Cache,
+        (frame, reads, vals): &mut (Vec<Value>, Vec<usize>, Vec<Value>),
+    ) -> Result<Option<bool>> {
+        let width = t.columns.len();
+        let mut subquery = false;
         for e in sets.iter().map(|(_, e)| e).chain(w) {
             crate::planner::walk(e, &mut |x| match x {
                 PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => subquery = true,
@@ -2672,10 +2813,10 @@ impl Writer<'_> {
         if subquery {
             return Ok(None);
         }
-        cairn_store::sort::sort(&mut reads);
+        cairn_store::sort::sort(reads);
         reads.dedup();
-        let mut frame = Vec::with_capacity(width + row.len());
-        null_frame(&mut frame, width);
+        frame.reserve(width + row.len());
+        null_frame(frame, width);
         frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
@@ -2687,18 +2828,18 @@ impl Writer<'_> {
         };
         // Where each column's new value is in `vals`: the last SET of it wins.
         let value_of = |c: usize| sets.iter().rposition(|(s, _)| *s == c);
-        let mut vals = Vec::with_capacity(sets.len());
+        vals.reserve(sets.len());
         let mut updated = false;
         let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
             let rec = Record::new(v)?;
-            rec.get_cols_into(&reads, &mut frame[..width])?;
+            rec.get_cols_into(reads, &mut frame[..width])?;
             if let Some(w) = w {
-                if eval_bool(w, &frame, &cx)? != Some(true) {
+                if eval_bool(w, frame, &cx)? != Some(true) {
                     return Ok(Each::Keep);
                 }
             }
             for (_, e) in sets {
-                vals.push(eval(e, &frame, &cx)?.into_owned());
+                vals.push(eval(e, frame, &cx)?.into_owned());
             }
             // In column order, as a whole row is checked.
             for c in 0..width {
@@ -3161,6 +3302,28 @@ impl Writer<'_> {
             ..WriteResult::default()
         })
     }
+}
+
+/// Whether no input value goes to two columns (each input index at most once, and in range),
+/// with a bit set for up to 64 columns instead of a vector.
+fn inputs_distinct(columns: &[ColSource]) -> bool {
+    let inputs = || {
+        columns.iter().filter_map(|c| match c {
+            ColSource::Input(i) => Some(*i),
+            ColSource::Default(_) => None,
+        })
+    };
+    if columns.len() <= 64 {
+        let mut seen = 0u64;
+        return inputs().all(|i| {
+            let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+            let fresh = i < columns.len() && seen & bit == 0;
+            seen |= bit;
+            fresh
+        });
+    }
+    let mut used = vec![false; columns.len()];
+    inputs().all(|i| used.get_mut(i).is_some_and(|u| !std::mem::replace(u, true)))
 }
 
 /// The keys a write names outright (`Writer::point_targets`): one, the common case, without a

@@ -207,6 +207,8 @@ pub struct Database {
     /// False while rows from a peer are applied (they are not new local changes).
     capture: bool,
     hook: Option<Box<dyn CommitHook>>,
+    /// INSERT's row buffers, kept from one statement to the next (`executor::RowBufs`).
+    bufs: executor::RowBufs,
 }
 
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
@@ -244,6 +246,7 @@ impl Database {
             changes: Changes::default(),
             capture: true,
             hook: None,
+            bufs: executor::RowBufs::default(),
         })
     }
 
@@ -292,6 +295,7 @@ impl Database {
             params: &[],
             rng: &self.rng,
             capture: None,
+            bufs: &mut self.bufs,
         };
         w.force_rows(rows)
     }
@@ -348,6 +352,7 @@ impl Database {
                     params: &[],
                     rng: &self.rng,
                     capture: None,
+                    bufs: &mut self.bufs,
                 };
                 w.force_rows(rows).map(|_| ())
             });
@@ -611,6 +616,7 @@ impl Database {
             } else {
                 None
             },
+            bufs: &mut self.bufs,
         }
     }
 

@@ -26,6 +26,8 @@ pub(crate) trait Pages {
     fn read(&mut self, id: u32) -> Result<Page>;
     /// Runs `f` over page `id` without taking a reference to it (the point-read path).
     fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
+    /// Whether page `id` may be changed where it is (`page_mut`), its number kept: a page the
+    /// transaction owns, or in a volatile file any page (see `Shared::page_mut`).
     fn is_owned(&self, id: u32) -> bool;
     /// An owned page's bytes, for changing.
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
@@ -391,12 +393,19 @@ pub(crate) fn cow_path<P: Pages>(
         if path.len() > MAX_DEPTH {
             return Err(too_deep(*root));
         }
-        let pg = p.page_mut(id)?;
-        match page::kind(pg) {
-            KIND_LEAF => return Ok(id),
+        // Read, not changed: a page that keeps its number (a volatile file's) is copied only
+        // when something in it changes.
+        let step = p.with_page(id, |pg| match page::kind(pg) {
+            KIND_LEAF => Ok(None),
             KIND_BRANCH => {
                 let idx = page::child_index(pg, key);
-                let c = page::child(pg, idx);
+                Ok(Some((idx, page::child(pg, idx))))
+            }
+            k => Err(k),
+        })?;
+        match step {
+            Ok(None) => return Ok(id),
+            Ok(Some((idx, c))) => {
                 let c2 = cow(p, c)?;
                 if c2 != c {
                     page::set_child(p.page_mut(id)?, idx, c2);
@@ -404,7 +413,7 @@ pub(crate) fn cow_path<P: Pages>(
                 path.push((id, idx));
                 id = c2;
             }
-            k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+            Err(k) => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
         }
     }
 }
@@ -1633,7 +1642,11 @@ fn relocate_at<P: Pages>(p: &mut P, id: u32, cutoff: u32, depth: usize) -> Resul
         k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
     }
     if cur == id && id >= cutoff {
-        cur = cow(p, id)?;
+        // Moved whatever `cow` does (a volatile file's pages keep their numbers there).
+        let old = p.read(cur)?;
+        let new = p.alloc_copy(&old)?;
+        p.free(cur)?;
+        cur = new;
     }
     Ok(cur)
 }

@@ -16,7 +16,9 @@
 //! 2. [`WriteTx::insert`] → `btree::insert`: `owned_leaf` starts from the leaf the previous
 //!    write used when the key falls in its range (`btree::LastLeaf`); otherwise `cow_path`
 //!    copies each page on the root-to-leaf path that this transaction does not own
-//!    (`Pages::alloc_copy` takes the lowest free page, `Pages::free` queues the old one). The
+//!    (`Pages::alloc_copy` takes the lowest free page, `Pages::free` queues the old one; over a
+//!    volatile file nothing is copied to a new page: `Shared::page_mut` changes a copy kept
+//!    under the page's own number, which read transactions do not see, `Shared::changed`). The
 //!    cell goes in with `page::reserve` (a value of the same size is rewritten in place), and
 //!    `fix_up` carries splits (at the tree's right edge, the new node starts with the new cell
 //!    alone) or underflows (`rebalance`) back to the root. `maybe_spill` writes pages out early
@@ -34,7 +36,7 @@
 //! 4. Open ([`Db::open`]) later reads both superblocks, `verify_list` on the newer one, and the
 //!    catalog root.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -66,7 +68,9 @@ pub enum Durability {
 /// Settings. The defaults: 4 KiB pages, a 2048-page cache (8 MiB of page bytes, plus ~40 bytes
 /// of bookkeeping a page), full durability, and at most 8192 changed pages (32 MiB) held in memory
 /// by a write transaction before they are written out early (to free places, so early writes are
-/// harmless; a spilled page changed again is read back). Memory is therefore bounded by
+/// harmless; a spilled page changed again is read back; over a volatile file, only pages the
+/// transaction allocated spill: a committed page it changes under its own number stays
+/// held until the commit). Memory is therefore bounded by
 /// `(cache_pages + dirty_pages) * page_size` plus one root-to-leaf path per open cursor, whatever
 /// the file size.
 #[derive(Debug, Clone)]
@@ -209,6 +213,9 @@ struct W {
     serial: u64,
     /// Where the last write landed, for the next one (see `btree::LastLeaf`).
     last_leaf: btree::LastLeaf,
+    /// The catalog was written (a volatile file's catalog root keeps its number, so the
+    /// last commit's tree entries no longer tell what it holds).
+    catalog_written: bool,
 }
 
 pub(crate) struct Shared<F> {
@@ -259,6 +266,43 @@ pub(crate) struct Shared<F> {
     /// The page list of the last commit whose freed pages were released, for the next
     /// commit's `W::freed`.
     freed: Vec<u32>,
+    /// The transaction whose committed state a read is of (a read transaction's, a cursor's
+    /// over one): it sees no changed page of the open write transaction, and pages changed in
+    /// place since as `kept` holds them. None: the writer's view. Set only through `At`.
+    view: Option<u64>,
+    /// For each commit of a volatile file that changed pages in place while read transactions
+    /// were open, in commit order: its transaction id and those pages as they were before it.
+    kept: VecDeque<(u64, IdMap<Page>)>,
+}
+
+/// A borrow of the shared state for a read at `view` (see `Shared::view`), which it resets
+/// when it ends, however it ends.
+pub(crate) struct At<'a, F: BlockFile>(RefMut<'a, Shared<F>>);
+
+impl<'a, F: BlockFile> At<'a, F> {
+    pub(crate) fn new(mut sh: RefMut<'a, Shared<F>>, view: Option<u64>) -> Self {
+        sh.view = view;
+        At(sh)
+    }
+}
+
+impl<F: BlockFile> Drop for At<'_, F> {
+    fn drop(&mut self) {
+        self.0.view = None;
+    }
+}
+
+impl<F: BlockFile> std::ops::Deref for At<'_, F> {
+    type Target = Shared<F>;
+    fn deref(&self) -> &Shared<F> {
+        &self.0
+    }
+}
+
+impl<F: BlockFile> std::ops::DerefMut for At<'_, F> {
+    fn deref_mut(&mut self) -> &mut Shared<F> {
+        &mut self.0
+    }
 }
 
 struct CommittedTrees {
@@ -357,10 +401,8 @@ impl<F: BlockFile> Pages for Shared<F> {
     }
 
     fn read(&mut self, id: u32) -> Result<Page> {
-        if let Some(w) = &self.w {
-            if let Some(p) = w.dirty.get(&id) {
-                return Ok(p.clone());
-            }
+        if let Some(p) = self.changed(id) {
+            return Ok(p.clone());
         }
         if id < 2 || id >= self.page_limit() {
             return Err(page::corrupt(
@@ -372,10 +414,8 @@ impl<F: BlockFile> Pages for Shared<F> {
     }
 
     fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        if let Some(w) = &self.w {
-            if let Some(p) = w.dirty.get(&id) {
-                return Ok(f(p));
-            }
+        if let Some(p) = self.changed(id) {
+            return Ok(f(p));
         }
         if id < 2 || id >= self.page_limit() {
             return Err(page::corrupt(
@@ -386,8 +426,11 @@ impl<F: BlockFile> Pages for Shared<F> {
         Ok(f(self.pager.read_ref(id)?))
     }
 
+    /// Owned by the transaction, or any page of a volatile file (`page_mut`).
     fn is_owned(&self, id: u32) -> bool {
-        self.w.as_ref().is_some_and(|w| w.owned.contains_key(&id))
+        self.w
+            .as_ref()
+            .is_some_and(|w| self.pager.volatile || w.owned.contains_key(&id))
     }
 
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>> {
@@ -397,18 +440,43 @@ impl<F: BlockFile> Pages for Shared<F> {
             .expect("invariant: page_mut only inside a write transaction");
         let p = match w.dirty.entry(id) {
             Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                if !w.owned.contains_key(&id) {
-                    return Err(Error::Corrupt(format!(
-                        "page {id} changed without being copied first"
-                    )));
-                }
+            Entry::Vacant(e) if w.owned.contains_key(&id) => {
                 // A page spilled earlier in this transaction: from the cache if it is still
                 // there.
                 e.insert(match self.pager.take(id) {
                     Some(p) => p,
                     None => self.pager.read_uncached(id)?,
                 })
+            }
+            Entry::Vacant(e) if self.pager.volatile => {
+                // A committed page of a volatile file is changed under its own number, in a
+                // copy: the cache (or the file) keeps the committed bytes for read
+                // transactions and for a rollback until the commit replaces them
+                // (`keep_committed` keeps them for readers of older states after it). Copying it to a new page instead would change
+                // its parent, the parent's parent, the catalog entry and the free tree, and
+                // bring nothing a volatile file can use: no superblock names the committed
+                // state before the file is handed back, and no crash can tear it.
+                if id < 2 || id >= w.state.page_count {
+                    return Err(page::corrupt(
+                        id,
+                        "is not a page of a tree (outside the page range)",
+                    ));
+                }
+                let copy = match self.pager.spare_page() {
+                    Some(mut p) => {
+                        let b = Rc::get_mut(&mut p)
+                            .expect("invariant: nothing else holds a spare page");
+                        b.copy_from_slice(self.pager.read_ref(id)?);
+                        p
+                    }
+                    None => Rc::new(self.pager.read_ref(id)?.to_vec()),
+                };
+                e.insert(copy)
+            }
+            Entry::Vacant(_) => {
+                return Err(Error::Corrupt(format!(
+                    "page {id} changed without being copied first"
+                )));
             }
         };
         w.seq += 1;
@@ -656,6 +724,59 @@ fn valid_page_size(ps: usize) -> bool {
 }
 
 impl<F: BlockFile> Shared<F> {
+    /// Page `id` as the current view has it when that is not the committed page in the
+    /// cache: the writer's changed copy, or for a read of an older state, the page as
+    /// `kept` holds it from before the first later commit that changed it in place.
+    #[inline(always)]
+    fn changed(&self, id: u32) -> Option<&Page> {
+        match self.view {
+            None => self.w.as_ref().and_then(|w| w.dirty.get(&id)),
+            Some(_) if self.kept.is_empty() => None,
+            Some(txn) => self
+                .kept
+                .iter()
+                .filter(|(t, _)| *t > txn)
+                .find_map(|(_, pages)| pages.get(&id)),
+        }
+    }
+
+    /// Keeps, for the read transactions open at commit `txn` of a volatile file, the committed
+    /// bytes of the pages the commit changed under their own numbers (changed, not owned),
+    /// which `write_dirty` is about to replace in the cache.
+    fn keep_committed(&mut self, txn: u64) -> Result<()> {
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(
+            w.dirty
+                .keys()
+                .copied()
+                .filter(|id| !w.owned.contains_key(id)),
+        );
+        let mut pages = IdMap::default();
+        let r = ids.iter().try_for_each(|&id| -> Result<()> {
+            pages.insert(id, self.pager.read(id)?);
+            Ok(())
+        });
+        self.ids = ids;
+        r?;
+        if !pages.is_empty() {
+            self.kept.push_back((txn, pages));
+        }
+        Ok(())
+    }
+
+    /// Drops the pages `kept` holds for read transactions no longer open.
+    fn release_kept(&mut self) {
+        let oldest = self.readers.iter().map(|&(t, _)| t).min();
+        while let Some((t, _)) = self.kept.front() {
+            if oldest.is_some_and(|r| r < *t) {
+                break;
+            }
+            self.kept.pop_front();
+        }
+    }
+
     pub(crate) fn has_writer(&self) -> bool {
         self.w.is_some()
     }
@@ -698,6 +819,8 @@ impl<F: BlockFile> Shared<F> {
             entry: Vec::new(),
             delta: Vec::new(),
             freed: Vec::new(),
+            view: None,
+            kept: VecDeque::new(),
         }
     }
 
@@ -730,6 +853,7 @@ impl<F: BlockFile> Shared<F> {
         }
         self.load_free()?;
         self.release_pending();
+        self.release_kept();
         self.serial += 1;
         let spare = self.spare.take().unwrap_or_default();
         self.w = Some(W {
@@ -745,6 +869,7 @@ impl<F: BlockFile> Shared<F> {
             seq: 0,
             serial: self.serial,
             last_leaf: spare.last_leaf,
+            catalog_written: false,
         });
         Ok(self.serial)
     }
@@ -785,8 +910,29 @@ impl<F: BlockFile> Shared<F> {
     /// Spills the changed pages to the file when there are too many to hold (they go to free
     /// places, so writing them early is harmless; they stay owned and are rewritten if changed).
     fn maybe_spill(&mut self) -> Result<()> {
-        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let w = self.w.as_mut().expect("invariant: write transaction open");
         if w.dirty.len() <= self.opts.dirty_pages {
+            return Ok(());
+        }
+        if self.pager.volatile {
+            // Only pages the transaction allocated: a committed page changed in place must
+            // stay out of the cache, which holds its committed bytes, until the commit.
+            let mut ids = std::mem::take(&mut self.ids);
+            ids.clear();
+            ids.extend(
+                w.dirty
+                    .keys()
+                    .copied()
+                    .filter(|id| w.owned.contains_key(id)),
+            );
+            let txn = w.state.txn.max(self.next_txn);
+            for &id in &ids {
+                let w = self.w.as_mut().expect("invariant: write transaction open");
+                let mut p = w.dirty.remove(&id).expect("invariant: listed");
+                page::put_u64(Rc::make_mut(&mut p).as_mut_slice(), 8, txn);
+                self.pager.cache_put_unwritten(id, p)?;
+            }
+            self.ids = ids;
             return Ok(());
         }
         self.write_dirty()
@@ -886,7 +1032,11 @@ impl<F: BlockFile> Shared<F> {
             t.changed = false;
             t.info.encode_into(&mut entry);
             let name = std::mem::take(&mut t.info.name);
-            let r = self.catalog_put(name.as_bytes(), &entry);
+            let r = match self.catalog_entry_in_place(name.as_bytes(), &entry) {
+                Ok(true) => Ok(()),
+                Ok(false) => self.catalog_put(name.as_bytes(), &entry),
+                Err(e) => Err(e),
+            };
             if names {
                 info.changed_trees.push(name.clone());
             }
@@ -959,6 +1109,9 @@ impl<F: BlockFile> Shared<F> {
             w.state.free_len = len;
         }
         self.delta = delta;
+        if self.pager.volatile && !self.readers.is_empty() {
+            self.keep_committed(txn)?;
+        }
         // 3. Pages, then the superblock, then one flush. Pages this commit freed leave the list:
         // the new state does not need them, and once durable they may be overwritten.
         self.write_dirty()?;
@@ -1001,13 +1154,13 @@ impl<F: BlockFile> Shared<F> {
             catalog: state.catalog,
             infos,
         });
-        self.spare = Spare::keep(&mut w);
         self.state = state;
         self.next_txn = txn + 1;
         self.last_slot = slot;
         if flushed {
             self.mark_durable();
         }
+        self.spare = Spare::keep(&mut w);
         if !w.freed.is_empty() {
             self.pending.push_back((txn, w.freed));
         }
@@ -1036,7 +1189,8 @@ impl<F: BlockFile> Shared<F> {
             return Ok(false);
         }
         // The leaf is copied first when this transaction does not own it yet; the copy changes
-        // the delta, which the caller's next round applies.
+        // the delta, which the caller's next round applies (a volatile file's leaf is changed
+        // under its own number instead: `page_mut`).
         let leaf = btree::cow(self, root)?;
         let pg = self.page_mut(leaf)?;
         let mut cell = [0u8; CELL];
@@ -1063,7 +1217,11 @@ impl<F: BlockFile> Shared<F> {
                 }
             }
         }
-        let new_root = if page::count(pg) == 0 {
+        // A volatile file keeps an emptied leaf as the root (changed in place, it can be the
+        // page the last round allocated to hold the free tree): freed, it can be the one free
+        // page, which the next round would list in a new leaf taken from the free pages, that
+        // is, in itself, and the round after remove again, without end.
+        let new_root = if page::count(pg) == 0 && !self.pager.volatile {
             self.free(leaf)?;
             0
         } else {
@@ -1125,8 +1283,52 @@ impl<F: BlockFile> Shared<F> {
         Ok(())
     }
 
+    /// The commit's rewrite of an existing catalog entry in a volatile file: the new value,
+    /// of the old one's length, written over it in the leaf (changed under its own number,
+    /// `page_mut`), without `catalog_put`'s general insert. False, with nothing changed, for
+    /// any other case (a file, an entry that is new, not inline or of another length): the
+    /// caller takes `catalog_put`.
+    fn catalog_entry_in_place(&mut self, name: &[u8], v: &[u8]) -> Result<bool> {
+        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let mut id = w.state.catalog;
+        if !self.pager.volatile || id == 0 {
+            return Ok(false);
+        }
+        let mut depth = 0;
+        let found = loop {
+            // A tree's depth bound (`btree`'s), against a cycle of pages.
+            depth += 1;
+            if depth > 40 {
+                return Err(Error::Corrupt("the catalog is deeper than 40 pages".into()));
+            }
+            // Ok: the entry's slot in leaf `id`, or None to fall back; Err: the child to go to.
+            let step = self.with_page(id, |pg| match page::kind(pg) {
+                page::KIND_BRANCH => Err(page::child(pg, page::child_index(pg, name))),
+                page::KIND_LEAF => Ok(match page::search(pg, name) {
+                    Ok(i) => match page::leaf_value(pg, i) {
+                        page::LeafValue::Inline(old) if old.len() == v.len() => Some(i),
+                        _ => None,
+                    },
+                    Err(_) => None,
+                }),
+                // Not a catalog page: `catalog_put` reports it.
+                _ => Ok(None),
+            })?;
+            match step {
+                Ok(found) => break found,
+                Err(child) => id = child,
+            }
+        };
+        let Some(i) = found else { return Ok(false) };
+        let pg = self.page_mut(id)?;
+        let done = page::rewrite_value(pg, i, v);
+        debug_assert!(done, "a value of the same length fits where it is");
+        Ok(done)
+    }
+
     fn catalog_put(&mut self, name: &[u8], v: &[u8]) -> Result<()> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.catalog_written = true;
         let mut root = w.state.catalog;
         let mut path = std::mem::take(&mut self.path);
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1151,7 +1353,8 @@ impl<F: BlockFile> Shared<F> {
     /// not fit there, or would leave the leaf underfull (a rebalance needs the general path);
     /// the pages made the transaction's are then as the general path would make them.
     fn catalog_rewrite_meta(&mut self, name: &[u8], meta: &[u8]) -> Result<MetaRewrite> {
-        let w = self.w.as_ref().expect("invariant: write transaction open");
+        let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.catalog_written = true;
         let mut root = w.state.catalog;
         if root == 0 {
             return Ok(MetaRewrite::Missing);
@@ -1260,6 +1463,7 @@ impl<F: BlockFile> Shared<F> {
 
     fn catalog_remove(&mut self, name: &[u8]) -> Result<bool> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
+        w.catalog_written = true;
         let mut root = w.state.catalog;
         let mut path = std::mem::take(&mut self.path);
         let r = btree::remove(self, &mut root, name, &mut path);
@@ -1744,6 +1948,7 @@ impl<F: BlockFile> Drop for ReadTx<F> {
             sh.readers[i].1 -= 1;
             if sh.readers[i].1 == 0 {
                 sh.readers.swap_remove(i);
+                sh.release_kept();
             }
         }
     }
@@ -1756,8 +1961,7 @@ impl<F: BlockFile> ReadTx<F> {
 
     pub fn open_tree(&self, name: &str) -> Result<Tree> {
         let info = self
-            .shared
-            .borrow_mut()
+            .at()
             .catalog_get(self.state.catalog, name)?
             .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?;
         let root = info.root;
@@ -1771,7 +1975,12 @@ impl<F: BlockFile> ReadTx<F> {
     }
 
     pub fn list_trees(&self) -> Result<Vec<TreeInfo>> {
-        self.shared.borrow_mut().catalog_list(self.state.catalog)
+        self.at().catalog_list(self.state.catalog)
+    }
+
+    /// The shared state, borrowed for a read of this transaction's state.
+    fn at(&self) -> At<'_, F> {
+        At::new(self.shared.borrow_mut(), Some(self.state.txn))
     }
 
     fn root(&self, t: Tree) -> Result<u32> {
@@ -1799,7 +2008,7 @@ impl<F: BlockFile> ReadTx<F> {
     /// Copies the value of `key` into `out`; returns whether it exists.
     pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let root = self.root(t)?;
-        btree::get(&mut *self.shared.borrow_mut(), root, key, out)
+        btree::get(&mut *self.at(), root, key, out)
     }
 
     pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -1809,7 +2018,10 @@ impl<F: BlockFile> ReadTx<F> {
 
     pub fn cursor(&self, t: Tree) -> Result<Cursor<F>> {
         let root = self.root(t)?;
-        Ok(Cursor::new(self.shared.clone(), Source::Fixed(root)))
+        Ok(Cursor::new(
+            self.shared.clone(),
+            Source::Fixed(root, self.state.txn),
+        ))
     }
 
     pub fn range(
@@ -1908,9 +2120,9 @@ impl<F: BlockFile> WriteTx<F> {
                 });
             }
         }
-        let (catalog, txn) = (w.state.catalog, w.state.txn);
+        let (catalog, txn, written) = (w.state.catalog, w.state.txn, w.catalog_written);
         let cached = match &mut sh.committed_trees {
-            Some(c) if c.txn == txn && c.catalog == catalog => (c.infos.iter())
+            Some(c) if c.txn == txn && c.catalog == catalog && !written => (c.infos.iter())
                 .position(|i| i.name == name)
                 .map(|i| c.infos.swap_remove(i)),
             _ => None,
@@ -2311,8 +2523,12 @@ impl<F: BlockFile> WriteTx<F> {
 }
 
 enum Source {
-    Fixed(u32),
-    Write { serial: u64, idx: usize },
+    /// A read transaction's tree: its root, and the transaction it reads.
+    Fixed(u32, u64),
+    Write {
+        serial: u64,
+        idx: usize,
+    },
 }
 
 /// A position in a tree. Steps are cheap: the cursor holds its root-to-leaf path. In a write
@@ -2340,9 +2556,18 @@ impl<F: BlockFile> Cursor<F> {
         }
     }
 
+    /// The shared state, borrowed for a read at this cursor's view.
+    fn lock<'a>(shared: &'a RefCell<Shared<F>>, source: &Source) -> At<'a, F> {
+        let view = match source {
+            Source::Fixed(_, txn) => Some(*txn),
+            Source::Write { .. } => None,
+        };
+        At::new(shared.borrow_mut(), view)
+    }
+
     fn root(&self, sh: &mut Shared<F>) -> Result<u32> {
         match self.source {
-            Source::Fixed(r) => Ok(r),
+            Source::Fixed(r, _) => Ok(r),
             Source::Write { serial, idx } => {
                 let w = sh.w(serial)?;
                 match w.trees.get(idx) {
@@ -2366,14 +2591,14 @@ impl<F: BlockFile> Cursor<F> {
     /// In a write transaction, whether the tree changed since the last step.
     fn stale(&self, sh: &mut Shared<F>) -> Result<bool> {
         match self.source {
-            Source::Fixed(_) => Ok(false),
+            Source::Fixed(..) => Ok(false),
             Source::Write { serial, .. } => Ok(sh.w(serial)?.seq != self.seq),
         }
     }
 
     pub fn first(&mut self) -> Result<bool> {
         let sh_rc = self.shared.clone();
-        let mut sh = sh_rc.borrow_mut();
+        let mut sh = Self::lock(&sh_rc, &self.source);
         let root = self.root(&mut sh)?;
         let ok = self.stack.first(&mut *sh, root)?;
         self.after(&mut sh, ok)
@@ -2381,7 +2606,7 @@ impl<F: BlockFile> Cursor<F> {
 
     pub fn last(&mut self) -> Result<bool> {
         let sh_rc = self.shared.clone();
-        let mut sh = sh_rc.borrow_mut();
+        let mut sh = Self::lock(&sh_rc, &self.source);
         let root = self.root(&mut sh)?;
         let ok = self.stack.last(&mut *sh, root)?;
         self.after(&mut sh, ok)
@@ -2390,7 +2615,7 @@ impl<F: BlockFile> Cursor<F> {
     /// Moves to the entry `op` picks relative to `key`; returns whether there is one.
     pub fn seek(&mut self, key: &[u8], op: Seek) -> Result<bool> {
         let sh_rc = self.shared.clone();
-        let mut sh = sh_rc.borrow_mut();
+        let mut sh = Self::lock(&sh_rc, &self.source);
         let root = self.root(&mut sh)?;
         let ok = self.stack.seek(&mut *sh, root, key, op)?;
         self.after(&mut sh, ok)
@@ -2409,7 +2634,7 @@ impl<F: BlockFile> Cursor<F> {
     /// write transaction's tree until it is written.
     fn unchanged(&self) -> bool {
         match self.source {
-            Source::Fixed(_) => true,
+            Source::Fixed(..) => true,
             Source::Write { serial, .. } => {
                 let sh = self.shared.borrow();
                 matches!(&sh.w, Some(w) if w.serial == serial && w.seq == self.seq)
@@ -2434,7 +2659,7 @@ impl<F: BlockFile> Cursor<F> {
             }
         }
         let sh_rc = self.shared.clone();
-        let mut sh = sh_rc.borrow_mut();
+        let mut sh = Self::lock(&sh_rc, &self.source);
         let ok = if self.stale(&mut sh)? {
             let mut k = std::mem::take(&mut self.key);
             k.clear();
@@ -2476,7 +2701,7 @@ impl<F: BlockFile> Cursor<F> {
         let overflow = match page::leaf_value(pg, i) {
             LeafValue::Inline(_) => false,
             LeafValue::Overflow(len, first) => {
-                let mut sh = self.shared.borrow_mut();
+                let mut sh = Self::lock(&self.shared, &self.source);
                 self.val.clear();
                 btree::read_overflow(&mut *sh, len, first, &mut self.val)?;
                 true
@@ -2510,7 +2735,7 @@ impl<F: BlockFile> Cursor<F> {
         match page::leaf_value(pg, i) {
             LeafValue::Inline(_) => {}
             LeafValue::Overflow(len, first) => {
-                let mut sh = self.shared.borrow_mut();
+                let mut sh = Self::lock(&self.shared, &self.source);
                 self.val.clear();
                 btree::read_overflow(&mut *sh, len, first, &mut self.val)?;
                 return Ok(&self.val);
@@ -2647,7 +2872,7 @@ impl<F: BlockFile> Range<F> {
                         let mut val = std::mem::take(&mut self.cursor.val);
                         val.clear();
                         let read = {
-                            let mut sh = self.cursor.shared.borrow_mut();
+                            let mut sh = Cursor::lock(&self.cursor.shared, &self.cursor.source);
                             btree::read_overflow(&mut *sh, len, page_id, &mut val)
                         };
                         let go = read.map_err(E::from).and_then(|()| f(key, &val));

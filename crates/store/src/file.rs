@@ -28,7 +28,9 @@ pub trait BlockFile {
     /// True when the bytes go when the process does (memory), so no crash can tear a write
     /// and nothing reads the file but this process's store. The store then keeps committed
     /// pages in its cache and writes them, with their checksums, and the superblock only when
-    /// it must: on eviction and when the file is handed back (`Db::into_file`).
+    /// it must: on eviction and when the file is handed back (`Db::into_file`); and a write
+    /// changes committed pages under their own numbers instead of copying them to new ones
+    /// (`Shared::page_mut`).
     fn volatile(&self) -> bool {
         false
     }

@@ -1251,3 +1251,156 @@ fn update_each_walks_owned_leaves_in_order() {
         .collect();
     assert_eq!(all, model);
 }
+
+/// In memory a commit changes the table's pages, the catalog's and the free tree's under
+/// their own page numbers. One-row commits (the free tree a leaf of a few pages,
+/// emptied when a commit takes every free page and refilled when the next frees them),
+/// rollbacks between them, snapshots held across some stretches of commits and readers begun
+/// inside a write transaction: after each commit the database checks whole (every page used
+/// or free, the free tree's count the superblock's, `free_pages` naming no page a tree uses),
+/// every reader reads what it began with, and the image handed back opens to the model.
+#[test]
+fn a_memory_database_keeps_its_free_tree_and_catalog_whole_through_small_commits() {
+    use std::collections::BTreeMap;
+    fn reads(r: &cairn_store::ReadTx<MemoryFile>, m: &BTreeMap<u32, u8>) {
+        let t = r.open_tree("t").unwrap();
+        assert_eq!(r.len(t).unwrap(), m.len() as u64);
+        for (key, v) in m {
+            assert_eq!(r.get(t, &k(*key)).unwrap(), Some(vec![*v; 40]));
+        }
+    }
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
+    let mut model = BTreeMap::new();
+    let mut held: Option<(cairn_store::ReadTx<MemoryFile>, BTreeMap<u32, u8>)> = None;
+    for round in 0..300u32 {
+        let before = model.clone();
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        let key = (round * 53) % 400;
+        if round % 5 == 4 {
+            tx.remove(t, &k(key)).unwrap();
+            model.remove(&key);
+        } else {
+            tx.insert(t, &k(key), &[round as u8; 40]).unwrap();
+            model.insert(key, round as u8);
+        }
+        let during = (round % 11 == 0).then(|| db.begin_read().unwrap());
+        tx.commit().unwrap();
+        if let Some(r) = during {
+            reads(&r, &before);
+        }
+        if round % 7 == 0 {
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            tx.insert(t, &k(5000 + round), &[1u8; 40]).unwrap();
+            tx.rollback();
+        }
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "round {round}: {rep}");
+        assert_eq!(
+            rep.used_pages as usize + db.free_pages().unwrap().len() + 2,
+            db.page_count() as usize,
+            "round {round}: {rep}"
+        );
+        if round % 30 == 0 {
+            if let Some((r, m)) = held.take() {
+                reads(&r, &m);
+            }
+            if round % 60 == 0 {
+                held = Some((db.begin_read().unwrap(), model.clone()));
+            }
+        }
+    }
+    drop(held);
+    let bytes = db.into_file().unwrap().into_bytes();
+    let db = Db::open(MemoryFile::from_bytes(bytes), small()).unwrap();
+    assert!(db.check().unwrap().is_ok());
+    reads(&db.begin_read().unwrap(), &model);
+}
+
+/// In memory a write changes committed pages under their own numbers. Big transactions over
+/// a small cache and a small limit of changed pages (so pages spill and are evicted), with a
+/// snapshot taken before each one and a cursor walked over it while the transaction writes,
+/// after it commits, and after later commits: the snapshot reads exactly what it began with
+/// throughout, a rolled-back transaction leaves the last commit, and the database checks
+/// whole and reopens to the model.
+#[test]
+fn a_memory_database_changes_pages_in_place_unseen_by_readers() {
+    use std::collections::BTreeMap;
+    fn walk(r: &cairn_store::ReadTx<MemoryFile>, m: &BTreeMap<u32, u32>) {
+        let t = r.open_tree("t").unwrap();
+        assert_eq!(r.len(t).unwrap(), m.len() as u64);
+        let mut c = r.cursor(t).unwrap();
+        let mut ok = c.first().unwrap();
+        let mut want = m.iter();
+        while ok {
+            let (key, v) = want.next().expect("no more entries in the model");
+            assert_eq!(c.key().unwrap(), k(*key).as_slice());
+            assert_eq!(c.value().unwrap(), v.to_le_bytes().repeat(10).as_slice());
+            ok = c.next().unwrap();
+        }
+        assert!(want.next().is_none(), "entries missing from the snapshot");
+    }
+    let opts = Options {
+        page_size: 512,
+        cache_pages: 16,
+        dirty_pages: 8,
+        ..Options::default()
+    };
+    let db = Db::create(MemoryFile::new(), opts.clone()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
+    let mut model: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut snapshots = Vec::new();
+    for round in 0..12u32 {
+        snapshots.push((db.begin_read().unwrap(), model.clone()));
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        let mut next = model.clone();
+        for i in 0..300u32 {
+            let key = (i * 31 + round * 7) % 700;
+            if (i + round) % 3 == 0 {
+                tx.remove(t, &k(key)).unwrap();
+                next.remove(&key);
+            } else {
+                let v = round * 1000 + i;
+                tx.insert(t, &k(key), &v.to_le_bytes().repeat(10)).unwrap();
+                next.insert(key, v);
+            }
+            if i == 150 {
+                // Begun inside the write: the last commit, not the writes so far.
+                let (r, m) = (db.begin_read().unwrap(), model.clone());
+                walk(&r, &m);
+                snapshots.push((r, m));
+            }
+        }
+        for (r, m) in &snapshots {
+            walk(r, m);
+        }
+        if round % 4 == 3 {
+            tx.rollback();
+        } else {
+            tx.commit().unwrap();
+            model = next;
+        }
+        for (r, m) in &snapshots {
+            walk(r, m);
+        }
+        if round % 5 == 4 {
+            snapshots.clear();
+        }
+        let r = db.begin_read().unwrap();
+        walk(&r, &model);
+    }
+    drop(snapshots);
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+    let bytes = db.into_file().unwrap().into_bytes();
+    let db = Db::open(MemoryFile::from_bytes(bytes), opts).unwrap();
+    assert!(db.check().unwrap().is_ok());
+    walk(&db.begin_read().unwrap(), &model);
+}

@@ -381,6 +381,32 @@ fn run_script<B: Backend>(backend: B, input: &str) -> String {
     out
 }
 
+/// A script's output with each `stats` line cut to what memory and a file must agree on:
+/// the pages the trees use, and the pages in the file less the free ones (and of `vacuum`'s
+/// line, nothing). In memory a write changes committed pages under their own numbers, where
+/// a file copies them to new pages; so the same script leaves a file with more pages, every
+/// one of them free.
+fn same_shape(out: &str) -> String {
+    out.lines()
+        .map(|l| {
+            let n = |f: &str| -> Option<u64> {
+                l.split(' ')
+                    .find_map(|w| w.strip_prefix(f))
+                    .and_then(|v| v.parse().ok())
+            };
+            match (n("pages="), n("used="), n("free=")) {
+                (Some(p), Some(u), Some(f)) if l.starts_with("pages=") => {
+                    format!("used={u} pages less free={}\n", p - f)
+                }
+                // `vacuum`'s page counts, which such free pages raise (before) and which a
+                // free page kept at the end can (after); the `stats` after it compares.
+                _ if l.ends_with(" pages") && l.contains(" -> ") => "vacuumed\n".to_string(),
+                _ => format!("{l}\n"),
+            }
+        })
+        .collect()
+}
+
 #[test]
 fn golden_scripts() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testscripts");
@@ -404,14 +430,14 @@ fn golden_scripts() {
         let disk = run_script(Disk(tmp.clone()), &input);
         let fault = run_script(Fault, &input);
         assert_eq!(
-            mem,
-            disk,
+            same_shape(&mem),
+            same_shape(&disk),
             "{}: memory and file backends differ",
             path.display()
         );
         assert_eq!(
-            mem,
-            fault,
+            same_shape(&mem),
+            same_shape(&fault),
             "{}: memory and fault backends differ",
             path.display()
         );
