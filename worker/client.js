@@ -686,7 +686,8 @@ export class Database extends Queries {
         // When that tab goes away, roll back whatever transaction it left open.
         navigator.locks.request(`cairn:client:${from}`, () => {
           this.#watched.delete(from);
-          if (this.#link instanceof OwnerLink) return this.#link.worker.call('endSession', [remoteSession]).catch(() => {});
+          // Any of its sessions may hold the transaction: end them all.
+          if (this.#link instanceof OwnerLink) return this.#link.worker.call('endSession', [`${from}/`]).catch(() => {});
         });
       }
       this.#link.send(op, remoteSession, args, []).then(

@@ -105,8 +105,12 @@ const syncOps = {
     return [null];
   },
   // Rolls back the session's transaction, if it has one (its page went away).
+  // `session`, or every session of a tab (`<tab id>/`, the prefix of the sessions the owner runs
+  // for it): a tab that went away may have opened its transaction in any of them.
   endSession: (session) => {
-    if (db && txSession === session && db.inTransaction()) db.exec('ROLLBACK');
+    const tab = typeof session === 'string' && session.endsWith('/');
+    const ours = txSession === session || (tab && typeof txSession === 'string' && txSession.startsWith(session));
+    if (db && ours && db.inTransaction()) db.exec('ROLLBACK');
     return [null];
   },
   // Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.

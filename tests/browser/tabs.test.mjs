@@ -91,6 +91,8 @@ test('a tab that goes away mid-transaction leaves nothing of it, and does not bl
     await second.waitForFunction(() => window.cairnReady === true);
     await second.evaluate(async () => {
       const db = await cairn.open('abandon');
+      // A statement first, so the owner meets this tab outside the transaction's session.
+      await db.get('SELECT count(*) AS c FROM t');
       db.transaction(async (tx) => {
         await tx.run('INSERT INTO t VALUES (1)');
         window.inTx = true;
