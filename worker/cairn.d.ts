@@ -122,11 +122,12 @@ export interface Sync {
   events(): Promise<SyncEvent[]>;
   /** Runs the sync protocol over `port` inside the Worker (the owner tab only). */
   connect(port: MessagePort): Promise<{ link: number; close(): Promise<boolean> }>;
-  /** Syncs with every database that joins the BroadcastChannel `name` (same origin; the owner tab
-   * only); joins again after an engine restart. */
+  /** Syncs with every database that joins the BroadcastChannel `name` (same origin). Any tab may
+   * ask: it runs in the owner tab's Worker, once however many tabs ask, until the last of them
+   * closes it or goes away; a tab that takes over, or whose engine restarts, joins again. */
   connectChannel(name: string): Promise<{ readonly link: number; close(): Promise<boolean> }>;
-  /** Syncs through a relay over WebSocket (the owner tab only); reconnects after a cut and after an
-   * engine restart. */
+  /** Syncs through a relay over WebSocket; reconnects after a cut. Any tab may ask, shared and
+   * carried over a take-over or an engine restart as `connectChannel` is. */
   connectRelay(url: string | URL): Promise<{ readonly link: number; close(): Promise<boolean> }>;
 }
 

@@ -494,17 +494,20 @@ export class Sync {
     return { link, close: () => worker.call('syncDetach', [link]) };
   }
   /** Syncs with every other database (in this tab, other tabs, their Workers) that joins the
-   * BroadcastChannel `name`: one link per pair, run inside the Worker. Owner tab only. Joins
-   * again by itself when the engine restarts. */
+   * BroadcastChannel `name`: one link per pair, run inside the owner tab's Worker. Any tab may ask
+   * (a second tab's request goes through the owner); the database joins a channel once however
+   * many tabs ask, and leaves it when the last of them closes it or goes away. A tab that takes
+   * over the database, or whose engine restarts, joins the channels it asked for again. */
   async connectChannel(name) {
-    return this.#transport('syncBus', String(name), 'sync.connectChannel');
+    return this.#transport('syncBus', String(name));
   }
-  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the Worker answers the
-   * relay's challenge with this database's key, runs the protocol, and reconnects after a cut
-   * (and after an engine restart). Refusals arrive as events of kind `relay`. Returns
-   * `{ link, close() }`. Owner tab only. */
+  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the owner tab's Worker
+   * answers the relay's challenge with this database's key, runs the protocol, and reconnects
+   * after a cut. Refusals arrive as events of kind `relay`. Any tab may ask, as for
+   * `connectChannel`, with the same sharing and the same reconnection after a take-over or an
+   * engine restart. Returns `{ link, close() }`. */
   async connectRelay(url) {
-    return this.#transport('syncRelay', String(url), 'sync.connectRelay');
+    return this.#transport('syncRelay', String(url));
   }
 
   #owner(what) {
@@ -512,11 +515,11 @@ export class Sync {
     if (!worker) throw new CairnError('NOT_OWNER', `${what} runs in the tab that owns the database (db.isOwner)`);
     return worker;
   }
-  // Channels and relays this tab opened, to open again in a new Worker after a restart.
+  // Channels and relays this tab asked for, to ask for again from a new owner (this tab after a
+  // take-over or an engine restart, or another tab that took over).
   #transports = new Set();
-  async #transport(op, arg, what) {
-    const worker = this.#owner(what);
-    const t = { op, arg, link: await worker.call(op, [arg]) };
+  async #transport(op, arg) {
+    const t = { op, arg, link: await this.#send(op, [arg]) };
     this.#transports.add(t);
     return {
       get link() {
@@ -524,17 +527,19 @@ export class Sync {
       },
       close: async () => {
         if (!this.#transports.delete(t)) return false;
-        return (await this.#db._ownerWorker()?.call('syncDetach', [t.link])) ?? false;
+        return (await this.#send('syncDetach', [t.link]).catch(() => false)) ?? false;
       },
     };
   }
-  /** After the engine restarted in a new Worker: the transports of the old one, again. */
+  /** After a new Worker took the database (this tab's engine restarted, this tab took over, or
+   * another tab did): the transports this tab asked for, again. */
   async _reattach() {
-    const worker = this.#db._ownerWorker();
-    if (!worker) return;
     for (const t of this.#transports) {
       try {
-        t.link = await worker.call(t.op, [t.arg]);
+        // The owner's own Worker directly: during a restart, requests through the database wait
+        // for the restart, which waits for this.
+        const worker = this.#db._ownerWorker();
+        t.link = await (worker ? worker.call(t.op, [t.arg]) : this.#send(t.op, [t.arg]));
       } catch {
         this.#transports.delete(t); // the database was reopened without sync
       }
@@ -649,7 +654,11 @@ export class Database extends Queries {
     this._generation++;
     this.#link = link;
     worker.onDeath = (code) => this.#onWorkerDeath(link, code);
-    if (previous instanceof FollowerLink) previous.drain(link);
+    if (previous instanceof FollowerLink) {
+      previous.drain(link);
+      // The channels and relays this tab asked for ran in the old owner's Worker.
+      void this._sync?._reattach().catch(() => {});
+    }
     this.bus?.postMessage({ t: 'owner', from: clientId });
   }
 
@@ -670,6 +679,8 @@ export class Database extends Queries {
       if (this.#link instanceof FollowerLink && m.from !== clientId) {
         this._generation++;
         this.#link.ownerChanged();
+        // What this tab asked for ran in the old owner's Worker: ask the new one.
+        void this._sync?._reattach().catch(() => {});
       }
       return;
     }

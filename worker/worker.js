@@ -111,6 +111,8 @@ const syncOps = {
     const tab = typeof session === 'string' && session.endsWith('/');
     const ours = txSession === session || (tab && typeof txSession === 'string' && txSession.startsWith(session));
     if (db && ours && db.inTransaction()) db.exec('ROLLBACK');
+    // The channels and relays the tab asked for go with it, unless another tab holds them too.
+    if (tab) for (const t of [...transports.values()]) releaseTransport(t.handle, session, true);
     return [null];
   },
   // Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.
@@ -127,9 +129,9 @@ const syncOps = {
   syncVerify: () => [needDb().syncVerify()],
   syncEvents: () => [takeSyncEvents()],
   syncAttach: (port) => [attachPort(port)],
-  syncRelay: (url) => [attachRelay(String(url))],
-  syncBus: (name) => [attachBus(String(name))],
-  syncDetach: (link) => [detachPort(link)],
+  syncRelay: (url) => [holdTransport(`relay ${url}`, () => attachRelay(String(url)))],
+  syncBus: (name) => [holdTransport(`bus ${name}`, () => attachBus(String(name)))],
+  syncDetach: (link) => [releaseTransport(link, tabOf(currentSession)) ?? detachPort(link)],
   debugPanic: (message) => [engine.debugPanic(String(message))],
 };
 
@@ -367,6 +369,45 @@ function attachRelay(url) {
 // Messages are [from, to, bytes] between instances; to = '' announces (bytes 'hi' or 'bye').
 const buses = new Map(); // handle -> { bc, peers: Map<instance, link>, timer }
 
+// Channels and relays by what was asked for (`bus <name>`, `relay <url>`): the database joins one
+// once however many tabs ask for it (a follower tab asks through the owner), and leaves it when the
+// last tab that asked lets go of it or goes away (`endSession` with the tab's prefix).
+const transports = new Map(); // key -> { key, handle, holders: Map<tab, count> }
+
+/** The tab a session belongs to: `<tab id>/` for a follower's, '' for this tab's own. */
+function tabOf(session) {
+  const s = typeof session === 'string' ? session.indexOf('/') : -1;
+  return s < 0 ? '' : session.slice(0, s + 1);
+}
+
+function holdTransport(key, attach) {
+  let t = transports.get(key);
+  if (!t || !(buses.has(t.handle) || relays.has(t.handle))) {
+    t = { key, handle: attach(), holders: new Map() };
+    transports.set(key, t);
+  }
+  const tab = tabOf(currentSession);
+  t.holders.set(tab, (t.holders.get(tab) ?? 0) + 1);
+  return t.handle;
+}
+
+/** Lets go of one hold (with `all`, every hold) of `tab` on the transport `handle`, and leaves
+ * the channel or relay when no hold is left. Undefined when `handle` is no such transport. */
+function releaseTransport(handle, tab, all = false) {
+  const t = [...transports.values()].find((x) => x.handle === handle);
+  if (!t) return undefined;
+  const n = t.holders.get(tab) ?? 0;
+  if (n === 0 && all) return false;
+  // A hold of another tab's when this one has none (a handle passed between tabs).
+  const from = n > 0 ? tab : t.holders.keys().next().value;
+  const left = all ? 0 : (t.holders.get(from) ?? 1) - 1;
+  if (left > 0) t.holders.set(from, left);
+  else t.holders.delete(from);
+  if (t.holders.size > 0) return true;
+  transports.delete(t.key);
+  return detachRelay(handle);
+}
+
 function attachBus(name) {
   const d = needDb();
   d.syncId();
@@ -507,8 +548,11 @@ function trackTransaction(session) {
 /** The ops that can open or end a transaction. */
 const statementOps = new Set(['exec', 'execute', 'executePrepared', 'endSession', 'close']);
 
+let currentSession = null; // the session of the sync op running (for the transports' holders)
+
 function runSync(id, op, session, args) {
   try {
+    currentSession = session;
     const [result, transfer] = syncOps[op](...args);
     return { reply: [id, OK, result], transfer };
   } catch (e) {

@@ -111,3 +111,61 @@ test('a tab that goes away mid-transaction leaves nothing of it, and does not bl
     await b.close();
   }
 });
+
+test('a second tab may join a sync channel, and the channel outlives the owner tab', async () => {
+  const b = await launch();
+  try {
+    const a = b.page;
+    const second = await b.context.newPage();
+    await second.goto(`${b.server.url}/tests/browser/page.html`);
+    await second.waitForFunction(() => window.cairnReady === true);
+    const ddl = 'CREATE TABLE item (id TEXT PRIMARY KEY, label TEXT) REPLICATED';
+    await a.evaluate(async (ddl) => {
+      window.db = await cairn.open('tk-shared', { sync: true });
+      await db.exec(ddl);
+    }, ddl);
+    // The second tab: a follower of tk-shared, and the owner of tk-other, which writes.
+    const first = await second.evaluate(async (ddl) => {
+      window.db = await cairn.open('tk-shared', { sync: true });
+      window.other = await cairn.open('tk-other', { sync: true });
+      await other.exec(ddl);
+      await other.sync.connectChannel('tk-bus');
+      // Asked from a follower: runs in the owner's Worker.
+      window.link = await db.sync.connectChannel('tk-bus');
+      await other.run("INSERT INTO item VALUES ('one', 'before')");
+      await until('the owner to get the first row', async () => (await db.get('SELECT count(*) AS n FROM item')).n === 1);
+      return { owner: db.isOwner, link: typeof link.link };
+    }, ddl);
+    assert.deepEqual(first, { owner: false, link: 'number' });
+    // The owner asks for the same channel: one membership, two holders.
+    const shared = await a.evaluate(async () => {
+      const mine = await db.sync.connectChannel('tk-bus');
+      return mine.link;
+    });
+    const firstLink = await second.evaluate(() => link.link);
+    assert.equal(shared, firstLink, 'the owner joined the channel a second time');
+    // The owner's tab goes; the second tab takes over and joins the channel in its own Worker.
+    await a.close();
+    const after = await second.evaluate(async () => {
+      await until('the take-over', async () => {
+        await db.get('SELECT 1 AS x');
+        return db.isOwner;
+      });
+      await other.run("INSERT INTO item VALUES ('two', 'after')");
+      await until('the new owner to get the second row', async () => (await db.get('SELECT count(*) AS n FROM item')).n === 2);
+      const rows = await db.query('SELECT id, label FROM item ORDER BY id');
+      const closed = await link.close();
+      const closedAgain = await link.close();
+      const digests = [await db.sync.digest(), await other.sync.digest()];
+      return { owner: db.isOwner, rows, closed, closedAgain, digests };
+    });
+    assert.equal(after.owner, true);
+    assert.deepEqual(after.rows, [{ id: 'one', label: 'before' }, { id: 'two', label: 'after' }]);
+    assert.equal(after.closed, true);
+    assert.equal(after.closedAgain, false);
+    assert.equal(after.digests[0], after.digests[1]);
+    assert.deepEqual(b.errors, [], 'the page threw');
+  } finally {
+    await b.close();
+  }
+});
