@@ -760,7 +760,7 @@ impl State {
         // What the table holds for each row at the end of the transaction.
         // (A list, sorted and cut to each key's last entry when used: most commits have none,
         // and an empty list costs nothing to drop.)
-        let mut finals: Vec<(RowKey, (String, Option<Vec<Value>>))> = Vec::new();
+        let mut finals: Vec<(RowKey, FinalRow)> = Vec::new();
         // Per scope, its records' ops, written straight into the records' encodings (a new
         // record every `MAX_OPS` ops). Most transactions write a scope or two: a list searched
         // by name beats hashing every row's; past a few, a map finds them.
@@ -1035,6 +1035,10 @@ pub fn sync_schema(t: &Table) -> TableSchema {
     debug_assert!(matches!(t.key, Key::Columns(_)));
     s
 }
+
+/// A row's state at the end of a transaction, for a table with counters: its table and its
+/// values (None: no row).
+type FinalRow = (String, Option<Vec<Value>>);
 
 /// The scopes local commits write to, kept from one commit to the next (their names and ids
 /// are built once, not for every commit), each with the records of the commit being recorded.

@@ -2,7 +2,8 @@
 //!
 //! | tree | key | value |
 //! |---|---|---|
-//! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `peers`, `subscription` | u8 layout, key export, author, u64le HLC, peers, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `subscription` | u8 layout, key export, author, u64le HLC, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `peer/`, `author` | a peer's acknowledged version vector and what it asks for (an older version kept every peer in one value, `peers`, read and moved by the first save) |
 //! | `SYSTEM_TREES + 1` meta, the bytes beside the tree ([`Storage::tree_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] (layout 3) |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
 //! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records (3) |
@@ -33,11 +34,17 @@ const WRITERS: u64 = SYSTEM_TREES + 4;
 
 /// The layout of these trees this code writes (meta key `layout`; none means 1, where every
 /// pending record is in the log). A database with a newer layout is refused; an older one is
-/// brought to this layout by the first save.
-const LAYOUT: u8 = 3;
+/// brought to this layout by the first save. Layout 3 kept small pending records beside the meta
+/// tree (the tail); layout 4 keeps each peer under its own meta key (`PEER`) instead of every peer
+/// in one value.
+const LAYOUT: u8 = 4;
 /// Layout 2's meta keys of pending records not moved to the log yet: `TAIL` + author + scope +
 /// u64be seq. Read, and moved to the log, when a layout 2 database is opened.
 const TAIL: &[u8] = b"pending/";
+/// Meta keys of peers: this prefix and the peer's id.
+const PEER: &[u8] = b"peer/";
+/// The meta key under which an older version kept every peer in one value.
+const LEGACY_PEERS: &[u8] = b"peers";
 /// How many bytes of pending records the tail (the bytes beside the meta tree) holds at most:
 /// with the meta tree's catalog entry, one cell of a 4 KiB page, so that the tail rides inline
 /// in the catalog page every commit writes anyway (docs/file-format.md: a cell takes at most
@@ -102,8 +109,11 @@ pub(crate) struct Saved {
     /// hashing one (the map's hasher is keyed, for peers' ids).
     marks: BTreeMap<ChainKey, Mark>,
     writers: usize,
-    peers: Vec<u8>,
-    peers_buf: Vec<u8>,
+    /// `Replica::edits` when the peers were last saved: a save writes those changed since.
+    peers_at: u64,
+    /// The database holds the older `peers` value (every peer in one), which the next full
+    /// save replaces with one key a peer.
+    legacy_peers: bool,
     /// The clock as saved, or as the saved log implies it (loading takes the newest of the
     /// saved clock and every HLC of the log).
     clock: u64,
@@ -382,23 +392,57 @@ impl State {
             let c: [u8; 8] = c.as_slice().try_into().map_err(|e| corrupt("clock", e))?;
             replica.observe_clock(u64::from_le_bytes(c));
         }
-        let mut peers = Vec::new();
-        if let Some(p) = store.get(META, b"peers")? {
+        // Peers: the older single value first, then one key a peer (acknowledgements only
+        // grow, so where both name a peer the larger of each wins).
+        let mut legacy_peers = false;
+        let mut peers: BTreeMap<AuthorId, PeerInfo> = BTreeMap::new();
+        if let Some(p) = store.get(META, LEGACY_PEERS)? {
+            legacy_peers = true;
             let mut r = Reader::new(&p);
             let n = r.varint().map_err(|e| corrupt("peers", e))?;
             for _ in 0..n {
                 let id = AuthorId(r.array().map_err(|e| corrupt("peers", e))?);
                 let acked = decode_vv(&mut r).map_err(|e| corrupt("peers", e))?;
                 let want = Subscription::decode(&mut r).map_err(|e| corrupt("peers", e))?;
-                replica.restore_peer(id, PeerInfo { acked, want });
+                peers.insert(id, PeerInfo { acked, want });
             }
-            peers = p;
         }
+        {
+            let mut end = PEER.to_vec();
+            *end.last_mut().expect("invariant: not empty") += 1;
+            let mut cur = store.scan(META, Bound::Included(PEER), Bound::Excluded(&end), false)?;
+            while cur.next()? {
+                let id = cur.key()[PEER.len()..]
+                    .try_into()
+                    .map(AuthorId)
+                    .map_err(|_| corrupt("peer", "a key that is not an author id"))?;
+                let mut r = Reader::new(cur.value());
+                let acked = decode_vv(&mut r).map_err(|e| corrupt("peer", e))?;
+                let want = Subscription::decode(&mut r).map_err(|e| corrupt("peer", e))?;
+                match peers.get_mut(&id) {
+                    Some(p) => {
+                        for (k, s) in acked {
+                            let a = p.acked.entry(k).or_insert(0);
+                            *a = (*a).max(s);
+                        }
+                        p.want = want;
+                    }
+                    None => {
+                        peers.insert(id, PeerInfo { acked, want });
+                    }
+                }
+            }
+        }
+        for (id, info) in peers {
+            replica.restore_peer(id, info);
+        }
+        // An older database's peers are all written again by the first save.
+        let peers_at = if legacy_peers { 0 } else { replica.edits() };
         self.saved = Saved {
             marks,
             writers,
-            peers,
-            peers_buf: Vec::new(),
+            peers_at,
+            legacy_peers,
             clock: replica.clock(),
             log_clock: 0,
             redactions: 0,
@@ -424,11 +468,11 @@ impl State {
 
 /// Writes what changed since the last save; `local`, right after a local commit, names the
 /// chains its records went to.
-pub(crate) fn save<'k>(
+pub(crate) fn save(
     store: &mut dyn Storage,
     replica: &Replica,
     saved: &mut Saved,
-    local: Option<&mut dyn Iterator<Item = &'k ChainKey>>,
+    local: Option<&mut dyn Iterator<Item = &ChainKey>>,
 ) -> Result<()> {
     if !saved.layout {
         upgrade(store, saved)?;
@@ -512,10 +556,8 @@ pub(crate) fn save<'k>(
                 );
             }
             assert_eq!(replica.writer_lists().count(), saved.writers);
-            let mut w = Writer::new();
-            encode_peers(&mut w, replica);
-            assert_eq!(
-                w.buf, saved.peers,
+            assert!(
+                replica.peers_changed_since(saved.peers_at).next().is_none(),
                 "peers changed without Replica::edits moving"
             );
         }
@@ -538,33 +580,28 @@ pub(crate) fn save<'k>(
         }
         saved.writers = lists;
     }
-    // Encoded into a buffer kept from one save to the next, to compare with the saved.
-    let mut w = Writer {
-        buf: std::mem::take(&mut saved.peers_buf),
-    };
-    w.buf.clear();
-    encode_peers(&mut w, replica);
-    if w.buf != saved.peers {
-        store.put(META, b"peers", &w.buf)?;
-        std::mem::swap(&mut saved.peers, &mut w.buf);
+    // The peers changed since the last save, one key each.
+    if saved.legacy_peers {
+        store.delete(META, LEGACY_PEERS)?;
+        saved.legacy_peers = false;
     }
-    saved.peers_buf = w.buf;
+    let mut key = PEER.to_vec();
+    let mut w = Writer::new();
+    for (id, p) in replica.peers_changed_since(saved.peers_at) {
+        key.truncate(PEER.len());
+        key.extend_from_slice(&id.0);
+        w.buf.clear();
+        encode_vv(&mut w, &p.acked);
+        p.want.encode(&mut w);
+        store.put(META, &key, &w.buf)?;
+    }
+    saved.peers_at = edits;
     if replica.clock() > saved.clock.max(saved.log_clock) {
         store.put(META, b"clock", &replica.clock().to_le_bytes())?;
         saved.clock = replica.clock();
     }
     saved.edits = Some(edits);
     Ok(())
-}
-
-/// The peers as saved under `peers` in meta.
-fn encode_peers(w: &mut Writer, replica: &Replica) {
-    w.varint(replica.peers().len() as u64);
-    for (id, p) in replica.peers() {
-        w.raw(&id.0);
-        encode_vv(w, &p.acked);
-        p.want.encode(w);
-    }
 }
 
 /// Saves what changed in one chain since its saved mark (blocks, the records sealed since,

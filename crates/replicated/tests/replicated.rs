@@ -822,6 +822,32 @@ fn set_layout(file: MemoryFile, layout: u8) -> MemoryFile {
         st.set_tree_meta(meta, &[]).unwrap();
         st.put(meta, b"layout", &[2]).unwrap();
     }
+    if layout <= 3 {
+        // Peers (layout 4: one meta key each, `peer/` + author) back in one value, `peers`:
+        // `varint n`, n x (author, the key's value).
+        let mut peers = Vec::new();
+        {
+            let mut cur = st
+                .scan(
+                    meta,
+                    std::ops::Bound::Included(&b"peer/"[..]),
+                    std::ops::Bound::Excluded(&b"peer0"[..]),
+                    false,
+                )
+                .unwrap();
+            while cur.next().unwrap() {
+                peers.push((cur.key().to_vec(), cur.value().to_vec()));
+            }
+        }
+        assert!(!peers.is_empty(), "the database has met a peer");
+        let mut v = vec![peers.len() as u8];
+        for (k, value) in &peers {
+            v.extend_from_slice(&k[b"peer/".len()..]);
+            v.extend_from_slice(value);
+            st.delete(meta, k).unwrap();
+        }
+        st.put(meta, b"peers", &v).unwrap();
+    }
     match layout {
         2 => {}
         l if l > 2 => st.put(meta, b"layout", &[l]).unwrap(),
@@ -911,6 +937,7 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
         .unwrap();
     sync_pair(&mut a, &mut b);
+    let b_id = b.sync.id(&mut b.db).unwrap();
     for i in 0..80 {
         a.exec(&format!(
             "UPDATE todo SET likes = likes + 1 WHERE id = 'a{}'",
@@ -919,10 +946,10 @@ fn pending_records_survive_a_reopen_in_either_layout() {
     }
     let digest = a.sync.state_digest(&mut a.db).unwrap();
     let file = close(a);
-    // As saved (layout 3), and as older versions of cairn would have saved it (layouts 2
+    // As saved (layout 4), and as older versions of cairn would have saved it (layouts 3, 2
     // and 1).
-    for layout in [3, 2, 1] {
-        let file = if layout < 3 {
+    for layout in [4, 3, 2, 1] {
+        let file = if layout < 4 {
             set_layout(file.clone(), layout)
         } else {
             file.clone()
@@ -932,10 +959,18 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
         // The chain goes on: B takes every record without a gap or a fork.
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-        // The first save brought the file to layout 3: no pending record under a meta key.
+        // The first save brought the file to layout 4: no pending record under a meta key,
+        // the peer B met under its own key and no `peers` value.
         let meta = cairn_sql::storage::SYSTEM_TREES + 1;
         let st = a.db.storage();
-        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![3]));
+        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![4]));
+        assert_eq!(st.get(meta, b"peers").unwrap(), None, "layout {layout}");
+        let mut peer_key = b"peer/".to_vec();
+        peer_key.extend_from_slice(&b_id.0);
+        assert!(
+            st.get(meta, &peer_key).unwrap().is_some(),
+            "layout {layout}"
+        );
         let mut cur = st
             .scan(
                 meta,
@@ -1588,4 +1623,44 @@ fn every_schema_change_between_writes_is_registered() {
         b.rows("SELECT v FROM zeta WHERE id = 'z1'"),
         vec![vec![Value::Integer(10)]]
     );
+}
+
+/// Peers are saved one key each and only when they change: after a reopen A still knows what
+/// each peer acknowledged, so compaction keeps what the peer that fell behind lacks, and that
+/// peer then catches up from the history rather than a snapshot.
+#[test]
+fn known_peers_survive_a_reopen_and_hold_back_compaction() {
+    let mut a = paged(MemoryFile::new());
+    let mut b = Node::memory();
+    let mut c = Node::memory();
+    for n in [&mut a, &mut b, &mut c] {
+        n.exec(TODO);
+    }
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    for n in [&mut b, &mut c] {
+        n.sync.set_owner(&mut n.db, a_id).unwrap();
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'seen by both')");
+    sync_pair(&mut a, &mut b);
+    sync_pair(&mut a, &mut c);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t2', 'seen by b only')");
+    sync_pair(&mut a, &mut b);
+    // Many saves since the peers last changed: they are not written again.
+    for i in 0..20 {
+        a.exec(&format!(
+            "UPDATE todo SET likes = likes + 1 WHERE id = 't{}'",
+            1 + i % 2
+        ));
+    }
+    sync_pair(&mut a, &mut b);
+    let mut a = paged(close(a));
+    // B has everything, C only the first block: only what C has is dropped.
+    let dropped = a.sync.compact(&mut a.db).unwrap();
+    assert_eq!(dropped, 1, "compaction kept what c lacks");
+    sync_pair(&mut a, &mut c);
+    let events = c.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    let all = "SELECT id, title, likes FROM todo ORDER BY id";
+    assert_eq!(c.rows(all), a.rows(all));
+    assert_eq!(c.rows(all).len(), 2);
 }

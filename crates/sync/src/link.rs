@@ -127,6 +127,7 @@ impl<S: RowStore> Replica<S> {
                 link.served = None;
                 link.last_progress_ms = now_ms;
                 self.peers.insert(replica, PeerInfo { acked: have, want });
+                self.peer_changed(replica);
             }
             Message::Writers(lists) => {
                 for l in lists {
@@ -204,10 +205,15 @@ impl<S: RowStore> Replica<S> {
                     link.last_progress_ms = now_ms;
                 }
                 if let Some(p) = link.peer {
+                    let mut moved = !self.peers.contains_key(&p);
                     let info = self.peers.entry(p).or_default();
                     for (k, s) in &link.their_have {
                         let a = info.acked.entry(k.clone()).or_insert(0);
+                        moved |= *s > *a;
                         *a = (*a).max(*s);
+                    }
+                    if moved {
+                        self.peer_changed(p);
                     }
                 }
             }

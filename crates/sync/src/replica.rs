@@ -128,6 +128,9 @@ pub struct Replica<S: RowStore = MemoryRows> {
     pub(crate) lists_added: usize,
     pub(crate) rows: S,
     pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
+    /// For each peer, `edits` as it stood after the peer's entry last changed: a host saves
+    /// the peers changed since its last save ([`Replica::peers_changed_since`]), not all.
+    pub(crate) peer_edits: BTreeMap<AuthorId, u64>,
     pub(crate) forks: BTreeSet<AuthorId>,
     /// Bumped whenever held records are redacted (a purge): a host that saved them must save
     /// them again.
@@ -170,6 +173,7 @@ impl<S: RowStore> Replica<S> {
             lists_added: 0,
             rows,
             peers: BTreeMap::new(),
+            peer_edits: BTreeMap::new(),
             forks: BTreeSet::new(),
             redactions: 0,
             edits: 0,
@@ -304,6 +308,18 @@ impl<S: RowStore> Replica<S> {
     pub fn peers(&self) -> &BTreeMap<AuthorId, PeerInfo> {
         &self.peers
     }
+    /// The peers whose entry changed after `edits` stood at that count (see
+    /// [`Replica::edits`]): what a host that saved them all then has to save again.
+    pub fn peers_changed_since(&self, edits: u64) -> impl Iterator<Item = (&AuthorId, &PeerInfo)> {
+        self.peer_edits
+            .iter()
+            .filter(move |(_, &e)| e > edits)
+            .filter_map(|(id, _)| self.peers.get_key_value(id))
+    }
+    /// Notes that peer `id`'s entry changed (after `edits` moved for the change).
+    pub(crate) fn peer_changed(&mut self, id: AuthorId) {
+        self.peer_edits.insert(id, self.edits);
+    }
     pub fn chain(&self, key: &ChainKey) -> Option<&ChainLog> {
         self.chains.get(key)
     }
@@ -335,6 +351,7 @@ impl<S: RowStore> Replica<S> {
     pub fn restore_peer(&mut self, id: AuthorId, info: PeerInfo) {
         self.edits += 1;
         self.peers.insert(id, info);
+        self.peer_changed(id);
     }
     pub fn restore_fork(&mut self, id: AuthorId) {
         self.edits += 1;
