@@ -1278,36 +1278,39 @@ impl<'c> Planner<'c> {
             })
             .collect();
         let mut order_served = false;
+        // Loops rather than `collect::<Option<Vec<_>>>()`: each such collect is its own copy of
+        // the iterator code in the module.
         let order_slots: Option<Vec<(usize, bool, bool)>> =
             if order.is_empty() || is_agg || levels.is_empty() {
                 None
             } else {
-                order
-                    .iter()
-                    .map(|k| match project.get(k.col) {
-                        Some(PExpr::Col(s))
-                            if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
-                        {
-                            Some((*s - levels[0].base, k.desc, k.nulls_first))
+                let mut slots = Some(Vec::new());
+                for k in &order {
+                    match (level_slot(project.get(k.col), &levels[0]), &mut slots) {
+                        (Some(s), Some(v)) => v.push((s, k.desc, k.nulls_first)),
+                        _ => {
+                            slots = None;
+                            break;
                         }
-                        _ => None,
-                    })
-                    .collect()
+                    }
+                }
+                slots
             };
         // GROUP BY over one table whose columns an index orders: stream the groups.
         let group_slots: Option<Vec<(usize, bool, bool)>> = match &agg {
-            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => a
-                .group_by
-                .iter()
-                .map(|g| match g {
-                    PExpr::Col(s)
-                        if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
-                    {
-                        Some((*s - levels[0].base, false, true))
+            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => {
+                let mut slots = Some(Vec::new());
+                for g in &a.group_by {
+                    match (level_slot(Some(g), &levels[0]), &mut slots) {
+                        (Some(s), Some(v)) => v.push((s, false, true)),
+                        _ => {
+                            slots = None;
+                            break;
+                        }
                     }
-                    _ => None,
-                })
-                .collect(),
+                }
+                slots
+            }
             _ => None,
         };
         let first_order = if is_agg {
@@ -1362,19 +1365,18 @@ impl<'c> Planner<'c> {
             ordered = a.streamed
                 && !c.distinct
                 && order.iter().enumerate().all(|(i, k)| {
-                    project.get(k.col) == Some(&PExpr::Col(i)) && !k.desc && k.nulls_first
+                    matches!(project.get(k.col), Some(PExpr::Col(s)) if *s == i)
+                        && !k.desc
+                        && k.nulls_first
                 });
         }
         // Top-k: ORDER BY ... LIMIT over one table, sorted in the executor, whose first sort
         // key is a plain column of that table.
         if !ordered && limit.is_some() && agg.is_none() && !c.distinct && levels.len() == 1 {
             let lvl = &mut levels[0];
-            let first = order.first().and_then(|k| match project.get(k.col) {
-                Some(PExpr::Col(s)) if *s >= lvl.base && *s < lvl.base + lvl.width => {
-                    Some((k, *s - lvl.base))
-                }
-                _ => None,
-            });
+            let first = order
+                .first()
+                .and_then(|k| Some((k, level_slot(project.get(k.col), lvl)?)));
             if let (Some((k, col)), Source::Table(_), Access::Scan { .. } | Access::Index { .. }) =
                 (first, &lvl.source, &lvl.access)
             {
@@ -1529,10 +1531,7 @@ fn independent(e: &PExpr, levels: &[Level], li: usize) -> bool {
 
 fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
     let lvl = &levels[li];
-    let local = |e: &PExpr| match e {
-        PExpr::Col(s) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
-        _ => None,
-    };
+    let local = |e: &PExpr| level_slot(Some(e), lvl);
     match f {
         PExpr::Cmp(op, a, b, la, lb) => {
             let flip = |op: BinOp| match op {
@@ -1576,6 +1575,15 @@ fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
             let c = local(a)?;
             Some(Usable::InSub(c, q.clone(), *lb))
         }
+        _ => None,
+    }
+}
+
+/// The column of `lvl` that `e` reads, counted from the level's first column, if `e` is a plain
+/// column of that level.
+fn level_slot(e: Option<&PExpr>, lvl: &Level) -> Option<usize> {
+    match e {
+        Some(PExpr::Col(s)) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
         _ => None,
     }
 }
