@@ -504,6 +504,35 @@ impl<'c> Planner<'c> {
         }))
     }
 
+    fn scope(&self) -> &Scope {
+        self.scopes
+            .last()
+            .expect("invariant: a query is planned inside a scope")
+    }
+
+    fn scope_mut(&mut self) -> &mut Scope {
+        self.scopes
+            .last_mut()
+            .expect("invariant: a query is planned inside a scope")
+    }
+
+    /// Plans each expression of a list. A loop rather than `collect::<Result<Vec<_>>>()` at each
+    /// call site: every such `collect` is its own copy of the same iterator code in the module.
+    /// The list grows as `collect` grows it (nothing for no items, then room for four, doubled
+    /// when full): another first capacity changes the heap's layout for everything allocated
+    /// after it, which showed in the native instruction counts.
+    fn exprs(&mut self, es: &[Expr]) -> Result<Vec<PExpr>> {
+        let mut out = if es.is_empty() {
+            Vec::new()
+        } else {
+            Vec::with_capacity(4)
+        };
+        for e in es {
+            out.push(self.expr(e)?);
+        }
+        Ok(out)
+    }
+
     pub fn expr(&mut self, e: &Expr) -> Result<PExpr> {
         Ok(match e {
             Expr::Literal(v) => PExpr::Lit(v.clone()),
@@ -550,10 +579,7 @@ impl<'c> Planner<'c> {
                 let x = self.expr(expr)?;
                 let types = self.frame_types();
                 let aff = affinity_of(&x, &types);
-                let list = list
-                    .iter()
-                    .map(|i| self.expr(i))
-                    .collect::<Result<Vec<_>>>()?;
+                let list = self.exprs(list)?;
                 PExpr::InList(Box::new(x), list, *negated, aff)
             }
             Expr::InSelect {
@@ -633,10 +659,13 @@ impl<'c> Planner<'c> {
                         }
                         out
                     }
-                    None => whens
-                        .iter()
-                        .map(|(a, b)| Ok((self.expr(a)?, self.expr(b)?)))
-                        .collect::<Result<_>>()?,
+                    None => {
+                        let mut out = Vec::new();
+                        for (a, b) in whens {
+                            out.push((self.expr(a)?, self.expr(b)?));
+                        }
+                        out
+                    }
                 },
                 else_: match else_ {
                     Some(e) => Some(Box::new(self.expr(e)?)),
@@ -662,9 +691,8 @@ impl<'c> Planner<'c> {
                     }
                     // Arguments are planned over the rows being aggregated, not over groups.
                     let saved = self.scopes.last_mut().and_then(|s| s.aggs.take());
-                    let pargs = args.iter().map(|a| self.expr(a));
-                    let pargs: Result<Vec<_>> = pargs.collect();
-                    let scope = self.scopes.last_mut().expect("scope");
+                    let pargs = self.exprs(args);
+                    let scope = self.scope_mut();
                     scope.aggs = saved;
                     let pargs = pargs?;
                     let aggs = scope.aggs.as_mut().expect("collecting");
@@ -686,10 +714,7 @@ impl<'c> Planner<'c> {
                     return Err(Error::Invalid(format!("{name}() is not an aggregate")));
                 }
                 let f = scalar_func(name, args.len())?;
-                let args = args
-                    .iter()
-                    .map(|a| self.expr(a))
-                    .collect::<Result<Vec<_>>>()?;
+                let args = self.exprs(args)?;
                 PExpr::Func(f, args)
             }
         })
@@ -802,7 +827,7 @@ impl<'c> Planner<'c> {
             ast::SelectBody::Values(rows) => {
                 let mut out = Vec::new();
                 for r in rows {
-                    out.push(r.iter().map(|e| self.expr(e)).collect::<Result<Vec<_>>>()?);
+                    out.push(self.exprs(r)?);
                 }
                 let n = rows.first().map_or(0, |r| r.len());
                 Ok((
@@ -952,9 +977,7 @@ impl<'c> Planner<'c> {
             let (source, name, columns) = self.plan_from_source(item)?;
             let lname = name.clone();
             if self
-                .scopes
-                .last()
-                .expect("scope")
+                .scope()
                 .tables
                 .iter()
                 .any(|t| t.name.eq_ignore_ascii_case(&lname))
@@ -964,17 +987,13 @@ impl<'c> Planner<'c> {
                 )));
             }
             let width = columns.len();
-            self.scopes
-                .last_mut()
-                .expect("scope")
-                .tables
-                .push(ScopeTable {
-                    name: name.clone(),
-                    needed: vec![false; width],
-                    columns,
-                    base,
-                    qualified_only: false,
-                });
+            self.scope_mut().tables.push(ScopeTable {
+                name: name.clone(),
+                needed: vec![false; width],
+                columns,
+                base,
+                qualified_only: false,
+            });
             if let Some(on) = &item.on {
                 on_conds.push((i, on.clone()));
             }
@@ -1004,7 +1023,7 @@ impl<'c> Planner<'c> {
                     if c.from.is_empty() {
                         return Err(Error::Invalid("no tables specified for *".into()));
                     }
-                    for t in &self.scopes.last().expect("scope").tables {
+                    for t in &self.scope().tables {
                         for (cn, _) in &t.columns {
                             items.push((
                                 Expr::Column {
@@ -1017,7 +1036,7 @@ impl<'c> Planner<'c> {
                     }
                 }
                 SelectItem::TableAll(tn) => {
-                    let scope = self.scopes.last().expect("scope");
+                    let scope = self.scope();
                     let t = scope
                         .tables
                         .iter()
@@ -1036,11 +1055,7 @@ impl<'c> Planner<'c> {
                 SelectItem::Expr { expr, alias } => {
                     items.push((expr.clone(), self.item_name(expr, alias)));
                     if let Some(a) = alias {
-                        self.scopes
-                            .last_mut()
-                            .expect("scope")
-                            .aliases
-                            .push((a.clone(), expr.clone()));
+                        self.scope_mut().aliases.push((a.clone(), expr.clone()));
                     }
                 }
             }
@@ -1098,7 +1113,7 @@ impl<'c> Planner<'c> {
                 }
                 group_exprs.push(self.expr(&g)?);
             }
-            self.scopes.last_mut().expect("scope").aggs = Some(Vec::new());
+            self.scope_mut().aggs = Some(Vec::new());
         }
         for (e, _) in &items {
             project.push(self.expr(e)?);
@@ -1145,13 +1160,7 @@ impl<'c> Planner<'c> {
             None => None,
         };
         if is_agg {
-            let mut aggs = self
-                .scopes
-                .last_mut()
-                .expect("scope")
-                .aggs
-                .take()
-                .unwrap_or_default();
+            let mut aggs = self.scope_mut().aggs.take().unwrap_or_default();
             let ng = group_exprs.len();
             let fix = |e: &mut PExpr, aggs: &mut Vec<AggSpec>| {
                 rewrite(e, &mut |x| {
@@ -1257,7 +1266,7 @@ impl<'c> Planner<'c> {
         }
 
         // Needed columns, from the scope's record of every resolved reference.
-        let scope_tables = &self.scopes.last().expect("scope").tables;
+        let scope_tables = &self.scope().tables;
         let needed: Vec<Vec<bool>> = levels
             .iter()
             .map(|l| {
@@ -1269,36 +1278,39 @@ impl<'c> Planner<'c> {
             })
             .collect();
         let mut order_served = false;
+        // Loops rather than `collect::<Option<Vec<_>>>()`: each such collect is its own copy of
+        // the iterator code in the module.
         let order_slots: Option<Vec<(usize, bool, bool)>> =
             if order.is_empty() || is_agg || levels.is_empty() {
                 None
             } else {
-                order
-                    .iter()
-                    .map(|k| match project.get(k.col) {
-                        Some(PExpr::Col(s))
-                            if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
-                        {
-                            Some((*s - levels[0].base, k.desc, k.nulls_first))
+                let mut slots = Some(Vec::new());
+                for k in &order {
+                    match (level_slot(project.get(k.col), &levels[0]), &mut slots) {
+                        (Some(s), Some(v)) => v.push((s, k.desc, k.nulls_first)),
+                        _ => {
+                            slots = None;
+                            break;
                         }
-                        _ => None,
-                    })
-                    .collect()
+                    }
+                }
+                slots
             };
         // GROUP BY over one table whose columns an index orders: stream the groups.
         let group_slots: Option<Vec<(usize, bool, bool)>> = match &agg {
-            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => a
-                .group_by
-                .iter()
-                .map(|g| match g {
-                    PExpr::Col(s)
-                        if *s >= levels[0].base && *s < levels[0].base + levels[0].width =>
-                    {
-                        Some((*s - levels[0].base, false, true))
+            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => {
+                let mut slots = Some(Vec::new());
+                for g in &a.group_by {
+                    match (level_slot(Some(g), &levels[0]), &mut slots) {
+                        (Some(s), Some(v)) => v.push((s, false, true)),
+                        _ => {
+                            slots = None;
+                            break;
+                        }
                     }
-                    _ => None,
-                })
-                .collect(),
+                }
+                slots
+            }
             _ => None,
         };
         let first_order = if is_agg {
@@ -1353,19 +1365,18 @@ impl<'c> Planner<'c> {
             ordered = a.streamed
                 && !c.distinct
                 && order.iter().enumerate().all(|(i, k)| {
-                    project.get(k.col) == Some(&PExpr::Col(i)) && !k.desc && k.nulls_first
+                    matches!(project.get(k.col), Some(PExpr::Col(s)) if *s == i)
+                        && !k.desc
+                        && k.nulls_first
                 });
         }
         // Top-k: ORDER BY ... LIMIT over one table, sorted in the executor, whose first sort
         // key is a plain column of that table.
         if !ordered && limit.is_some() && agg.is_none() && !c.distinct && levels.len() == 1 {
             let lvl = &mut levels[0];
-            let first = order.first().and_then(|k| match project.get(k.col) {
-                Some(PExpr::Col(s)) if *s >= lvl.base && *s < lvl.base + lvl.width => {
-                    Some((k, *s - lvl.base))
-                }
-                _ => None,
-            });
+            let first = order
+                .first()
+                .and_then(|k| Some((k, level_slot(project.get(k.col), lvl)?)));
             if let (Some((k, col)), Source::Table(_), Access::Scan { .. } | Access::Index { .. }) =
                 (first, &lvl.source, &lvl.access)
             {
@@ -1520,10 +1531,7 @@ fn independent(e: &PExpr, levels: &[Level], li: usize) -> bool {
 
 fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
     let lvl = &levels[li];
-    let local = |e: &PExpr| match e {
-        PExpr::Col(s) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
-        _ => None,
-    };
+    let local = |e: &PExpr| level_slot(Some(e), lvl);
     match f {
         PExpr::Cmp(op, a, b, la, lb) => {
             let flip = |op: BinOp| match op {
@@ -1567,6 +1575,15 @@ fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
             let c = local(a)?;
             Some(Usable::InSub(c, q.clone(), *lb))
         }
+        _ => None,
+    }
+}
+
+/// The column of `lvl` that `e` reads, counted from the level's first column, if `e` is a plain
+/// column of that level.
+fn level_slot(e: Option<&PExpr>, lvl: &Level) -> Option<usize> {
+    match e {
+        Some(PExpr::Col(s)) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
         _ => None,
     }
 }
@@ -1933,7 +1950,7 @@ impl<'c> Planner<'c> {
                             r.len()
                         )));
                     }
-                    let row: Result<Vec<_>> = r.iter().map(|e| self.expr(e)).collect();
+                    let row = self.exprs(r);
                     match row {
                         Ok(row) => out.push(row),
                         Err(e) => {
@@ -1985,15 +2002,7 @@ impl<'c> Planner<'c> {
                 let target = if u.target.is_empty() {
                     None
                 } else {
-                    let cols: Vec<usize> = u
-                        .target
-                        .iter()
-                        .map(|c| {
-                            table
-                                .column(c)
-                                .ok_or_else(|| Error::UnknownColumn(c.clone()))
-                        })
-                        .collect::<Result<_>>()?;
+                    let cols = table.columns_named(&u.target)?;
                     let mut sorted = cols.clone();
                     cairn_store::sort::sort(&mut sorted);
                     let same = |v: &[usize]| {
@@ -2071,7 +2080,7 @@ impl<'c> Planner<'c> {
                 }
                 split_and(w, &mut parts);
             }
-            parts.iter().map(|e| p.expr(e)).collect::<Result<Vec<_>>>()
+            p.exprs(&parts)
         })?;
         let width = t.columns.len();
         let mut lvl = Level {

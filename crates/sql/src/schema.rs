@@ -68,6 +68,20 @@ impl Table {
             .position(|c| c.name.eq_ignore_ascii_case(name))
     }
 
+    /// The positions of the named columns, or `UnknownColumn` for the first that is missing. A
+    /// loop rather than `collect::<Result<Vec<_>>>()`, which is a copy of the iterator code per
+    /// call site.
+    pub fn columns_named(&self, names: &[String]) -> Result<Vec<usize>> {
+        let mut out = Vec::new();
+        for n in names {
+            out.push(
+                self.column(n)
+                    .ok_or_else(|| Error::UnknownColumn(n.clone()))?,
+            );
+        }
+        Ok(out)
+    }
+
     /// The columns the primary tree is keyed by (empty for a hidden row id).
     pub fn key_columns(&self) -> Vec<usize> {
         match &self.key {
@@ -196,6 +210,13 @@ pub fn table_from_ast(
             .position(|c| c.eq_ignore_ascii_case(n))
             .ok_or_else(|| Error::UnknownColumn(format!("{}.{n}", ct.name)))
     };
+    let find_all = |ns: &[String]| -> Result<Vec<usize>> {
+        let mut out = Vec::new();
+        for n in ns {
+            out.push(find(n)?);
+        }
+        Ok(out)
+    };
     let col_pk: Vec<usize> = ct
         .columns
         .iter()
@@ -216,7 +237,7 @@ pub fn table_from_ast(
                 ct.name
             )))
         }
-        (Some(names), _) => names.iter().map(|n| find(n)).collect::<Result<_>>()?,
+        (Some(names), _) => find_all(names)?,
         (None, _) => col_pk,
     };
     let key = if pk.len() == 1
@@ -245,7 +266,7 @@ pub fn table_from_ast(
         }
     }
     for u in &ct.uniques {
-        uniques.push(u.iter().map(|n| find(n)).collect::<Result<_>>()?);
+        uniques.push(find_all(u)?);
     }
     let mut indexes = Vec::new();
     for (n, cols) in uniques.into_iter().enumerate() {
@@ -474,11 +495,7 @@ impl Catalog {
             };
             let t = cat.table(&table)?;
             let mut t2 = (**t).clone();
-            let columns = ci
-                .columns
-                .iter()
-                .map(|c| t2.column(c).ok_or_else(|| Error::UnknownColumn(c.clone())))
-                .collect::<Result<_>>()?;
+            let columns = t2.columns_named(&ci.columns)?;
             t2.indexes.push(Index {
                 name: ci.name,
                 columns,
