@@ -2666,7 +2666,31 @@ impl Writer<'_> {
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        let fresh = self.store.put_new(t.tree, pk, rec)?;
+        // An upsert's DO UPDATE of the row holding the key, when it can be made where that row
+        // is stored, goes into the same descent: the insert that finds the key rewrites it.
+        let mut direct = None;
+        if let Some(u) = &p.upsert {
+            if let (None | Some(None), Some((sets, w))) = (u.target, &u.set) {
+                if checks.is_empty() && p.returning.is_empty() {
+                    direct = self.upsert_in_place(
+                        t,
+                        Upsert::Put(pk, rec),
+                        row,
+                        sets,
+                        w.as_ref(),
+                        cache,
+                    )?;
+                }
+            }
+        }
+        let fresh = match direct {
+            Some(Some(changed)) => {
+                res.changes += u64::from(changed);
+                return Ok(false);
+            }
+            Some(None) => true,
+            None => self.store.put_new(t.tree, pk, rec)?,
+        };
         let mut stored = fresh;
         if stored && self.unique_conflicts(t, row)? {
             self.store.delete(t.tree, pk)?;
@@ -2692,10 +2716,15 @@ impl Writer<'_> {
                         return Ok(false);
                     };
                     if checks.is_empty() && p.returning.is_empty() {
-                        if let Some(changed) =
-                            self.upsert_in_place(t, &other, row, sets, w.as_ref(), cache)?
-                        {
-                            res.changes += u64::from(changed);
+                        if let Some(changed) = self.upsert_in_place(
+                            t,
+                            Upsert::At(&other),
+                            row,
+                            sets,
+                            w.as_ref(),
+                            cache,
+                        )? {
+                            res.changes += u64::from(changed.unwrap_or(false));
                             return Ok(false);
                         }
                     }
@@ -2760,17 +2789,20 @@ impl Writer<'_> {
     /// row, when the same holds: no key or indexed column is set, nothing reads the whole row
     /// (CHECK, RETURNING, replication; the caller checks the first two) and no expression has
     /// a subquery. The frame is the existing row (only the columns the expressions read) and
-    /// then the excluded `row`, moved there when this applies (the caller is done with it).
-    /// Some(whether the row was updated); None when this does not apply, with `row` untouched.
+    /// then the excluded `row`, moved there when the row is updated (the caller is done with
+    /// it). With `Upsert::Put` the new row is put if its key is free, and the row holding the
+    /// key is updated otherwise, in one descent. Some(None) when the new row was put,
+    /// Some(Some(whether the row was updated)) when it was not; None when this does not apply,
+    /// with nothing written and `row` untouched.
     fn upsert_in_place(
         &mut self,
         t: &Table,
-        other: &[u8],
+        other: Upsert,
         row: &mut Vec<Value>,
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
-    ) -> Result<Option<bool>> {
+    ) -> Result<Option<Option<bool>>> {
         let key = key_columns(t);
         let settable = t.replicated.is_none()
             && sets.iter().all(|(c, _)| {
@@ -2794,13 +2826,13 @@ impl Writer<'_> {
     fn upsert_with(
         &mut self,
         t: &Table,
-        other: &[u8],
+        other: Upsert,
         row: &mut Vec<Value>,
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
         (frame, reads, vals): &mut (Vec<Value>, Vec<usize>, Vec<Value>),
-    ) -> Result<Option<bool>> {
+    ) -> Result<Option<Option<bool>>> {
         let width = t.columns.len();
         let mut subquery = false;
         for e in sets.iter().map(|(_, e)| e).chain(w) {
@@ -2815,9 +2847,6 @@ impl Writer<'_> {
         }
         cairn_store::sort::sort(reads);
         reads.dedup();
-        frame.reserve(width + row.len());
-        null_frame(frame, width);
-        frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
@@ -2831,6 +2860,10 @@ impl Writer<'_> {
         vals.reserve(sets.len());
         let mut updated = false;
         let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            // Built here, where the row is known to be updated: an insert keeps `row`.
+            frame.reserve(width + row.len());
+            null_frame(frame, width);
+            frame.append(row);
             let rec = Record::new(v)?;
             rec.get_cols_into(reads, &mut frame[..width])?;
             if let Some(w) = w {
@@ -2855,9 +2888,22 @@ impl Writer<'_> {
                 Each::Write
             })
         };
-        let k = Bound::Included(other);
-        self.store.update_each(t.tree, k, k, &mut f)?;
-        Ok(Some(updated))
+        match other {
+            Upsert::At(other) => {
+                let k = Bound::Included(other);
+                self.store.update_each(t.tree, k, k, &mut f)?;
+            }
+            Upsert::Put(pk, rec) => {
+                if self
+                    .store
+                    .put_new_or_rewrite(t.tree, pk, rec, &mut f)?
+                    .is_none()
+                {
+                    return Ok(Some(None));
+                }
+            }
+        }
+        Ok(Some(Some(updated)))
     }
 
     fn returning(
@@ -3324,6 +3370,15 @@ fn inputs_distinct(columns: &[ColSource]) -> bool {
     }
     let mut used = vec![false; columns.len()];
     inputs().all(|i| used.get_mut(i).is_some_and(|u| !std::mem::replace(u, true)))
+}
+
+/// Where an upsert's DO UPDATE finds its row (`Writer::upsert_in_place`).
+#[derive(Clone, Copy)]
+enum Upsert<'a> {
+    /// At this key, which the new row's insert found taken.
+    At(&'a [u8]),
+    /// At the new row's key (`pk`, with its record) if taken; else the new row is put there.
+    Put(&'a [u8], &'a [u8]),
 }
 
 /// The keys a write names outright (`Writer::point_targets`): one, the common case, without a

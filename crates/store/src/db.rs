@@ -42,7 +42,7 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
-use crate::btree::{self, Pages, Replaced, Rewrite, Seek, Stack};
+use crate::btree::{self, Each, Pages, Replaced, Rewrite, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
 use crate::free::FreePages;
@@ -2401,6 +2401,57 @@ impl<F: BlockFile> WriteTx<F> {
             *inserted = true;
         }
         sh.maybe_spill()
+    }
+
+    /// Inserts `key` with `value` if it is absent; if it is there, `f(key, old value, out)`
+    /// says what becomes of the entry (see [`Each`]), in the same descent (an upsert: the
+    /// insert that finds its key rewrites that entry instead of a second look-up). `undo(key,
+    /// old value)` is called before an entry that was there changes, for a caller's undo log.
+    /// None when the key was inserted, else what `f` asked for.
+    pub fn insert_or_rewrite(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        f: &mut Rewrite<'_>,
+        undo: Option<&mut Replaced<'_>>,
+    ) -> Result<Option<Each>> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let [_, old, out] = &mut sh.each;
+        let mut bufs = [std::mem::take(old), std::mem::take(out)];
+        let r = btree::insert_or_rewrite(
+            sh,
+            &mut root,
+            key,
+            value,
+            &mut path,
+            &mut scratch,
+            &mut bufs,
+            f,
+            undo,
+        );
+        sh.path = path;
+        sh.scratch = scratch;
+        let [old, out] = bufs;
+        sh.each[1] = old;
+        sh.each[2] = out;
+        // Even on error (or a key that was there and kept) the root must be kept: pages may
+        // have moved.
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        s.changed = true;
+        let r = r?;
+        match r {
+            None => s.info.len += 1,
+            Some(Each::Remove) => s.info.len -= 1,
+            Some(_) => {}
+        }
+        sh.maybe_spill()?;
+        Ok(r)
     }
 
     /// Removes `key`; returns whether it was there.

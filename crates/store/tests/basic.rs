@@ -946,6 +946,113 @@ fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
     assert_eq!(all, model);
 }
 
+/// `insert_or_rewrite` against a model, over small pages: keys absent (inserted) and present
+/// (kept, removed, or rewritten shorter, longer, into overflow pages and back), in a scattered
+/// order so that splits and merges happen everywhere; `undo` hears of exactly the entries
+/// that were there and changed, with their old values. The tree must pass `check` and hold the
+/// model after each commit and after reopening. Over a memory file (pages changed where they
+/// are) and a file that is not volatile (pages copied).
+#[test]
+fn insert_or_rewrite_inserts_or_rewrites_in_one_call() {
+    insert_or_rewrite_against_a_model(MemoryFile::new());
+    insert_or_rewrite_against_a_model(cairn_store::fault::FaultFile::new());
+}
+
+fn insert_or_rewrite_against_a_model<F: cairn_store::BlockFile>(file: F) {
+    use std::collections::BTreeMap;
+    let db = Db::create(file, small()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
+    for round in 0..6u32 {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for n in 0..1500u32 {
+            let i = (n * 7919 + round * 131) % 2000;
+            let key = k(i);
+            let fresh = format!("new {i} {round}").into_bytes();
+            // What becomes of a present entry, from its key and the round.
+            let pick = (i + round) % 6;
+            let mut heard = Vec::new();
+            let mut undo = |key: &[u8], old: &[u8]| heard.push((key.to_vec(), old.to_vec()));
+            let mut f = |key: &[u8], v: &[u8], out: &mut Vec<u8>| {
+                assert_eq!(Some(&v.to_vec()), model.get(key), "the value f is given");
+                Ok(match pick {
+                    0 => Each::Keep,
+                    1 => Each::Remove,
+                    2 => {
+                        out.extend_from_slice(&v[..v.len().min(2)]);
+                        Each::Write
+                    }
+                    3 => {
+                        out.extend_from_slice(&[round as u8; 700]);
+                        Each::Write
+                    }
+                    _ => {
+                        out.extend_from_slice(v);
+                        out.extend_from_slice(b"+grown");
+                        Each::Write
+                    }
+                })
+            };
+            let got = tx
+                .insert_or_rewrite(t, &key, &fresh, &mut f, Some(&mut undo))
+                .unwrap();
+            let old = model.get(&key).cloned();
+            let want = match &old {
+                None => {
+                    model.insert(key.clone(), fresh);
+                    None
+                }
+                Some(v) => Some(match pick {
+                    0 => Each::Keep,
+                    1 => {
+                        model.remove(&key);
+                        Each::Remove
+                    }
+                    2 => {
+                        model.insert(key.clone(), v[..v.len().min(2)].to_vec());
+                        Each::Write
+                    }
+                    3 => {
+                        model.insert(key.clone(), vec![round as u8; 700]);
+                        Each::Write
+                    }
+                    _ => {
+                        let mut g = v.clone();
+                        g.extend_from_slice(b"+grown");
+                        model.insert(key.clone(), g);
+                        Each::Write
+                    }
+                }),
+            };
+            assert_eq!(got, want, "round {round}, key {i}");
+            let expect_heard = match (&old, want) {
+                (Some(v), Some(Each::Write | Each::Remove)) => vec![(key.clone(), v.clone())],
+                _ => Vec::new(),
+            };
+            assert_eq!(heard, expect_heard, "round {round}, key {i}");
+        }
+        assert_eq!(tx.len(t).unwrap(), model.len() as u64, "round {round}");
+        tx.commit().unwrap();
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "round {round}: {rep}");
+    }
+    let file = db.into_file().unwrap();
+    let db = Db::open(file, small()).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let all: BTreeMap<Vec<u8>, Vec<u8>> = r
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(all, model);
+}
+
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(x) => Bound::Included(x.as_slice()),
