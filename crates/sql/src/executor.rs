@@ -1598,6 +1598,41 @@ pub struct RowBufs {
     /// Upsert's DO UPDATE in place (`Writer::upsert_in_place`): the frame, the columns its
     /// expressions read, the new values. Emptied after each use.
     upsert: (Vec<Value>, Vec<usize>, Vec<Value>),
+    /// An UPDATE or DELETE by key (`Writer::point_targets`, `Writer::update_in_place`): the
+    /// row frame, the key named, where each column's new value is, the new values. A
+    /// statement that writes one row by its key otherwise allocated and freed all four.
+    point: PointBufs,
+}
+
+/// `RowBufs::point`.
+#[derive(Debug, Default)]
+struct PointBufs {
+    frame: Vec<Value>,
+    key: Vec<u8>,
+    value_of: Vec<Option<usize>>,
+    vals: Vec<Value>,
+}
+
+impl PointBufs {
+    /// Empties the buffers for the next statement, keeping their room unless a statement grew
+    /// them large.
+    fn clear(&mut self) {
+        const MAX: usize = 16 * 1024;
+        for v in [&mut self.frame, &mut self.vals] {
+            v.clear();
+            if v.capacity() * std::mem::size_of::<Value>() > MAX {
+                *v = Vec::new();
+            }
+        }
+        self.key.clear();
+        if self.key.capacity() > MAX {
+            self.key = Vec::new();
+        }
+        self.value_of.clear();
+        if self.value_of.capacity() * std::mem::size_of::<Option<usize>>() > MAX {
+            self.value_of = Vec::new();
+        }
+    }
 }
 
 impl RowBufs {
@@ -3078,14 +3113,31 @@ impl Writer<'_> {
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
         if p.keys_only && !rows {
-            if let Some(keys) = self.point_targets(p, &mut Vec::new(), &cache)? {
-                let mut res = WriteResult::default();
-                for k in keys.as_slice() {
-                    if self.store.delete(t.tree, k)? {
-                        res.changes += 1;
+            let mut bufs = std::mem::take(&mut self.bufs.point);
+            let keys = self.point_targets(p, &mut bufs.frame, &mut bufs.key, &cache);
+            let done = match keys {
+                Ok(Some(keys)) => {
+                    let mut res = WriteResult::default();
+                    let mut r = Ok(());
+                    for k in keys.as_slice() {
+                        match self.store.delete(t.tree, k) {
+                            Ok(gone) => res.changes += u64::from(gone),
+                            Err(e) => {
+                                r = Err(e);
+                                break;
+                            }
+                        }
                     }
+                    bufs.give_back(keys);
+                    Some(r.map(|()| res))
                 }
-                return Ok(res);
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            };
+            bufs.clear();
+            self.bufs.point = bufs;
+            if let Some(r) = done {
+                return r;
             }
             if let Some(range) = self.scan_range(p, &cache)? {
                 return self.delete_range(p, range, &cache);
@@ -3106,11 +3158,13 @@ impl Writer<'_> {
     /// other condition), for a write that needs only keys: it goes to each key directly, and
     /// a key without a row is skipped there, instead of a look-up first. None for any other
     /// scan.
-    /// `frame` is scratch for evaluating the keys (the caller's row frame, reused).
+    /// `frame` is scratch for evaluating the keys (the caller's row frame, reused); a single
+    /// key is made in `key`'s buffer (the caller gets it back with `PointBufs::give_back`).
     fn point_targets(
         &self,
         p: &WritePlan,
         frame: &mut Vec<Value>,
+        key: &mut Vec<u8>,
         cache: &Cache,
     ) -> Result<Option<PointKeys>> {
         let c = &p.scan;
@@ -3135,7 +3189,8 @@ impl Writer<'_> {
         null_frame(frame, c.frame_len);
         if let [probe] = probes.as_slice() {
             if point_width(&p.table) == Some(probe.len()) {
-                let mut k = Vec::with_capacity(12 * probe.len());
+                let mut k = std::mem::take(key);
+                k.clear();
                 let named = point_key_into(probe, frame, &self.cx(cache), &mut k)?;
                 return Ok(named.map(|named| match named {
                     true => PointKeys::One(k),
@@ -3236,6 +3291,15 @@ impl Writer<'_> {
     /// written, and need not: neither the SET expressions (`keys_only`) nor the filters tested
     /// in the walk (`scan_range`) have a subquery, so they get an empty store.
     fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
+        let mut bufs = std::mem::take(&mut self.bufs.point);
+        let r = self.update_in_place_with(p, &mut bufs);
+        bufs.clear();
+        self.bufs.point = bufs;
+        r
+    }
+
+    /// `update_in_place` with its buffers.
+    fn update_in_place_with(&mut self, p: &WritePlan, bufs: &mut PointBufs) -> Result<WriteResult> {
         enum Rows {
             /// Keys named outright.
             Points(PointKeys),
@@ -3244,8 +3308,13 @@ impl Writer<'_> {
             Range(Option<Range>),
         }
         let cache = Cache::default();
-        let mut frame = Vec::new();
-        let rows = match self.point_targets(p, &mut frame, &cache)? {
+        let PointBufs {
+            frame,
+            key,
+            value_of,
+            vals,
+        } = bufs;
+        let rows = match self.point_targets(p, frame, key, &cache)? {
             Some(keys) => Rows::Points(keys),
             None => match self.scan_range(p, &cache)? {
                 Some(range) => Rows::Range(range),
@@ -3259,7 +3328,8 @@ impl Writer<'_> {
         let lvl = &p.scan.levels[0];
         let width = t.columns.len();
         // Where each column's new value is in `vals`: the last SET of it wins, as in SQLite.
-        let mut value_of: Vec<Option<usize>> = vec![None; width];
+        value_of.clear();
+        value_of.resize(width, None);
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
@@ -3282,22 +3352,21 @@ impl Writer<'_> {
         };
         // Keys named outright left the frame as this needs it.
         if frame.len() != p.scan.frame_len {
-            null_frame(&mut frame, p.scan.frame_len);
+            null_frame(frame, p.scan.frame_len);
         }
-        let mut rf = filtered.then(|| RowFilter::new(lvl, &frame, &cx));
-        let mut vals = Vec::with_capacity(p.set.len());
+        let mut rf = filtered.then(|| RowFilter::new(lvl, frame, &cx));
         let mut changes = 0;
         let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
             if let Some(rf) = &mut rf {
-                if !row_passes(lvl, rf, (k, v), &mut frame, &cx)? {
+                if !row_passes(lvl, rf, (k, v), frame, &cx)? {
                     return Ok(Each::Keep);
                 }
             }
             let rec = Record::new(v)?;
-            rec.get_cols_into(&p.set_reads, &mut frame)?;
+            rec.get_cols_into(&p.set_reads, frame)?;
             vals.clear();
             for (_, e) in &p.set {
-                vals.push(eval(e, &frame, &cx)?.into_owned());
+                vals.push(eval(e, frame, &cx)?.into_owned());
             }
             // In column order, as a whole row is checked.
             for (c, j) in value_of.iter().enumerate() {
@@ -3329,10 +3398,18 @@ impl Writer<'_> {
                     .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
             }
             Rows::Points(keys) => {
+                let mut r = Ok(0);
                 for k in keys.as_slice() {
                     let k = Bound::Included(k.as_slice());
-                    self.store.update_each(t.tree, k, k, &mut f)?;
+                    r = self.store.update_each(t.tree, k, k, &mut f);
+                    if r.is_err() {
+                        break;
+                    }
                 }
+                if let PointKeys::One(k) = keys {
+                    *key = k;
+                }
+                r?;
             }
             Rows::Keys(keys, ends) => {
                 let mut start = 0;
@@ -3386,6 +3463,15 @@ enum Upsert<'a> {
 enum PointKeys {
     One(Vec<u8>),
     Many(Vec<Vec<u8>>),
+}
+
+impl PointBufs {
+    /// Takes back the key buffer `point_targets` made a single key in.
+    fn give_back(&mut self, keys: PointKeys) {
+        if let PointKeys::One(k) = keys {
+            self.key = k;
+        }
+    }
 }
 
 impl PointKeys {
