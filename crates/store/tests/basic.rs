@@ -1053,6 +1053,82 @@ fn insert_or_rewrite_against_a_model<F: cairn_store::BlockFile>(file: F) {
     assert_eq!(all, model);
 }
 
+/// Ranges opened one after another, some kept open while others start, with every kind of
+/// bound: a dropped cursor's buffers (its stack, its range's bounds) serve the next one, which
+/// must see its own bounds only. Checked against a model, in a read and in a write transaction.
+#[test]
+fn ranges_one_after_another_see_only_their_own_bounds() {
+    use std::collections::BTreeMap;
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in (0..2000u32).step_by(3) {
+        tx.insert(t, &k(i), &i.to_le_bytes()).unwrap();
+        model.insert(k(i), i.to_le_bytes().to_vec());
+    }
+    tx.commit().unwrap();
+    // A long key, then short ones: a reused buffer must not keep the long key's tail.
+    let bound = |n: u32| -> Bound<Vec<u8>> {
+        let key = match n % 4 {
+            0 => format!("key{:08}{}", n * 7 % 2000, "z".repeat(40)).into_bytes(),
+            1 => k(n * 7 % 2000),
+            _ => format!("key{:04}", n * 7 % 2000 / 10).into_bytes(),
+        };
+        match n % 3 {
+            0 => Bound::Included(key),
+            1 => Bound::Excluded(key),
+            _ => Bound::Unbounded,
+        }
+    };
+    let want = |lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, reverse: bool| -> Vec<Vec<u8>> {
+        let ok = |key: &Vec<u8>| {
+            let above = match lo {
+                Bound::Included(b) => key >= b,
+                Bound::Excluded(b) => key > b,
+                Bound::Unbounded => true,
+            };
+            let below = match hi {
+                Bound::Included(b) => key <= b,
+                Bound::Excluded(b) => key < b,
+                Bound::Unbounded => true,
+            };
+            above && below
+        };
+        let mut v: Vec<Vec<u8>> = model.keys().filter(|x| ok(x)).cloned().collect();
+        if reverse {
+            v.reverse();
+        }
+        v
+    };
+    let keys = |mut r: cairn_store::Range<MemoryFile>| -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while r.next().unwrap() {
+            out.push(r.key().to_vec());
+        }
+        out
+    };
+    let r = db.begin_read().unwrap();
+    let rt = r.open_tree("t").unwrap();
+    let mut w = db.begin_write().unwrap();
+    let wt = w.open_tree("t").unwrap();
+    for n in 0..300u32 {
+        let (lo, hi, reverse) = (bound(n), bound(n * 13 + 5), n % 5 == 0);
+        let (lo2, hi2) = (bound(n + 1), bound(n * 11 + 2));
+        let (a, b) = if n % 2 == 0 {
+            let outer = r.range(rt, as_ref(&lo), as_ref(&hi), reverse).unwrap();
+            let inner = r.range(rt, as_ref(&lo2), as_ref(&hi2), false).unwrap();
+            (keys(outer), keys(inner))
+        } else {
+            let outer = w.range(wt, as_ref(&lo), as_ref(&hi), reverse).unwrap();
+            let inner = w.range(wt, as_ref(&lo2), as_ref(&hi2), false).unwrap();
+            (keys(outer), keys(inner))
+        };
+        assert_eq!(a, want(&lo, &hi, reverse), "range {n}: {lo:?}..{hi:?}");
+        assert_eq!(b, want(&lo2, &hi2, false), "range {n}: {lo2:?}..{hi2:?}");
+    }
+}
+
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(x) => Bound::Included(x.as_slice()),
