@@ -782,6 +782,20 @@ pub(crate) fn remove_keeping<P: Pages>(
     let Ok(i) = search_leaf(p, leaf, key)? else {
         return Ok(());
     };
+    // An inline value (nearly every one) is taken out with one look-up of the page, and the
+    // path is not walked when the leaf is not left underfull (`fix_up` would stop there).
+    let pg = p.page_mut(leaf)?;
+    if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
+        if let Some(out) = old {
+            out.extend_from_slice(v);
+        }
+        page::remove(pg, i);
+        *removed = true;
+        if !underfull(pg) {
+            return Ok(());
+        }
+        return fix_up(p, root, path, leaf, Fix::Check);
+    }
     take_cell(p, leaf, i, old)?;
     *removed = true;
     fix_up(p, root, path, leaf, Fix::Check)
