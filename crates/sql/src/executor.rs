@@ -2701,30 +2701,13 @@ impl Writer<'_> {
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        // An upsert's DO UPDATE of the row holding the key, when it can be made where that row
-        // is stored, goes into the same descent: the insert that finds the key rewrites it.
-        let mut direct = None;
-        if let Some(u) = &p.upsert {
-            if let (None | Some(None), Some((sets, w))) = (u.target, &u.set) {
-                if checks.is_empty() && p.returning.is_empty() {
-                    direct = self.upsert_in_place(
-                        t,
-                        Upsert::Put(pk, rec),
-                        row,
-                        sets,
-                        w.as_ref(),
-                        cache,
-                    )?;
-                }
+        let fresh = if p.upsert.is_none() {
+            self.store.put_new(t.tree, pk, rec)?
+        } else {
+            match self.put_upserting(p, checks, row, pk, rec, cache, res)? {
+                Some(fresh) => fresh,
+                None => return Ok(false),
             }
-        }
-        let fresh = match direct {
-            Some(Some(changed)) => {
-                res.changes += u64::from(changed);
-                return Ok(false);
-            }
-            Some(None) => true,
-            None => self.store.put_new(t.tree, pk, rec)?,
         };
         let mut stored = fresh;
         if stored && self.unique_conflicts(t, row)? {
@@ -2818,6 +2801,49 @@ impl Writer<'_> {
             self.returning(&p.returning, row, cache, res)?;
         }
         Ok(true)
+    }
+
+    /// `put_new` for an upsert: its DO UPDATE of the row holding the key, when it can be made
+    /// where that row is stored, goes into the same descent (the insert that finds the key
+    /// rewrites it). Some(whether the row was put); None when the existing row was handled
+    /// instead (updated or not, counted in `res`). Kept out of line: a plain INSERT's loop
+    /// does not carry it.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn put_upserting(
+        &mut self,
+        p: &InsertPlan,
+        checks: &[PExpr],
+        row: &mut Vec<Value>,
+        pk: &[u8],
+        rec: &[u8],
+        cache: &Cache,
+        res: &mut WriteResult,
+    ) -> Result<Option<bool>> {
+        let t = &p.table;
+        let mut direct = None;
+        if let Some(u) = &p.upsert {
+            if let (None | Some(None), Some((sets, w))) = (u.target, &u.set) {
+                if checks.is_empty() && p.returning.is_empty() {
+                    direct = self.upsert_in_place(
+                        t,
+                        Upsert::Put(pk, rec),
+                        row,
+                        sets,
+                        w.as_ref(),
+                        cache,
+                    )?;
+                }
+            }
+        }
+        match direct {
+            Some(Some(changed)) => {
+                res.changes += u64::from(changed);
+                Ok(None)
+            }
+            Some(None) => Ok(Some(true)),
+            None => Ok(Some(self.store.put_new(t.tree, pk, rec)?)),
+        }
     }
 
     /// DO UPDATE of the row at `other` where it is stored, as `update_in_place` rewrites a

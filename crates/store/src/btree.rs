@@ -697,6 +697,7 @@ pub(crate) fn insert_or_rewrite<P: Pages>(
 }
 
 /// Refuses a key or value too long for a page of `ps` bytes.
+#[inline(always)]
 fn check_sizes(ps: usize, key: &[u8], value: &[u8]) -> Result<()> {
     if key.len() > page::max_key(ps) {
         return Err(Error::TooLarge(format!(
@@ -715,7 +716,9 @@ fn check_sizes(ps: usize, key: &[u8], value: &[u8]) -> Result<()> {
 /// Puts the cell for `key` and `value` at slot `at` of `leaf` (an owned leaf reached by
 /// `path`), with the value in overflow pages when it does not fit, and carries any split up.
 /// `existed`: the cell replaces one just taken out, which may leave the leaf smaller.
+/// Inlined: a part of every insert, which as a call cost it a tenth of its own work.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn place_cell<P: Pages>(
     p: &mut P,
     root: &mut u32,
