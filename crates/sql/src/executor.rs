@@ -970,6 +970,33 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
             }
+            if let (Some(i), [probe], None, None, None) =
+                (index, probes.as_slice(), lower, upper, sub_probe)
+            {
+                // One equality on an index's leading columns (`WHERE b = ?`, a join on an
+                // indexed column): both bounds of its range in one buffer, instead of
+                // `level_ranges`' list of owned bounds (three allocations). Kept in the
+                // filter, and through it across an inner level's outer rows, the buffer made
+                // a join's other levels dearer than it saved.
+                let mut b = Vec::new();
+                return index_probe_range(probe, frame, cx, &mut b).and_then(|split| {
+                    let Some(split) = split else {
+                        return Ok(true);
+                    };
+                    let (lo, hi) = b.split_at(split);
+                    let hi = if hi.is_empty() {
+                        Bound::Unbounded
+                    } else {
+                        Bound::Excluded(hi)
+                    };
+                    let mut cur =
+                        cx.store
+                            .scan(t.indexes[*i].tree, Bound::Included(lo), hi, *reverse)?;
+                    cur.for_each(&mut |key, _| {
+                        index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
+                    })
+                });
+            }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
                 let mut cur = cx
@@ -1310,7 +1337,9 @@ fn key_columns(t: &Table) -> &[usize] {
     }
 }
 
-/// A row found through an index entry `(index, covering, key)`.
+/// A row found through an index entry `(index, covering, key)`. Inlined into its two
+/// callers in `for_each_row`, once per index entry.
+#[inline(always)]
 fn index_row(
     lvl: &Level,
     rf: &mut RowFilter,
@@ -1525,6 +1554,38 @@ fn index_ranges(
         out.dedup();
     }
     Ok(out)
+}
+
+/// The range of one equality probe (no range bounds) over an index, as `index_ranges` makes
+/// it, into `buf`: the prefix the probe's values encode, then its successor (the exclusive
+/// upper bound; absent when the prefix is all 0xFF bytes, and the range then unbounded
+/// above). Some(where the prefix ends), or None when a value is NULL (no row matches).
+fn index_probe_range(
+    probe: &[PExpr],
+    frame: &[Value],
+    cx: &Cx,
+    buf: &mut Vec<u8>,
+) -> Result<Option<usize>> {
+    buf.clear();
+    // As in `index_ranges`: a number's key is 12 bytes at most, and the successor as long.
+    buf.reserve(2 * 12 * probe.len());
+    for (j, e) in probe.iter().enumerate() {
+        let v = eval(e, frame, cx)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        encode_eq(buf, &v, j + 1 == probe.len());
+    }
+    let split = buf.len();
+    let mut end = split;
+    while end > 0 && buf[end - 1] == 0xFF {
+        end -= 1;
+    }
+    if end > 0 {
+        buf.extend_from_within(..end);
+        *buf.last_mut().expect("invariant: just extended") += 1;
+    }
+    Ok(Some(split))
 }
 
 /// Key ranges for `col IN (SELECT ...)`: one per distinct non-NULL value of the subquery.
