@@ -970,6 +970,33 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     return point_rows(lvl, &mut rf, t, keys, *reverse, frame, cx, f);
                 }
             }
+            if let (Some(i), [probe], None, None, None) =
+                (index, probes.as_slice(), lower, upper, sub_probe)
+            {
+                // One equality on an index's leading columns (`WHERE b = ?`, a join on an
+                // indexed column): both bounds of its range in one buffer, instead of
+                // `level_ranges`' list of owned bounds (three allocations). Kept in the
+                // filter, and through it across an inner level's outer rows, the buffer made
+                // a join's other levels dearer than it saved.
+                let mut b = Vec::new();
+                return index_probe_range(probe, frame, cx, &mut b).and_then(|split| {
+                    let Some(split) = split else {
+                        return Ok(true);
+                    };
+                    let (lo, hi) = b.split_at(split);
+                    let hi = if hi.is_empty() {
+                        Bound::Unbounded
+                    } else {
+                        Bound::Excluded(hi)
+                    };
+                    let mut cur =
+                        cx.store
+                            .scan(t.indexes[*i].tree, Bound::Included(lo), hi, *reverse)?;
+                    cur.for_each(&mut |key, _| {
+                        index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
+                    })
+                });
+            }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
                 let mut cur = cx
@@ -1310,7 +1337,9 @@ fn key_columns(t: &Table) -> &[usize] {
     }
 }
 
-/// A row found through an index entry `(index, covering, key)`.
+/// A row found through an index entry `(index, covering, key)`. Inlined into its two
+/// callers in `for_each_row`, once per index entry.
+#[inline(always)]
 fn index_row(
     lvl: &Level,
     rf: &mut RowFilter,
@@ -1527,6 +1556,38 @@ fn index_ranges(
     Ok(out)
 }
 
+/// The range of one equality probe (no range bounds) over an index, as `index_ranges` makes
+/// it, into `buf`: the prefix the probe's values encode, then its successor (the exclusive
+/// upper bound; absent when the prefix is all 0xFF bytes, and the range then unbounded
+/// above). Some(where the prefix ends), or None when a value is NULL (no row matches).
+fn index_probe_range(
+    probe: &[PExpr],
+    frame: &[Value],
+    cx: &Cx,
+    buf: &mut Vec<u8>,
+) -> Result<Option<usize>> {
+    buf.clear();
+    // As in `index_ranges`: a number's key is 12 bytes at most, and the successor as long.
+    buf.reserve(2 * 12 * probe.len());
+    for (j, e) in probe.iter().enumerate() {
+        let v = eval(e, frame, cx)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        encode_eq(buf, &v, j + 1 == probe.len());
+    }
+    let split = buf.len();
+    let mut end = split;
+    while end > 0 && buf[end - 1] == 0xFF {
+        end -= 1;
+    }
+    if end > 0 {
+        buf.extend_from_within(..end);
+        *buf.last_mut().expect("invariant: just extended") += 1;
+    }
+    Ok(Some(split))
+}
+
 /// Key ranges for `col IN (SELECT ...)`: one per distinct non-NULL value of the subquery.
 fn subquery_ranges(q: &Rc<QueryPlan>, aff: crate::types::Affinity, cx: &Cx) -> Result<Vec<Range>> {
     let rows = materialize(q, cx)?;
@@ -1598,6 +1659,41 @@ pub struct RowBufs {
     /// Upsert's DO UPDATE in place (`Writer::upsert_in_place`): the frame, the columns its
     /// expressions read, the new values. Emptied after each use.
     upsert: (Vec<Value>, Vec<usize>, Vec<Value>),
+    /// An UPDATE or DELETE by key (`Writer::point_targets`, `Writer::update_in_place`): the
+    /// row frame, the key named, where each column's new value is, the new values. A
+    /// statement that writes one row by its key otherwise allocated and freed all four.
+    point: PointBufs,
+}
+
+/// `RowBufs::point`.
+#[derive(Debug, Default)]
+struct PointBufs {
+    frame: Vec<Value>,
+    key: Vec<u8>,
+    value_of: Vec<Option<usize>>,
+    vals: Vec<Value>,
+}
+
+impl PointBufs {
+    /// Empties the buffers for the next statement, keeping their room unless a statement grew
+    /// them large.
+    fn clear(&mut self) {
+        const MAX: usize = 16 * 1024;
+        for v in [&mut self.frame, &mut self.vals] {
+            v.clear();
+            if v.capacity() * std::mem::size_of::<Value>() > MAX {
+                *v = Vec::new();
+            }
+        }
+        self.key.clear();
+        if self.key.capacity() > MAX {
+            self.key = Vec::new();
+        }
+        self.value_of.clear();
+        if self.value_of.capacity() * std::mem::size_of::<Option<usize>>() > MAX {
+            self.value_of = Vec::new();
+        }
+    }
 }
 
 impl RowBufs {
@@ -2666,7 +2762,14 @@ impl Writer<'_> {
         // once, and only UNIQUE indexes are left to check. A conflict there takes the row out
         // again and leaves it to the loop below, which finds the same conflict a look-up
         // first would have found.
-        let fresh = self.store.put_new(t.tree, pk, rec)?;
+        let fresh = if p.upsert.is_none() {
+            self.store.put_new(t.tree, pk, rec)?
+        } else {
+            match self.put_upserting(p, checks, row, pk, rec, cache, res)? {
+                Some(fresh) => fresh,
+                None => return Ok(false),
+            }
+        };
         let mut stored = fresh;
         if stored && self.unique_conflicts(t, row)? {
             self.store.delete(t.tree, pk)?;
@@ -2692,10 +2795,15 @@ impl Writer<'_> {
                         return Ok(false);
                     };
                     if checks.is_empty() && p.returning.is_empty() {
-                        if let Some(changed) =
-                            self.upsert_in_place(t, &other, row, sets, w.as_ref(), cache)?
-                        {
-                            res.changes += u64::from(changed);
+                        if let Some(changed) = self.upsert_in_place(
+                            t,
+                            Upsert::At(&other),
+                            row,
+                            sets,
+                            w.as_ref(),
+                            cache,
+                        )? {
+                            res.changes += u64::from(changed.unwrap_or(false));
                             return Ok(false);
                         }
                     }
@@ -2756,21 +2864,67 @@ impl Writer<'_> {
         Ok(true)
     }
 
+    /// `put_new` for an upsert: its DO UPDATE of the row holding the key, when it can be made
+    /// where that row is stored, goes into the same descent (the insert that finds the key
+    /// rewrites it). Some(whether the row was put); None when the existing row was handled
+    /// instead (updated or not, counted in `res`). Kept out of line: a plain INSERT's loop
+    /// does not carry it.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn put_upserting(
+        &mut self,
+        p: &InsertPlan,
+        checks: &[PExpr],
+        row: &mut Vec<Value>,
+        pk: &[u8],
+        rec: &[u8],
+        cache: &Cache,
+        res: &mut WriteResult,
+    ) -> Result<Option<bool>> {
+        let t = &p.table;
+        let mut direct = None;
+        if let Some(u) = &p.upsert {
+            if let (None | Some(None), Some((sets, w))) = (u.target, &u.set) {
+                if checks.is_empty() && p.returning.is_empty() {
+                    direct = self.upsert_in_place(
+                        t,
+                        Upsert::Put(pk, rec),
+                        row,
+                        sets,
+                        w.as_ref(),
+                        cache,
+                    )?;
+                }
+            }
+        }
+        match direct {
+            Some(Some(changed)) => {
+                res.changes += u64::from(changed);
+                Ok(None)
+            }
+            Some(None) => Ok(Some(true)),
+            None => Ok(Some(self.store.put_new(t.tree, pk, rec)?)),
+        }
+    }
+
     /// DO UPDATE of the row at `other` where it is stored, as `update_in_place` rewrites a
     /// row, when the same holds: no key or indexed column is set, nothing reads the whole row
     /// (CHECK, RETURNING, replication; the caller checks the first two) and no expression has
     /// a subquery. The frame is the existing row (only the columns the expressions read) and
-    /// then the excluded `row`, moved there when this applies (the caller is done with it).
-    /// Some(whether the row was updated); None when this does not apply, with `row` untouched.
+    /// then the excluded `row`, moved there when the row is updated (the caller is done with
+    /// it). With `Upsert::Put` the new row is put if its key is free, and the row holding the
+    /// key is updated otherwise, in one descent. Some(None) when the new row was put,
+    /// Some(Some(whether the row was updated)) when it was not; None when this does not apply,
+    /// with nothing written and `row` untouched.
     fn upsert_in_place(
         &mut self,
         t: &Table,
-        other: &[u8],
+        other: Upsert,
         row: &mut Vec<Value>,
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
-    ) -> Result<Option<bool>> {
+    ) -> Result<Option<Option<bool>>> {
         let key = key_columns(t);
         let settable = t.replicated.is_none()
             && sets.iter().all(|(c, _)| {
@@ -2794,13 +2948,13 @@ impl Writer<'_> {
     fn upsert_with(
         &mut self,
         t: &Table,
-        other: &[u8],
+        other: Upsert,
         row: &mut Vec<Value>,
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
         (frame, reads, vals): &mut (Vec<Value>, Vec<usize>, Vec<Value>),
-    ) -> Result<Option<bool>> {
+    ) -> Result<Option<Option<bool>>> {
         let width = t.columns.len();
         let mut subquery = false;
         for e in sets.iter().map(|(_, e)| e).chain(w) {
@@ -2815,9 +2969,6 @@ impl Writer<'_> {
         }
         cairn_store::sort::sort(reads);
         reads.dedup();
-        frame.reserve(width + row.len());
-        null_frame(frame, width);
-        frame.append(row);
         let none = crate::storage::NoStore;
         let cx = Cx {
             store: &none,
@@ -2831,6 +2982,10 @@ impl Writer<'_> {
         vals.reserve(sets.len());
         let mut updated = false;
         let mut f = |_: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
+            // Built here, where the row is known to be updated: an insert keeps `row`.
+            frame.reserve(width + row.len());
+            null_frame(frame, width);
+            frame.append(row);
             let rec = Record::new(v)?;
             rec.get_cols_into(reads, &mut frame[..width])?;
             if let Some(w) = w {
@@ -2855,9 +3010,22 @@ impl Writer<'_> {
                 Each::Write
             })
         };
-        let k = Bound::Included(other);
-        self.store.update_each(t.tree, k, k, &mut f)?;
-        Ok(Some(updated))
+        match other {
+            Upsert::At(other) => {
+                let k = Bound::Included(other);
+                self.store.update_each(t.tree, k, k, &mut f)?;
+            }
+            Upsert::Put(pk, rec) => {
+                if self
+                    .store
+                    .put_new_or_rewrite(t.tree, pk, rec, &mut f)?
+                    .is_none()
+                {
+                    return Ok(Some(None));
+                }
+            }
+        }
+        Ok(Some(Some(updated)))
     }
 
     fn returning(
@@ -3032,14 +3200,31 @@ impl Writer<'_> {
             || !t.indexes.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
         if p.keys_only && !rows {
-            if let Some(keys) = self.point_targets(p, &mut Vec::new(), &cache)? {
-                let mut res = WriteResult::default();
-                for k in keys.as_slice() {
-                    if self.store.delete(t.tree, k)? {
-                        res.changes += 1;
+            let mut bufs = std::mem::take(&mut self.bufs.point);
+            let keys = self.point_targets(p, &mut bufs.frame, &mut bufs.key, &cache);
+            let done = match keys {
+                Ok(Some(keys)) => {
+                    let mut res = WriteResult::default();
+                    let mut r = Ok(());
+                    for k in keys.as_slice() {
+                        match self.store.delete(t.tree, k) {
+                            Ok(gone) => res.changes += u64::from(gone),
+                            Err(e) => {
+                                r = Err(e);
+                                break;
+                            }
+                        }
                     }
+                    bufs.give_back(keys);
+                    Some(r.map(|()| res))
                 }
-                return Ok(res);
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            };
+            bufs.clear();
+            self.bufs.point = bufs;
+            if let Some(r) = done {
+                return r;
             }
             if let Some(range) = self.scan_range(p, &cache)? {
                 return self.delete_range(p, range, &cache);
@@ -3060,11 +3245,13 @@ impl Writer<'_> {
     /// other condition), for a write that needs only keys: it goes to each key directly, and
     /// a key without a row is skipped there, instead of a look-up first. None for any other
     /// scan.
-    /// `frame` is scratch for evaluating the keys (the caller's row frame, reused).
+    /// `frame` is scratch for evaluating the keys (the caller's row frame, reused); a single
+    /// key is made in `key`'s buffer (the caller gets it back with `PointBufs::give_back`).
     fn point_targets(
         &self,
         p: &WritePlan,
         frame: &mut Vec<Value>,
+        key: &mut Vec<u8>,
         cache: &Cache,
     ) -> Result<Option<PointKeys>> {
         let c = &p.scan;
@@ -3089,7 +3276,8 @@ impl Writer<'_> {
         null_frame(frame, c.frame_len);
         if let [probe] = probes.as_slice() {
             if point_width(&p.table) == Some(probe.len()) {
-                let mut k = Vec::with_capacity(12 * probe.len());
+                let mut k = std::mem::take(key);
+                k.clear();
                 let named = point_key_into(probe, frame, &self.cx(cache), &mut k)?;
                 return Ok(named.map(|named| match named {
                     true => PointKeys::One(k),
@@ -3190,6 +3378,15 @@ impl Writer<'_> {
     /// written, and need not: neither the SET expressions (`keys_only`) nor the filters tested
     /// in the walk (`scan_range`) have a subquery, so they get an empty store.
     fn update_in_place(&mut self, p: &WritePlan) -> Result<WriteResult> {
+        let mut bufs = std::mem::take(&mut self.bufs.point);
+        let r = self.update_in_place_with(p, &mut bufs);
+        bufs.clear();
+        self.bufs.point = bufs;
+        r
+    }
+
+    /// `update_in_place` with its buffers.
+    fn update_in_place_with(&mut self, p: &WritePlan, bufs: &mut PointBufs) -> Result<WriteResult> {
         enum Rows {
             /// Keys named outright.
             Points(PointKeys),
@@ -3198,8 +3395,13 @@ impl Writer<'_> {
             Range(Option<Range>),
         }
         let cache = Cache::default();
-        let mut frame = Vec::new();
-        let rows = match self.point_targets(p, &mut frame, &cache)? {
+        let PointBufs {
+            frame,
+            key,
+            value_of,
+            vals,
+        } = bufs;
+        let rows = match self.point_targets(p, frame, key, &cache)? {
             Some(keys) => Rows::Points(keys),
             None => match self.scan_range(p, &cache)? {
                 Some(range) => Rows::Range(range),
@@ -3213,7 +3415,8 @@ impl Writer<'_> {
         let lvl = &p.scan.levels[0];
         let width = t.columns.len();
         // Where each column's new value is in `vals`: the last SET of it wins, as in SQLite.
-        let mut value_of: Vec<Option<usize>> = vec![None; width];
+        value_of.clear();
+        value_of.resize(width, None);
         for (j, (c, _)) in p.set.iter().enumerate() {
             value_of[*c] = Some(j);
         }
@@ -3236,22 +3439,21 @@ impl Writer<'_> {
         };
         // Keys named outright left the frame as this needs it.
         if frame.len() != p.scan.frame_len {
-            null_frame(&mut frame, p.scan.frame_len);
+            null_frame(frame, p.scan.frame_len);
         }
-        let mut rf = filtered.then(|| RowFilter::new(lvl, &frame, &cx));
-        let mut vals = Vec::with_capacity(p.set.len());
+        let mut rf = filtered.then(|| RowFilter::new(lvl, frame, &cx));
         let mut changes = 0;
         let mut f = |k: &[u8], v: &[u8], out: &mut Vec<u8>| -> Result<Each> {
             if let Some(rf) = &mut rf {
-                if !row_passes(lvl, rf, (k, v), &mut frame, &cx)? {
+                if !row_passes(lvl, rf, (k, v), frame, &cx)? {
                     return Ok(Each::Keep);
                 }
             }
             let rec = Record::new(v)?;
-            rec.get_cols_into(&p.set_reads, &mut frame)?;
+            rec.get_cols_into(&p.set_reads, frame)?;
             vals.clear();
             for (_, e) in &p.set {
-                vals.push(eval(e, &frame, &cx)?.into_owned());
+                vals.push(eval(e, frame, &cx)?.into_owned());
             }
             // In column order, as a whole row is checked.
             for (c, j) in value_of.iter().enumerate() {
@@ -3283,10 +3485,18 @@ impl Writer<'_> {
                     .update_each(t.tree, bound_ref(&lo), bound_ref(&hi), &mut f)?;
             }
             Rows::Points(keys) => {
+                let mut r = Ok(0);
                 for k in keys.as_slice() {
                     let k = Bound::Included(k.as_slice());
-                    self.store.update_each(t.tree, k, k, &mut f)?;
+                    r = self.store.update_each(t.tree, k, k, &mut f);
+                    if r.is_err() {
+                        break;
+                    }
                 }
+                if let PointKeys::One(k) = keys {
+                    *key = k;
+                }
+                r?;
             }
             Rows::Keys(keys, ends) => {
                 let mut start = 0;
@@ -3326,11 +3536,29 @@ fn inputs_distinct(columns: &[ColSource]) -> bool {
     inputs().all(|i| used.get_mut(i).is_some_and(|u| !std::mem::replace(u, true)))
 }
 
+/// Where an upsert's DO UPDATE finds its row (`Writer::upsert_in_place`).
+#[derive(Clone, Copy)]
+enum Upsert<'a> {
+    /// At this key, which the new row's insert found taken.
+    At(&'a [u8]),
+    /// At the new row's key (`pk`, with its record) if taken; else the new row is put there.
+    Put(&'a [u8], &'a [u8]),
+}
+
 /// The keys a write names outright (`Writer::point_targets`): one, the common case, without a
 /// list to hold it.
 enum PointKeys {
     One(Vec<u8>),
     Many(Vec<Vec<u8>>),
+}
+
+impl PointBufs {
+    /// Takes back the key buffer `point_targets` made a single key in.
+    fn give_back(&mut self, keys: PointKeys) {
+        if let PointKeys::One(k) = keys {
+            self.key = k;
+        }
+    }
 }
 
 impl PointKeys {

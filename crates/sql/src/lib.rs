@@ -36,7 +36,10 @@
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`). Its input rows are its targets:
+//!    in the same descent of the tree (`Writer::insert_tail`); an upsert whose DO UPDATE can
+//!    rewrite the row in place uses [`storage::Storage::put_new_or_rewrite`] instead, which in
+//!    that descent either puts the row or rewrites the one holding its key
+//!    (`Writer::put_upserting`). Its input rows are its targets:
 //!    a SELECT's are read in full first, VALUES rows without a subquery are evaluated one at a
 //!    time as they are inserted. An `INSERT ... SELECT *` whose source rows are already the
 //!    target's copies the stored records (`Writer::insert_copy`).

@@ -17,7 +17,7 @@ use std::ops::Bound;
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
 
 use crate::error::{Error, Result};
-use crate::storage::{Cursor, Storage, TreeId, SCHEMA_TREE};
+use crate::storage::{Cursor, Each, Storage, TreeId, SCHEMA_TREE};
 
 enum Undo {
     /// A write to `tree`: its key, then the value it replaced (if `had_old`), are the bytes of
@@ -645,6 +645,56 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         }
         r?;
         Ok(inserted)
+    }
+
+    fn put_new_or_rewrite(
+        &mut self,
+        tree: TreeId,
+        key: &[u8],
+        value: &[u8],
+        f: &mut crate::storage::Rewrite<'_>,
+    ) -> Result<Option<Each>> {
+        let t = self.write_tree(tree)?;
+        // As in `update_each`: an error of `f` is kept here, the store stopped with a stand-in.
+        let mut failed = None;
+        let mut g = |k: &[u8], v: &[u8], out: &mut Vec<u8>| {
+            f(k, v, out).map_err(|e| {
+                failed = Some(e);
+                cairn_store::Error::InvalidInput("stopped by the caller".into())
+            })
+        };
+        let logging = self.logging();
+        let (mut undo, mut bytes) = (
+            std::mem::take(&mut self.undo),
+            std::mem::take(&mut self.undo_bytes),
+        );
+        let mut record = |k: &[u8], old: &[u8]| {
+            let start = bytes.len();
+            bytes.extend_from_slice(k);
+            bytes.extend_from_slice(old);
+            undo.push(Undo::Put {
+                tree,
+                start,
+                key_len: k.len(),
+                had_old: true,
+            });
+        };
+        let log: Option<&mut cairn_store::Replaced<'_>> = logging.then_some(&mut record);
+        let r = match self.tx_mut() {
+            Ok(mut tx) => tx
+                .insert_or_rewrite(t, key, value, &mut g, log)
+                .map_err(Error::from),
+            Err(e) => Err(e),
+        };
+        self.undo = undo;
+        self.undo_bytes = bytes;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if logging && matches!(r, Ok(None)) {
+            self.log_put(tree, key, None);
+        }
+        r
     }
 
     fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {

@@ -163,6 +163,32 @@ pub trait Storage {
         self.put(tree, key, value)?;
         Ok(true)
     }
+    /// Puts `key` if it is absent; if it is there, `f(key, old value, out)` says what becomes
+    /// of that entry, as for [`Storage::update_each`] (and as there, `f` must not use the
+    /// storage). None when the key was put, else what `f` asked for. A store that can should
+    /// do it in one descent: an upsert whose key is taken rewrites the row it finds.
+    fn put_new_or_rewrite(
+        &mut self,
+        tree: TreeId,
+        key: &[u8],
+        value: &[u8],
+        f: &mut Rewrite<'_>,
+    ) -> Result<Option<Each>> {
+        let Some(old) = self.get(tree, key)? else {
+            self.put(tree, key, value)?;
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        let action = f(key, &old, &mut out)?;
+        match action {
+            Each::Keep => {}
+            Each::Write => self.put(tree, key, &out)?,
+            Each::Remove => {
+                self.delete(tree, key)?;
+            }
+        }
+        Ok(Some(action))
+    }
     /// Fills the empty `tree` with `keys` (strictly ascending), each with an empty value: a
     /// new index's entries. A store may build the tree bottom-up, each page written once,
     /// instead of inserting key by key.
@@ -265,6 +291,15 @@ impl Storage for NoStore {
         Err(no_store())
     }
     fn put_new(&mut self, _tree: TreeId, _key: &[u8], _value: &[u8]) -> Result<bool> {
+        Err(no_store())
+    }
+    fn put_new_or_rewrite(
+        &mut self,
+        _tree: TreeId,
+        _key: &[u8],
+        _value: &[u8],
+        _f: &mut Rewrite<'_>,
+    ) -> Result<Option<Each>> {
         Err(no_store())
     }
 }

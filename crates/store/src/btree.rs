@@ -569,18 +569,7 @@ fn insert_inner<P: Pages>(
     old: Option<&mut Vec<u8>>,
     skip_existing: bool,
 ) -> Result<bool> {
-    let ps = p.page_size();
-    if key.len() > page::max_key(ps) {
-        return Err(Error::TooLarge(format!(
-            "a key of {} bytes is longer than the {} bytes a {}-byte page allows",
-            key.len(),
-            page::max_key(ps),
-            ps
-        )));
-    }
-    if value.len() > (OVERFLOW_BIT - 1) as usize {
-        return Err(Error::TooLarge(format!("a value of {} bytes", value.len())));
-    }
+    check_sizes(p.page_size(), key, value)?;
     if *root == 0 {
         let id = p.alloc()?;
         page::init(p.page_mut(id)?, KIND_LEAF);
@@ -612,6 +601,136 @@ fn insert_inner<P: Pages>(
         }
         Err(i) => (false, i),
     };
+    place_cell(p, root, path, scratch, leaf, at, key, value, existed)?;
+    Ok(existed)
+}
+
+/// Inserts `key` if it is absent; if it is there, `f(key, old value, out)` says what becomes
+/// of the entry (as for `update_each`), in the same descent: an upsert whose insert finds its
+/// key rewrites the row there instead of descending again. `undo(key, old value)` is called
+/// before an entry that was there changes. `bufs` hold an overflow value and the new value,
+/// kept by the caller from call to call. None when the key was inserted, else what `f` asked.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn insert_or_rewrite<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    key: &[u8],
+    value: &[u8],
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+    bufs: &mut [Vec<u8>; 2],
+    f: &mut Rewrite<'_>,
+    undo: Option<&mut Replaced<'_>>,
+) -> Result<Option<Each>> {
+    let ps = p.page_size();
+    check_sizes(ps, key, value)?;
+    if *root == 0 {
+        let id = p.alloc()?;
+        page::init(p.page_mut(id)?, KIND_LEAF);
+        *root = id;
+    }
+    let leaf = owned_leaf(p, root, key, path)?;
+    let i = match page::search(p.page_mut(leaf)?, key) {
+        Ok(i) => i,
+        Err(at) => {
+            place_cell(p, root, path, scratch, leaf, at, key, value, false)?;
+            return Ok(None);
+        }
+    };
+    let [old, out] = bufs;
+    out.clear();
+    // What `f` asks for, and the old value's length when it is inline. The new value's size
+    // is checked before `undo` hears of a change, so a refused value leaves no trace.
+    let (action, inline) = match page::leaf_value(p.page_mut(leaf)?, i) {
+        LeafValue::Inline(v) => {
+            let action = f(key, v, out)?;
+            if action == Each::Write {
+                check_sizes(ps, key, out)?;
+            }
+            if action != Each::Keep {
+                if let Some(u) = undo {
+                    u(key, v);
+                }
+            }
+            (action, Some(v.len()))
+        }
+        LeafValue::Overflow(len, first) => {
+            old.clear();
+            read_overflow(p, len, first, old)?;
+            let action = f(key, old, out)?;
+            if action == Each::Write {
+                check_sizes(ps, key, out)?;
+            }
+            if action != Each::Keep {
+                if let Some(u) = undo {
+                    u(key, old);
+                }
+            }
+            (action, None)
+        }
+    };
+    match action {
+        Each::Keep => {}
+        Each::Remove => {
+            take_cell(p, leaf, i, None)?;
+            fix_up(p, root, path, leaf, Fix::Check)?;
+        }
+        Each::Write => {
+            // As in `update_each`: an inline value is rewritten within its page when the page
+            // has the room (a longer one grows into the free gap), instead of a removal and an
+            // insert that gathers the page's free space.
+            let pg = p.page_mut(leaf)?;
+            match inline {
+                Some(n) if page::rewrite_value(pg, i, out) => {
+                    if out.len() < n && underfull(pg) {
+                        fix_up(p, root, path, leaf, Fix::Check)?;
+                    }
+                }
+                _ => {
+                    take_cell(p, leaf, i, None)?;
+                    place_cell(p, root, path, scratch, leaf, i, key, out, true)?;
+                }
+            }
+        }
+    }
+    Ok(Some(action))
+}
+
+/// Refuses a key or value too long for a page of `ps` bytes.
+#[inline(always)]
+fn check_sizes(ps: usize, key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > page::max_key(ps) {
+        return Err(Error::TooLarge(format!(
+            "a key of {} bytes is longer than the {} bytes a {}-byte page allows",
+            key.len(),
+            page::max_key(ps),
+            ps
+        )));
+    }
+    if value.len() > (OVERFLOW_BIT - 1) as usize {
+        return Err(Error::TooLarge(format!("a value of {} bytes", value.len())));
+    }
+    Ok(())
+}
+
+/// Puts the cell for `key` and `value` at slot `at` of `leaf` (an owned leaf reached by
+/// `path`), with the value in overflow pages when it does not fit, and carries any split up.
+/// `existed`: the cell replaces one just taken out, which may leave the leaf smaller.
+/// Inlined: a part of every insert, which as a call cost it a tenth of its own work.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn place_cell<P: Pages>(
+    p: &mut P,
+    root: &mut u32,
+    path: &mut Vec<(u32, usize)>,
+    scratch: &mut Vec<u8>,
+    leaf: u32,
+    at: usize,
+    key: &[u8],
+    value: &[u8],
+    existed: bool,
+) -> Result<()> {
+    let ps = p.page_size();
     if page::CELL_HDR + key.len() + value.len() <= page::max_cell(ps) {
         page::leaf_cell(scratch, key, value.len() as u32, value);
     } else {
@@ -629,8 +748,7 @@ fn insert_inner<P: Pages>(
         Fix::None if existed => Fix::Check,
         f => f,
     };
-    fix_up(p, root, path, leaf, fix)?;
-    Ok(existed)
+    fix_up(p, root, path, leaf, fix)
 }
 
 /// Removes `key`. Returns whether it was there.
@@ -667,6 +785,20 @@ pub(crate) fn remove_keeping<P: Pages>(
     let Ok(i) = search_leaf(p, leaf, key)? else {
         return Ok(());
     };
+    // An inline value (nearly every one) is taken out with one look-up of the page, and the
+    // path is not walked when the leaf is not left underfull (`fix_up` would stop there).
+    let pg = p.page_mut(leaf)?;
+    if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
+        if let Some(out) = old {
+            out.extend_from_slice(v);
+        }
+        page::remove(pg, i);
+        *removed = true;
+        if !underfull(pg) {
+            return Ok(());
+        }
+        return fix_up(p, root, path, leaf, Fix::Check);
+    }
     take_cell(p, leaf, i, old)?;
     *removed = true;
     fix_up(p, root, path, leaf, Fix::Check)

@@ -42,7 +42,7 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
-use crate::btree::{self, Pages, Replaced, Rewrite, Seek, Stack};
+use crate::btree::{self, Each, Pages, Replaced, Rewrite, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
 use crate::free::FreePages;
@@ -253,6 +253,10 @@ pub(crate) struct Shared<F> {
     /// The last write transaction's maps, emptied, for the next one: a fresh map grows through
     /// several rehashes, which a one-row commit would pay every time.
     spare: Option<Spare>,
+    /// Buffers of cursors dropped, for the next ones: a point query opens a cursor (a range
+    /// over an index, say) and would otherwise allocate its stack and bounds, and free them,
+    /// every time.
+    cursor_bufs: Vec<CursorBufs>,
     /// The catalog entries of the trees the last commit had open, as it wrote them, for the
     /// next write transaction to open them without a catalog look-up (a one-row commit opens
     /// its table's tree every time). Valid only while the state is that commit's and the
@@ -309,6 +313,30 @@ struct CommittedTrees {
     txn: u64,
     catalog: u32,
     infos: Vec<TreeInfo>,
+}
+
+/// A dropped [`Cursor`]'s buffers (and its [`Range`]'s bounds), empty, kept in [`Shared`] for
+/// the next cursor.
+#[derive(Default)]
+struct CursorBufs {
+    levels: Vec<(Page, usize)>,
+    key: Vec<u8>,
+    val: Vec<u8>,
+    lower: Vec<u8>,
+    upper: Vec<u8>,
+}
+
+impl CursorBufs {
+    /// How many are kept: one each for the scans a statement has open at once, as a rule.
+    const KEPT: usize = 8;
+    /// Larger buffers are not kept.
+    const MAX: usize = 16 * 1024;
+
+    fn small(&self) -> bool {
+        [&self.key, &self.val, &self.lower, &self.upper]
+            .iter()
+            .all(|b| b.capacity() <= Self::MAX)
+    }
 }
 
 /// [`W`]'s maps, kept empty between write transactions.
@@ -814,6 +842,7 @@ impl<F: BlockFile> Shared<F> {
             sb: Vec::new(),
             list: Vec::new(),
             spare: None,
+            cursor_bufs: Vec::new(),
             committed_trees: None,
             sb_unwritten: false,
             entry: Vec::new(),
@@ -2403,6 +2432,57 @@ impl<F: BlockFile> WriteTx<F> {
         sh.maybe_spill()
     }
 
+    /// Inserts `key` with `value` if it is absent; if it is there, `f(key, old value, out)`
+    /// says what becomes of the entry (see [`Each`]), in the same descent (an upsert: the
+    /// insert that finds its key rewrites that entry instead of a second look-up). `undo(key,
+    /// old value)` is called before an entry that was there changes, for a caller's undo log.
+    /// None when the key was inserted, else what `f` asked for.
+    pub fn insert_or_rewrite(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+        f: &mut Rewrite<'_>,
+        undo: Option<&mut Replaced<'_>>,
+    ) -> Result<Option<Each>> {
+        let mut guard = self.shared.borrow_mut();
+        let sh = &mut *guard;
+        let mut root = self.slot(sh, t)?.info.root;
+        let mut path = std::mem::take(&mut sh.path);
+        let mut scratch = std::mem::take(&mut sh.scratch);
+        let [_, old, out] = &mut sh.each;
+        let mut bufs = [std::mem::take(old), std::mem::take(out)];
+        let r = btree::insert_or_rewrite(
+            sh,
+            &mut root,
+            key,
+            value,
+            &mut path,
+            &mut scratch,
+            &mut bufs,
+            f,
+            undo,
+        );
+        sh.path = path;
+        sh.scratch = scratch;
+        let [old, out] = bufs;
+        sh.each[1] = old;
+        sh.each[2] = out;
+        // Even on error (or a key that was there and kept) the root must be kept: pages may
+        // have moved.
+        let s = self.slot(sh, t)?;
+        s.info.root = root;
+        s.changed = true;
+        let r = r?;
+        match r {
+            None => s.info.len += 1,
+            Some(Each::Remove) => s.info.len -= 1,
+            Some(_) => {}
+        }
+        sh.maybe_spill()?;
+        Ok(r)
+    }
+
     /// Removes `key`; returns whether it was there.
     pub fn remove(&mut self, t: Tree, key: &[u8]) -> Result<bool> {
         let mut removed = false;
@@ -2479,8 +2559,10 @@ impl<F: BlockFile> WriteTx<F> {
     }
 
     pub fn cursor(&self, t: Tree) -> Result<Cursor<F>> {
-        let mut sh = self.shared.borrow_mut();
-        self.slot(&mut sh, t)?;
+        {
+            let mut sh = self.shared.borrow_mut();
+            self.slot(&mut sh, t)?;
+        }
         Ok(Cursor::new(
             self.shared.clone(),
             Source::Write {
@@ -2542,17 +2624,57 @@ pub struct Cursor<F: BlockFile> {
     /// Scratch for the key a stale cursor seeks by.
     key: Vec<u8>,
     val: Vec<u8>,
+    /// Buffers for a [`Range`]'s bounds, lent to it while it lives.
+    bounds: (Vec<u8>, Vec<u8>),
+}
+
+impl<F: BlockFile> Drop for Cursor<F> {
+    fn drop(&mut self) {
+        // The pages the stack holds are let go here either way (a held page would be copied
+        // by a write); the emptied buffers go back to `Shared` for the next cursor, unless it
+        // is borrowed (a cursor dropped inside a store call) or has enough.
+        let mut levels = std::mem::take(&mut self.stack.levels);
+        levels.clear();
+        let mut bufs = CursorBufs {
+            levels,
+            key: std::mem::take(&mut self.key),
+            val: std::mem::take(&mut self.val),
+            lower: std::mem::take(&mut self.bounds.0),
+            upper: std::mem::take(&mut self.bounds.1),
+        };
+        if !bufs.small() {
+            return;
+        }
+        if let Ok(mut sh) = self.shared.try_borrow_mut() {
+            if sh.cursor_bufs.len() < CursorBufs::KEPT {
+                bufs.key.clear();
+                bufs.val.clear();
+                bufs.lower.clear();
+                bufs.upper.clear();
+                sh.cursor_bufs.push(bufs);
+            }
+        }
+    }
 }
 
 impl<F: BlockFile> Cursor<F> {
+    /// The caller must not hold `shared` borrowed: the cursor takes kept buffers from it.
     fn new(shared: Rc<RefCell<Shared<F>>>, source: Source) -> Self {
+        let bufs = shared
+            .try_borrow_mut()
+            .ok()
+            .and_then(|mut sh| sh.cursor_bufs.pop())
+            .unwrap_or_default();
         Cursor {
             shared,
             source,
-            stack: Stack::default(),
+            stack: Stack {
+                levels: bufs.levels,
+            },
             seq: 0,
-            key: Vec::new(),
-            val: Vec::new(),
+            key: bufs.key,
+            val: bufs.val,
+            bounds: (bufs.lower, bufs.upper),
         }
     }
 
@@ -2758,10 +2880,17 @@ pub struct Range<F: BlockFile> {
     started: bool,
 }
 
-fn own(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+/// `b` as an owned bound, made in `buf`'s room (taken from it; an unbounded end leaves it).
+fn own_into(b: Bound<&[u8]>, buf: &mut Vec<u8>) -> Bound<Vec<u8>> {
+    let mut fill = |k: &[u8]| {
+        let mut v = std::mem::take(buf);
+        v.clear();
+        v.extend_from_slice(k);
+        v
+    };
     match b {
-        Bound::Included(k) => Bound::Included(k.to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Included(k) => Bound::Included(fill(k)),
+        Bound::Excluded(k) => Bound::Excluded(fill(k)),
         Bound::Unbounded => Bound::Unbounded,
     }
 }
@@ -2774,12 +2903,29 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+impl<F: BlockFile> Drop for Range<F> {
+    fn drop(&mut self) {
+        // The bounds' buffers go back to the cursor, which keeps them for the next one.
+        for (b, slot) in [
+            (&mut self.lower, &mut self.cursor.bounds.0),
+            (&mut self.upper, &mut self.cursor.bounds.1),
+        ] {
+            if let Bound::Included(k) | Bound::Excluded(k) = std::mem::replace(b, Bound::Unbounded)
+            {
+                *slot = k;
+            }
+        }
+    }
+}
+
 impl<F: BlockFile> Range<F> {
-    fn new(cursor: Cursor<F>, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> Self {
+    fn new(mut cursor: Cursor<F>, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> Self {
+        let lower = own_into(lower, &mut cursor.bounds.0);
+        let upper = own_into(upper, &mut cursor.bounds.1);
         Range {
             cursor,
-            lower: own(lower),
-            upper: own(upper),
+            lower,
+            upper,
             reverse,
             started: false,
         }

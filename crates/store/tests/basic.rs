@@ -946,6 +946,189 @@ fn update_each_rewrites_exactly_the_changed_entries_of_a_range() {
     assert_eq!(all, model);
 }
 
+/// `insert_or_rewrite` against a model, over small pages: keys absent (inserted) and present
+/// (kept, removed, or rewritten shorter, longer, into overflow pages and back), in a scattered
+/// order so that splits and merges happen everywhere; `undo` hears of exactly the entries
+/// that were there and changed, with their old values. The tree must pass `check` and hold the
+/// model after each commit and after reopening. Over a memory file (pages changed where they
+/// are) and a file that is not volatile (pages copied).
+#[test]
+fn insert_or_rewrite_inserts_or_rewrites_in_one_call() {
+    insert_or_rewrite_against_a_model(MemoryFile::new());
+    insert_or_rewrite_against_a_model(cairn_store::fault::FaultFile::new());
+}
+
+fn insert_or_rewrite_against_a_model<F: cairn_store::BlockFile>(file: F) {
+    use std::collections::BTreeMap;
+    let db = Db::create(file, small()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("t", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
+    for round in 0..6u32 {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for n in 0..1500u32 {
+            let i = (n * 7919 + round * 131) % 2000;
+            let key = k(i);
+            let fresh = format!("new {i} {round}").into_bytes();
+            // What becomes of a present entry, from its key and the round.
+            let pick = (i + round) % 6;
+            let mut heard = Vec::new();
+            let mut undo = |key: &[u8], old: &[u8]| heard.push((key.to_vec(), old.to_vec()));
+            let mut f = |key: &[u8], v: &[u8], out: &mut Vec<u8>| {
+                assert_eq!(Some(&v.to_vec()), model.get(key), "the value f is given");
+                Ok(match pick {
+                    0 => Each::Keep,
+                    1 => Each::Remove,
+                    2 => {
+                        out.extend_from_slice(&v[..v.len().min(2)]);
+                        Each::Write
+                    }
+                    3 => {
+                        out.extend_from_slice(&[round as u8; 700]);
+                        Each::Write
+                    }
+                    _ => {
+                        out.extend_from_slice(v);
+                        out.extend_from_slice(b"+grown");
+                        Each::Write
+                    }
+                })
+            };
+            let got = tx
+                .insert_or_rewrite(t, &key, &fresh, &mut f, Some(&mut undo))
+                .unwrap();
+            let old = model.get(&key).cloned();
+            let want = match &old {
+                None => {
+                    model.insert(key.clone(), fresh);
+                    None
+                }
+                Some(v) => Some(match pick {
+                    0 => Each::Keep,
+                    1 => {
+                        model.remove(&key);
+                        Each::Remove
+                    }
+                    2 => {
+                        model.insert(key.clone(), v[..v.len().min(2)].to_vec());
+                        Each::Write
+                    }
+                    3 => {
+                        model.insert(key.clone(), vec![round as u8; 700]);
+                        Each::Write
+                    }
+                    _ => {
+                        let mut g = v.clone();
+                        g.extend_from_slice(b"+grown");
+                        model.insert(key.clone(), g);
+                        Each::Write
+                    }
+                }),
+            };
+            assert_eq!(got, want, "round {round}, key {i}");
+            let expect_heard = match (&old, want) {
+                (Some(v), Some(Each::Write | Each::Remove)) => vec![(key.clone(), v.clone())],
+                _ => Vec::new(),
+            };
+            assert_eq!(heard, expect_heard, "round {round}, key {i}");
+        }
+        assert_eq!(tx.len(t).unwrap(), model.len() as u64, "round {round}");
+        tx.commit().unwrap();
+        let rep = db.check().unwrap();
+        assert!(rep.is_ok(), "round {round}: {rep}");
+    }
+    let file = db.into_file().unwrap();
+    let db = Db::open(file, small()).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let all: BTreeMap<Vec<u8>, Vec<u8>> = r
+        .range(t, Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(all, model);
+}
+
+/// Ranges opened one after another, some kept open while others start, with every kind of
+/// bound: a dropped cursor's buffers (its stack, its range's bounds) serve the next one, which
+/// must see its own bounds only. Checked against a model, in a read and in a write transaction.
+#[test]
+fn ranges_one_after_another_see_only_their_own_bounds() {
+    use std::collections::BTreeMap;
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in (0..2000u32).step_by(3) {
+        tx.insert(t, &k(i), &i.to_le_bytes()).unwrap();
+        model.insert(k(i), i.to_le_bytes().to_vec());
+    }
+    tx.commit().unwrap();
+    // A long key, then short ones: a reused buffer must not keep the long key's tail.
+    let bound = |n: u32| -> Bound<Vec<u8>> {
+        let key = match n % 4 {
+            0 => format!("key{:08}{}", n * 7 % 2000, "z".repeat(40)).into_bytes(),
+            1 => k(n * 7 % 2000),
+            _ => format!("key{:04}", n * 7 % 2000 / 10).into_bytes(),
+        };
+        match n % 3 {
+            0 => Bound::Included(key),
+            1 => Bound::Excluded(key),
+            _ => Bound::Unbounded,
+        }
+    };
+    let want = |lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, reverse: bool| -> Vec<Vec<u8>> {
+        let ok = |key: &Vec<u8>| {
+            let above = match lo {
+                Bound::Included(b) => key >= b,
+                Bound::Excluded(b) => key > b,
+                Bound::Unbounded => true,
+            };
+            let below = match hi {
+                Bound::Included(b) => key <= b,
+                Bound::Excluded(b) => key < b,
+                Bound::Unbounded => true,
+            };
+            above && below
+        };
+        let mut v: Vec<Vec<u8>> = model.keys().filter(|x| ok(x)).cloned().collect();
+        if reverse {
+            v.reverse();
+        }
+        v
+    };
+    let keys = |mut r: cairn_store::Range<MemoryFile>| -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while r.next().unwrap() {
+            out.push(r.key().to_vec());
+        }
+        out
+    };
+    let r = db.begin_read().unwrap();
+    let rt = r.open_tree("t").unwrap();
+    let mut w = db.begin_write().unwrap();
+    let wt = w.open_tree("t").unwrap();
+    for n in 0..300u32 {
+        let (lo, hi, reverse) = (bound(n), bound(n * 13 + 5), n % 5 == 0);
+        let (lo2, hi2) = (bound(n + 1), bound(n * 11 + 2));
+        let (a, b) = if n % 2 == 0 {
+            let outer = r.range(rt, as_ref(&lo), as_ref(&hi), reverse).unwrap();
+            let inner = r.range(rt, as_ref(&lo2), as_ref(&hi2), false).unwrap();
+            (keys(outer), keys(inner))
+        } else {
+            let outer = w.range(wt, as_ref(&lo), as_ref(&hi), reverse).unwrap();
+            let inner = w.range(wt, as_ref(&lo2), as_ref(&hi2), false).unwrap();
+            (keys(outer), keys(inner))
+        };
+        assert_eq!(a, want(&lo, &hi, reverse), "range {n}: {lo:?}..{hi:?}");
+        assert_eq!(b, want(&lo2, &hi2, false), "range {n}: {lo2:?}..{hi2:?}");
+    }
+}
+
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(x) => Bound::Included(x.as_slice()),
