@@ -38,6 +38,27 @@ enum Undo {
     },
 }
 
+/// Logs a write to `tree` of `key`, which replaced `old` (None: the key was new).
+fn push_put(
+    undo: &mut Vec<Undo>,
+    bytes: &mut Vec<u8>,
+    tree: TreeId,
+    key: &[u8],
+    old: Option<&[u8]>,
+) {
+    let start = bytes.len();
+    bytes.extend_from_slice(key);
+    if let Some(v) = old {
+        bytes.extend_from_slice(v);
+    }
+    undo.push(Undo::Put {
+        tree,
+        start,
+        key_len: key.len(),
+        had_old: old.is_some(),
+    });
+}
+
 /// A read transaction and the tree handles opened in it.
 type Snapshot<F> = (ReadTx<F>, Handles);
 
@@ -238,17 +259,7 @@ impl<F: BlockFile + 'static> Paged<F> {
 
     /// Logs a write to `key` of `tree` that replaced `old` (None: the key had no value).
     fn log_put(&mut self, tree: TreeId, key: &[u8], old: Option<&[u8]>) {
-        let start = self.undo_bytes.len();
-        self.undo_bytes.extend_from_slice(key);
-        if let Some(v) = old {
-            self.undo_bytes.extend_from_slice(v);
-        }
-        self.undo.push(Undo::Put {
-            tree,
-            start,
-            key_len: key.len(),
-            had_old: old.is_some(),
-        });
+        push_put(&mut self.undo, &mut self.undo_bytes, tree, key, old);
     }
 
     /// After a failed commit the store must be reopened before it takes another write.
@@ -605,17 +616,8 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
                 std::mem::take(&mut self.undo),
                 std::mem::take(&mut self.undo_bytes),
             );
-            let mut log = |k: &[u8], old: &[u8]| {
-                let start = bytes.len();
-                bytes.extend_from_slice(k);
-                bytes.extend_from_slice(old);
-                undo.push(Undo::Put {
-                    tree,
-                    start,
-                    key_len: k.len(),
-                    had_old: true,
-                });
-            };
+            let mut log =
+                |k: &[u8], old: &[u8]| push_put(&mut undo, &mut bytes, tree, k, Some(old));
             let r = match self.tx_mut() {
                 Ok(mut tx) => tx
                     .update_each(t, lower, upper, &mut g, Some(&mut log))
@@ -668,17 +670,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             std::mem::take(&mut self.undo),
             std::mem::take(&mut self.undo_bytes),
         );
-        let mut record = |k: &[u8], old: &[u8]| {
-            let start = bytes.len();
-            bytes.extend_from_slice(k);
-            bytes.extend_from_slice(old);
-            undo.push(Undo::Put {
-                tree,
-                start,
-                key_len: k.len(),
-                had_old: true,
-            });
-        };
+        let mut record = |k: &[u8], old: &[u8]| push_put(&mut undo, &mut bytes, tree, k, Some(old));
         let log: Option<&mut cairn_store::Replaced<'_>> = logging.then_some(&mut record);
         let r = match self.tx_mut() {
             Ok(mut tx) => tx

@@ -768,10 +768,9 @@ impl<F: BlockFile> Shared<F> {
         }
     }
 
-    /// Keeps, for the read transactions open at commit `txn` of a volatile file, the committed
-    /// bytes of the pages the commit changed under their own numbers (changed, not owned),
-    /// which `write_dirty` is about to replace in the cache.
-    fn keep_committed(&mut self, txn: u64) -> Result<()> {
+    /// The pages the open transaction changed that it allocated (`owned`) or, else, that it
+    /// changed under their own numbers, in `self.ids`' buffer (taken: the caller gives it back).
+    fn changed_ids(&mut self, owned: bool) -> Vec<u32> {
         let w = self.w.as_ref().expect("invariant: write transaction open");
         let mut ids = std::mem::take(&mut self.ids);
         ids.clear();
@@ -779,8 +778,16 @@ impl<F: BlockFile> Shared<F> {
             w.dirty
                 .keys()
                 .copied()
-                .filter(|id| !w.owned.contains_key(id)),
+                .filter(|id| w.owned.contains_key(id) == owned),
         );
+        ids
+    }
+
+    /// Keeps, for the read transactions open at commit `txn` of a volatile file, the committed
+    /// bytes of the pages the commit changed under their own numbers (changed, not owned),
+    /// which `write_dirty` is about to replace in the cache.
+    fn keep_committed(&mut self, txn: u64) -> Result<()> {
+        let ids = self.changed_ids(false);
         let mut pages = IdMap::default();
         let r = ids.iter().try_for_each(|&id| -> Result<()> {
             pages.insert(id, self.pager.read(id)?);
@@ -946,15 +953,8 @@ impl<F: BlockFile> Shared<F> {
         if self.pager.volatile {
             // Only pages the transaction allocated: a committed page changed in place must
             // stay out of the cache, which holds its committed bytes, until the commit.
-            let mut ids = std::mem::take(&mut self.ids);
-            ids.clear();
-            ids.extend(
-                w.dirty
-                    .keys()
-                    .copied()
-                    .filter(|id| w.owned.contains_key(id)),
-            );
             let txn = w.state.txn.max(self.next_txn);
+            let ids = self.changed_ids(true);
             for &id in &ids {
                 let w = self.w.as_mut().expect("invariant: write transaction open");
                 let mut p = w.dirty.remove(&id).expect("invariant: listed");
