@@ -720,8 +720,7 @@ impl Database {
                 Ok(Output::Done)
             }
             other => {
-                let other = other.clone();
-                self.atomic(true, |db| db.ddl(&other))?;
+                self.atomic(true, |db| db.ddl(other))?;
                 self.epoch += 1;
                 Ok(Output::Done)
             }

@@ -232,8 +232,8 @@ fn decimal(mut n: u128) -> String {
             break;
         }
     }
-    d.reverse();
-    String::from_utf8(d).expect("invariant: ASCII digits")
+    // Digits to chars directly: `String::from_utf8` would link its error's formatting.
+    d.iter().rev().map(|&b| char::from(b)).collect()
 }
 
 #[cfg(test)]
