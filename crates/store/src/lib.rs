@@ -82,6 +82,8 @@ mod native;
 pub mod num;
 #[cfg(target_arch = "wasm32")]
 mod opfs;
+#[cfg(all(target_arch = "wasm32", feature = "async-opfs"))]
+mod opfs_open;
 mod page;
 mod pager;
 pub mod sort;

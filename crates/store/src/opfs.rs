@@ -1,7 +1,8 @@
 //! A block file over the Origin Private File System, through a `FileSystemSyncAccessHandle`.
 //!
-//! Opening is asynchronous (the directory and file handles come from promises); every call after
-//! that is synchronous, which is why this only works inside a dedicated Worker. A sync access
+//! Opening is asynchronous (the directory and file handles come from promises; `OpfsFile::open`,
+//! with the `async-opfs` feature, in `opfs_open`); every call after that is synchronous, which is
+//! why this only works inside a dedicated Worker. A sync access
 //! handle is exclusive: while one is open, no other context of the origin can open the same file,
 //! and [`OpfsFile::open`] reports that as `Busy` instead of waiting.
 //!
@@ -10,23 +11,16 @@
 //! (promise and closure glue is a good part of a small module), and maps the platform's errors
 //! with [`OpfsFile::error_from_js`], the same way [`OpfsFile::open`] does.
 //!
-//! Files live in one directory of the origin's OPFS, [`DIR`], so a page's other OPFS users and
+//! Files live in one directory of the origin's OPFS, `cairn` (the Worker's script and `opfs_open`
+//! agree on it), so a page's other OPFS users and
 //! cairn never see each other's files.
 
-use js_sys::{Object, Reflect};
+use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
-use web_sys::{
-    DomException, FileSystemDirectoryHandle, FileSystemFileHandle, FileSystemGetDirectoryOptions,
-    FileSystemGetFileOptions, FileSystemReadWriteOptions, FileSystemSyncAccessHandle,
-    WorkerGlobalScope,
-};
+use web_sys::{DomException, FileSystemReadWriteOptions, FileSystemSyncAccessHandle};
 
 use crate::error::{Error, Result};
 use crate::file::{check_read, BlockFile};
-
-/// The OPFS directory that holds cairn's files.
-pub const DIR: &str = "cairn";
 
 /// Offsets travel to JavaScript as numbers; past 2^53 they are no longer exact.
 const MAX_SAFE: u64 = (1 << 53) - 1;
@@ -38,7 +32,7 @@ pub struct OpfsFile {
 }
 
 /// Turns a rejected promise or a thrown exception into an error with a stable code.
-fn js_error(e: JsValue, name: &str) -> Error {
+pub(crate) fn js_error(e: JsValue, name: &str) -> Error {
     let (kind, message) = match e.dyn_ref::<DomException>() {
         Some(d) => (d.name(), d.message()),
         None => {
@@ -68,25 +62,8 @@ fn js_error(e: JsValue, name: &str) -> Error {
     }
 }
 
-/// The directory all cairn files live in, created on first use.
-async fn directory() -> Result<FileSystemDirectoryHandle> {
-    let scope: WorkerGlobalScope = js_sys::global()
-        .dyn_into()
-        .map_err(|_| Error::Io("OPFS block files need a dedicated Worker".into()))?;
-    let root = JsFuture::from(scope.navigator().storage().get_directory())
-        .await
-        .map_err(|e| js_error(e, "/"))?;
-    let root: FileSystemDirectoryHandle = root.unchecked_into();
-    let opts = FileSystemGetDirectoryOptions::new();
-    opts.set_create(true);
-    let dir = JsFuture::from(root.get_directory_handle_with_options(DIR, &opts))
-        .await
-        .map_err(|e| js_error(e, DIR))?;
-    Ok(dir.unchecked_into())
-}
-
 /// Refuses names OPFS would refuse, or that would escape the directory, with the reason.
-fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let bad = if name.is_empty() {
         Some("the name is empty")
     } else if name == "." || name == ".." {
@@ -123,61 +100,6 @@ impl OpfsFile {
     /// Refuses a name OPFS would refuse, or that would escape cairn's directory.
     pub fn check_name(name: &str) -> Result<()> {
         check_name(name)
-    }
-
-    /// Opens `name` in cairn's OPFS directory, creating it when `create` is set, and takes its
-    /// exclusive sync access handle.
-    pub async fn open(name: &str, create: bool) -> Result<Self> {
-        check_name(name)?;
-        let dir = directory().await?;
-        let opts = FileSystemGetFileOptions::new();
-        opts.set_create(create);
-        let file = JsFuture::from(dir.get_file_handle_with_options(name, &opts))
-            .await
-            .map_err(|e| js_error(e, name))?;
-        let file: FileSystemFileHandle = file.unchecked_into();
-        let handle = JsFuture::from(file.create_sync_access_handle())
-            .await
-            .map_err(|e| js_error(e, name))?;
-        Ok(Self {
-            handle: Some(handle.unchecked_into()),
-            name: name.to_owned(),
-        })
-    }
-
-    /// Deletes `name` from cairn's OPFS directory. Fails with `Busy` while a handle is open.
-    pub async fn remove(name: &str) -> Result<()> {
-        check_name(name)?;
-        let dir = directory().await?;
-        JsFuture::from(dir.remove_entry(name))
-            .await
-            .map_err(|e| js_error(e, name))?;
-        Ok(())
-    }
-
-    /// The names of every file in cairn's OPFS directory.
-    pub async fn list() -> Result<Vec<String>> {
-        let dir = directory().await?;
-        let iter = dir.keys();
-        let mut names = Vec::new();
-        loop {
-            let next = JsFuture::from(iter.next().map_err(|e| js_error(e, DIR))?)
-                .await
-                .map_err(|e| js_error(e, DIR))?;
-            let next: Object = next.unchecked_into();
-            let done = Reflect::get(&next, &"done".into()).unwrap_or(JsValue::TRUE);
-            if done.is_truthy() {
-                break;
-            }
-            if let Some(name) = Reflect::get(&next, &"value".into())
-                .ok()
-                .and_then(|v| v.as_string())
-            {
-                names.push(name);
-            }
-        }
-        crate::sort::sort(&mut names);
-        Ok(names)
     }
 
     pub fn name(&self) -> &str {
