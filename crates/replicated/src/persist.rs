@@ -561,41 +561,37 @@ pub(crate) fn save(
                 "peers changed without Replica::edits moving"
             );
         }
-        if replica.clock() > saved.clock.max(saved.log_clock) {
-            store.put(META, b"clock", &replica.clock().to_le_bytes())?;
-            saved.clock = replica.clock();
+    } else {
+        let lists = replica.writer_lists().count();
+        if lists != saved.writers {
+            for l in replica.writer_lists() {
+                let mut k = Writer::new();
+                l.scope.encode(&mut k);
+                k.raw(&l.version.to_be_bytes());
+                k.raw(&l.sig);
+                let mut w = Writer::new();
+                l.encode(&mut w);
+                store.put(WRITERS, &k.buf, &w.buf)?;
+            }
+            saved.writers = lists;
         }
-        return Ok(());
-    }
-    let lists = replica.writer_lists().count();
-    if lists != saved.writers {
-        for l in replica.writer_lists() {
-            let mut k = Writer::new();
-            l.scope.encode(&mut k);
-            k.raw(&l.version.to_be_bytes());
-            k.raw(&l.sig);
-            let mut w = Writer::new();
-            l.encode(&mut w);
-            store.put(WRITERS, &k.buf, &w.buf)?;
+        // The peers changed since the last save, one key each.
+        if saved.legacy_peers {
+            store.delete(META, LEGACY_PEERS)?;
+            saved.legacy_peers = false;
         }
-        saved.writers = lists;
+        let mut key = PEER.to_vec();
+        let mut w = Writer::new();
+        for (id, p) in replica.peers_changed_since(saved.peers_at) {
+            key.truncate(PEER.len());
+            key.extend_from_slice(&id.0);
+            w.buf.clear();
+            encode_vv(&mut w, &p.acked);
+            p.want.encode(&mut w);
+            store.put(META, &key, &w.buf)?;
+        }
+        saved.peers_at = edits;
     }
-    // The peers changed since the last save, one key each.
-    if saved.legacy_peers {
-        store.delete(META, LEGACY_PEERS)?;
-        saved.legacy_peers = false;
-    }
-    let mut key = PEER.to_vec();
-    let mut w = Writer::new();
-    for (id, p) in replica.peers_changed_since(saved.peers_at) {
-        key.truncate(PEER.len());
-        key.extend_from_slice(&id.0);
-        w.buf.clear();
-        encode_vv(&mut w, &p.acked);
-        p.want.encode(&mut w);
-        store.put(META, &key, &w.buf)?;
-    }
-    saved.peers_at = edits;
     if replica.clock() > saved.clock.max(saved.log_clock) {
         store.put(META, b"clock", &replica.clock().to_le_bytes())?;
         saved.clock = replica.clock();

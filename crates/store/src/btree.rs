@@ -642,31 +642,11 @@ pub(crate) fn insert_or_rewrite<P: Pages>(
     // What `f` asks for, and the old value's length when it is inline. The new value's size
     // is checked before `undo` hears of a change, so a refused value leaves no trace.
     let (action, inline) = match page::leaf_value(p.page_mut(leaf)?, i) {
-        LeafValue::Inline(v) => {
-            let action = f(key, v, out)?;
-            if action == Each::Write {
-                check_sizes(ps, key, out)?;
-            }
-            if action != Each::Keep {
-                if let Some(u) = undo {
-                    u(key, v);
-                }
-            }
-            (action, Some(v.len()))
-        }
+        LeafValue::Inline(v) => (ask(f, undo, ps, key, v, out)?, Some(v.len())),
         LeafValue::Overflow(len, first) => {
             old.clear();
             read_overflow(p, len, first, old)?;
-            let action = f(key, old, out)?;
-            if action == Each::Write {
-                check_sizes(ps, key, out)?;
-            }
-            if action != Each::Keep {
-                if let Some(u) = undo {
-                    u(key, old);
-                }
-            }
-            (action, None)
+            (ask(f, undo, ps, key, old, out)?, None)
         }
     };
     match action {
@@ -694,6 +674,29 @@ pub(crate) fn insert_or_rewrite<P: Pages>(
         }
     }
     Ok(Some(action))
+}
+
+/// What `f` asks of `key`'s value `v` (for `insert_or_rewrite`): the new value's size is checked
+/// before `undo` hears of a change, so a refused value leaves no trace.
+#[inline(always)]
+fn ask(
+    f: &mut Rewrite<'_>,
+    undo: Option<&mut Replaced<'_>>,
+    ps: usize,
+    key: &[u8],
+    v: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Each> {
+    let action = f(key, v, out)?;
+    if action == Each::Write {
+        check_sizes(ps, key, out)?;
+    }
+    if action != Each::Keep {
+        if let Some(u) = undo {
+            u(key, v);
+        }
+    }
+    Ok(action)
 }
 
 /// Refuses a key or value too long for a page of `ps` bytes.
