@@ -22,6 +22,18 @@ function run(cmd, args, env = {}) {
   }
 }
 
+// The glue gets the import namespace `cairn` of the split module (worker/split.js): the engine's
+// call for the rest of itself. Every build's glue gets it, so the two shipped modules keep one glue.
+function patchGlue(file) {
+  const glue = readFileSync(file, 'utf8');
+  const at = '"./cairn_wasm_bg.js": import0,\n';
+  if (!glue.includes(at)) {
+    console.error(`build failed: ${file} has no ${JSON.stringify(at.trim())} to add the split module's imports after`);
+    process.exit(1);
+  }
+  writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${glue.replace(at, `${at}        cairn: splitImports,\n`)}`);
+}
+
 mkdirSync(join(root, 'build', 'wasm'), { recursive: true });
 mkdirSync(join(root, 'dist'), { recursive: true });
 
@@ -45,6 +57,7 @@ for (const [features, out, dir] of [
     '--remove-name-section',
     '--remove-producers-section',
   ]);
+  patchGlue(join(root, dir, 'cairn_wasm.js'));
   if (dev) {
     copyFileSync(join(root, dir, 'cairn_wasm_bg.wasm'), join(root, out));
   } else {
@@ -63,6 +76,31 @@ for (const [features, out, dir] of [
     ]);
   }
 }
+// cairn.wasm in two (docs/size.md, "The split module"): the functions that the browser
+// benchmark's workloads and the calls every page makes run stay in cairn.wasm; the rest go to
+// cairn-rest.wasm, which the Worker fetches the first time the engine calls one of them. The
+// workloads run in Node over an instrumented copy to find them; then the split module is checked
+// against the whole one on those workloads and on statements outside them.
+if (!dev) {
+  run('cargo', ['build', '-q', '-p', 'cairn-split', '--release'], env);
+  const tool = join(root, 'target', 'release', 'cairn-split');
+  const whole = join(root, 'build', 'wasm', 'whole.wasm');
+  copyFileSync(join(root, 'dist', 'cairn.wasm'), whole);
+  run(tool, ['instrument', whole, join(root, 'build', 'wasm', 'instrumented.wasm')]);
+  const split = await import('./split.mjs');
+  const glueFile = join(root, 'build', 'wasm', 'cairn_wasm.js');
+  const hits = await split.profile(glueFile, join(root, 'build', 'wasm', 'instrumented.wasm'));
+  writeFileSync(join(root, 'build', 'wasm', 'kept.txt'), hits.join('\n') + '\n');
+  run(tool, ['split', whole, join(root, 'build', 'wasm', 'kept.txt'), join(root, 'dist', 'cairn.wasm'), join(root, 'dist', 'cairn-rest.wasm')]);
+  try {
+    const c = await split.check(glueFile, whole, join(root, 'dist', 'cairn.wasm'), join(root, 'dist', 'cairn-rest.wasm'));
+    console.log(`split checked: ${c.common} common steps without the rest, ${c.rest} other steps (${c.errors} of them errors) alike with it`);
+  } catch (e) {
+    console.error(`build failed: the split module does not behave as the whole one: ${e.message}`);
+    process.exit(1);
+  }
+}
+
 // (Comments may differ: they name closure shims by index.)
 const glue = (dir) => readFileSync(join(root, dir, 'cairn_wasm.js'), 'utf8').replace(/^\s*\/\/.*$/gm, '');
 if (glue('build/wasm') !== glue('build/wasm-sync')) {

@@ -45,6 +45,12 @@ export interface WorkerOptions {
   workerUrl?: string | URL;
   /** Where the wasm engine is served from (default: next to this module). */
   wasmUrl?: string | URL;
+  /**
+   * Where cairn-rest.wasm is served from (default: beside the engine). It holds the engine's less
+   * used code (EXPLAIN, check(), export and import, ALTER TABLE, most error messages), and the
+   * Worker fetches it the first time a statement needs it.
+   */
+  restWasmUrl?: string | URL;
   /** Load cairn-sync.wasm (replication) instead of cairn.wasm. Needed to write to REPLICATED tables. */
   sync?: boolean;
   /** Where cairn-sync.wasm is served from (default: beside cairn.js). */

@@ -17,6 +17,8 @@ export class CairnError extends Error {
 
 const defaultWorkerUrl = () => new URL('./cairn-worker.js', import.meta.url);
 const defaultWasmUrl = (sync) => new URL(sync ? './cairn-sync.wasm' : './cairn.wasm', import.meta.url);
+// Named here, not only in the Worker, so that a bundler that copies cairn.wasm copies it too.
+const defaultRestUrl = () => new URL('./cairn-rest.wasm', import.meta.url);
 
 // Ops that may go through the shared-memory channel: the ones a statement loop is made of.
 const CHANNEL_OPS = new Set(['ping', 'exec', 'execute', 'executePrepared', 'prepare', 'finalize', 'inTransaction']);
@@ -51,7 +53,12 @@ export class EngineWorker {
       this.#die('WORKER_ERROR', `the cairn Worker failed: ${e.message || 'it could not start (check workerUrl)'}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
-    this.ready = this.call('init', [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? defaultWasmUrl(options.sync))]).then(() => this.#attach(options));
+    const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? defaultWasmUrl(options.sync))];
+    // The rest of the engine: where the page says, else beside cairn.wasm (the Worker's default)
+    // when the page moved that, else beside this module.
+    const rest = options.restWasmUrl ?? (options.wasmUrl === undefined ? defaultRestUrl() : undefined);
+    if (!options.sync && rest !== undefined) init.push(String(rest));
+    this.ready = this.call('init', init).then(() => this.#attach(options));
   }
 
   async #attach(options) {

@@ -6,6 +6,7 @@
 // sessions wait until it ends (or fail with BUSY after the busy timeout), so a transaction never
 // sees another's uncommitted writes and never has statements of another mixed into it.
 import init, * as engine from '../build/wasm/cairn_wasm.js';
+import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.js';
 import { Writer, Reader, Full } from './wire.js';
 import { readResult } from './result.js';
@@ -88,7 +89,7 @@ const syncOps = {
   },
   finalize: (stmt) => [needDb().finalize(stmt)],
   inTransaction: () => [db ? db.inTransaction() : false],
-  memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength }],
+  memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength, restLoaded: restLoaded(), restLoadedBy: restLoadedBy() }],
   check: () => [needDb().check()],
   schema: () => [needDb().schema()],
   exportFile: () => {
@@ -577,9 +578,13 @@ function park(msg) {
 async function handle(msg) {
   const [id, op, session, ...args] = msg;
   if (op === 'init') {
-    ready ??= init({ module_or_path: args[0] ?? new URL('./cairn.wasm', import.meta.url) });
+    const module = new URL(args[0] ?? './cairn.wasm', import.meta.url);
+    ready ??= init({ module_or_path: module });
     try {
       wasm = await ready;
+      // The rest of the engine, fetched on first use (worker/split.js): beside the module unless
+      // the page said where.
+      restFrom(wasm, new URL(args[1] ?? 'cairn-rest.wasm', module));
       loaded = true;
       self.postMessage([id, OK, null]);
     } catch (e) {

@@ -38,8 +38,9 @@ test('the packed package works in a fresh esbuild app without isolation headers'
     writeFileSync(join(app, 'public', 'index.html'), '<!doctype html><meta charset="utf-8"><script type="module" src="./main.js"></script>');
     const esbuild = await import('esbuild');
     await esbuild.build({ entryPoints: [join(app, 'main.js')], bundle: true, format: 'esm', outfile: join(app, 'public', 'main.js'), absWorkingDir: app, logLevel: 'error' });
-    // "Serving the package's files": the Worker script and the wasm, next to the bundle.
-    for (const f of ['cairn-worker.js', 'cairn.wasm']) copyFileSync(join(app, 'node_modules', 'cairn-db', 'dist', f), join(app, 'public', f));
+    // "Serving the package's files": the Worker script and the wasm (the engine and the rest of it,
+    // which the syntax error below fetches), next to the bundle.
+    for (const f of ['cairn-worker.js', 'cairn.wasm', 'cairn-rest.wasm']) copyFileSync(join(app, 'node_modules', 'cairn-db', 'dist', f), join(app, 'public', f));
 
     server = await startServer({ root: join(app, 'public'), isolated: false });
     const profile = join(dir, 'profile');

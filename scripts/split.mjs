@@ -1,0 +1,294 @@
+// The build's split of cairn.wasm (docs/size.md, "The split module"), the part that runs the
+// engine: in Node, over an in-memory stand-in for an OPFS access handle, through the engine's own
+// exports as the Worker calls them.
+//
+// profile(): runs every workload of the browser benchmark (bench-browser/workloads: setup, run,
+// check) and a few calls every page makes over a module instrumented by `cairn-split
+// instrument`, and returns the functions that ran: what stays in cairn.wasm.
+// check(): runs the same, and then statements outside them (EXPLAIN, the integrity check, ALTER
+// TABLE, errors, rarer functions, export), over the whole module and over the split one, and
+// fails unless every result and every error is the same, the common part did not load the rest,
+// and the statements outside it did.
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { readResult } from '../worker/result.js';
+import { MODE_ROWS, MODE_RUN, MODE_FIRST } from '../worker/protocol.js';
+import { restFrom, restLoaded, restLoadedBy } from '../worker/split.js';
+import { makeCtx } from '../bench-browser/src/ctx.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** A FileSystemSyncAccessHandle's synchronous surface, over bytes in memory. */
+class MemoryHandle {
+  constructor() {
+    this.buf = new Uint8Array(1 << 16);
+    this.len = 0;
+  }
+  read(dst, { at }) {
+    const n = Math.max(0, Math.min(dst.length, this.len - at));
+    dst.set(this.buf.subarray(at, at + n));
+    return n;
+  }
+  write(src, { at }) {
+    const end = at + src.length;
+    if (end > this.buf.length) {
+      const grown = new Uint8Array(Math.max(end, this.buf.length * 2));
+      grown.set(this.buf);
+      this.buf = grown;
+    }
+    this.buf.set(src, at);
+    this.len = Math.max(this.len, end);
+    return src.length;
+  }
+  getSize() { return this.len; }
+  truncate(n) {
+    if (n < this.len) this.buf.fill(0, n, this.len);
+    this.len = n;
+  }
+  flush() {}
+  close() {}
+}
+
+/** Loads the glue afresh (its module state is one instance) with the module `bytes`. */
+let loads = 0;
+async function engine(glue, bytes) {
+  const g = await import(`${pathToFileURL(glue)}?${++loads}`);
+  return { glue: g, exports: g.initSync({ module: bytes }) };
+}
+
+function rowsOf(wire) {
+  const [rowCount, , , n] = wire;
+  const columns = wire.slice(4, 4 + n);
+  const at = 5 + n;
+  const byRow = wire[4 + n] === null;
+  const get = byRow ? (r, c) => wire[at + r * n + c] : (r, c) => wire[at + c][r];
+  const rows = [];
+  for (let r = 0; r < rowCount; r++) {
+    const row = {};
+    for (let c = 0; c < n; c++) row[columns[c]] = get(r, c);
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** The five calls the workloads make, on the engine's Database as the Worker drives it. */
+function adapter(e, d) {
+  const cache = new Map();
+  const id = (sql) => {
+    let i = cache.get(sql);
+    if (i === undefined) cache.set(sql, (i = d.prepare(sql)));
+    return i;
+  };
+  const run = (stmt, params, mode) => readResult(e.exports.memory, d.executePrepared(stmt, params ?? null, mode), mode);
+  const db = {
+    exec: async (sql) => d.exec(sql),
+    query: async (sql, params) => rowsOf(run(id(sql), params, MODE_ROWS)),
+    run: async (sql, params) => run(id(sql), params, MODE_RUN),
+    async prepare(sql) {
+      const s = d.prepare(sql);
+      return {
+        run: async (params) => run(s, params, MODE_RUN),
+        all: async (params) => rowsOf(run(s, params, MODE_ROWS)),
+        get: async (params) => run(s, params, MODE_FIRST),
+        finalize: async () => d.finalize(s),
+      };
+    },
+    async transaction(cb) {
+      d.exec('BEGIN');
+      try {
+        await cb(db);
+        d.exec('COMMIT');
+      } catch (err) {
+        if (d.inTransaction()) d.exec('ROLLBACK');
+        throw err;
+      }
+    },
+  };
+  return db;
+}
+
+const plain = (v) => JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'bigint' ? `${x}n` : ArrayBuffer.isView(x) ? Array.from(x) : x)));
+const failure = (err) => ({ error: err && err.code ? `${err.code}: ${err.message}` : String(err) });
+
+/** Every workload, then the calls every page makes; returns their results in order. */
+async function common(e, rows) {
+  const out = [];
+  const dir = join(root, 'bench-browser/workloads');
+  let n = 0;
+  for (const f of readdirSync(dir).filter((f) => f.endsWith('.mjs')).sort()) {
+    const w = (await import(pathToFileURL(join(dir, f)))).default;
+    if (!w.run) continue;
+    const handle = new MemoryHandle();
+    const name = `${w.name}-${n++}.db`;
+    e.glue.checkName(name); // as the Worker does before it opens a file
+    const d = e.glue.Database.open(handle, name, 'full', 0);
+    const db = adapter(e, d);
+    const ctx = makeCtx('cairn', rows);
+    if (w.setup) await w.setup(db, ctx);
+    const result = await w.run(db, ctx);
+    out.push([w.name, plain(result ?? null), plain(w.check ? await w.check(db, ctx, result) : null)]);
+    d.close();
+    // Opened again: what a reopen reads.
+    const again = e.glue.Database.open(handle, `w${n++}`, 'full', 0);
+    out.push([w.name, 'reopened', plain(await adapter(e, again).query('SELECT 1 AS one', []))]);
+    again.close();
+  }
+  // What pages do besides the workloads: named parameters, one row, a transaction rolled back.
+  for (const name of ['notes', 'My Notes 2024', 'app_data.v2', 'user@example.com']) e.glue.checkName(name);
+  const d = e.glue.Database.open(new MemoryHandle(), 'My Notes 2024', 'relaxed', 0);
+  const db = adapter(e, d);
+  await db.exec('CREATE TABLE notes(id TEXT PRIMARY KEY, body TEXT NOT NULL, at INTEGER)');
+  const put = await db.prepare('INSERT INTO notes(id, body, at) VALUES (:id, :body, :at)');
+  for (let i = 0; i < 20; i++) await put.run({ ':id': `n${i}`, ':body': `note ${i}`, ':at': i });
+  await put.finalize();
+  const one = await db.prepare('SELECT body FROM notes WHERE id = ?');
+  out.push(['api', plain(await one.get(['n7']))]);
+  await one.finalize();
+  out.push(['api', 'in transaction', d.inTransaction()]);
+  d.exec('BEGIN');
+  await db.run('DELETE FROM notes WHERE at < ?', [10]);
+  d.exec('ROLLBACK');
+  out.push(['api', plain(await db.query('SELECT count(*) AS n, max(at) AS m FROM notes ORDER BY 1', []))]);
+  // The statements of an ordinary application: tables with constraints and text keys, every
+  // value type, the usual clauses and operators, the write forms.
+  await db.exec(`CREATE TABLE IF NOT EXISTS items(
+    id TEXT PRIMARY KEY, owner INTEGER NOT NULL, title TEXT NOT NULL DEFAULT '', price REAL,
+    data BLOB, done INTEGER DEFAULT 0, UNIQUE (owner, title), CHECK (price IS NULL OR price >= 0))`);
+  await db.exec('CREATE INDEX IF NOT EXISTS items_owner ON items(owner, done)');
+  await db.exec('CREATE TABLE IF NOT EXISTS pairs(a INTEGER, b TEXT, v REAL, PRIMARY KEY (a, b))');
+  const add = await db.prepare('INSERT INTO items(id, owner, title, price, data) VALUES (?, ?, ?, ?, ?) RETURNING id');
+  for (let i = 0; i < 30; i++) {
+    out.push(['items', plain(await add.all([`i${i}`, i % 4, `title ${i}`, i % 5 ? i * 1.25 : null, new Uint8Array([i, 255 - i])]))]);
+  }
+  await add.finalize();
+  for (const [sql, params] of [
+    ['INSERT INTO pairs VALUES (?, ?, ?), (?, ?, ?)', [1, 'x', 0.5, 2, 'y', -1.5]],
+    ['INSERT OR IGNORE INTO pairs VALUES (1, ?, 9)', ['x']],
+    ['INSERT OR REPLACE INTO pairs VALUES (2, ?, 7.25)', ['y']],
+    ['INSERT INTO pairs VALUES (3, ?, 1) ON CONFLICT (a, b) DO NOTHING', ['z']],
+    ['INSERT INTO pairs VALUES (3, ?, 2) ON CONFLICT (a, b) DO UPDATE SET v = v + excluded.v', ['z']],
+    ['UPDATE items SET done = 1, title = title || ? WHERE owner = ? AND price > ?', [' (done)', 1, 5]],
+    ['UPDATE items SET price = price * 2 WHERE id IN (?, ?, ?)', ['i2', 'i3', 'i4']],
+    ['UPDATE items SET data = NULL WHERE id = ? RETURNING id, data', ['i7']],
+    ['DELETE FROM items WHERE done = 1 AND owner = ? RETURNING id', [1]],
+    ['DELETE FROM pairs WHERE v < ?', [0]],
+  ]) out.push([sql, plain(await db.query(sql, params))]);
+  for (const [sql, params] of [
+    ['SELECT * FROM items WHERE id = ?', ['i9']],
+    ['SELECT id, title, price FROM items WHERE owner = ? AND done = 0 ORDER BY price DESC, id LIMIT ? OFFSET ?', [2, 3, 1]],
+    ['SELECT owner, count(*) AS n, sum(price) AS s, avg(price) AS a, min(title) AS lo, max(price) AS hi FROM items GROUP BY owner HAVING count(*) > ? ORDER BY owner', [1]],
+    ['SELECT count(*) AS n FROM items WHERE price BETWEEN ? AND ? OR title LIKE ?', [2, 10, '%1%']],
+    ['SELECT id FROM items WHERE price IS NULL OR data IS NOT NULL AND NOT done ORDER BY id', []],
+    ['SELECT DISTINCT owner FROM items WHERE owner IN (1, 2, 3) ORDER BY owner DESC', []],
+    ['SELECT i.id, p.v FROM items AS i JOIN pairs AS p ON p.a = i.owner WHERE i.owner > ? ORDER BY i.id, p.b', [0]],
+    ['SELECT length(title) AS l, lower(title) AS lo, upper(id) AS up, coalesce(price, 0) + 1 AS p, abs(-owner) AS o, round(price, 1) AS r FROM items ORDER BY id LIMIT 5', []],
+    ['SELECT a, b, v FROM pairs ORDER BY a, b', []],
+    ['SELECT count(*) AS n FROM items', []],
+  ]) out.push([sql, plain(await db.query(sql, params))]);
+  await db.exec('CREATE TABLE log(id INTEGER PRIMARY KEY, kind TEXT, n INTEGER NOT NULL DEFAULT 0, note TEXT)');
+  await db.exec('CREATE INDEX log_kind ON log(kind)');
+  await db.transaction(async (tx) => {
+    for (let i = 0; i < 40; i++) out.push(['log', plain(await tx.run('INSERT INTO log(kind, note) VALUES (?, ?)', [`k${i % 3}`, `note ${i}`]))]);
+  });
+  for (const [sql, params] of [
+    ['UPDATE log SET note = note || ? WHERE id = ?', ['!', 3]],
+    ['UPDATE log SET n = n + 1, kind = ? WHERE id = ?', ['k9', 4]],
+    ['UPDATE log SET n = n - ? WHERE kind = ?', [2, 'k1']],
+    ['DELETE FROM log WHERE id = ?', [5]],
+    ['DELETE FROM log WHERE kind = ? AND id > ?', ['k2', 30]],
+    ['SELECT id, note FROM log WHERE kind = ? ORDER BY id DESC LIMIT 3', ['k0']],
+    ['SELECT kind, count(*) AS n, sum(n) AS s FROM log GROUP BY kind ORDER BY kind', []],
+    ['SELECT * FROM log WHERE id BETWEEN ? AND ? ORDER BY id', [2, 6]],
+    ['SELECT max(id) AS m FROM log', []],
+  ]) out.push([sql, plain(await db.query(sql, params))]);
+  await db.exec('DROP TABLE pairs');
+  d.close();
+  return out;
+}
+
+/** Statements outside the common part, each with its result or its error. */
+async function uncommon(e) {
+  const out = [];
+  const d = e.glue.Database.open(new MemoryHandle(), 'rest', 'full', 0);
+  const db = adapter(e, d);
+  const step = async (what, fn) => {
+    try {
+      out.push([what, plain(await fn())]);
+    } catch (err) {
+      out.push([what, failure(err)]);
+    }
+  };
+  const q = (sql, params = []) => step(sql, () => db.query(sql, params));
+  await step('create', () => db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b INTEGER, c TEXT UNIQUE CHECK (length(c) < 20))"));
+  await step('index', () => db.exec('CREATE INDEX t_b ON t(b)'));
+  await step('load', () => db.exec("INSERT INTO t VALUES (1, 10, 'one'), (2, 20, 'two'), (3, 30, 'three')"));
+  await q('EXPLAIN SELECT c FROM t WHERE b = 20');
+  await q('EXPLAIN SELECT t.c, u.c FROM t JOIN t AS u ON u.b = t.b ORDER BY t.c');
+  await step('check', () => d.check());
+  await step('schema', () => d.schema());
+  await q('SELEC 1');
+  await q('SELECT nope FROM t');
+  await q('SELECT * FROM missing');
+  await q('SELECT frobnicate(1)');
+  await q('SELECT ?', []);
+  await step('unique', () => db.run("INSERT INTO t VALUES (4, 40, 'one')", []));
+  await step('check constraint', () => db.run("INSERT INTO t VALUES (5, 50, 'a much longer text than twenty')", []));
+  await step('primary key', () => db.run("INSERT INTO t VALUES (1, 10, 'uno')", []));
+  await step('type', () => db.run("INSERT INTO t VALUES ('x', 10, 'x')", []));
+  await q("SELECT hex('ab'), substr('hello', 2, 3), replace('aaa', 'a', 'b'), instr('abc', 'c'), trim('  x '), typeof(1.5), round(2.5), upper('x'), nullif(1, 1), coalesce(NULL, 2), abs(-3), length('four'), lower('Q')");
+  await q("SELECT group_concat(c, '-') AS g, total(b) AS t, avg(b) AS a, count(DISTINCT b % 20) AS d FROM t");
+  await q("SELECT c GLOB 't*' AS g, c LIKE 'T%' ESCAPE '!' AS l, CAST(b AS TEXT) || 'x' AS s, CASE WHEN b > 15 THEN 'big' ELSE 'small' END AS k FROM t ORDER BY c DESC");
+  await q('WITH x(a) AS (SELECT 1) SELECT a FROM x UNION SELECT 2 ORDER BY 1');
+  await q('SELECT c FROM t WHERE b IN (SELECT b FROM t WHERE b > 15) AND EXISTS (SELECT 1 FROM t) ORDER BY (SELECT max(b) FROM t), c');
+  await q('SELECT t.c, u.c AS uc FROM t LEFT JOIN t AS u ON u.b = t.b + 10 ORDER BY t.c');
+  await q("INSERT OR REPLACE INTO t VALUES (2, 21, 'deux') RETURNING id, c");
+  await q('UPDATE t SET b = b * 2 WHERE id >= 2 RETURNING *');
+  await q('DELETE FROM t WHERE id = 3 RETURNING c');
+  await step('alter', () => db.exec("ALTER TABLE t ADD COLUMN z TEXT DEFAULT 'zed'"));
+  await step('rename', () => db.exec('ALTER TABLE t RENAME TO t2'));
+  await q('SELECT * FROM t2 ORDER BY id');
+  await step('drop index', () => db.exec('DROP INDEX t_b'));
+  await step('drop missing', () => db.exec('DROP TABLE missing'));
+  await step('export', () => {
+    const bytes = d.exportBytes();
+    e.glue.Database.checkImport(bytes);
+    return bytes.length;
+  });
+  await step('import of junk', () => e.glue.Database.checkImport(new Uint8Array(100).fill(7)));
+  d.close();
+  await step('bad name', () => e.glue.checkName('../escape'));
+  return out;
+}
+
+/** Runs the workloads over `instrumented` (through `glue`) and returns the functions that ran. */
+export async function profile(glue, instrumented, { rows = 1000 } = {}) {
+  const e = await engine(glue, readFileSync(instrumented));
+  await common(e, rows);
+  return Object.keys(e.exports)
+    .filter((k) => /^h\d+$/.test(k) && e.exports[k].value)
+    .map((k) => Number(k.slice(1)))
+    .sort((a, b) => a - b);
+}
+
+/** Checks that `primary` with `rest` gives what `whole` gives; throws on the first difference. */
+export async function check(glue, whole, primary, rest, { rows = 1000 } = {}) {
+  const a = await engine(glue, readFileSync(whole));
+  const wholeCommon = await common(a, rows);
+  const wholeRest = await uncommon(a);
+  const b = await engine(glue, readFileSync(primary));
+  restFrom(b.exports, () => readFileSync(rest));
+  const splitCommon = await common(b, rows);
+  if (restLoaded()) throw new Error(`the common statements loaded the rest of the engine: ${restLoadedBy()}`);
+  const splitRest = await uncommon(b);
+  if (!restLoaded()) throw new Error('the statements outside the common part did not load the rest of the engine');
+  const same = (x, y, what) => {
+    for (let i = 0; i < Math.max(x.length, y.length); i++) {
+      const [p, q] = [JSON.stringify(x[i]), JSON.stringify(y[i])];
+      if (p !== q) throw new Error(`${what} differ at step ${i}:\n  whole: ${p}\n  split: ${q}`);
+    }
+  };
+  same(wholeCommon, splitCommon, 'the common statements\' results');
+  same(wholeRest, splitRest, 'the other statements\' results');
+  return { common: wholeCommon.length, rest: wholeRest.length, errors: wholeRest.filter(([, r]) => r && r.error).length };
+}
