@@ -52,7 +52,7 @@ class MemoryHandle {
 
 /** Loads the glue afresh (its module state is one instance) with the module `bytes`. */
 let loads = 0;
-async function engine(glue, bytes) {
+export async function engine(glue, bytes) {
   const g = await import(`${pathToFileURL(glue)}?${++loads}`);
   return { glue: g, exports: g.initSync({ module: bytes }) };
 }
@@ -112,7 +112,7 @@ const plain = (v) => JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'bigin
 const failure = (err) => ({ error: err && err.code ? `${err.code}: ${err.message}` : String(err) });
 
 /** Every workload, then the calls every page makes; returns their results in order. */
-async function common(e, rows) {
+export async function common(e, rows) {
   const out = [];
   const dir = join(root, 'bench-browser/workloads');
   let n = 0;
