@@ -218,35 +218,145 @@ impl Reencode for Remap {
     }
 }
 
+impl Remap {
+    fn identity(p: &Parsed) -> Remap {
+        Remap {
+            funcs: (0..p.func_types.len() as u32).collect(),
+            globals: (0..p.globals.len() as u32).collect(),
+        }
+    }
+}
+
 fn re<T>(r: std::result::Result<T, reencode::Error<Infallible>>) -> Result<T> {
     r.map_err(|e| e.to_string())
 }
 
-/// Writes the sections before the code that both outputs copy from the input as they are
-/// (types), or with `map` applied and `extra` appended (imports through exports).
-struct Sections {
-    module: we::Module,
-}
-
-impl Sections {
-    fn types(&mut self, p: &Parsed, extra: Option<we::FuncType>) -> Result<u32> {
-        let mut types = we::TypeSection::new();
-        if let Some(s) = p.types.clone() {
-            re(RoundtripOnce.parse_type_section(&mut types, s))?;
-        }
-        let n = p.params.len() as u32;
-        if let Some(f) = extra {
-            types.ty().func_type(&f);
-        }
-        self.module.section(&types);
-        Ok(n)
-    }
-}
-
 /// Copies types as they are.
-struct RoundtripOnce;
-impl Reencode for RoundtripOnce {
+struct Same;
+impl Reencode for Same {
     type Error = Infallible;
+}
+
+const I32_MUT: we::GlobalType = we::GlobalType {
+    val_type: we::ValType::I32,
+    mutable: true,
+    shared: false,
+};
+
+/// What a copy of the input adds to it, each after what the input has of its kind.
+#[derive(Default)]
+struct Additions {
+    /// A function type (its index follows the input's).
+    func_type: Option<we::FuncType>,
+    /// A function import (module, name, type index), after the input's imports.
+    import: Option<(&'static str, &'static str, u32)>,
+    /// A table.
+    table: Option<we::TableType>,
+    /// Mutable i32 globals starting at 0.
+    zero_globals: u32,
+    exports: Vec<(String, we::ExportKind, u32)>,
+}
+
+/// The input with `map` applied to every function and global index, `add` added, and each
+/// defined function's body from `body` (its index among the defined ones, its body, the map).
+fn copy(
+    p: &Parsed,
+    map: &mut Remap,
+    add: Additions,
+    body: &mut dyn FnMut(usize, &wp::FunctionBody, &mut Remap) -> Result<we::Function>,
+) -> Result<Vec<u8>> {
+    let mut m = we::Module::new();
+    let mut types = we::TypeSection::new();
+    if let Some(t) = p.types.clone() {
+        re(Same.parse_type_section(&mut types, t))?;
+    }
+    if let Some(f) = &add.func_type {
+        types.ty().func_type(f);
+    }
+    m.section(&types);
+    let mut imports = we::ImportSection::new();
+    for i in &p.imports {
+        re(map.parse_import(&mut imports, *i))?;
+    }
+    if let Some((module, name, ty)) = add.import {
+        imports.import(module, name, we::EntityType::Function(ty));
+    }
+    m.section(&imports);
+    let mut funcs = we::FunctionSection::new();
+    for &t in &p.func_types[p.imported_funcs as usize..] {
+        funcs.function(t);
+    }
+    m.section(&funcs);
+    let mut tables = we::TableSection::new();
+    if let Some(t) = p.table_section.clone() {
+        re(map.parse_table_section(&mut tables, t))?;
+    }
+    if let Some(t) = add.table {
+        tables.table(t);
+    }
+    m.section(&tables);
+    if let Some(mem) = p.memory_section.clone() {
+        let mut mems = we::MemorySection::new();
+        re(map.parse_memory_section(&mut mems, mem))?;
+        m.section(&mems);
+    }
+    let mut globals = we::GlobalSection::new();
+    if let Some(g) = p.global_section.clone() {
+        re(map.parse_global_section(&mut globals, g))?;
+    }
+    for _ in 0..add.zero_globals {
+        globals.global(I32_MUT, &we::ConstExpr::i32_const(0));
+    }
+    m.section(&globals);
+    let mut exports = we::ExportSection::new();
+    if let Some(x) = p.exports.clone() {
+        re(map.parse_export_section(&mut exports, x))?;
+    }
+    for (name, kind, index) in &add.exports {
+        exports.export(name, *kind, *index);
+    }
+    m.section(&exports);
+    if let Some(f) = p.start {
+        m.section(&we::StartSection {
+            function_index: re(map.function_index(f))?,
+        });
+    }
+    if let Some(e) = p.elements.clone() {
+        let mut elems = we::ElementSection::new();
+        re(map.parse_element_section(&mut elems, e))?;
+        m.section(&elems);
+    }
+    if let Some(n) = p.data_count {
+        m.section(&we::DataCountSection { count: n });
+    }
+    let mut code = we::CodeSection::new();
+    for (i, b) in p.bodies.iter().enumerate() {
+        code.function(&body(i, b, map)?);
+    }
+    m.section(&code);
+    if let Some(d) = p.data.clone() {
+        let mut data = we::DataSection::new();
+        re(map.parse_data_section(&mut data, d))?;
+        m.section(&data);
+    }
+    Ok(m.finish())
+}
+
+/// A body as it is, with `map` applied, after `prefix`.
+fn rewrite(
+    b: &wp::FunctionBody,
+    map: &mut Remap,
+    prefix: &[we::Instruction],
+) -> Result<we::Function> {
+    let mut f = re(map.new_function_with_parsed_locals(b))?;
+    for i in prefix {
+        f.instruction(i);
+    }
+    let mut ops = b.get_operators_reader().map_err(|e| e.to_string())?;
+    while !ops.eof() {
+        f.instruction(&re(map.parse_instruction(&mut ops))?);
+    }
+    Ok(f)
 }
 
 /// The functions (defined, by index among the defined ones) a run reached.
@@ -270,85 +380,28 @@ fn read_hits(path: &str, defined: usize) -> Result<BTreeSet<usize>> {
 fn instrument(input: &str, out: &str) -> Result<()> {
     let bytes = read(input)?;
     let p = parse(&bytes)?;
-    let mut s = Sections {
-        module: we::Module::new(),
-    };
-    s.types(&p, None)?;
-    let mut id = RoundtripOnce;
-    let mut imports = we::ImportSection::new();
-    for i in &p.imports {
-        re(id.parse_import(&mut imports, *i))?;
-    }
-    s.module.section(&imports);
-    let mut funcs = we::FunctionSection::new();
-    for &t in &p.func_types[p.imported_funcs as usize..] {
-        funcs.function(t);
-    }
-    s.module.section(&funcs);
-    if let Some(t) = p.table_section.clone() {
-        let mut tables = we::TableSection::new();
-        re(id.parse_table_section(&mut tables, t))?;
-        s.module.section(&tables);
-    }
-    if let Some(m) = p.memory_section.clone() {
-        let mut mems = we::MemorySection::new();
-        re(id.parse_memory_section(&mut mems, m))?;
-        s.module.section(&mems);
-    }
-    let mut globals = we::GlobalSection::new();
-    if let Some(g) = p.global_section.clone() {
-        re(id.parse_global_section(&mut globals, g))?;
-    }
     let first_hit = p.globals.len() as u32;
     let defined = p.bodies.len() as u32;
-    for _ in 0..defined {
-        globals.global(
-            we::GlobalType {
-                val_type: we::ValType::I32,
-                mutable: true,
-                shared: false,
-            },
-            &we::ConstExpr::i32_const(0),
-        );
-    }
-    s.module.section(&globals);
-    let mut exports = we::ExportSection::new();
-    if let Some(x) = p.exports.clone() {
-        re(id.parse_export_section(&mut exports, x))?;
-    }
-    for i in 0..defined {
-        exports.export(&format!("h{i}"), we::ExportKind::Global, first_hit + i);
-    }
-    s.module.section(&exports);
-    if let Some(f) = p.start {
-        s.module.section(&we::StartSection { function_index: f });
-    }
-    if let Some(e) = p.elements.clone() {
-        let mut elems = we::ElementSection::new();
-        re(id.parse_element_section(&mut elems, e))?;
-        s.module.section(&elems);
-    }
-    if let Some(n) = p.data_count {
-        s.module.section(&we::DataCountSection { count: n });
-    }
-    let mut code = we::CodeSection::new();
-    for (i, body) in p.bodies.iter().enumerate() {
-        let mut f = re(id.new_function_with_parsed_locals(body))?;
-        f.instruction(&we::Instruction::I32Const(1));
-        f.instruction(&we::Instruction::GlobalSet(first_hit + i as u32));
-        let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
-        while !ops.eof() {
-            f.instruction(&re(id.parse_instruction(&mut ops))?);
-        }
-        code.function(&f);
-    }
-    s.module.section(&code);
-    if let Some(d) = p.data.clone() {
-        let mut data = we::DataSection::new();
-        re(id.parse_data_section(&mut data, d))?;
-        s.module.section(&data);
-    }
-    write(out, &s.module.finish())
+    let add = Additions {
+        zero_globals: defined,
+        exports: (0..defined)
+            .map(|i| (format!("h{i}"), we::ExportKind::Global, first_hit + i))
+            .collect(),
+        ..Additions::default()
+    };
+    let mut map = Remap::identity(&p);
+    let module = copy(&p, &mut map, add, &mut |i, b, map| {
+        let hit = first_hit + i as u32;
+        rewrite(
+            b,
+            map,
+            &[
+                we::Instruction::I32Const(1),
+                we::Instruction::GlobalSet(hit),
+            ],
+        )
+    })?;
+    write(out, &module)
 }
 
 /// What a function body refers to that the split must follow.
@@ -422,98 +475,41 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     // defined function's index moves up by one.
     let shift = |f: u32| if f < nimp { f } else { f + 1 };
     let load = nimp;
-    let load_type = p.params.len() as u32;
     let rest_table = p.tables.len() as u32;
     let loaded = p.globals.len() as u32;
-    let mut s = Sections {
-        module: we::Module::new(),
-    };
-    s.types(&p, Some(we::FuncType::new([], [])))?;
-    let mut map = Remap {
-        funcs: (0..p.func_types.len() as u32).map(shift).collect(),
-        globals: (0..p.globals.len() as u32).collect(),
-    };
-    let mut imports = we::ImportSection::new();
-    let mut funcs_seen = 0;
-    for i in &p.imports {
-        re(map.parse_import(&mut imports, *i))?;
-        if matches!(i.ty, wp::TypeRef::Func(_)) {
-            funcs_seen += 1;
-        }
-    }
-    debug_assert_eq!(funcs_seen, nimp);
-    imports.import("cairn", "load", we::EntityType::Function(load_type));
-    s.module.section(&imports);
-    let mut funcs = we::FunctionSection::new();
-    for &t in &p.func_types[nimp as usize..] {
-        funcs.function(t);
-    }
-    s.module.section(&funcs);
-    let mut tables = we::TableSection::new();
-    if let Some(t) = p.table_section.clone() {
-        re(map.parse_table_section(&mut tables, t))?;
-    }
     let n_moved = moved.len() as u64;
-    tables.table(we::TableType {
+    let rest_table_type = we::TableType {
         element_type: we::RefType::FUNCREF,
         table64: false,
         minimum: n_moved,
         maximum: Some(n_moved),
         shared: false,
-    });
-    s.module.section(&tables);
-    if let Some(m) = p.memory_section.clone() {
-        let mut mems = we::MemorySection::new();
-        re(map.parse_memory_section(&mut mems, m))?;
-        s.module.section(&mems);
-    }
-    let mut globals = we::GlobalSection::new();
-    if let Some(g) = p.global_section.clone() {
-        re(map.parse_global_section(&mut globals, g))?;
-    }
-    globals.global(
-        we::GlobalType {
-            val_type: we::ValType::I32,
-            mutable: true,
-            shared: false,
-        },
-        &we::ConstExpr::i32_const(0),
-    );
-    s.module.section(&globals);
-    let mut exports = we::ExportSection::new();
-    if let Some(x) = p.exports.clone() {
-        re(map.parse_export_section(&mut exports, x))?;
-    }
-    exports.export("m", we::ExportKind::Memory, 0);
+    };
+    let mut exports = vec![("m".to_string(), we::ExportKind::Memory, 0)];
     for t in 0..=rest_table {
-        exports.export(&format!("t{t}"), we::ExportKind::Table, t);
+        exports.push((format!("t{t}"), we::ExportKind::Table, t));
     }
-    exports.export("loaded", we::ExportKind::Global, loaded);
+    exports.push(("loaded".into(), we::ExportKind::Global, loaded));
     for &g in &used_globals {
-        exports.export(&format!("g{g}"), we::ExportKind::Global, g);
+        exports.push((format!("g{g}"), we::ExportKind::Global, g));
     }
     for &f in &used_funcs {
-        exports.export(&format!("f{f}"), we::ExportKind::Func, shift(f));
+        exports.push((format!("f{f}"), we::ExportKind::Func, shift(f)));
     }
-    s.module.section(&exports);
-    if let Some(f) = p.start {
-        s.module.section(&we::StartSection {
-            function_index: shift(f),
-        });
-    }
-    if let Some(e) = p.elements.clone() {
-        let mut elems = we::ElementSection::new();
-        re(map.parse_element_section(&mut elems, e))?;
-        s.module.section(&elems);
-    }
-    if let Some(n) = p.data_count {
-        s.module.section(&we::DataCountSection { count: n });
-    }
-    let mut code = we::CodeSection::new();
-    for (i, body) in p.bodies.iter().enumerate() {
+    let add = Additions {
+        func_type: Some(we::FuncType::new([], [])),
+        import: Some(("cairn", "load", p.params.len() as u32)),
+        table: Some(rest_table_type),
+        zero_globals: 1,
+        exports,
+    };
+    let mut map = Remap {
+        funcs: (0..p.func_types.len() as u32).map(shift).collect(),
+        globals: Remap::identity(&p).globals,
+    };
+    let primary = copy(&p, &mut map, add, &mut |i, b, map| {
         if slot[i] == u32::MAX {
-            re(map.parse_function_body(&mut code, body.clone()))?;
-            continue;
+            return rewrite(b, map, &[]);
         }
         let ty = p.func_types[nimp as usize + i];
         let mut f = we::Function::new([]);
@@ -531,21 +527,17 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
             table_index: rest_table,
         });
         f.instruction(&we::Instruction::End);
-        code.function(&f);
-    }
-    s.module.section(&code);
-    if let Some(d) = p.data.clone() {
-        let mut data = we::DataSection::new();
-        re(map.parse_data_section(&mut data, d))?;
-        s.module.section(&data);
-    }
-    write(primary_out, &s.module.finish())?;
+        Ok(f)
+    })?;
+    write(primary_out, &primary)?;
 
     // Rest: imports what its functions use from the primary module, defines the moved functions.
-    let mut q = Sections {
-        module: we::Module::new(),
-    };
-    q.types(&p, None)?;
+    let mut q = we::Module::new();
+    let mut types = we::TypeSection::new();
+    if let Some(t) = p.types.clone() {
+        re(Same.parse_type_section(&mut types, t))?;
+    }
+    q.section(&types);
     let mut imports = we::ImportSection::new();
     let mut qfuncs = vec![u32::MAX; p.func_types.len()];
     let mut qglobals = vec![u32::MAX; p.globals.len()];
@@ -557,31 +549,20 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
         );
         qfuncs[f as usize] = n as u32;
     }
-    let mut id = RoundtripOnce;
     for (t, ty) in p.tables.iter().enumerate() {
-        imports.import("p", &format!("t{t}"), re(id.table_type(*ty))?);
+        imports.import("p", &format!("t{t}"), re(Same.table_type(*ty))?);
     }
-    imports.import(
-        "p",
-        &format!("t{rest_table}"),
-        we::TableType {
-            element_type: we::RefType::FUNCREF,
-            table64: false,
-            minimum: n_moved,
-            maximum: Some(n_moved),
-            shared: false,
-        },
-    );
+    imports.import("p", &format!("t{rest_table}"), rest_table_type);
     imports.import("p", "m", we::MemoryType::from(p.memories[0]));
     for (n, &g) in used_globals.iter().enumerate() {
         imports.import(
             "p",
             &format!("g{g}"),
-            re(id.global_type(p.globals[g as usize]))?,
+            re(Same.global_type(p.globals[g as usize]))?,
         );
         qglobals[g as usize] = n as u32;
     }
-    q.module.section(&imports);
+    q.section(&imports);
     let first_defined = used_funcs.len() as u32;
     for (k, &i) in moved.iter().enumerate() {
         qfuncs[nimp as usize + i] = first_defined + k as u32;
@@ -590,7 +571,7 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     for &i in &moved {
         funcs.function(p.func_types[nimp as usize + i]);
     }
-    q.module.section(&funcs);
+    q.section(&funcs);
     let mut elems = we::ElementSection::new();
     let slots: Vec<u32> = (0..moved.len() as u32).map(|k| first_defined + k).collect();
     elems.active(
@@ -598,7 +579,7 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
         &we::ConstExpr::i32_const(0),
         we::Elements::Functions(Cow::Owned(slots)),
     );
-    q.module.section(&elems);
+    q.section(&elems);
     let mut map = Remap {
         funcs: qfuncs,
         globals: qglobals,
@@ -607,8 +588,8 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     for &i in &moved {
         re(map.parse_function_body(&mut code, p.bodies[i].clone()))?;
     }
-    q.module.section(&code);
-    write(rest_out, &q.module.finish())?;
+    q.section(&code);
+    write(rest_out, &q.finish())?;
     eprintln!(
         "cairn-split: {} of {} functions kept, {} moved; the moved ones use {} functions and {} globals of the primary",
         defined - moved.len(),
