@@ -976,17 +976,6 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
             Real(r) => Real(r.abs()),
             v => Real(types::to_f64(v).unwrap_or(0.0).abs()),
         },
-        Func::Sign => match to_numeric(&*a0()?) {
-            Integer(i) => Integer(i.signum()),
-            Real(r) => Integer(if r > 0.0 {
-                1
-            } else if r < 0.0 {
-                -1
-            } else {
-                0
-            }),
-            _ => Null,
-        },
         Func::Coalesce | Func::IfNull => {
             for a in args {
                 let v = eval(a, row, cx)?;
@@ -995,21 +984,6 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
                 }
             }
             Null
-        }
-        Func::NullIf => {
-            let (x, y) = (a0()?, arg(args, 1, row, cx)?);
-            if compare_op(BinOp::Eq, &x, &y, Affinity::None, Affinity::None) == Integer(1) {
-                Null
-            } else {
-                x.into_owned()
-            }
-        }
-        Func::Iif => {
-            if eval_bool(&args[0], row, cx)? == Some(true) {
-                arg(args, 1, row, cx)?.into_owned()
-            } else {
-                arg(args, 2, row, cx)?.into_owned()
-            }
         }
         Func::Length => match a0()?.as_ref() {
             Null => Null,
@@ -1033,6 +1007,85 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
                 .transpose()?
                 .as_deref(),
         ),
+        Func::Round => {
+            let x = a0()?;
+            if x.is_null() {
+                return Ok(Null);
+            }
+            let n = match args.get(1) {
+                Some(a) => match eval(a, row, cx)?.as_ref() {
+                    Null => return Ok(Null),
+                    v => types::to_integer(v).unwrap_or(0).clamp(0, 30),
+                },
+                None => 0,
+            };
+            let r = types::to_f64(&x).unwrap_or(0.0);
+            Real(round(r, n as usize))
+        }
+        Func::Min | Func::Max => {
+            let mut best: Option<Value> = None;
+            for a in args {
+                let v = eval(a, row, cx)?;
+                if v.is_null() {
+                    return Ok(Null);
+                }
+                let better = match &best {
+                    None => true,
+                    Some(b) => {
+                        // On ties min() takes the later argument, max() the earlier, as SQLite.
+                        let o = v.total_cmp(b);
+                        if f == Func::Min {
+                            o != Ordering::Greater
+                        } else {
+                            o == Ordering::Greater
+                        }
+                    }
+                };
+                if better {
+                    best = Some(v.into_owned());
+                }
+            }
+            best.unwrap_or(Null)
+        }
+        Func::Random => Integer(cx.random()),
+        Func::Uuid7 => Text(uuid7(now_ms(), cx.random() as u64, cx.random() as u64)),
+        _ => return call_rare(f, args, row, cx),
+    })
+}
+
+/// The functions applications call least, out of line: `call` stays small, and a split build
+/// (docs/size.md, "The split module") leaves these out of the module a page fetches first.
+#[inline(never)]
+fn call_rare(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
+    use Value::*;
+    let a0 = || arg(args, 0, row, cx);
+    Ok(match f {
+        Func::Sign => match to_numeric(&*a0()?) {
+            Integer(i) => Integer(i.signum()),
+            Real(r) => Integer(if r > 0.0 {
+                1
+            } else if r < 0.0 {
+                -1
+            } else {
+                0
+            }),
+            _ => Null,
+        },
+        Func::NullIf => {
+            let (x, y) = (a0()?, arg(args, 1, row, cx)?);
+            if compare_op(BinOp::Eq, &x, &y, Affinity::None, Affinity::None) == Integer(1) {
+                Null
+            } else {
+                x.into_owned()
+            }
+        }
+        Func::Iif => {
+            if eval_bool(&args[0], row, cx)? == Some(true) {
+                arg(args, 1, row, cx)?.into_owned()
+            } else {
+                arg(args, 2, row, cx)?.into_owned()
+            }
+        }
         Func::Trim | Func::LTrim | Func::RTrim => {
             let x = a0()?;
             let Some(s) = to_text(&x) else {
@@ -1088,46 +1141,6 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
                 }
             }
         }
-        Func::Round => {
-            let x = a0()?;
-            if x.is_null() {
-                return Ok(Null);
-            }
-            let n = match args.get(1) {
-                Some(a) => match eval(a, row, cx)?.as_ref() {
-                    Null => return Ok(Null),
-                    v => types::to_integer(v).unwrap_or(0).clamp(0, 30),
-                },
-                None => 0,
-            };
-            let r = types::to_f64(&x).unwrap_or(0.0);
-            Real(round(r, n as usize))
-        }
-        Func::Min | Func::Max => {
-            let mut best: Option<Value> = None;
-            for a in args {
-                let v = eval(a, row, cx)?;
-                if v.is_null() {
-                    return Ok(Null);
-                }
-                let better = match &best {
-                    None => true,
-                    Some(b) => {
-                        // On ties min() takes the later argument, max() the earlier, as SQLite.
-                        let o = v.total_cmp(b);
-                        if f == Func::Min {
-                            o != Ordering::Greater
-                        } else {
-                            o == Ordering::Greater
-                        }
-                    }
-                };
-                if better {
-                    best = Some(v.into_owned());
-                }
-            }
-            best.unwrap_or(Null)
-        }
         Func::Typeof => Text(a0()?.type_name().to_string()),
         Func::Hex => {
             let x = a0()?;
@@ -1142,8 +1155,7 @@ fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
             }
             Text(s)
         }
-        Func::Random => Integer(cx.random()),
-        Func::Uuid7 => Text(uuid7(now_ms(), cx.random() as u64, cx.random() as u64)),
+        _ => unreachable!("call handles the other functions"),
     })
 }
 
