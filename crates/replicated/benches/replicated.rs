@@ -289,7 +289,10 @@ fn main() {
                 }
                 for (what, v) in [("plain", &sizes[0]), ("replicated", &sizes[1])] {
                     if !v.is_empty() {
-                        println!("{name:<66} {what} file {:.0} KiB", median(v.clone()) / 1024.0);
+                        println!(
+                            "{name:<66} {what} file {:.0} KiB",
+                            median(v.clone()) / 1024.0
+                        );
                     }
                 }
                 continue;
