@@ -21,6 +21,9 @@
 //! where a browser's database lives, in OPFS) instead of a memory file; the full run measures
 //! both, one table each.
 //!
+//! With `--in file`, a partial run also prints the size of each side's file after the
+//! workload (the bytes its commits left on disk).
+//!
 //! `--peers N` first syncs each sample's replicated database with N other databases that
 //! wrote one row each (outside the timed part): its replica then holds N other authors'
 //! chains and knows N peers, as one that has synced with others does. A partial run.
@@ -240,6 +243,7 @@ fn main() {
             let mut plain = Vec::new();
             let mut repl = Vec::new();
             let mut shared = Vec::new();
+            let mut sizes: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
             for s in 0..samples {
                 // Alternate which goes first.
                 for r in if s % 2 == 0 {
@@ -257,6 +261,10 @@ fn main() {
                     let t = Instant::now();
                     timed(f, &mut db, n);
                     let ms = t.elapsed().as_secs_f64() * 1e3;
+                    if on_disk && partial {
+                        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+                        sizes[usize::from(r)].push(len as f64);
+                    }
                     if then_connect && r {
                         let t = Instant::now();
                         connect(&sync, &mut db);
@@ -277,6 +285,14 @@ fn main() {
                 ] {
                     if !v.is_empty() {
                         println!("{name:<66} {what} {:.1} ms", median(v));
+                    }
+                }
+                for (what, v) in [("plain", &sizes[0]), ("replicated", &sizes[1])] {
+                    if !v.is_empty() {
+                        println!(
+                            "{name:<66} {what} file {:.0} KiB",
+                            median(v.clone()) / 1024.0
+                        );
                     }
                 }
                 continue;

@@ -59,6 +59,12 @@ pub(crate) struct State {
     pub(crate) now: Clock,
     /// None until the first replicated commit or sync call creates the identity.
     pub(crate) replica: Option<Replica>,
+    /// A key pair made when the database was attached with none saved, for the first
+    /// replicated commit or sync call to save (making one costs as much as a few dozen
+    /// single commits; a commit should not pay it). Taken by that call whether or not its
+    /// transaction commits: a failed one leaves a new key to be made next time, never a key
+    /// used but not saved.
+    spare: Option<Identity>,
     /// The owner of the scopes local writes go to (this device's key unless set).
     pub(crate) owner: Option<AuthorId>,
     /// Table definitions registered with the replica, by name: the catalog's definition (held,
@@ -86,6 +92,7 @@ impl Sync {
         let st = Rc::new(RefCell::new(State {
             now,
             replica: None,
+            spare: None,
             owner: None,
             registered: Vec::new(),
             shapes: Vec::new(),
@@ -97,7 +104,15 @@ impl Sync {
             inbox: Vec::new(),
             stale: false,
         }));
-        st.borrow_mut().load(db.storage(), db.catalog())?;
+        {
+            let mut st = st.borrow_mut();
+            st.load(db.storage(), db.catalog())?;
+            if st.replica.is_none() {
+                // Nothing saved yet: the key pair is made now, written by the first
+                // replicated commit or sync call.
+                st.spare = Some(Identity::generate(&mut rand_core::OsRng));
+            }
+        }
         db.set_commit_hook(Box::new(Hook(st.clone())));
         Ok(Sync { st })
     }
@@ -677,7 +692,7 @@ impl State {
     /// transaction), and registers the replicated tables of `catalog`.
     fn ensure(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
         if self.replica.is_none() {
-            let identity = persist::create(store, &mut self.saved)?;
+            let identity = persist::create(store, &mut self.saved, self.spare.take())?;
             self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
         }
         self.register(catalog)

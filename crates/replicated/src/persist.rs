@@ -147,9 +147,14 @@ fn has_state(store: &dyn Storage) -> bool {
     matches!(store.get(META, b"identity"), Ok(Some(_)))
 }
 
-/// The identity, creating the trees and a new key pair (from the platform's secure
-/// randomness) when the database has none. Inside the caller's transaction.
-pub(crate) fn create(store: &mut dyn Storage, saved: &mut Saved) -> Result<Identity> {
+/// The identity, creating the trees and saving a key pair when the database has none: `spare`
+/// if given (made ahead of time), else a new one from the platform's secure randomness.
+/// Inside the caller's transaction.
+pub(crate) fn create(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    spare: Option<Identity>,
+) -> Result<Identity> {
     if let Some(b) = store.get(META, b"identity").ok().flatten() {
         return Identity::import(&b).map_err(|e| corrupt("identity", e));
     }
@@ -158,7 +163,7 @@ pub(crate) fn create(store: &mut dyn Storage, saved: &mut Saved) -> Result<Ident
     }
     store.put(META, b"layout", &[LAYOUT])?;
     saved.layout = true;
-    let identity = Identity::generate(&mut rand_core::OsRng);
+    let identity = spare.unwrap_or_else(|| Identity::generate(&mut rand_core::OsRng));
     put_identity(store, &identity)?;
     Ok(identity)
 }

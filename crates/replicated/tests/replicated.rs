@@ -386,6 +386,42 @@ fn the_replica_is_kept_in_the_database_file() {
 }
 
 #[test]
+fn a_new_database_saves_the_key_pair_it_made_when_attached() {
+    // The key pair is made at attach (no identity saved yet) and written by the first
+    // replicated commit: the key that signs is the key saved, across a rollback and reopens.
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    a.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('gone', 'x'); ROLLBACK");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one')");
+    let mut a = paged(close(a));
+    let id = a.sync.id(&mut a.db).unwrap();
+    let key = a.sync.export_key(&mut a.db).unwrap();
+    let mut a = paged(close(a));
+    assert_eq!(a.sync.id(&mut a.db).unwrap(), id);
+    assert_eq!(a.sync.export_key(&mut a.db).unwrap(), key);
+    let mut b = Node::memory();
+    b.exec(TODO);
+    b.sync.set_owner(&mut b.db, id).unwrap();
+    sync_pair(&mut a, &mut b);
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    assert_eq!(
+        b.rows("SELECT id FROM todo"),
+        vec![vec![Value::Text("t1".into())]]
+    );
+    // Attached and closed without a write, a database saves no key: the next attach makes
+    // another, which its first write saves.
+    let mut c = paged(MemoryFile::new());
+    c.exec(TODO);
+    let mut c = paged(close(c));
+    c.exec("INSERT INTO todo (id, title) VALUES ('c1', 'one')");
+    let c_id = c.sync.id(&mut c.db).unwrap();
+    let mut c = paged(close(c));
+    assert_eq!(c.sync.id(&mut c.db).unwrap(), c_id);
+    assert!(c.sync.verify(&mut c.db).unwrap().is_empty());
+}
+
+#[test]
 fn a_tampered_message_is_rejected_whole() {
     let mut a = Node::memory();
     let mut b = Node::memory();
