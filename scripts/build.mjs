@@ -34,6 +34,23 @@ function patchGlue(file) {
   writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${glue.replace(at, `${at}        cairn: splitImports,\n`)}`);
 }
 
+// wasm-opt's options for every shipped module.
+const OPT = [
+  '-Oz',
+  // Lets wasm-opt fold a pointer's constant offset into its load or store (2 KiB gzip). Sound
+  // because nothing lives in the low 1 KiB: rustc links the stack first, so that is the far
+  // end of the 1 MiB stack, and a folded access differs only by trapping where the unfolded
+  // one would have wrapped around to it.
+  '--low-memory-unused',
+  // Inline a function with one caller only when it is tiny. Binaryen's default inlines every
+  // such function whatever its size, which made the module 11.5 KB gzip larger (243,025 ->
+  // 231,659 bytes at 20) and left the split nothing to cut in the engine's big functions: a
+  // rare arm inlined into a common function stays with it in cairn.wasm.
+  '--one-caller-inline-max-function-size', '20',
+  '--enable-bulk-memory', '--enable-sign-ext', '--enable-nontrapping-float-to-int',
+  '--enable-mutable-globals', '--enable-reference-types', '--enable-multivalue', '--enable-simd',
+];
+
 mkdirSync(join(root, 'build', 'wasm'), { recursive: true });
 mkdirSync(join(root, 'dist'), { recursive: true });
 
@@ -64,19 +81,7 @@ for (const [features, out, dir] of [
     run(bin('wasm-opt'), [
       // --converge repeats -Oz until it no longer shrinks the module: 0.5 KiB gzip for a few
       // seconds of build.
-      '-Oz', '--converge',
-      // Lets wasm-opt fold a pointer's constant offset into its load or store (2 KiB gzip). Sound
-      // because nothing lives in the low 1 KiB: rustc links the stack first, so that is the far
-      // end of the 1 MiB stack, and a folded access differs only by trapping where the unfolded
-      // one would have wrapped around to it.
-      '--low-memory-unused',
-      // Inline a function with one caller only when it is tiny. Binaryen's default inlines every
-      // such function whatever its size, which made the module 11.5 KB gzip larger (243,025 ->
-      // 231,659 bytes at 20) and left the split nothing to cut in the engine's big functions: a
-      // rare arm inlined into a common function stays with it in cairn.wasm.
-      '--one-caller-inline-max-function-size', '20',
-      '--enable-bulk-memory', '--enable-sign-ext', '--enable-nontrapping-float-to-int',
-      '--enable-mutable-globals', '--enable-reference-types', '--enable-multivalue', '--enable-simd',
+      ...OPT, '--converge',
       `${dir}/cairn_wasm_bg.wasm`, '-o', out,
     ]);
   }
@@ -96,7 +101,10 @@ if (!dev) {
   const glueFile = join(root, 'build', 'wasm', 'cairn_wasm.js');
   const hits = await split.profile(glueFile, join(root, 'build', 'wasm', 'instrumented.wasm'));
   writeFileSync(join(root, 'build', 'wasm', 'kept.txt'), hits.join('\n') + '\n');
-  run(tool, ['split', whole, join(root, 'build', 'wasm', 'kept.txt'), join(root, 'dist', 'cairn.wasm'), join(root, 'dist', 'cairn-rest.wasm')]);
+  const primary = join(root, 'build', 'wasm', 'primary.wasm');
+  run(tool, ['split', whole, join(root, 'build', 'wasm', 'kept.txt'), primary, join(root, 'dist', 'cairn-rest.wasm')]);
+  // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
+  run(bin('wasm-opt'), [...OPT, primary, '-o', join(root, 'dist', 'cairn.wasm')]);
   try {
     const c = await split.check(glueFile, whole, join(root, 'dist', 'cairn.wasm'), join(root, 'dist', 'cairn-rest.wasm'));
     console.log(`split checked: ${c.common} common steps without the rest, ${c.rest} other steps (${c.errors} of them errors) alike with it`);
