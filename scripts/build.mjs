@@ -94,23 +94,26 @@ for (const [features, out, dir] of [
 if (!dev) {
   run('cargo', ['build', '-q', '-p', 'cairn-split', '--release'], env);
   const tool = join(root, 'target', 'release', 'cairn-split');
-  const whole = join(root, 'build', 'wasm', 'whole.wasm');
-  copyFileSync(join(root, 'dist', 'cairn.wasm'), whole);
-  run(tool, ['instrument', whole, join(root, 'build', 'wasm', 'instrumented.wasm')]);
   const split = await import('./split.mjs');
-  const glueFile = join(root, 'build', 'wasm', 'cairn_wasm.js');
-  const hits = await split.profile(glueFile, join(root, 'build', 'wasm', 'instrumented.wasm'));
-  writeFileSync(join(root, 'build', 'wasm', 'kept.txt'), hits.join('\n') + '\n');
-  const primary = join(root, 'build', 'wasm', 'primary.wasm');
-  run(tool, ['split', whole, join(root, 'build', 'wasm', 'kept.txt'), primary, join(root, 'dist', 'cairn-rest.wasm')]);
-  // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
-  run(bin('wasm-opt'), [...OPT, primary, '-o', join(root, 'dist', 'cairn.wasm')]);
-  try {
-    const c = await split.check(glueFile, whole, join(root, 'dist', 'cairn.wasm'), join(root, 'dist', 'cairn-rest.wasm'));
-    console.log(`split checked: ${c.common} common steps without the rest, ${c.rest} other steps (${c.errors} of them errors) alike with it`);
-  } catch (e) {
-    console.error(`build failed: the split module does not behave as the whole one: ${e.message}`);
-    process.exit(1);
+  // Each shipped module and the rest of it: the sync module's common part adds two replicas
+  // writing to one list and syncing both ways.
+  for (const [name, dir, sync] of [['cairn', 'build/wasm', false], ['cairn-sync', 'build/wasm-sync', true]]) {
+    const at = (f) => join(root, dir, f);
+    const [out, rest] = [join(root, 'dist', `${name}.wasm`), join(root, 'dist', `${name}-rest.wasm`)];
+    copyFileSync(out, at('whole.wasm'));
+    run(tool, ['instrument', at('whole.wasm'), at('instrumented.wasm')]);
+    const hits = await split.profile(at('cairn_wasm.js'), at('instrumented.wasm'), { sync });
+    writeFileSync(at('kept.txt'), hits.join('\n') + '\n');
+    run(tool, ['split', at('whole.wasm'), at('kept.txt'), at('primary.wasm'), rest]);
+    // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
+    run(bin('wasm-opt'), [...OPT, at('primary.wasm'), '-o', out]);
+    try {
+      const c = await split.check(at('cairn_wasm.js'), at('whole.wasm'), out, rest, { sync });
+      console.log(`${name}.wasm split checked: ${c.common} common steps without the rest, ${c.rest} other steps (${c.errors} of them errors) alike with it`);
+    } catch (e) {
+      console.error(`build failed: the split ${name}.wasm does not behave as the whole one: ${e.message}`);
+      process.exit(1);
+    }
   }
 }
 
@@ -175,9 +178,11 @@ function sizeOf(file) {
 const syncRow = sizeOf('dist/cairn-sync.wasm');
 console.log(`${syncRow.file.padEnd(24)}${kb(syncRow.raw)}${kb(syncRow.gzip)}${kb(syncRow.brotli)}   (instead of cairn.wasm, with { sync: true })`);
 const restRow = dev ? null : sizeOf('dist/cairn-rest.wasm');
+const syncRestRow = dev ? null : sizeOf('dist/cairn-sync-rest.wasm');
 if (restRow) console.log(`${restRow.file.padEnd(24)}${kb(restRow.raw)}${kb(restRow.gzip)}${kb(restRow.brotli)}   (fetched the first time a statement needs it)`);
+if (syncRestRow) console.log(`${syncRestRow.file.padEnd(24)}${kb(syncRestRow.raw)}${kb(syncRestRow.gzip)}${kb(syncRestRow.brotli)}   (the same, for cairn-sync.wasm)`);
 if (!dev) {
   mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });
-  const report = { build: 'release', files: rows, total, sync: syncRow, rest: restRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
+  const report = { build: 'release', files: rows, total, sync: syncRow, rest: restRow, syncRest: syncRestRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
   writeFileSync(join(root, 'bench-browser/results/size.json'), JSON.stringify(report, null, 2) + '\n');
 }

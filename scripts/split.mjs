@@ -112,7 +112,7 @@ const plain = (v) => JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'bigin
 const failure = (err) => ({ error: err && err.code ? `${err.code}: ${err.message}` : String(err) });
 
 /** Every workload, then the calls every page makes; returns their results in order. */
-export async function common(e, rows) {
+export async function common(e, rows, sync = false) {
   const out = [];
   const dir = join(root, 'bench-browser/workloads');
   let n = 0;
@@ -204,6 +204,52 @@ export async function common(e, rows) {
   ]) out.push([sql, plain(await db.query(sql, params))]);
   await db.exec('DROP TABLE pairs');
   d.close();
+  if (sync) out.push(...(await replicas(e)));
+  return out;
+}
+
+/** Two replicas of a shared list (the sync module): writes on both, synced both ways to quiet. */
+async function replicas(e) {
+  const out = [];
+  const [a, b] = ['replica-a', 'replica-b'].map((name) => e.glue.Database.open(new MemoryHandle(), name, 'full', 0));
+  const ddl = 'CREATE TABLE todo(id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL, done INTEGER DEFAULT 0, likes INTEGER DEFAULT 0) REPLICATED (COUNTER likes)';
+  for (const d of [a, b]) d.exec(ddl);
+  const owner = a.syncId();
+  a.syncAuthorize('todo', [b.syncId()]);
+  b.syncSetOwner(owner);
+  const dbA = adapter(e, a);
+  const dbB = adapter(e, b);
+  await dbA.transaction(async (tx) => {
+    for (let i = 0; i < 20; i++) await tx.run('INSERT INTO todo(id, title) VALUES (?, ?)', [`t${i}`, `task ${i}`]);
+  });
+  // Both ways until neither has anything to send: hellos, what each lacks, acknowledgements.
+  const links = new Map([[a, a.syncConnect()], [b, b.syncConnect()]]);
+  const peer = (d) => (d === a ? b : a);
+  let queue = [...links].map(([d, [, hello]]) => [peer(d), hello]);
+  const exchange = () => {
+    for (let round = 0; round < 50 && queue.length; round++) {
+      const next = [];
+      for (const [to, msg] of queue) for (const m of to.syncReceive(links.get(to)[0], msg)) next.push([peer(to), m]);
+      for (const d of [a, b]) for (const m of d.syncPoll(links.get(d)[0])) next.push([peer(d), m]);
+      queue = next;
+    }
+  };
+  exchange(); // b now has a's list of writers, itself on it
+  await dbB.run("INSERT INTO todo(title) VALUES ('from b')", []);
+  await dbB.run('UPDATE todo SET done = 1, likes = likes + 1 WHERE id = ?', ['t3']);
+  await dbA.run('UPDATE todo SET title = ?, likes = likes + 2 WHERE id = ?', ['task three', 't3']);
+  await dbA.run('DELETE FROM todo WHERE id = ?', ['t4']);
+  for (const d of [a, b]) d.syncSeal();
+  for (const d of [a, b]) for (const m of d.syncPoll(links.get(d)[0])) queue.push([peer(d), m]);
+  exchange();
+  for (const [d, q] of [[a, dbA], [b, dbB]]) {
+    out.push(['replica', plain(await q.query('SELECT id, title, done, likes FROM todo WHERE id IN (?, ?, ?) ORDER BY id', ['t3', 't4', 't5']))]);
+    out.push(['replica', d.syncDigest() === a.syncDigest(), d.syncPending(), plain(d.syncEvents().length)]);
+  }
+  for (const d of [a, b]) {
+    d.syncDisconnect(links.get(d)[0]);
+    d.close();
+  }
   return out;
 }
 
@@ -262,9 +308,9 @@ async function uncommon(e) {
 }
 
 /** Runs the workloads over `instrumented` (through `glue`) and returns the functions that ran. */
-export async function profile(glue, instrumented, { rows = 1000 } = {}) {
+export async function profile(glue, instrumented, { rows = 1000, sync = false } = {}) {
   const e = await engine(glue, readFileSync(instrumented));
-  await common(e, rows);
+  await common(e, rows, sync);
   return Object.keys(e.exports)
     .filter((k) => /^h\d+$/.test(k) && e.exports[k].value)
     .map((k) => Number(k.slice(1)))
@@ -272,13 +318,13 @@ export async function profile(glue, instrumented, { rows = 1000 } = {}) {
 }
 
 /** Checks that `primary` with `rest` gives what `whole` gives; throws on the first difference. */
-export async function check(glue, whole, primary, rest, { rows = 1000 } = {}) {
+export async function check(glue, whole, primary, rest, { rows = 1000, sync = false } = {}) {
   const a = await engine(glue, readFileSync(whole));
-  const wholeCommon = await common(a, rows);
+  const wholeCommon = await common(a, rows, sync);
   const wholeRest = await uncommon(a);
   const b = await engine(glue, readFileSync(primary));
   restFrom(b.exports, () => readFileSync(rest));
-  const splitCommon = await common(b, rows);
+  const splitCommon = await common(b, rows, sync);
   if (restLoaded()) throw new Error(`the common statements loaded the rest of the engine: ${restLoadedBy()}`);
   const splitRest = await uncommon(b);
   if (!restLoaded()) throw new Error('the statements outside the common part did not load the rest of the engine');

@@ -55,6 +55,8 @@ export interface WorkerOptions {
   sync?: boolean;
   /** Where cairn-sync.wasm is served from (default: beside cairn.js). */
   syncWasmUrl?: string | URL;
+  /** Where cairn-sync-rest.wasm, the rest of cairn-sync.wasm, is served from (default: beside it). */
+  syncRestWasmUrl?: string | URL;
   /** 'auto' (default) uses a SharedArrayBuffer channel when the page is cross-origin isolated. */
   channel?: 'auto' | 'postMessage';
   /** Size of the shared-memory channel in bytes (default 1 MiB). */

@@ -17,8 +17,8 @@ export class CairnError extends Error {
 
 const defaultWorkerUrl = () => new URL('./cairn-worker.js', import.meta.url);
 const defaultWasmUrl = (sync) => new URL(sync ? './cairn-sync.wasm' : './cairn.wasm', import.meta.url);
-// Named here, not only in the Worker, so that a bundler that copies cairn.wasm copies it too.
-const defaultRestUrl = () => new URL('./cairn-rest.wasm', import.meta.url);
+// Named here, not only in the Worker, so that a bundler that copies cairn.wasm copies them too.
+const defaultRestUrl = (sync) => new URL(sync ? './cairn-sync-rest.wasm' : './cairn-rest.wasm', import.meta.url);
 
 // Ops that may go through the shared-memory channel: the ones a statement loop is made of.
 const CHANNEL_OPS = new Set(['ping', 'exec', 'execute', 'executePrepared', 'prepare', 'finalize', 'inTransaction']);
@@ -54,10 +54,11 @@ export class EngineWorker {
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
     const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? defaultWasmUrl(options.sync))];
-    // The rest of the engine: where the page says, else beside cairn.wasm (the Worker's default)
-    // when the page moved that, else beside this module.
-    const rest = options.restWasmUrl ?? (options.wasmUrl === undefined ? defaultRestUrl() : undefined);
-    if (!options.sync && rest !== undefined) init.push(String(rest));
+    // The rest of the engine: where the page says, else beside the module (the Worker's default)
+    // when the page moved that, else beside this one.
+    const [restUrl, wasmUrl] = options.sync ? [options.syncRestWasmUrl, options.syncWasmUrl] : [options.restWasmUrl, options.wasmUrl];
+    const rest = restUrl ?? (wasmUrl === undefined ? defaultRestUrl(options.sync) : undefined);
+    if (rest !== undefined) init.push(String(rest));
     this.ready = this.call('init', init).then(() => this.#attach(options));
   }
 

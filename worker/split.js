@@ -16,6 +16,8 @@ let loadedBy = null; // the stack that loaded it: which call of the engine neede
 export function restFrom(exports, from) {
   primary = exports;
   source = from;
+  rest = null;
+  loadedBy = null;
 }
 
 /** Whether the rest of the engine has been loaded. */

@@ -582,9 +582,10 @@ async function handle(msg) {
     ready ??= init({ module_or_path: module });
     try {
       wasm = await ready;
-      // The rest of the engine, fetched on first use (worker/split.js): beside the module unless
-      // the page said where.
-      restFrom(wasm, new URL(args[1] ?? 'cairn-rest.wasm', module));
+      // The rest of the engine, fetched on first use (worker/split.js): unless the page said
+      // where, beside the module, its name with -rest (cairn-rest.wasm, cairn-sync-rest.wasm).
+      const restName = module.pathname.slice(module.pathname.lastIndexOf('/') + 1).replace(/(\.wasm)?$/, '-rest.wasm');
+      restFrom(wasm, new URL(args[1] ?? restName, module));
       loaded = true;
       self.postMessage([id, OK, null]);
     } catch (e) {
