@@ -1336,7 +1336,13 @@ fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
             }
         }
         KIND_LEAF => {
+            // Only a value in overflow pages has pages of its own: the bit in each cell's value
+            // field says so without slicing out its key and value (a table's leaves hold
+            // inline rows nearly always, and a dropped table passes every one of them).
             for i in 0..page::count(&pg) {
+                if page::get_u32(&pg, page::slot(&pg, i) + 2) & OVERFLOW_BIT == 0 {
+                    continue;
+                }
                 if let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) {
                     free_overflow(p, len, first)?;
                 }
