@@ -2696,8 +2696,13 @@ impl Writer<'_> {
         if !same_rows || self.store.last_key(t.tree)?.is_some() {
             return Ok(None);
         }
-        // Gathered before the first write: the scan borrows the store.
-        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+        // Gathered before the first write: the scan borrows the store. The bytes go into
+        // blocks of `GATHER_BLOCK`, each row whole in one: a single buffer doubling as it grew
+        // copied the rows gathered so far at every doubling. `rows` holds each row's block,
+        // start, key end and end.
+        const GATHER_BLOCK: usize = 64 * 1024;
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        let mut rows: Vec<(u32, u32, u32, u32)> = Vec::new();
         let whole = {
             let mut cur = self
                 .store
@@ -2709,10 +2714,24 @@ impl Writer<'_> {
                 if get_varint(v, &mut pos)? != n as u64 {
                     return Ok(false);
                 }
-                bytes.extend_from_slice(k);
-                ends.push(bytes.len());
-                bytes.extend_from_slice(v);
-                ends.push(bytes.len());
+                let len = k.len() + v.len();
+                let block = match blocks.last_mut() {
+                    Some(b) if b.capacity() - b.len() >= len => b,
+                    _ => {
+                        blocks.push(Vec::with_capacity(GATHER_BLOCK.max(len)));
+                        blocks.last_mut().expect("invariant: just pushed")
+                    }
+                };
+                let start = block.len();
+                block.extend_from_slice(k);
+                block.extend_from_slice(v);
+                // A block is at most one row past 64 KiB, and a row at most a record's length.
+                rows.push((
+                    (blocks.len() - 1) as u32,
+                    start as u32,
+                    (start + k.len()) as u32,
+                    (start + len) as u32,
+                ));
                 Ok(true)
             })?
         };
@@ -2720,20 +2739,21 @@ impl Writer<'_> {
             return Ok(None);
         }
         let mut res = WriteResult::default();
-        let (mut start, mut last_key) = (0, 0..0);
         // The source's keys come strictly ascending from its scan, and the table is empty:
         // the store can build the tree bottom-up (it refuses keys out of order).
-        let mut rows = ends.chunks_exact(2).map(|kv| {
-            last_key = start..kv[0];
-            let row = (&bytes[start..kv[0]], &bytes[kv[0]..kv[1]]);
-            start = kv[1];
-            row
+        let mut pairs = rows.iter().map(|&(b, s, m, e)| {
+            let block = &blocks[b as usize];
+            (
+                &block[s as usize..m as usize],
+                &block[m as usize..e as usize],
+            )
         });
-        self.store.load_rows(t.tree, &mut rows)?;
-        res.changes = (ends.len() / 2) as u64;
+        self.store.load_rows(t.tree, &mut pairs)?;
+        res.changes = rows.len() as u64;
         // The keys come in order: the last one copied is the last row id inserted.
-        if matches!(t.key, Key::Rowid(_)) && res.changes > 0 {
-            if let Value::Integer(id) = decode_key_value(&bytes[last_key], false)?.0 {
+        if let (Key::Rowid(_), Some(&(b, s, m, _))) = (&t.key, rows.last()) {
+            let key = &blocks[b as usize][s as usize..m as usize];
+            if let Value::Integer(id) = decode_key_value(key, false)?.0 {
                 res.last_rowid = Some(id);
             }
         }

@@ -219,3 +219,49 @@ fn an_in_memory_database_exports_a_sound_file() {
         }
     }
 }
+
+/// `INSERT INTO t SELECT * FROM s` into an empty table copies the stored rows; with more rows
+/// than one gathering block holds (64 KiB), and some longer than a page, every row arrives.
+#[test]
+fn insert_select_copies_more_rows_than_one_gathering_block() {
+    let mut db = open(MemoryFile::new());
+    db.exec_script(
+        "CREATE TABLE s (id INTEGER PRIMARY KEY, c TEXT, n INTEGER);
+         CREATE TABLE t (id INTEGER PRIMARY KEY, c TEXT, n INTEGER);",
+    )
+    .unwrap();
+    db.exec_script("BEGIN").unwrap();
+    for i in 0..3000i64 {
+        let len = if i % 97 == 0 {
+            5000
+        } else {
+            40 + (i % 13) as usize
+        };
+        db.execute(
+            "INSERT INTO s VALUES (?, ?, ?)",
+            &[
+                Value::Integer(i * 3),
+                Value::Text("x".repeat(len)),
+                Value::Integer(i),
+            ],
+        )
+        .unwrap();
+    }
+    db.exec_script("COMMIT").unwrap();
+    db.exec_script("INSERT INTO t SELECT * FROM s").unwrap();
+    let sums = "SELECT count(*), sum(id), sum(length(c)), sum(n), max(id) FROM ";
+    let want = rows(&mut db, &format!("{sums} s"));
+    assert_eq!(want[0][0], Value::Integer(3000));
+    assert_eq!(rows(&mut db, &format!("{sums} t")), want);
+    assert_eq!(
+        rows(&mut db, "SELECT * FROM t ORDER BY id"),
+        rows(&mut db, "SELECT * FROM s ORDER BY id")
+    );
+    // The next row id follows the last one copied.
+    db.exec_script("INSERT INTO t (c, n) VALUES ('next', 0)")
+        .unwrap();
+    assert_eq!(
+        rows(&mut db, "SELECT id FROM t WHERE c = 'next'"),
+        vec![vec![Value::Integer(8998)]]
+    );
+}

@@ -1353,6 +1353,24 @@ fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
     p.free(root)
 }
 
+/// Copies the leaf `bulk_build` filled in `leaf` into a fresh page, names that page in the
+/// level's last entry and hands it to `done`.
+fn finish_leaf<P: Pages>(
+    p: &mut P,
+    leaf: &mut [u8],
+    level: &mut [(Vec<u8>, u32)],
+    done: &mut dyn FnMut(&mut P, u32) -> Result<()>,
+) -> Result<()> {
+    // The buffer held the previous leaf: no byte of it may survive between slots and cells.
+    page::zero_gap(leaf);
+    let id = p.alloc_copy(leaf)?;
+    level
+        .last_mut()
+        .expect("invariant: a leaf being filled has its entry")
+        .1 = id;
+    done(p, id)
+}
+
 /// Builds a tree bottom-up from `(key, value)` pairs in strictly increasing key order, filling
 /// each leaf to about 90% (room for a few later inserts before it splits). `done` is called with
 /// every finished page so the caller can write it out and keep memory bounded.
@@ -1370,8 +1388,11 @@ where
     let target = page::capacity(ps) * 9 / 10;
     // Finished nodes of the level being built: (separator before it, page).
     let mut level: Vec<(Vec<u8>, u32)> = Vec::new();
-    // The leaf being filled; cells go straight into its page, no per-entry allocation.
-    let mut leaf = 0u32;
+    // The leaf being filled, built in this buffer and copied into a fresh page once full: a
+    // page asked for by number (`page_mut`) for every entry cost a hash look-up each, and a
+    // fresh page is zeroed first.
+    let mut leaf = vec![0u8; ps];
+    let mut open = false;
     let mut prev: Vec<u8> = Vec::new();
     let mut n = 0u64;
     let mut scratch = Vec::new();
@@ -1391,28 +1412,27 @@ where
         } else {
             page::CELL_HDR + k.len() + 4
         };
-        if leaf != 0 && page::used(p.page_mut(leaf)?) + size + 2 > target {
-            done(p, leaf)?;
-            leaf = 0;
+        if open && page::used(&leaf) + size + 2 > target {
+            finish_leaf(p, &mut leaf, &mut level, done)?;
+            open = false;
         }
-        if leaf == 0 {
-            leaf = p.alloc()?;
-            page::init(p.page_mut(leaf)?, KIND_LEAF);
+        if !open {
+            page::init(&mut leaf, KIND_LEAF);
             let sep = if n == 0 {
                 k.to_vec()
             } else {
                 separator(&prev, k)
             };
-            level.push((sep, leaf));
+            level.push((sep, 0));
+            open = true;
         }
         if inline {
-            let pg = p.page_mut(leaf)?;
-            let at = page::count(pg);
-            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
-            page::put_u16(pg, off, k.len());
-            page::put_u32(pg, off + 2, v.len() as u32);
-            pg[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
-            pg[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
+            let at = page::count(&leaf);
+            let off = page::reserve(&mut leaf, at, size).expect("invariant: room checked above");
+            page::put_u16(&mut leaf, off, k.len());
+            page::put_u32(&mut leaf, off + 2, v.len() as u32);
+            leaf[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
+            leaf[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
         } else {
             let first = write_overflow(p, v)?;
             page::leaf_cell(
@@ -1421,10 +1441,9 @@ where
                 v.len() as u32 | OVERFLOW_BIT,
                 &first.to_le_bytes(),
             );
-            let pg = p.page_mut(leaf)?;
-            let at = page::count(pg);
-            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
-            pg[off..off + size].copy_from_slice(&scratch);
+            let at = page::count(&leaf);
+            let off = page::reserve(&mut leaf, at, size).expect("invariant: room checked above");
+            leaf[off..off + size].copy_from_slice(&scratch);
         }
         prev.clear();
         prev.extend_from_slice(k);
@@ -1433,7 +1452,7 @@ where
     if n == 0 {
         return Ok((0, 0));
     }
-    done(p, leaf)?;
+    finish_leaf(p, &mut leaf, &mut level, done)?;
     // Branch levels: each branch takes children while their separators fit the fill target.
     while level.len() > 1 {
         let mut groups: Vec<(usize, usize)> = Vec::new();

@@ -382,6 +382,12 @@ pub fn fill<C: AsRef<[u8]>>(p: &mut [u8], kind: u8, cells: &[C], right: u32) {
     set_count(p, cells.len());
 }
 
+/// Zeroes the free gap between a node's slots and its cells.
+pub fn zero_gap(p: &mut [u8]) {
+    let (from, to) = (HDR + 2 * count(p), content_start(p));
+    p[from..to].fill(0);
+}
+
 /// All cells of a node, copied.
 pub fn cells(p: &[u8]) -> Vec<Vec<u8>> {
     (0..count(p)).map(|i| cell(p, i).to_vec()).collect()
