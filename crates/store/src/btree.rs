@@ -492,27 +492,47 @@ fn insert_cell<P: Pages>(
     }
     let kind = page::kind(pg);
     let right = page::right(pg);
+    let n = page::count(pg);
+    // A leaf appended to at the tree's right edge (rows inserted in key order) stays as full
+    // as it is and a new leaf starts with the new cell, as SQLite's quick balance does.
+    // Halving would leave every leaf of an ordered load half empty, and split twice as often;
+    // and the full leaf keeps its bytes: nothing is copied out of it or written back.
+    if kind == KIND_LEAF && i == n && n + 1 >= 4 {
+        if let Some(path) = path {
+            if rightmost(p, path)? {
+                let sep = p.with_page(id, |pg| {
+                    separator(page::key(pg, n - 1), page::cell_key(cell))
+                })?;
+                let new = p.alloc()?;
+                let pg = p.page_mut(new)?;
+                page::init(pg, KIND_LEAF);
+                let off = page::reserve(pg, 0, cell.len())
+                    .expect("invariant: one cell fits an empty node");
+                pg[off..off + cell.len()].copy_from_slice(cell);
+                return Ok(Fix::Split(sep, new));
+            }
+        }
+    }
     // One copy of the page and a list of slices into it: no allocation per cell.
-    let copy = pg.clone();
+    let copy = p.page_mut(id)?.clone();
     let mut cells: Vec<&[u8]> = (0..page::count(&copy))
         .map(|j| page::cell(&copy, j))
         .collect();
     let appended = i == cells.len();
     cells.insert(i, cell);
-    // Appending at the tree's right edge (rows inserted in key order): the node stays as full
-    // as it is and the new one starts with the new cell, as SQLite's quick balance does.
-    // Halving would leave every node of an ordered load half empty, and split twice as often.
-    // (A branch keeps its last cell for the new node, which must not be empty.)
-    let at_edge = appended
+    // A branch appended to at the right edge stays as full as it is too, as a leaf does
+    // above, but keeps its last cell for the new node, which must not be empty.
+    let at_edge = kind == KIND_BRANCH
+        && appended
         && cells.len() >= 4
         && match path {
             Some(path) => rightmost(p, path)?,
             None => false,
         };
-    let m = match (at_edge, kind) {
-        (true, KIND_LEAF) => cells.len() - 1,
-        (true, _) => cells.len() - 2,
-        (false, _) => split_point(&cells),
+    let m = if at_edge {
+        cells.len() - 2
+    } else {
+        split_point(&cells)
     };
     split(p, id, kind, &cells, right, m)
 }
