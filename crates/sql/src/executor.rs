@@ -212,6 +212,56 @@ fn scratch_slot(l: &Level) -> usize {
     l as *const Level as usize + 3
 }
 
+/// Buffers handed from one execution of a query to the next: a query's frame, and its first
+/// level's record buffer, header layout and point key ([`RowFilter`]). A point read or an index
+/// probe (`WHERE id = ?`, `WHERE b = ?`) otherwise allocated and freed all four every time.
+/// (An inner join level keeps its own through the execution cache.) They carry nothing from
+/// one use to the next: a frame is refilled with NULLs, a record buffer and a key are emptied
+/// before they are filled, a layout is rewritten for every row. Per thread rather than passed
+/// in, as nothing about them belongs to a database; a few of each (a subquery's levels and
+/// frames are in use while its query's are), none grown past `POOL_MAX_BYTES`.
+struct Pool {
+    frames: Vec<Vec<Value>>,
+    levels: Vec<(Vec<u8>, Layout, Vec<u8>)>,
+}
+
+const POOL_LEN: usize = 4;
+const POOL_MAX_BYTES: usize = 16 * 1024;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Pool> = const {
+        std::cell::RefCell::new(Pool {
+            frames: Vec::new(),
+            levels: Vec::new(),
+        })
+    };
+}
+
+/// A frame of `n` NULLs, in a pooled buffer when there is one.
+fn pooled_frame(n: usize) -> Vec<Value> {
+    let mut frame = POOL
+        .try_with(|p| p.borrow_mut().frames.pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    null_frame(&mut frame, n);
+    frame
+}
+
+/// Gives a frame back to the pool (its values dropped now).
+fn pool_frame(mut frame: Vec<Value>) {
+    frame.clear();
+    if frame.capacity() * std::mem::size_of::<Value>() > POOL_MAX_BYTES {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        if p.frames.len() < POOL_LEN {
+            p.frames.push(frame);
+        }
+    });
+}
+
 /// A top-k level's current bound: the k-th best row's first sort key, once there is one.
 fn topk_bound(lvl: &Level, cx: &Cx) -> Option<Value> {
     match cx.cache.borrow().get(&topk_slot(lvl)) {
@@ -290,8 +340,19 @@ fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
 }
 
 fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
-    let mut frame = nulls(c.frame_len);
-    if !all_true(&c.const_filters, &frame, cx)? {
+    let mut frame = pooled_frame(c.frame_len);
+    let go = run_core_in(c, cx, sink, &mut frame);
+    pool_frame(frame);
+    go
+}
+
+fn run_core_in(
+    c: &Core,
+    cx: &Cx,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+    frame: &mut Vec<Value>,
+) -> Result<bool> {
+    if !all_true(&c.const_filters, frame, cx)? {
         if let Some(agg) = &c.agg {
             if agg.group_by.is_empty() {
                 return finish_groups(c, agg, Groups::default(), cx, sink);
@@ -303,7 +364,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         None => {
             let mut seen = FastSet::default();
             let mut key = Vec::new();
-            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+            run_levels(c, 0, frame, cx, &mut |frame| {
                 let row = eval_row(&c.project, frame, cx)?;
                 if c.distinct {
                     key.clear();
@@ -320,7 +381,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             let mut cur: Option<(Vec<u8>, Vec<Value>, Vec<AggState>)> = None;
             let mut seen = FastSet::default();
             let mut key = Vec::new();
-            let go = run_levels(c, 0, &mut frame, cx, &mut |frame| {
+            let go = run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
                 for g in &agg.group_by {
                     push_norm(&*eval(g, frame, cx)?, &mut key);
@@ -356,11 +417,11 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         }
         Some(agg) if agg.group_by.is_empty() => {
             // One group: no key to build and hash for each row.
-            let states = match index_aggregate(c, agg, &frame, cx)? {
+            let states = match index_aggregate(c, agg, frame, cx)? {
                 Some(states) => states,
                 None => {
                     let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
-                    run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                    run_levels(c, 0, frame, cx, &mut |frame| {
                         update_states(agg, &mut states, frame, cx)?;
                         Ok(true)
                     })?;
@@ -375,7 +436,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             let mut groups = Groups::default();
             let mut key = Vec::new();
             let mut gvals = Vec::new();
-            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+            run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
                 gvals.clear();
                 for g in &agg.group_by {
@@ -975,11 +1036,13 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             {
                 // One equality on an index's leading columns (`WHERE b = ?`, a join on an
                 // indexed column): both bounds of its range in one buffer, instead of
-                // `level_ranges`' list of owned bounds (three allocations). Kept in the
-                // filter, and through it across an inner level's outer rows, the buffer made
-                // a join's other levels dearer than it saved.
-                let mut b = Vec::new();
-                return index_probe_range(probe, frame, cx, &mut b).and_then(|split| {
+                // `level_ranges`' list of owned bounds (three allocations). The buffer is the
+                // filter's point key, which an index level does not otherwise use (a buffer
+                // of its own, kept through the execution cache across an inner level's outer
+                // rows, made a join's other levels dearer than it saved).
+                let mut b = std::mem::take(&mut rf.key);
+                b.clear();
+                let go = index_probe_range(probe, frame, cx, &mut b).and_then(|split| {
                     let Some(split) = split else {
                         return Ok(true);
                     };
@@ -996,6 +1059,8 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                         index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
                     })
                 });
+                rf.key = b;
+                return go;
             }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
@@ -1200,6 +1265,8 @@ struct RowFilter<'l> {
     /// next scan through the execution cache, at this slot, instead of allocating them again.
     /// The first level is scanned once per execution: its buffers are just dropped.
     keep: Option<(&'l Cache, usize)>,
+    /// A first level: `value`, `layout` and `key` came from the [`Pool`] and go back to it.
+    pooled: bool,
 }
 
 impl Drop for RowFilter<'_> {
@@ -1212,6 +1279,20 @@ impl Drop for RowFilter<'_> {
                 let last = std::mem::take(&mut self.last);
                 c.insert(slot, Cached::Scratch(value, layout, key, last));
             }
+        } else if self.pooled
+            && self.value.capacity() <= POOL_MAX_BYTES
+            && self.key.capacity() <= POOL_MAX_BYTES
+        {
+            let value = std::mem::take(&mut self.value);
+            let layout = std::mem::take(&mut self.layout);
+            let key = std::mem::take(&mut self.key);
+            let _ = POOL.try_with(|p| {
+                if let Ok(mut p) = p.try_borrow_mut() {
+                    if p.levels.len() < POOL_LEN {
+                        p.levels.push((value, layout, key));
+                    }
+                }
+            });
         }
     }
 }
@@ -1230,11 +1311,22 @@ impl<'l> RowFilter<'l> {
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
-        let (value, layout, key, last) =
+        let pooled = keep.is_none();
+        let (value, layout, key, last) = if pooled {
+            match POOL.try_with(|p| p.try_borrow_mut().ok()?.levels.pop()) {
+                Ok(Some((mut value, layout, mut key))) => {
+                    value.clear();
+                    key.clear();
+                    (value, layout, key, crate::eval::LastGet::default())
+                }
+                _ => Default::default(),
+            }
+        } else {
             match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
                 Some(Cached::Scratch(value, layout, key, last)) => (value, layout, key, last),
                 _ => Default::default(),
-            };
+            }
+        };
         RowFilter {
             tests,
             rest,
@@ -1252,6 +1344,7 @@ impl<'l> RowFilter<'l> {
                 Source::Query(_) => false,
             },
             keep,
+            pooled,
         }
     }
 }
