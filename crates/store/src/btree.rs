@@ -597,7 +597,7 @@ fn insert_inner<P: Pages>(
     }
     let leaf = owned_leaf(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
-    let (existed, at) = match page::search(pg, key) {
+    let (existed, at) = match page::search_append(pg, key) {
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
