@@ -589,7 +589,8 @@ fn insert_inner<P: Pages>(
     old: Option<&mut Vec<u8>>,
     skip_existing: bool,
 ) -> Result<bool> {
-    check_sizes(p.page_size(), key, value)?;
+    let ps = p.page_size();
+    check_sizes(ps, key, value)?;
     if *root == 0 {
         let id = p.alloc()?;
         page::init(p.page_mut(id)?, KIND_LEAF);
@@ -598,6 +599,21 @@ fn insert_inner<P: Pages>(
     let leaf = owned_leaf(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search_append(pg, key) {
+        Err(i) if page::CELL_HDR + key.len() + value.len() <= page::max_cell(ps) => {
+            // A new inline entry (nearly every insert) goes straight into the leaf when it has
+            // the room: no cell built aside first, no second look-up of the page, and with the
+            // leaf not split nothing above it changes.
+            let size = page::CELL_HDR + key.len() + value.len();
+            if let Some(off) = page::reserve(pg, i, size) {
+                page::put_u16(pg, off, key.len());
+                page::put_u32(pg, off + 2, value.len() as u32);
+                let v = off + page::CELL_HDR + key.len();
+                pg[off + page::CELL_HDR..v].copy_from_slice(key);
+                pg[v..off + size].copy_from_slice(value);
+                return Ok(false);
+            }
+            (false, i)
+        }
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
