@@ -599,17 +599,8 @@ fn insert_inner<P: Pages>(
     let leaf = owned_leaf(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
     let (existed, at) = match page::search_append(pg, key) {
-        Err(i) if page::CELL_HDR + key.len() + value.len() <= page::max_cell(ps) => {
-            // A new inline entry (nearly every insert) goes straight into the leaf when it has
-            // the room: no cell built aside first, no second look-up of the page, and with the
-            // leaf not split nothing above it changes.
-            let size = page::CELL_HDR + key.len() + value.len();
-            if let Some(off) = page::reserve(pg, i, size) {
-                page::put_u16(pg, off, key.len());
-                page::put_u32(pg, off + 2, value.len() as u32);
-                let v = off + page::CELL_HDR + key.len();
-                pg[off + page::CELL_HDR..v].copy_from_slice(key);
-                pg[v..off + size].copy_from_slice(value);
+        Err(i) => {
+            if put_inline(pg, ps, i, key, value) {
                 return Ok(false);
             }
             (false, i)
@@ -635,7 +626,6 @@ fn insert_inner<P: Pages>(
             take_cell(p, leaf, i, old)?;
             (true, i)
         }
-        Err(i) => (false, i),
     };
     place_cell(p, root, path, scratch, leaf, at, key, value, existed)?;
     Ok(existed)
@@ -666,9 +656,13 @@ pub(crate) fn insert_or_rewrite<P: Pages>(
         *root = id;
     }
     let leaf = owned_leaf(p, root, key, path)?;
-    let i = match page::search(p.page_mut(leaf)?, key) {
+    let pg = p.page_mut(leaf)?;
+    let i = match page::search(pg, key) {
         Ok(i) => i,
         Err(at) => {
+            if put_inline(pg, ps, at, key, value) {
+                return Ok(None);
+            }
             place_cell(p, root, path, scratch, leaf, at, key, value, false)?;
             return Ok(None);
         }
@@ -755,6 +749,27 @@ fn check_sizes(ps: usize, key: &[u8], value: &[u8]) -> Result<()> {
 /// Puts the cell for `key` and `value` at slot `at` of `leaf` (an owned leaf reached by
 /// `path`), with the value in overflow pages when it does not fit, and carries any split up.
 /// `existed`: the cell replaces one just taken out, which may leave the leaf smaller.
+/// Writes a new inline entry at slot `i` of leaf `pg` when it has the room; false when the
+/// entry is too long to be inline or the leaf is full (`place_cell` then). Nearly every insert
+/// takes this way: no cell built aside first, no second look-up of the page, and with the leaf
+/// not split nothing above it changes.
+#[inline(always)]
+fn put_inline(pg: &mut [u8], ps: usize, i: usize, key: &[u8], value: &[u8]) -> bool {
+    let size = page::CELL_HDR + key.len() + value.len();
+    if size > page::max_cell(ps) {
+        return false;
+    }
+    let Some(off) = page::reserve(pg, i, size) else {
+        return false;
+    };
+    page::put_u16(pg, off, key.len());
+    page::put_u32(pg, off + 2, value.len() as u32);
+    let v = off + page::CELL_HDR + key.len();
+    pg[off + page::CELL_HDR..v].copy_from_slice(key);
+    pg[v..off + size].copy_from_slice(value);
+    true
+}
+
 /// Inlined: a part of every insert, which as a call cost it a tenth of its own work.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
