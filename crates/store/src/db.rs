@@ -253,14 +253,6 @@ pub(crate) struct Shared<F> {
     /// The last write transaction's maps, emptied, for the next one: a fresh map grows through
     /// several rehashes, which a one-row commit would pay every time.
     spare: Option<Spare>,
-    /// Catalog entries a commit rewrites in their committed leaf after its pages are in the
-    /// cache (`Shared::catalog_entry_in_place`): names and entries back to back, and where each
-    /// name and entry ends.
-    deferred: Vec<u8>,
-    /// (name end, entry end, leaf, slot): where the entry was found, where it still is unless
-    /// another catalog write of the commit moved it.
-    deferred_at: Vec<(usize, usize, u32, usize)>,
-    deferred_slots: Vec<(u32, usize)>,
     /// Buffers of cursors dropped, for the next ones: a point query opens a cursor (a range
     /// over an index, say) and would otherwise allocate its stack and bounds, and free them,
     /// every time.
@@ -858,9 +850,6 @@ impl<F: BlockFile> Shared<F> {
             list: Vec::new(),
             spare: None,
             cursor_bufs: Vec::new(),
-            deferred: Vec::new(),
-            deferred_at: Vec::new(),
-            deferred_slots: Vec::new(),
             committed_trees: None,
             sb_unwritten: false,
             entry: Vec::new(),
@@ -939,8 +928,6 @@ impl<F: BlockFile> Shared<F> {
     }
 
     fn rollback(&mut self) {
-        self.deferred.clear();
-        self.deferred_at.clear();
         let Some(w) = self.w.take() else { return };
         let free = self.free.as_mut().expect("invariant: free set loaded");
         for (&id, &add) in &w.delta {
@@ -1157,10 +1144,6 @@ impl<F: BlockFile> Shared<F> {
         // 3. Pages, then the superblock, then one flush. Pages this commit freed leave the list:
         // the new state does not need them, and once durable they may be overwritten.
         self.write_dirty()?;
-        if self.pager.volatile {
-            let w = self.w.as_ref().expect("invariant: write transaction open");
-            self.apply_deferred(w.state.txn.max(self.next_txn))?;
-        }
         let w = self.w.as_ref().expect("invariant: write transaction open");
         for id in &w.freed {
             self.unflushed.remove(id);
@@ -1344,42 +1327,12 @@ impl<F: BlockFile> Shared<F> {
     /// caller takes `catalog_put`.
     fn catalog_entry_in_place(&mut self, name: &[u8], v: &[u8]) -> Result<bool> {
         let w = self.w.as_ref().expect("invariant: write transaction open");
-        let root = w.state.catalog;
-        if !self.pager.volatile || root == 0 {
+        let mut id = w.state.catalog;
+        if !self.pager.volatile || id == 0 {
             return Ok(false);
         }
-        let Some((id, i)) = self.catalog_slot(root, name, v.len())? else {
-            return Ok(false);
-        };
-        let w = self.w.as_ref().expect("invariant: write transaction open");
-        if self.readers.is_empty() && !w.dirty.contains_key(&id) && !w.owned.contains_key(&id) {
-            // A committed leaf no reader needs: rewritten where the cache holds it once the
-            // commit's pages are in (`apply_deferred`), instead of copied for the change now.
-            // Most commits change one tree, whose entry (its row count) is all they change in
-            // the catalog: a copy of a page to change a few bytes of it.
-            let start = self.deferred.len();
-            self.deferred.extend_from_slice(name);
-            self.deferred.extend_from_slice(v);
-            self.deferred_at
-                .push((start + name.len(), self.deferred.len(), id, i));
-            return Ok(true);
-        }
-        let pg = self.page_mut(id)?;
-        let done = page::rewrite_value(pg, i, v);
-        debug_assert!(done, "a value of the same length fits where it is");
-        Ok(done)
-    }
-
-    /// The leaf and slot of catalog entry `name` when its value is `len` bytes long and
-    /// inline, from the catalog's root `id`; None when it is not there, or not so.
-    fn catalog_slot(
-        &mut self,
-        mut id: u32,
-        name: &[u8],
-        len: usize,
-    ) -> Result<Option<(u32, usize)>> {
         let mut depth = 0;
-        loop {
+        let found = loop {
             // A tree's depth bound (`btree`'s), against a cycle of pages.
             depth += 1;
             if depth > 40 {
@@ -1390,7 +1343,7 @@ impl<F: BlockFile> Shared<F> {
                 page::KIND_BRANCH => Err(page::child(pg, page::child_index(pg, name))),
                 page::KIND_LEAF => Ok(match page::search(pg, name) {
                     Ok(i) => match page::leaf_value(pg, i) {
-                        page::LeafValue::Inline(old) if old.len() == len => Some(i),
+                        page::LeafValue::Inline(old) if old.len() == v.len() => Some(i),
                         _ => None,
                     },
                     Err(_) => None,
@@ -1399,102 +1352,15 @@ impl<F: BlockFile> Shared<F> {
                 _ => Ok(None),
             })?;
             match step {
-                Ok(found) => return Ok(found.map(|i| (id, i))),
+                Ok(found) => break found,
                 Err(child) => id = child,
             }
-        }
-    }
-
-    /// Writes the catalog entries `catalog_entry_in_place` deferred, after the commit's pages
-    /// went into the cache (over a volatile file, with no reader open). Each is rewritten in
-    /// the leaf the cache holds, where nothing else holds it, when every one can be: then
-    /// nothing here can fail part way. Otherwise each goes through a copy of its leaf, as
-    /// any other change (`page_mut`), and the copies into the cache.
-    fn apply_deferred(&mut self, txn: u64) -> Result<()> {
-        if self.deferred_at.is_empty() {
-            return Ok(());
-        }
-        let w = self.w.as_ref().expect("invariant: write transaction open");
-        let root = w.state.catalog;
-        let (bytes, at) = (
-            std::mem::take(&mut self.deferred),
-            std::mem::take(&mut self.deferred_at),
-        );
-        let mut slots = std::mem::take(&mut self.deferred_slots);
-        slots.clear();
-        let mut r = Ok(());
-        let mut start = 0;
-        let mut looked_up = false;
-        for &(name_end, end, id, i) in &at {
-            let (name, v) = (&bytes[start..name_end], &bytes[name_end..end]);
-            start = end;
-            // Where step 1 found it, unless a catalog write after it moved it: looked at in
-            // the cache alone (a page not there is not rewritten in place anyway).
-            let there = self.pager.cached_alone(id).is_some_and(|pg| {
-                page::kind(pg) == page::KIND_LEAF
-                    && i < page::count(pg)
-                    && page::key(pg, i) == name
-                    && matches!(page::leaf_value(pg, i),
-                        page::LeafValue::Inline(old) if old.len() == v.len())
-            });
-            if there {
-                slots.push((id, i));
-                continue;
-            }
-            looked_up = true;
-            match self.catalog_slot(root, name, v.len()) {
-                Ok(Some(slot)) => slots.push(slot),
-                Ok(None) => {
-                    r = Err(Error::Corrupt(
-                        "a catalog entry changed length during its commit".into(),
-                    ));
-                    break;
-                }
-                Err(e) => {
-                    r = Err(e);
-                    break;
-                }
-            }
-        }
-        if r.is_ok() {
-            // A look-up may have read pages into the cache, and evicted one found alone
-            // before it.
-            let alone = !looked_up
-                || slots
-                    .iter()
-                    .all(|&(id, _)| self.pager.cached_alone(id).is_some());
-            for (&(name_end, end, ..), &(id, i)) in at.iter().zip(&slots) {
-                let v = &bytes[name_end..end];
-                if alone {
-                    let pg = self
-                        .pager
-                        .cached_mut(id)
-                        .expect("invariant: checked alone in the cache above");
-                    let done = page::rewrite_value(pg, i, v);
-                    debug_assert!(done, "a value of the same length fits where it is");
-                    page::put_u64(pg, 8, txn);
-                } else {
-                    match self.page_mut(id) {
-                        Ok(pg) => {
-                            page::rewrite_value(pg, i, v);
-                        }
-                        Err(e) => {
-                            r = Err(e);
-                            break;
-                        }
-                    }
-                }
-            }
-            if r.is_ok() && !alone {
-                r = self.write_dirty();
-            }
-        }
-        self.deferred = bytes;
-        self.deferred.clear();
-        self.deferred_at = at;
-        self.deferred_at.clear();
-        self.deferred_slots = slots;
-        r
+        };
+        let Some(i) = found else { return Ok(false) };
+        let pg = self.page_mut(id)?;
+        let done = page::rewrite_value(pg, i, v);
+        debug_assert!(done, "a value of the same length fits where it is");
+        Ok(done)
     }
 
     fn catalog_put(&mut self, name: &[u8], v: &[u8]) -> Result<()> {

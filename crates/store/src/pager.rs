@@ -219,27 +219,6 @@ impl<F: BlockFile> Pager<F> {
         self.displaced(out)
     }
 
-    /// Whether committed page `id` is cached and held by nothing but the cache
-    /// ([`Pager::cached_mut`] gives it), and its bytes.
-    pub fn cached_alone(&self, id: u32) -> Option<&[u8]> {
-        let &i = self.cache.map.get(&id)?;
-        let p = &self.cache.slots[i].page;
-        (Rc::strong_count(p) == 1 && Rc::weak_count(p) == 0).then_some(p.as_slice())
-    }
-
-    /// The cached bytes of committed page `id`, to be changed where they lie, when nothing but
-    /// the cache holds them; marked unwritten, so the file gets them when they are evicted or
-    /// handed back. Over a volatile file only.
-    pub fn cached_mut(&mut self, id: u32) -> Option<&mut Vec<u8>> {
-        debug_assert!(self.volatile, "only a volatile file defers writes");
-        let &i = self.cache.map.get(&id)?;
-        let s = &mut self.cache.slots[i];
-        let b = Rc::get_mut(&mut s.page)?;
-        s.referenced = true;
-        s.unwritten = true;
-        Some(b)
-    }
-
     /// Writes a page the cache displaced if it is unwritten, and keeps its buffer if nothing
     /// else holds it.
     fn displaced(&mut self, out: Option<(u32, Page, bool)>) -> Result<()> {
