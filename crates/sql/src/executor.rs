@@ -50,9 +50,27 @@ fn all_true(filters: &[PExpr], frame: &[Value], cx: &Cx) -> Result<bool> {
 fn eval_row(exprs: &[PExpr], frame: &[Value], cx: &Cx) -> Result<Vec<Value>> {
     let mut row = Vec::with_capacity(exprs.len());
     for e in exprs {
-        row.push(eval(e, frame, cx)?.into_owned());
+        // A column (most of what a query returns) is copied from the frame directly: through
+        // `eval` it costs a call, a dispatch and a `Cow` for the same clone.
+        row.push(match e {
+            PExpr::Col(i) => frame.get(*i).cloned().unwrap_or(Value::Null),
+            e => eval(e, frame, cx)?.into_owned(),
+        });
     }
     Ok(row)
+}
+
+/// `eval` as an owned value, with a column or a parameter (what an INSERT's VALUES and an
+/// upsert's DO UPDATE mostly name) cloned directly: through `eval` each costs a call, a
+/// dispatch and a `Cow` for the same clone. (In an UPDATE's per-row rewrite, which `b + 1`
+/// passes through, the extra test cost more than it saved.)
+#[inline]
+fn eval_owned(e: &PExpr, frame: &[Value], cx: &Cx) -> Result<Value> {
+    match e {
+        PExpr::Col(i) => Ok(frame.get(*i).cloned().unwrap_or(Value::Null)),
+        PExpr::Param(i) if *i < cx.params.len() => Ok(cx.params[*i].clone()),
+        e => Ok(eval(e, frame, cx)?.into_owned()),
+    }
 }
 
 /// Runs a query, handing each output row to `sink` until it returns false.
@@ -212,6 +230,56 @@ fn scratch_slot(l: &Level) -> usize {
     l as *const Level as usize + 3
 }
 
+/// Buffers handed from one execution of a query to the next: a query's frame, and its first
+/// level's record buffer, header layout and point key ([`RowFilter`]). A point read or an index
+/// probe (`WHERE id = ?`, `WHERE b = ?`) otherwise allocated and freed all four every time.
+/// (An inner join level keeps its own through the execution cache.) They carry nothing from
+/// one use to the next: a frame is refilled with NULLs, a record buffer and a key are emptied
+/// before they are filled, a layout is rewritten for every row. Per thread rather than passed
+/// in, as nothing about them belongs to a database; a few of each (a subquery's levels and
+/// frames are in use while its query's are), none grown past `POOL_MAX_BYTES`.
+struct Pool {
+    frames: Vec<Vec<Value>>,
+    levels: Vec<(Vec<u8>, Layout, Vec<u8>)>,
+}
+
+const POOL_LEN: usize = 4;
+const POOL_MAX_BYTES: usize = 16 * 1024;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Pool> = const {
+        std::cell::RefCell::new(Pool {
+            frames: Vec::new(),
+            levels: Vec::new(),
+        })
+    };
+}
+
+/// A frame of `n` NULLs, in a pooled buffer when there is one.
+fn pooled_frame(n: usize) -> Vec<Value> {
+    let mut frame = POOL
+        .try_with(|p| p.borrow_mut().frames.pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    null_frame(&mut frame, n);
+    frame
+}
+
+/// Gives a frame back to the pool (its values dropped now).
+fn pool_frame(mut frame: Vec<Value>) {
+    frame.clear();
+    if frame.capacity() * std::mem::size_of::<Value>() > POOL_MAX_BYTES {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        if p.frames.len() < POOL_LEN {
+            p.frames.push(frame);
+        }
+    });
+}
+
 /// A top-k level's current bound: the k-th best row's first sort key, once there is one.
 fn topk_bound(lvl: &Level, cx: &Cx) -> Option<Value> {
     match cx.cache.borrow().get(&topk_slot(lvl)) {
@@ -290,8 +358,19 @@ fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
 }
 
 fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
-    let mut frame = nulls(c.frame_len);
-    if !all_true(&c.const_filters, &frame, cx)? {
+    let mut frame = pooled_frame(c.frame_len);
+    let go = run_core_in(c, cx, sink, &mut frame);
+    pool_frame(frame);
+    go
+}
+
+fn run_core_in(
+    c: &Core,
+    cx: &Cx,
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
+    frame: &mut Vec<Value>,
+) -> Result<bool> {
+    if !all_true(&c.const_filters, frame, cx)? {
         if let Some(agg) = &c.agg {
             if agg.group_by.is_empty() {
                 return finish_groups(c, agg, Groups::default(), cx, sink);
@@ -303,7 +382,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         None => {
             let mut seen = FastSet::default();
             let mut key = Vec::new();
-            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+            run_levels(c, 0, frame, cx, &mut |frame| {
                 let row = eval_row(&c.project, frame, cx)?;
                 if c.distinct {
                     key.clear();
@@ -320,7 +399,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             let mut cur: Option<(Vec<u8>, Vec<Value>, Vec<AggState>)> = None;
             let mut seen = FastSet::default();
             let mut key = Vec::new();
-            let go = run_levels(c, 0, &mut frame, cx, &mut |frame| {
+            let go = run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
                 for g in &agg.group_by {
                     push_norm(&*eval(g, frame, cx)?, &mut key);
@@ -356,11 +435,11 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
         }
         Some(agg) if agg.group_by.is_empty() => {
             // One group: no key to build and hash for each row.
-            let states = match index_aggregate(c, agg, &frame, cx)? {
+            let states = match index_aggregate(c, agg, frame, cx)? {
                 Some(states) => states,
                 None => {
                     let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
-                    run_levels(c, 0, &mut frame, cx, &mut |frame| {
+                    run_levels(c, 0, frame, cx, &mut |frame| {
                         update_states(agg, &mut states, frame, cx)?;
                         Ok(true)
                     })?;
@@ -375,7 +454,7 @@ fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             let mut groups = Groups::default();
             let mut key = Vec::new();
             let mut gvals = Vec::new();
-            run_levels(c, 0, &mut frame, cx, &mut |frame| {
+            run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
                 gvals.clear();
                 for g in &agg.group_by {
@@ -975,11 +1054,13 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             {
                 // One equality on an index's leading columns (`WHERE b = ?`, a join on an
                 // indexed column): both bounds of its range in one buffer, instead of
-                // `level_ranges`' list of owned bounds (three allocations). Kept in the
-                // filter, and through it across an inner level's outer rows, the buffer made
-                // a join's other levels dearer than it saved.
-                let mut b = Vec::new();
-                return index_probe_range(probe, frame, cx, &mut b).and_then(|split| {
+                // `level_ranges`' list of owned bounds (three allocations). The buffer is the
+                // filter's point key, which an index level does not otherwise use (a buffer
+                // of its own, kept through the execution cache across an inner level's outer
+                // rows, made a join's other levels dearer than it saved).
+                let mut b = std::mem::take(&mut rf.key);
+                b.clear();
+                let go = index_probe_range(probe, frame, cx, &mut b).and_then(|split| {
                     let Some(split) = split else {
                         return Ok(true);
                     };
@@ -996,6 +1077,8 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                         index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
                     })
                 });
+                rf.key = b;
+                return go;
             }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
@@ -1200,6 +1283,8 @@ struct RowFilter<'l> {
     /// next scan through the execution cache, at this slot, instead of allocating them again.
     /// The first level is scanned once per execution: its buffers are just dropped.
     keep: Option<(&'l Cache, usize)>,
+    /// A first level: `value`, `layout` and `key` came from the [`Pool`] and go back to it.
+    pooled: bool,
 }
 
 impl Drop for RowFilter<'_> {
@@ -1212,6 +1297,20 @@ impl Drop for RowFilter<'_> {
                 let last = std::mem::take(&mut self.last);
                 c.insert(slot, Cached::Scratch(value, layout, key, last));
             }
+        } else if self.pooled
+            && self.value.capacity() <= POOL_MAX_BYTES
+            && self.key.capacity() <= POOL_MAX_BYTES
+        {
+            let value = std::mem::take(&mut self.value);
+            let layout = std::mem::take(&mut self.layout);
+            let key = std::mem::take(&mut self.key);
+            let _ = POOL.try_with(|p| {
+                if let Ok(mut p) = p.try_borrow_mut() {
+                    if p.levels.len() < POOL_LEN {
+                        p.levels.push((value, layout, key));
+                    }
+                }
+            });
         }
     }
 }
@@ -1230,11 +1329,22 @@ impl<'l> RowFilter<'l> {
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
-        let (value, layout, key, last) =
+        let pooled = keep.is_none();
+        let (value, layout, key, last) = if pooled {
+            match POOL.try_with(|p| p.try_borrow_mut().ok()?.levels.pop()) {
+                Ok(Some((mut value, layout, mut key))) => {
+                    value.clear();
+                    key.clear();
+                    (value, layout, key, crate::eval::LastGet::default())
+                }
+                _ => Default::default(),
+            }
+        } else {
             match keep.and_then(|(c, slot)| c.borrow_mut().remove(&slot)) {
                 Some(Cached::Scratch(value, layout, key, last)) => (value, layout, key, last),
                 _ => Default::default(),
-            };
+            }
+        };
         RowFilter {
             tests,
             rest,
@@ -1252,6 +1362,7 @@ impl<'l> RowFilter<'l> {
                 Source::Query(_) => false,
             },
             keep,
+            pooled,
         }
     }
 }
@@ -2503,7 +2614,7 @@ impl Writer<'_> {
                     for r in rows {
                         let mut vals = Vec::with_capacity(r.len());
                         for e in r {
-                            vals.push(eval(e, &[], &cx)?.into_owned());
+                            vals.push(eval_owned(e, &[], &cx)?);
                         }
                         out.push(vals);
                     }
@@ -2577,7 +2688,7 @@ impl Writer<'_> {
                     into.clear();
                     let cx = self.cx(cache);
                     for e in &rows[n] {
-                        into.push(eval(e, &[], &cx)?.into_owned());
+                        into.push(eval_owned(e, &[], &cx)?);
                     }
                     direct
                 }
@@ -2696,8 +2807,13 @@ impl Writer<'_> {
         if !same_rows || self.store.last_key(t.tree)?.is_some() {
             return Ok(None);
         }
-        // Gathered before the first write: the scan borrows the store.
-        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+        // Gathered before the first write: the scan borrows the store. The bytes go into
+        // blocks of `GATHER_BLOCK`, each row whole in one: a single buffer doubling as it grew
+        // copied the rows gathered so far at every doubling. `rows` holds each row's block,
+        // start, key end and end.
+        const GATHER_BLOCK: usize = 64 * 1024;
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        let mut rows: Vec<(u32, u32, u32, u32)> = Vec::new();
         let whole = {
             let mut cur = self
                 .store
@@ -2709,10 +2825,24 @@ impl Writer<'_> {
                 if get_varint(v, &mut pos)? != n as u64 {
                     return Ok(false);
                 }
-                bytes.extend_from_slice(k);
-                ends.push(bytes.len());
-                bytes.extend_from_slice(v);
-                ends.push(bytes.len());
+                let len = k.len() + v.len();
+                let block = match blocks.last_mut() {
+                    Some(b) if b.capacity() - b.len() >= len => b,
+                    _ => {
+                        blocks.push(Vec::with_capacity(GATHER_BLOCK.max(len)));
+                        blocks.last_mut().expect("invariant: just pushed")
+                    }
+                };
+                let start = block.len();
+                block.extend_from_slice(k);
+                block.extend_from_slice(v);
+                // A block is at most one row past 64 KiB, and a row at most a record's length.
+                rows.push((
+                    (blocks.len() - 1) as u32,
+                    start as u32,
+                    (start + k.len()) as u32,
+                    (start + len) as u32,
+                ));
                 Ok(true)
             })?
         };
@@ -2720,20 +2850,21 @@ impl Writer<'_> {
             return Ok(None);
         }
         let mut res = WriteResult::default();
-        let (mut start, mut last_key) = (0, 0..0);
         // The source's keys come strictly ascending from its scan, and the table is empty:
         // the store can build the tree bottom-up (it refuses keys out of order).
-        let mut rows = ends.chunks_exact(2).map(|kv| {
-            last_key = start..kv[0];
-            let row = (&bytes[start..kv[0]], &bytes[kv[0]..kv[1]]);
-            start = kv[1];
-            row
+        let mut pairs = rows.iter().map(|&(b, s, m, e)| {
+            let block = &blocks[b as usize];
+            (
+                &block[s as usize..m as usize],
+                &block[m as usize..e as usize],
+            )
         });
-        self.store.load_rows(t.tree, &mut rows)?;
-        res.changes = (ends.len() / 2) as u64;
+        self.store.load_rows(t.tree, &mut pairs)?;
+        res.changes = rows.len() as u64;
         // The keys come in order: the last one copied is the last row id inserted.
-        if matches!(t.key, Key::Rowid(_)) && res.changes > 0 {
-            if let Value::Integer(id) = decode_key_value(&bytes[last_key], false)?.0 {
+        if let (Key::Rowid(_), Some(&(b, s, m, _))) = (&t.key, rows.last()) {
+            let key = &blocks[b as usize][s as usize..m as usize];
+            if let Value::Integer(id) = decode_key_value(key, false)?.0 {
                 res.last_rowid = Some(id);
             }
         }
@@ -2994,7 +3125,7 @@ impl Writer<'_> {
                 }
             }
             for (_, e) in sets {
-                vals.push(eval(e, frame, &cx)?.into_owned());
+                vals.push(eval_owned(e, frame, &cx)?);
             }
             // In column order, as a whole row is checked.
             for c in 0..width {

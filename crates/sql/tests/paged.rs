@@ -219,3 +219,136 @@ fn an_in_memory_database_exports_a_sound_file() {
         }
     }
 }
+
+/// `INSERT INTO t SELECT * FROM s` into an empty table copies the stored rows; with more rows
+/// than one gathering block holds (64 KiB), and some longer than a page, every row arrives.
+#[test]
+fn insert_select_copies_more_rows_than_one_gathering_block() {
+    let mut db = open(MemoryFile::new());
+    db.exec_script(
+        "CREATE TABLE s (id INTEGER PRIMARY KEY, c TEXT, n INTEGER);
+         CREATE TABLE t (id INTEGER PRIMARY KEY, c TEXT, n INTEGER);",
+    )
+    .unwrap();
+    db.exec_script("BEGIN").unwrap();
+    for i in 0..3000i64 {
+        let len = if i % 97 == 0 {
+            5000
+        } else {
+            40 + (i % 13) as usize
+        };
+        db.execute(
+            "INSERT INTO s VALUES (?, ?, ?)",
+            &[
+                Value::Integer(i * 3),
+                Value::Text("x".repeat(len)),
+                Value::Integer(i),
+            ],
+        )
+        .unwrap();
+    }
+    db.exec_script("COMMIT").unwrap();
+    db.exec_script("INSERT INTO t SELECT * FROM s").unwrap();
+    let sums = "SELECT count(*), sum(id), sum(length(c)), sum(n), max(id) FROM ";
+    let want = rows(&mut db, &format!("{sums} s"));
+    assert_eq!(want[0][0], Value::Integer(3000));
+    assert_eq!(rows(&mut db, &format!("{sums} t")), want);
+    assert_eq!(
+        rows(&mut db, "SELECT * FROM t ORDER BY id"),
+        rows(&mut db, "SELECT * FROM s ORDER BY id")
+    );
+    // The next row id follows the last one copied.
+    db.exec_script("INSERT INTO t (c, n) VALUES ('next', 0)")
+        .unwrap();
+    assert_eq!(
+        rows(&mut db, "SELECT id FROM t WHERE c = 'next'"),
+        vec![vec![Value::Integer(8998)]]
+    );
+}
+
+/// Point reads and index probes one after another, over tables of different widths, some
+/// finding nothing, some inside a subquery of another: each execution's first level starts
+/// from buffers the one before used (`executor::Pool`), and must see only its own key.
+#[test]
+fn point_reads_and_index_probes_one_after_another_see_only_their_own_keys() {
+    let mut db = open(MemoryFile::new());
+    db.exec_script(
+        "CREATE TABLE a (id INTEGER PRIMARY KEY, x INTEGER, c TEXT);
+         CREATE INDEX a_x ON a (x);
+         CREATE TABLE b (k TEXT PRIMARY KEY, y INTEGER);
+         CREATE INDEX b_y ON b (y);",
+    )
+    .unwrap();
+    db.exec_script("BEGIN").unwrap();
+    for i in 0..300i64 {
+        db.execute(
+            "INSERT INTO a VALUES (?, ?, ?)",
+            &[
+                Value::Integer(i),
+                Value::Integer(i % 50),
+                Value::Text("long text ".repeat((i % 7) as usize)),
+            ],
+        )
+        .unwrap();
+        db.execute(
+            "INSERT INTO b VALUES (?, ?)",
+            &[Value::Text(format!("key {i}")), Value::Integer(i * 2)],
+        )
+        .unwrap();
+    }
+    db.exec_script("COMMIT").unwrap();
+    let one = |db: &mut Database, sql: &str, p: Value| -> Vec<Vec<Value>> {
+        match db.execute(sql, &[p]).unwrap() {
+            Output::Rows { rows, .. } => rows,
+            other => panic!("{sql}: {other:?}"),
+        }
+    };
+    for i in 0..320i64 {
+        let a = one(
+            &mut db,
+            "SELECT id, x, length(c) FROM a WHERE id = ?",
+            Value::Integer(i),
+        );
+        let want_a = if i < 300 {
+            vec![vec![
+                Value::Integer(i),
+                Value::Integer(i % 50),
+                Value::Integer(10 * (i % 7)),
+            ]]
+        } else {
+            vec![]
+        };
+        assert_eq!(a, want_a, "a {i}");
+        let b = one(
+            &mut db,
+            "SELECT k FROM b WHERE y = ?",
+            Value::Integer(i * 2),
+        );
+        let want_b = if i < 300 {
+            vec![vec![Value::Text(format!("key {i}"))]]
+        } else {
+            vec![]
+        };
+        assert_eq!(b, want_b, "b {i}");
+        let n = one(
+            &mut db,
+            "SELECT count(*) FROM a WHERE x = ?",
+            Value::Integer(i % 60),
+        );
+        assert_eq!(
+            n,
+            vec![vec![Value::Integer(if i % 60 < 50 { 6 } else { 0 })]]
+        );
+        let s = one(
+            &mut db,
+            "SELECT (SELECT y FROM b WHERE k = 'key ' || a.id), (SELECT count(*) FROM a AS a2 WHERE a2.x = a.x) FROM a WHERE id = ?",
+            Value::Integer(i),
+        );
+        let want_s = if i < 300 {
+            vec![vec![Value::Integer(i * 2), Value::Integer(6)]]
+        } else {
+            vec![]
+        };
+        assert_eq!(s, want_s, "subqueries {i}");
+    }
+}

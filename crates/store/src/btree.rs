@@ -492,27 +492,47 @@ fn insert_cell<P: Pages>(
     }
     let kind = page::kind(pg);
     let right = page::right(pg);
+    let n = page::count(pg);
+    // A leaf appended to at the tree's right edge (rows inserted in key order) stays as full
+    // as it is and a new leaf starts with the new cell, as SQLite's quick balance does.
+    // Halving would leave every leaf of an ordered load half empty, and split twice as often;
+    // and the full leaf keeps its bytes: nothing is copied out of it or written back.
+    if kind == KIND_LEAF && i == n && n + 1 >= 4 {
+        if let Some(path) = path {
+            if rightmost(p, path)? {
+                let sep = p.with_page(id, |pg| {
+                    separator(page::key(pg, n - 1), page::cell_key(cell))
+                })?;
+                let new = p.alloc()?;
+                let pg = p.page_mut(new)?;
+                page::init(pg, KIND_LEAF);
+                let off = page::reserve(pg, 0, cell.len())
+                    .expect("invariant: one cell fits an empty node");
+                pg[off..off + cell.len()].copy_from_slice(cell);
+                return Ok(Fix::Split(sep, new));
+            }
+        }
+    }
     // One copy of the page and a list of slices into it: no allocation per cell.
-    let copy = pg.clone();
+    let copy = p.page_mut(id)?.clone();
     let mut cells: Vec<&[u8]> = (0..page::count(&copy))
         .map(|j| page::cell(&copy, j))
         .collect();
     let appended = i == cells.len();
     cells.insert(i, cell);
-    // Appending at the tree's right edge (rows inserted in key order): the node stays as full
-    // as it is and the new one starts with the new cell, as SQLite's quick balance does.
-    // Halving would leave every node of an ordered load half empty, and split twice as often.
-    // (A branch keeps its last cell for the new node, which must not be empty.)
-    let at_edge = appended
+    // A branch appended to at the right edge stays as full as it is too, as a leaf does
+    // above, but keeps its last cell for the new node, which must not be empty.
+    let at_edge = kind == KIND_BRANCH
+        && appended
         && cells.len() >= 4
         && match path {
             Some(path) => rightmost(p, path)?,
             None => false,
         };
-    let m = match (at_edge, kind) {
-        (true, KIND_LEAF) => cells.len() - 1,
-        (true, _) => cells.len() - 2,
-        (false, _) => split_point(&cells),
+    let m = if at_edge {
+        cells.len() - 2
+    } else {
+        split_point(&cells)
     };
     split(p, id, kind, &cells, right, m)
 }
@@ -569,7 +589,8 @@ fn insert_inner<P: Pages>(
     old: Option<&mut Vec<u8>>,
     skip_existing: bool,
 ) -> Result<bool> {
-    check_sizes(p.page_size(), key, value)?;
+    let ps = p.page_size();
+    check_sizes(ps, key, value)?;
     if *root == 0 {
         let id = p.alloc()?;
         page::init(p.page_mut(id)?, KIND_LEAF);
@@ -577,7 +598,13 @@ fn insert_inner<P: Pages>(
     }
     let leaf = owned_leaf(p, root, key, path)?;
     let pg = p.page_mut(leaf)?;
-    let (existed, at) = match page::search(pg, key) {
+    let (existed, at) = match page::search_append(pg, key) {
+        Err(i) => {
+            if put_inline(pg, ps, i, key, value) {
+                return Ok(false);
+            }
+            (false, i)
+        }
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
@@ -599,7 +626,6 @@ fn insert_inner<P: Pages>(
             take_cell(p, leaf, i, old)?;
             (true, i)
         }
-        Err(i) => (false, i),
     };
     place_cell(p, root, path, scratch, leaf, at, key, value, existed)?;
     Ok(existed)
@@ -630,9 +656,13 @@ pub(crate) fn insert_or_rewrite<P: Pages>(
         *root = id;
     }
     let leaf = owned_leaf(p, root, key, path)?;
-    let i = match page::search(p.page_mut(leaf)?, key) {
+    let pg = p.page_mut(leaf)?;
+    let i = match page::search(pg, key) {
         Ok(i) => i,
         Err(at) => {
+            if put_inline(pg, ps, at, key, value) {
+                return Ok(None);
+            }
             place_cell(p, root, path, scratch, leaf, at, key, value, false)?;
             return Ok(None);
         }
@@ -719,6 +749,27 @@ fn check_sizes(ps: usize, key: &[u8], value: &[u8]) -> Result<()> {
 /// Puts the cell for `key` and `value` at slot `at` of `leaf` (an owned leaf reached by
 /// `path`), with the value in overflow pages when it does not fit, and carries any split up.
 /// `existed`: the cell replaces one just taken out, which may leave the leaf smaller.
+/// Writes a new inline entry at slot `i` of leaf `pg` when it has the room; false when the
+/// entry is too long to be inline or the leaf is full (`place_cell` then). Nearly every insert
+/// takes this way: no cell built aside first, no second look-up of the page, and with the leaf
+/// not split nothing above it changes.
+#[inline(always)]
+fn put_inline(pg: &mut [u8], ps: usize, i: usize, key: &[u8], value: &[u8]) -> bool {
+    let size = page::CELL_HDR + key.len() + value.len();
+    if size > page::max_cell(ps) {
+        return false;
+    }
+    let Some(off) = page::reserve(pg, i, size) else {
+        return false;
+    };
+    page::put_u16(pg, off, key.len());
+    page::put_u32(pg, off + 2, value.len() as u32);
+    let v = off + page::CELL_HDR + key.len();
+    pg[off + page::CELL_HDR..v].copy_from_slice(key);
+    pg[v..off + size].copy_from_slice(value);
+    true
+}
+
 /// Inlined: a part of every insert, which as a call cost it a tenth of its own work.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -1336,7 +1387,13 @@ fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
             }
         }
         KIND_LEAF => {
+            // Only a value in overflow pages has pages of its own: the bit in each cell's value
+            // field says so without slicing out its key and value (a table's leaves hold
+            // inline rows nearly always, and a dropped table passes every one of them).
             for i in 0..page::count(&pg) {
+                if page::get_u32(&pg, page::slot(&pg, i) + 2) & OVERFLOW_BIT == 0 {
+                    continue;
+                }
                 if let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) {
                     free_overflow(p, len, first)?;
                 }
@@ -1345,6 +1402,24 @@ fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
         k => return Err(page::corrupt(root, format!("page kind {k} inside a tree"))),
     }
     p.free(root)
+}
+
+/// Copies the leaf `bulk_build` filled in `leaf` into a fresh page, names that page in the
+/// level's last entry and hands it to `done`.
+fn finish_leaf<P: Pages>(
+    p: &mut P,
+    leaf: &mut [u8],
+    level: &mut [(Vec<u8>, u32)],
+    done: &mut dyn FnMut(&mut P, u32) -> Result<()>,
+) -> Result<()> {
+    // The buffer held the previous leaf: no byte of it may survive between slots and cells.
+    page::zero_gap(leaf);
+    let id = p.alloc_copy(leaf)?;
+    level
+        .last_mut()
+        .expect("invariant: a leaf being filled has its entry")
+        .1 = id;
+    done(p, id)
 }
 
 /// Builds a tree bottom-up from `(key, value)` pairs in strictly increasing key order, filling
@@ -1364,8 +1439,11 @@ where
     let target = page::capacity(ps) * 9 / 10;
     // Finished nodes of the level being built: (separator before it, page).
     let mut level: Vec<(Vec<u8>, u32)> = Vec::new();
-    // The leaf being filled; cells go straight into its page, no per-entry allocation.
-    let mut leaf = 0u32;
+    // The leaf being filled, built in this buffer and copied into a fresh page once full: a
+    // page asked for by number (`page_mut`) for every entry cost a hash look-up each, and a
+    // fresh page is zeroed first.
+    let mut leaf = vec![0u8; ps];
+    let mut open = false;
     let mut prev: Vec<u8> = Vec::new();
     let mut n = 0u64;
     let mut scratch = Vec::new();
@@ -1385,28 +1463,27 @@ where
         } else {
             page::CELL_HDR + k.len() + 4
         };
-        if leaf != 0 && page::used(p.page_mut(leaf)?) + size + 2 > target {
-            done(p, leaf)?;
-            leaf = 0;
+        if open && page::used(&leaf) + size + 2 > target {
+            finish_leaf(p, &mut leaf, &mut level, done)?;
+            open = false;
         }
-        if leaf == 0 {
-            leaf = p.alloc()?;
-            page::init(p.page_mut(leaf)?, KIND_LEAF);
+        if !open {
+            page::init(&mut leaf, KIND_LEAF);
             let sep = if n == 0 {
                 k.to_vec()
             } else {
                 separator(&prev, k)
             };
-            level.push((sep, leaf));
+            level.push((sep, 0));
+            open = true;
         }
         if inline {
-            let pg = p.page_mut(leaf)?;
-            let at = page::count(pg);
-            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
-            page::put_u16(pg, off, k.len());
-            page::put_u32(pg, off + 2, v.len() as u32);
-            pg[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
-            pg[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
+            let at = page::count(&leaf);
+            let off = page::reserve(&mut leaf, at, size).expect("invariant: room checked above");
+            page::put_u16(&mut leaf, off, k.len());
+            page::put_u32(&mut leaf, off + 2, v.len() as u32);
+            leaf[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
+            leaf[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
         } else {
             let first = write_overflow(p, v)?;
             page::leaf_cell(
@@ -1415,10 +1492,9 @@ where
                 v.len() as u32 | OVERFLOW_BIT,
                 &first.to_le_bytes(),
             );
-            let pg = p.page_mut(leaf)?;
-            let at = page::count(pg);
-            let off = page::reserve(pg, at, size).expect("invariant: room checked above");
-            pg[off..off + size].copy_from_slice(&scratch);
+            let at = page::count(&leaf);
+            let off = page::reserve(&mut leaf, at, size).expect("invariant: room checked above");
+            leaf[off..off + size].copy_from_slice(&scratch);
         }
         prev.clear();
         prev.extend_from_slice(k);
@@ -1427,7 +1503,7 @@ where
     if n == 0 {
         return Ok((0, 0));
     }
-    done(p, leaf)?;
+    finish_leaf(p, &mut leaf, &mut level, done)?;
     // Branch levels: each branch takes children while their separators fit the fill target.
     while level.len() > 1 {
         let mut groups: Vec<(usize, usize)> = Vec::new();

@@ -1196,7 +1196,8 @@ impl<F: BlockFile> Shared<F> {
         Ok(info)
     }
 
-    /// Applies `delta` to a free tree that is one leaf and stays one: each page's cell is
+    /// Applies `delta` to a free tree that is one leaf and stays one (or is empty and only
+    /// gains pages, as many as one leaf holds): each page's cell is
     /// removed or added in the leaf directly, with no per-page path copy, search from the root
     /// or underflow check (a small commit changes a handful of pages and each shows up twice in
     /// the delta, allocated and freed). False, with nothing changed: the tree is not one leaf,
@@ -1204,12 +1205,19 @@ impl<F: BlockFile> Shared<F> {
     fn free_delta_in_leaf(&mut self, delta: &[(u32, bool)]) -> Result<bool> {
         const CELL: usize = page::CELL_HDR + 4;
         let w = self.w.as_ref().expect("invariant: write transaction open");
-        let (root, mut len) = (w.state.free, w.state.free_len);
-        if root == 0 {
-            return Ok(false);
-        }
+        let (mut root, mut len) = (w.state.free, w.state.free_len);
         let ps = self.pager.page_size;
         let adds = delta.iter().filter(|&&(_, a)| a).count();
+        if root == 0 {
+            // An empty free tree taking pages that fit in one leaf (a dropped table's, say):
+            // that leaf, as the general insert's first page would be, filled here instead of
+            // by one insert from the root per page.
+            if adds < delta.len() || adds * (CELL + 2) > page::capacity(ps) {
+                return Ok(false);
+            }
+            root = self.alloc()?;
+            page::init(self.page_mut(root)?, page::KIND_LEAF);
+        }
         let fits = self.with_page(root, |pg| {
             page::kind(pg) == page::KIND_LEAF
                 && page::used(pg) + adds * (CELL + 2) <= page::capacity(ps)

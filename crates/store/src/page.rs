@@ -222,6 +222,18 @@ pub fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
     Err(lo)
 }
 
+/// [`search`] for a key that mostly sorts after every key of the node (rows inserted in key
+/// order land at the end of the last leaf): one comparison with the last key decides that
+/// case, where the binary search makes a comparison per halving.
+#[inline]
+pub fn search_append(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    let n = count(p);
+    if n > 0 && cmp_key(key(p, n - 1), k) == Ordering::Less {
+        return Err(n);
+    }
+    search(p, k)
+}
+
 /// Which child of a branch may hold `k`.
 #[inline]
 pub fn child_index(p: &[u8], k: &[u8]) -> usize {
@@ -380,6 +392,12 @@ pub fn fill<C: AsRef<[u8]>>(p: &mut [u8], kind: u8, cells: &[C], right: u32) {
     p[HDR + 2 * cells.len()..off].fill(0);
     set_content_start(p, off);
     set_count(p, cells.len());
+}
+
+/// Zeroes the free gap between a node's slots and its cells.
+pub fn zero_gap(p: &mut [u8]) {
+    let (from, to) = (HDR + 2 * count(p), content_start(p));
+    p[from..to].fill(0);
 }
 
 /// All cells of a node, copied.

@@ -182,11 +182,15 @@ impl<F: BlockFile> Pager<F> {
 
     /// Page `id`'s bytes, borrowed from the cache (no reference count touched).
     pub fn read_ref(&mut self, id: u32) -> Result<&[u8]> {
-        if !self.cache.map.contains_key(&id) {
-            let p = self.read_uncached(id)?;
-            self.cache_put(id, p)?;
-        }
-        let i = *self.cache.map.get(&id).expect("invariant: just cached");
+        // One look-up for a cached page (nearly every read), not a test and then a get.
+        let i = match self.cache.map.get(&id) {
+            Some(&i) => i,
+            None => {
+                let p = self.read_uncached(id)?;
+                self.cache_put(id, p)?;
+                *self.cache.map.get(&id).expect("invariant: just cached")
+            }
+        };
         let s = &mut self.cache.slots[i];
         s.referenced = true;
         Ok(&s.page)

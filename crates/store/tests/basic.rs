@@ -1587,3 +1587,84 @@ fn a_memory_database_changes_pages_in_place_unseen_by_readers() {
     assert!(db.check().unwrap().is_ok());
     walk(&db.begin_read().unwrap(), &model);
 }
+
+/// Trees filled in key order (each leaf left full, a new one started at the right edge), in
+/// bulk and in scattered order, some values in overflow pages; dropped into an empty free tree,
+/// both when their pages fit in one free-tree leaf and when they do not; the pages taken again.
+#[test]
+fn dropped_trees_fill_an_empty_free_tree_and_their_pages_are_taken_again() {
+    fn run<F: cairn_store::BlockFile>(file: F, rows: u32) -> F {
+        use std::collections::BTreeMap;
+        let db = Db::create(file, small()).unwrap();
+        let whole = |db: &Db<F>, what: &str| {
+            let rep = db.check().unwrap();
+            assert!(rep.is_ok(), "{what}: {rep}");
+            assert_eq!(
+                rep.used_pages as usize + db.free_pages().unwrap().len() + 2,
+                db.page_count() as usize,
+                "{what}: {rep}"
+            );
+        };
+        let value = |i: u32| vec![i as u8; if i % 50 == 7 { 700 } else { 30 }];
+        let mut model = BTreeMap::new();
+        let mut tx = db.begin_write().unwrap();
+        let a = tx.create_tree("a", TreeKind::Table).unwrap();
+        for i in 0..rows {
+            tx.insert(a, &k(i), &value(i)).unwrap();
+        }
+        let b = tx.create_tree("b", TreeKind::Table).unwrap();
+        tx.bulk_load(b, (0..rows).map(|i| (k(i), value(i))))
+            .unwrap();
+        let c = tx.create_tree("c", TreeKind::Table).unwrap();
+        for i in 0..rows {
+            let j = (i * 7919) % rows;
+            tx.insert(c, &k(j), &value(j)).unwrap();
+            model.insert(k(j), value(j));
+        }
+        tx.commit().unwrap();
+        whole(&db, "filled");
+        assert!(db.free_pages().unwrap().is_empty());
+        let r = db.begin_read().unwrap();
+        for name in ["a", "b"] {
+            let t = r.open_tree(name).unwrap();
+            assert_eq!(r.len(t).unwrap(), rows as u64);
+            for i in 0..rows {
+                assert_eq!(r.get(t, &k(i)).unwrap(), Some(value(i)), "{name} {i}");
+            }
+        }
+        drop(r);
+        for name in ["a", "b"] {
+            let mut tx = db.begin_write().unwrap();
+            tx.drop_tree(name).unwrap();
+            tx.commit().unwrap();
+            whole(&db, &format!("{name} dropped"));
+            assert!(!db.free_pages().unwrap().is_empty());
+        }
+        let pages = db.page_count();
+        let mut tx = db.begin_write().unwrap();
+        let d = tx.create_tree("d", TreeKind::Table).unwrap();
+        for i in 0..rows {
+            tx.insert(d, &k(i), &value(i)).unwrap();
+        }
+        tx.commit().unwrap();
+        whole(&db, "refilled");
+        assert!(
+            db.page_count() <= pages + 2,
+            "the freed pages are taken again"
+        );
+        let r = db.begin_read().unwrap();
+        let t = r.open_tree("c").unwrap();
+        for (key, v) in &model {
+            assert_eq!(r.get(t, key).unwrap().as_ref(), Some(v));
+        }
+        drop(r);
+        db.into_file().unwrap()
+    }
+    // 60 rows: a tree's pages fit in one free-tree leaf of a 512-byte page; 600: they do not.
+    for rows in [60, 600] {
+        let bytes = run(MemoryFile::new(), rows).into_bytes();
+        let db = Db::open(MemoryFile::from_bytes(bytes), small()).unwrap();
+        assert!(db.check().unwrap().is_ok());
+        run(cairn_store::fault::FaultFile::new(), rows);
+    }
+}
