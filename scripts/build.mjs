@@ -149,38 +149,33 @@ await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], 
 
 // The size of what a page fetches to open a database.
 const files = ['dist/cairn.js', 'dist/cairn-worker.js', 'dist/cairn.wasm'];
-const rows = files.map((f) => {
-  const bytes = readFileSync(join(root, f));
-  return {
-    file: f,
-    raw: bytes.length,
-    gzip: zlib.gzipSync(bytes, { level: 9 }).length,
-    brotli: zlib.brotliCompressSync(bytes, {
-      params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length },
-    }).length,
-  };
-});
-const total = rows.reduce((t, r) => ({ file: 'total', raw: t.raw + r.raw, gzip: t.gzip + r.gzip, brotli: t.brotli + r.brotli }), {
-  file: 'total', raw: 0, gzip: 0, brotli: 0,
-});
-const kb = (n) => (n / 1024).toFixed(1).padStart(9);
-console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
-for (const r of [...rows, total]) console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb(r.gzip)}${kb(r.brotli)}`);
-function sizeOf(file) {
+// A file's sizes; `hint` gives brotli the file's length (as the table of what a page fetches has
+// always been measured).
+function sizeOf(file, hint = false) {
   const bytes = readFileSync(join(root, file));
+  const params = { [zlib.constants.BROTLI_PARAM_QUALITY]: 11 };
+  if (hint) params[zlib.constants.BROTLI_PARAM_SIZE_HINT] = bytes.length;
   return {
     file,
     raw: bytes.length,
     gzip: zlib.gzipSync(bytes, { level: 9 }).length,
-    brotli: zlib.brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11 } }).length,
+    brotli: zlib.brotliCompressSync(bytes, { params }).length,
   };
 }
+const rows = files.map((f) => sizeOf(f, true));
+const total = rows.reduce((t, r) => ({ file: 'total', raw: t.raw + r.raw, gzip: t.gzip + r.gzip, brotli: t.brotli + r.brotli }), {
+  file: 'total', raw: 0, gzip: 0, brotli: 0,
+});
+const kb = (n) => (n / 1024).toFixed(1).padStart(9);
+const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb(r.gzip)}${kb(r.brotli)}${note && `   (${note})`}`);
+console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
+for (const r of [...rows, total]) line(r);
 const syncRow = sizeOf('dist/cairn-sync.wasm');
-console.log(`${syncRow.file.padEnd(24)}${kb(syncRow.raw)}${kb(syncRow.gzip)}${kb(syncRow.brotli)}   (instead of cairn.wasm, with { sync: true })`);
+line(syncRow, 'instead of cairn.wasm, with { sync: true }');
 const restRow = dev ? null : sizeOf('dist/cairn-rest.wasm');
 const syncRestRow = dev ? null : sizeOf('dist/cairn-sync-rest.wasm');
-if (restRow) console.log(`${restRow.file.padEnd(24)}${kb(restRow.raw)}${kb(restRow.gzip)}${kb(restRow.brotli)}   (fetched the first time a statement needs it)`);
-if (syncRestRow) console.log(`${syncRestRow.file.padEnd(24)}${kb(syncRestRow.raw)}${kb(syncRestRow.gzip)}${kb(syncRestRow.brotli)}   (the same, for cairn-sync.wasm)`);
+if (restRow) line(restRow, 'fetched the first time a statement needs it');
+if (syncRestRow) line(syncRestRow, 'the same, for cairn-sync.wasm');
 if (!dev) {
   mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });
   const report = { build: 'release', files: rows, total, sync: syncRow, rest: restRow, syncRest: syncRestRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
