@@ -124,19 +124,26 @@ impl Pair {
         }
     }
 
-    fn run_sqlite(&self, sql: &str) -> Res {
+    fn run_sqlite(&self, sql: &str, params: &[Value]) -> Res {
         let mut stmt = match self.sqlite.prepare(sql) {
             Ok(s) => s,
             Err(e) => return Res::Err(e.to_string()),
         };
+        let params = rusqlite::params_from_iter(params.iter().map(|v| match v {
+            Value::Null => rusqlite::types::Value::Null,
+            Value::Integer(i) => rusqlite::types::Value::Integer(*i),
+            Value::Real(r) => rusqlite::types::Value::Real(*r),
+            Value::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            Value::Blob(b) => rusqlite::types::Value::Blob(b.clone()),
+        }));
         let n = stmt.column_count();
         if n == 0 {
-            return match stmt.execute([]) {
+            return match stmt.execute(params) {
                 Ok(c) => Res::Changes(c as u64),
                 Err(e) => Res::Err(e.to_string()),
             };
         }
-        let mut rows = match stmt.query([]) {
+        let mut rows = match stmt.query(params) {
             Ok(r) => r,
             Err(e) => return Res::Err(e.to_string()),
         };
@@ -168,8 +175,8 @@ impl Pair {
         Res::Rows(out)
     }
 
-    fn run_cairn(&mut self, sql: &str) -> Res {
-        match self.cairn.execute(sql, &[]) {
+    fn run_cairn(&mut self, sql: &str, params: &[Value]) -> Res {
+        match self.cairn.execute(sql, params) {
             Ok(Output::Rows { rows, .. }) => Res::Rows(rows),
             Ok(Output::Changes { changes, .. }) => Res::Changes(changes),
             Ok(Output::Done) => Res::Changes(0),
@@ -177,10 +184,11 @@ impl Pair {
         }
     }
 
-    /// Runs `sql` on both; `sqlite_sql` may differ (STRICT tables). Panics on a difference.
-    fn check2(&mut self, sql: &str, sqlite_sql: &str) {
-        let a = self.run_cairn(sql);
-        let b = self.run_sqlite(sqlite_sql);
+    /// Runs `sql` on both with the same positional parameters; `sqlite_sql` may differ (STRICT
+    /// tables). Panics on a difference; returns SQLite's result.
+    fn check2(&mut self, sql: &str, sqlite_sql: &str, params: &[Value]) -> Res {
+        let a = self.run_cairn(sql, params);
+        let b = self.run_sqlite(sqlite_sql, params);
         self.checked += 1;
         self.log.push(format!("{sql};"));
         let log = self.log.join("\n");
@@ -224,11 +232,12 @@ impl Pair {
             // the harness misread it; DDL gives Changes(0) on both.
             _ => fail("one failed, the other did not"),
         }
+        b
     }
 
     fn check(&mut self, sql: &str) {
         let sqlite_sql = strict(sql);
-        self.check2(sql, &sqlite_sql);
+        self.check2(sql, &sqlite_sql, &[]);
     }
 }
 
