@@ -221,8 +221,11 @@ impl Parser {
         }
     }
 
-    /// The parameter numbered `n` (see [`Params`]).
+    /// The parameter numbered `n` (see [`Params`]), which SQLite caps at 32766.
     fn param(&mut self, n: usize, make: impl FnOnce(u32) -> Param) -> Result<Expr> {
+        if n > 32766 {
+            return Err(self.error_here("too many SQL variables"));
+        }
         self.next();
         self.params.count = self.params.count.max(n);
         Ok(Expr::Param(make(n as u32)))
