@@ -196,7 +196,7 @@ impl Shell {
                 return false;
             }
         };
-        for (_, text) in stmts {
+        for (_, text, _) in stmts {
             match self.db.execute(&text, &[]) {
                 Ok(Output::Rows { columns, rows }) => {
                     let _ = write!(out, "{}", render(self.mode, &columns, &rows));

@@ -245,12 +245,13 @@ pub enum UnOp {
     BitNot,
 }
 
+/// A parameter with the 1-based number the parser gave it (see [`crate::parser::Params`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
-    /// `?` numbered by position, or `?NNN`: 1-based index.
+    /// `?` or `?NNN`.
     Index(u32),
     /// `:name`, `$name`, `@name`, prefix included.
-    Named(String),
+    Named(String, u32),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -57,7 +57,7 @@ pub fn expr(e: &Expr) -> String {
             v => value(v),
         },
         Expr::Param(Param::Index(n)) => format!("?{n}"),
-        Expr::Param(Param::Named(n)) => n.clone(),
+        Expr::Param(Param::Named(n, _)) => n.clone(),
         Expr::Column {
             table: Some(t),
             name,

@@ -31,7 +31,7 @@ pub fn statements_bytes(data: &[u8]) {
     let mut db = Database::memory();
     db.exec_script(SCHEMA).expect("the fuzz schema is valid");
     if let Ok(stmts) = crate::parser::parse_statements(sql) {
-        for (_, text) in stmts.into_iter().take(16) {
+        for (_, text, _) in stmts.into_iter().take(16) {
             if let Ok(stmt) = db.prepare(&text) {
                 let params: Vec<Value> = (0..stmt.param_count().min(8))
                     .map(|i| match i % 3 {

@@ -83,8 +83,9 @@ pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
 use eval::Cache;
+use parser::Params;
 use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
-use planner::{Params, Planner};
+use planner::Planner;
 use schema::{Catalog, Table};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -152,7 +153,8 @@ impl Statement {
         self.plans.get()
     }
 
-    /// How many parameters the statement takes.
+    /// How many parameters the statement takes: the largest parameter number (see
+    /// [`parser::Params`]).
     pub fn param_count(&self) -> usize {
         self.params.count
     }
@@ -467,12 +469,12 @@ impl Database {
 
     /// Parses and plans one statement.
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
-        let ast = parser::parse(sql)?;
-        self.prepare_ast(sql.to_string(), ast)
+        let (ast, params) = parser::parse(sql)?;
+        self.prepare_ast(sql.to_string(), ast, params)
     }
 
-    fn prepare_ast(&self, sql: String, ast: ast::Statement) -> Result<Statement> {
-        let (prepared, params) = self.plan(&ast)?;
+    fn prepare_ast(&self, sql: String, ast: ast::Statement, params: Params) -> Result<Statement> {
+        let prepared = self.plan(&ast)?;
         Ok(Statement {
             sql,
             ast,
@@ -492,14 +494,14 @@ impl Database {
     /// first error.
     pub fn exec_script(&mut self, sql: &str) -> Result<Vec<Output>> {
         let mut outs = Vec::new();
-        for (ast, text) in parser::parse_statements(sql)? {
-            let stmt = self.prepare_ast(text, ast)?;
+        for (ast, text, params) in parser::parse_statements(sql)? {
+            let stmt = self.prepare_ast(text, ast, params)?;
             outs.push(self.run(&stmt, &[])?);
         }
         Ok(outs)
     }
 
-    fn plan(&self, stmt: &ast::Statement) -> Result<(Prepared, Params)> {
+    fn plan(&self, stmt: &ast::Statement) -> Result<Prepared> {
         let mut p = Planner::new(&self.catalog);
         let prepared = match stmt {
             ast::Statement::Select(q) => Prepared::Query(Rc::new(p.query(q)?)),
@@ -515,8 +517,7 @@ impl Database {
             }
             ast::Statement::Delete(d) => Prepared::Delete(p.delete(d)?),
             ast::Statement::Explain(inner) => {
-                let (prep, params) = self.plan(inner)?;
-                p.params = params;
+                let prep = self.plan(inner)?;
                 let mut lines = Vec::new();
                 match &prep {
                     Prepared::Query(q) => explain::query(q, 0, &mut lines),
@@ -544,7 +545,7 @@ impl Database {
             }
             _ => Prepared::Direct,
         };
-        Ok((prepared, p.params))
+        Ok(prepared)
     }
 
     fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<Output> {
@@ -563,7 +564,7 @@ impl Database {
             match &*slot {
                 Some((v, p)) if *v == self.schema_stamp() => p.clone(),
                 _ => {
-                    let (p, _) = self.plan(&stmt.ast)?;
+                    let p = self.plan(&stmt.ast)?;
                     stmt.plans.set(stmt.plans.get() + 1);
                     let p = Rc::new(p);
                     *slot = Some((self.schema_stamp(), p.clone()));

@@ -7,8 +7,20 @@ use crate::error::{Error, Result};
 use crate::lexer::{tokenize, Tok, Token};
 use cairn_store::Value;
 
-/// Parses every statement of `sql`, returning each with the text it was parsed from.
-pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String)>> {
+/// A statement's parameters, numbered as SQLite numbers them: in the order they appear in the
+/// text, `?NNN` is NNN, and `?` or a name not seen before takes one more than the largest number
+/// so far; a name seen before keeps its number.
+#[derive(Debug, Default, Clone)]
+pub struct Params {
+    /// Each named parameter (prefix included) with its 0-based position.
+    pub names: Vec<(String, usize)>,
+    /// The largest number: how many values the statement takes.
+    pub count: usize,
+}
+
+/// Parses every statement of `sql`, returning each with the text it was parsed from and its
+/// parameters.
+pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String, Params)>> {
     let tokens = tokenize(sql)?;
     let mut p = Parser::new(tokens);
     let mut out = Vec::new();
@@ -21,7 +33,7 @@ pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String)>> {
         let stmt = p.statement()?;
         let end = p.pos;
         let text = p.source_text(sql, start, end);
-        out.push((stmt, text));
+        out.push((stmt, text, std::mem::take(&mut p.params)));
         if !p.eat_op(";") && p.peek() != &Tok::Eof {
             return Err(p.unexpected("';' or the end of input"));
         }
@@ -29,8 +41,8 @@ pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String)>> {
     Ok(out)
 }
 
-/// Parses exactly one statement (a trailing `;` is allowed).
-pub fn parse(sql: &str) -> Result<Statement> {
+/// Parses exactly one statement (a trailing `;` is allowed), returning it with its parameters.
+pub fn parse(sql: &str) -> Result<(Statement, Params)> {
     let tokens = tokenize(sql)?;
     let mut p = Parser::new(tokens);
     if p.peek() == &Tok::Eof {
@@ -41,7 +53,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
     if p.peek() != &Tok::Eof {
         return Err(p.unexpected("the end of the statement"));
     }
-    Ok(stmt)
+    Ok((stmt, p.params))
 }
 
 /// Words that cannot be used as a bare identifier or alias, because they would make the grammar
@@ -120,8 +132,8 @@ fn is_reserved(w: &str) -> bool {
 struct Parser {
     tokens: Vec<Token>,
     pos: usize,
-    /// The highest `?` number seen so far: a bare `?` takes the next one, as in SQLite.
-    max_param: u32,
+    /// The parameters of the statement being parsed.
+    params: Params,
     /// Nesting depth of expressions and queries, bounded so hostile input cannot overflow the stack.
     depth: u32,
 }
@@ -139,7 +151,7 @@ impl Parser {
         Parser {
             tokens,
             pos: 0,
-            max_param: 0,
+            params: Params::default(),
             depth: 0,
         }
     }
@@ -207,6 +219,16 @@ impl Parser {
             Tok::Op(o) => format!("'{o}'"),
             Tok::Eof => "the end of input".into(),
         }
+    }
+
+    /// The parameter numbered `n` (see [`Params`]), which SQLite caps at 32766.
+    fn param(&mut self, n: usize, make: impl FnOnce(u32) -> Param) -> Result<Expr> {
+        if n > 32766 {
+            return Err(self.error_here("too many SQL variables"));
+        }
+        self.next();
+        self.params.count = self.params.count.max(n);
+        Ok(Expr::Param(make(n as u32)))
     }
 
     fn unexpected(&self, expected: &str) -> Error {
@@ -1332,17 +1354,19 @@ impl Parser {
                 Ok(Expr::Literal(Value::Blob(b)))
             }
             Tok::QParam(n) => {
-                self.next();
-                let n = match n {
-                    Some(n) => n,
-                    None => self.max_param + 1,
-                };
-                self.max_param = self.max_param.max(n);
-                Ok(Expr::Param(Param::Index(n)))
+                let n = n.map_or(self.params.count + 1, |n| n as usize);
+                self.param(n, Param::Index)
             }
             Tok::NamedParam(name) => {
-                self.next();
-                Ok(Expr::Param(Param::Named(name)))
+                let p = &mut self.params;
+                let n = match p.names.iter().find(|(m, _)| *m == name) {
+                    Some((_, i)) => i + 1,
+                    None => {
+                        p.names.push((name.clone(), p.count));
+                        p.count + 1
+                    }
+                };
+                self.param(n, |n| Param::Named(name, n))
             }
             Tok::Op("(") => {
                 self.next();

@@ -19,35 +19,6 @@ use crate::types::{Affinity, Arith, ColType};
 use cairn_store::Value;
 use std::rc::Rc;
 
-/// Parameter numbering: `?NNN` and `?` by number; named parameters get the next free number when
-/// first seen, as in SQLite.
-#[derive(Debug, Default, Clone)]
-pub struct Params {
-    pub names: Vec<(String, usize)>,
-    pub count: usize,
-}
-
-impl Params {
-    fn index(&mut self, p: &ast::Param) -> usize {
-        match p {
-            ast::Param::Index(n) => {
-                let i = *n as usize - 1;
-                self.count = self.count.max(i + 1);
-                i
-            }
-            ast::Param::Named(name) => {
-                if let Some((_, i)) = self.names.iter().find(|(n, _)| n == name) {
-                    return *i;
-                }
-                let i = self.count;
-                self.count += 1;
-                self.names.push((name.clone(), i));
-                i
-            }
-        }
-    }
-}
-
 struct ScopeTable {
     name: String,
     /// Names and comparison affinities.
@@ -70,7 +41,6 @@ struct Scope {
 
 pub struct Planner<'c> {
     catalog: &'c Catalog,
-    pub params: Params,
     scopes: Vec<Scope>,
     ctes: Vec<Vec<(String, Vec<String>, ast::Select)>>,
     /// Guards alias expansion against `SELECT a AS b, b AS a ... WHERE a`.
@@ -424,7 +394,6 @@ impl<'c> Planner<'c> {
     pub fn new(catalog: &'c Catalog) -> Self {
         Planner {
             catalog,
-            params: Params::default(),
             scopes: Vec::new(),
             ctes: Vec::new(),
             alias_depth: 0,
@@ -536,7 +505,10 @@ impl<'c> Planner<'c> {
     pub fn expr(&mut self, e: &Expr) -> Result<PExpr> {
         Ok(match e {
             Expr::Literal(v) => PExpr::Lit(v.clone()),
-            Expr::Param(p) => PExpr::Param(self.params.index(p)),
+            // Numbered by the parser.
+            Expr::Param(ast::Param::Index(n) | ast::Param::Named(_, n)) => {
+                PExpr::Param(*n as usize - 1)
+            }
             Expr::Column { table, name } => self.resolve(table.as_deref(), name)?,
             Expr::Unary(op, a) => {
                 let a = Box::new(self.expr(a)?);

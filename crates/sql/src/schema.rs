@@ -476,7 +476,7 @@ impl Catalog {
         }
         drop(cur);
         for (_, tree, sql) in tables {
-            let ast::Statement::CreateTable(ct) = parser::parse(&sql)? else {
+            let (ast::Statement::CreateTable(ct), _) = parser::parse(&sql)? else {
                 return Err(Error::Storage(cairn_store::Error::Corrupt(
                     "schema row holds no CREATE TABLE".into(),
                 )));
@@ -488,7 +488,7 @@ impl Catalog {
             cat.tables.insert(t.name.to_ascii_lowercase(), Rc::new(t));
         }
         for (table, tree, sql, auto) in indexes {
-            let ast::Statement::CreateIndex(ci) = parser::parse(&sql)? else {
+            let (ast::Statement::CreateIndex(ci), _) = parser::parse(&sql)? else {
                 return Err(Error::Storage(cairn_store::Error::Corrupt(
                     "schema row holds no CREATE INDEX".into(),
                 )));

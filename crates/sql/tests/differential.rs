@@ -124,19 +124,26 @@ impl Pair {
         }
     }
 
-    fn run_sqlite(&self, sql: &str) -> Res {
+    fn run_sqlite(&self, sql: &str, params: &[Value]) -> Res {
         let mut stmt = match self.sqlite.prepare(sql) {
             Ok(s) => s,
             Err(e) => return Res::Err(e.to_string()),
         };
+        let params = rusqlite::params_from_iter(params.iter().map(|v| match v {
+            Value::Null => rusqlite::types::Value::Null,
+            Value::Integer(i) => rusqlite::types::Value::Integer(*i),
+            Value::Real(r) => rusqlite::types::Value::Real(*r),
+            Value::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            Value::Blob(b) => rusqlite::types::Value::Blob(b.clone()),
+        }));
         let n = stmt.column_count();
         if n == 0 {
-            return match stmt.execute([]) {
+            return match stmt.execute(params) {
                 Ok(c) => Res::Changes(c as u64),
                 Err(e) => Res::Err(e.to_string()),
             };
         }
-        let mut rows = match stmt.query([]) {
+        let mut rows = match stmt.query(params) {
             Ok(r) => r,
             Err(e) => return Res::Err(e.to_string()),
         };
@@ -168,8 +175,8 @@ impl Pair {
         Res::Rows(out)
     }
 
-    fn run_cairn(&mut self, sql: &str) -> Res {
-        match self.cairn.execute(sql, &[]) {
+    fn run_cairn(&mut self, sql: &str, params: &[Value]) -> Res {
+        match self.cairn.execute(sql, params) {
             Ok(Output::Rows { rows, .. }) => Res::Rows(rows),
             Ok(Output::Changes { changes, .. }) => Res::Changes(changes),
             Ok(Output::Done) => Res::Changes(0),
@@ -177,10 +184,11 @@ impl Pair {
         }
     }
 
-    /// Runs `sql` on both; `sqlite_sql` may differ (STRICT tables). Panics on a difference.
-    fn check2(&mut self, sql: &str, sqlite_sql: &str) {
-        let a = self.run_cairn(sql);
-        let b = self.run_sqlite(sqlite_sql);
+    /// Runs `sql` on both with the same positional parameters; `sqlite_sql` may differ (STRICT
+    /// tables). Panics on a difference; returns SQLite's result.
+    fn check2(&mut self, sql: &str, sqlite_sql: &str, params: &[Value]) -> Res {
+        let a = self.run_cairn(sql, params);
+        let b = self.run_sqlite(sqlite_sql, params);
         self.checked += 1;
         self.log.push(format!("{sql};"));
         let log = self.log.join("\n");
@@ -224,11 +232,12 @@ impl Pair {
             // the harness misread it; DDL gives Changes(0) on both.
             _ => fail("one failed, the other did not"),
         }
+        b
     }
 
     fn check(&mut self, sql: &str) {
         let sqlite_sql = strict(sql);
-        self.check2(sql, &sqlite_sql);
+        self.check2(sql, &sqlite_sql, &[]);
     }
 }
 
@@ -914,6 +923,153 @@ fn random_writes_with(new: fn() -> Pair) {
         total += pair.checked;
     }
     eprintln!("random differential writes: {total} statements");
+}
+
+/// Parameters are numbered as SQLite numbers them (in the order they appear in the text: `?NNN`
+/// is NNN, `?` and a new name take one more than the largest number so far, a name seen before
+/// keeps its number), whatever order the planner meets them in: the same count, the same index
+/// for each name, and the same results when the same values are bound by position.
+#[test]
+fn parameters_are_numbered_as_in_sqlite() {
+    use Value::{Integer as I, Text as T};
+    let t = |s: &str| T(s.into());
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        // SELECT: result columns, WHERE, ORDER BY, LIMIT and OFFSET.
+        (
+            "SELECT n + :a, v FROM t WHERE n > :b ORDER BY n * :c LIMIT :d",
+            vec![I(1), I(15), I(-1), I(2)],
+        ),
+        (
+            "SELECT k, :a FROM t WHERE k <> :b ORDER BY k LIMIT :c OFFSET :d",
+            vec![t("x"), I(2), I(2), I(1)],
+        ),
+        (
+            "SELECT t.k, u.w + :a FROM t JOIN u ON u.t_k = t.k AND u.w > :b WHERE t.n < :c ORDER BY 1, 2",
+            vec![I(1), I(150), I(25)],
+        ),
+        (
+            "SELECT t_k, sum(w) + :a FROM u GROUP BY t_k HAVING sum(w) > :b ORDER BY t_k",
+            vec![I(1000), I(150)],
+        ),
+        // UPDATE: SET before WHERE before RETURNING.
+        (
+            "UPDATE t SET n = :v WHERE k = :k RETURNING k, n, :r",
+            vec![I(7), I(2), t("r")],
+        ),
+        (
+            "UPDATE t SET n = n + :d, v = :s WHERE k >= :k RETURNING *",
+            vec![I(5), t("s"), I(3)],
+        ),
+        ("UPDATE t SET n = :n WHERE k = :k", vec![I(99), I(1)]),
+        // DELETE.
+        (
+            "DELETE FROM t WHERE n > :lo AND n < :hi RETURNING k, :tag",
+            vec![I(15), I(35), t("gone")],
+        ),
+        // INSERT: several rows, a name used in two of them; INSERT ... SELECT; upsert.
+        (
+            "INSERT INTO t (k, v, n) VALUES (:k1, :v, :n), (:k2, :v, :n + 1) RETURNING k, v, n",
+            vec![I(10), t("z"), I(5), I(11)],
+        ),
+        (
+            "INSERT INTO t (k, v, n) SELECT k + :off, v, n * :m FROM t WHERE n > :min",
+            vec![I(100), I(2), I(15)],
+        ),
+        (
+            "INSERT INTO t (k, v, n) VALUES (:k, :v, :n) ON CONFLICT (k) DO UPDATE SET n = :a WHERE excluded.n > :b RETURNING *",
+            vec![I(2), t("q"), I(50), I(77), I(10)],
+        ),
+        (
+            "INSERT INTO t (k, v, n) VALUES (:k, :v, :n) ON CONFLICT (k) DO UPDATE SET n = :a, v = excluded.v || :s",
+            vec![I(3), t("q"), I(50), I(-3), t("!")],
+        ),
+        // Subqueries, a CTE, a compound.
+        (
+            "SELECT k FROM t WHERE n > :a AND k IN (SELECT t_k FROM u WHERE w > :b) ORDER BY k",
+            vec![I(0), I(250)],
+        ),
+        (
+            "SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.t_k = t.k AND w = :w) OR n = :n ORDER BY k",
+            vec![I(100), I(40)],
+        ),
+        (
+            "SELECT (SELECT max(w) FROM u WHERE t_k = t.k AND w < :a), k FROM t WHERE k < :b ORDER BY k",
+            vec![I(250), I(4)],
+        ),
+        (
+            "UPDATE t SET n = (SELECT count(*) FROM u WHERE w > :a) WHERE k IN (SELECT t_k FROM u WHERE w < :b)",
+            vec![I(150), I(250)],
+        ),
+        (
+            "WITH c(x) AS (SELECT n + :a FROM t WHERE k > :b) SELECT x * :c FROM c WHERE x > :d ORDER BY x",
+            vec![I(1), I(1), I(10), I(25)],
+        ),
+        (
+            "SELECT :a, k FROM t WHERE k = :b UNION SELECT :c, k FROM u WHERE k = :d ORDER BY 1, 2",
+            vec![I(1), I(2), I(3), I(3)],
+        ),
+        // A name used again keeps its number.
+        (
+            "SELECT k FROM t WHERE n > :a AND n < :b OR k = :a ORDER BY k",
+            vec![I(15), I(35)],
+        ),
+        // Mixed with `?` and `?NNN`: a new name takes one more than the largest number so far,
+        // and so does a bare `?` after a name.
+        (
+            "SELECT ?5, :a, ?",
+            vec![I(1), I(2), I(3), I(4), I(5), I(6), I(7)],
+        ),
+        ("SELECT :a, ?, :b, ?1, :a", vec![I(1), I(2), I(3)]),
+        (
+            "UPDATE t SET n = ?2 WHERE k = :k RETURNING ?, :k",
+            vec![I(0), I(8), I(4), I(9)],
+        ),
+        ("SELECT ?3 WHERE :x = 1", vec![I(1), I(2), I(3), I(1)]),
+        // `$name` and `@name`, distinct from `:name`.
+        (
+            "SELECT k FROM t WHERE n > $x AND k < @y ORDER BY k",
+            vec![I(15), I(4)],
+        ),
+        ("SELECT $x, :x, @x, $x", vec![I(1), I(2), I(3)]),
+    ];
+    for (sql, values) in cases {
+        let mut pair = Pair::new();
+        for s in [
+            "CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT, n INTEGER)",
+            "INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30), (4, 'd', 40)",
+            "CREATE TABLE u (k INTEGER PRIMARY KEY, t_k INTEGER, w INTEGER)",
+            "INSERT INTO u VALUES (1, 1, 100), (2, 2, 200), (3, 2, 300)",
+        ] {
+            pair.check(s);
+        }
+        let ours = pair.cairn.prepare(sql).expect("cairn prepares");
+        let theirs = pair.sqlite.prepare(sql).expect("sqlite prepares");
+        assert_eq!(
+            ours.param_count(),
+            theirs.parameter_count(),
+            "parameter count of {sql}"
+        );
+        let mut i = 0;
+        while let Some(at) = sql[i..].find([':', '$', '@']).map(|at| at + i) {
+            let end = sql[at + 1..]
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .map_or(sql.len(), |e| e + at + 1);
+            let name = &sql[at..end];
+            assert_eq!(
+                ours.param_index(name).map(|i| i + 1),
+                theirs.parameter_index(name).expect("sqlite names it"),
+                "number of {name} in {sql}"
+            );
+            i = end;
+        }
+        drop(theirs);
+        assert!(
+            !matches!(pair.check2(sql, sql, &values), Res::Err(_)),
+            "{sql} runs"
+        );
+        pair.check("SELECT * FROM t");
+        pair.check("SELECT * FROM u");
+    }
 }
 
 /// `CAIRN_DIFF_REPLAY=file.sql` replays a statement log (as written on a failure).

@@ -25,7 +25,7 @@ fn run_parse(input: &str) -> String {
     match parser::parse_statements(input) {
         Ok(stmts) => stmts
             .iter()
-            .map(|(s, _)| format!("{s:?}"))
+            .map(|(s, ..)| format!("{s:?}"))
             .collect::<Vec<_>>()
             .join("\n"),
         Err(e) => format!("error {}: {e}", e.code()),
@@ -38,7 +38,7 @@ fn run_sql(db: &mut Database, input: &str) -> String {
         Ok(s) => s,
         Err(e) => return format!("error {}: {e}", e.code()),
     };
-    for (_, text) in stmts {
+    for (_, text, _) in stmts {
         match db.execute(&text, &[]) {
             Ok(Output::Rows { columns, rows }) => {
                 if !text.to_ascii_uppercase().starts_with("EXPLAIN") {
