@@ -353,6 +353,11 @@ impl Sync {
             cairn_sql::schema::quote_ident(&t.name),
             where_pk.join(" AND ")
         );
+        // A failed commit left the state ahead of the store: the purge's record must follow
+        // what the store holds.
+        if self.st.borrow().stale.is_some() {
+            self.reload(db)?;
+        }
         let durable = self.st.borrow().pending();
         db.execute("BEGIN", &[])?;
         let r = (|| {
@@ -369,7 +374,11 @@ impl Sync {
         })();
         match r {
             Ok(()) => {
-                db.execute("COMMIT", &[])?;
+                if let Err(e) = db.execute("COMMIT", &[]) {
+                    // The tombstone's record is in memory only.
+                    self.st.borrow_mut().mark_stale(durable);
+                    return Err(e);
+                }
                 // Copy-on-write left the purged values in the pages this commit freed (and
                 // in older free pages): overwrite them, so the file keeps no copy.
                 db.storage_mut().erase_free()?;

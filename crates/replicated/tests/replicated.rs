@@ -1824,3 +1824,93 @@ fn a_failed_commit_is_not_counted_as_pending() {
     assert_eq!(a.rows(all), b.rows(all));
     a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
 }
+
+/// A purge right after a refused commit (nothing in between reads the sync state again) makes
+/// a record that follows the last one kept, not the refused one.
+#[test]
+fn a_purge_after_a_refused_commit_follows_the_last_record_kept() {
+    let mut a = Node::memory();
+    let mut b = paged(MemoryFile::new());
+    let a_id = b_writes_for_a(&mut a, &mut b);
+    b.exec("INSERT INTO todo (id, title) VALUES ('t1', 'kept'), ('t2', 'purged')");
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('t3', 'refused with the note')");
+    b.exec("INSERT INTO note (id, body) VALUES ('n1', 'not mine')");
+    assert_eq!(
+        b.db.execute("COMMIT", &[]).unwrap_err().code(),
+        "SYNC_REFUSED"
+    );
+    assert!(b
+        .sync
+        .purge(&mut b.db, "todo", &[Value::Text("t2".into())])
+        .unwrap());
+    assert_eq!(b.sync.pending_records(), 2);
+    assert_pending_as_stored(&mut b, "the purge");
+    let mut b = paged(close(b));
+    assert_eq!(b.sync.verify(&mut b.db).unwrap(), Vec::new());
+    sync_pair(&mut a, &mut b);
+    let events = a.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    let all = "SELECT id, title, done, likes FROM todo ORDER BY id";
+    assert_eq!(a.rows(all), vec![b.rows(all)[0].clone()]);
+    assert_eq!(a.rows(all), b.rows(all));
+    a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
+}
+
+/// A node over a file whose writes can be made to fail.
+fn faulty(file: cairn_store::fault::FaultFile) -> Node {
+    let store = Paged::open(file, Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let sync = Sync::attach(&mut db, now).unwrap();
+    Node { db, sync }
+}
+
+/// A commit, a seal or a purge whose write to the file fails leaves the pending count as the
+/// file has it, and the history the file holds goes on from its last record.
+#[test]
+fn a_write_the_file_refuses_leaves_the_pending_count_as_stored() {
+    use cairn_store::fault::FaultFile;
+    let file = FaultFile::new();
+    let mut a = faulty(file.clone());
+    a.exec(TODO);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one'), ('t2', 'two')");
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    assert_eq!(a.sync.pending_records(), 1);
+
+    // Each failure, at each of the first writes it makes.
+    for k in 0..3 {
+        file.fail_at(file.ops() + k, false);
+        let e =
+            a.db.execute("INSERT INTO todo (id, title) VALUES ('lost', 'x')", &[])
+                .unwrap_err();
+        file.heal();
+        assert!(!e.code().starts_with("CONSTRAINT"), "{e}");
+        assert_pending_as_stored(&mut a, &format!("a commit failing at write {k}"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t3', 'three')");
+    assert_eq!(a.sync.pending_records(), 2);
+    assert_pending_as_stored(&mut a, "the next commit");
+
+    for k in 0..3 {
+        file.fail_at(file.ops() + k, false);
+        a.sync.seal(&mut a.db).unwrap_err();
+        file.heal();
+        assert_pending_as_stored(&mut a, &format!("a seal failing at write {k}"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t4', 'four')");
+    assert_pending_as_stored(&mut a, "a commit after the failed seals");
+
+    for k in 0..3 {
+        file.fail_at(file.ops() + k, false);
+        a.sync
+            .purge(&mut a.db, "todo", &[Value::Text("t2".into())])
+            .unwrap_err();
+        file.heal();
+        assert_pending_as_stored(&mut a, &format!("a purge failing at write {k}"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t5', 'five')");
+    assert_pending_as_stored(&mut a, "a commit after the failed purges");
+    assert_eq!(a.sync.pending_records(), 4);
+    a_peer_takes_everything(&mut a, &[TODO], a_id);
+    assert_eq!(a.sync.pending_records(), 0, "sealed to reach the peer");
+    assert_pending_as_stored(&mut a, "the sync");
+}
