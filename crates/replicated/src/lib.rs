@@ -81,8 +81,12 @@ pub(crate) struct State {
     events: Vec<SyncEvent>,
     /// Messages that arrived while the application had a transaction open.
     inbox: Vec<(u32, Vec<u8>)>,
-    /// A commit the hook prepared did not reach the disk: reload before the next use.
-    stale: bool,
+    /// Some when a commit or sync call changed the in-memory state and did not reach the
+    /// store: the state is read again from the store before its next use. Holds how many
+    /// records the store has pending, which `pending_records` reports until then.
+    stale: Option<usize>,
+    /// Records the commit being recorded appended to the chains, not yet known to be stored.
+    uncommitted: usize,
 }
 
 impl Sync {
@@ -102,7 +106,8 @@ impl Sync {
             next_link: 1,
             events: Vec::new(),
             inbox: Vec::new(),
-            stale: false,
+            stale: None,
+            uncommitted: 0,
         }));
         {
             let mut st = st.borrow_mut();
@@ -146,7 +151,9 @@ impl Sync {
                 ));
             }
             persist::put_identity(store, &identity)?;
-            st.stale = true;
+            // Read again below (and, should that fail, at the next use).
+            let pending = st.pending();
+            st.mark_stale(pending);
             Ok(())
         })?;
         self.reload(db)
@@ -255,7 +262,7 @@ impl Sync {
         let mut out = self.drain_inbox(db)?;
         let quiet = {
             let mut st = self.st.borrow_mut();
-            let ready = st.replica.is_some() && !st.stale;
+            let ready = st.replica.is_some() && st.stale.is_none();
             if ready && !st.replica().has_pending() {
                 // Nothing to seal, nothing to save: retransmissions only, no disk write.
                 Some(st.on_link(link, |r, l, now| r.poll(l, now))?)
@@ -280,7 +287,7 @@ impl Sync {
     /// no peer connected (`poll` also seals before anything leaves). Returns the blocks made;
     /// nothing is written when nothing is pending, and nothing is done inside a transaction.
     pub fn seal(&self, db: &mut Database) -> Result<usize> {
-        if db.in_transaction() || (!self.st.borrow().stale && !self.has_pending()) {
+        if db.in_transaction() || !self.has_pending() {
             return Ok(0);
         }
         self.write(db, |st, store| {
@@ -290,13 +297,11 @@ impl Sync {
         })
     }
 
-    /// Records committed and not yet sealed into a signed block.
+    /// Records committed and not yet sealed into a signed block: those the database holds (a
+    /// commit or seal that failed leaves the count as it was).
     pub fn pending_records(&self) -> usize {
-        self.st
-            .borrow()
-            .replica
-            .as_ref()
-            .map_or(0, |r| r.pending_records())
+        let st = self.st.borrow();
+        st.stale.unwrap_or_else(|| st.pending())
     }
 
     /// Events since the last call.
@@ -348,6 +353,12 @@ impl Sync {
             cairn_sql::schema::quote_ident(&t.name),
             where_pk.join(" AND ")
         );
+        // A failed commit left the state ahead of the store: the purge's record must follow
+        // what the store holds.
+        if self.st.borrow().stale.is_some() {
+            self.reload(db)?;
+        }
+        let durable = self.st.borrow().pending();
         db.execute("BEGIN", &[])?;
         let r = (|| {
             db.without_capture(|db| db.execute(&del, pk).map(|_| ()))?;
@@ -363,7 +374,11 @@ impl Sync {
         })();
         match r {
             Ok(()) => {
-                db.execute("COMMIT", &[])?;
+                if let Err(e) = db.execute("COMMIT", &[]) {
+                    // The tombstone's record is in memory only.
+                    self.st.borrow_mut().mark_stale(durable);
+                    return Err(e);
+                }
                 // Copy-on-write left the purged values in the pages this commit freed (and
                 // in older free pages): overwrite them, so the file keeps no copy.
                 db.storage_mut().erase_free()?;
@@ -371,7 +386,7 @@ impl Sync {
             }
             Err(e) => {
                 let _ = db.execute("ROLLBACK", &[]);
-                self.st.borrow_mut().stale = true;
+                self.st.borrow_mut().mark_stale(durable);
                 Err(e)
             }
         }
@@ -391,13 +406,14 @@ impl Sync {
         self.read(db, |st| Ok(st.replica().state_digest()))
     }
 
-    /// Changes recorded and not yet sealed into a signed block.
+    /// Changes recorded and not yet sealed into a signed block (as `pending_records`, those
+    /// the database holds).
     pub fn has_pending(&self) -> bool {
-        self.st
-            .borrow()
-            .replica
-            .as_ref()
-            .is_some_and(|r| r.has_pending())
+        let st = self.st.borrow();
+        match st.stale {
+            Some(n) => n > 0,
+            None => st.replica.as_ref().is_some_and(|r| r.has_pending()),
+        }
     }
 
     fn reload(&self, db: &mut Database) -> Result<()> {
@@ -408,7 +424,7 @@ impl Sync {
     fn read<T>(&self, db: &mut Database, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
         {
             let mut st = self.st.borrow_mut();
-            if st.replica.is_some() && !st.stale {
+            if st.replica.is_some() && st.stale.is_none() {
                 st.replica_mut().catch_up();
                 return f(&mut st);
             }
@@ -428,9 +444,10 @@ impl Sync {
                 "sync calls run between transactions; commit or roll back first".into(),
             ));
         }
-        if self.st.borrow().stale {
+        if self.st.borrow().stale.is_some() {
             self.reload(db)?;
         }
+        let durable = self.st.borrow().pending();
         let catalog = db.catalog().clone();
         let store = db.storage_mut();
         store.begin()?;
@@ -444,13 +461,13 @@ impl Sync {
             Ok(v) => match store.commit() {
                 Ok(()) => Ok(v),
                 Err(e) => {
-                    self.st.borrow_mut().stale = true;
+                    self.st.borrow_mut().mark_stale(durable);
                     Err(e)
                 }
             },
             Err(e) => {
+                self.st.borrow_mut().mark_stale(durable);
                 store.rollback()?;
-                self.st.borrow_mut().stale = true;
                 Err(e)
             }
         }
@@ -463,9 +480,10 @@ impl Sync {
         db: &mut Database,
         f: impl FnOnce(&mut State) -> Result<(Vec<Vec<u8>>, Vec<Event>)>,
     ) -> Result<Vec<Vec<u8>>> {
-        if self.st.borrow().stale {
+        if self.st.borrow().stale.is_some() {
             self.reload(db)?;
         }
+        let durable = self.st.borrow().pending();
         db.execute("BEGIN", &[])?;
         let redactions = self.st.borrow().replica.as_ref().map(|r| r.redactions());
         let r = (|| {
@@ -503,13 +521,13 @@ impl Sync {
                     Ok(send)
                 }
                 Err(e) => {
-                    self.st.borrow_mut().stale = true;
+                    self.st.borrow_mut().mark_stale(durable);
                     Err(e)
                 }
             },
             Err(e) => {
                 let _ = db.execute("ROLLBACK", &[]);
-                self.st.borrow_mut().stale = true;
+                self.st.borrow_mut().mark_stale(durable);
                 Err(e)
             }
         }
@@ -670,15 +688,38 @@ impl State {
         Ok(f(replica, l, now))
     }
 
-    /// Forgets the in-memory state and reads it again from `store`.
+    /// Forgets the in-memory state and reads it again from `store` (stale still, should that
+    /// fail).
     fn reload(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
+        let durable = self.stale.unwrap_or_else(|| self.pending());
+        self.stale = Some(durable);
         self.replica = None;
         self.registered.clear();
         self.shapes.clear();
         self.scopes = Scopes::default();
         self.saved = persist::Saved::default();
-        self.stale = false;
-        self.load(store, catalog)
+        self.uncommitted = 0;
+        self.load(store, catalog)?;
+        self.stale = None;
+        Ok(())
+    }
+
+    /// The records pending in memory (the store's too unless the state is stale).
+    fn pending(&self) -> usize {
+        self.replica.as_ref().map_or(0, |r| r.pending_records())
+    }
+
+    /// The in-memory state went ahead of the store (a write failed), whose records pending
+    /// were `durable`: it is read again before its next use. The first failure's count stands.
+    fn mark_stale(&mut self, durable: usize) {
+        self.stale.get_or_insert(durable);
+    }
+
+    /// The commit the hook recorded did not reach the store: its records are not pending.
+    fn abandon_commit(&mut self) {
+        let durable = self.pending().saturating_sub(self.uncommitted);
+        self.mark_stale(durable);
+        self.uncommitted = 0;
     }
 
     pub(crate) fn replica(&self) -> &Replica {
@@ -885,7 +926,10 @@ impl State {
         }
         let now = (self.now)();
         let State {
-            replica, scopes, ..
+            replica,
+            scopes,
+            uncommitted,
+            ..
         } = self;
         let replica = replica.as_mut().expect("invariant: ensured");
         for &i in &scopes.used {
@@ -896,6 +940,8 @@ impl State {
                 replica
                     .commit_written_to(now, &slot.chain, w)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+                // Not pending until the commit is stored (`after_commit`).
+                *uncommitted += 1;
             }
         }
         {
@@ -1196,21 +1242,25 @@ impl CommitHook for Hook {
         changes: &Changes,
     ) -> Result<Vec<Correction>> {
         let mut st = self.0.borrow_mut();
-        if st.stale {
-            // The in-memory state is behind a failed commit: rebuild it from what is on disk
-            // (this transaction has not touched the sync trees yet).
+        if st.stale.is_some() {
+            // The in-memory state is ahead of the store after a failed commit: rebuild it
+            // from what is on disk (this transaction has not touched the sync trees yet).
             st.reload(&*store, catalog)?;
         }
+        st.uncommitted = 0;
         let r = st.record(store, catalog, changes);
         if r.is_err() {
-            st.stale = true;
+            st.abandon_commit();
         }
         r
     }
 
     fn after_commit(&mut self, committed: bool) {
-        if !committed {
-            self.0.borrow_mut().stale = true;
+        let mut st = self.0.borrow_mut();
+        if committed {
+            st.uncommitted = 0;
+        } else {
+            st.abandon_commit();
         }
     }
 }

@@ -1700,3 +1700,217 @@ fn known_peers_survive_a_reopen_and_hold_back_compaction() {
     assert_eq!(c.rows(all), a.rows(all));
     assert_eq!(c.rows(all).len(), 2);
 }
+
+/// What a fresh load of `db`'s file reports as pending: records, and whether any.
+fn pending_as_stored(db: &mut Database) -> (usize, bool) {
+    let bytes = db.storage_mut().export().unwrap();
+    let n = paged(MemoryFile::from_bytes(bytes));
+    (n.sync.pending_records(), n.sync.has_pending())
+}
+
+/// The pending count `n` reports is the one its file holds.
+fn assert_pending_as_stored(n: &mut Node, after: &str) {
+    let reported = (n.sync.pending_records(), n.sync.has_pending());
+    assert_eq!(
+        reported,
+        pending_as_stored(&mut n.db),
+        "after {after}: pending as reported, as stored"
+    );
+}
+
+/// `from`'s history verifies, and a new peer takes all of it without a complaint and holds
+/// `from`'s table.
+fn a_peer_takes_everything(from: &mut Node, tables: &[&str], owner: cairn_sync::AuthorId) {
+    assert_eq!(from.sync.verify(&mut from.db).unwrap(), Vec::new());
+    let mut p = Node::memory();
+    for t in tables {
+        p.exec(t);
+    }
+    p.sync.set_owner(&mut p.db, owner).unwrap();
+    sync_pair(from, &mut p);
+    let events = p.sync.take_events();
+    assert!(
+        !events.is_empty() && events.iter().all(|e| e.kind == "applied"),
+        "{events:?}"
+    );
+    let all = "SELECT id, title, done, likes FROM todo ORDER BY id";
+    assert_eq!(p.rows(all), from.rows(all));
+    assert_eq!(p.sync.verify(&mut p.db).unwrap(), Vec::new());
+}
+
+const NOTE: &str = "CREATE TABLE note (id TEXT PRIMARY KEY, body TEXT) REPLICATED";
+
+/// B writes to A's scopes, authorized for `todo` only. Returns A's id.
+fn b_writes_for_a(a: &mut Node, b: &mut Node) -> cairn_sync::AuthorId {
+    for n in [&mut *a, &mut *b] {
+        n.exec(TODO);
+        n.exec(NOTE);
+    }
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    let b_id = b.sync.id(&mut b.db).unwrap();
+    a.sync.authorize(&mut a.db, "todo", vec![b_id]).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    sync_pair(a, b);
+    a_id
+}
+
+/// A commit that fails leaves the pending count as the file has it, whichever way it fails;
+/// the records of a transaction refused half-way (one scope recorded, the next refused) are
+/// not counted, and the next commit's record follows the last one kept.
+#[test]
+fn a_failed_commit_is_not_counted_as_pending() {
+    let mut a = Node::memory();
+    let mut b = paged(MemoryFile::new());
+    let a_id = b_writes_for_a(&mut a, &mut b);
+    b.exec("INSERT INTO todo (id, title) VALUES ('t1', 'kept')");
+    assert_eq!(b.sync.pending_records(), 1);
+    assert_pending_as_stored(&mut b, "a commit");
+
+    // Failures the SQL layer catches before the commit records anything.
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('t2', 'kept too')");
+    let e =
+        b.db.execute("INSERT INTO todo (id, title) VALUES ('bad', NULL)", &[])
+            .unwrap_err();
+    assert_eq!(e.code(), "CONSTRAINT_NOT_NULL");
+    b.exec("COMMIT");
+    assert_eq!(b.sync.pending_records(), 2);
+    assert_pending_as_stored(&mut b, "a failed statement, then COMMIT");
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('gone', 'x')");
+    let e =
+        b.db.execute("INSERT INTO todo (id, title) VALUES ('t1', 'again')", &[])
+            .unwrap_err();
+    assert!(e.code().starts_with("CONSTRAINT"), "{e}");
+    b.exec("ROLLBACK");
+    assert_eq!(b.sync.pending_records(), 2);
+    assert_pending_as_stored(&mut b, "a failed statement, then ROLLBACK");
+    let e =
+        b.db.execute("UPDATE todo SET title = NULL WHERE id = 't1'", &[])
+            .unwrap_err();
+    assert_eq!(e.code(), "CONSTRAINT_NOT_NULL");
+    assert_pending_as_stored(&mut b, "a constraint error in autocommit");
+
+    // Refused by the sync layer, the one scope unauthorized.
+    let e =
+        b.db.execute("INSERT INTO note (id, body) VALUES ('n1', 'not mine')", &[])
+            .unwrap_err();
+    assert_eq!(e.code(), "SYNC_REFUSED", "{e}");
+    assert_pending_as_stored(&mut b, "a refused autocommit statement");
+    // ... and half-way: the `todo` record is made, the `note` one refused.
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('t3', 'refused with the note')");
+    b.exec("INSERT INTO note (id, body) VALUES ('n2', 'not mine')");
+    let e = b.db.execute("COMMIT", &[]).unwrap_err();
+    assert_eq!(e.code(), "SYNC_REFUSED", "{e}");
+    assert_eq!(
+        b.rows("SELECT count(*) FROM todo WHERE id = 't3'"),
+        vec![vec![Value::Integer(0)]]
+    );
+    assert_eq!(
+        b.sync.pending_records(),
+        2,
+        "the refused record is not pending"
+    );
+    assert_pending_as_stored(&mut b, "a transaction refused half-way");
+
+    // The next commit's record follows the last one kept: B's history verifies and A takes it.
+    b.exec("INSERT INTO todo (id, title) VALUES ('t4', 'after the refusal')");
+    assert_eq!(b.sync.pending_records(), 3);
+    assert_pending_as_stored(&mut b, "the next commit");
+    assert_eq!(b.sync.verify(&mut b.db).unwrap(), Vec::new());
+    sync_pair(&mut a, &mut b);
+    let events = a.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    let all = "SELECT id, title, done, likes FROM todo ORDER BY id";
+    assert_eq!(a.rows(all).len(), 3);
+    assert_eq!(a.rows(all), b.rows(all));
+    a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
+}
+
+/// A purge right after a refused commit (nothing in between reads the sync state again) makes
+/// a record that follows the last one kept, not the refused one.
+#[test]
+fn a_purge_after_a_refused_commit_follows_the_last_record_kept() {
+    let mut a = Node::memory();
+    let mut b = paged(MemoryFile::new());
+    let a_id = b_writes_for_a(&mut a, &mut b);
+    b.exec("INSERT INTO todo (id, title) VALUES ('t1', 'kept'), ('t2', 'purged')");
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('t3', 'refused with the note')");
+    b.exec("INSERT INTO note (id, body) VALUES ('n1', 'not mine')");
+    assert_eq!(
+        b.db.execute("COMMIT", &[]).unwrap_err().code(),
+        "SYNC_REFUSED"
+    );
+    assert!(b
+        .sync
+        .purge(&mut b.db, "todo", &[Value::Text("t2".into())])
+        .unwrap());
+    assert_eq!(b.sync.pending_records(), 2);
+    assert_pending_as_stored(&mut b, "the purge");
+    let mut b = paged(close(b));
+    assert_eq!(b.sync.verify(&mut b.db).unwrap(), Vec::new());
+    sync_pair(&mut a, &mut b);
+    let events = a.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    let all = "SELECT id, title, done, likes FROM todo ORDER BY id";
+    assert_eq!(a.rows(all), vec![b.rows(all)[0].clone()]);
+    assert_eq!(a.rows(all), b.rows(all));
+    a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
+}
+
+/// A node over a file whose writes can be made to fail.
+fn faulty(file: cairn_store::fault::FaultFile) -> Node {
+    let store = Paged::open(file, Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let sync = Sync::attach(&mut db, now).unwrap();
+    Node { db, sync }
+}
+
+/// A commit, a seal or a purge whose write to the file fails leaves the pending count as the
+/// file has it, and the history the file holds goes on from its last record.
+#[test]
+fn a_write_the_file_refuses_leaves_the_pending_count_as_stored() {
+    use cairn_store::fault::FaultFile;
+    let file = FaultFile::new();
+    let mut a = faulty(file.clone());
+    a.exec(TODO);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one'), ('t2', 'two')");
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    assert_eq!(a.sync.pending_records(), 1);
+
+    // Each failure, at each of the first writes it makes.
+    for k in 0..3 {
+        file.fail_at(file.ops() + k, false);
+        let e =
+            a.db.execute("INSERT INTO todo (id, title) VALUES ('lost', 'x')", &[])
+                .unwrap_err();
+        file.heal();
+        assert!(!e.code().starts_with("CONSTRAINT"), "{e}");
+        assert_pending_as_stored(&mut a, &format!("a commit failing at write {k}"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t3', 'three')");
+    assert_eq!(a.sync.pending_records(), 2);
+    assert_pending_as_stored(&mut a, "the next commit");
+
+    for k in 0..3 {
+        file.fail_at(file.ops() + k, false);
+        a.sync.seal(&mut a.db).unwrap_err();
+        file.heal();
+        assert_pending_as_stored(&mut a, &format!("a seal failing at write {k}"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t4', 'four')");
+    assert_pending_as_stored(&mut a, "a commit after the failed seals");
+
+    for k in 0..3 {
+        file.fail_at(file.ops() + k, false);
+        a.sync
+            .purge(&mut a.db, "todo", &[Value::Text("t2".into())])
+            .unwrap_err();
+        file.heal();
+        assert_pending_as_stored(&mut a, &format!("a purge failing at write {k}"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t5', 'five')");
+    assert_pending_as_stored(&mut a, "a commit after the failed purges");
+    assert_eq!(a.sync.pending_records(), 4);
+    a_peer_takes_everything(&mut a, &[TODO], a_id);
+    assert_eq!(a.sync.pending_records(), 0, "sealed to reach the peer");
+    assert_pending_as_stored(&mut a, "the sync");
+}
