@@ -103,8 +103,12 @@ if (!dev) {
     copyFileSync(out, at('whole.wasm'));
     run(tool, ['instrument', at('whole.wasm'), at('instrumented.wasm')]);
     const hits = await split.profile(at('cairn_wasm.js'), at('instrumented.wasm'), { sync });
-    writeFileSync(at('kept.txt'), hits.join('\n') + '\n');
-    run(tool, ['split', at('whole.wasm'), at('kept.txt'), at('primary.wasm'), rest]);
+    writeFileSync(at('kept.txt'), hits.funcs.join('\n') + '\n');
+    writeFileSync(at('regions.txt'), hits.regions.join('\n') + '\n');
+    // The arms of the kept functions that the run never entered move out into functions of their
+    // own, which the split then moves to the rest.
+    run(tool, ['outline', at('whole.wasm'), at('kept.txt'), at('regions.txt'), at('outlined.wasm')]);
+    run(tool, ['split', at('outlined.wasm'), at('kept.txt'), at('primary.wasm'), rest]);
     // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
     run(bin('wasm-opt'), [...OPT, at('primary.wasm'), '-o', out]);
     try {

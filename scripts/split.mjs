@@ -4,7 +4,8 @@
 //
 // profile(): runs every workload of the browser benchmark (bench-browser/workloads: setup, run,
 // check) and a few calls every page makes over a module instrumented by `cairn-split
-// instrument`, and returns the functions that ran: what stays in cairn.wasm.
+// instrument`, and returns the functions that ran and the regions of them it entered: what stays
+// in cairn.wasm.
 // check(): runs the same, and then statements outside them (EXPLAIN, the integrity check, ALTER
 // TABLE, errors, rarer functions, export), over the whole module and over the split one, and
 // fails unless every result and every error is the same, the common part did not load the rest,
@@ -307,14 +308,15 @@ async function uncommon(e) {
   return out;
 }
 
-/** Runs the workloads over `instrumented` (through `glue`) and returns the functions that ran. */
+/** Runs the workloads over `instrumented` (through `glue`); returns the functions that ran and the regions entered. */
 export async function profile(glue, instrumented, { rows = 1000, sync = false } = {}) {
   const e = await engine(glue, readFileSync(instrumented));
   await common(e, rows, sync);
-  return Object.keys(e.exports)
-    .filter((k) => /^h\d+$/.test(k) && e.exports[k].value)
+  const marked = (prefix) => Object.keys(e.exports)
+    .filter((k) => k[0] === prefix && /^.\d+$/.test(k) && e.exports[k].value)
     .map((k) => Number(k.slice(1)))
     .sort((a, b) => a - b);
+  return { funcs: marked('h'), regions: marked('r') };
 }
 
 /** Checks that `primary` with `rest` gives what `whole` gives; throws on the first difference. */

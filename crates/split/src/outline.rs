@@ -1,0 +1,523 @@
+//! Regions of a function body, and cold ones moved out into functions of their own.
+//!
+//! A region is the body of a `block`, or one arm of an `if`: a run of instructions entered only
+//! at its start. `instrument` marks each region as it marks each function, so a run tells which
+//! regions it entered; `outline` moves each region that a run never entered, in a function that
+//! it did, into a new function (appended after the module's own, so no index moves) and leaves a
+//! call in its place. The split then moves those new functions to the rest as it moves any
+//! function the run did not reach: the cold arms of the engine's big functions (an error's
+//! message, a rare operator, a type conversion no common statement makes) go with them.
+//!
+//! The new function takes the locals the region uses as parameters and returns the region's
+//! results, then the locals it writes (the caller sets them back), then, when the region
+//! branches out of itself, which way it left (0: at its end). A branch out of the region is
+//! allowed only to a label that carries no values (a `return` branches to the function's own
+//! label); a `br_table` may not leave the region, and a region whose construct takes parameters
+//! is not moved. What the region's own label (`br` to its `block` or `if`) carries, the new
+//! function's outer `block` carries, so branch depths inside the region stay as they are.
+
+use std::collections::{BTreeSet, HashMap};
+
+use wasm_encoder as we;
+use wasm_encoder::reencode::Reencode;
+use wasmparser as wp;
+
+use crate::{re, Result, Same};
+
+/// Parameter and result types of every type index (empty for a type that is not a function).
+pub struct Types(pub Vec<(Vec<wp::ValType>, Vec<wp::ValType>)>);
+
+impl Types {
+    pub fn read(s: Option<&wp::TypeSectionReader>) -> Result<Types> {
+        let mut t = Vec::new();
+        if let Some(s) = s {
+            for group in s.clone() {
+                for sub in group.map_err(|e| e.to_string())?.into_types() {
+                    t.push(match &sub.composite_type.inner {
+                        wp::CompositeInnerType::Func(f) => {
+                            (f.params().to_vec(), f.results().to_vec())
+                        }
+                        _ => (Vec::new(), Vec::new()),
+                    });
+                }
+            }
+        }
+        Ok(Types(t))
+    }
+
+    fn block(&self, b: wp::BlockType) -> (Vec<wp::ValType>, Vec<wp::ValType>) {
+        match b {
+            wp::BlockType::Empty => (Vec::new(), Vec::new()),
+            wp::BlockType::Type(v) => (Vec::new(), vec![v]),
+            wp::BlockType::FuncType(i) => self.0[i as usize].clone(),
+        }
+    }
+}
+
+/// One region: operators `start..end` of its function (`end` is its closing `else` or `end`).
+pub struct Region {
+    pub start: usize,
+    pub end: usize,
+    /// What the region's construct takes and gives.
+    params: usize,
+    results: Vec<wp::ValType>,
+    /// The arity types of every label around the region, innermost (its own construct's
+    /// enclosing one) first, the function's own label last.
+    outer: Vec<Vec<wp::ValType>>,
+}
+
+/// A function body's operators with the offset of each (and one past the last).
+pub struct Ops<'a> {
+    pub ops: Vec<wp::Operator<'a>>,
+    pub at: Vec<usize>,
+}
+
+pub fn ops<'a>(body: &wp::FunctionBody<'a>) -> Result<Ops<'a>> {
+    let mut r = body.get_operators_reader().map_err(|e| e.to_string())?;
+    let (mut ops, mut at) = (Vec::new(), Vec::new());
+    while !r.eof() {
+        let (op, offset) = r.read_with_offset().map_err(|e| e.to_string())?;
+        ops.push(op);
+        at.push(offset as usize);
+    }
+    at.push(body.range().end as usize);
+    Ok(Ops { ops, at })
+}
+
+/// The regions of a body, in the order of their starts.
+pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Region> {
+    // An open construct: where its current region starts, what a branch to its label carries,
+    // what it takes and gives, and whether its body is a region (a loop's is not: it is entered
+    // again at every iteration).
+    struct Open {
+        start: usize,
+        label: Vec<wp::ValType>,
+        params: usize,
+        results: Vec<wp::ValType>,
+        region: bool,
+    }
+    let mut open = vec![Open {
+        start: 0,
+        label: func_results.to_vec(),
+        params: 0,
+        results: func_results.to_vec(),
+        region: false,
+    }];
+    let mut out = Vec::new();
+    let outer = |open: &[Open]| -> Vec<Vec<wp::ValType>> {
+        open[..open.len() - 1]
+            .iter()
+            .rev()
+            .map(|c| c.label.clone())
+            .collect()
+    };
+    for (i, op) in o.ops.iter().enumerate() {
+        match op {
+            wp::Operator::Block { blockty } | wp::Operator::If { blockty } => {
+                let (p, r) = types.block(*blockty);
+                open.push(Open {
+                    start: i + 1,
+                    label: r.clone(),
+                    params: p.len(),
+                    results: r,
+                    region: true,
+                });
+            }
+            wp::Operator::Loop { blockty } => {
+                let (p, r) = types.block(*blockty);
+                open.push(Open {
+                    start: i + 1,
+                    label: p.clone(),
+                    params: p.len(),
+                    results: r,
+                    region: false,
+                });
+            }
+            wp::Operator::Else => {
+                let c = open.last().unwrap();
+                out.push(Region {
+                    start: c.start,
+                    end: i,
+                    params: c.params,
+                    results: c.results.clone(),
+                    outer: outer(&open),
+                });
+                open.last_mut().unwrap().start = i + 1;
+            }
+            wp::Operator::End => {
+                let c = open.last().unwrap();
+                if c.region {
+                    out.push(Region {
+                        start: c.start,
+                        end: i,
+                        params: c.params,
+                        results: c.results.clone(),
+                        outer: outer(&open),
+                    });
+                }
+                open.pop();
+                if open.is_empty() {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by_key(|r| r.start);
+    out
+}
+
+/// Why a region cannot be moved, or what moving it needs.
+enum Shape {
+    /// The locals it reads or writes, those it writes, and the outer labels it branches to (by
+    /// their index in `Region::outer`), in the order their exit codes are given (from 1).
+    Movable {
+        used: BTreeSet<u32>,
+        written: BTreeSet<u32>,
+        exits: Vec<usize>,
+    },
+    Params,
+    /// A branch out of it to a label that carries values.
+    Carries,
+    /// A `br_table` out of it.
+    Table,
+}
+
+fn shape(o: &Ops, r: &Region) -> Shape {
+    if r.params > 0 {
+        return Shape::Params;
+    }
+    let (mut used, mut written, mut exits) = (BTreeSet::new(), BTreeSet::new(), Vec::new());
+    let mut nest = 0u32;
+    // An outer label a branch at depth `d` reaches, if it leaves the region.
+    let out_of =
+        |d: u32, nest: u32| -> Option<usize> { (d > nest).then(|| (d - nest - 1) as usize) };
+    for op in &o.ops[r.start..r.end] {
+        let target = match op {
+            wp::Operator::Block { .. } | wp::Operator::Loop { .. } | wp::Operator::If { .. } => {
+                nest += 1;
+                None
+            }
+            wp::Operator::End => {
+                nest -= 1;
+                None
+            }
+            wp::Operator::LocalGet { local_index } => {
+                used.insert(*local_index);
+                None
+            }
+            wp::Operator::LocalSet { local_index } | wp::Operator::LocalTee { local_index } => {
+                used.insert(*local_index);
+                written.insert(*local_index);
+                None
+            }
+            wp::Operator::Br { relative_depth } | wp::Operator::BrIf { relative_depth } => {
+                out_of(*relative_depth, nest)
+            }
+            wp::Operator::Return => Some(r.outer.len() - 1),
+            wp::Operator::BrTable { targets } => {
+                let mut all = targets.targets().filter_map(|t| t.ok()).collect::<Vec<_>>();
+                all.push(targets.default());
+                if all.iter().any(|&d| out_of(d, nest).is_some()) {
+                    return Shape::Table;
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(k) = target {
+            if !r.outer[k].is_empty() {
+                return Shape::Carries;
+            }
+            if !exits.contains(&k) {
+                exits.push(k);
+            }
+        }
+    }
+    Shape::Movable {
+        used,
+        written,
+        exits,
+    }
+}
+
+/// A constant of type `t` (what the new function returns in place of results it does not have
+/// when it leaves the region by a branch: the caller branches on and never reads them).
+fn zero(t: wp::ValType) -> Result<we::Instruction<'static>> {
+    Ok(match t {
+        wp::ValType::I32 => we::Instruction::I32Const(0),
+        wp::ValType::I64 => we::Instruction::I64Const(0),
+        wp::ValType::F32 => we::Instruction::F32Const(0.0.into()),
+        wp::ValType::F64 => we::Instruction::F64Const(0.0.into()),
+        wp::ValType::V128 => we::Instruction::V128Const(0),
+        wp::ValType::Ref(r) => we::Instruction::RefNull(re(Same.heap_type(r.heap_type()))?),
+    })
+}
+
+/// What moving a region needs: the locals it reads or writes, those it writes, the outer labels
+/// it branches to.
+pub struct Move {
+    used: Vec<u32>,
+    written: Vec<u32>,
+    exits: Vec<usize>,
+}
+
+/// What `outline` reports.
+#[derive(Default)]
+pub struct Stats {
+    pub cold: usize,
+    pub moved: usize,
+    pub moved_bytes: usize,
+    pub small_bytes: usize,
+    pub params_bytes: usize,
+    pub carries_bytes: usize,
+    pub table_bytes: usize,
+}
+
+/// Chooses the regions to move in function `f`: each outermost region the run did not enter,
+/// at least `min` bytes, that can be moved (a region that cannot may hold one that can).
+pub fn choose(
+    o: &Ops,
+    regions: Vec<Region>,
+    first_id: usize,
+    hit: &BTreeSet<usize>,
+    min: usize,
+    stats: &mut Stats,
+) -> Vec<(Region, Move)> {
+    let mut chosen = Vec::new();
+    let (mut covered, mut cold_until) = (0, 0);
+    for (k, r) in regions.into_iter().enumerate() {
+        if r.start < covered || hit.contains(&(first_id + k)) {
+            continue;
+        }
+        let bytes = o.at[r.end] - o.at[r.start];
+        if r.start >= cold_until {
+            stats.cold += bytes;
+            cold_until = r.end;
+        }
+        if bytes < min {
+            stats.small_bytes += bytes;
+            covered = r.end;
+            continue;
+        }
+        match shape(o, &r) {
+            Shape::Movable {
+                used,
+                written,
+                exits,
+            } => {
+                stats.moved += 1;
+                stats.moved_bytes += bytes;
+                covered = r.end;
+                chosen.push((
+                    r,
+                    Move {
+                        used: used.into_iter().collect(),
+                        written: written.into_iter().collect(),
+                        exits,
+                    },
+                ));
+            }
+            Shape::Params => stats.params_bytes += bytes,
+            Shape::Carries => stats.carries_bytes += bytes,
+            Shape::Table => stats.table_bytes += bytes,
+        }
+    }
+    chosen
+}
+
+/// New function types, deduplicated, after the module's own.
+pub struct NewTypes {
+    pub first: u32,
+    pub list: Vec<we::FuncType>,
+    index: HashMap<(Vec<we::ValType>, Vec<we::ValType>), u32>,
+}
+
+impl NewTypes {
+    pub fn new(first: u32) -> NewTypes {
+        NewTypes {
+            first,
+            list: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, params: Vec<we::ValType>, results: Vec<we::ValType>) -> u32 {
+        let n = self.first + self.list.len() as u32;
+        *self
+            .index
+            .entry((params.clone(), results.clone()))
+            .or_insert_with(|| {
+                self.list.push(we::FuncType::new(params, results));
+                n
+            })
+    }
+}
+
+fn val(t: wp::ValType) -> Result<we::ValType> {
+    re(Same.val_type(t))
+}
+
+/// Function `f`'s body with its chosen regions replaced by calls to new functions, numbered from
+/// `next_func`; returns the body and the new functions (type index, body).
+#[allow(clippy::too_many_arguments)]
+pub fn rewrite(
+    bytes: &[u8],
+    body: &wp::FunctionBody,
+    o: &Ops,
+    local_types: &[wp::ValType],
+    chosen: &[(Region, Move)],
+    next_func: u32,
+    types: &mut NewTypes,
+) -> Result<(we::Function, Vec<(u32, we::Function)>)> {
+    // The caller keeps the exit code in one new local, after its own.
+    let code_local = local_types.len() as u32;
+    let mut locals = Vec::new();
+    for pair in body.get_locals_reader().map_err(|e| e.to_string())? {
+        let (n, t) = pair.map_err(|e| e.to_string())?;
+        locals.push((n, val(t)?));
+    }
+    if chosen.iter().any(|(_, s)| !s.exits.is_empty()) {
+        locals.push((1, we::ValType::I32));
+    }
+    let mut f = we::Function::new(locals);
+    let mut new = Vec::new();
+    let mut from = 0;
+    for (n, (r, s)) in chosen.iter().enumerate() {
+        f.raw(bytes[o.at[from]..o.at[r.start]].iter().copied());
+        from = r.end;
+        let params: Vec<we::ValType> = s
+            .used
+            .iter()
+            .map(|&l| val(local_types[l as usize]))
+            .collect::<Result<_>>()?;
+        let mut results: Vec<we::ValType> =
+            r.results.iter().map(|&t| val(t)).collect::<Result<_>>()?;
+        results.extend(
+            s.written
+                .iter()
+                .map(|&l| val(local_types[l as usize]))
+                .collect::<Result<Vec<_>>>()?,
+        );
+        if !s.exits.is_empty() {
+            results.push(we::ValType::I32);
+        }
+        let ty = types.get(params, results);
+        let g = next_func + n as u32;
+        // The call in the region's place.
+        for &l in &s.used {
+            f.instruction(&we::Instruction::LocalGet(l));
+        }
+        f.instruction(&we::Instruction::Call(g));
+        if !s.exits.is_empty() {
+            f.instruction(&we::Instruction::LocalSet(code_local));
+        }
+        for &l in s.written.iter().rev() {
+            f.instruction(&we::Instruction::LocalSet(l));
+        }
+        // An outer label `k` is at depth k + 1 from the region's top level; inside one more block, k + 2.
+        match s.exits.as_slice() {
+            [] => {}
+            [k] => {
+                f.instruction(&we::Instruction::LocalGet(code_local));
+                f.instruction(&we::Instruction::BrIf(*k as u32 + 1));
+            }
+            ks => {
+                f.instruction(&we::Instruction::Block(we::BlockType::Empty));
+                f.instruction(&we::Instruction::LocalGet(code_local));
+                let targets: Vec<u32> = std::iter::once(0)
+                    .chain(ks.iter().map(|&k| k as u32 + 2))
+                    .collect();
+                f.instruction(&we::Instruction::BrTable(targets.into(), 0));
+                f.instruction(&we::Instruction::End);
+            }
+        }
+        new.push((ty, outlined(o, r, s, types)?));
+    }
+    f.raw(bytes[o.at[from]..o.at[o.ops.len()]].iter().copied());
+    Ok((f, new))
+}
+
+/// The new function for region `r`.
+fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::Function> {
+    let local = |l: u32| s.used.binary_search(&l).unwrap() as u32;
+    let mut g = we::Function::new([]);
+    let block = match r.results.as_slice() {
+        [] => we::BlockType::Empty,
+        [t] => we::BlockType::Result(val(*t)?),
+        ts => we::BlockType::FunctionType(types.get(
+            Vec::new(),
+            ts.iter().map(|&t| val(t)).collect::<Result<_>>()?,
+        )),
+    };
+    // Leaving by exit `code`: stand-ins for the results, the written locals, the code.
+    let leave = |g: &mut we::Function, code: Option<i32>| -> Result<()> {
+        if code.is_some() {
+            for &t in &r.results {
+                g.instruction(&zero(t)?);
+            }
+        }
+        for &l in &s.written {
+            g.instruction(&we::Instruction::LocalGet(local(l)));
+        }
+        if !s.exits.is_empty() {
+            g.instruction(&we::Instruction::I32Const(code.unwrap_or(0)));
+        }
+        Ok(())
+    };
+    g.instruction(&we::Instruction::Block(block));
+    let mut nest = 0u32;
+    let exit = |k: usize| s.exits.iter().position(|&e| e == k).unwrap() as i32 + 1;
+    for op in &o.ops[r.start..r.end] {
+        match op {
+            wp::Operator::Block { .. } | wp::Operator::Loop { .. } | wp::Operator::If { .. } => {
+                nest += 1;
+                g.instruction(&re(Same.instruction(op.clone()))?);
+            }
+            wp::Operator::End => {
+                nest -= 1;
+                g.instruction(&we::Instruction::End);
+            }
+            wp::Operator::LocalGet { local_index } => {
+                g.instruction(&we::Instruction::LocalGet(local(*local_index)));
+            }
+            wp::Operator::LocalSet { local_index } => {
+                g.instruction(&we::Instruction::LocalSet(local(*local_index)));
+            }
+            wp::Operator::LocalTee { local_index } => {
+                g.instruction(&we::Instruction::LocalTee(local(*local_index)));
+            }
+            wp::Operator::Br { relative_depth } if *relative_depth > nest => {
+                leave(&mut g, Some(exit((relative_depth - nest - 1) as usize)))?;
+                g.instruction(&we::Instruction::Return);
+            }
+            wp::Operator::BrIf { relative_depth } if *relative_depth > nest => {
+                g.instruction(&we::Instruction::If(we::BlockType::Empty));
+                leave(&mut g, Some(exit((relative_depth - nest - 1) as usize)))?;
+                g.instruction(&we::Instruction::Return);
+                g.instruction(&we::Instruction::End);
+            }
+            wp::Operator::Return => {
+                leave(&mut g, Some(exit(r.outer.len() - 1)))?;
+                g.instruction(&we::Instruction::Return);
+            }
+            op => {
+                g.instruction(&re(Same.instruction(op.clone()))?);
+            }
+        }
+    }
+    g.instruction(&we::Instruction::End);
+    leave(&mut g, None)?;
+    g.instruction(&we::Instruction::End);
+    Ok(g)
+}
+
+/// Every local's type: the function's parameters, then its declared locals.
+pub fn local_types(params: &[wp::ValType], body: &wp::FunctionBody) -> Result<Vec<wp::ValType>> {
+    let mut t = params.to_vec();
+    for pair in body.get_locals_reader().map_err(|e| e.to_string())? {
+        let (n, ty) = pair.map_err(|e| e.to_string())?;
+        t.extend(std::iter::repeat_n(ty, n as usize));
+    }
+    Ok(t)
+}

@@ -1,0 +1,243 @@
+//! `outline` on a module written here: the regions it moves, and the same results from the
+//! module before and after, run by Node's WebAssembly (as the build runs the engine).
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use wasm_encoder as we;
+use wasm_encoder::Instruction as I;
+
+use crate::{outline_regions, I32_MUT};
+
+/// `f0(x)`: nested blocks whose `if` arms write a local and branch out of themselves (one arm to
+/// one label, the other to two), then an `if` with a result; `f1(x)`: an arm that returns from
+/// the function; `g()`: the global `f1` sets.
+fn module() -> Vec<u8> {
+    let mut types = we::TypeSection::new();
+    types.ty().function([we::ValType::I32], [we::ValType::I32]);
+    types.ty().function([we::ValType::I32], []);
+    types.ty().function([], [we::ValType::I32]);
+    let mut funcs = we::FunctionSection::new();
+    for t in [0, 1, 2] {
+        funcs.function(t);
+    }
+    // The tool reads modules with one memory, as rustc makes them.
+    let mut memories = we::MemorySection::new();
+    memories.memory(we::MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    let mut globals = we::GlobalSection::new();
+    globals.global(I32_MUT, &we::ConstExpr::i32_const(0));
+    let mut exports = we::ExportSection::new();
+    for (i, name) in ["f0", "f1", "g"].into_iter().enumerate() {
+        exports.export(name, we::ExportKind::Func, i as u32);
+    }
+    let empty = we::BlockType::Empty;
+    let mut f0 = we::Function::new([(1, we::ValType::I32)]);
+    for i in [
+        I::Block(empty), // region 0 ($out)
+        I::Block(empty), // region 1 ($inner)
+        I::LocalGet(0),
+        I::I32Const(10),
+        I::I32LtS,
+        I::If(empty), // region 2: l = 3x; x == 5: out of $out
+        I::LocalGet(0),
+        I::I32Const(3),
+        I::I32Mul,
+        I::LocalSet(1),
+        I::LocalGet(0),
+        I::I32Const(5),
+        I::I32Eq,
+        I::BrIf(2),
+        I::Else, // region 3: l = x + 7; x > 50: out of $inner; x == 20: l = 999, out of $out
+        I::LocalGet(0),
+        I::I32Const(7),
+        I::I32Add,
+        I::LocalSet(1),
+        I::LocalGet(0),
+        I::I32Const(50),
+        I::I32GtS,
+        I::BrIf(1),
+        I::LocalGet(0),
+        I::I32Const(20),
+        I::I32Eq,
+        I::If(empty), // region 4, inside region 3
+        I::I32Const(999),
+        I::LocalSet(1),
+        I::Br(3),
+        I::End,
+        I::End,
+        I::LocalGet(1),
+        I::I32Const(1000),
+        I::I32Add,
+        I::LocalSet(1),
+        I::End,
+        I::LocalGet(1),
+        I::I32Const(2),
+        I::I32Mul,
+        I::LocalSet(1),
+        I::End,
+        I::LocalGet(0),
+        I::I32Const(0),
+        I::I32LtS,
+        I::If(we::BlockType::Result(we::ValType::I32)), // region 5
+        I::I32Const(-1),
+        I::Else, // region 6
+        I::LocalGet(1),
+        I::End,
+        I::End,
+    ] {
+        f0.instruction(&i);
+    }
+    let mut f1 = we::Function::new([]);
+    for i in [
+        I::Block(empty), // region 7
+        I::LocalGet(0),
+        I::If(empty), // region 8: returns
+        I::I32Const(1),
+        I::GlobalSet(0),
+        I::Return,
+        I::End,
+        I::I32Const(2),
+        I::GlobalSet(0),
+        I::End,
+        I::End,
+    ] {
+        f1.instruction(&i);
+    }
+    let mut g = we::Function::new([]);
+    g.instruction(&I::GlobalGet(0));
+    g.instruction(&I::End);
+    let mut code = we::CodeSection::new();
+    for f in [&f0, &f1, &g] {
+        code.function(f);
+    }
+    let mut m = we::Module::new();
+    m.section(&types)
+        .section(&funcs)
+        .section(&memories)
+        .section(&globals)
+        .section(&exports)
+        .section(&code);
+    m.finish()
+}
+
+/// What `f0` computes, written in Rust.
+fn f0(x: i32) -> i32 {
+    let mut l;
+    'out: {
+        'inner: {
+            if x < 10 {
+                l = x * 3;
+                if x == 5 {
+                    break 'out;
+                }
+            } else {
+                l = x + 7;
+                if x > 50 {
+                    break 'inner;
+                }
+                if x == 20 {
+                    l = 999;
+                    break 'out;
+                }
+            }
+            l += 1000;
+        }
+        l *= 2;
+    }
+    if x < 0 {
+        -1
+    } else {
+        l
+    }
+}
+
+const XS: std::ops::RangeInclusive<i32> = -3..=60;
+
+/// Each module's `f0` over `XS`, then `g()` after `f1(0)`, `f1(1)` and `f1(7)`.
+fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
+    let dir = std::env::temp_dir().join(format!("cairn-split-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = Vec::new();
+    for (i, m) in modules.iter().enumerate() {
+        let p = dir.join(format!("{i}.wasm"));
+        std::fs::write(&p, m).unwrap();
+        paths.push(p);
+    }
+    let script = format!(
+        "const fs = require('fs'); const out = [];
+         for (const path of process.argv.slice(1)) {{
+           const e = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(path))).exports;
+           const r = [];
+           for (let x = {}; x <= {}; x++) r.push(e.f0(x));
+           for (const x of [0, 1, 7]) {{ e.f1(x); r.push(e.g()); }}
+           out.push(r.join(','));
+         }}
+         console.log(out.join('\\n'));",
+        XS.start(),
+        XS.end()
+    );
+    let out = Command::new("node")
+        .args(["--input-type=commonjs", "-e", &script])
+        .args(&paths)
+        .output()
+        .expect("node runs (the build needs it too)");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect()
+}
+
+#[test]
+fn outlined_regions_give_the_same_results() {
+    let before = module();
+    // Functions 0 and 1 ran; of their regions, only the outer blocks (0, 1 and 7) were entered.
+    let funcs = BTreeSet::from([0, 1]);
+    let regions = BTreeSet::from([0, 1, 7]);
+    let (after, stats) = outline_regions(&before, &funcs, &regions, 0).unwrap();
+    wasmparser::Validator::new()
+        .validate_all(&after)
+        .expect("the outlined module validates");
+    // Regions 2, 3 (with 4 inside), 5, 6 and 8.
+    assert_eq!(stats.moved, 5);
+    let count = |m: &[u8]| {
+        wasmparser::Parser::new(0)
+            .parse_all(m)
+            .filter(|p| matches!(p, Ok(wasmparser::Payload::CodeSectionEntry(_))))
+            .count()
+    };
+    assert_eq!((count(&before), count(&after)), (3, 8));
+
+    let expected: Vec<i32> = XS.map(f0).chain([2, 1, 1]).collect();
+    let got = run(&[&before, &after]);
+    assert_eq!(got[0], expected, "the module as written");
+    assert_eq!(got[1], expected, "the module with its regions outlined");
+}
+
+#[test]
+fn regions_entered_or_too_small_stay() {
+    let before = module();
+    let funcs = BTreeSet::from([0, 1]);
+    let all = BTreeSet::from_iter(0..9);
+    let (_, stats) = outline_regions(&before, &funcs, &all, 0).unwrap();
+    assert_eq!(stats.moved, 0, "every region was entered");
+    let (_, stats) = outline_regions(&before, &BTreeSet::new(), &BTreeSet::new(), 0).unwrap();
+    assert_eq!(
+        stats.moved, 0,
+        "no function ran: the split moves them whole"
+    );
+    let (_, stats) = outline_regions(&before, &funcs, &BTreeSet::from([0, 1, 7]), 1000).unwrap();
+    assert_eq!(stats.moved, 0, "every region is under the size");
+}
