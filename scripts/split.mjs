@@ -130,14 +130,17 @@ export async function common(e, rows, sync = false) {
     const result = await w.run(db, ctx);
     out.push([w.name, plain(result ?? null), plain(w.check ? await w.check(db, ctx, result) : null)]);
     d.close();
-    // Opened again: what a reopen reads.
+    // Opened again, as every later visit opens it: what a reopen reads, and its tables read back.
     const again = e.glue.Database.open(handle, `w${n++}`, 'full', 0);
-    out.push([w.name, 'reopened', plain(await adapter(e, again).query('SELECT 1 AS one', []))]);
+    const reopened = adapter(e, again);
+    out.push([w.name, 'reopened', plain(await reopened.query('SELECT 1 AS one', []))]);
+    if (w.check) out.push([w.name, 'reopened', plain(await w.check(reopened, ctx, result))]);
     again.close();
   }
   // What pages do besides the workloads: named parameters, one row, a transaction rolled back.
   for (const name of ['notes', 'My Notes 2024', 'app_data.v2', 'user@example.com']) e.glue.checkName(name);
-  const d = e.glue.Database.open(new MemoryHandle(), 'My Notes 2024', 'relaxed', 0);
+  const handle = new MemoryHandle();
+  const d = e.glue.Database.open(handle, 'My Notes 2024', 'relaxed', 0);
   const db = adapter(e, d);
   await db.exec('CREATE TABLE notes(id TEXT PRIMARY KEY, body TEXT NOT NULL, at INTEGER)');
   const put = await db.prepare('INSERT INTO notes(id, body, at) VALUES (:id, :body, :at)');
@@ -203,8 +206,57 @@ export async function common(e, rows, sync = false) {
     ['SELECT * FROM log WHERE id BETWEEN ? AND ? ORDER BY id', [2, 6]],
     ['SELECT max(id) AS m FROM log', []],
   ]) out.push([sql, plain(await db.query(sql, params))]);
+  // Tables without a declared key (a hidden row id), one of them of a single column.
+  await db.exec('CREATE TABLE tags(name TEXT, n INTEGER)');
+  await db.exec('CREATE TABLE seen(a INTEGER)');
+  for (const [sql, params] of [
+    ['INSERT INTO tags VALUES (?, ?), (?, ?), (?, ?)', ['red', 3, 'blue', 1, 'green', 2]],
+    ['INSERT INTO tags(name) VALUES (?)', ['none']],
+    ['INSERT INTO seen VALUES (?)', [7]],
+    ['INSERT INTO seen VALUES (?)', [5]],
+    ['SELECT a FROM seen', []],
+    ['SELECT a FROM seen ORDER BY a', []],
+    ['SELECT * FROM tags', []],
+    ['SELECT name FROM tags WHERE n > ? ORDER BY n DESC', [1]],
+    ['UPDATE tags SET n = n + 1 WHERE name = ?', ['blue']],
+    ['DELETE FROM tags WHERE n IS NULL', []],
+    ['SELECT count(*) AS c, sum(n) AS s FROM tags', []],
+    ['DELETE FROM seen WHERE a = ?', [7]],
+    ['SELECT a FROM seen', []],
+  ]) out.push([sql, plain(await db.query(sql, params))]);
+  d.exec('BEGIN');
+  await db.run('INSERT INTO seen VALUES (?)', [8]);
+  await db.run('INSERT INTO tags VALUES (?, ?)', ['white', 4]);
+  d.exec('ROLLBACK');
   await db.exec('DROP TABLE pairs');
   d.close();
+  // The next visit: the same database opened again, its tables read and written.
+  const again = e.glue.Database.open(handle, 'My Notes 2024', 'full', 0);
+  const next = adapter(e, again);
+  for (const [sql, params] of [
+    ['SELECT body FROM notes WHERE id = ?', ['n3']],
+    ['SELECT id FROM notes ORDER BY at DESC LIMIT 2', []],
+    ['INSERT INTO notes(id, body, at) VALUES (?, ?, ?)', ['n99', 'later', 99]],
+    ['INSERT INTO items(id, owner, title, price, data) VALUES (?, ?, ?, ?, ?) RETURNING id, done', ['j1', 2, 'later', 3.5, null]],
+    ['SELECT id, title FROM items WHERE owner = ? AND done = 0 ORDER BY id LIMIT 3', [2]],
+    ['UPDATE items SET price = price + 1 WHERE id = ?', ['j1']],
+    ['INSERT INTO log(kind, note) VALUES (?, ?)', ['k0', 'later']],
+    ['SELECT kind, count(*) AS n FROM log GROUP BY kind ORDER BY kind', []],
+    ['DELETE FROM log WHERE id = ?', [6]],
+    ['SELECT max(id) AS m FROM log', []],
+    ['SELECT name, n FROM tags ORDER BY name', []],
+    ['INSERT INTO seen VALUES (?)', [9]],
+    ['SELECT a FROM seen ORDER BY a', []],
+  ]) out.push(['again', sql, plain(await next.query(sql, params))]);
+  // A transaction of inserts and an update, rolled back.
+  again.exec('BEGIN');
+  await next.run('INSERT INTO seen VALUES (?)', [10]);
+  await next.run('INSERT INTO tags VALUES (?, ?)', ['grey', 0]);
+  await next.run('INSERT INTO log(kind, note) VALUES (?, ?)', ['k1', 'gone']);
+  await next.run('UPDATE notes SET at = at + 1 WHERE id = ?', ['n1']);
+  again.exec('ROLLBACK');
+  out.push(['again', plain(await next.query('SELECT count(*) AS n FROM seen', []))]);
+  again.close();
   if (sync) out.push(...(await replicas(e)));
   return out;
 }
@@ -212,7 +264,8 @@ export async function common(e, rows, sync = false) {
 /** Two replicas of a shared list (the sync module): writes on both, synced both ways to quiet. */
 async function replicas(e) {
   const out = [];
-  const [a, b] = ['replica-a', 'replica-b'].map((name) => e.glue.Database.open(new MemoryHandle(), name, 'full', 0));
+  const handles = [new MemoryHandle(), new MemoryHandle()];
+  const [a, b] = ['replica-a', 'replica-b'].map((name, i) => e.glue.Database.open(handles[i], name, 'full', 0));
   const ddl = 'CREATE TABLE todo(id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL, done INTEGER DEFAULT 0, likes INTEGER DEFAULT 0) REPLICATED (COUNTER likes)';
   for (const d of [a, b]) d.exec(ddl);
   const owner = a.syncId();
@@ -251,6 +304,13 @@ async function replicas(e) {
     d.syncDisconnect(links.get(d)[0]);
     d.close();
   }
+  // The next visit: a replica opened again, read and written.
+  const again = e.glue.Database.open(handles[1], 'replica-b', 'full', 0);
+  const next = adapter(e, again);
+  await next.run('UPDATE todo SET done = 1, likes = likes + 1 WHERE id = ?', ['t5']);
+  await next.run("INSERT INTO todo(title) VALUES ('again')", []);
+  out.push(['replica', 'again', plain(await next.query('SELECT title, done, likes FROM todo WHERE id = ?', ['t5'])), again.syncPending()]);
+  again.close();
   return out;
 }
 

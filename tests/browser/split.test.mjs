@@ -1,7 +1,7 @@
-// The engine in two modules (docs/size.md, "The split module"): cairn.wasm opens a database and
-// runs the common statements without fetching cairn-rest.wasm; the first statement that needs
-// the rest fetches it once; a rest that cannot be fetched stops the engine as a panic does, and
-// the database reopens at its last commit.
+// The engine in two modules (docs/size.md, "The split module"): cairn.wasm opens a database (a
+// new one or one written before) and runs the common statements without fetching
+// cairn-rest.wasm; the first statement that needs the rest fetches it once; a rest that cannot
+// be fetched stops the engine as a panic does, and the database reopens at its last commit.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
@@ -23,7 +23,7 @@ async function withPage(fn) {
 test('common statements run without the rest of the engine; EXPLAIN and check() fetch it once', () =>
   withPage(async (page, rest) => {
     const r = await page.evaluate(async () => {
-      const db = await cairn.open('split');
+      let db = await cairn.open('split');
       // Statements of the kinds the build's split keeps in cairn.wasm (scripts/split.mjs).
       await db.exec('CREATE TABLE t(id INTEGER PRIMARY KEY, b INTEGER, c TEXT)');
       await db.exec('CREATE INDEX t_b ON t(b)');
@@ -36,7 +36,22 @@ test('common statements run without the rest of the engine; EXPLAIN and check() 
       const one = await db.prepare('SELECT c FROM t WHERE id = ?');
       await one.get([3]);
       await one.finalize();
-      const rows = await db.query('SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b');
+      let rows = await db.query('SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b');
+      // The next visit: the database opened again, its table read and written.
+      await db.close();
+      db = await cairn.open('split');
+      await db.run('INSERT INTO t VALUES (?, ?, ?)', [51, 51 % 7, 'row 51']);
+      await db.run('UPDATE t SET c = ? WHERE id = ?', ['again', 51]);
+      await db.exec('BEGIN');
+      await db.run('INSERT INTO t VALUES (?, ?, ?)', [52, 0, 'row 52']);
+      await db.exec('ROLLBACK');
+      // A table without a declared key.
+      await db.exec('CREATE TABLE seen(a INTEGER)');
+      await db.run('INSERT INTO seen VALUES (?)', [2]);
+      await db.run('INSERT INTO seen VALUES (?)', [1]);
+      const seen = await db.query('SELECT a FROM seen ORDER BY a');
+      const reread = await db.query('SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b');
+      rows = { rows, reread, seen };
       const { restLoaded: before, restLoadedBy: by } = await db.memory();
       const plan = await db.query('EXPLAIN SELECT c FROM t WHERE b = 3');
       const after = (await db.memory()).restLoaded;
@@ -45,7 +60,9 @@ test('common statements run without the rest of the engine; EXPLAIN and check() 
       await db.close();
       return { rows, before, by, after, plan: plan.length, check, bad };
     });
-    assert.deepEqual(r.rows.map((x) => x.n), [8, 7, 7, 6, 8, 7], 'the common statements ran');
+    assert.deepEqual(r.rows.rows.map((x) => x.n), [8, 7, 7, 6, 8, 7], 'the common statements ran');
+    assert.deepEqual(r.rows.reread.map((x) => x.n), [8, 8, 7, 6, 8, 7], 'the reopened database was read and written');
+    assert.deepEqual(r.rows.seen, [{ a: 1 }, { a: 2 }]);
     assert.equal(r.before, false, `the common statements must not load the rest of the engine (loaded by ${r.by})`);
     assert.equal(r.after, true, 'EXPLAIN loads the rest of the engine');
     assert.ok(r.plan > 0, 'EXPLAIN gives its plan');
