@@ -21,7 +21,7 @@
 //! other function's body moves to REST, and PRIMARY keeps in its place a stub of the same type:
 //!
 //! ```text
-//! (if (i32.eqz (global.get $loaded)) (then (call $cairn.load)))
+//! (call $ensure)   ;; one function, after IN's own: (if (i32.eqz (global.get $loaded)) (then (call $cairn.load)))
 //! (call_indirect $rest (type $t) (local.get 0) ... (i32.const slot))
 //! ```
 //!
@@ -32,7 +32,8 @@
 //! active element segment. A call from a kept function to a moved one goes through its stub; a
 //! call between two moved functions stays a direct call within REST.
 //!
-//! Every index in PRIMARY moves by one for functions defined in IN (the new import comes first);
+//! Every index in PRIMARY moves by one for functions defined in IN (the new import comes first;
+//! `ensure` comes after them);
 //! exports keep their names, so the JS glue is unchanged but for the `cairn` import namespace.
 
 use std::borrow::Cow;
@@ -616,13 +617,28 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     for &f in &used_funcs {
         exports.push((format!("f{f}"), we::ExportKind::Func, shift(f)));
     }
+    // One function that loads the rest unless it is loaded, which every stub calls first: the
+    // check once, not in each stub (and, once wasm-opt inlines the stubs, in each call site).
+    let ensure = p.func_types.len() as u32 + 1;
+    let mut ensure_body = we::Function::new([]);
+    for i in [
+        we::Instruction::GlobalGet(loaded),
+        we::Instruction::I32Eqz,
+        we::Instruction::If(we::BlockType::Empty),
+        we::Instruction::Call(load),
+        we::Instruction::End,
+        we::Instruction::End,
+    ] {
+        ensure_body.instruction(&i);
+    }
+    let void = p.params.len() as u32;
     let add = Additions {
         func_types: vec![we::FuncType::new([], [])],
-        import: Some(("cairn", "load", p.params.len() as u32)),
+        import: Some(("cairn", "load", void)),
         table: Some(rest_table_type),
         zero_globals: 1,
         exports,
-        funcs: Vec::new(),
+        funcs: vec![(void, ensure_body)],
     };
     let mut map = Remap {
         funcs: (0..p.func_types.len() as u32).map(shift).collect(),
@@ -634,11 +650,7 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
         }
         let ty = p.func_types[nimp as usize + i];
         let mut f = we::Function::new([]);
-        f.instruction(&we::Instruction::GlobalGet(loaded));
-        f.instruction(&we::Instruction::I32Eqz);
-        f.instruction(&we::Instruction::If(we::BlockType::Empty));
-        f.instruction(&we::Instruction::Call(load));
-        f.instruction(&we::Instruction::End);
+        f.instruction(&we::Instruction::Call(ensure));
         for a in 0..p.params[ty as usize] {
             f.instruction(&we::Instruction::LocalGet(a));
         }
