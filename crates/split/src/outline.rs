@@ -12,8 +12,9 @@
 //! results, then the locals it writes (the caller sets them back), then, when the region
 //! branches out of itself, which way it left (0: at its end). A branch out of the region is
 //! allowed only to a label that carries no values (a `return` branches to the function's own
-//! label); a `br_table` may not leave the region, and a region whose construct takes parameters
-//! is not moved. What the region's own label (`br` to its `block` or `if`) carries, the new
+//! label), and a region whose construct takes parameters is not moved. A `br_table` that leaves
+//! the region branches, in the new function, through one block per outer label it reaches, whose
+//! end leaves by that label's exit. What the region's own label (`br` to its `block` or `if`) carries, the new
 //! function's outer `block` carries, so branch depths inside the region stay as they are.
 
 use std::collections::{BTreeSet, HashMap};
@@ -179,8 +180,6 @@ enum Shape {
     Params,
     /// A branch out of it to a label that carries values.
     Carries,
-    /// A `br_table` out of it.
-    Table,
 }
 
 fn shape(o: &Ops, r: &Region) -> Shape {
@@ -192,6 +191,15 @@ fn shape(o: &Ops, r: &Region) -> Shape {
     // An outer label a branch at depth `d` reaches, if it leaves the region.
     let out_of =
         |d: u32, nest: u32| -> Option<usize> { (d > nest).then(|| (d - nest - 1) as usize) };
+    let leave = |k: usize, exits: &mut Vec<usize>| {
+        if !r.outer[k].is_empty() {
+            return false;
+        }
+        if !exits.contains(&k) {
+            exits.push(k);
+        }
+        true
+    };
     for op in &o.ops[r.start..r.end] {
         let target = match op {
             wp::Operator::Block { .. } | wp::Operator::Loop { .. } | wp::Operator::If { .. } => {
@@ -216,21 +224,20 @@ fn shape(o: &Ops, r: &Region) -> Shape {
             }
             wp::Operator::Return => Some(r.outer.len() - 1),
             wp::Operator::BrTable { targets } => {
-                let mut all = targets.targets().filter_map(|t| t.ok()).collect::<Vec<_>>();
-                all.push(targets.default());
-                if all.iter().any(|&d| out_of(d, nest).is_some()) {
-                    return Shape::Table;
+                for d in table_targets(targets) {
+                    if let Some(k) = out_of(d, nest) {
+                        if !leave(k, &mut exits) {
+                            return Shape::Carries;
+                        }
+                    }
                 }
                 None
             }
             _ => None,
         };
         if let Some(k) = target {
-            if !r.outer[k].is_empty() {
+            if !leave(k, &mut exits) {
                 return Shape::Carries;
-            }
-            if !exits.contains(&k) {
-                exits.push(k);
             }
         }
     }
@@ -239,6 +246,13 @@ fn shape(o: &Ops, r: &Region) -> Shape {
         written,
         exits,
     }
+}
+
+/// A `br_table`'s targets, its default last.
+fn table_targets(t: &wp::BrTable) -> Vec<u32> {
+    let mut all: Vec<u32> = t.targets().filter_map(|t| t.ok()).collect();
+    all.push(t.default());
+    all
 }
 
 /// A constant of type `t` (what the new function returns in place of results it does not have
@@ -271,7 +285,6 @@ pub struct Stats {
     pub small_bytes: usize,
     pub params_bytes: usize,
     pub carries_bytes: usize,
-    pub table_bytes: usize,
 }
 
 /// Chooses the regions to move in function `f`: each outermost region the run did not enter,
@@ -320,7 +333,6 @@ pub fn choose(
             }
             Shape::Params => stats.params_bytes += bytes,
             Shape::Carries => stats.carries_bytes += bytes,
-            Shape::Table => stats.table_bytes += bytes,
         }
     }
     chosen
@@ -441,7 +453,29 @@ pub fn rewrite(
 /// The new function for region `r`.
 fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::Function> {
     let local = |l: u32| s.used.binary_search(&l).unwrap() as u32;
-    let mut g = we::Function::new([]);
+    // A `br_table` that leaves the region keeps its index in a local of its own, after the
+    // parameters, while it branches through the blocks of its exits.
+    let table_out = {
+        let mut nest = 0u32;
+        o.ops[r.start..r.end].iter().any(|op| match op {
+            wp::Operator::Block { .. } | wp::Operator::Loop { .. } | wp::Operator::If { .. } => {
+                nest += 1;
+                false
+            }
+            wp::Operator::End => {
+                nest = nest.wrapping_sub(1);
+                false
+            }
+            wp::Operator::BrTable { targets } => table_targets(targets).iter().any(|&d| d > nest),
+            _ => false,
+        })
+    };
+    let index = s.used.len() as u32;
+    let mut g = if table_out {
+        we::Function::new([(1, we::ValType::I32)])
+    } else {
+        we::Function::new([])
+    };
     let block = match r.results.as_slice() {
         [] => we::BlockType::Empty,
         [t] => we::BlockType::Result(val(*t)?),
@@ -500,6 +534,43 @@ fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::F
             wp::Operator::Return => {
                 leave(&mut g, Some(exit(r.outer.len() - 1)))?;
                 g.instruction(&we::Instruction::Return);
+            }
+            wp::Operator::BrTable { targets }
+                if table_targets(targets).iter().any(|&d| d > nest) =>
+            {
+                // One block around the `br_table` for each outer label it reaches, innermost
+                // first; a target inside the region moves out past those blocks; the end of
+                // each block leaves by that label's exit.
+                let all = table_targets(targets);
+                let mut outs: Vec<usize> = Vec::new();
+                for &d in &all {
+                    if d > nest && !outs.contains(&((d - nest - 1) as usize)) {
+                        outs.push((d - nest - 1) as usize);
+                    }
+                }
+                let m = outs.len() as u32;
+                let mapped: Vec<u32> = all
+                    .iter()
+                    .map(|&d| match d > nest {
+                        true => outs
+                            .iter()
+                            .position(|&k| k == (d - nest - 1) as usize)
+                            .unwrap() as u32,
+                        false => d + m,
+                    })
+                    .collect();
+                let (default, targets) = mapped.split_last().unwrap();
+                g.instruction(&we::Instruction::LocalSet(index));
+                for _ in 0..m {
+                    g.instruction(&we::Instruction::Block(we::BlockType::Empty));
+                }
+                g.instruction(&we::Instruction::LocalGet(index));
+                g.instruction(&we::Instruction::BrTable(targets.to_vec().into(), *default));
+                for &k in &outs {
+                    g.instruction(&we::Instruction::End);
+                    leave(&mut g, Some(exit(k)))?;
+                    g.instruction(&we::Instruction::Return);
+                }
             }
             op => {
                 g.instruction(&re(Same.instruction(op.clone()))?);

@@ -11,14 +11,15 @@ use crate::{outline_regions, I32_MUT};
 
 /// `f0(x)`: nested blocks whose `if` arms write a local and branch out of themselves (one arm to
 /// one label, the other to two), then an `if` with a result; `f1(x)`: an arm that returns from
-/// the function; `g()`: the global `f1` sets.
+/// the function; `g()`: the global `f1` sets; `f3(x)`: a `br_table` that leaves its region by
+/// two labels and stays in it by two.
 fn module() -> Vec<u8> {
     let mut types = we::TypeSection::new();
     types.ty().function([we::ValType::I32], [we::ValType::I32]);
     types.ty().function([we::ValType::I32], []);
     types.ty().function([], [we::ValType::I32]);
     let mut funcs = we::FunctionSection::new();
-    for t in [0, 1, 2] {
+    for t in [0, 1, 2, 0] {
         funcs.function(t);
     }
     // The tool reads modules with one memory, as rustc makes them.
@@ -33,7 +34,7 @@ fn module() -> Vec<u8> {
     let mut globals = we::GlobalSection::new();
     globals.global(I32_MUT, &we::ConstExpr::i32_const(0));
     let mut exports = we::ExportSection::new();
-    for (i, name) in ["f0", "f1", "g"].into_iter().enumerate() {
+    for (i, name) in ["f0", "f1", "g", "f3"].into_iter().enumerate() {
         exports.export(name, we::ExportKind::Func, i as u32);
     }
     let empty = we::BlockType::Empty;
@@ -112,8 +113,29 @@ fn module() -> Vec<u8> {
     let mut g = we::Function::new([]);
     g.instruction(&I::GlobalGet(0));
     g.instruction(&I::End);
+    let mut f3 = we::Function::new([(1, we::ValType::I32)]);
+    let add = |n: i32| [I::LocalGet(1), I::I32Const(n), I::I32Add, I::LocalSet(1)];
+    for i in [I::Block(empty), I::Block(empty), I::Block(empty)] // regions 9 ($a), 10 ($b), 11 ($c)
+        .into_iter()
+        .chain([
+            I::I32Const(1),
+            I::LocalSet(1),
+            I::Block(empty), // region 12 ($d), inside region 11
+            I::LocalGet(0),
+            I::BrTable(vec![1, 2, 3, 0].into(), 2), // $c, $b, $a, $d; others $b
+            I::End,
+        ])
+        .chain(add(1000))
+        .chain([I::End])
+        .chain(add(10))
+        .chain([I::End])
+        .chain(add(100))
+        .chain([I::End, I::LocalGet(1), I::End])
+    {
+        f3.instruction(&i);
+    }
     let mut code = we::CodeSection::new();
-    for f in [&f0, &f1, &g] {
+    for f in [&f0, &f1, &g, &f3] {
         code.function(f);
     }
     let mut m = we::Module::new();
@@ -157,9 +179,20 @@ fn f0(x: i32) -> i32 {
     }
 }
 
+/// What `f3` computes.
+fn f3(x: i32) -> i32 {
+    match x {
+        0 => 111,
+        2 => 1,
+        3 => 1111,
+        _ => 101,
+    }
+}
+
 const XS: std::ops::RangeInclusive<i32> = -3..=60;
 
-/// Each module's `f0` over `XS`, then `g()` after `f1(0)`, `f1(1)` and `f1(7)`.
+/// Each module's `f0` over `XS`, then `g()` after `f1(0)`, `f1(1)` and `f1(7)`, then `f3` over
+/// -1..=5.
 fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
     let dir = std::env::temp_dir().join(format!("cairn-split-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -176,6 +209,7 @@ fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
            const r = [];
            for (let x = {}; x <= {}; x++) r.push(e.f0(x));
            for (const x of [0, 1, 7]) {{ e.f1(x); r.push(e.g()); }}
+           for (let x = -1; x <= 5; x++) r.push(e.f3(x));
            out.push(r.join(','));
          }}
          console.log(out.join('\\n'));",
@@ -203,24 +237,29 @@ fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
 #[test]
 fn outlined_regions_give_the_same_results() {
     let before = module();
-    // Functions 0 and 1 ran; of their regions, only the outer blocks (0, 1 and 7) were entered.
-    let funcs = BTreeSet::from([0, 1]);
-    let regions = BTreeSet::from([0, 1, 7]);
+    // Functions 0, 1 and 3 ran; of their regions, only the outer blocks (0, 1, 7, 9 and 10)
+    // were entered.
+    let funcs = BTreeSet::from([0, 1, 3]);
+    let regions = BTreeSet::from([0, 1, 7, 9, 10]);
     let (after, stats) = outline_regions(&before, &funcs, &regions, 0).unwrap();
     wasmparser::Validator::new()
         .validate_all(&after)
         .expect("the outlined module validates");
-    // Regions 2, 3 (with 4 inside), 5, 6 and 8.
-    assert_eq!(stats.moved, 5);
+    // Regions 2, 3 (with 4 inside), 5, 6, 8 and 11 (with 12 inside).
+    assert_eq!(stats.moved, 6);
     let count = |m: &[u8]| {
         wasmparser::Parser::new(0)
             .parse_all(m)
             .filter(|p| matches!(p, Ok(wasmparser::Payload::CodeSectionEntry(_))))
             .count()
     };
-    assert_eq!((count(&before), count(&after)), (3, 8));
+    assert_eq!((count(&before), count(&after)), (4, 10));
 
-    let expected: Vec<i32> = XS.map(f0).chain([2, 1, 1]).collect();
+    let expected: Vec<i32> = XS
+        .map(f0)
+        .chain([2, 1, 1])
+        .chain((-1..=5).map(f3))
+        .collect();
     let got = run(&[&before, &after]);
     assert_eq!(got[0], expected, "the module as written");
     assert_eq!(got[1], expected, "the module with its regions outlined");
@@ -229,8 +268,8 @@ fn outlined_regions_give_the_same_results() {
 #[test]
 fn regions_entered_or_too_small_stay() {
     let before = module();
-    let funcs = BTreeSet::from([0, 1]);
-    let all = BTreeSet::from_iter(0..9);
+    let funcs = BTreeSet::from([0, 1, 3]);
+    let all = BTreeSet::from_iter(0..13);
     let (_, stats) = outline_regions(&before, &funcs, &all, 0).unwrap();
     assert_eq!(stats.moved, 0, "every region was entered");
     let (_, stats) = outline_regions(&before, &BTreeSet::new(), &BTreeSet::new(), 0).unwrap();
@@ -238,6 +277,7 @@ fn regions_entered_or_too_small_stay() {
         stats.moved, 0,
         "no function ran: the split moves them whole"
     );
-    let (_, stats) = outline_regions(&before, &funcs, &BTreeSet::from([0, 1, 7]), 1000).unwrap();
+    let (_, stats) =
+        outline_regions(&before, &funcs, &BTreeSet::from([0, 1, 7, 9, 10]), 1000).unwrap();
     assert_eq!(stats.moved, 0, "every region is under the size");
 }
