@@ -128,6 +128,15 @@ if (glue('build/wasm') !== glue('build/wasm-sync')) {
     + 'give both builds the same exports and imports');
   process.exit(1);
 }
+// Short names for the glue's imports, in the glue the Worker bundles and in both shipped modules
+// (scripts/names.mjs).
+try {
+  const { shortImports } = await import('./names.mjs');
+  shortImports(join(root, 'build/wasm/cairn_wasm.js'), ['dist/cairn.wasm', 'dist/cairn-sync.wasm'].map((f) => join(root, f)));
+} catch (e) {
+  console.error(`build failed: short import names: ${e.message}`);
+  process.exit(1);
+}
 
 const esbuild = await import('esbuild');
 const common = { bundle: true, format: 'esm', target: 'es2022', minify: !dev, legalComments: 'none', logLevel: 'warning' };
