@@ -27,7 +27,7 @@
 //!
 //! `cairn.load` is an import the embedder provides: it instantiates REST (synchronously) against
 //! PRIMARY's exports and sets `loaded`. REST imports PRIMARY's memory, tables and the globals and
-//! functions its functions use (exported by PRIMARY as `m`, `t<i>`, `g<i>`, `f<i>`), defines the
+//! functions its functions use (exported by PRIMARY as `m`, `t<i>`, `g<i>`, `f<n>`), defines the
 //! moved functions, and fills PRIMARY's table `rest` (exported as `rest`) with them through an
 //! active element segment. A call from a kept function to a moved one goes through its stub; a
 //! call between two moved functions stays a direct call within REST.
@@ -462,6 +462,22 @@ fn instrument(input: &str, out: &str) -> Result<()> {
 /// 181,771, 48 bytes 182,598, 96 bytes 184,212).
 const MIN_REGION: usize = 24;
 
+/// The name under which PRIMARY exports the `n`-th function REST uses: `f` and `n` in base 62
+/// (two or three characters: the decimal function index took five).
+fn func_export(mut n: usize) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut s = vec![b'f'];
+    let start = s.len();
+    loop {
+        s.insert(start, DIGITS[n % 62]);
+        n /= 62;
+        if n == 0 {
+            break;
+        }
+    }
+    String::from_utf8(s).expect("ASCII")
+}
+
 fn outline(input: &str, funcs: &str, regions_hit: &str, out: &str) -> Result<()> {
     let bytes = read(input)?;
     let defined = parse(&bytes)?.bodies.len();
@@ -614,8 +630,8 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     for &g in &used_globals {
         exports.push((format!("g{g}"), we::ExportKind::Global, g));
     }
-    for &f in &used_funcs {
-        exports.push((format!("f{f}"), we::ExportKind::Func, shift(f)));
+    for (n, &f) in used_funcs.iter().enumerate() {
+        exports.push((func_export(n), we::ExportKind::Func, shift(f)));
     }
     // One function that loads the rest unless it is loaded, which every stub calls first: the
     // check once, not in each stub (and, once wasm-opt inlines the stubs, in each call site).
@@ -677,7 +693,7 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     for (n, &f) in used_funcs.iter().enumerate() {
         imports.import(
             "p",
-            &format!("f{f}"),
+            &func_export(n),
             we::EntityType::Function(p.func_types[f as usize]),
         );
         qfuncs[f as usize] = n as u32;

@@ -281,3 +281,14 @@ fn regions_entered_or_too_small_stay() {
         outline_regions(&before, &funcs, &BTreeSet::from([0, 1, 7, 9, 10]), 1000).unwrap();
     assert_eq!(stats.moved, 0, "every region is under the size");
 }
+
+#[test]
+fn export_names_are_short_and_distinct() {
+    let names: Vec<String> = (0..62 * 62).map(crate::func_export).collect();
+    assert_eq!(
+        (names[0].as_str(), names[61].as_str(), names[62].as_str()),
+        ("f0", "fZ", "f10")
+    );
+    assert!(names.iter().all(|n| n.len() <= 3));
+    assert_eq!(BTreeSet::from_iter(&names).len(), names.len());
+}
