@@ -1769,7 +1769,7 @@ pub struct RowBufs {
     row: Vec<Value>,
     /// Upsert's DO UPDATE in place (`Writer::upsert_in_place`): the frame, the columns its
     /// expressions read, the new values. Emptied after each use.
-    upsert: (Vec<Value>, Vec<usize>, Vec<Value>),
+    upsert: (Vec<Value>, Vec<usize>, Vec<Value>, Layout),
     /// An UPDATE or DELETE by key (`Writer::point_targets`, `Writer::update_in_place`): the
     /// row frame, the key named, where each column's new value is, the new values. A
     /// statement that writes one row by its key otherwise allocated and freed all four.
@@ -1783,6 +1783,8 @@ struct PointBufs {
     key: Vec<u8>,
     value_of: Vec<Option<usize>>,
     vals: Vec<Value>,
+    /// Where the columns of the record being rewritten lie.
+    layout: Layout,
 }
 
 impl PointBufs {
@@ -3084,7 +3086,7 @@ impl Writer<'_> {
         sets: &[(usize, PExpr)],
         w: Option<&PExpr>,
         cache: &Cache,
-        (frame, reads, vals): &mut (Vec<Value>, Vec<usize>, Vec<Value>),
+        (frame, reads, vals, layout): &mut (Vec<Value>, Vec<usize>, Vec<Value>, Layout),
     ) -> Result<Option<Option<bool>>> {
         let width = t.columns.len();
         let mut subquery = false;
@@ -3117,8 +3119,10 @@ impl Writer<'_> {
             frame.reserve(width + row.len());
             null_frame(frame, width);
             frame.append(row);
-            let rec = Record::new(v)?;
-            rec.get_cols_into(reads, &mut frame[..width])?;
+            let rec = layout.read_all(v)?;
+            for &c in &*reads {
+                rec.get_into(c, &mut frame[c])?;
+            }
             if let Some(w) = w {
                 if eval_bool(w, frame, &cx)? != Some(true) {
                     return Ok(Each::Keep);
@@ -3133,7 +3137,7 @@ impl Writer<'_> {
                     Self::check_column(t, c, &mut vals[j])?;
                 }
             }
-            rec.rewrite_into(width, |c| value_of(c).map(|j| &vals[j]), out)?;
+            rec.rewrite_into(v, width, |c| value_of(c).map(|j| &vals[j]), out)?;
             updated = true;
             Ok(if out.as_slice() == v {
                 Each::Keep
@@ -3500,8 +3504,9 @@ impl Writer<'_> {
 
     /// UPDATE of a `keys_only` plan, each row rewritten where it is stored
     /// ([`Storage::update_each`]): its new record is made from the old one in the leaf, only
-    /// the columns the SET expressions read are decoded, and `Record::rewrite_into` copies the
-    /// other columns' bytes. No index entry changes (no indexed column is set) and no key
+    /// the columns the SET expressions read are decoded, and `Fields::rewrite_into` copies the
+    /// other columns' bytes (the whole record, with the new values written over the old ones,
+    /// when they are as long). No index entry changes (no indexed column is set) and no key
     /// changes, so no constraint but a column's type and NOT NULL can fail. The rows are
     /// the keys a `WHERE id = ?` names, or one range of keys walked in one pass (the whole
     /// table, `WHERE id BETWEEN ? AND ?`) with the filters tested on each row there, or else
@@ -3531,6 +3536,7 @@ impl Writer<'_> {
             key,
             value_of,
             vals,
+            layout,
         } = bufs;
         let rows = match self.point_targets(p, frame, key, &cache)? {
             Some(keys) => Rows::Points(keys),
@@ -3580,8 +3586,10 @@ impl Writer<'_> {
                     return Ok(Each::Keep);
                 }
             }
-            let rec = Record::new(v)?;
-            rec.get_cols_into(&p.set_reads, frame)?;
+            let row = layout.read_all(v)?;
+            for &c in &p.set_reads {
+                row.get_into(c, &mut frame[c])?;
+            }
             vals.clear();
             for (_, e) in &p.set {
                 vals.push(eval(e, frame, &cx)?.into_owned());
@@ -3597,7 +3605,7 @@ impl Writer<'_> {
                     Err(e) => return Err(e),
                 }
             }
-            rec.rewrite_into(width, |c| value_of[c].map(|j| &vals[j]), out)?;
+            row.rewrite_into(v, width, |c| value_of[c].map(|j| &vals[j]), out)?;
             if let Some(cap) = &mut cap {
                 cap.push_in_place(t, &frame[..width], |c| value_of[c].map(|j| &vals[j]));
             }

@@ -48,8 +48,9 @@
 //!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
 //!    whole table) is walked once with the filters tested on each row there, keys named
 //!    outright (`Writer::point_targets`) are visited one by one; only the columns the SET
-//!    expressions read are decoded, and `cairn_store::codec::Record::rewrite_into` replaces
-//!    the set columns' bytes. A replicated table's UPDATE takes this path too when it sets
+//!    expressions read are decoded, and `cairn_store::codec::Fields::rewrite_into` replaces
+//!    the set columns' bytes (in a copy of the record, when the new values are as long as the
+//!    old ones). A replicated table's UPDATE takes this path too when it sets
 //!    no scope column and the table has no counters, its capture fed from the key, scope
 //!    and set columns read there (`executor::Changes`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or

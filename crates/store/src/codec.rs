@@ -452,97 +452,6 @@ impl<'a> Record<'a> {
         }
     }
 
-    /// This row as `n` columns with some replaced, into `out` (cleared first): column `i`
-    /// becomes `new(i)` where that is `Some`, and keeps its bytes otherwise. Columns past the
-    /// record's end (added by `ALTER TABLE ADD COLUMN` after it was written) are NULL and
-    /// columns past `n` are left out, so the result is the record that decoding this one,
-    /// replacing those values and encoding the row again would give, without decoding the
-    /// columns that stay.
-    pub fn rewrite_into<'v>(
-        &self,
-        n: usize,
-        new: impl Fn(usize) -> Option<&'v Value>,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        out.clear();
-        if n == self.columns && self.rewrite_same_shape(&new, out)? {
-            return Ok(());
-        }
-        out.clear();
-        out.reserve(self.buf.len() + 16);
-        put_varint(out, n as u64);
-        let mut hpos = self.header;
-        for i in 0..n {
-            let old = if i < self.columns {
-                header_varint(self.buf, &mut hpos)?
-            } else {
-                ST_NULL
-            };
-            put_varint(out, new(i).map_or(old, serial_type));
-        }
-        let (mut hpos, mut off) = (self.header, self.body);
-        for i in 0..n.min(self.columns) {
-            let len = body_len(header_varint(self.buf, &mut hpos)?)?;
-            match new(i) {
-                Some(v) => put_body(out, v),
-                None => {
-                    let b = off
-                        .checked_add(len)
-                        .and_then(|end| self.buf.get(off..end))
-                        .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
-                    out.extend_from_slice(b);
-                }
-            }
-            off += len;
-        }
-        for i in self.columns..n {
-            if let Some(v) = new(i) {
-                put_body(out, v);
-            }
-        }
-        Ok(())
-    }
-
-    /// `rewrite_into` when every replaced column keeps its serial type (a number of the same
-    /// width, text of the same length: most UPDATEs of a number): the record is this one with
-    /// those columns' bodies overwritten, the header and the other bodies copied in one piece.
-    /// False, with `out` to be cleared, when a type changes.
-    fn rewrite_same_shape<'v>(
-        &self,
-        new: &impl Fn(usize) -> Option<&'v Value>,
-        out: &mut Vec<u8>,
-    ) -> Result<bool> {
-        let (mut hpos, mut end) = (self.header, self.body);
-        for i in 0..self.columns {
-            let st = header_varint(self.buf, &mut hpos)?;
-            if new(i).is_some_and(|v| serial_type(v) != st) {
-                return Ok(false);
-            }
-            end += body_len(st)?;
-        }
-        let whole = self
-            .buf
-            .get(..end)
-            .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
-        out.extend_from_slice(whole);
-        let (mut hpos, mut off) = (self.header, self.body);
-        for i in 0..self.columns {
-            let len = body_len(header_varint(self.buf, &mut hpos)?)?;
-            if let Some(v) = new(i) {
-                let body = &mut out[off..off + len];
-                match v {
-                    Value::Integer(x) => body.copy_from_slice(&x.to_le_bytes()[..len]),
-                    Value::Real(r) => body.copy_from_slice(&r.to_le_bytes()),
-                    Value::Text(t) => body.copy_from_slice(t.as_bytes()),
-                    Value::Blob(b) => body.copy_from_slice(b),
-                    Value::Null => {}
-                }
-            }
-            off += len;
-        }
-        Ok(true)
-    }
-
     /// Every column, in order.
     pub fn values(&self) -> Result<Vec<Value>> {
         let mut out = Vec::with_capacity(self.columns);
@@ -610,6 +519,54 @@ impl Layout {
                 if one_byte_types(buf, columns) {
                     let want = upto.min(columns);
                     self.at.resize(want, (0, 0));
+                    let mut off = 0usize;
+                    for (a, &b) in self.at.iter_mut().zip(types) {
+                        *a = (u64::from(b), off);
+                        off += usize::from(SMALL_LEN[usize::from(b)]);
+                    }
+                    return Ok(Fields {
+                        at: &self.at,
+                        types,
+                        columns,
+                        buf: &buf[1 + columns..],
+                    });
+                }
+            }
+        }
+        let mut pos = 0;
+        let columns = column_count(buf, &mut pos)?;
+        self.at.resize(columns, (0, 0));
+        let mut off = 0usize;
+        for a in &mut self.at {
+            let st = get_varint(buf, &mut pos)?;
+            *a = (st, off);
+            let len = match st {
+                0..128 => usize::from(SMALL_LEN[st as usize]),
+                _ => usize::try_from((st - ST_BLOB) / 2).unwrap_or(usize::MAX),
+            };
+            off = off.saturating_add(len);
+        }
+        if off > buf.len() - pos {
+            return Err(Error::Corrupt("record columns run past its end".into()));
+        }
+        Ok(Fields {
+            at: &self.at,
+            types: &[],
+            columns,
+            buf: &buf[pos..],
+        })
+    }
+
+    /// `read` with every column located, what a rewrite of the record needs
+    /// ([`Fields::rewrite_into`]). Its own walk of the header, not a call of `read`: a second
+    /// caller would stop `read` being inlined into the scan, which tests every row it reads.
+    pub fn read_all<'s, 'a>(&'s mut self, buf: &'a [u8]) -> Result<Fields<'s, 'a>> {
+        // The usual record, as in `read`: every serial type one byte.
+        if let Some(&n) = buf.first().filter(|&&n| n < 0x80) {
+            let columns = usize::from(n);
+            if let Some(types) = buf.get(1..1 + columns) {
+                if one_byte_types(buf, columns) {
+                    self.at.resize(columns, (0, 0));
                     let mut off = 0usize;
                     for (a, &b) in self.at.iter_mut().zip(types) {
                         *a = (u64::from(b), off);
@@ -726,6 +683,119 @@ impl<'a> Fields<'_, 'a> {
             .map(|&b| usize::from(SMALL_LEN[usize::from(b)]))
             .sum();
         (u64::from(self.types[i]), off)
+    }
+
+    /// The record these fields were read from, `rec`, as `n` columns with some replaced,
+    /// into `out` (cleared first): column `i` becomes `new(i)` where that is `Some`, and keeps
+    /// its bytes otherwise. Columns past the record's end (added by `ALTER TABLE ADD COLUMN`
+    /// after it was written) are NULL and columns past `n` are left out, so the result is the
+    /// record that decoding this one, replacing those values and encoding the row again would
+    /// give, without decoding the columns that stay. When the new values fit where the old
+    /// ones lie (a number of the same width, a real, text or a blob of the same length: most
+    /// UPDATEs), `rec` is copied and they are written over the old bytes.
+    pub fn rewrite_into<'v>(
+        &self,
+        rec: &[u8],
+        n: usize,
+        new: impl Fn(usize) -> Option<&'v Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if self.patch_into(rec, n, &new, out) {
+            return Ok(());
+        }
+        out.clear();
+        out.reserve(rec.len() + 16);
+        put_varint(out, n as u64);
+        let old = |i: usize| match self.types.get(i) {
+            Some(&t) => u64::from(t),
+            None => self.at.get(i).map_or(ST_NULL, |a| a.0),
+        };
+        for i in 0..n {
+            put_varint(out, new(i).map_or(old(i), serial_type));
+        }
+        let mut off = 0usize;
+        for i in 0..n.min(self.columns) {
+            let len = body_len(old(i))?;
+            match new(i) {
+                Some(v) => put_body(out, v),
+                None => {
+                    let b = off
+                        .checked_add(len)
+                        .and_then(|end| self.buf.get(off..end))
+                        .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+                    out.extend_from_slice(b);
+                }
+            }
+            off += len;
+        }
+        for i in self.columns..n {
+            if let Some(v) = new(i) {
+                put_body(out, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// `rewrite_into` by writing the new values over the old ones in a copy of `rec`: when
+    /// the record has `n` columns and each new value's body is as long as the old one's and
+    /// its serial type takes the same byte (every serial type is one byte long) or is the
+    /// same. False, with `out` to be cleared, when a value does not fit so, or when the bodies
+    /// do not end where the record does (the general rewrite finds it corrupt, or leaves out
+    /// what follows them).
+    fn patch_into<'v>(
+        &self,
+        rec: &[u8],
+        n: usize,
+        new: &impl Fn(usize) -> Option<&'v Value>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let at = |c: usize| match self.at.get(c) {
+            Some(&at) => at,
+            None => self.locate(c),
+        };
+        if n != self.columns {
+            return false;
+        }
+        // The bodies end where the record does, as the general rewrite would find them.
+        let end = match n.checked_sub(1) {
+            Some(last) => {
+                let (st, off) = at(last);
+                body_len(st).map_or(usize::MAX, |len| off.saturating_add(len))
+            }
+            None => 0,
+        };
+        if end != self.buf.len() || end > rec.len() {
+            return false;
+        }
+        let body = rec.len() - end;
+        out.clear();
+        out.extend_from_slice(rec);
+        for c in 0..n {
+            let Some(v) = new(c) else { continue };
+            let (old, off) = at(c);
+            let st = serial_type(v);
+            let len = match (body_len(old), body_len(st)) {
+                (Ok(a), Ok(b)) if a == b => a,
+                _ => return false,
+            };
+            if st != old {
+                // One-byte types (all of them are, when `types` is kept): the new one, as long
+                // as the old body and so below 128 too, takes the old one's byte.
+                if self.types.is_empty() {
+                    return false;
+                }
+                out[1 + c] = st as u8;
+            }
+            let b = &mut out[body + off..body + off + len];
+            match v {
+                Value::Null => {}
+                Value::Integer(x) => b.copy_from_slice(&x.to_le_bytes()[..len]),
+                Value::Real(r) => b.copy_from_slice(&r.to_le_bytes()),
+                Value::Text(t) => b.copy_from_slice(t.as_bytes()),
+                Value::Blob(x) => b.copy_from_slice(x),
+            }
+        }
+        true
     }
 
     /// Column `i` written into `out`, reusing `out`'s text or blob buffer as
@@ -942,6 +1012,8 @@ mod tests {
         let mut big = vec![1];
         put_varint(&mut big, ST_TEXT + (1 << 63));
         assert!(layout.read(&big, 1).is_err());
+        assert!(layout.read_all(&big).is_err());
+        assert!(layout.read_all(&buf[..2]).is_err());
         // A reserved serial type is refused when read.
         assert!(layout.read(&[1, 10], 1).unwrap().field(0).is_err());
     }
@@ -1031,12 +1103,13 @@ mod tests {
     #[test]
     fn a_rewritten_record_is_the_encoding_of_the_changed_row() {
         let vals = samples();
+        let mut layout = Layout::default();
         // Rows of every sample value, rewritten with others in place of some columns, as
-        // fewer columns (added later, so read as NULL) and as more.
+        // fewer columns (added later, so read as NULL) and as more, with the columns located
+        // up front or not.
         for (i, w) in vals.windows(4).enumerate() {
             let row = w.to_vec();
             let rec = encode_record(&row);
-            let r = Record::new(&rec).unwrap();
             let repl = &vals[(i * 7 + 3) % vals.len()];
             for n in [2, 4, 6] {
                 for changed in [vec![], vec![0], vec![1, 3], vec![0, 1, 2, 3], vec![5]] {
@@ -1049,41 +1122,146 @@ mod tests {
                             *v = x.clone();
                         }
                     }
-                    let mut out = vec![9];
-                    r.rewrite_into(n, new, &mut out).unwrap();
-                    assert_eq!(out, encode_record(&want), "{row:?} n={n} {changed:?}");
+                    // `read_all` as well (`None`), as the writers call it.
+                    for upto in [Some(0), Some(2), Some(usize::MAX), None] {
+                        let f = match upto {
+                            Some(upto) => layout.read(&rec, upto),
+                            None => layout.read_all(&rec),
+                        };
+                        let f = f.unwrap();
+                        let mut out = vec![9];
+                        f.rewrite_into(&rec, n, new, &mut out).unwrap();
+                        assert_eq!(out, encode_record(&want), "{row:?} n={n} {changed:?}");
+                    }
                 }
             }
         }
-        // Values that keep their serial type (the record is patched where it is).
+        // A record whose bodies are shorter than its header says is corrupt, not a panic.
+        let rec = encode_record(&[Text("abc".into()), Integer(1000)]);
+        let short = &rec[..rec.len() - 1];
+        let f = layout.read(short, 2).unwrap();
+        assert!(f.rewrite_into(short, 2, |_| None, &mut Vec::new()).is_err());
+        let f = layout.read_all(short).unwrap();
+        assert!(f.rewrite_into(short, 2, |_| None, &mut Vec::new()).is_err());
+    }
+
+    /// New values as long as the old ones are written over them (`patch_into`), the others
+    /// make the record again; either way the record is the changed row's encoding.
+    #[test]
+    fn new_values_as_long_as_the_old_ones_are_written_over_them() {
+        let long = "é".repeat(40);
         let row = vec![
             Integer(-2),
             Text("abc".into()),
             Integer(300),
             Real(1.5),
             Integer(1),
+            Null,
+            Blob(vec![1, 2, 3]),
+            Integer(127),
+            Integer(i64::MAX),
+            Integer(0),
         ];
-        let rec = encode_record(&row);
-        let r = Record::new(&rec).unwrap();
-        let same = [
-            Integer(5),
-            Text("xyz".into()),
-            Integer(-301),
-            Real(-2.25),
-            Integer(1),
+        // (column, new value, whether it is written over the old one)
+        let cases = [
+            (0, Integer(5), true),
+            (0, Integer(-128), true),
+            (0, Integer(-129), false),
+            (0, Integer(0), false),
+            (1, Text("xyz".into()), true),
+            (1, Text("xy".into()), false),
+            (1, Blob(b"xyz".to_vec()), true),
+            (1, Null, false),
+            (2, Integer(-301), true),
+            (2, Integer(32767), true),
+            (2, Integer(32768), false),
+            (2, Integer(100), false),
+            (3, Real(-2.25), true),
+            (3, Integer(1 << 40), true),
+            (3, Integer(7), false),
+            (4, Integer(1), true),
+            (4, Integer(0), true),
+            (4, Null, true),
+            (4, Integer(2), false),
+            (5, Integer(0), true),
+            (5, Integer(1), true),
+            (5, Integer(-1), false),
+            (5, Text(String::new()), true),
+            (6, Blob(vec![9, 9, 9]), true),
+            (6, Text("abc".into()), true),
+            (6, Blob(vec![]), false),
+            (7, Integer(-128), true),
+            (7, Integer(128), false),
+            (8, Integer(i64::MIN), true),
+            (8, Real(0.5), true),
+            (8, Integer(i32::MAX as i64), false),
+            (9, Integer(1), true),
+            (9, Null, true),
+            (9, Real(0.0), false),
         ];
-        for c in 0..row.len() {
+        let mut layout = Layout::default();
+        for wide in [false, true] {
+            // `wide`: a column of text long enough for a two-byte serial type, so that the
+            // serial types are found by the header's general walk, and a new type must be
+            // the same type to take the old one's place.
+            let mut row = row.clone();
+            if wide {
+                row.push(Text(long.clone()));
+            }
+            let rec = encode_record(&row);
+            for (c, v, fits) in &cases {
+                let mut want = row.clone();
+                want[*c] = v.clone();
+                let same = serial_type(v) == serial_type(&row[*c]);
+                for upto in [Some(0), Some(c + 1), Some(usize::MAX), None] {
+                    let f = match upto {
+                        Some(upto) => layout.read(&rec, upto),
+                        None => layout.read_all(&rec),
+                    };
+                    let f = f.unwrap();
+                    let new = |i: usize| (i == *c).then_some(v);
+                    let mut out = Vec::new();
+                    let patched = f.patch_into(&rec, row.len(), &new, &mut out);
+                    assert_eq!(patched, *fits && (!wide || same), "{c}: {v:?} wide={wide}");
+                    if patched {
+                        assert_eq!(out, encode_record(&want), "{c}: {v:?} wide={wide}");
+                    }
+                    f.rewrite_into(&rec, row.len(), new, &mut out).unwrap();
+                    assert_eq!(out, encode_record(&want), "{c}: {v:?} wide={wide}");
+                    // Not as many columns as the record: made again.
+                    let n = row.len() + 1;
+                    assert!(!f.patch_into(&rec, n, &new, &mut out));
+                }
+            }
+            // Several columns at once, one of them set to the text of the long column.
+            let set = [(0, Integer(7)), (3, Real(9.75)), (9, Integer(1))];
+            let new = |i: usize| set.iter().find(|(c, _)| *c == i).map(|(_, v)| v);
             let mut want = row.clone();
-            want[c] = same[c].clone();
+            for (c, v) in &set {
+                want[*c] = v.clone();
+            }
+            let f = layout.read_all(&rec).unwrap();
             let mut out = Vec::new();
-            r.rewrite_into(row.len(), |i| (i == c).then_some(&same[c]), &mut out)
-                .unwrap();
-            assert_eq!(out, encode_record(&want), "column {c}");
+            assert_eq!(f.patch_into(&rec, row.len(), &new, &mut out), !wide);
+            f.rewrite_into(&rec, row.len(), new, &mut out).unwrap();
+            assert_eq!(out, encode_record(&want));
+            if wide {
+                let last = row.len() - 1;
+                let t = Text("ê".repeat(40));
+                want[last] = t.clone();
+                let new = |i: usize| (i == last).then_some(&t);
+                let f = layout.read(&rec, 0).unwrap();
+                assert!(f.patch_into(&rec, row.len(), &new, &mut out));
+                assert_eq!(
+                    out,
+                    encode_record(&{
+                        let mut w = row.clone();
+                        w[last] = t.clone();
+                        w
+                    })
+                );
+            }
         }
-        // A record whose bodies are shorter than its header says is corrupt, not a panic.
-        let rec = encode_record(&[Text("abc".into()), Integer(1000)]);
-        let r = Record::new(&rec[..rec.len() - 1]).unwrap();
-        assert!(r.rewrite_into(2, |_| None, &mut Vec::new()).is_err());
     }
 
     #[test]

@@ -301,7 +301,13 @@ pub fn rewrite_value(p: &mut [u8], i: usize, value: &[u8]) -> bool {
         old & OVERFLOW_BIT as usize == 0,
         "invariant: an inline value is rewritten in its page"
     );
-    if value.len() <= old {
+    if value.len() == old {
+        // As long as the old value (an UPDATE of numbers of the same width): over its bytes.
+        let start = off + CELL_HDR + klen;
+        p[start..start + old].copy_from_slice(value);
+        return true;
+    }
+    if value.len() < old {
         shrink_value(p, i, value);
         return true;
     }
