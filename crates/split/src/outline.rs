@@ -105,12 +105,21 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
         region: false,
     }];
     let mut out = Vec::new();
-    let outer = |open: &[Open]| -> Vec<Vec<wp::ValType>> {
-        open[..open.len() - 1]
+    // The region of the innermost open construct, ending at operator `end`.
+    let region = |open: &[Open], end: usize| {
+        let c = &open[open.len() - 1];
+        let outer = open[..open.len() - 1]
             .iter()
             .rev()
             .map(|c| c.label.clone())
-            .collect()
+            .collect();
+        Region {
+            start: c.start,
+            end,
+            params: c.params,
+            results: c.results.clone(),
+            outer,
+        }
     };
     for (i, op) in o.ops.iter().enumerate() {
         match op {
@@ -135,26 +144,12 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
                 });
             }
             wp::Operator::Else => {
-                let c = open.last().unwrap();
-                out.push(Region {
-                    start: c.start,
-                    end: i,
-                    params: c.params,
-                    results: c.results.clone(),
-                    outer: outer(&open),
-                });
+                out.push(region(&open, i));
                 open.last_mut().unwrap().start = i + 1;
             }
             wp::Operator::End => {
-                let c = open.last().unwrap();
-                if c.region {
-                    out.push(Region {
-                        start: c.start,
-                        end: i,
-                        params: c.params,
-                        results: c.results.clone(),
-                        outer: outer(&open),
-                    });
+                if open.last().unwrap().region {
+                    out.push(region(&open, i));
                 }
                 open.pop();
                 if open.is_empty() {
