@@ -10,12 +10,15 @@
 //!
 //! The new function takes the locals the region uses as parameters and returns the region's
 //! results, then the locals it writes (the caller sets them back), then, when the region
-//! branches out of itself, which way it left (0: at its end). A branch out of the region is
-//! allowed only to a label that carries no values (a `return` branches to the function's own
-//! label), and a region whose construct takes parameters is not moved. A `br_table` that leaves
-//! the region branches, in the new function, through one block per outer label it reaches, whose
-//! end leaves by that label's exit. What the region's own label (`br` to its `block` or `if`) carries, the new
-//! function's outer `block` carries, so branch depths inside the region stay as they are.
+//! branches out of itself, which way it left (0: at its end). A branch out of the region to a
+//! label that carries values (a `return` branches to the function's own label) returns those
+//! values too, in slots after the region's results, which the caller keeps in locals and gives
+//! to that label; a region whose construct takes parameters is not moved, nor one whose
+//! `br_table` leaves it to a label that carries values. A `br_table` that leaves the region
+//! branches, in the new function, through one block per outer label it reaches, whose end
+//! leaves by that label's exit. What the region's own label (`br` to its `block` or `if`)
+//! carries, the new function's outer `block` carries, so branch depths inside the region stay as
+//! they are.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -186,8 +189,10 @@ fn shape(o: &Ops, r: &Region) -> Shape {
     // An outer label a branch at depth `d` reaches, if it leaves the region.
     let out_of =
         |d: u32, nest: u32| -> Option<usize> { (d > nest).then(|| (d - nest - 1) as usize) };
-    let leave = |k: usize, exits: &mut Vec<usize>| {
-        if !r.outer[k].is_empty() {
+    // A `br_table` out of the region to a label that carries values is not moved (its targets
+    // inside would need the values too); a `br`, `br_if` or `return` is.
+    let leave = |k: usize, exits: &mut Vec<usize>, values: bool| {
+        if !values && !r.outer[k].is_empty() {
             return false;
         }
         if !exits.contains(&k) {
@@ -221,7 +226,7 @@ fn shape(o: &Ops, r: &Region) -> Shape {
             wp::Operator::BrTable { targets } => {
                 for d in table_targets(targets) {
                     if let Some(k) = out_of(d, nest) {
-                        if !leave(k, &mut exits) {
+                        if !leave(k, &mut exits, false) {
                             return Shape::Carries;
                         }
                     }
@@ -231,9 +236,7 @@ fn shape(o: &Ops, r: &Region) -> Shape {
             _ => None,
         };
         if let Some(k) = target {
-            if !leave(k, &mut exits) {
-                return Shape::Carries;
-            }
+            leave(k, &mut exits, true);
         }
     }
     Shape::Movable {
@@ -269,6 +272,17 @@ pub struct Move {
     used: Vec<u32>,
     written: Vec<u32>,
     exits: Vec<usize>,
+}
+
+impl Move {
+    /// The exits whose labels carry values, as (exit code, what the label carries), in the
+    /// order the new function returns those values.
+    fn carrying<'r>(&self, r: &'r Region) -> Vec<(i32, &'r [wp::ValType])> {
+        (self.exits.iter().enumerate())
+            .filter(|(_, &k)| !r.outer[k].is_empty())
+            .map(|(j, &k)| (j as i32 + 1, r.outer[k].as_slice()))
+            .collect()
+    }
 }
 
 /// What `outline` reports.
@@ -377,7 +391,8 @@ pub fn rewrite(
     next_func: u32,
     types: &mut NewTypes,
 ) -> Result<(we::Function, Vec<(u32, we::Function)>)> {
-    // The caller keeps the exit code in one new local, after its own.
+    // The caller keeps the exit code in one new local, after its own, and the values an exit
+    // carries in new locals after that, each region its own.
     let code_local = local_types.len() as u32;
     let mut locals = Vec::new();
     for pair in body.get_locals_reader().map_err(|e| e.to_string())? {
@@ -386,6 +401,21 @@ pub fn rewrite(
     }
     if chosen.iter().any(|(_, s)| !s.exits.is_empty()) {
         locals.push((1, we::ValType::I32));
+    }
+    let mut carried_locals = Vec::new();
+    let mut next_local = code_local + 1;
+    for (r, s) in chosen {
+        let mut mine = Vec::new();
+        for (_, ts) in s.carrying(r) {
+            let mut ls = Vec::new();
+            for &t in ts {
+                locals.push((1, val(t)?));
+                ls.push(next_local);
+                next_local += 1;
+            }
+            mine.push(ls);
+        }
+        carried_locals.push(mine);
     }
     let mut f = we::Function::new(locals);
     let mut new = Vec::new();
@@ -398,8 +428,14 @@ pub fn rewrite(
             .iter()
             .map(|&l| val(local_types[l as usize]))
             .collect::<Result<_>>()?;
+        let carrying = s.carrying(r);
         let mut results: Vec<we::ValType> =
             r.results.iter().map(|&t| val(t)).collect::<Result<_>>()?;
+        for (_, ts) in &carrying {
+            for &t in *ts {
+                results.push(val(t)?);
+            }
+        }
         results.extend(
             s.written
                 .iter()
@@ -422,9 +458,43 @@ pub fn rewrite(
         for &l in s.written.iter().rev() {
             f.instruction(&we::Instruction::LocalSet(l));
         }
+        let carried = &carried_locals[n];
+        for l in carried.iter().flatten().rev() {
+            f.instruction(&we::Instruction::LocalSet(*l));
+        }
         // An outer label `k` is at depth k + 1 from the region's top level; inside one more block, k + 2.
         match s.exits.as_slice() {
             [] => {}
+            ks if !carrying.is_empty() => {
+                // Inside a block that ends where the region did, one block for each exit that
+                // carries values, innermost first: a `br_table` on the code goes to the end of
+                // the outer block (0), to the end of an exit's own block, or straight to an
+                // outer label; after each exit's block, its values and a branch to its label.
+                let m = carrying.len() as u32;
+                let landing = |j: usize| carrying.iter().position(|&(c, _)| c == j as i32 + 1);
+                f.instruction(&we::Instruction::Block(we::BlockType::Empty));
+                for _ in 0..m {
+                    f.instruction(&we::Instruction::Block(we::BlockType::Empty));
+                }
+                f.instruction(&we::Instruction::LocalGet(code_local));
+                let targets: Vec<u32> = std::iter::once(m)
+                    .chain(ks.iter().enumerate().map(|(j, &k)| match landing(j) {
+                        Some(c) => c as u32,
+                        None => k as u32 + m + 2,
+                    }))
+                    .collect();
+                f.instruction(&we::Instruction::BrTable(targets.into(), m));
+                for (c, (code, _)) in carrying.iter().enumerate() {
+                    f.instruction(&we::Instruction::End);
+                    for &l in &carried[c] {
+                        f.instruction(&we::Instruction::LocalGet(l));
+                    }
+                    let k = ks[*code as usize - 1] as u32;
+                    // Inside the blocks of the later exits and the outer one.
+                    f.instruction(&we::Instruction::Br(k + 1 + (m - c as u32 - 1) + 1));
+                }
+                f.instruction(&we::Instruction::End);
+            }
             [k] => {
                 f.instruction(&we::Instruction::LocalGet(code_local));
                 f.instruction(&we::Instruction::BrIf(*k as u32 + 1));
@@ -465,11 +535,38 @@ fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::F
             _ => false,
         })
     };
-    let index = s.used.len() as u32;
-    let mut g = if table_out {
-        we::Function::new([(1, we::ValType::I32)])
-    } else {
-        we::Function::new([])
+    // Locals after the parameters: that index; a `br_if`'s condition and the values of an exit
+    // that carries them, while the others are put in place (`held`, one list per such exit).
+    let carrying = s.carrying(r);
+    let mut locals = Vec::new();
+    let mut next = s.used.len() as u32;
+    let index = next;
+    if table_out {
+        locals.push((1, we::ValType::I32));
+        next += 1;
+    }
+    let cond = next;
+    let mut held: Vec<Vec<u32>> = Vec::new();
+    if !carrying.is_empty() {
+        locals.push((1, we::ValType::I32));
+        next += 1;
+        for (_, ts) in &carrying {
+            let mut ls = Vec::new();
+            for &t in *ts {
+                locals.push((1, val(t)?));
+                ls.push(next);
+                next += 1;
+            }
+            held.push(ls);
+        }
+    }
+    let mut g = we::Function::new(locals);
+    // The list of held values of the exit with this code, if it carries any.
+    let held_of = |code: i32| {
+        carrying
+            .iter()
+            .position(|&(c, _)| c == code)
+            .map(|c| &held[c])
     };
     let block = match r.results.as_slice() {
         [] => we::BlockType::Empty,
@@ -479,11 +576,23 @@ fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::F
             ts.iter().map(|&t| val(t)).collect::<Result<_>>()?,
         )),
     };
-    // Leaving by exit `code`: stand-ins for the results, the written locals, the code.
+    // Leaving by exit `code`: stand-ins for the results, the values of the exits that carry
+    // them (held, for this exit; stand-ins for the others), the written locals, the code.
     let leave = |g: &mut we::Function, code: Option<i32>| -> Result<()> {
         if code.is_some() {
             for &t in &r.results {
                 g.instruction(&zero(t)?);
+            }
+        }
+        for (c, (exit, ts)) in carrying.iter().enumerate() {
+            if code == Some(*exit) {
+                for &l in &held[c] {
+                    g.instruction(&we::Instruction::LocalGet(l));
+                }
+            } else {
+                for &t in *ts {
+                    g.instruction(&zero(t)?);
+                }
             }
         }
         for &l in &s.written {
@@ -517,17 +626,40 @@ fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::F
                 g.instruction(&we::Instruction::LocalTee(local(*local_index)));
             }
             wp::Operator::Br { relative_depth } if *relative_depth > nest => {
-                leave(&mut g, Some(exit((relative_depth - nest - 1) as usize)))?;
+                let code = exit((relative_depth - nest - 1) as usize);
+                // The values it carries, from the top of the stack into their locals.
+                for &l in held_of(code).into_iter().flatten().rev() {
+                    g.instruction(&we::Instruction::LocalSet(l));
+                }
+                leave(&mut g, Some(code))?;
                 g.instruction(&we::Instruction::Return);
             }
             wp::Operator::BrIf { relative_depth } if *relative_depth > nest => {
+                let code = exit((relative_depth - nest - 1) as usize);
+                let values = held_of(code);
+                if let Some(ls) = values {
+                    // The condition and the values under it into locals; the values back on
+                    // the stack when the branch is not taken, as `br_if` leaves them.
+                    g.instruction(&we::Instruction::LocalSet(cond));
+                    for &l in ls.iter().rev() {
+                        g.instruction(&we::Instruction::LocalSet(l));
+                    }
+                    g.instruction(&we::Instruction::LocalGet(cond));
+                }
                 g.instruction(&we::Instruction::If(we::BlockType::Empty));
-                leave(&mut g, Some(exit((relative_depth - nest - 1) as usize)))?;
+                leave(&mut g, Some(code))?;
                 g.instruction(&we::Instruction::Return);
                 g.instruction(&we::Instruction::End);
+                for &l in values.into_iter().flatten() {
+                    g.instruction(&we::Instruction::LocalGet(l));
+                }
             }
             wp::Operator::Return => {
-                leave(&mut g, Some(exit(r.outer.len() - 1)))?;
+                let code = exit(r.outer.len() - 1);
+                for &l in held_of(code).into_iter().flatten().rev() {
+                    g.instruction(&we::Instruction::LocalSet(l));
+                }
+                leave(&mut g, Some(code))?;
                 g.instruction(&we::Instruction::Return);
             }
             wp::Operator::BrTable { targets }

@@ -12,14 +12,15 @@ use crate::{outline_regions, I32_MUT};
 /// `f0(x)`: nested blocks whose `if` arms write a local and branch out of themselves (one arm to
 /// one label, the other to two), then an `if` with a result; `f1(x)`: an arm that returns from
 /// the function; `g()`: the global `f1` sets; `f3(x)`: a `br_table` that leaves its region by
-/// two labels and stays in it by two.
+/// two labels and stays in it by two; `f4(x)`: an arm that leaves with a value by `br`, by
+/// `br_if` (the value staying on the stack when it is not taken) and by `return`.
 fn module() -> Vec<u8> {
     let mut types = we::TypeSection::new();
     types.ty().function([we::ValType::I32], [we::ValType::I32]);
     types.ty().function([we::ValType::I32], []);
     types.ty().function([], [we::ValType::I32]);
     let mut funcs = we::FunctionSection::new();
-    for t in [0, 1, 2, 0] {
+    for t in [0, 1, 2, 0, 0] {
         funcs.function(t);
     }
     // The tool reads modules with one memory, as rustc makes them.
@@ -34,7 +35,7 @@ fn module() -> Vec<u8> {
     let mut globals = we::GlobalSection::new();
     globals.global(I32_MUT, &we::ConstExpr::i32_const(0));
     let mut exports = we::ExportSection::new();
-    for (i, name) in ["f0", "f1", "g", "f3"].into_iter().enumerate() {
+    for (i, name) in ["f0", "f1", "g", "f3", "f4"].into_iter().enumerate() {
         exports.export(name, we::ExportKind::Func, i as u32);
     }
     let empty = we::BlockType::Empty;
@@ -134,8 +135,49 @@ fn module() -> Vec<u8> {
     {
         f3.instruction(&i);
     }
+    let mut f4 = we::Function::new([]);
+    let int = we::BlockType::Result(we::ValType::I32);
+    for i in [
+        I::Block(int),   // region 13 ($v)
+        I::Block(empty), // region 14 ($w)
+        I::LocalGet(0),
+        I::I32Const(3),
+        I::I32LtS,
+        I::If(empty), // region 15
+        I::LocalGet(0),
+        I::I32Const(1),
+        I::I32Eq,
+        I::If(empty), // region 16, inside 15: 100 out to $v
+        I::I32Const(100),
+        I::Br(3),
+        I::End,
+        I::I32Const(200), // out to $v when x == 2, dropped when not
+        I::LocalGet(0),
+        I::I32Const(2),
+        I::I32Eq,
+        I::BrIf(2),
+        I::Drop,
+        I::LocalGet(0),
+        I::I32Const(0),
+        I::I32LtS,
+        I::If(empty), // region 17, inside 15: -7 out of the function
+        I::I32Const(-7),
+        I::Return,
+        I::End,
+        I::End,
+        I::LocalGet(0),
+        I::I32Const(10),
+        I::I32Mul,
+        I::Br(1),
+        I::End,
+        I::I32Const(5),
+        I::End,
+        I::End,
+    ] {
+        f4.instruction(&i);
+    }
     let mut code = we::CodeSection::new();
-    for f in [&f0, &f1, &g, &f3] {
+    for f in [&f0, &f1, &g, &f3, &f4] {
         code.function(f);
     }
     let mut m = we::Module::new();
@@ -189,10 +231,20 @@ fn f3(x: i32) -> i32 {
     }
 }
 
+/// What `f4` computes.
+fn f4(x: i32) -> i32 {
+    match x {
+        x if x < 0 => -7,
+        1 => 100,
+        2 => 200,
+        _ => x * 10,
+    }
+}
+
 const XS: std::ops::RangeInclusive<i32> = -3..=60;
 
 /// Each module's `f0` over `XS`, then `g()` after `f1(0)`, `f1(1)` and `f1(7)`, then `f3` over
-/// -1..=5.
+/// -1..=5, then `f4` over -2..=4.
 fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
     let dir = std::env::temp_dir().join(format!("cairn-split-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -210,6 +262,7 @@ fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
            for (let x = {}; x <= {}; x++) r.push(e.f0(x));
            for (const x of [0, 1, 7]) {{ e.f1(x); r.push(e.g()); }}
            for (let x = -1; x <= 5; x++) r.push(e.f3(x));
+           for (let x = -2; x <= 4; x++) r.push(e.f4(x));
            out.push(r.join(','));
          }}
          console.log(out.join('\\n'));",
@@ -239,26 +292,27 @@ fn outlined_regions_give_the_same_results() {
     let before = module();
     // Functions 0, 1 and 3 ran; of their regions, only the outer blocks (0, 1, 7, 9 and 10)
     // were entered.
-    let funcs = BTreeSet::from([0, 1, 3]);
-    let regions = BTreeSet::from([0, 1, 7, 9, 10]);
+    let funcs = BTreeSet::from([0, 1, 3, 4]);
+    let regions = BTreeSet::from([0, 1, 7, 9, 10, 13, 14]);
     let (after, stats) = outline_regions(&before, &funcs, &regions, 0).unwrap();
     wasmparser::Validator::new()
         .validate_all(&after)
         .expect("the outlined module validates");
-    // Regions 2, 3 (with 4 inside), 5, 6, 8 and 11 (with 12 inside).
-    assert_eq!(stats.moved, 6);
+    // Regions 2, 3 (with 4 inside), 5, 6, 8, 11 (with 12 inside) and 15 (with 16 and 17).
+    assert_eq!(stats.moved, 7);
     let count = |m: &[u8]| {
         wasmparser::Parser::new(0)
             .parse_all(m)
             .filter(|p| matches!(p, Ok(wasmparser::Payload::CodeSectionEntry(_))))
             .count()
     };
-    assert_eq!((count(&before), count(&after)), (4, 10));
+    assert_eq!((count(&before), count(&after)), (5, 12));
 
     let expected: Vec<i32> = XS
         .map(f0)
         .chain([2, 1, 1])
         .chain((-1..=5).map(f3))
+        .chain((-2..=4).map(f4))
         .collect();
     let got = run(&[&before, &after]);
     assert_eq!(got[0], expected, "the module as written");
@@ -268,8 +322,8 @@ fn outlined_regions_give_the_same_results() {
 #[test]
 fn regions_entered_or_too_small_stay() {
     let before = module();
-    let funcs = BTreeSet::from([0, 1, 3]);
-    let all = BTreeSet::from_iter(0..13);
+    let funcs = BTreeSet::from([0, 1, 3, 4]);
+    let all = BTreeSet::from_iter(0..18);
     let (_, stats) = outline_regions(&before, &funcs, &all, 0).unwrap();
     assert_eq!(stats.moved, 0, "every region was entered");
     let (_, stats) = outline_regions(&before, &BTreeSet::new(), &BTreeSet::new(), 0).unwrap();
@@ -277,8 +331,13 @@ fn regions_entered_or_too_small_stay() {
         stats.moved, 0,
         "no function ran: the split moves them whole"
     );
-    let (_, stats) =
-        outline_regions(&before, &funcs, &BTreeSet::from([0, 1, 7, 9, 10]), 1000).unwrap();
+    let (_, stats) = outline_regions(
+        &before,
+        &funcs,
+        &BTreeSet::from([0, 1, 7, 9, 10, 13, 14]),
+        1000,
+    )
+    .unwrap();
     assert_eq!(stats.moved, 0, "every region is under the size");
 }
 
