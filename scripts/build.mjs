@@ -128,11 +128,13 @@ if (glue('build/wasm') !== glue('build/wasm-sync')) {
     + 'give both builds the same exports and imports');
   process.exit(1);
 }
-// Short names for the glue's imports, in the glue the Worker bundles and in both shipped modules
-// (scripts/names.mjs).
+// Short names for the glue's imports and for the exports it calls, in the glue the Worker bundles
+// and in both shipped modules (scripts/names.mjs).
 try {
-  const { shortImports } = await import('./names.mjs');
-  shortImports(join(root, 'build/wasm/cairn_wasm.js'), ['dist/cairn.wasm', 'dist/cairn-sync.wasm'].map((f) => join(root, f)));
+  const { shortImports, shortExports } = await import('./names.mjs');
+  const shipped = ['dist/cairn.wasm', 'dist/cairn-sync.wasm'].map((f) => join(root, f));
+  shortImports(join(root, 'build/wasm/cairn_wasm.js'), shipped);
+  shortExports(join(root, 'build/wasm/cairn_wasm.js'), shipped);
 } catch (e) {
   console.error(`build failed: short import names: ${e.message}`);
   process.exit(1);

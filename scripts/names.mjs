@@ -5,6 +5,9 @@
 // bytes, each written once in the module's import section and once in the glue, and the hex
 // does not compress. shortImports() renames them to `a`, `b`, ... (and the namespace to `a`) in
 // the glue and in every module that uses it, so the glue and the modules still agree.
+// shortExports() does the same for what the glue calls (`wasm.database_executePrepared`, 43
+// names, 81 calls): `_a`, `_b`, ... (an underscore first, apart from the names the split gives
+// and `memory`, which the Worker reads).
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const NAMESPACE = './cairn_wasm_bg.js';
@@ -64,6 +67,51 @@ function skipDesc(bytes, kind, at) {
     case 4: return leb(bytes, at + 1)[1]; // tag: attribute, type index
     default: throw new Error(`import of unknown kind ${kind}`);
   }
+}
+
+/** `bytes` with its exports named in `names` (a Map) renamed. */
+function renameExports(bytes, names) {
+  const out = [bytes.subarray(0, 8)];
+  let at = 8;
+  while (at < bytes.length) {
+    const id = bytes[at];
+    const [size, start] = leb(bytes, at + 1);
+    const end = start + size;
+    if (id !== 7) {
+      out.push(bytes.subarray(at, end));
+      at = end;
+      continue;
+    }
+    let [count, p] = leb(bytes, start);
+    const section = [...encodeLeb(count)];
+    for (; count > 0; count--) {
+      const [n, q] = leb(bytes, p);
+      const name = Buffer.from(bytes.subarray(q, q + n)).toString('utf8');
+      p = q + n;
+      const [, next] = leb(bytes, p + 1); // the kind, then the index
+      section.push(...encodeName(names.get(name) ?? name), ...bytes.subarray(p, next));
+      p = next;
+    }
+    out.push(Uint8Array.from([7, ...encodeLeb(section.length), ...section]));
+    at = end;
+  }
+  return Buffer.concat(out);
+}
+
+/** Renames the exports the glue calls, in `glueFile` and in each of `wasmFiles`; returns how many. */
+export function shortExports(glueFile, wasmFiles) {
+  const glue = readFileSync(glueFile, 'utf8');
+  const called = new Set([...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1]));
+  called.delete('memory');
+  const names = new Map([...called].sort().map((name, i) => [name, `_${shortName(i)}`]));
+  for (const f of wasmFiles) {
+    const exported = new Set(WebAssembly.Module.exports(new WebAssembly.Module(readFileSync(f))).map((e) => e.name));
+    for (const name of called) if (!exported.has(name)) throw new Error(`the glue calls wasm.${name}, which ${f} does not export`);
+    for (const short of names.values()) if (exported.has(short)) throw new Error(`${f} exports ${short} already`);
+  }
+  for (const f of wasmFiles) writeFileSync(f, renameExports(readFileSync(f), names));
+  writeFileSync(glueFile, glue.replace(/\bwasm\.([A-Za-z_$][\w$]*)/g, (all, name) => (names.has(name) ? `wasm.${names.get(name)}` : all)));
+  return names.size;
 }
 
 /** `bytes` with the imports of `NAMESPACE` renamed by `names` (a Map); throws on a name it lacks. */
