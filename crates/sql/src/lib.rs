@@ -475,6 +475,20 @@ impl Database {
     }
 
     fn prepare_ast(&self, sql: String, ast: ast::Statement, params: Params) -> Result<Statement> {
+        // A table's CHECK and DEFAULT are kept with its definition and evaluated by every later
+        // statement, which has its own parameters: SQLite refuses parameters there, and so does
+        // cairn (here, not in the parser, so that a definition stored before still loads).
+        if params.count > 0
+            && matches!(
+                ast,
+                ast::Statement::CreateTable(_) | ast::Statement::AlterTable { .. }
+            )
+        {
+            return Err(Error::Invalid(
+                "a table definition cannot have parameters: CHECK and DEFAULT take constants"
+                    .into(),
+            ));
+        }
         let prepared = self.plan(&ast)?;
         Ok(Statement {
             sql,

@@ -118,6 +118,42 @@ fn parameter_errors() {
 }
 
 #[test]
+fn a_table_definition_with_parameters_is_refused_as_sqlite_refuses_it() {
+    let mut db = Database::memory();
+    db.exec_script("CREATE TABLE t(a INTEGER)").unwrap();
+    for sql in [
+        "CREATE TABLE c(a INTEGER CHECK (a > :x))",
+        "CREATE TABLE c(a INTEGER, b INTEGER DEFAULT ?)",
+        "ALTER TABLE t ADD COLUMN z INTEGER DEFAULT ?1",
+    ] {
+        assert_eq!(
+            db.prepare(sql).err().map(|e| e.code()),
+            Some("INVALID"),
+            "{sql}"
+        );
+        assert_eq!(db.exec_script(sql).unwrap_err().code(), "INVALID", "{sql}");
+        // SQLite refuses the same definitions.
+        let lite = rusqlite::Connection::open_in_memory().unwrap();
+        lite.execute_batch("CREATE TABLE t(a INTEGER)").unwrap();
+        assert!(lite.prepare(sql).is_err(), "SQLite takes {sql}");
+    }
+    // Nothing was made: no table c, no column z; the table still takes rows.
+    assert_eq!(
+        db.execute("SELECT * FROM c", &[]).unwrap_err().code(),
+        "UNKNOWN_TABLE"
+    );
+    assert_eq!(
+        db.execute("SELECT z FROM t", &[]).unwrap_err().code(),
+        "UNKNOWN_COLUMN"
+    );
+    db.execute("INSERT INTO t VALUES (?)", &[Value::Integer(1)])
+        .unwrap();
+    // The same definitions without parameters are taken.
+    db.exec_script("CREATE TABLE c(a INTEGER CHECK (a > 0), b INTEGER DEFAULT 7)")
+        .unwrap();
+}
+
+#[test]
 fn schema_and_rows_survive_reopening_the_storage() {
     let mut db = Database::memory();
     db.exec_script(
