@@ -69,15 +69,15 @@ function skipDesc(bytes, kind, at) {
   }
 }
 
-/** `bytes` with its exports named in `names` (a Map) renamed. */
-function renameExports(bytes, names) {
+/** `bytes` with each entry of its section `id` (a vector section) replaced: `entry(at)` reads
+ * the entry at `at` and gives [its new bytes, where it ended]. */
+function mapSection(bytes, id, entry) {
   const out = [bytes.subarray(0, 8)];
   let at = 8;
   while (at < bytes.length) {
-    const id = bytes[at];
     const [size, start] = leb(bytes, at + 1);
     const end = start + size;
-    if (id !== 7) {
+    if (bytes[at] !== id) {
       out.push(bytes.subarray(at, end));
       at = end;
       continue;
@@ -85,23 +85,38 @@ function renameExports(bytes, names) {
     let [count, p] = leb(bytes, start);
     const section = [...encodeLeb(count)];
     for (; count > 0; count--) {
-      const [n, q] = leb(bytes, p);
-      const name = Buffer.from(bytes.subarray(q, q + n)).toString('utf8');
-      p = q + n;
-      const [, next] = leb(bytes, p + 1); // the kind, then the index
-      section.push(...encodeName(names.get(name) ?? name), ...bytes.subarray(p, next));
+      const [entryBytes, next] = entry(p);
+      section.push(...entryBytes);
       p = next;
     }
-    out.push(Uint8Array.from([7, ...encodeLeb(section.length), ...section]));
+    out.push(Uint8Array.from([id, ...encodeLeb(section.length), ...section]));
     at = end;
   }
   return Buffer.concat(out);
 }
 
+/** The name at `at`, and where it ends. */
+function readName(bytes, at) {
+  const [n, q] = leb(bytes, at);
+  return [Buffer.from(bytes.subarray(q, q + n)).toString('utf8'), q + n];
+}
+
+/** `bytes` with its exports named in `names` (a Map) renamed. */
+function renameExports(bytes, names) {
+  return mapSection(bytes, 7, (at) => {
+    const [name, p] = readName(bytes, at);
+    const [, next] = leb(bytes, p + 1); // the kind, then the index
+    return [[...encodeName(names.get(name) ?? name), ...bytes.subarray(p, next)], next];
+  });
+}
+
+/** A call of the glue into the module's exports. */
+const CALL = /\bwasm\.([A-Za-z_$][\w$]*)/g;
+
 /** Renames the exports the glue calls, in `glueFile` and in each of `wasmFiles`; returns how many. */
 export function shortExports(glueFile, wasmFiles) {
   const glue = readFileSync(glueFile, 'utf8');
-  const called = new Set([...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1]));
+  const called = new Set([...glue.matchAll(CALL)].map((m) => m[1]));
   called.delete('memory');
   const names = new Map([...called].sort().map((name, i) => [name, `_${shortName(i)}`]));
   for (const f of wasmFiles) {
@@ -110,49 +125,24 @@ export function shortExports(glueFile, wasmFiles) {
     for (const short of names.values()) if (exported.has(short)) throw new Error(`${f} exports ${short} already`);
   }
   for (const f of wasmFiles) writeFileSync(f, renameExports(readFileSync(f), names));
-  writeFileSync(glueFile, glue.replace(/\bwasm\.([A-Za-z_$][\w$]*)/g, (all, name) => (names.has(name) ? `wasm.${names.get(name)}` : all)));
+  writeFileSync(glueFile, glue.replace(CALL, (all, name) => (names.has(name) ? `wasm.${names.get(name)}` : all)));
   return names.size;
 }
 
 /** `bytes` with the imports of `NAMESPACE` renamed by `names` (a Map); throws on a name it lacks. */
 function renameInModule(bytes, names) {
-  const out = [bytes.subarray(0, 8)];
-  let at = 8;
-  while (at < bytes.length) {
-    const id = bytes[at];
-    const [size, start] = leb(bytes, at + 1);
-    const end = start + size;
-    if (id !== 2) {
-      out.push(bytes.subarray(at, end));
-      at = end;
-      continue;
+  return mapSection(bytes, 2, (at) => {
+    const [module, q] = readName(bytes, at);
+    const [field, p] = readName(bytes, q);
+    const descEnd = skipDesc(bytes, bytes[p], p + 1);
+    let renamed = [module, field];
+    if (module === NAMESPACE) {
+      const short = names.get(field);
+      if (short === undefined) throw new Error(`the module imports ${field}, which the glue does not give`);
+      renamed = ['a', short];
     }
-    let [count, p] = leb(bytes, start);
-    const section = [...encodeLeb(count)];
-    const str = () => {
-      const [n, q] = leb(bytes, p);
-      p = q + n;
-      return Buffer.from(bytes.subarray(q, q + n)).toString('utf8');
-    };
-    for (; count > 0; count--) {
-      const module = str();
-      const field = str();
-      const kind = bytes[p];
-      const descEnd = skipDesc(bytes, kind, p + 1);
-      if (module === NAMESPACE) {
-        const short = names.get(field);
-        if (short === undefined) throw new Error(`the module imports ${field}, which the glue does not give`);
-        section.push(...encodeName('a'), ...encodeName(short));
-      } else {
-        section.push(...encodeName(module), ...encodeName(field));
-      }
-      section.push(...bytes.subarray(p, descEnd));
-      p = descEnd;
-    }
-    out.push(Uint8Array.from([2, ...encodeLeb(section.length), ...section]));
-    at = end;
-  }
-  return Buffer.concat(out);
+    return [[...encodeName(renamed[0]), ...encodeName(renamed[1]), ...bytes.subarray(p, descEnd)], descEnd];
+  });
 }
 
 /** Renames the glue's imports in `glueFile` and in each of `wasmFiles`; returns how many. */

@@ -168,13 +168,7 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
 
 /// Why a region cannot be moved, or what moving it needs.
 enum Shape {
-    /// The locals it reads or writes, those it writes, and the outer labels it branches to (by
-    /// their index in `Region::outer`), in the order their exit codes are given (from 1).
-    Movable {
-        used: BTreeSet<u32>,
-        written: BTreeSet<u32>,
-        exits: Vec<usize>,
-    },
+    Movable(Move),
     Params,
     /// A branch out of it to a label that carries values.
     Carries,
@@ -185,6 +179,7 @@ fn shape(o: &Ops, r: &Region) -> Shape {
         return Shape::Params;
     }
     let (mut used, mut written, mut exits) = (BTreeSet::new(), BTreeSet::new(), Vec::new());
+    let mut table_out = false;
     let mut nest = 0u32;
     // An outer label a branch at depth `d` reaches, if it leaves the region.
     let out_of =
@@ -226,6 +221,7 @@ fn shape(o: &Ops, r: &Region) -> Shape {
             wp::Operator::BrTable { targets } => {
                 for d in table_targets(targets) {
                     if let Some(k) = out_of(d, nest) {
+                        table_out = true;
                         if !leave(k, &mut exits, false) {
                             return Shape::Carries;
                         }
@@ -239,11 +235,12 @@ fn shape(o: &Ops, r: &Region) -> Shape {
             leave(k, &mut exits, true);
         }
     }
-    Shape::Movable {
-        used,
-        written,
+    Shape::Movable(Move {
+        used: used.into_iter().collect(),
+        written: written.into_iter().collect(),
         exits,
-    }
+        table_out,
+    })
 }
 
 /// A `br_table`'s targets, its default last.
@@ -266,12 +263,14 @@ fn zero(t: wp::ValType) -> Result<we::Instruction<'static>> {
     })
 }
 
-/// What moving a region needs: the locals it reads or writes, those it writes, the outer labels
-/// it branches to.
+/// What moving a region needs: the locals it reads or writes, those it writes, and the outer
+/// labels it branches to (by their index in `Region::outer`), in the order their exit codes are
+/// given (from 1); whether a `br_table` in it leaves it.
 pub struct Move {
     used: Vec<u32>,
     written: Vec<u32>,
     exits: Vec<usize>,
+    table_out: bool,
 }
 
 impl Move {
@@ -323,22 +322,11 @@ pub fn choose(
             continue;
         }
         match shape(o, &r) {
-            Shape::Movable {
-                used,
-                written,
-                exits,
-            } => {
+            Shape::Movable(m) => {
                 stats.moved += 1;
                 stats.moved_bytes += bytes;
                 covered = r.end;
-                chosen.push((
-                    r,
-                    Move {
-                        used: used.into_iter().collect(),
-                        written: written.into_iter().collect(),
-                        exits,
-                    },
-                ));
+                chosen.push((r, m));
             }
             Shape::Params => stats.params_bytes += bytes,
             Shape::Carries => stats.carries_bytes += bytes,
@@ -520,28 +508,13 @@ fn outlined(o: &Ops, r: &Region, s: &Move, types: &mut NewTypes) -> Result<we::F
     let local = |l: u32| s.used.binary_search(&l).unwrap() as u32;
     // A `br_table` that leaves the region keeps its index in a local of its own, after the
     // parameters, while it branches through the blocks of its exits.
-    let table_out = {
-        let mut nest = 0u32;
-        o.ops[r.start..r.end].iter().any(|op| match op {
-            wp::Operator::Block { .. } | wp::Operator::Loop { .. } | wp::Operator::If { .. } => {
-                nest += 1;
-                false
-            }
-            wp::Operator::End => {
-                nest = nest.wrapping_sub(1);
-                false
-            }
-            wp::Operator::BrTable { targets } => table_targets(targets).iter().any(|&d| d > nest),
-            _ => false,
-        })
-    };
     // Locals after the parameters: that index; a `br_if`'s condition and the values of an exit
     // that carries them, while the others are put in place (`held`, one list per such exit).
     let carrying = s.carrying(r);
     let mut locals = Vec::new();
     let mut next = s.used.len() as u32;
     let index = next;
-    if table_out {
+    if s.table_out {
         locals.push((1, we::ValType::I32));
         next += 1;
     }
