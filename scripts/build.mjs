@@ -66,7 +66,10 @@ for (const [features, out, dir] of [
   [['--features', 'testing'], 'dist/test/cairn.wasm', 'build/wasm-test'],
 ]) {
   mkdirSync(join(root, dir), { recursive: true });
-  run('cargo', ['build', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown', ...features], env);
+  // With the linker's map of the module's memory: the split moves the constants that only the
+  // rest uses to the rest, and the map says where each constant begins and ends.
+  run('cargo', ['rustc', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown', ...features,
+    '--', '-C', `link-arg=--Map=${join(root, dir, 'link.map')}`], env);
   run('wasm-bindgen', [
     'target/wasm32-unknown-unknown/release/cairn_wasm.wasm',
     '--target', 'web',
@@ -108,7 +111,7 @@ if (!dev) {
     // The arms of the kept functions that the run never entered move out into functions of their
     // own, which the split then moves to the rest.
     run(tool, ['outline', at('whole.wasm'), at('kept.txt'), at('regions.txt'), at('outlined.wasm')]);
-    run(tool, ['split', at('outlined.wasm'), at('kept.txt'), at('primary.wasm'), rest]);
+    run(tool, ['split', at('outlined.wasm'), at('kept.txt'), at('primary.wasm'), rest, at('link.map')]);
     // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
     run(bin('wasm-opt'), [...OPT, at('primary.wasm'), '-o', out]);
     try {

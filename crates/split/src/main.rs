@@ -5,7 +5,9 @@
 //! cairn-split instrument IN OUT                  a copy of IN that marks what it runs
 //! cairn-split outline IN FUNCS REGIONS OUT       IN with the regions a run did not enter, in
 //!                                                functions it did, moved to functions of their own
-//! cairn-split split IN HIT PRIMARY REST          IN cut by HIT (the run functions, one index a line)
+//! cairn-split split IN HIT PRIMARY REST [MAP]    IN cut by HIT (the run functions, one index a line);
+//!                                                with MAP (the linker's map of IN's data), the
+//!                                                constants only moved functions use move too
 //! ```
 //!
 //! `instrument` gives every defined function a mutable global `h<i>` (exported), set to 1 when
@@ -45,6 +47,9 @@ use wasm_encoder as we;
 use wasm_encoder::reencode::{self, Reencode};
 use wasmparser as wp;
 
+mod data;
+#[cfg(test)]
+mod data_tests;
 mod outline;
 #[cfg(test)]
 mod tests;
@@ -61,9 +66,10 @@ fn main() -> ExitCode {
     {
         ["instrument", input, out] => instrument(input, out),
         ["outline", input, funcs, regions, out] => outline(input, funcs, regions, out),
-        ["split", input, hit, primary, rest] => split(input, hit, primary, rest),
+        ["split", input, hit, primary, rest] => split(input, hit, None, primary, rest),
+        ["split", input, hit, primary, rest, map] => split(input, hit, Some(map), primary, rest),
         _ => Err(
-            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST".into(),
+            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP]".into(),
         ),
     };
     match run {
@@ -269,6 +275,8 @@ struct Additions {
     exports: Vec<(String, we::ExportKind, u32)>,
     /// Functions (type index, body), after the input's.
     funcs: Vec<(u32, we::Function)>,
+    /// Active segments (address, bytes) in place of the input's data.
+    data: Option<Vec<(u32, Vec<u8>)>>,
 }
 
 /// The input with `map` applied to every function and global index, `add` added, and each
@@ -344,7 +352,8 @@ fn copy(
         m.section(&elems);
     }
     if let Some(n) = p.data_count {
-        m.section(&we::DataCountSection { count: n });
+        let count = add.data.as_ref().map_or(n, |d| d.len() as u32);
+        m.section(&we::DataCountSection { count });
     }
     let mut code = we::CodeSection::new();
     for (i, b) in p.bodies.iter().enumerate() {
@@ -354,7 +363,17 @@ fn copy(
         code.function(f);
     }
     m.section(&code);
-    if let Some(d) = p.data.clone() {
+    if let Some(segments) = &add.data {
+        let mut data = we::DataSection::new();
+        for (at, bytes) in segments {
+            data.active(
+                0,
+                &we::ConstExpr::i32_const(*at as i32),
+                bytes.iter().copied(),
+            );
+        }
+        m.section(&data);
+    } else if let Some(d) = p.data.clone() {
         let mut data = we::DataSection::new();
         re(map.parse_data_section(&mut data, d))?;
         m.section(&data);
@@ -454,6 +473,90 @@ fn instrument(input: &str, out: &str) -> Result<()> {
     })?;
     eprintln!("cairn-split: {defined} functions and {regions} regions marked");
     write(out, &module)
+}
+
+/// The primary module's data segments and the rest's: the constants (by the linker map `map`)
+/// that only the moved functions use go to the rest (see `data`).
+#[allow(clippy::type_complexity)]
+fn split_data(
+    p: &Parsed,
+    keep: &BTreeSet<usize>,
+    map: &str,
+) -> Result<(Option<Vec<(u32, Vec<u8>)>>, Vec<(u32, Vec<u8>)>)> {
+    let mut segments = Vec::new();
+    if let Some(d) = p.data.clone() {
+        for seg in d {
+            let seg = seg.map_err(|e| e.to_string())?;
+            let wp::DataKind::Active {
+                memory_index: 0,
+                offset_expr,
+            } = seg.kind
+            else {
+                return Err("a data segment is passive: the data cannot be split".into());
+            };
+            let mut ops = offset_expr.get_operators_reader();
+            let Ok(wp::Operator::I32Const { value }) = ops.read() else {
+                return Err("a data segment's address is not a constant".into());
+            };
+            segments.push(data::Segment {
+                at: value as u32,
+                bytes: seg.data,
+            });
+        }
+    }
+    let objects = data::cut_strings(data::read_map(map)?, &data::internal_chunks(map), &segments);
+    // What the kept functions name, and the globals' initial values.
+    let mut named = Vec::new();
+    for (i, body) in p.bodies.iter().enumerate() {
+        if keep.contains(&i) {
+            data::named(body, &mut named)?;
+        }
+    }
+    if let Some(g) = p.global_section.clone() {
+        for g in g {
+            let g = g.map_err(|e| e.to_string())?;
+            if let Ok(wp::Operator::I32Const { value }) = g.init_expr.get_operators_reader().read()
+            {
+                named.push(data::Named::Base(value as u32));
+            }
+        }
+    }
+    let stay = data::staying(&objects, &segments, &named);
+    let runs = data::runs(&objects, &stay);
+    // Each segment less the runs; each run's bytes for the rest.
+    let mut primary = Vec::new();
+    let mut rest = Vec::new();
+    let mut moved = 0;
+    for s in &segments {
+        let end = s.at + s.bytes.len() as u32;
+        let mut at = s.at;
+        for r in runs.iter().filter(|r| r.start < end && r.end > s.at) {
+            let (from, to) = (r.start.max(s.at), r.end.min(end));
+            if from > at {
+                primary.push((
+                    at,
+                    s.bytes[(at - s.at) as usize..(from - s.at) as usize].to_vec(),
+                ));
+            }
+            rest.push((
+                from,
+                s.bytes[(from - s.at) as usize..(to - s.at) as usize].to_vec(),
+            ));
+            moved += to - from;
+            at = to;
+        }
+        if end > at {
+            primary.push((at, s.bytes[(at - s.at) as usize..].to_vec()));
+        }
+    }
+    let total: usize = segments.iter().map(|s| s.bytes.len()).sum();
+    eprintln!(
+        "cairn-split: {moved} of {total} bytes of data moved ({} of {} constants, in {} runs)",
+        stay.iter().filter(|s| !**s).count(),
+        objects.len(),
+        runs.len()
+    );
+    Ok((Some(primary), rest))
 }
 
 /// The size a cold region must have to be moved, in bytes: below it the call left in its place
@@ -573,7 +676,13 @@ fn refs(body: &wp::FunctionBody) -> Result<Refs> {
     Ok(r)
 }
 
-fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()> {
+fn split(
+    input: &str,
+    hit: &str,
+    map: Option<&str>,
+    primary_out: &str,
+    rest_out: &str,
+) -> Result<()> {
     let bytes = read(input)?;
     let p = parse(&bytes)?;
     let nimp = p.imported_funcs;
@@ -594,6 +703,16 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
     }
     // The moved functions, by index among the defined ones, in slot order.
     let moved: Vec<usize> = (0..defined).filter(|i| !keep.contains(i)).collect();
+    let (primary_data, rest_data) = match map {
+        Some(map) => {
+            let text = std::fs::read_to_string(map).map_err(err(map))?;
+            if body_refs.iter().any(|r| r.segments) {
+                return Err("a function names a data segment: the data cannot be split".into());
+            }
+            split_data(&p, &keep, &text)?
+        }
+        None => (None, Vec::new()),
+    };
     let mut slot = vec![u32::MAX; defined];
     for (k, &i) in moved.iter().enumerate() {
         slot[i] = k as u32;
@@ -655,6 +774,7 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
         zero_globals: 1,
         exports,
         funcs: vec![(void, ensure_body)],
+        data: primary_data,
     };
     let mut map = Remap {
         funcs: (0..p.func_types.len() as u32).map(shift).collect(),
@@ -738,6 +858,17 @@ fn split(input: &str, hit: &str, primary_out: &str, rest_out: &str) -> Result<()
         re(map.parse_function_body(&mut code, p.bodies[i].clone()))?;
     }
     q.section(&code);
+    if !rest_data.is_empty() {
+        let mut data = we::DataSection::new();
+        for (at, bytes) in &rest_data {
+            data.active(
+                0,
+                &we::ConstExpr::i32_const(*at as i32),
+                bytes.iter().copied(),
+            );
+        }
+        q.section(&data);
+    }
     write(rest_out, &q.finish())?;
     eprintln!(
         "cairn-split: {} of {} functions kept, {} moved; the moved ones use {} functions and {} globals of the primary",
