@@ -42,14 +42,7 @@ fn module() -> Vec<u8> {
     for t in [0, 1, 2, 0, 1] {
         funcs.function(t);
     }
-    let mut memories = we::MemorySection::new();
-    memories.memory(we::MemoryType {
-        minimum: 1,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
+    let memories = crate::tests::one_memory();
     let mut exports = we::ExportSection::new();
     for (i, name) in ["kept", "table", "store", "moved", "byte"]
         .into_iter()

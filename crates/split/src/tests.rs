@@ -23,15 +23,7 @@ fn module() -> Vec<u8> {
     for t in [0, 1, 2, 0, 0] {
         funcs.function(t);
     }
-    // The tool reads modules with one memory, as rustc makes them.
-    let mut memories = we::MemorySection::new();
-    memories.memory(we::MemoryType {
-        minimum: 1,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
+    let memories = one_memory();
     let mut globals = we::GlobalSection::new();
     globals.global(I32_MUT, &we::ConstExpr::i32_const(0));
     let mut exports = we::ExportSection::new();
@@ -239,6 +231,19 @@ fn f4(x: i32) -> i32 {
         2 => 200,
         _ => x * 10,
     }
+}
+
+/// One memory of one page: the tool reads modules with one memory, as rustc makes them.
+pub fn one_memory() -> we::MemorySection {
+    let mut memories = we::MemorySection::new();
+    memories.memory(we::MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    memories
 }
 
 const XS: std::ops::RangeInclusive<i32> = -3..=60;
