@@ -151,33 +151,48 @@ pub enum Named {
 /// Addresses a function body names: an `i32.const` followed by a load (whose one operand it is)
 /// added to the load's offset, exactly; every other `i32.const` value (a pointer passed on or
 /// stored, a table's base, a constant added to a computed address) and every load's or store's
-/// constant offset over a computed address, as bases.
-pub fn named(body: &wp::FunctionBody, out: &mut Vec<Named>) -> Result<()> {
+/// constant offset over a computed address, as bases. But for a constant given straight to a
+/// call of a moved function (`moved` gives its parameter count): only that function, in the
+/// rest, can read through it, and calling it loads the rest, constants and all, first.
+pub fn named(
+    body: &wp::FunctionBody,
+    moved: &dyn Fn(u32) -> Option<usize>,
+    out: &mut Vec<Named>,
+) -> Result<()> {
     let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
-    let mut last_const: Option<u32> = None;
+    // The values the instructions since the last other one pushed, one each: a constant's
+    // value, or none for a local's or global's.
+    let mut pushed: Vec<Option<u32>> = Vec::new();
+    let flush = |pushed: &mut Vec<Option<u32>>, out: &mut Vec<Named>| {
+        out.extend(pushed.drain(..).flatten().map(Named::Base));
+    };
     while !ops.eof() {
         let op = ops.read().map_err(|e| e.to_string())?;
-        let mut this_const = None;
-        if let wp::Operator::I32Const { value } = op {
-            this_const = Some(value as u32);
-        } else if let Some((m, address_only)) = memarg(&op) {
-            let off = u32::try_from(m.offset).unwrap_or(u32::MAX);
-            match last_const {
-                Some(c) if address_only => {
-                    out.push(Named::Exact(c.wrapping_add(off)));
-                    last_const = None;
+        match op {
+            wp::Operator::I32Const { value } => pushed.push(Some(value as u32)),
+            wp::Operator::LocalGet { .. } | wp::Operator::GlobalGet { .. } => pushed.push(None),
+            wp::Operator::Call { function_index } => {
+                if let Some(n) = moved(function_index) {
+                    pushed.truncate(pushed.len().saturating_sub(n));
                 }
-                _ => out.push(Named::Base(off)),
+                flush(&mut pushed, out);
+            }
+            _ => {
+                if let Some((m, address_only)) = memarg(&op) {
+                    let off = u32::try_from(m.offset).unwrap_or(u32::MAX);
+                    match pushed.last() {
+                        Some(Some(c)) if address_only => {
+                            out.push(Named::Exact(c.wrapping_add(off)));
+                            pushed.pop();
+                        }
+                        _ => out.push(Named::Base(off)),
+                    }
+                }
+                flush(&mut pushed, out);
             }
         }
-        if let Some(c) = last_const {
-            out.push(Named::Base(c));
-        }
-        last_const = this_const;
     }
-    if let Some(c) = last_const {
-        out.push(Named::Base(c));
-    }
+    flush(&mut pushed, out);
     Ok(())
 }
 

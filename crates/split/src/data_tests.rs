@@ -26,27 +26,31 @@ fn constants() -> Vec<(&'static str, u32, Vec<u8>)> {
         ("f", 1300, b"a pointer stored".to_vec()),
         // Reached through the writable static's pointer.
         ("g", 1320, b"held by a static".to_vec()),
+        // Only given to a call of `reader`, a moved function.
+        ("h", 1336, b"passed to a call".to_vec()),
     ]
 }
 
 /// A module whose data holds `constants()` (one segment, zeros between them) and a writable
 /// static after them, and whose functions are `kept` (0: reads `a`), `table(i)` (1: reads `e - 4
-/// + i`), `store` (2: stores `f`'s address at 0), `moved` (3: adds `b`'s and `d`'s first words)
-/// and `byte(x)` (4: the byte at `x`).
+/// + i`), `store` (2: stores `f`'s address at 0), `moved` (3: adds `b`'s and `d`'s first words),
+/// `byte(x)` (4: the byte at `x`), `reader(x)` (5: the word at `x`) and `passes` (6: `reader(h)`).
 fn module() -> Vec<u8> {
     let mut types = we::TypeSection::new();
     types.ty().function([], [we::ValType::I32]);
     types.ty().function([we::ValType::I32], [we::ValType::I32]);
     types.ty().function([], []);
     let mut funcs = we::FunctionSection::new();
-    for t in [0, 1, 2, 0, 1] {
+    for t in [0, 1, 2, 0, 1, 1, 0] {
         funcs.function(t);
     }
     let memories = crate::tests::one_memory();
     let mut exports = we::ExportSection::new();
-    for (i, name) in ["kept", "table", "store", "moved", "byte"]
-        .into_iter()
-        .enumerate()
+    for (i, name) in [
+        "kept", "table", "store", "moved", "byte", "reader", "passes",
+    ]
+    .into_iter()
+    .enumerate()
     {
         exports.export(name, we::ExportKind::Func, i as u32);
     }
@@ -57,7 +61,7 @@ fn module() -> Vec<u8> {
         ..BYTE
     };
     let byte = we::MemArg { align: 0, ..load };
-    let bodies: [Vec<I>; 5] = [
+    let bodies: [Vec<I>; 7] = [
         vec![
             I::I32Const(1024),
             I::I32Load(we::MemArg { offset: 4, ..load }),
@@ -77,6 +81,8 @@ fn module() -> Vec<u8> {
             I::I32Add,
         ],
         vec![I::LocalGet(0), I::I32Load8U(byte)],
+        vec![I::LocalGet(0), I::I32Load(load)],
+        vec![I::I32Const(1336), I::Call(5)],
     ];
     let mut code = we::CodeSection::new();
     for b in bodies {
@@ -86,7 +92,7 @@ fn module() -> Vec<u8> {
         }
         code.function(&f);
     }
-    let mut bytes = vec![0u8; 1336 - 1024];
+    let mut bytes = vec![0u8; 1352 - 1024];
     for (_, at, b) in constants() {
         bytes[(at - 1024) as usize..][..b.len()].copy_from_slice(&b);
     }
@@ -110,7 +116,7 @@ fn module() -> Vec<u8> {
 fn map() -> String {
     let mut s = String::from("    Addr      Off     Size Out     In      Symbol\n");
     s += "       -      100      200 CODE\n";
-    s += "     400      300      138 .rodata\n";
+    s += "     400      300      148 .rodata\n";
     for (name, at, b) in constants() {
         s += &format!(
             "{at:8x} {:8x} {:8x}         lib.o:(.rodata..Lanon.{name})\n",
@@ -141,7 +147,7 @@ fn the_map_gives_the_constants_and_nothing_else() {
     assert_eq!(objects, expected);
     assert!(data::read_map("no header\n").is_err());
     let overlapping = map()
-        + "     400      300      138 .rodata\n"
+        + "     400      300      148 .rodata\n"
         + "     41c      300       10         lib.o:(.rodata..Lanon.x)\n";
     assert!(data::read_map(&overlapping).is_err());
 }
@@ -178,13 +184,33 @@ fn a_load_names_its_address_and_anything_else_a_base() {
         .collect();
     let named = |i: usize| {
         let mut out = Vec::new();
-        data::named(&bodies[i], &mut out).unwrap();
+        data::named(&bodies[i], &|f| (f == 5).then_some(1), &mut out).unwrap();
         format!("{out:?}")
     };
     assert_eq!(named(0), "[Exact(1028)]");
     assert_eq!(named(1), "[Base(1196), Base(0)]");
     // The stored constant is the value, not the address.
     assert_eq!(named(2), "[Base(0), Base(0), Base(1300)]");
+    // Given straight to a moved function: not named; to a kept one, a base.
+    assert_eq!(named(6), "[]");
+    assert_eq!(
+        format!("{:?}", named_of(&[I::I32Const(1336), I::Call(4), I::Drop])),
+        "[Base(1336)]"
+    );
+    // Pushed before the moved function's arguments: named.
+    assert_eq!(
+        format!(
+            "{:?}",
+            named_of(&[
+                I::I32Const(7),
+                I::I32Const(1336),
+                I::Call(5),
+                I::Drop,
+                I::Drop
+            ])
+        ),
+        "[Base(7)]"
+    );
     // A constant loaded from, and one passed on, at one address: the load is exact.
     assert!(matches!(
         named_of(&[I::I32Const(5), I::I32Load8U(BYTE)])[..],
@@ -222,7 +248,7 @@ fn named_of(ops: &[I]) -> Vec<Named> {
         })
         .unwrap();
     let mut out = Vec::new();
-    data::named(&body, &mut out).unwrap();
+    data::named(&body, &|f| (f == 5).then_some(1), &mut out).unwrap();
     out
 }
 
@@ -233,8 +259,8 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     let at = |f: &str| dir.join(f).to_str().unwrap().to_string();
     std::fs::write(at("in.wasm"), module()).unwrap();
     std::fs::write(at("map"), map()).unwrap();
-    // Everything but `moved` ran.
-    std::fs::write(at("hit"), "0\n1\n2\n4\n").unwrap();
+    // Everything but `moved` and `reader` ran.
+    std::fs::write(at("hit"), "0\n1\n2\n4\n6\n").unwrap();
     crate::split(
         &at("in.wasm"),
         &at("hit"),
@@ -275,7 +301,8 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
          }}).join(' ');
          console.log(text());
          console.log(p.kept(), p.table(4), p.store(), p.byte(0) + 256 * p.byte(1), rest === null);
-         console.log(p.moved(), rest !== null);
+         console.log(p.passes(), rest !== null);
+         console.log(p.moved());
          console.log(text());",
         constants()
             .iter()
@@ -298,7 +325,7 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     let lines: Vec<&str> = out.lines().collect();
     let zeros = "\\u0000".repeat(16);
     let before = format!(
-        r#""0\u0004\u0000\u0000aaaaaaaaaaaa" "{zeros}" "through a's word" "{zeros}" "table at e, -4 !" "a pointer stored" "held by a static""#
+        r#""0\u0004\u0000\u0000aaaaaaaaaaaa" "{zeros}" "through a's word" "{zeros}" "table at e, -4 !" "a pointer stored" "held by a static" "{zeros}""#
     );
     assert_eq!(lines[0], before, "b and d are not in the primary module");
     let word = |s: &[u8]| u32::from_le_bytes(s[..4].try_into().unwrap());
@@ -309,8 +336,13 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     );
     assert_eq!(
         lines[2],
-        format!("{} true", word(b"only").wrapping_add(word(b"the ")) as i32)
+        format!("{} true", word(b"pass") as i32),
+        "the call through the stub loaded the rest, and h with it, before reader read h"
     );
-    let after = r#""0\u0004\u0000\u0000aaaaaaaaaaaa" "only the rest!!!" "through a's word" "the rest, again." "table at e, -4 !" "a pointer stored" "held by a static""#;
-    assert_eq!(lines[3], after, "the rest wrote b and d where they were");
+    assert_eq!(
+        lines[3],
+        format!("{}", word(b"only").wrapping_add(word(b"the ")) as i32)
+    );
+    let after = r#""0\u0004\u0000\u0000aaaaaaaaaaaa" "only the rest!!!" "through a's word" "the rest, again." "table at e, -4 !" "a pointer stored" "held by a static" "passed to a call""#;
+    assert_eq!(lines[4], after, "the rest wrote b, d and h where they were");
 }

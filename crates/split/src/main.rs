@@ -506,10 +506,15 @@ fn split_data(
     }
     let objects = data::cut_strings(data::read_map(map)?, &data::internal_chunks(map), &segments);
     // What the kept functions name, and the globals' initial values.
+    let nimp = p.imported_funcs;
+    let moved = |f: u32| {
+        (f >= nimp && !keep.contains(&((f - nimp) as usize)))
+            .then(|| p.params[p.func_types[f as usize] as usize] as usize)
+    };
     let mut named = Vec::new();
     for (i, body) in p.bodies.iter().enumerate() {
         if keep.contains(&i) {
-            data::named(body, &mut named)?;
+            data::named(body, &moved, &mut named)?;
         }
     }
     if let Some(g) = p.global_section.clone() {
