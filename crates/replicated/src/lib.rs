@@ -821,17 +821,29 @@ impl State {
         // record every `MAX_OPS` ops). Most transactions write a scope or two: a list searched
         // by name beats hashing every row's; past a few, a map finds them.
         /// The writer the scope's next op goes to.
-        fn writer(writers: &mut Vec<OpsWriter>, room: usize) -> &mut OpsWriter {
-            if writers
+        #[inline(always)]
+        fn writer(slot: &mut ScopeSlot, room: usize) -> &mut OpsWriter {
+            if slot
+                .writers
                 .last()
                 .is_none_or(|w| w.len() >= cairn_sync::change::MAX_OPS)
             {
-                // Room for a typical op of the changes left, to spare regrowth.
-                writers.push(OpsWriter::with_capacity(
-                    80 * room.min(cairn_sync::change::MAX_OPS as usize),
-                ));
+                new_writer(slot, room);
             }
-            writers.last_mut().expect("invariant: pushed above")
+            slot.writers.last_mut().expect("invariant: pushed above")
+        }
+        /// Starts the scope's next record (once a record: out of the per-op path).
+        #[cold]
+        fn new_writer(slot: &mut ScopeSlot, room: usize) {
+            // Room for a typical op of the changes left, to spare regrowth.
+            let room = 80 * room.min(cairn_sync::change::MAX_OPS as usize);
+            slot.writers.push(match slot.spare.take() {
+                Some(mut w) => {
+                    w.reserve(room);
+                    w
+                }
+                None => OpsWriter::with_capacity(room),
+            });
         }
         let State {
             replica,
@@ -901,7 +913,7 @@ impl State {
             // scopes, each grows as it needs.
             let room = if scopes.used.len() == 1 { total - n } else { 1 };
             let Some(cairn_sql::SetPart { columns, adds }) = set_part else {
-                writer(&mut scopes.list[scope].writers, room)
+                writer(&mut scopes.list[scope], room)
                     .delete(schema, pk)
                     .map_err(sync_err)?;
                 continue;
@@ -912,13 +924,13 @@ impl State {
                 let set = columns
                     .iter()
                     .filter_map(|&c| shape.lww_cols[c].map(|i| (i, Encoded(row.value(c)))));
-                writer(&mut scopes.list[scope].writers, room)
+                writer(&mut scopes.list[scope], room)
                     .set(schema, pk.clone(), set)
                     .map_err(sync_err)?;
             }
             for &(c, d) in adds {
                 if let Some(i) = shape.sync_cols[c] {
-                    writer(&mut scopes.list[scope].writers, room)
+                    writer(&mut scopes.list[scope], room)
                         .add(schema, pk.clone(), i, d)
                         .map_err(sync_err)?;
                 }
@@ -934,14 +946,16 @@ impl State {
         let replica = replica.as_mut().expect("invariant: ensured");
         for &i in &scopes.used {
             let slot = &mut scopes.list[i];
-            for w in slot.writers.drain(..) {
+            for mut w in slot.writers.drain(..) {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
+                // Its bytes are copied out, and the writer, emptied, serves the next commit.
                 replica
-                    .commit_written_to(now, &slot.chain, w)
+                    .commit_written_from(now, &slot.chain, &mut w)
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
                 // Not pending until the commit is stored (`after_commit`).
                 *uncommitted += 1;
+                slot.spare = Some(w);
             }
         }
         {
@@ -1122,6 +1136,8 @@ struct ScopeSlot {
     /// This commit's ops for the scope, written straight into the records' encodings (a new
     /// record every `MAX_OPS` ops).
     writers: Vec<OpsWriter>,
+    /// A writer emptied by the scope's last commit, whose buffer serves the next record.
+    spare: Option<OpsWriter>,
     used: bool,
 }
 
@@ -1162,6 +1178,7 @@ impl Scopes {
                 name: name.to_string(),
                 chain: (me, ScopeId::new(owner, name.as_bytes())),
                 writers: Vec::new(),
+                spare: None,
                 used: false,
             });
             let i = self.list.len() - 1;

@@ -730,7 +730,22 @@ fn save_chain(
             store.delete(LOG, &run_key)?;
         }
     }
-    let new_pending = log.pending.partition_point(|r| r.seq <= from.pending_upto);
+    // A chain's pending seqs are consecutive, so the first new one's place is found by
+    // subtraction (checked, with a search should it not hold): a commit appends one record
+    // to a chain that may hold thousands.
+    let pending = &log.pending;
+    let guess = pending.first().map_or(0, |f| {
+        (from.pending_upto + 1)
+            .saturating_sub(f.seq)
+            .min(pending.len() as u64) as usize
+    });
+    let new_pending = if (guess == 0 || pending[guess - 1].seq <= from.pending_upto)
+        && pending.get(guess).is_none_or(|r| r.seq > from.pending_upto)
+    {
+        guess
+    } else {
+        pending.partition_point(|r| r.seq <= from.pending_upto)
+    };
     for r in &log.pending[new_pending..] {
         // A local commit's record is saved as it was written.
         let mut w = Writer::new();

@@ -271,9 +271,14 @@ pub struct ChainLog {
     pub blocks: Vec<Block>,
     pub pending: Vec<Record>,
     /// The encodings of this chain's pending records that `Replica::commit_written` wrote and
-    /// that are not hashed yet (by seq, ascending: the buffer and where the record starts in
-    /// it). Kept with the chain so that a local commit finds its chain once.
-    pub(crate) written: Vec<(u64, Vec<u8>, usize)>,
+    /// that are not hashed yet (by seq, ascending: which of `written_bufs` holds each, where
+    /// it starts and where it ends). Kept with the chain so that a local commit finds its
+    /// chain once.
+    pub(crate) written: Vec<(u64, usize, usize, usize)>,
+    /// Those encodings: small ones one after the other in shared buffers (one allocation for
+    /// many single-row commits rather than one each), a large one in the buffer its writer
+    /// filled (not copied).
+    pub(crate) written_bufs: Vec<Vec<u8>>,
     /// Whether the chain's key is in the replica's `unhashed` map (and so needs no search
     /// there when a local commit appends to it).
     pub(crate) in_unhashed: bool,
@@ -298,11 +303,11 @@ impl ChainLog {
         let w = &self.written;
         // Appended in seq order: the newest is the one asked for most.
         let i = match w.last() {
-            Some((s, _, _)) if *s == seq => w.len() - 1,
-            _ => w.binary_search_by_key(&seq, |(s, _, _)| *s).ok()?,
+            Some((s, ..)) if *s == seq => w.len() - 1,
+            _ => w.binary_search_by_key(&seq, |(s, ..)| *s).ok()?,
         };
-        let (_, bytes, start) = &w[i];
-        Some(&bytes[*start..])
+        let (_, b, start, end) = w[i];
+        Some(&self.written_bufs[b][start..end])
     }
     /// The last record held, sealed or not.
     pub fn head(&self) -> (u64, Hash) {

@@ -437,8 +437,15 @@ impl OpsWriter {
 
     /// The record's encoding, at `hlc`: the head goes into the room kept before the ops.
     /// Returns the buffer and where the encoding starts in it.
+    #[cfg(test)]
     pub(crate) fn finish(mut self, hlc: Hlc) -> (Vec<u8>, usize) {
-        // The head (`u64le` HLC, varint op count) laid out backwards from the room's end.
+        let start = self.head(hlc);
+        (self.w.buf, start)
+    }
+
+    /// Writes the record's head (`u64le` HLC, varint op count) backwards from the room's end;
+    /// the record is then the bytes from the place returned.
+    pub(crate) fn head(&mut self, hlc: Hlc) -> usize {
         let mut count = [0u8; 3];
         let mut len = 0;
         let mut n = self.n;
@@ -456,9 +463,38 @@ impl OpsWriter {
         let buf = &mut self.w.buf;
         buf[start..start + 8].copy_from_slice(&hlc.to_le_bytes());
         buf[start + 8..RECORD_HEAD_ROOM].copy_from_slice(&count[..len]);
-        (self.w.buf, start)
+        start
+    }
+
+    /// The buffer (head room, then the ops).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.w.buf
+    }
+
+    /// The buffer itself (the writer is then empty, with no room).
+    pub(crate) fn take_bytes(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.w.buf)
+    }
+
+    /// Empties the writer for another record, keeping its buffer unless it grew large (a
+    /// large transaction's record is not held on to for the next small one).
+    pub fn reset(&mut self) {
+        if self.w.buf.capacity() > KEEP_BYTES {
+            self.w.buf = Vec::new();
+        }
+        self.w.buf.clear();
+        self.w.buf.resize(RECORD_HEAD_ROOM, 0);
+        self.n = 0;
+    }
+
+    /// Makes room for `bytes` more bytes of ops.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.w.buf.reserve(bytes);
     }
 }
+
+/// The most a writer's buffer keeps from one record to the next ([`OpsWriter::reset`]).
+const KEEP_BYTES: usize = 64 << 10;
 
 /// One record of a chain. `seq`, `prev` and `hash` are implied by its place in a block on the
 /// wire; they are kept here because everything downstream needs them.

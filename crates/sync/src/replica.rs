@@ -160,6 +160,13 @@ impl Replica<MemoryRows> {
     }
 }
 
+/// A local record up to this size is copied into its chain's shared buffer of unhashed
+/// records (`ChainLog::written_bufs`); a larger one keeps the buffer it was written in.
+const SMALL_RECORD: usize = 1 << 10;
+/// The room of a shared buffer: one allocation for a hundred single-row commits or so, never
+/// grown (a record that does not fit starts another).
+const SHARED_BYTES: usize = 8 << 10;
+
 impl<S: RowStore> Replica<S> {
     pub fn new(identity: Identity, config: Config, rows: S) -> Self {
         Replica {
@@ -235,6 +242,7 @@ impl<S: RowStore> Replica<S> {
             log.in_unhashed = false;
             // In seq order, as the pending records are.
             let mut written = std::mem::take(&mut log.written).into_iter().peekable();
+            let bufs = std::mem::take(&mut log.written_bufs);
             let Some(first) = log.pending.first().map(|r| r.seq) else {
                 continue;
             };
@@ -245,12 +253,12 @@ impl<S: RowStore> Replica<S> {
                 None => log.sealed_head().1,
             };
             for r in log.pending.iter_mut().skip(i) {
-                while written.next_if(|(s, _, _)| *s < r.seq).is_some() {}
-                match written.next_if(|(s, _, _)| *s == r.seq) {
+                while written.next_if(|(s, ..)| *s < r.seq).is_some() {}
+                match written.next_if(|(s, ..)| *s == r.seq) {
                     // Decoding computes the hashes from the bytes, as for a peer's records.
-                    Some((_, bytes, start)) => {
+                    Some((_, b, start, end)) => {
                         *r = Record::decode(
-                            &mut Reader::new(&bytes[start..]),
+                            &mut Reader::new(&bufs[b][start..end]),
                             &key.0,
                             &key.1,
                             r.seq,
@@ -636,6 +644,20 @@ impl<S: RowStore> Replica<S> {
     /// [`Replica::commit_written`] for a caller that keeps the chain's key, `(this replica's
     /// id, scope)`, from one commit to the next: the chain is found by it with no key built.
     pub fn commit_written_to(&mut self, now_ms: u64, key: &ChainKey, ops: OpsWriter) -> Result<()> {
+        let mut ops = ops;
+        self.commit_written_from(now_ms, key, &mut ops)
+    }
+
+    /// [`Replica::commit_written_to`] that leaves `ops` empty, for its buffer to serve the
+    /// caller's next record: a small record's bytes are copied after the chain's other
+    /// unhashed ones, into a shared buffer; a large one keeps the writer's buffer, and the
+    /// writer starts another.
+    pub fn commit_written_from(
+        &mut self,
+        now_ms: u64,
+        key: &ChainKey,
+        ops: &mut OpsWriter,
+    ) -> Result<()> {
         if ops.is_empty() {
             return Ok(());
         }
@@ -646,7 +668,7 @@ impl<S: RowStore> Replica<S> {
         }
         self.writer_for(&key.1)?;
         let hlc = self.clock.tick(now_ms);
-        let (bytes, start) = ops.finish(hlc);
+        let start = ops.head(hlc);
         let Replica {
             chains,
             unmerged,
@@ -655,7 +677,7 @@ impl<S: RowStore> Replica<S> {
         } = self;
         // One search of the chains for the seq and the append; the key is cloned only into a
         // map it is new to.
-        let append = |log: &mut ChainLog| {
+        let mut append = |log: &mut ChainLog| {
             let seq = log.head().0 + 1;
             log.pending.push(Record {
                 seq,
@@ -664,7 +686,30 @@ impl<S: RowStore> Replica<S> {
                 ops: Vec::new(),
                 hash: ZERO_HASH,
             });
-            log.written.push((seq, bytes, start));
+            let len = ops.bytes().len() - start;
+            let bufs = &mut log.written_bufs;
+            let (b, from, to) = match bufs.last_mut() {
+                // Small records share a buffer, while it has room: no regrowth copies them.
+                Some(shared) if len <= SMALL_RECORD && shared.capacity() - shared.len() >= len => {
+                    let at = shared.len();
+                    shared.extend_from_slice(&ops.bytes()[start..]);
+                    (bufs.len() - 1, at, at + len)
+                }
+                _ if len <= SMALL_RECORD => {
+                    let mut shared = Vec::with_capacity(SHARED_BYTES);
+                    shared.extend_from_slice(&ops.bytes()[start..]);
+                    bufs.push(shared);
+                    (bufs.len() - 1, 0, len)
+                }
+                _ => {
+                    let buf = ops.take_bytes();
+                    let end = buf.len();
+                    bufs.push(buf);
+                    (bufs.len() - 1, start, end)
+                }
+            };
+            ops.reset();
+            log.written.push((seq, b, from, to));
             if !log.in_unmerged {
                 unmerged.entry(key.clone()).or_insert(seq);
                 log.in_unmerged = true;
@@ -1436,6 +1481,60 @@ mod tests {
             late.commit_written_to(2000, &(other, scopes[0].clone()), w),
             Err(Error::InvalidInput(_))
         ));
+    }
+
+    #[test]
+    fn one_writer_serves_many_records() {
+        // `commit_written_from` copies a small record's bytes after the chain's others, keeps
+        // a large one's buffer, and empties the writer for the next: each record must hold its
+        // own ops only, whichever way it was kept, and whatever was hashed between.
+        let schema = TableSchema::new("t", 1).lww("a");
+        let mut now = Replica::in_memory(Identity::from_secret([5; 32]), Config::default());
+        let mut late = Replica::in_memory(Identity::from_secret([5; 32]), Config::default());
+        for r in [&mut now, &mut late] {
+            r.register_table(schema.clone()).expect("invariant: valid");
+        }
+        let scope = ScopeId::new(now.id(), "t");
+        let key = (now.id(), scope.clone());
+        let ops = |i: i64| -> Vec<Op> {
+            (0..=i % 3)
+                .map(|k| {
+                    Op::new(
+                        "t",
+                        vec![Value::Integer(i + k)],
+                        // Every fifth record is large (past `SMALL_RECORD`); the others,
+                        // of up to about 800 bytes, fill a shared buffer every dozen or so.
+                        Payload::Set(vec![(
+                            0,
+                            Value::Text(format!("{i}-{k}").repeat(if i % 5 == 4 {
+                                900
+                            } else {
+                                60
+                            })),
+                        )]),
+                    )
+                })
+                .collect()
+        };
+        let mut w = OpsWriter::new();
+        for i in 0..60i64 {
+            now.commit(1000 + i as u64, &scope, ops(i))
+                .expect("invariant: valid");
+            for op in &ops(i) {
+                w.op(op);
+            }
+            late.commit_written_from(1000 + i as u64, &key, &mut w)
+                .expect("invariant: valid");
+            assert!(w.is_empty());
+            if i % 7 == 3 {
+                late.hash_deferred();
+            }
+        }
+        late.catch_up();
+        let pending = |r: &Replica| r.chain(&key).expect("invariant: written").pending.clone();
+        assert_eq!(pending(&now), pending(&late));
+        assert_eq!(now.state_digest(), late.state_digest());
+        assert!(late.verify().is_empty());
     }
 
     #[test]
