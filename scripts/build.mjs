@@ -4,7 +4,7 @@
 //
 //   node scripts/build.mjs [--dev]     --dev skips wasm-opt and minification (faster, larger)
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
@@ -67,9 +67,16 @@ for (const [features, out, dir] of [
 ]) {
   mkdirSync(join(root, dir), { recursive: true });
   // With the linker's map of the module's memory: the split moves the constants that only the
-  // rest uses to the rest, and the map says where each constant begins and ends.
+  // rest uses to the rest, and the map says where each constant begins and ends. It is written
+  // only when the module is linked: without it (a build directory removed), link again.
+  const map = join(root, dir, 'link.map');
+  if (!existsSync(map)) {
+    for (const f of ['cairn_wasm.wasm', 'deps/cairn_wasm.wasm']) {
+      rmSync(join(root, 'target', 'wasm32-unknown-unknown', 'release', f), { force: true });
+    }
+  }
   run('cargo', ['rustc', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown', ...features,
-    '--', '-C', `link-arg=--Map=${join(root, dir, 'link.map')}`], env);
+    '--', '-C', `link-arg=--Map=${map}`], env);
   run('wasm-bindgen', [
     'target/wasm32-unknown-unknown/release/cairn_wasm.wasm',
     '--target', 'web',
