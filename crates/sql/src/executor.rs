@@ -1324,8 +1324,11 @@ impl<'l> RowFilter<'l> {
                 rest.push(f);
             }
         }
+        // `pre_cols` and `post_cols` are in ascending order: their last columns are their
+        // largest.
         let upto = (tests.iter().map(ColTest::column))
-            .chain(lvl.pre_cols.iter().chain(&lvl.post_cols).copied())
+            .chain(lvl.pre_cols.last().copied())
+            .chain(lvl.post_cols.last().copied())
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
@@ -1355,11 +1358,14 @@ impl<'l> RowFilter<'l> {
             value,
             key,
             last,
+            // Only a covering index's entries are decoded for the key.
             key_wanted: match &lvl.source {
-                Source::Table(t) => key_columns(t)
-                    .iter()
-                    .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c)),
-                Source::Query(_) => false,
+                Source::Table(t) if matches!(lvl.access, Access::Index { covering: true, .. }) => {
+                    key_columns(t)
+                        .iter()
+                        .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c))
+                }
+                _ => false,
             },
             keep,
             pooled,
