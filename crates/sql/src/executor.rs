@@ -531,10 +531,8 @@ fn index_aggregate(
     let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
     let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
     for (lo, hi) in ranges {
-        let mut cur = cx
-            .store
-            .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
-        cur.for_each(&mut |key, _| {
+        let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
+        cx.store.scan_each(tree, lo, hi, *reverse, &mut |key, _| {
             let v = match key_integer(key) {
                 Some(i) if real => Value::Real(i as f64),
                 Some(i) => Value::Integer(i),
@@ -978,10 +976,11 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
         }
         (Source::Table(t), Access::Scan { reverse }) => {
             let mut rf = RowFilter::new(lvl, frame, cx);
-            let mut cur = cx
-                .store
-                .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
-            cur.for_each(&mut |key, value| primary_row(lvl, &mut rf, key, value, frame, cx, f))
+            let all = (Bound::Unbounded, Bound::Unbounded);
+            cx.store
+                .scan_each(t.tree, all.0, all.1, *reverse, &mut |key, value| {
+                    primary_row(lvl, &mut rf, key, value, frame, cx, f)
+                })
         }
         (
             Source::Table(t),
@@ -1070,25 +1069,26 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     } else {
                         Bound::Excluded(hi)
                     };
-                    let mut cur =
-                        cx.store
-                            .scan(t.indexes[*i].tree, Bound::Included(lo), hi, *reverse)?;
-                    cur.for_each(&mut |key, _| {
-                        index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
-                    })
+                    let tree = t.indexes[*i].tree;
+                    cx.store
+                        .scan_each(tree, Bound::Included(lo), hi, *reverse, &mut |key, _| {
+                            index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
+                        })
                 });
                 rf.key = b;
                 return go;
             }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
-                let mut cur = cx
-                    .store
-                    .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
-                let go = cur.for_each(&mut |key, value| match index {
-                    None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
-                    Some(i) => index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f),
-                })?;
+                let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
+                let go =
+                    cx.store
+                        .scan_each(tree, lo, hi, *reverse, &mut |key, value| match index {
+                            None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
+                            Some(i) => {
+                                index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
+                            }
+                        })?;
                 if !go {
                     return Ok(false);
                 }
@@ -2823,36 +2823,35 @@ impl Writer<'_> {
         let mut blocks: Vec<Vec<u8>> = Vec::new();
         let mut rows: Vec<(u32, u32, u32, u32)> = Vec::new();
         let whole = {
-            let mut cur = self
-                .store
-                .scan(s.tree, Bound::Unbounded, Bound::Unbounded, false)?;
+            let all = (Bound::Unbounded, Bound::Unbounded);
             // The first varint of a record is its column count; the copy checks no more of
             // it than that, as the bytes stored are the bytes copied.
-            cur.for_each(&mut |k, v| {
-                let mut pos = 0;
-                if get_varint(v, &mut pos)? != n as u64 {
-                    return Ok(false);
-                }
-                let len = k.len() + v.len();
-                let block = match blocks.last_mut() {
-                    Some(b) if b.capacity() - b.len() >= len => b,
-                    _ => {
-                        blocks.push(Vec::with_capacity(GATHER_BLOCK.max(len)));
-                        blocks.last_mut().expect("invariant: just pushed")
+            self.store
+                .scan_each(s.tree, all.0, all.1, false, &mut |k, v| {
+                    let mut pos = 0;
+                    if get_varint(v, &mut pos)? != n as u64 {
+                        return Ok(false);
                     }
-                };
-                let start = block.len();
-                block.extend_from_slice(k);
-                block.extend_from_slice(v);
-                // A block is at most one row past 64 KiB, and a row at most a record's length.
-                rows.push((
-                    (blocks.len() - 1) as u32,
-                    start as u32,
-                    (start + k.len()) as u32,
-                    (start + len) as u32,
-                ));
-                Ok(true)
-            })?
+                    let len = k.len() + v.len();
+                    let block = match blocks.last_mut() {
+                        Some(b) if b.capacity() - b.len() >= len => b,
+                        _ => {
+                            blocks.push(Vec::with_capacity(GATHER_BLOCK.max(len)));
+                            blocks.last_mut().expect("invariant: just pushed")
+                        }
+                    };
+                    let start = block.len();
+                    block.extend_from_slice(k);
+                    block.extend_from_slice(v);
+                    // A block is at most one row past 64 KiB, and a row at most a record's length.
+                    rows.push((
+                        (blocks.len() - 1) as u32,
+                        start as u32,
+                        (start + k.len()) as u32,
+                        (start + len) as u32,
+                    ));
+                    Ok(true)
+                })?
         };
         if !whole {
             return Ok(None);
