@@ -383,7 +383,17 @@ fn run_core_in(
             let mut seen = FastSet::default();
             let mut key = Vec::new();
             run_levels(c, 0, frame, cx, &mut |frame| {
-                let row = eval_row(&c.project, frame, cx)?;
+                // `eval_row`, with the columns `moves` names moved out of the frame.
+                let mut row = Vec::with_capacity(c.project.len());
+                for (i, e) in c.project.iter().enumerate() {
+                    row.push(match e {
+                        PExpr::Col(s) if c.moves >> i & 1 == 1 => frame
+                            .get_mut(*s)
+                            .map_or(Value::Null, |v| std::mem::replace(v, Value::Null)),
+                        PExpr::Col(s) => frame.get(*s).cloned().unwrap_or(Value::Null),
+                        e => eval(e, frame, cx)?.into_owned(),
+                    });
+                }
                 if c.distinct {
                     key.clear();
                     norm_key(&row, &mut key);
