@@ -1484,10 +1484,16 @@ fn index_row(
         (Value::Integer(i), ColType::Real) => Value::Real(i as f64),
         (v, _) => v,
     };
-    for &c in cols {
-        let (v, r) = decode_key_value(rest, false)?;
-        frame[lvl.base + c] = typed(v, c);
-        rest = r;
+    if covering || !matches!(t.key, Key::Rowid(_)) {
+        for &c in cols {
+            let (v, r) = decode_key_value(rest, false)?;
+            frame[lvl.base + c] = typed(v, c);
+            rest = r;
+        }
+    } else {
+        // The entry ends with the row id, a number's 12 bytes: the index columns before it
+        // are not decoded, as the row is read for them.
+        rest = &key[key.len().saturating_sub(12)..];
     }
     if covering {
         if rf.key_wanted {
