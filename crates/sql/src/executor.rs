@@ -385,7 +385,17 @@ fn run_core_in(
             let mut seen = FastSet::default();
             let mut key = Vec::new();
             run_levels(c, 0, frame, cx, &mut |frame| {
-                let row = eval_row(&c.project, frame, cx)?;
+                // `eval_row`, with the columns `moves` names moved out of the frame.
+                let mut row = Vec::with_capacity(c.project.len());
+                for (i, e) in c.project.iter().enumerate() {
+                    row.push(match e {
+                        PExpr::Col(s) if c.moves >> i & 1 == 1 => frame
+                            .get_mut(*s)
+                            .map_or(Value::Null, |v| std::mem::replace(v, Value::Null)),
+                        PExpr::Col(s) => frame.get(*s).cloned().unwrap_or(Value::Null),
+                        e => eval(e, frame, cx)?.into_owned(),
+                    });
+                }
                 if c.distinct {
                     key.clear();
                     norm_key(&row, &mut key);
@@ -533,10 +543,8 @@ fn index_aggregate(
     let mut states: Vec<AggState> = agg.aggs.iter().map(AggState::new).collect();
     let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
     for (lo, hi) in ranges {
-        let mut cur = cx
-            .store
-            .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
-        cur.for_each(&mut |key, _| {
+        let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
+        cx.store.scan_each(tree, lo, hi, *reverse, &mut |key, _| {
             let v = match key_integer(key) {
                 Some(i) if real => Value::Real(i as f64),
                 Some(i) => Value::Integer(i),
@@ -980,10 +988,11 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
         }
         (Source::Table(t), Access::Scan { reverse }) => {
             let mut rf = RowFilter::new(lvl, frame, cx);
-            let mut cur = cx
-                .store
-                .scan(t.tree, Bound::Unbounded, Bound::Unbounded, *reverse)?;
-            cur.for_each(&mut |key, value| primary_row(lvl, &mut rf, key, value, frame, cx, f))
+            let all = (Bound::Unbounded, Bound::Unbounded);
+            cx.store
+                .scan_each(t.tree, all.0, all.1, *reverse, &mut |key, value| {
+                    primary_row(lvl, &mut rf, key, value, frame, cx, f)
+                })
         }
         (
             Source::Table(t),
@@ -1072,25 +1081,26 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                     } else {
                         Bound::Excluded(hi)
                     };
-                    let mut cur =
-                        cx.store
-                            .scan(t.indexes[*i].tree, Bound::Included(lo), hi, *reverse)?;
-                    cur.for_each(&mut |key, _| {
-                        index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
-                    })
+                    let tree = t.indexes[*i].tree;
+                    cx.store
+                        .scan_each(tree, Bound::Included(lo), hi, *reverse, &mut |key, _| {
+                            index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
+                        })
                 });
                 rf.key = b;
                 return go;
             }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
             for (lo, hi) in ranges {
-                let mut cur = cx
-                    .store
-                    .scan(tree, bound_ref(&lo), bound_ref(&hi), *reverse)?;
-                let go = cur.for_each(&mut |key, value| match index {
-                    None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
-                    Some(i) => index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f),
-                })?;
+                let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
+                let go =
+                    cx.store
+                        .scan_each(tree, lo, hi, *reverse, &mut |key, value| match index {
+                            None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
+                            Some(i) => {
+                                index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
+                            }
+                        })?;
                 if !go {
                     return Ok(false);
                 }
@@ -1326,8 +1336,11 @@ impl<'l> RowFilter<'l> {
                 rest.push(f);
             }
         }
+        // `pre_cols` and `post_cols` are in ascending order: their last columns are their
+        // largest.
         let upto = (tests.iter().map(ColTest::column))
-            .chain(lvl.pre_cols.iter().chain(&lvl.post_cols).copied())
+            .chain(lvl.pre_cols.last().copied())
+            .chain(lvl.post_cols.last().copied())
             .max()
             .map_or(0, |c| c + 1);
         let keep = (lvl.base > 0).then(|| (cx.cache, scratch_slot(lvl)));
@@ -1357,11 +1370,14 @@ impl<'l> RowFilter<'l> {
             value,
             key,
             last,
+            // Only a covering index's entries are decoded for the key.
             key_wanted: match &lvl.source {
-                Source::Table(t) => key_columns(t)
-                    .iter()
-                    .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c)),
-                Source::Query(_) => false,
+                Source::Table(t) if matches!(lvl.access, Access::Index { covering: true, .. }) => {
+                    key_columns(t)
+                        .iter()
+                        .any(|c| lvl.pre_cols.contains(c) || lvl.post_cols.contains(c))
+                }
+                _ => false,
             },
             keep,
             pooled,
@@ -1470,10 +1486,16 @@ fn index_row(
         (Value::Integer(i), ColType::Real) => Value::Real(i as f64),
         (v, _) => v,
     };
-    for &c in cols {
-        let (v, r) = decode_key_value(rest, false)?;
-        frame[lvl.base + c] = typed(v, c);
-        rest = r;
+    if covering || !matches!(t.key, Key::Rowid(_)) {
+        for &c in cols {
+            let (v, r) = decode_key_value(rest, false)?;
+            frame[lvl.base + c] = typed(v, c);
+            rest = r;
+        }
+    } else {
+        // The entry ends with the row id, a number's 12 bytes: the index columns before it
+        // are not decoded, as the row is read for them.
+        rest = &key[key.len().saturating_sub(12)..];
     }
     if covering {
         if rf.key_wanted {
@@ -2819,36 +2841,35 @@ impl Writer<'_> {
         let mut blocks: Vec<Vec<u8>> = Vec::new();
         let mut rows: Vec<(u32, u32, u32, u32)> = Vec::new();
         let whole = {
-            let mut cur = self
-                .store
-                .scan(s.tree, Bound::Unbounded, Bound::Unbounded, false)?;
+            let all = (Bound::Unbounded, Bound::Unbounded);
             // The first varint of a record is its column count; the copy checks no more of
             // it than that, as the bytes stored are the bytes copied.
-            cur.for_each(&mut |k, v| {
-                let mut pos = 0;
-                if get_varint(v, &mut pos)? != n as u64 {
-                    return Ok(false);
-                }
-                let len = k.len() + v.len();
-                let block = match blocks.last_mut() {
-                    Some(b) if b.capacity() - b.len() >= len => b,
-                    _ => {
-                        blocks.push(Vec::with_capacity(GATHER_BLOCK.max(len)));
-                        blocks.last_mut().expect("invariant: just pushed")
+            self.store
+                .scan_each(s.tree, all.0, all.1, false, &mut |k, v| {
+                    let mut pos = 0;
+                    if get_varint(v, &mut pos)? != n as u64 {
+                        return Ok(false);
                     }
-                };
-                let start = block.len();
-                block.extend_from_slice(k);
-                block.extend_from_slice(v);
-                // A block is at most one row past 64 KiB, and a row at most a record's length.
-                rows.push((
-                    (blocks.len() - 1) as u32,
-                    start as u32,
-                    (start + k.len()) as u32,
-                    (start + len) as u32,
-                ));
-                Ok(true)
-            })?
+                    let len = k.len() + v.len();
+                    let block = match blocks.last_mut() {
+                        Some(b) if b.capacity() - b.len() >= len => b,
+                        _ => {
+                            blocks.push(Vec::with_capacity(GATHER_BLOCK.max(len)));
+                            blocks.last_mut().expect("invariant: just pushed")
+                        }
+                    };
+                    let start = block.len();
+                    block.extend_from_slice(k);
+                    block.extend_from_slice(v);
+                    // A block is at most one row past 64 KiB, and a row at most a record's length.
+                    rows.push((
+                        (blocks.len() - 1) as u32,
+                        start as u32,
+                        (start + k.len()) as u32,
+                        (start + len) as u32,
+                    ));
+                    Ok(true)
+                })?
         };
         if !whole {
             return Ok(None);

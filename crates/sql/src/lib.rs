@@ -22,9 +22,9 @@
 //!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
 //!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
 //!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
-//!    [`storage::Storage::get`]; a range or an index would instead open a [`storage::Cursor`]
-//!    with [`storage::Storage::scan`] over `index_ranges` and take its entries, a leaf at a
-//!    time, through [`storage::Cursor::for_each`]. At the start of a scan the level's filters
+//!    [`storage::Storage::get`]; a range or an index would instead hand the bounds from
+//!    `index_ranges` to [`storage::Storage::scan_each`], which passes its entries on a leaf at
+//!    a time. At the start of a scan the level's filters
 //!    that compare one column with values fixed for the scan become [`eval::ColTest`]s
 //!    (`RowFilter::new`). For each row (`primary_row`) the record header is walked once
 //!    (`cairn_store::codec::Layout::read`), those tests run on the columns where they lie in

@@ -17,7 +17,7 @@ use std::ops::Bound;
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
 
 use crate::error::{Error, Result};
-use crate::storage::{Cursor, Each, Storage, TreeId, SCHEMA_TREE};
+use crate::storage::{Cursor, Each, EntryFn, Storage, TreeId, SCHEMA_TREE};
 
 enum Undo {
     /// A write to `tree`: its key, then the value it replaced (if `had_old`), are the bytes of
@@ -344,11 +344,13 @@ impl<F: BlockFile> Cursor for PagedCursor<F> {
             self.range.inline_value().unwrap_or(&[])
         }
     }
-    fn for_each(&mut self, f: &mut crate::storage::EntryFn) -> Result<bool> {
-        // An entry `next` stopped on is not handed out again.
-        self.overflow = false;
-        self.range.for_each(f)
-    }
+}
+
+/// `range`'s entries to `f`, in a function of its own: inlined into `scan_each`, the loop over
+/// a leaf's entries came out a few instructions longer per entry.
+#[inline(never)]
+fn each<F: BlockFile>(range: &mut Range<F>, f: &mut EntryFn) -> Result<bool> {
+    range.for_each(f)
 }
 
 impl<F: BlockFile + 'static> Storage for Paged<F> {
@@ -755,6 +757,18 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             value: Vec::new(),
             overflow: false,
         }))
+    }
+
+    fn scan_each(
+        &self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut EntryFn,
+    ) -> Result<bool> {
+        let mut range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
+        each(&mut range, f)
     }
 
     fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>> {

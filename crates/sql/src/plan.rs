@@ -151,6 +151,10 @@ pub struct Core {
     pub agg: Option<AggPlan>,
     /// Output expressions (plus trailing sort-only expressions).
     pub project: Vec<PExpr>,
+    /// The `project` entries (bit i for entry i) that are a column of the last level and the
+    /// only mention of it in `project`: the value is moved out of the frame into the row,
+    /// not copied, as the level writes the slot again before the next row reads it.
+    pub moves: u64,
     pub distinct: bool,
     /// The scan already yields rows in the ORDER BY order, so the sort can be skipped.
     pub ordered: bool,

@@ -221,6 +221,37 @@ pub(crate) fn has_subquery(e: &PExpr) -> bool {
     found
 }
 
+/// [`Core::moves`] for a query without aggregates. A subquery in `project` may read the frame
+/// as its outer row, so none is moved then.
+fn movable(levels: &[Level], project: &[PExpr], agg: bool) -> u64 {
+    let Some(last) = levels.last() else {
+        return 0;
+    };
+    // How often each of the last level's slots is named, and whether a subquery is.
+    let mut named = vec![0u8; last.width];
+    let mut sub = agg;
+    for e in project {
+        walk(e, &mut |x| match x {
+            PExpr::Col(s) => {
+                if let Some(n) = s.checked_sub(last.base).and_then(|i| named.get_mut(i)) {
+                    *n = n.saturating_add(1);
+                }
+            }
+            PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => sub = true,
+            _ => {}
+        });
+    }
+    let mut moves = 0;
+    for (i, e) in project.iter().enumerate().take(64) {
+        if let PExpr::Col(s) = e {
+            if !sub && s.checked_sub(last.base).and_then(|i| named.get(i)) == Some(&1) {
+                moves |= 1 << i;
+            }
+        }
+    }
+    moves
+}
+
 fn slots(e: &PExpr) -> Vec<usize> {
     let mut v = Vec::new();
     walk(e, &mut |x| {
@@ -1366,6 +1397,7 @@ impl<'c> Planner<'c> {
             affinities,
             columns: names.into(),
             body: Body::Core(Box::new(Core {
+                moves: movable(&levels, &project, agg.is_some()),
                 levels,
                 frame_len,
                 const_filters,
@@ -2093,6 +2125,7 @@ impl<'c> Planner<'c> {
             const_filters: vec![],
             agg: None,
             project: vec![],
+            moves: 0,
             distinct: false,
             ordered: false,
         })

@@ -23,7 +23,7 @@ pub const SCHEMA_TREE: TreeId = 0;
 /// layer) keep their own trees there.
 pub const SYSTEM_TREES: TreeId = 1 << 40;
 
-/// What [`Cursor::for_each`] hands each entry to: its key and value; false stops the scan.
+/// What [`Storage::scan_each`] hands each entry to: its key and value; false stops the scan.
 pub type EntryFn<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
 
 /// A position in a range scan. `next` moves to the next entry (the first, on the first call) and
@@ -32,18 +32,6 @@ pub trait Cursor {
     fn next(&mut self) -> Result<bool>;
     fn key(&self) -> &[u8];
     fn value(&self) -> &[u8];
-
-    /// Hands the remaining entries to `f` (key, value) until it returns false; returns whether
-    /// they ran out (true) or `f` stopped (false). A store can do this without a `next` per
-    /// entry (a scan's main cost).
-    fn for_each(&mut self, f: &mut EntryFn) -> Result<bool> {
-        while self.next()? {
-            if !f(self.key(), self.value())? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
 }
 
 pub use cairn_store::Each;
@@ -220,6 +208,26 @@ pub trait Storage {
         upper: Bound<&[u8]>,
         reverse: bool,
     ) -> Result<Box<dyn Cursor + 'a>>;
+    /// Hands the entries [`Storage::scan`] would return to `f` (key, value) until it returns
+    /// false; returns whether they ran out (true) or `f` stopped (false). A store can do this
+    /// without a `next` per entry (a scan's main cost), and without a cursor on the heap (an
+    /// index probe's, made and freed on every execution).
+    fn scan_each(
+        &self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut EntryFn,
+    ) -> Result<bool> {
+        let mut cur = self.scan(tree, lower, upper, reverse)?;
+        while cur.next()? {
+            if !f(cur.key(), cur.value())? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
     /// The largest key in the tree (for allocating the next row id).
     fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>>;
 }
@@ -281,6 +289,16 @@ impl Storage for NoStore {
         Err(no_store())
     }
     // The defaults below would each be compiled for this type too.
+    fn scan_each(
+        &self,
+        _tree: TreeId,
+        _lower: Bound<&[u8]>,
+        _upper: Bound<&[u8]>,
+        _reverse: bool,
+        _f: &mut EntryFn,
+    ) -> Result<bool> {
+        Err(no_store())
+    }
     fn update_each(
         &mut self,
         _tree: TreeId,

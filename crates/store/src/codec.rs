@@ -33,13 +33,21 @@ pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
         Value::Null => out.push(TAG_NULL),
         Value::Integer(i) => {
             let approx = *i as f64;
-            out.push(TAG_NUM);
-            out.extend_from_slice(&ordered_f64(approx).to_be_bytes());
             // The exact difference between the integer and its nearest f64: zero below 2^53,
-            // at most 1024 in magnitude above.
-            let diff = (*i as i128 - approx as i128) as i16;
-            out.extend_from_slice(&((diff as u16) ^ 0x8000).to_be_bytes());
-            out.push(NUM_INT);
+            // at most 1024 in magnitude above. In i64 where `approx` fits one (converting a
+            // float to i128 is a library call).
+            let diff = if approx.abs() < 9.0e18 {
+                i.wrapping_sub(approx as i64) as i16
+            } else {
+                (*i as i128 - approx as i128) as i16
+            };
+            // Built whole and appended at once: one capacity check, not four.
+            let mut k = [0u8; 12];
+            k[0] = TAG_NUM;
+            k[1..9].copy_from_slice(&ordered_f64(approx).to_be_bytes());
+            k[9..11].copy_from_slice(&((diff as u16) ^ 0x8000).to_be_bytes());
+            k[11] = NUM_INT;
+            out.extend_from_slice(&k);
         }
         Value::Real(r) => {
             // -0.0 and 0.0 are equal in SQL; NaN never reaches storage (SQL turns it into NULL),
@@ -877,6 +885,8 @@ mod tests {
         vec![
             Null,
             Integer(i64::MIN),
+            Integer(-9_000_000_000_000_000_001),
+            Integer(-8_999_999_999_999_999_999),
             Integer(-(1 << 53) - 1),
             Real(-1e300),
             Integer(-2),
@@ -891,6 +901,8 @@ mod tests {
             Integer(1 << 53),
             Integer((1 << 53) + 1),
             Real(1e18),
+            Integer(8_999_999_999_999_999_999),
+            Integer(9_000_000_000_000_000_001),
             Integer(i64::MAX - 1),
             Integer(i64::MAX),
             Real(1e300),
