@@ -124,6 +124,8 @@ pub enum SelectItem {
     Expr {
         expr: Expr,
         alias: Option<String>,
+        /// The expression as written: the column's name when there is no alias.
+        text: String,
     },
 }
 

@@ -33,6 +33,9 @@ pub struct Token {
     pub tok: Tok,
     pub line: u32,
     pub col: u32,
+    /// Where the token starts and ends in the SQL text, in bytes.
+    pub at: u32,
+    pub end: u32,
 }
 
 const OPS: &[&str] = &[
@@ -269,6 +272,8 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
             tok,
             line: tok_line,
             col,
+            at: col_pos as u32,
+            end: i as u32,
         });
     }
     let col = (sql[line_start..].chars().count() + 1) as u32;
@@ -276,6 +281,8 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
         tok: Tok::Eof,
         line,
         col,
+        at: sql.len() as u32,
+        end: sql.len() as u32,
     });
     Ok(out)
 }

@@ -22,7 +22,7 @@ pub struct Params {
 /// parameters.
 pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String, Params)>> {
     let tokens = tokenize(sql)?;
-    let mut p = Parser::new(tokens);
+    let mut p = Parser::new(sql, tokens);
     let mut out = Vec::new();
     loop {
         while p.eat_op(";") {}
@@ -32,7 +32,7 @@ pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String, Params)>> {
         let start = p.pos;
         let stmt = p.statement()?;
         let end = p.pos;
-        let text = p.source_text(sql, start, end);
+        let text = p.source_text(start, end);
         out.push((stmt, text, std::mem::take(&mut p.params)));
         if !p.eat_op(";") && p.peek() != &Tok::Eof {
             return Err(p.unexpected("';' or the end of input"));
@@ -44,7 +44,7 @@ pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String, Params)>> {
 /// Parses exactly one statement (a trailing `;` is allowed), returning it with its parameters.
 pub fn parse(sql: &str) -> Result<(Statement, Params)> {
     let tokens = tokenize(sql)?;
-    let mut p = Parser::new(tokens);
+    let mut p = Parser::new(sql, tokens);
     if p.peek() == &Tok::Eof {
         return Err(p.unexpected("a statement"));
     }
@@ -129,7 +129,8 @@ fn is_reserved(w: &str) -> bool {
     RESERVED.iter().any(|r| r.eq_ignore_ascii_case(w))
 }
 
-struct Parser {
+struct Parser<'a> {
+    sql: &'a str,
     tokens: Vec<Token>,
     pos: usize,
     /// The parameters of the statement being parsed.
@@ -146,9 +147,10 @@ const MAX_DEPTH: u32 = 100;
 /// rebalanced instead (see `balance`), so generated queries may have long OR lists.
 const MAX_CHAIN: u32 = 250;
 
-impl Parser {
-    fn new(tokens: Vec<Token>) -> Self {
+impl<'a> Parser<'a> {
+    fn new(sql: &'a str, tokens: Vec<Token>) -> Self {
         Parser {
+            sql,
             tokens,
             pos: 0,
             params: Params::default(),
@@ -156,37 +158,13 @@ impl Parser {
         }
     }
 
-    fn source_text(&self, sql: &str, start: usize, end: usize) -> String {
-        // Rebuild byte offsets from line/column: cheap enough for DDL, which is what keeps it.
-        let offset = |t: &Token| -> usize {
-            let mut line = 1;
-            let mut off = 0;
-            for (i, c) in sql.char_indices() {
-                if line == t.line {
-                    off = i;
-                    break;
-                }
-                if c == '\n' {
-                    line += 1;
-                    off = i + 1;
-                }
-            }
-            if line < t.line {
-                return sql.len();
-            }
-            sql[off..]
-                .char_indices()
-                .nth(t.col as usize - 1)
-                .map(|(i, _)| off + i)
-                .unwrap_or(sql.len())
-        };
-        let s = offset(&self.tokens[start]);
-        let e = if end < self.tokens.len() && self.tokens[end].tok != Tok::Eof {
-            offset(&self.tokens[end])
-        } else {
-            sql.len()
-        };
-        sql.get(s..e.max(s)).unwrap_or("").trim().to_string()
+    /// The SQL text of tokens `start..end`, as written.
+    fn source_text(&self, start: usize, end: usize) -> String {
+        if end <= start {
+            return String::new();
+        }
+        let (s, e) = (self.tokens[start].at, self.tokens[end - 1].end);
+        self.sql[s as usize..e as usize].to_string()
     }
 
     fn peek(&self) -> &Tok {
@@ -877,9 +855,12 @@ impl Parser {
             self.next();
             return Ok(SelectItem::TableAll(t));
         }
+        let start = self.pos;
         let expr = self.expr()?;
+        // A result column without an alias is named as written, as SQLite names it.
+        let text = self.source_text(start, self.pos);
         let alias = self.alias()?;
-        Ok(SelectItem::Expr { expr, alias })
+        Ok(SelectItem::Expr { expr, alias, text })
     }
 
     fn parse_from_list(&mut self) -> Result<Vec<FromItem>> {

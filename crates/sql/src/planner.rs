@@ -951,14 +951,31 @@ impl<'c> Planner<'c> {
         }
     }
 
-    fn item_name(&self, e: &Expr, alias: &Option<String>) -> String {
+    /// A result column's name: its alias, a column's name as its table declares it (without
+    /// the table's), or the expression as written (`a+1`, `?`, `count(*)`), as SQLite names
+    /// them.
+    fn item_name(&self, e: &Expr, alias: &Option<String>, text: &str) -> String {
         if let Some(a) = alias {
             return a.clone();
         }
-        match e {
-            Expr::Column { name, .. } => name.clone(),
-            e => crate::display::expr(e),
+        let Expr::Column { table, name } = e else {
+            return text.to_string();
+        };
+        // The innermost table that has it, as `resolve` finds it (an output alias keeps the
+        // name as written).
+        for scope in self.scopes.iter().rev() {
+            for t in &scope.tables {
+                match table {
+                    Some(tn) if !t.name.eq_ignore_ascii_case(tn) => continue,
+                    None if t.qualified_only => continue,
+                    _ => {}
+                }
+                if let Some((c, _)) = t.columns.iter().find(|(c, _)| c.eq_ignore_ascii_case(name)) {
+                    return c.clone();
+                }
+            }
         }
+        name.clone()
     }
 
     /// One SELECT core with the query's ORDER BY and LIMIT.
@@ -1055,8 +1072,8 @@ impl<'c> Planner<'c> {
                         ));
                     }
                 }
-                SelectItem::Expr { expr, alias } => {
-                    items.push((expr.clone(), self.item_name(expr, alias)));
+                SelectItem::Expr { expr, alias, text } => {
+                    items.push((expr.clone(), self.item_name(expr, alias, text)));
                     if let Some(a) = alias {
                         self.scope_mut().aliases.push((a.clone(), expr.clone()));
                     }
@@ -1891,14 +1908,14 @@ impl<'c> Planner<'c> {
                             names.push(c.name.clone());
                         }
                     }
-                    SelectItem::Expr { expr, alias } => {
+                    SelectItem::Expr { expr, alias, text } => {
                         if has_agg(expr) {
                             return Err(Error::Invalid(
                                 "aggregate functions are not allowed in RETURNING".into(),
                             ));
                         }
                         exprs.push(p.expr(expr)?);
-                        names.push(p.item_name(expr, alias));
+                        names.push(p.item_name(expr, alias, text));
                     }
                 }
             }

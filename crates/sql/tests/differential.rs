@@ -26,7 +26,8 @@ struct Pair {
 
 #[derive(Debug)]
 enum Res {
-    Rows(Vec<Vec<Value>>),
+    /// Column names, then rows.
+    Rows(Vec<String>, Vec<Vec<Value>>),
     Changes(u64),
     Err(String),
 }
@@ -137,6 +138,7 @@ impl Pair {
             Value::Blob(b) => rusqlite::types::Value::Blob(b.clone()),
         }));
         let n = stmt.column_count();
+        let names: Vec<String> = stmt.column_names().map(str::to_string).collect();
         if n == 0 {
             return match stmt.execute(params) {
                 Ok(c) => Res::Changes(c as u64),
@@ -172,12 +174,12 @@ impl Pair {
                 Err(e) => return Res::Err(e.to_string()),
             }
         }
-        Res::Rows(out)
+        Res::Rows(names, out)
     }
 
     fn run_cairn(&mut self, sql: &str, params: &[Value]) -> Res {
         match self.cairn.execute(sql, params) {
-            Ok(Output::Rows { rows, .. }) => Res::Rows(rows),
+            Ok(Output::Rows { columns, rows }) => Res::Rows(columns.to_vec(), rows),
             Ok(Output::Changes { changes, .. }) => Res::Changes(changes),
             Ok(Output::Done) => Res::Changes(0),
             Err(e) => Res::Err(format!("{} ({})", e, e.code())),
@@ -213,7 +215,10 @@ impl Pair {
                     fail("change counts differ");
                 }
             }
-            (Res::Rows(x), Res::Rows(y)) => {
+            (Res::Rows(m, x), Res::Rows(n, y)) => {
+                if m != n {
+                    fail(&format!("column names differ: {m:?} vs {n:?}"));
+                }
                 if x.len() != y.len() {
                     fail("row counts differ");
                 }
