@@ -248,8 +248,28 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
         } else if c == b':' || c == b'$' || c == b'@' {
             i += 1;
             let s = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
-                i += 1;
+            // As SQLite reads a name: identifier characters, `::` anywhere (`$ns::x`), and after
+            // at least one character a suffix in parentheses (`$a(1)`), Tcl's forms.
+            loop {
+                match b.get(i) {
+                    Some(&c)
+                        if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80 =>
+                    {
+                        i += 1
+                    }
+                    Some(b':') if b.get(i + 1) == Some(&b':') => i += 2,
+                    Some(b'(') if i > s => {
+                        match b[i..]
+                            .iter()
+                            .position(|&c| c == b')' || c.is_ascii_whitespace())
+                        {
+                            Some(n) if b[i + n] == b')' => i += n + 1,
+                            _ => return err("a named parameter's '(' has no ')'"),
+                        }
+                        break;
+                    }
+                    _ => break,
+                }
             }
             if s == i {
                 return err("a named parameter needs a name after its prefix");
@@ -314,6 +334,38 @@ mod tests {
             ]
         );
         assert_eq!((t[9].line, t[9].col), (2, 5));
+        // Byte offsets: where each token starts and ends.
+        let spans: Vec<_> = t
+            .iter()
+            .map(|t| {
+                &"SELECT 'it''s', x'0aFF', 1.5e3, 0x10\n  , ?2, :a -- c\n"
+                    [t.at as usize..t.end as usize]
+            })
+            .collect();
+        assert_eq!(spans[..3], ["SELECT", "'it''s'", ","]);
+        assert_eq!(spans[9..], ["?2", ",", ":a", ""]);
+    }
+
+    #[test]
+    fn named_parameters_read_as_sqlite_reads_them() {
+        let names = |sql: &str| -> Vec<String> {
+            (tokenize(sql).unwrap().into_iter())
+                .filter_map(|t| match t.tok {
+                    Tok::NamedParam(n) => Some(n),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            names("$a::b, :x::y::z+1, @p(1), $q(a,b), $u$v, :w:x"),
+            ["$a::b", ":x::y::z", "@p(1)", "$q(a,b)", "$u$v", ":w", ":x"]
+        );
+        for bad in ["SELECT $a(1", "SELECT $a(1 2)", "SELECT :(x)"] {
+            assert!(
+                matches!(tokenize(bad), Err(Error::Syntax { .. })),
+                "{bad} is refused"
+            );
+        }
     }
 
     #[test]

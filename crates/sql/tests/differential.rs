@@ -1018,6 +1018,11 @@ fn parameters_are_numbered_as_in_sqlite() {
             "SELECT k FROM t WHERE n > :a AND n < :b OR k = :a ORDER BY k",
             vec![I(15), I(35)],
         ),
+        // Names as SQLite reads them: `::` inside, a suffix in parentheses.
+        (
+            "SELECT $ns::a, $ns::b + 1, @x::y::z, :p(1), $ns::a, $q(a,b) FROM t WHERE k = $ns::b",
+            vec![I(1), I(2), t("z"), t("p"), t("q")],
+        ),
         // Mixed with `?` and `?NNN`: a new name takes one more than the largest number so far,
         // and so does a bare `?` after a name.
         (
