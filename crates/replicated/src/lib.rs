@@ -87,6 +87,9 @@ pub(crate) struct State {
     stale: Option<usize>,
     /// Records the commit being recorded appended to the chains, not yet known to be stored.
     uncommitted: usize,
+    /// A purge (this replica's or a peer's) committed but zeroing the free pages after it
+    /// failed: the next purge or sync call that commits zeroes them again.
+    erase_owed: bool,
 }
 
 impl Sync {
@@ -107,6 +110,7 @@ impl Sync {
             events: Vec::new(),
             inbox: Vec::new(),
             stale: None,
+            erase_owed: false,
             uncommitted: 0,
         }));
         {
@@ -381,7 +385,7 @@ impl Sync {
                 }
                 // Copy-on-write left the purged values in the pages this commit freed (and
                 // in older free pages): overwrite them, so the file keeps no copy.
-                db.storage_mut().erase_free()?;
+                self.erase_free(db)?;
                 Ok(true)
             }
             Err(e) => {
@@ -390,6 +394,23 @@ impl Sync {
                 Err(e)
             }
         }
+    }
+
+    /// Zeroes the file's free pages after a purge's commit (`Db::erase_free_pages`). When that
+    /// fails the purge stands, committed; the erase is owed, made again after the next purge
+    /// or sync call commits, and the error says so (`ERASE_PENDING`).
+    fn erase_free(&self, db: &mut Database) -> Result<()> {
+        let r = db.storage_mut().erase_free();
+        self.st.borrow_mut().erase_owed = r.is_err();
+        r.map(|_| ()).map_err(|e| {
+            Error::Sync(
+                "ERASE_PENDING",
+                format!(
+                    "the purge is committed, but zeroing the free pages that may still hold the \
+                     old values failed ({e}); it is tried again after the next purge or sync call"
+                ),
+            )
+        })
     }
 
     /// Drops history every known peer has acknowledged; returns the records dropped.
@@ -513,10 +534,11 @@ impl Sync {
             Ok(send) => match db.execute("COMMIT", &[]) {
                 Ok(_) => {
                     // A peer's purge redacted history here: as after a local purge, leave no
-                    // copy of the values in freed pages.
+                    // copy of the values in freed pages. The call's commit stands whatever
+                    // happens to that: its messages go out, and a failed erase is owed.
                     let now = self.st.borrow().replica.as_ref().map(|r| r.redactions());
-                    if now != redactions {
-                        db.storage_mut().erase_free()?;
+                    if now != redactions || self.st.borrow().erase_owed {
+                        let _ = self.erase_free(db);
                     }
                     Ok(send)
                 }

@@ -1914,3 +1914,82 @@ fn a_write_the_file_refuses_leaves_the_pending_count_as_stored() {
     assert_eq!(a.sync.pending_records(), 0, "sealed to reach the peer");
     assert_pending_as_stored(&mut a, "the sync");
 }
+
+/// A purge whose commit succeeds but whose zeroing of the free pages fails stands: the row is
+/// gone, the error says the purge is committed and the erase owed (`ERASE_PENDING`), and the
+/// next sync call that commits zeroes them, so the file then holds no copy of the value.
+#[test]
+fn a_purge_whose_erase_fails_stands_and_the_erase_is_made_later() {
+    use cairn_store::fault::FaultFile;
+    let setup = |file: &FaultFile| {
+        let mut n = faulty(file.clone());
+        n.exec(TODO);
+        n.exec("INSERT INTO todo (id, title) VALUES ('p1', 'first secret value'), ('p2', 'second secret value'), ('t3', 'kept')");
+        n
+    };
+    let purged = |n: &mut Node, id: &str| {
+        n.rows(&format!("SELECT count(*) FROM todo WHERE id = '{id}'"))
+            == vec![vec![Value::Integer(0)]]
+    };
+    // How many calls a purge makes of its file, on a twin: the last is the erase's.
+    let twin = FaultFile::new();
+    let mut b = setup(&twin);
+    let before = twin.ops();
+    assert!(b
+        .sync
+        .purge(&mut b.db, "todo", &[Value::Text("p1".into())])
+        .unwrap());
+    let calls = twin.ops() - before;
+
+    // From the last call back, every call failing from there on: the earliest start that still
+    // fails after the commit is the erase's first call, and nothing of the erase is made.
+    let mut first = None;
+    for k in (0..calls).rev() {
+        let file = FaultFile::new();
+        let mut a = setup(&file);
+        file.fail_at(file.ops() + k, true);
+        let r = a.sync.purge(&mut a.db, "todo", &[Value::Text("p1".into())]);
+        file.heal();
+        match r {
+            Err(e) if e.code() == "ERASE_PENDING" => {
+                assert!(e.to_string().contains("committed"), "{e}");
+                first = Some((file, a));
+            }
+            _ => break,
+        }
+    }
+    let (file, mut a) = first.expect("a failure after the purge's commit");
+    assert!(purged(&mut a, "p1"), "the purge stands");
+    assert_pending_as_stored(&mut a, "a purge whose erase failed");
+
+    let holds = |bytes: &[u8], needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        holds(&file.durable_bytes(), b"first secret value"),
+        "the failed erase left the value in the file, as this test needs"
+    );
+
+    // The next sync call that commits (a peer taking everything) zeroes them: it makes more
+    // calls of the file than the same call on the twin, whose erase was made.
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    let b_id = b.sync.id(&mut b.db).unwrap();
+    let (a0, b0) = (file.ops(), twin.ops());
+    a_peer_takes_everything(&mut a, &[TODO], a_id);
+    a_peer_takes_everything(&mut b, &[TODO], b_id);
+    let (a_calls, b_calls) = (file.ops() - a0, twin.ops() - b0);
+    assert!(
+        a_calls > b_calls,
+        "the owed erase was made after the sync call's commit ({a_calls} calls against {b_calls})"
+    );
+    assert!(!holds(&file.durable_bytes(), b"first secret value"));
+    // And a purge after it erases as ever.
+    assert!(a
+        .sync
+        .purge(&mut a.db, "todo", &[Value::Text("p2".into())])
+        .unwrap());
+    assert!(!holds(&file.durable_bytes(), b"second secret value"));
+    assert!(purged(&mut a, "p1") && purged(&mut a, "p2"));
+    assert_eq!(
+        a.rows("SELECT title FROM todo"),
+        vec![vec![Value::Text("kept".into())]]
+    );
+}
