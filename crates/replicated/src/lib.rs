@@ -251,7 +251,7 @@ impl Sync {
     }
 
     fn handle(&self, db: &mut Database, link: u32, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.write_sql(db, |st| {
+        self.write_sql(db, link, |st| {
             let out = st.on_link(link, |r, l, now| r.handle(l, now, bytes))?;
             Ok((out.send, out.events))
         })
@@ -496,15 +496,29 @@ impl Sync {
 
     /// Like `write`, for protocol input: `f` returns messages to send and events; rows the
     /// events name are applied to the SQL tables before the transaction commits.
+    ///
+    /// When the call fails nothing of it is kept: the store rolls back and the state is read
+    /// again, the events it reported are taken back, and `link` forgets what it sent in the
+    /// reply that is not going out (the next `poll` sends it again, as after a retransmission
+    /// timeout). What the peer sent is sent again by the peer, which saw no acknowledgement.
     fn write_sql(
         &self,
         db: &mut Database,
+        link: u32,
         f: impl FnOnce(&mut State) -> Result<(Vec<Vec<u8>>, Vec<Event>)>,
     ) -> Result<Vec<Vec<u8>>> {
         if self.st.borrow().stale.is_some() {
             self.reload(db)?;
         }
         let durable = self.st.borrow().pending();
+        let events_before = self.st.borrow().events.len();
+        let failed = |st: &mut State| {
+            st.mark_stale(durable);
+            st.events.truncate(events_before);
+            if let Some(l) = st.links.get_mut(&link) {
+                l.rewind();
+            }
+        };
         db.execute("BEGIN", &[])?;
         let redactions = self.st.borrow().replica.as_ref().map(|r| r.redactions());
         let r = (|| {
@@ -543,13 +557,13 @@ impl Sync {
                     Ok(send)
                 }
                 Err(e) => {
-                    self.st.borrow_mut().mark_stale(durable);
+                    failed(&mut self.st.borrow_mut());
                     Err(e)
                 }
             },
             Err(e) => {
                 let _ = db.execute("ROLLBACK", &[]);
-                self.st.borrow_mut().mark_stale(durable);
+                failed(&mut self.st.borrow_mut());
                 Err(e)
             }
         }

@@ -1993,3 +1993,101 @@ fn a_purge_whose_erase_fails_stands_and_the_erase_is_made_later() {
         vec![vec![Value::Text("kept".into())]]
     );
 }
+
+/// A sync call whose commit fails keeps nothing of itself: not the events it reported, and not
+/// the link's idea that its reply went out (the next poll sends it again at once, with no
+/// retransmission timeout); after the file heals the two replicas converge.
+#[test]
+fn a_sync_call_that_fails_takes_back_its_events_and_its_reply() {
+    use cairn_store::fault::FaultFile;
+    // A (over `file`) and B each write a row and connect; B answers A's hello with its record.
+    // Then A takes B's hello (its reply carries A's record), failing at the call `hello_at`
+    // of its file if given, and B's messages, the last failing at its call `fail` if given. Returns what A's file was asked for by each of B's
+    // messages, and A's poll and the rows on both sides after.
+    let run = |file: &FaultFile, hello_at: Option<u64>, fail: Option<u64>| {
+        let mut a = faulty(file.clone());
+        let mut b = Node::memory();
+        a.exec(TODO);
+        b.exec(TODO);
+        let a_id = a.sync.id(&mut a.db).unwrap();
+        let b_id = b.sync.id(&mut b.db).unwrap();
+        a.sync.authorize(&mut a.db, "todo", vec![b_id]).unwrap();
+        b.sync.set_owner(&mut b.db, a_id).unwrap();
+        sync_pair(&mut a, &mut b);
+        let _ = (a.sync.take_events(), b.sync.take_events());
+        a.exec("INSERT INTO todo (id, title) VALUES ('a1', 'from a')");
+        b.exec("INSERT INTO todo (id, title) VALUES ('b1', 'from b')");
+        let (la, hello_a) = a.sync.connect(&mut a.db).unwrap();
+        let (lb, hello_b) = b.sync.connect(&mut b.db).unwrap();
+        let to_a = b.sync.receive(&mut b.db, lb, &hello_a).unwrap();
+        let before = file.ops();
+        if let Some(k) = hello_at {
+            file.fail_at(before + k, false);
+        }
+        let hello = a.sync.receive(&mut a.db, la, &hello_b);
+        file.heal();
+        let hello_cost = file.ops() - before;
+        let mut costs = Vec::new();
+        let mut to_b = hello.as_ref().cloned().unwrap_or_default();
+        let mut failed = None;
+        for (i, m) in to_a.iter().enumerate() {
+            let before = file.ops();
+            if let Some(k) = fail.filter(|_| i + 1 == to_a.len()) {
+                file.fail_at(before + k, false);
+            }
+            let r = a.sync.receive(&mut a.db, la, m);
+            file.heal();
+            costs.push(file.ops() - before);
+            match r {
+                Ok(out) => to_b.extend(out),
+                Err(e) => failed = Some(e),
+            }
+        }
+        (a, b, la, lb, hello, hello_cost, costs, to_b, failed)
+    };
+    // On a twin, what A's file is asked for: taking B's hello, and each of B's messages (the
+    // last applies B's record; the call before its last writes the commit's superblock).
+    let twin = FaultFile::new();
+    let (_, _, _, _, hello, hello_cost, _, _, _) = run(&twin, None, None);
+    assert!(
+        hello.is_ok() && hello_cost >= 2,
+        "taking a hello writes ({hello_cost} calls)"
+    );
+    let (_, _, _, _, hello, _, costs, _, _) = run(&FaultFile::new(), Some(hello_cost - 2), None);
+    assert!(hello.is_err(), "the hello's commit failed");
+    let last = *costs.last().expect("B's messages");
+    assert!(last >= 2, "applying B's record writes ({last} calls)");
+
+    let file = FaultFile::new();
+    let (mut a, mut b, la, lb, hello, _, _, to_b, failed) =
+        run(&file, Some(hello_cost - 2), Some(last - 2));
+    assert!(
+        hello.is_err() && failed.is_some(),
+        "both of A's calls failed"
+    );
+    assert!(
+        a.sync.take_events().iter().all(|e| e.kind != "applied"),
+        "no event of the failed call is left"
+    );
+    assert_eq!(
+        a.rows("SELECT count(*) FROM todo WHERE id = 'b1'"),
+        vec![vec![Value::Integer(0)]]
+    );
+    // A's reply to the hello never went out: its next poll sends A's record at once.
+    let resent = a.sync.poll(&mut a.db, la).unwrap();
+    for m in to_b.iter().chain(&resent) {
+        b.sync.receive(&mut b.db, lb, m).unwrap();
+    }
+    assert_eq!(
+        b.rows("SELECT title FROM todo WHERE id = 'a1'"),
+        vec![vec![Value::Text("from a".into())]]
+    );
+    a.sync.disconnect(la);
+    b.sync.disconnect(lb);
+    // A fresh exchange brings B's record to A (B resends what A never acknowledged).
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, title FROM todo ORDER BY id";
+    assert_eq!(a.rows(all).len(), 2);
+    assert_eq!(a.rows(all), b.rows(all));
+    assert_pending_as_stored(&mut a, "the exchange after the failed calls");
+}

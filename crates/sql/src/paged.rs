@@ -175,21 +175,17 @@ impl<F: BlockFile + 'static> Paged<F> {
         Self::open(file, opts)
     }
 
-    pub fn db(&self) -> &Db<F> {
-        self.db
-            .as_ref()
-            .expect("invariant: the store is open between calls")
+    /// The store, unless opening it again after a failed commit (or an export) failed too:
+    /// then every call fails with `NEEDS_REOPEN` until the database is opened anew.
+    pub fn db(&self) -> Result<&Db<F>> {
+        self.db.as_ref().ok_or_else(closed)
     }
 
     /// Closes the store and hands back the file.
     pub fn into_file(mut self) -> Result<F> {
         self.tx.replace(None);
         self.snapshot.replace(None);
-        Ok(self
-            .db
-            .take()
-            .expect("invariant: the store is open between calls")
-            .into_file()?)
+        Ok(self.db.take().ok_or_else(closed)?.into_file()?)
     }
 
     fn write_tree(&self, tree: TreeId) -> Result<Tree> {
@@ -231,7 +227,7 @@ impl<F: BlockFile + 'static> Paged<F> {
         }
         let mut snap = self.snapshot.borrow_mut();
         if snap.is_none() {
-            *snap = Some((self.db().begin_read()?, Handles::default()));
+            *snap = Some((self.db()?.begin_read()?, Handles::default()));
         }
         let (rtx, trees) = snap.as_mut().expect("invariant: just set");
         let t = match trees.get(&tree) {
@@ -265,14 +261,19 @@ impl<F: BlockFile + 'static> Paged<F> {
     /// After a failed commit the store must be reopened before it takes another write.
     fn reopen(&mut self) -> Result<()> {
         self.snapshot.replace(None);
-        let file = self
-            .db
-            .take()
-            .expect("invariant: the store is open between calls")
-            .into_file()?;
+        let file = self.db.take().ok_or_else(closed)?.into_file()?;
         self.db = Some(Db::open(file, self.opts.clone())?);
         Ok(())
     }
+}
+
+/// The error of a store that could not be opened again (see `Paged::db`).
+fn closed() -> Error {
+    cairn_store::Error::NeedsReopen(
+        "the database file could not be opened again after a failed write; open the database again"
+            .into(),
+    )
+    .into()
 }
 
 enum Reader<'a, F: BlockFile> {
@@ -359,7 +360,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             return Err(Error::Transaction("a transaction is already open".into()));
         }
         self.snapshot.replace(None);
-        let tx = self.db().begin_write()?;
+        let tx = self.db()?.begin_write()?;
         self.tx.replace(Some(tx));
         Ok(())
     }
@@ -450,7 +451,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             return Err(Error::Transaction("check needs no open transaction".into()));
         }
         self.snapshot.replace(None);
-        let report = self.db().check()?;
+        let report = self.db()?.check()?;
         Ok(report.problems.iter().map(|p| p.to_string()).collect())
     }
 
@@ -461,7 +462,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             ));
         }
         self.snapshot.replace(None);
-        Ok(self.db().erase_free_pages()?)
+        Ok(self.db()?.erase_free_pages()?)
     }
 
     fn export(&mut self) -> Result<Vec<u8>> {
@@ -472,11 +473,7 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         }
         // With no transaction open, the file is exactly the last commit (and free pages).
         self.snapshot.replace(None);
-        let db = self
-            .db
-            .take()
-            .expect("invariant: the store is open between calls");
-        let file = db.into_file()?;
+        let file = self.db.take().ok_or_else(closed)?.into_file()?;
         let bytes = (|| {
             let len = usize::try_from(file.len()?)
                 .map_err(|_| cairn_store::Error::InvalidInput("file too large to export".into()))?;

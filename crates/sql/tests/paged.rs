@@ -352,3 +352,37 @@ fn point_reads_and_index_probes_one_after_another_see_only_their_own_keys() {
         assert_eq!(s, want_s, "subqueries {i}");
     }
 }
+
+/// A commit that fails on a file that keeps failing, so that the store cannot be opened again
+/// after it either, leaves a database whose every later statement fails with `NEEDS_REOPEN`
+/// (not a panic); opened anew once the file heals, it holds the last commit.
+#[test]
+fn a_store_that_cannot_be_opened_again_refuses_every_statement() {
+    let file = FaultFile::new();
+    let mut db = open(file.clone());
+    db.exec_script(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT); INSERT INTO t (x) VALUES ('kept');",
+    )
+    .unwrap();
+    file.fail_at(file.ops(), true);
+    assert!(db
+        .execute("INSERT INTO t (x) VALUES ('lost')", &[])
+        .is_err());
+    for sql in [
+        "SELECT count(*) FROM t",
+        "INSERT INTO t (x) VALUES ('y')",
+        "BEGIN",
+    ] {
+        let e = db.execute(sql, &[]).unwrap_err();
+        assert_eq!(e.code(), "NEEDS_REOPEN", "{sql}: {e}");
+    }
+    file.heal();
+    let e = db.execute("SELECT count(*) FROM t", &[]).unwrap_err();
+    assert_eq!(e.code(), "NEEDS_REOPEN", "the handle stays closed: {e}");
+    drop(db);
+    let mut db = open(MemoryFile::from_bytes(file.durable_bytes()));
+    assert_eq!(
+        rows(&mut db, "SELECT x FROM t"),
+        vec![vec![Value::Text("kept".into())]]
+    );
+}

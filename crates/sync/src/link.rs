@@ -70,6 +70,16 @@ impl Link {
             .map(|(k, s)| s.saturating_sub(self.their_have.get(k).copied().unwrap_or(0)))
             .sum()
     }
+
+    /// Forgets what was sent beyond what the peer acknowledged, so that the next `poll` sends
+    /// it again: what a retransmission timeout does, and what a host does at once when a reply
+    /// it was given never went out (the call that made it failed).
+    pub fn rewind(&mut self) {
+        self.sent = self.their_have.clone();
+        self.snapshot_sent = false;
+        self.sent_lists.clear();
+    }
+
     pub fn their_have(&self) -> &VersionVector {
         &self.their_have
     }
@@ -286,9 +296,7 @@ impl<S: RowStore> Replica<S> {
         if link.in_flight() > 0
             && now_ms.saturating_sub(link.last_progress_ms) >= self.config.retransmit_ms
         {
-            link.sent = link.their_have.clone();
-            link.snapshot_sent = false;
-            link.sent_lists.clear();
+            link.rewind();
             link.last_progress_ms = now_ms;
         }
         self.pump(link, now_ms)
