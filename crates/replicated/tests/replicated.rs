@@ -146,17 +146,21 @@ fn uuid7_ids_are_well_formed_and_distinct() {
     assert_eq!(&ids[0][..8], &ids[2][..8]);
 }
 
-#[test]
-fn two_databases_converge() {
-    let mut a = Node::memory();
-    let mut b = Node::memory();
+/// `todo` on both, written under one owner: B writes to A's scopes, as A's second device would.
+fn one_owner(a: &mut Node, b: &mut Node) {
     a.exec(TODO);
     b.exec(TODO);
-    // Both write under one owner: B writes to A's scopes, as A's second device would.
     let a_id = a.sync.id(&mut a.db).unwrap();
     let b_id = b.sync.id(&mut b.db).unwrap();
     a.sync.authorize(&mut a.db, "todo", vec![b_id]).unwrap();
     b.sync.set_owner(&mut b.db, a_id).unwrap();
+}
+
+#[test]
+fn two_databases_converge() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    one_owner(&mut a, &mut b);
     sync_pair(&mut a, &mut b);
 
     a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'milk'), ('t2', 'bread')");
@@ -2001,18 +2005,14 @@ fn a_purge_whose_erase_fails_stands_and_the_erase_is_made_later() {
 fn a_sync_call_that_fails_takes_back_its_events_and_its_reply() {
     use cairn_store::fault::FaultFile;
     // A (over `file`) and B each write a row and connect; B answers A's hello with its record.
-    // Then A takes B's hello (its reply carries A's record), failing at the call `hello_at`
-    // of its file if given, and B's messages, the last failing at its call `fail` if given. Returns what A's file was asked for by each of B's
-    // messages, and A's poll and the rows on both sides after.
+    // Then A takes B's hello (its reply carries A's record), failing at the call `hello_at` of
+    // its file if given, and B's messages, the last failing at its call `fail` if given.
+    // Returns the nodes and links, how A took the hello and what that cost its file, what each
+    // of B's messages cost it, A's replies, and the failure of the last message if any.
     let run = |file: &FaultFile, hello_at: Option<u64>, fail: Option<u64>| {
         let mut a = faulty(file.clone());
         let mut b = Node::memory();
-        a.exec(TODO);
-        b.exec(TODO);
-        let a_id = a.sync.id(&mut a.db).unwrap();
-        let b_id = b.sync.id(&mut b.db).unwrap();
-        a.sync.authorize(&mut a.db, "todo", vec![b_id]).unwrap();
-        b.sync.set_owner(&mut b.db, a_id).unwrap();
+        one_owner(&mut a, &mut b);
         sync_pair(&mut a, &mut b);
         let _ = (a.sync.take_events(), b.sync.take_events());
         a.exec("INSERT INTO todo (id, title) VALUES ('a1', 'from a')");
