@@ -261,8 +261,11 @@ impl<F: BlockFile + 'static> Paged<F> {
     /// After a failed commit the store must be reopened before it takes another write.
     fn reopen(&mut self) -> Result<()> {
         self.snapshot.replace(None);
-        let file = self.db.take().ok_or_else(closed)?.into_file()?;
-        self.db = Some(Db::open(file, self.opts.clone())?);
+        let db = self.db.take().ok_or_else(closed)?;
+        // At the last commit that succeeded: the failed one's superblock may be in the file.
+        let txn = db.txn();
+        let file = db.into_file()?;
+        self.db = Some(Db::open_upto(file, self.opts.clone(), txn)?);
         Ok(())
     }
 }

@@ -386,3 +386,56 @@ fn a_store_that_cannot_be_opened_again_refuses_every_statement() {
         vec![vec![Value::Text("kept".into())]]
     );
 }
+
+/// A commit that fails at any one call of its file, its final flush included, is not visible
+/// afterwards: the store opened again after it reads the last commit that succeeded, though the
+/// failed one's superblock may have reached the file, and the next commit takes its place. What
+/// the file keeps (as after a crash then) is one commit or the other, whole.
+#[test]
+fn a_commit_that_fails_anywhere_is_not_seen_after_it() {
+    let setup = |file: &FaultFile| {
+        let mut db = open(file.clone());
+        db.exec_script(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT); INSERT INTO t (x) VALUES ('kept');",
+        )
+        .unwrap();
+        db
+    };
+    let twin = FaultFile::new();
+    let mut db = setup(&twin);
+    let before = twin.ops();
+    db.execute("INSERT INTO t (x) VALUES ('new')", &[]).unwrap();
+    let calls = twin.ops() - before;
+    assert!(calls >= 2, "a commit writes and flushes ({calls} calls)");
+    let xs = |db: &mut Database| -> Vec<Vec<Value>> { rows(db, "SELECT x FROM t ORDER BY id") };
+    let kept = vec![vec![Value::Text("kept".into())]];
+    for k in 0..calls {
+        let file = FaultFile::new();
+        let mut db = setup(&file);
+        file.fail_at(file.ops() + k, false);
+        let r = db.execute("INSERT INTO t (x) VALUES ('new')", &[]);
+        file.heal();
+        assert!(r.is_err(), "call {k} of {calls} failed the commit");
+        assert_eq!(
+            xs(&mut db),
+            kept,
+            "after a failure at call {k}, in the same handle"
+        );
+        db.execute("INSERT INTO t (x) VALUES ('next')", &[])
+            .unwrap();
+        let after = vec![kept[0].clone(), vec![Value::Text("next".into())]];
+        assert_eq!(
+            xs(&mut db),
+            after,
+            "the next commit, after a failure at call {k}"
+        );
+        assert!(db.check().unwrap().is_empty());
+        drop(db);
+        let mut again = open(MemoryFile::from_bytes(file.durable_bytes()));
+        assert_eq!(
+            xs(&mut again),
+            after,
+            "opened again, after a failure at call {k}"
+        );
+    }
+}

@@ -1588,6 +1588,14 @@ impl<F: BlockFile> Db<F> {
     /// commit list names, and the catalog's root. Refuses anything that is not a cairn file, is
     /// newer than this build, or is damaged, saying what and where.
     pub fn open(file: F, opts: Options) -> Result<Self> {
+        Self::open_upto(file, opts, u64::MAX)
+    }
+
+    /// [`Db::open`] at the newest commit no later than transaction `txn`: for a file opened again
+    /// after a commit failed (`txn` the last that succeeded), whose superblock may have reached
+    /// the file before the failure did. That commit was reported failed: it stays invisible,
+    /// and the next commit takes its slot.
+    pub fn open_upto(file: F, opts: Options, txn: u64) -> Result<Self> {
         let len = file.len()?;
         if len < 64 {
             return Err(Error::NotADatabase(format!(
@@ -1665,6 +1673,9 @@ impl<F: BlockFile> Db<F> {
         });
         let mut chosen = None;
         for (s, sl) in slots {
+            if sl.state.txn > txn {
+                continue;
+            }
             match verify_list(&mut pager, &sl.list) {
                 Ok(()) => {
                     chosen = Some((s, sl.state, sl.list.len()));
