@@ -19,7 +19,6 @@ use cairn_store::codec::{
     Layout, Record,
 };
 use cairn_store::hash::{FastMap, FastSet};
-use cairn_store::sort::stable_sort_by;
 use cairn_store::Value;
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -156,8 +155,7 @@ fn run_query_owned(
         rows.push(row);
         if let Some(k) = keep {
             if rows.len() >= 2 * k.max(16) {
-                // The first k in order (the earliest of equal rows, as the sort below keeps them).
-                stable_sort_by(&mut rows, |a, b| compare_rows(a, b, &q.order));
+                rows.select_nth_unstable_by(k, |a, b| compare_rows(a, b, &q.order));
                 rows.truncate(k);
                 if let (Some(slot), Some(first)) = (bound, q.order.first()) {
                     if let Some(worst) = rows.iter().max_by(|a, b| compare_rows(a, b, &q.order)) {
@@ -172,7 +170,7 @@ fn run_query_owned(
     if let Some(b) = bound {
         cx.cache.borrow_mut().remove(&b);
     }
-    stable_sort_by(&mut rows, |a, b| compare_rows(a, b, &q.order));
+    rows.sort_by(|a, b| compare_rows(a, b, &q.order));
     for r in rows {
         if !emit(r)? {
             break;
@@ -1685,7 +1683,7 @@ fn index_ranges(
         out.push((lo, hi));
     }
     if out.len() > 1 {
-        stable_sort_by(&mut out, |a, b| cmp_lower(&a.0, &b.0));
+        out.sort_by(|a, b| cmp_lower(&a.0, &b.0));
         out.dedup();
     }
     Ok(out)
