@@ -518,6 +518,20 @@ impl Layout {
     /// Locates the columns of `buf`, a record, at least those before `upto` (the others are
     /// found when asked for); the returned view reads them.
     pub fn read<'s, 'a>(&'s mut self, buf: &'a [u8], upto: usize) -> Result<Fields<'s, 'a>> {
+        self.locate(buf, upto)
+    }
+
+    /// `read` with every column located, what a rewrite of the record needs
+    /// ([`Fields::rewrite_into`]).
+    pub fn read_all<'s, 'a>(&'s mut self, buf: &'a [u8]) -> Result<Fields<'s, 'a>> {
+        self.locate(buf, usize::MAX)
+    }
+
+    /// The walk of the header `read` and `read_all` make, inlined into each: a call of `read`
+    /// from a second place would stop it being inlined into the scan, which tests every row
+    /// it reads.
+    #[inline(always)]
+    fn locate<'s, 'a>(&'s mut self, buf: &'a [u8], upto: usize) -> Result<Fields<'s, 'a>> {
         // The usual record: under 128 columns, each with a one-byte serial type (every number,
         // text and blobs up to 57 bytes). The bodies start right after the header then, so
         // only the columns wanted need their offsets summed.
@@ -565,53 +579,6 @@ impl Layout {
         })
     }
 
-    /// `read` with every column located, what a rewrite of the record needs
-    /// ([`Fields::rewrite_into`]). Its own walk of the header, not a call of `read`: a second
-    /// caller would stop `read` being inlined into the scan, which tests every row it reads.
-    pub fn read_all<'s, 'a>(&'s mut self, buf: &'a [u8]) -> Result<Fields<'s, 'a>> {
-        // The usual record, as in `read`: every serial type one byte.
-        if let Some(&n) = buf.first().filter(|&&n| n < 0x80) {
-            let columns = usize::from(n);
-            if let Some(types) = buf.get(1..1 + columns) {
-                if one_byte_types(buf, columns) {
-                    self.at.resize(columns, (0, 0));
-                    let mut off = 0usize;
-                    for (a, &b) in self.at.iter_mut().zip(types) {
-                        *a = (u64::from(b), off);
-                        off += usize::from(SMALL_LEN[usize::from(b)]);
-                    }
-                    return Ok(Fields {
-                        at: &self.at,
-                        types,
-                        columns,
-                        buf: &buf[1 + columns..],
-                    });
-                }
-            }
-        }
-        let mut pos = 0;
-        let columns = column_count(buf, &mut pos)?;
-        self.at.resize(columns, (0, 0));
-        let mut off = 0usize;
-        for a in &mut self.at {
-            let st = get_varint(buf, &mut pos)?;
-            *a = (st, off);
-            let len = match st {
-                0..128 => usize::from(SMALL_LEN[st as usize]),
-                _ => usize::try_from((st - ST_BLOB) / 2).unwrap_or(usize::MAX),
-            };
-            off = off.saturating_add(len);
-        }
-        if off > buf.len() - pos {
-            return Err(Error::Corrupt("record columns run past its end".into()));
-        }
-        Ok(Fields {
-            at: &self.at,
-            types: &[],
-            columns,
-            buf: &buf[pos..],
-        })
-    }
 }
 
 /// Whether the `columns` serial types after a record's one-byte column count are each one
