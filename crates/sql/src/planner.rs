@@ -39,6 +39,30 @@ struct Scope {
     aliases: Vec<(String, Expr)>,
 }
 
+impl Scope {
+    /// The columns of this scope's tables that `[table.]name` names, as (table, column)
+    /// indices, in the tables' order: more than one is an ambiguous name.
+    fn columns_named<'s>(
+        &'s self,
+        table: Option<&'s str>,
+        name: &'s str,
+    ) -> impl Iterator<Item = (usize, usize)> + 's {
+        let tables = self.tables.iter().enumerate();
+        tables
+            .filter(move |(_, t)| match table {
+                Some(tn) => t.name.eq_ignore_ascii_case(tn),
+                None => !t.qualified_only,
+            })
+            .filter_map(move |(ti, t)| {
+                let ci = t
+                    .columns
+                    .iter()
+                    .position(|(c, _)| c.eq_ignore_ascii_case(name))?;
+                Some((ti, ci))
+            })
+    }
+}
+
 pub struct Planner<'c> {
     catalog: &'c Catalog,
     scopes: Vec<Scope>,
@@ -452,24 +476,12 @@ impl<'c> Planner<'c> {
     fn resolve(&mut self, table: Option<&str>, name: &str) -> Result<PExpr> {
         let n = self.scopes.len();
         for depth in 0..n {
-            let scope = &self.scopes[n - 1 - depth];
-            let mut found: Option<(usize, usize)> = None;
-            for (ti, t) in scope.tables.iter().enumerate() {
-                match table {
-                    Some(tn) if !t.name.eq_ignore_ascii_case(tn) => continue,
-                    None if t.qualified_only => continue,
-                    _ => {}
-                }
-                if let Some(ci) = t
-                    .columns
-                    .iter()
-                    .position(|(c, _)| c.eq_ignore_ascii_case(name))
-                {
-                    if found.is_some() {
-                        return Err(Error::AmbiguousColumn(name.to_string()));
-                    }
-                    found = Some((ti, ci));
-                }
+            let (found, ambiguous) = {
+                let mut matches = self.scopes[n - 1 - depth].columns_named(table, name);
+                (matches.next(), matches.next().is_some())
+            };
+            if ambiguous {
+                return Err(Error::AmbiguousColumn(name.to_string()));
             }
             if let Some((ti, ci)) = found {
                 let scope = &mut self.scopes[n - 1 - depth];
@@ -485,7 +497,7 @@ impl<'c> Planner<'c> {
             }
             // An output alias of this query (SQLite lets WHERE and GROUP BY use them).
             if depth == 0 && table.is_none() && self.alias_depth < 8 {
-                if let Some((_, e)) = scope
+                if let Some((_, e)) = self.scopes[n - 1]
                     .aliases
                     .iter()
                     .find(|(a, _)| a.eq_ignore_ascii_case(name))
@@ -964,15 +976,8 @@ impl<'c> Planner<'c> {
         // The innermost table that has it, as `resolve` finds it (an output alias keeps the
         // name as written).
         for scope in self.scopes.iter().rev() {
-            for t in &scope.tables {
-                match table {
-                    Some(tn) if !t.name.eq_ignore_ascii_case(tn) => continue,
-                    None if t.qualified_only => continue,
-                    _ => {}
-                }
-                if let Some((c, _)) = t.columns.iter().find(|(c, _)| c.eq_ignore_ascii_case(name)) {
-                    return c.clone();
-                }
+            if let Some((ti, ci)) = scope.columns_named(table.as_deref(), name).next() {
+                return scope.tables[ti].columns[ci].0.clone();
             }
         }
         name.clone()
