@@ -1,8 +1,6 @@
 //! `split` with a linker map: which constants move to the rest, run by Node's WebAssembly (as
 //! the build runs the engine) before and after the rest is loaded.
 
-use std::process::Command;
-
 use wasm_encoder as we;
 use wasm_encoder::Instruction as I;
 
@@ -310,18 +308,8 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let out = Command::new("node")
-        .args(["--input-type=commonjs", "-e", &script])
-        .args([at("primary.wasm"), at("rest.wasm")])
-        .output()
-        .expect("node runs (the build needs it too)");
+    let out = crate::tests::node(&script, &[at("primary.wasm"), at("rest.wasm")]);
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = out.lines().collect();
     let zeros = "\\u0000".repeat(16);
     let before = format!(

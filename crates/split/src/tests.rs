@@ -233,6 +233,21 @@ fn f4(x: i32) -> i32 {
     }
 }
 
+/// What `script` (CommonJS, its arguments `args`) prints, run by Node; fails on its errors.
+pub fn node<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> String {
+    let out = Command::new("node")
+        .args(["--input-type=commonjs", "-e", script])
+        .args(args)
+        .output()
+        .expect("node runs (the build needs it too)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// One memory of one page: the tool reads modules with one memory, as rustc makes them.
 pub fn one_memory() -> we::MemorySection {
     let mut memories = we::MemorySection::new();
@@ -274,20 +289,9 @@ fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
         XS.start(),
         XS.end()
     );
-    let out = Command::new("node")
-        .args(["--input-type=commonjs", "-e", &script])
-        .args(&paths)
-        .output()
-        .expect("node runs (the build needs it too)");
+    let out = node(&script, &paths);
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
+    out.lines()
         .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
         .collect()
 }
