@@ -40,26 +40,28 @@ struct Scope {
 }
 
 impl Scope {
-    /// The columns of this scope's tables that `[table.]name` names, as (table, column)
-    /// indices, in the tables' order: more than one is an ambiguous name.
-    fn columns_named<'s>(
-        &'s self,
-        table: Option<&'s str>,
-        name: &'s str,
-    ) -> impl Iterator<Item = (usize, usize)> + 's {
-        let tables = self.tables.iter().enumerate();
-        tables
-            .filter(move |(_, t)| match table {
-                Some(tn) => t.name.eq_ignore_ascii_case(tn),
-                None => !t.qualified_only,
-            })
-            .filter_map(move |(ti, t)| {
-                let ci = t
-                    .columns
-                    .iter()
-                    .position(|(c, _)| c.eq_ignore_ascii_case(name))?;
-                Some((ti, ci))
-            })
+    /// The first column of this scope's tables that `[table.]name` names, as (table, column)
+    /// indices, and whether another table has one too (an ambiguous name).
+    fn column_named(&self, table: Option<&str>, name: &str) -> (Option<(usize, usize)>, bool) {
+        let mut found = None;
+        for (ti, t) in self.tables.iter().enumerate() {
+            match table {
+                Some(tn) if !t.name.eq_ignore_ascii_case(tn) => continue,
+                None if t.qualified_only => continue,
+                _ => {}
+            }
+            if let Some(ci) = t
+                .columns
+                .iter()
+                .position(|(c, _)| c.eq_ignore_ascii_case(name))
+            {
+                if found.is_some() {
+                    return (found, true);
+                }
+                found = Some((ti, ci));
+            }
+        }
+        (found, false)
     }
 }
 
@@ -476,10 +478,7 @@ impl<'c> Planner<'c> {
     fn resolve(&mut self, table: Option<&str>, name: &str) -> Result<PExpr> {
         let n = self.scopes.len();
         for depth in 0..n {
-            let (found, ambiguous) = {
-                let mut matches = self.scopes[n - 1 - depth].columns_named(table, name);
-                (matches.next(), matches.next().is_some())
-            };
+            let (found, ambiguous) = self.scopes[n - 1 - depth].column_named(table, name);
             if ambiguous {
                 return Err(Error::AmbiguousColumn(name.to_string()));
             }
@@ -976,7 +975,7 @@ impl<'c> Planner<'c> {
         // The innermost table that has it, as `resolve` finds it (an output alias keeps the
         // name as written).
         for scope in self.scopes.iter().rev() {
-            if let Some((ti, ci)) = scope.columns_named(table.as_deref(), name).next() {
+            if let (Some((ti, ci)), _) = scope.column_named(table.as_deref(), name) {
                 return scope.tables[ti].columns[ci].0.clone();
             }
         }
