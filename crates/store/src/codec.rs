@@ -578,7 +578,6 @@ impl Layout {
             buf: &buf[pos..],
         })
     }
-
 }
 
 /// Whether the `columns` serial types after a record's one-byte column count are each one
