@@ -16,7 +16,7 @@ use crate::storage::{Each, Storage, TreeId};
 use crate::types::{self, ColType};
 use cairn_store::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, get_varint, key_integer,
-    Layout, Record,
+    skip_key_value, Layout, Record,
 };
 use cairn_store::hash::{FastMap, FastSet};
 use cairn_store::Value;
@@ -1491,9 +1491,11 @@ fn index_row(
             rest = r;
         }
     } else {
-        // The entry ends with the row id, a number's 12 bytes: the index columns before it
-        // are not decoded, as the row is read for them.
-        rest = &key[key.len().saturating_sub(12)..];
+        // The entry ends with the row id: the index columns before it are skipped, not
+        // decoded, as the row is read for them.
+        for _ in cols {
+            rest = skip_key_value(rest)?;
+        }
     }
     if covering {
         if rf.key_wanted {
@@ -1580,23 +1582,10 @@ fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Re
     Ok(map)
 }
 
-/// Encodes an equality prefix component. Keys hold values normalized (an integral real is
-/// keyed as the equal integer, see `eval::push_norm`), so equal numbers have equal keys.
-/// `last`: the prefix ends here, so the kind byte is left off and a number matches an integer
-/// or a real.
-fn encode_eq(out: &mut Vec<u8>, v: &Value, last: bool) {
-    push_norm(v, out);
-    if last && matches!(v, Value::Integer(_) | Value::Real(_)) {
-        out.pop();
-    }
-}
-
-fn encode_bound(out: &mut Vec<u8>, v: &Value) {
-    push_norm(v, out);
-    if matches!(v, Value::Integer(_) | Value::Real(_)) {
-        out.pop();
-    }
-}
+// A value's key is a prefix (and a bound) for every key that holds the same value: keys hold
+// values normalized (an integral real is keyed as the equal integer, see `eval::push_norm`), and
+// a number's key ends where no other number's continues (`docs/file-format.md`, "Keys"), so
+// `push_norm` encodes equality prefixes and range bounds alike.
 
 type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
@@ -1628,19 +1617,18 @@ fn index_ranges(
     'probe: for p in probes {
         // As in `point_keys`: a number's key is 12 bytes at most (and 1 more for a bound).
         let mut prefix = Vec::with_capacity(12 * p.len() + 13);
-        for (j, e) in p.iter().enumerate() {
+        for e in p {
             let v = eval(e, frame, cx)?;
             if v.is_null() {
                 continue 'probe;
             }
-            let last = j + 1 == p.len() && !ranged;
-            encode_eq(&mut prefix, &v, last);
+            push_norm(&v, &mut prefix);
         }
         // `hi` first: `lo` may then take the prefix itself.
         let hi = match &hi_v {
             Some((v, incl)) => {
                 let mut b = prefix.clone();
-                encode_bound(&mut b, v);
+                push_norm(v, &mut b);
                 if *incl {
                     match prefix_successor(&b) {
                         Some(s) => Bound::Excluded(s),
@@ -1658,7 +1646,7 @@ fn index_ranges(
         let lo = match &lo_v {
             Some((v, incl)) => {
                 let mut b = prefix;
-                encode_bound(&mut b, v);
+                push_norm(v, &mut b);
                 if *incl {
                     Bound::Included(b)
                 } else {
@@ -1702,12 +1690,12 @@ fn index_probe_range(
     buf.clear();
     // As in `index_ranges`: a number's key is 12 bytes at most, and the successor as long.
     buf.reserve(2 * 12 * probe.len());
-    for (j, e) in probe.iter().enumerate() {
+    for e in probe {
         let v = eval(e, frame, cx)?;
         if v.is_null() {
             return Ok(None);
         }
-        encode_eq(buf, &v, j + 1 == probe.len());
+        push_norm(&v, buf);
     }
     let split = buf.len();
     let mut end = split;
@@ -1731,7 +1719,7 @@ fn subquery_ranges(q: &Rc<QueryPlan>, aff: crate::types::Affinity, cx: &Cx) -> R
             continue;
         }
         let mut p = Vec::new();
-        encode_eq(&mut p, &v, true);
+        push_norm(&v, &mut p);
         prefixes.push(p);
     }
     cairn_store::sort::sort(&mut prefixes);

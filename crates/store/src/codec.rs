@@ -23,8 +23,14 @@ const TAG_NUM: u8 = 0x10;
 const TAG_TEXT: u8 = 0x30;
 const TAG_BLOB: u8 = 0x40;
 
-const NUM_INT: u8 = 0x00;
-const NUM_REAL: u8 = 0x01;
+// What ends a number's digit bytes (each below 0x80, so below every digit byte), in order: an
+// integer below the f64 (two bytes of the difference follow), the f64 exactly (an integer; a real
+// has REAL_MARK after it), an integer above it (the difference follows). A real sorts after the
+// equal integer with anything after it, as REAL_MARK is above every tag.
+const END_INT_BELOW: u8 = 0x01;
+const END_EXACT: u8 = 0x02;
+const END_INT_ABOVE: u8 = 0x03;
+const REAL_MARK: u8 = 0xFF;
 
 /// Appends `v`'s key encoding to `out`. `desc` inverts the component so it sorts descending.
 pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
@@ -41,22 +47,19 @@ pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
             } else {
                 (*i as i128 - approx as i128) as i16
             };
-            // Built whole and appended at once: one capacity check, not four.
-            let mut k = [0u8; 12];
-            k[0] = TAG_NUM;
-            k[1..9].copy_from_slice(&ordered_f64(approx).to_be_bytes());
-            k[9..11].copy_from_slice(&((diff as u16) ^ 0x8000).to_be_bytes());
-            k[11] = NUM_INT;
-            out.extend_from_slice(&k);
+            let end = match diff {
+                0 => END_EXACT,
+                d if d < 0 => END_INT_BELOW,
+                _ => END_INT_ABOVE,
+            };
+            encode_number(out, approx, end, diff);
         }
         Value::Real(r) => {
             // -0.0 and 0.0 are equal in SQL; NaN never reaches storage (SQL turns it into NULL),
             // and is kept below every number if it does.
             let r = if *r == 0.0 { 0.0 } else { *r };
-            out.push(TAG_NUM);
-            out.extend_from_slice(&ordered_f64(r).to_be_bytes());
-            out.extend_from_slice(&0x8000u16.to_be_bytes());
-            out.push(NUM_REAL);
+            encode_number(out, r, END_EXACT, 0);
+            out.push(REAL_MARK);
         }
         Value::Text(s) => {
             out.push(TAG_TEXT);
@@ -76,12 +79,92 @@ pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
 
 /// Encodes a whole key, every column ascending.
 pub fn encode_key(values: &[Value]) -> Vec<u8> {
-    // 12 bytes: a number's whole encoding, so an integer key is one allocation.
+    // 12 bytes: room for most numbers' keys, so an integer key is one allocation.
     let mut out = Vec::with_capacity(values.len() * 12);
     for v in values {
         encode_key_value(&mut out, v, false);
     }
     out
+}
+
+/// Appends a number's key: the tag, the order-preserving bits of `x` ([`ordered_f64`]) as
+/// groups of seven bits from the top, each in a byte with its high bit set, up to the last group
+/// that is not zero, then `end`, then for an integer that is not exactly `x` its difference
+/// from it (a real's [`REAL_MARK`] is its caller's). An integer of up to 2^13 takes 6 bytes,
+/// any up to 2^53 at most 12; the groups dropped are zeros, and `end` sorts below any digit
+/// byte, so a shorter number's key sorts below a longer one's that continues it.
+#[inline]
+fn encode_number(out: &mut Vec<u8>, x: f64, end: u8, diff: i16) {
+    let b = ordered_f64(x);
+    // Never zero (that is a NaN's pattern, which `ordered_f64` maps elsewhere): 1 to 10 groups.
+    let n = ((70 - b.trailing_zeros()) / 7).max(1) as usize;
+    // Built whole and appended at once: one capacity check.
+    let mut k = [0u8; 14];
+    k[0] = TAG_NUM;
+    for (j, d) in k[1..=n].iter_mut().enumerate() {
+        let g = if j < 9 { b >> (57 - 7 * j) } else { b << 6 };
+        *d = 0x80 | (g as u8 & 0x7f);
+    }
+    k[n + 1] = end;
+    let mut len = n + 2;
+    if end == END_INT_BELOW || end == END_INT_ABOVE {
+        k[len..len + 2].copy_from_slice(&((diff as u16) ^ 0x8000).to_be_bytes());
+        len += 2;
+    }
+    out.extend_from_slice(&k[..len]);
+}
+
+/// The parts of a number's key at the front of `key` (its tag included), every byte XORed with
+/// `inv` (0xFF for a descending component): the f64's bits as [`ordered_f64`] wrote them, the
+/// end byte ([`REAL_MARK`] for a real), the integer's difference from the f64, and the bytes the
+/// number takes. None when the bytes are not a number's.
+#[inline]
+fn number_parts(key: &[u8], inv: u8) -> Option<(u64, u8, i16, usize)> {
+    let mut b = 0u64;
+    let mut i = 1;
+    let end = loop {
+        let d = *key.get(i)? ^ inv;
+        if d < 0x80 {
+            break d;
+        }
+        let j = i - 1;
+        b |= match j {
+            0..=8 => ((d & 0x7f) as u64) << (57 - 7 * j),
+            9 => ((d & 0x7f) as u64) >> 6,
+            _ => return None,
+        };
+        i += 1;
+    };
+    if i == 1 {
+        return None;
+    }
+    i += 1;
+    let mut diff = 0;
+    match end {
+        END_INT_BELOW | END_INT_ABOVE => {
+            let raw = key.get(i..i + 2)?;
+            diff = ((u16::from_be_bytes([raw[0] ^ inv, raw[1] ^ inv])) ^ 0x8000) as i16;
+            i += 2;
+        }
+        END_EXACT if key.get(i).map(|b| b ^ inv) == Some(REAL_MARK) => {
+            return Some((b, REAL_MARK, 0, i + 1));
+        }
+        END_EXACT => {}
+        _ => return None,
+    }
+    Some((b, end, diff, i))
+}
+
+/// The integer a number's parts stand for.
+#[inline]
+fn integer_of(bits: u64, diff: i16) -> i64 {
+    let approx = unordered_f64(bits);
+    // The sum in i64 where it cannot overflow (no f64-to-i128 conversion).
+    if approx.abs() < 9.0e18 {
+        approx as i64 + diff as i64
+    } else {
+        (approx as i128 + diff as i128) as i64
+    }
 }
 
 fn ordered_f64(x: f64) -> u64 {
@@ -119,18 +202,35 @@ fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
 /// component is anything else (then [`decode_key_value`] decodes it).
 #[inline]
 pub fn key_integer(key: &[u8]) -> Option<i64> {
-    let raw: &[u8; 12] = key.get(..12)?.try_into().ok()?;
-    if raw[0] != TAG_NUM || raw[11] != NUM_INT {
+    if *key.first()? != TAG_NUM {
         return None;
     }
-    let approx = unordered_f64(u64::from_be_bytes(raw[1..9].try_into().ok()?));
-    let diff = (u16::from_be_bytes([raw[9], raw[10]]) ^ 0x8000) as i16;
-    // As `decode_key_value`: the sum in i64 where it cannot overflow.
-    Some(if approx.abs() < 9.0e18 {
-        approx as i64 + diff as i64
-    } else {
-        (approx as i128 + diff as i128) as i64
-    })
+    match number_parts(key, 0)? {
+        (_, REAL_MARK, _, _) => None,
+        (bits, _, diff, _) => Some(integer_of(bits, diff)),
+    }
+}
+
+/// The bytes after the first component of an ascending key, found without decoding it.
+pub fn skip_key_value(key: &[u8]) -> Result<&[u8]> {
+    let len = match key.first() {
+        Some(&TAG_NULL) => Some(1),
+        Some(&TAG_NUM) => number_parts(key, 0).map(|p| p.3),
+        Some(&(TAG_TEXT | TAG_BLOB)) => {
+            let mut i = 1;
+            loop {
+                match key.get(i..i + 2) {
+                    Some([0, 0x01]) => break Some(i + 2),
+                    Some([0, _]) => i += 2,
+                    Some(_) => i += 1,
+                    None => break None,
+                }
+            }
+        }
+        _ => None,
+    };
+    len.and_then(|n| key.get(n..))
+        .ok_or_else(|| Error::Corrupt("key ends inside a value".into()))
 }
 
 /// Decodes one key component from the front of `key`, returning the value and the rest.
@@ -144,25 +244,13 @@ pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
     match byte(0)? {
         TAG_NULL => Ok((Value::Null, &key[1..])),
         TAG_NUM => {
-            let mut raw: [u8; 11] = key
-                .get(1..12)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| Error::Corrupt("key ends inside a value".into()))?;
-            if desc {
-                for b in &mut raw {
-                    *b = !*b;
-                }
-            }
-            let approx = unordered_f64(u64::from_be_bytes(raw[..8].try_into().expect("8 bytes")));
-            let diff = (u16::from_be_bytes([raw[8], raw[9]]) ^ 0x8000) as i16;
-            let v = match raw[10] {
-                // The same sum in i64 where it cannot overflow (no f64-to-i128 conversion).
-                NUM_INT if approx.abs() < 9.0e18 => Value::Integer(approx as i64 + diff as i64),
-                NUM_INT => Value::Integer((approx as i128 + diff as i128) as i64),
-                NUM_REAL => Value::Real(approx),
-                t => return Err(Error::Corrupt(format!("unknown number kind {t:#x} in key"))),
+            let (bits, end, diff, len) = number_parts(key, if desc { 0xFF } else { 0 })
+                .ok_or_else(|| Error::Corrupt("malformed number in key".into()))?;
+            let v = match end {
+                REAL_MARK => Value::Real(unordered_f64(bits)),
+                _ => Value::Integer(integer_of(bits, diff)),
             };
-            Ok((v, &key[12..]))
+            Ok((v, &key[len..]))
         }
         tag @ (TAG_TEXT | TAG_BLOB) => {
             let mut bytes = Vec::new();
@@ -1015,6 +1103,118 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Numbers of every magnitude, the integers beside the reals nearest them, each followed
+    /// by a second column: the keys sort as the values do, column by column, both directions,
+    /// and decode to what was encoded.
+    #[test]
+    fn number_keys_order_and_round_trip_at_every_magnitude() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut vals = vec![];
+        for shift in 0..64 {
+            let r = next() >> shift;
+            for i in [
+                r as i64,
+                -(r as i64),
+                (r as i64).wrapping_add(1),
+                (r as i64) - 1,
+            ] {
+                vals.push(Integer(i));
+                vals.push(Real(i as f64));
+                vals.push(Real(i as f64 + 0.5));
+            }
+            vals.push(Real(f64::from_bits(next() >> 2)));
+            vals.push(Real(-f64::from_bits(next() >> 2)));
+        }
+        for i in [0, 1, -1, 8191, 8192, 1 << 53, i64::MIN, i64::MAX] {
+            vals.push(Integer(i));
+        }
+        vals.extend([
+            Real(f64::MIN_POSITIVE),
+            Real(-f64::MIN_POSITIVE),
+            Real(f64::MAX),
+        ]);
+        vals.extend([Real(f64::INFINITY), Real(f64::NEG_INFINITY), Real(5e-324)]);
+        for a in &vals {
+            for desc in [false, true] {
+                let mut k = Vec::new();
+                encode_key_value(&mut k, a, desc);
+                let (back, rest) = decode_key_value(&k, desc).unwrap();
+                assert!(rest.is_empty() && back == *a && back.type_name() == a.type_name());
+            }
+            let ka = encode_key(&[a.clone(), Integer(0)]);
+            assert_eq!(
+                key_integer(&ka),
+                if let Integer(i) = a { Some(*i) } else { None }
+            );
+            for b in vals.iter().step_by(7) {
+                let kb = encode_key(&[b.clone(), Integer(-1)]);
+                let mut want = a.total_cmp(b);
+                if want == std::cmp::Ordering::Equal {
+                    want = a.type_name().cmp(b.type_name()); // "integer" first
+                    if want == std::cmp::Ordering::Equal {
+                        want = std::cmp::Ordering::Greater; // 0 after -1
+                    }
+                }
+                assert_eq!(ka.cmp(&kb), want, "{a:?} vs {b:?}");
+                let (da, db) = (encode_key_desc(a), encode_key_desc(b));
+                if a.total_cmp(b) != std::cmp::Ordering::Equal {
+                    assert_eq!(da.cmp(&db), want.reverse(), "desc {a:?} vs {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn skip_key_value_skips_what_decode_key_value_decodes() {
+        let s = samples();
+        let mut k = encode_key(&s);
+        k.push(9);
+        let mut rest = &k[..];
+        for _ in &s {
+            let skipped = skip_key_value(rest).unwrap();
+            assert_eq!(skipped, decode_key_value(rest, false).unwrap().1);
+            rest = skipped;
+        }
+        assert_eq!(rest, &[9]);
+        for bad in [&[0x10u8, 0x81][..], &[0x30, b'a', 0], &[0x99], &[]] {
+            assert!(skip_key_value(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// The examples `docs/file-format.md` gives.
+    #[test]
+    fn number_keys_are_as_documented() {
+        let hex = |v: Value| {
+            let k = encode_key(&[v]);
+            k.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(hex(Integer(0)), "10 c0 02");
+        assert_eq!(hex(Integer(1)), "10 df fc 02");
+        assert_eq!(hex(Integer(10000)), "10 e0 b0 f1 02");
+        assert_eq!(hex(Real(2.5)), "10 e0 81 02 ff");
+        assert_eq!(hex(Real(-0.0)), hex(Real(0.0)));
+    }
+
+    /// What the encoding is for: small integer keys (row ids) take a few bytes, not twelve.
+    #[test]
+    fn small_integers_take_few_bytes() {
+        let len = |i: i64| encode_key(&[Integer(i)]).len();
+        assert_eq!(len(0), 3);
+        assert_eq!(len(1), 4);
+        assert!((2..=8192).all(|i| len(i) <= 6));
+        assert!((8193..=1 << 20).step_by(997).all(|i| len(i) <= 7));
+        assert!(len(1 << 53) <= 12 && len(i64::MAX) <= 14);
     }
 
     fn encode_key_desc(v: &Value) -> Vec<u8> {

@@ -51,7 +51,7 @@ use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
 
 pub const MAGIC: [u8; 8] = *b"cairnDB\0";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const SB_LIST: usize = 64;
 
 /// When a commit is durable.
@@ -702,7 +702,7 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         return Err(SlotError::NoMagic);
     }
     let version = page::get_u32(b, 16);
-    if version > FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 0 {
         return Err(SlotError::Version(version));
     }
     if xxh64(&b[16..ps], slot as u64) != page::get_u64(b, 8) {

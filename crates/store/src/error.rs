@@ -81,9 +81,13 @@ impl fmt::Display for Error {
             Error::Closed => write!(f, "the file is closed"),
             Error::TooLarge(m) => write!(f, "too large: {m}"),
             Error::NotADatabase(m) => write!(f, "not a cairn database: {m}"),
-            Error::UnsupportedVersion { found, supported } => write!(
+            Error::UnsupportedVersion { found, supported } if found > supported => write!(
                 f,
                 "the file has format version {found}, newer than the version {supported} this build reads"
+            ),
+            Error::UnsupportedVersion { found, supported } => write!(
+                f,
+                "the file has format version {found}, written by an earlier cairn; this build reads version {supported} only (export the rows with the build that wrote it)"
             ),
             Error::AlreadyExists(m) => write!(f, "already exists: {m}"),
             Error::NeedsReopen(m) => {
