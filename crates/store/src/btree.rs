@@ -451,14 +451,14 @@ fn split<P: Pages, C: AsRef<[u8]>>(
     let new = p.alloc()?;
     if kind == KIND_LEAF {
         let sep = separator(
-            page::cell_key(cells[m - 1].as_ref()),
-            page::cell_key(cells[m].as_ref()),
+            page::cell_key(cells[m - 1].as_ref(), kind),
+            page::cell_key(cells[m].as_ref(), kind),
         );
         page::fill(p.page_mut(new)?, KIND_LEAF, &cells[m..], 0);
         page::fill(p.page_mut(id)?, KIND_LEAF, &cells[..m], 0);
         Ok(Fix::Split(sep, new))
     } else {
-        let sep = page::cell_key(cells[m].as_ref()).to_vec();
+        let sep = page::cell_key(cells[m].as_ref(), kind).to_vec();
         let mid_child = page::cell_child(cells[m].as_ref());
         page::fill(p.page_mut(new)?, KIND_BRANCH, &cells[m + 1..], right);
         page::fill(p.page_mut(id)?, KIND_BRANCH, &cells[..m], mid_child);
@@ -501,7 +501,7 @@ fn insert_cell<P: Pages>(
         if let Some(path) = path {
             if rightmost(p, path)? {
                 let sep = p.with_page(id, |pg| {
-                    separator(page::key(pg, n - 1), page::cell_key(cell))
+                    separator(page::key(pg, n - 1), page::cell_key(cell, KIND_LEAF))
                 })?;
                 let new = p.alloc()?;
                 let pg = p.page_mut(new)?;
@@ -755,18 +755,14 @@ fn check_sizes(ps: usize, key: &[u8], value: &[u8]) -> Result<()> {
 /// not split nothing above it changes.
 #[inline(always)]
 fn put_inline(pg: &mut [u8], ps: usize, i: usize, key: &[u8], value: &[u8]) -> bool {
-    let size = page::CELL_HDR + key.len() + value.len();
+    let size = page::leaf_cell_size(key.len(), value.len());
     if size > page::max_cell(ps) {
         return false;
     }
     let Some(off) = page::reserve(pg, i, size) else {
         return false;
     };
-    page::put_u16(pg, off, key.len());
-    page::put_u32(pg, off + 2, value.len() as u32);
-    let v = off + page::CELL_HDR + key.len();
-    pg[off + page::CELL_HDR..v].copy_from_slice(key);
-    pg[v..off + size].copy_from_slice(value);
+    page::write_leaf_cell(&mut pg[off..off + size], key, value.len() as u32, value);
     true
 }
 
@@ -785,7 +781,7 @@ fn place_cell<P: Pages>(
     existed: bool,
 ) -> Result<()> {
     let ps = p.page_size();
-    if page::CELL_HDR + key.len() + value.len() <= page::max_cell(ps) {
+    if page::leaf_cell_size(key.len(), value.len()) <= page::max_cell(ps) {
         page::leaf_cell(scratch, key, value.len() as u32, value);
     } else {
         let first = write_overflow(p, value)?;
@@ -1138,7 +1134,7 @@ pub(crate) fn update_each<P: Pages>(
             // underfull, the cell goes where it is and the next entry moves into its slot.
             let direct = n > 1
                 && room.is_some_and(|(old, used, klen)| {
-                    used - (page::CELL_HDR + klen + old + 2) >= quarter
+                    used - (page::leaf_cell_size(klen, old) + 2) >= quarter
                 })
                 && (owned == Some(leaf) || p.is_owned(leaf));
             if direct {
@@ -1345,12 +1341,15 @@ fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
     }
     let m = split_point(&cells);
     let new_sep = if kind == KIND_LEAF {
-        let s = separator(page::cell_key(&cells[m - 1]), page::cell_key(&cells[m]));
+        let s = separator(
+            page::cell_key(&cells[m - 1], kind),
+            page::cell_key(&cells[m], kind),
+        );
         page::fill(p.page_mut(l)?, kind, &cells[..m], 0);
         page::fill(p.page_mut(r)?, kind, &cells[m..], 0);
         s
     } else {
-        let s = page::cell_key(&cells[m]).to_vec();
+        let s = page::cell_key(&cells[m], kind).to_vec();
         page::fill(
             p.page_mut(l)?,
             kind,
@@ -1387,13 +1386,8 @@ fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
             }
         }
         KIND_LEAF => {
-            // Only a value in overflow pages has pages of its own: the bit in each cell's value
-            // field says so without slicing out its key and value (a table's leaves hold
-            // inline rows nearly always, and a dropped table passes every one of them).
+            // Only a value in overflow pages has pages of its own.
             for i in 0..page::count(&pg) {
-                if page::get_u32(&pg, page::slot(&pg, i) + 2) & OVERFLOW_BIT == 0 {
-                    continue;
-                }
                 if let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) {
                     free_overflow(p, len, first)?;
                 }
@@ -1457,11 +1451,12 @@ where
                 "bulk build needs keys in strictly increasing order".into(),
             ));
         }
-        let inline = page::CELL_HDR + k.len() + v.len() <= page::max_cell(ps);
+        let size = page::leaf_cell_size(k.len(), v.len());
+        let inline = size <= page::max_cell(ps);
         let size = if inline {
-            page::CELL_HDR + k.len() + v.len()
+            size
         } else {
-            page::CELL_HDR + k.len() + 4
+            page::overflow_cell_size(k.len(), v.len())
         };
         if open && page::used(&leaf) + size + 2 > target {
             finish_leaf(p, &mut leaf, &mut level, done)?;
@@ -1480,10 +1475,7 @@ where
         if inline {
             let at = page::count(&leaf);
             let off = page::reserve(&mut leaf, at, size).expect("invariant: room checked above");
-            page::put_u16(&mut leaf, off, k.len());
-            page::put_u32(&mut leaf, off + 2, v.len() as u32);
-            leaf[off + page::CELL_HDR..off + page::CELL_HDR + k.len()].copy_from_slice(k);
-            leaf[off + page::CELL_HDR + k.len()..off + size].copy_from_slice(v);
+            page::write_leaf_cell(&mut leaf[off..off + size], k, v.len() as u32, v);
         } else {
             let first = write_overflow(p, v)?;
             page::leaf_cell(
@@ -1513,7 +1505,7 @@ where
             let mut used = 0;
             i += 1;
             while i < level.len() {
-                let c = page::CELL_HDR + level[i].0.len() + 2;
+                let c = page::branch_cell_size(level[i].0.len()) + 2;
                 if used + c > target {
                     break;
                 }
@@ -1845,9 +1837,7 @@ fn relocate_at<P: Pages>(p: &mut P, id: u32, cutoff: u32, depth: usize) -> Resul
                 let nf = write_overflow(p, &v)?;
                 cur = cow(p, cur)?;
                 let lp = p.page_mut(cur)?;
-                let off = page::slot(lp, i);
-                let at = off + page::CELL_HDR + page::get_u16(lp, off);
-                page::put_u32(lp, at, nf);
+                page::set_overflow_first(lp, i, nf);
             }
         }
         k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),

@@ -35,6 +35,8 @@ pub struct Report {
     pub problems: Vec<Problem>,
     pub page_count: u32,
     pub used_pages: u64,
+    /// Of the used pages, those of the free tree (which lists the free pages).
+    pub free_tree_pages: u64,
     pub free_pages: u64,
     pub trees: usize,
     pub entries: u64,
@@ -438,7 +440,10 @@ impl<F: BlockFile> Db<F> {
                 );
             }
         }
+        let marked = |m: &[u8]| m.iter().filter(|m| **m == USED).count() as u64;
+        let before = marked(&c.marks);
         let n = c.free_tree(state.free);
+        c.report.free_tree_pages = marked(&c.marks) - before;
         if n != state.free_len {
             c.problem(
                 None,

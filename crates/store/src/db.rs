@@ -1203,7 +1203,9 @@ impl<F: BlockFile> Shared<F> {
     /// the delta, allocated and freed). False, with nothing changed: the tree is not one leaf,
     /// or might not stay one; the caller takes the general path.
     fn free_delta_in_leaf(&mut self, delta: &[(u32, bool)]) -> Result<bool> {
-        const CELL: usize = page::CELL_HDR + 4;
+        // A free page's cell: its 4-byte number as the key, an empty value.
+        const CELL: usize = 6;
+        debug_assert_eq!(page::leaf_cell_size(4, 0), CELL);
         let w = self.w.as_ref().expect("invariant: write transaction open");
         let (mut root, mut len) = (w.state.free, w.state.free_len);
         let ps = self.pager.page_size;
@@ -1231,7 +1233,6 @@ impl<F: BlockFile> Shared<F> {
         let leaf = btree::cow(self, root)?;
         let pg = self.page_mut(leaf)?;
         let mut cell = [0u8; CELL];
-        cell[..2].copy_from_slice(&4u16.to_le_bytes());
         for &(id, add) in delta {
             let k = id.to_be_bytes();
             match (search_id(pg, id), add) {
@@ -1240,7 +1241,7 @@ impl<F: BlockFile> Shared<F> {
                     len -= 1;
                 }
                 (Err(i), true) => {
-                    cell[page::CELL_HDR..].copy_from_slice(&k);
+                    page::write_leaf_cell(&mut cell, &k, 0, &[]);
                     let off = page::reserve(pg, i, CELL)
                         .expect("invariant: room checked before the first change");
                     pg[off..off + CELL].copy_from_slice(&cell);

@@ -42,8 +42,9 @@
 //! - **Tree handles** ([`Tree`]) come from `open_tree`/`create_tree` and are valid only in the
 //!   transaction that returned them (cheap to keep for its duration; no name lookup per call).
 //! - **Keys** are compared bytewise; build them with [`codec::encode_key`]. Row-id tables use the
-//!   integer key encoding (12 bytes). A key may be at most `(page_size - 32) / 4 - 12` bytes (1004 at
-//!   4 KiB; `TOO_LARGE` beyond); values of any size up to 2 GiB (large ones go to overflow pages).
+//!   integer key encoding (4 to 6 bytes up to 8192). A key may be at most `(page_size - 32) / 4 -
+//!   13` bytes (1003 at 4 KiB; `TOO_LARGE` beyond); values of any size up to 2 GiB (large ones go
+//!   to overflow pages).
 //! - `insert` returns whether the key existed (not the old value: fetch it first if needed);
 //!   `remove` likewise. `len` is an exact entry count kept in the catalog.
 //! - **Cursors in a write transaction** may outlive changes to their tree: the next step finds

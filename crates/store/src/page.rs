@@ -12,8 +12,8 @@ pub const KIND_LEAF: u8 = 1;
 pub const KIND_BRANCH: u8 = 2;
 pub const KIND_OVERFLOW: u8 = 3;
 pub const OVERFLOW_BIT: u32 = 1 << 31;
-/// Bytes of a cell before its key: u16 key length, u32 value field or child.
-pub const CELL_HDR: usize = 6;
+/// Most bytes a leaf cell's header takes: a key length of two bytes and a value field of five.
+const MAX_LEAF_HDR: usize = 7;
 
 // Read through one fixed-size array: one bounds check per field, not one per byte (these
 // run several times for every entry a scan passes).
@@ -92,9 +92,9 @@ pub fn txn(p: &[u8]) -> u64 {
 pub fn max_cell(page_size: usize) -> usize {
     (page_size - HDR) / 4 - 2
 }
-/// Longest key accepted.
+/// Longest key accepted: its cell holds the longest header and an overflow page number.
 pub fn max_key(page_size: usize) -> usize {
-    max_cell(page_size) - CELL_HDR - 4
+    max_cell(page_size) - MAX_LEAF_HDR - 4
 }
 /// Bytes a node may hold in slots and cells.
 pub fn capacity(page_size: usize) -> usize {
@@ -114,15 +114,132 @@ pub fn slot(p: &[u8], i: usize) -> usize {
     get_u16(p, HDR + 2 * i)
 }
 
+// A cell starts with its key's length: one byte below 0x80, else two (0x80 | the high bits, then
+// the low eight). A leaf's value field follows, a varint (LEB128) of `length << 1 | overflow`;
+// a branch's left child, a u32. Then the key. In memory the value field is `length`, with
+// `OVERFLOW_BIT` set when the value is in overflow pages.
+
+/// The key length at `off` and the bytes it takes.
+#[inline(always)]
+fn klen_at(p: &[u8], off: usize) -> (usize, usize) {
+    let b = p[off] as usize;
+    if b < 0x80 {
+        (b, 1)
+    } else {
+        (((b & 0x7f) << 8) | p[off + 1] as usize, 2)
+    }
+}
+
+/// The leaf value field at `at` and the bytes it takes.
+#[inline(always)]
+fn vfield_at(p: &[u8], at: usize) -> (u32, usize) {
+    let b = p[at];
+    if b < 0x80 {
+        return ((b >> 1) as u32 | ((b as u32 & 1) << 31), 1);
+    }
+    let mut v = 0u64;
+    let mut i = 0;
+    loop {
+        let b = p[at + i];
+        v |= ((b & 0x7f) as u64) << (7 * i);
+        i += 1;
+        if b < 0x80 || i == 5 {
+            break;
+        }
+    }
+    ((v >> 1) as u32 & !OVERFLOW_BIT | ((v as u32 & 1) << 31), i)
+}
+
+fn klen_len(klen: usize) -> usize {
+    if klen < 0x80 {
+        1
+    } else {
+        2
+    }
+}
+
+fn vfield_len(vf: u32) -> usize {
+    let v = ((vf & !OVERFLOW_BIT) as u64) << 1 | (vf >> 31) as u64;
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Writes a key length at `at`; returns the bytes written.
+#[inline(always)]
+fn put_klen(p: &mut [u8], at: usize, klen: usize) -> usize {
+    if klen < 0x80 {
+        p[at] = klen as u8;
+        1
+    } else {
+        p[at] = 0x80 | (klen >> 8) as u8;
+        p[at + 1] = klen as u8;
+        2
+    }
+}
+
+/// Writes a leaf value field at `at`; returns the bytes written.
+#[inline(always)]
+fn put_vfield(p: &mut [u8], at: usize, vf: u32) -> usize {
+    let mut v = ((vf & !OVERFLOW_BIT) as u64) << 1 | (vf >> 31) as u64;
+    let mut i = 0;
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            p[at + i] = b;
+            return i + 1;
+        }
+        p[at + i] = b | 0x80;
+        i += 1;
+    }
+}
+
+/// Bytes of a leaf cell's header for a key of `klen` bytes and value field `vf`.
+#[inline]
+pub fn leaf_hdr_len(klen: usize, vf: u32) -> usize {
+    klen_len(klen) + vfield_len(vf)
+}
+
+/// Bytes of a leaf cell with a key of `klen` bytes and an inline value of `vlen`.
+#[inline]
+pub fn leaf_cell_size(klen: usize, vlen: usize) -> usize {
+    leaf_hdr_len(klen, vlen as u32) + klen + vlen
+}
+
+/// Bytes of a leaf cell whose value of `vlen` bytes is in overflow pages.
+#[inline]
+pub fn overflow_cell_size(klen: usize, vlen: usize) -> usize {
+    leaf_hdr_len(klen, vlen as u32 | OVERFLOW_BIT) + klen + 4
+}
+
+/// Bytes of a branch cell with a key of `klen` bytes.
+#[inline]
+pub fn branch_cell_size(klen: usize) -> usize {
+    klen_len(klen) + 4 + klen
+}
+
+/// Where the key of the cell at `off` starts, and its length.
+#[inline(always)]
+fn key_at(p: &[u8], off: usize, kind: u8) -> (usize, usize) {
+    let (klen, n) = klen_at(p, off);
+    let at = off + n;
+    if kind == KIND_BRANCH {
+        (at + 4, klen)
+    } else if p[at] < 0x80 {
+        (at + 1, klen)
+    } else {
+        (at + vfield_at(p, at).1, klen)
+    }
+}
+
 /// The size of the cell at offset `off` of a node of `kind`.
 #[inline]
 pub fn cell_size_at(p: &[u8], off: usize, kind: u8) -> usize {
-    let klen = get_u16(p, off);
+    let (klen, n) = klen_at(p, off);
     if kind == KIND_BRANCH {
-        CELL_HDR + klen
+        n + 4 + klen
     } else {
-        let vf = get_u32(p, off + 2);
-        CELL_HDR
+        let (vf, m) = vfield_at(p, off + n);
+        n + m
             + klen
             + if vf & OVERFLOW_BIT != 0 {
                 4
@@ -134,9 +251,8 @@ pub fn cell_size_at(p: &[u8], off: usize, kind: u8) -> usize {
 
 #[inline]
 pub fn key(p: &[u8], i: usize) -> &[u8] {
-    let off = slot(p, i);
-    let klen = get_u16(p, off);
-    &p[off + CELL_HDR..off + CELL_HDR + klen]
+    let (at, klen) = key_at(p, slot(p, i), kind(p));
+    &p[at..at + klen]
 }
 
 /// A leaf's value at `i`: inline bytes, or (total length, first overflow page).
@@ -154,10 +270,11 @@ pub fn leaf_value(p: &[u8], i: usize) -> LeafValue<'_> {
 #[inline]
 pub fn leaf_entry(p: &[u8], i: usize) -> (&[u8], LeafValue<'_>) {
     let off = slot(p, i);
-    let klen = get_u16(p, off);
-    let vf = get_u32(p, off + 2);
-    let start = off + CELL_HDR + klen;
-    let key = &p[off + CELL_HDR..start];
+    let (klen, n) = klen_at(p, off);
+    let (vf, m) = vfield_at(p, off + n);
+    let at = off + n + m;
+    let start = at + klen;
+    let key = &p[at..start];
     if vf & OVERFLOW_BIT != 0 {
         (
             key,
@@ -166,6 +283,25 @@ pub fn leaf_entry(p: &[u8], i: usize) -> (&[u8], LeafValue<'_>) {
     } else {
         (key, LeafValue::Inline(&p[start..start + vf as usize]))
     }
+}
+
+/// Where the inline value of leaf cell `i` starts, its length, the cell's offset and its size.
+fn inline_value_at(p: &[u8], i: usize) -> (usize, usize, usize, usize) {
+    let off = slot(p, i);
+    let (klen, n) = klen_at(p, off);
+    let (vf, m) = vfield_at(p, off + n);
+    assert!(
+        vf & OVERFLOW_BIT == 0,
+        "invariant: an inline value is rewritten in its page"
+    );
+    let start = off + n + m + klen;
+    (start, vf as usize, off, start + vf as usize - off)
+}
+
+/// Points overflow leaf cell `i` at a new first overflow page.
+pub fn set_overflow_first(p: &mut [u8], i: usize, first: u32) {
+    let (at, klen) = key_at(p, slot(p, i), KIND_LEAF);
+    put_u32(p, at + klen, first);
 }
 
 /// The raw bytes of cell `i`.
@@ -178,7 +314,8 @@ pub fn cell(p: &[u8], i: usize) -> &[u8] {
 #[inline]
 pub fn child(p: &[u8], idx: usize) -> u32 {
     if idx < count(p) {
-        get_u32(p, slot(p, idx) + 2)
+        let off = slot(p, idx);
+        get_u32(p, off + klen_at(p, off).1)
     } else {
         right(p)
     }
@@ -186,8 +323,9 @@ pub fn child(p: &[u8], idx: usize) -> u32 {
 
 pub fn set_child(p: &mut [u8], idx: usize, id: u32) {
     if idx < count(p) {
-        let off = slot(p, idx) + 2;
-        put_u32(p, off, id)
+        let off = slot(p, idx);
+        let at = off + klen_at(p, off).1;
+        put_u32(p, at, id)
     } else {
         set_right(p, id)
     }
@@ -211,9 +349,8 @@ fn prefix(k: &[u8]) -> u64 {
 /// the key's end masked off, so a short key (a branch's separator is a few bytes) costs no
 /// more than a long one and neither calls `memcmp`.
 #[inline]
-fn cmp_cell_key(p: &[u8], off: usize, k: &[u8], kx: u64) -> Ordering {
-    let klen = get_u16(p, off);
-    let at = off + CELL_HDR;
+fn cmp_cell_key(p: &[u8], off: usize, kind: u8, k: &[u8], kx: u64) -> Ordering {
+    let (at, klen) = key_at(p, off, kind);
     let x = match p.get(at..at + 8) {
         Some(w) => {
             let mut a = [0u8; 8];
@@ -234,10 +371,11 @@ fn cmp_cell_key(p: &[u8], off: usize, k: &[u8], kx: u64) -> Ordering {
 #[inline]
 pub fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
     let kx = prefix(k);
+    let kind = kind(p);
     let (mut lo, mut hi) = (0, count(p));
     while lo < hi {
         let mid = (lo + hi) / 2;
-        match cmp_cell_key(p, slot(p, mid), k, kx) {
+        match cmp_cell_key(p, slot(p, mid), kind, k, kx) {
             Ordering::Less => lo = mid + 1,
             Ordering::Greater => hi = mid,
             Ordering::Equal => return Ok(mid),
@@ -252,7 +390,7 @@ pub fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
 #[inline]
 pub fn search_append(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
     let n = count(p);
-    if n > 0 && cmp_cell_key(p, slot(p, n - 1), k, prefix(k)) == Ordering::Less {
+    if n > 0 && cmp_cell_key(p, slot(p, n - 1), kind(p), k, prefix(k)) == Ordering::Less {
         return Err(n);
     }
     search(p, k)
@@ -296,19 +434,25 @@ pub fn reserve(p: &mut [u8], i: usize, size: usize) -> Option<usize> {
 /// Rewrites the inline value of leaf cell `i` where the cell is, with `value` no longer than
 /// the old one: the bytes it no longer needs become dead space, zeroed.
 pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
-    let off = slot(p, i);
-    let klen = get_u16(p, off);
-    let old = get_u32(p, off + 2) as usize;
+    let (start, old, off, size) = inline_value_at(p, i);
     assert!(
-        old & OVERFLOW_BIT as usize == 0 && value.len() <= old,
+        value.len() <= old,
         "invariant: an inline value shrinks in place"
     );
-    put_u32(p, off + 2, value.len() as u32);
-    let start = off + CELL_HDR + klen;
-    p[start..start + value.len()].copy_from_slice(value);
-    p[start + value.len()..start + old].fill(0);
+    let (klen, n) = klen_at(p, off);
+    let hdr = start - klen - off;
+    let new_hdr = leaf_hdr_len(klen, value.len() as u32);
+    put_vfield(p, off + n, value.len() as u32);
+    if new_hdr != hdr {
+        // A shorter value field: the key follows it down.
+        p.copy_within(start - klen..start, off + new_hdr);
+    }
+    let at = off + new_hdr + klen;
+    p[at..at + value.len()].copy_from_slice(value);
+    let new_size = new_hdr + klen + value.len();
+    p[off + new_size..off + size].fill(0);
     let d = dead(p);
-    set_dead(p, d + old - value.len());
+    set_dead(p, d + size - new_size);
 }
 
 /// Replaces the inline value of leaf cell `i` with `value`, also inline, within the page: in
@@ -318,16 +462,9 @@ pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
 /// False, with the page unchanged, when the longer cell does not fit, or would be more than
 /// a cell may hold.
 pub fn rewrite_value(p: &mut [u8], i: usize, value: &[u8]) -> bool {
-    let off = slot(p, i);
-    let klen = get_u16(p, off);
-    let old = get_u32(p, off + 2) as usize;
-    assert!(
-        old & OVERFLOW_BIT as usize == 0,
-        "invariant: an inline value is rewritten in its page"
-    );
+    let (start, old, off, size) = inline_value_at(p, i);
     if value.len() == old {
         // As long as the old value (an UPDATE of numbers of the same width): over its bytes.
-        let start = off + CELL_HDR + klen;
         p[start..start + old].copy_from_slice(value);
         return true;
     }
@@ -335,47 +472,50 @@ pub fn rewrite_value(p: &mut [u8], i: usize, value: &[u8]) -> bool {
         shrink_value(p, i, value);
         return true;
     }
-    let size = CELL_HDR + klen + value.len();
-    if size > max_cell(p.len()) || used(p) + (value.len() - old) > capacity(p.len()) {
+    let (klen, n) = klen_at(p, off);
+    let new_size = leaf_cell_size(klen, value.len());
+    if new_size > max_cell(p.len()) || used(p) + (new_size - size) > capacity(p.len()) {
         return false;
     }
-    let d = value.len() - old;
-    let n = count(p);
-    let start = content_start(p);
-    if start - (HDR + 2 * n) >= d {
-        // The free gap holds the growth: the cell's header and key, and every cell between the
-        // gap and it, move down by `d` (one move, and their slots adjusted), and the value then
-        // ends where it ended. Gathering the page's free space instead copies the whole page,
-        // and leaves the old cell as dead space for the next growth to gather again.
-        let end = off + CELL_HDR + klen;
-        p.copy_within(start..end, start - d);
-        for j in 0..n {
+    let d = new_size - size;
+    let count = count(p);
+    let content = content_start(p);
+    if content - (HDR + 2 * count) >= d {
+        // The free gap holds the growth: the cells between the gap and this one move down by
+        // `d` (one move, and their slots adjusted), and this one is written `d` lower, ending
+        // where it ended. Gathering the page's free space instead copies the whole page, and
+        // leaves the old cell as dead space for the next growth to gather again.
+        p.copy_within(content..off, content - d);
+        for j in 0..count {
             let o = slot(p, j);
             if o <= off {
                 put_u16(p, HDR + 2 * j, o - d);
             }
         }
-        set_content_start(p, start - d);
-        put_u32(p, off - d + 2, value.len() as u32);
-        p[end - d..end + old].copy_from_slice(value);
+        set_content_start(p, content - d);
+        let at = off - d;
+        // The key first: its new place is below its old one (the header grows by less than
+        // the cell), and the header written next may cover the old key's first bytes.
+        let hdr = n + vfield_len(value.len() as u32);
+        p.copy_within(start - klen..start, at + hdr);
+        put_klen(p, at, klen);
+        put_vfield(p, at + n, value.len() as u32);
+        p[at + hdr + klen..at + new_size].copy_from_slice(value);
         return true;
     }
     // The key moves with the cell: copied before the cell's bytes are zeroed.
     let mut key = [0u8; 64];
     let mut long = Vec::new();
     let k: &[u8] = if klen <= key.len() {
-        key[..klen].copy_from_slice(&p[off + CELL_HDR..off + CELL_HDR + klen]);
+        key[..klen].copy_from_slice(&p[start - klen..start]);
         &key[..klen]
     } else {
-        long.extend_from_slice(&p[off + CELL_HDR..off + CELL_HDR + klen]);
+        long.extend_from_slice(&p[start - klen..start]);
         &long
     };
     remove(p, i);
-    let at = reserve(p, i, size).expect("invariant: the room was counted above");
-    put_u16(p, at, klen);
-    put_u32(p, at + 2, value.len() as u32);
-    p[at + CELL_HDR..at + CELL_HDR + klen].copy_from_slice(k);
-    p[at + CELL_HDR + klen..at + size].copy_from_slice(value);
+    let at = reserve(p, i, new_size).expect("invariant: the room was counted above");
+    write_leaf_cell(&mut p[at..at + new_size], k, value.len() as u32, value);
     true
 }
 
@@ -435,30 +575,39 @@ pub fn cells(p: &[u8]) -> Vec<Vec<u8>> {
     (0..count(p)).map(|i| cell(p, i).to_vec()).collect()
 }
 
+/// Writes a leaf cell into `c`, which is exactly its size: the header, `k`, then `v` (the value,
+/// or the first overflow page's number when `value_field` has `OVERFLOW_BIT`).
+#[inline]
+pub fn write_leaf_cell(c: &mut [u8], k: &[u8], value_field: u32, v: &[u8]) {
+    let n = put_klen(c, 0, k.len());
+    let at = n + put_vfield(c, n, value_field);
+    c[at..at + k.len()].copy_from_slice(k);
+    c[at + k.len()..].copy_from_slice(v);
+}
+
 /// Writes a leaf cell into `out`.
 pub fn leaf_cell(out: &mut Vec<u8>, k: &[u8], value_field: u32, v: &[u8]) {
     out.clear();
-    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
-    out.extend_from_slice(&value_field.to_le_bytes());
-    out.extend_from_slice(k);
-    out.extend_from_slice(v);
+    out.resize(leaf_hdr_len(k.len(), value_field) + k.len() + v.len(), 0);
+    write_leaf_cell(out, k, value_field, v);
 }
 
 pub fn branch_cell(k: &[u8], left: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(CELL_HDR + k.len());
-    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
-    out.extend_from_slice(&left.to_le_bytes());
-    out.extend_from_slice(k);
+    let mut out = vec![0u8; branch_cell_size(k.len())];
+    let n = put_klen(&mut out, 0, k.len());
+    put_u32(&mut out, n, left);
+    out[n + 4..].copy_from_slice(k);
     out
 }
 
-/// The key of a raw cell.
-pub fn cell_key(c: &[u8]) -> &[u8] {
-    let klen = get_u16(c, 0);
-    &c[CELL_HDR..CELL_HDR + klen]
+/// The key of a raw cell of a node of `kind`.
+pub fn cell_key(c: &[u8], kind: u8) -> &[u8] {
+    let (at, klen) = key_at(c, 0, kind);
+    &c[at..at + klen]
 }
+/// The left child of a raw branch cell.
 pub fn cell_child(c: &[u8]) -> u32 {
-    get_u32(c, 2)
+    get_u32(c, klen_at(c, 0).1)
 }
 
 /// Checks that a page read from disk is a well-formed node or overflow page, so the accessors
@@ -480,22 +629,27 @@ pub fn validate(p: &[u8]) -> std::result::Result<(), String> {
             }
             for i in 0..n {
                 let off = slot(p, i);
-                if off < cs || off + CELL_HDR > len {
+                // The longest header fits before the end of the page: the accessors may read it.
+                if off < cs || off + 2 > len {
                     return Err(format!("slot {i} points outside the cell area"));
                 }
-                let klen = get_u16(p, off);
-                let size = if k == KIND_BRANCH {
-                    CELL_HDR + klen
-                } else {
-                    let vf = get_u32(p, off + 2);
-                    CELL_HDR
-                        + klen
-                        + if vf & OVERFLOW_BIT != 0 {
-                            4
-                        } else {
-                            vf as usize
+                let hdr = match k {
+                    KIND_BRANCH => klen_at(p, off).1 + 4,
+                    _ => {
+                        let n = klen_at(p, off).1;
+                        match p[off + n..len.min(off + n + 5)]
+                            .iter()
+                            .position(|b| *b < 0x80)
+                        {
+                            Some(m) => n + m + 1,
+                            None => return Err(format!("cell {i}'s header is malformed")),
                         }
+                    }
                 };
+                if off + hdr > len {
+                    return Err(format!("cell {i} runs past the end of the page"));
+                }
+                let size = cell_size_at(p, off, k);
                 if off + size > len {
                     return Err(format!("cell {i} runs past the end of the page"));
                 }
@@ -535,16 +689,63 @@ mod tests {
         for a in keys {
             for tail in [&[][..], &[0; 8], &[0xff; 8]] {
                 let mut p = vec![0u8; 2];
-                p.extend_from_slice(&(a.len() as u16).to_le_bytes());
-                p.extend_from_slice(&[0; CELL_HDR - 2]);
-                p.extend_from_slice(a);
+                let mut c = Vec::new();
+                leaf_cell(&mut c, a, 0, &[]);
+                p.extend_from_slice(&c);
                 p.extend_from_slice(tail);
                 for b in keys {
-                    let got = cmp_cell_key(&p, 2, b, prefix(b));
+                    let got = cmp_cell_key(&p, 2, KIND_LEAF, b, prefix(b));
                     assert_eq!(got, a.cmp(b), "{a:?} {b:?} {tail:?}");
                 }
             }
         }
+    }
+
+    /// Cells whose header lengths change at the boundaries (a key of 127 and 128 bytes, a
+    /// value of 63 and 64, an overflow value of 2 GiB) read back as written, and their sizes are
+    /// what the size functions say.
+    #[test]
+    fn cell_headers_round_trip_at_their_boundaries() {
+        let mut p = vec![0u8; 4096];
+        init(&mut p, KIND_LEAF);
+        let mut c = Vec::new();
+        let mut want = Vec::new();
+        for (i, klen) in [0usize, 1, 127, 128, 300].into_iter().enumerate() {
+            for vlen in [0usize, 63, 64, 200] {
+                let k = vec![(i * 7 + vlen) as u8; klen];
+                let v = vec![7u8; vlen];
+                leaf_cell(&mut c, &k, vlen as u32, &v);
+                assert_eq!(c.len(), leaf_cell_size(k.len(), vlen));
+                want.push((k, Some(v)));
+                let n = want.len() - 1;
+                let at = reserve(&mut p, n, c.len()).expect("room");
+                p[at..at + c.len()].copy_from_slice(&c);
+            }
+            let k = vec![0xEE, i as u8];
+            leaf_cell(&mut c, &k, 0x7fff_ffff | OVERFLOW_BIT, &9u32.to_le_bytes());
+            assert_eq!(c.len(), overflow_cell_size(2, 0x7fff_ffff));
+            assert_eq!(c.len(), 1 + 5 + 2 + 4);
+            want.push((k, None));
+            let n = want.len() - 1;
+            let at = reserve(&mut p, n, c.len()).expect("room");
+            p[at..at + c.len()].copy_from_slice(&c);
+        }
+        validate(&p).unwrap();
+        for (i, (k, v)) in want.iter().enumerate() {
+            assert_eq!(key(&p, i), k.as_slice());
+            match (leaf_value(&p, i), v) {
+                (LeafValue::Inline(got), Some(v)) => assert_eq!(got, v.as_slice()),
+                (LeafValue::Overflow(len, first), None) => {
+                    assert_eq!((len, first), (0x7fff_ffff, 9))
+                }
+                _ => panic!("cell {i}: wrong kind of value"),
+            }
+            assert_eq!(cell_size_at(&p, slot(&p, i), KIND_LEAF), cell(&p, i).len());
+        }
+        // A value field that never ends is refused, not read past.
+        let off = slot(&p, want.len() - 1);
+        p[off + 1..off + 6].fill(0x80);
+        assert!(validate(&p).is_err());
     }
 
     /// Values rewritten longer and shorter, growing into the gap or gathering the dead space,
@@ -583,11 +784,11 @@ mod tests {
                 };
                 assert_eq!(got, v.as_slice(), "round {round} cell {j}");
                 let off = slot(&p, j);
-                live[off..off + CELL_HDR + k.len() + v.len()].fill(true);
+                live[off..off + leaf_cell_size(k.len(), v.len())].fill(true);
             }
             let cells: usize = model
                 .iter()
-                .map(|(k, v)| CELL_HDR + k.len() + v.len())
+                .map(|(k, v)| leaf_cell_size(k.len(), v.len()))
                 .sum();
             assert_eq!(used(&p), 2 * model.len() + cells);
             assert!(p.iter().zip(&live).all(|(b, l)| *l || *b == 0));
