@@ -451,14 +451,14 @@ fn split<P: Pages, C: AsRef<[u8]>>(
     let new = p.alloc()?;
     if kind == KIND_LEAF {
         let sep = separator(
-            page::cell_key(cells[m - 1].as_ref(), kind),
-            page::cell_key(cells[m].as_ref(), kind),
+            page::cell_key(cells[m - 1].as_ref()),
+            page::cell_key(cells[m].as_ref()),
         );
         page::fill(p.page_mut(new)?, KIND_LEAF, &cells[m..], 0);
         page::fill(p.page_mut(id)?, KIND_LEAF, &cells[..m], 0);
         Ok(Fix::Split(sep, new))
     } else {
-        let sep = page::cell_key(cells[m].as_ref(), kind).to_vec();
+        let sep = page::cell_key(cells[m].as_ref()).to_vec();
         let mid_child = page::cell_child(cells[m].as_ref());
         page::fill(p.page_mut(new)?, KIND_BRANCH, &cells[m + 1..], right);
         page::fill(p.page_mut(id)?, KIND_BRANCH, &cells[..m], mid_child);
@@ -501,7 +501,7 @@ fn insert_cell<P: Pages>(
         if let Some(path) = path {
             if rightmost(p, path)? {
                 let sep = p.with_page(id, |pg| {
-                    separator(page::key(pg, n - 1), page::cell_key(cell, KIND_LEAF))
+                    separator(page::key(pg, n - 1), page::cell_key(cell))
                 })?;
                 let new = p.alloc()?;
                 let pg = p.page_mut(new)?;
@@ -1341,15 +1341,12 @@ fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
     }
     let m = split_point(&cells);
     let new_sep = if kind == KIND_LEAF {
-        let s = separator(
-            page::cell_key(&cells[m - 1], kind),
-            page::cell_key(&cells[m], kind),
-        );
+        let s = separator(page::cell_key(&cells[m - 1]), page::cell_key(&cells[m]));
         page::fill(p.page_mut(l)?, kind, &cells[..m], 0);
         page::fill(p.page_mut(r)?, kind, &cells[m..], 0);
         s
     } else {
-        let s = page::cell_key(&cells[m], kind).to_vec();
+        let s = page::cell_key(&cells[m]).to_vec();
         page::fill(
             p.page_mut(l)?,
             kind,
@@ -1386,8 +1383,13 @@ fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
             }
         }
         KIND_LEAF => {
-            // Only a value in overflow pages has pages of its own.
+            // Only a value in overflow pages has pages of its own: the value field's low bit
+            // says so without slicing out its key and value (a table's leaves hold inline rows
+            // nearly always, and a dropped table passes every one of them).
             for i in 0..page::count(&pg) {
+                if !page::leaf_overflows(&pg, i) {
+                    continue;
+                }
                 if let LeafValue::Overflow(len, first) = page::leaf_value(&pg, i) {
                     free_overflow(p, len, first)?;
                 }

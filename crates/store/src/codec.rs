@@ -95,15 +95,21 @@ pub fn encode_key(values: &[Value]) -> Vec<u8> {
 /// byte, so a shorter number's key sorts below a longer one's that continues it.
 #[inline]
 fn encode_number(out: &mut Vec<u8>, x: f64, end: u8, diff: i16) {
-    let b = ordered_f64(x);
-    // Never zero (that is a NaN's pattern, which `ordered_f64` maps elsewhere): 1 to 10 groups.
-    let n = ((70 - b.trailing_zeros()) / 7).max(1) as usize;
+    // Groups from the top until what is left is zero; a shift by seven each time, so the tenth
+    // takes bit 0 into its highest place. The bits are never zero (a NaN's pattern, which
+    // `ordered_f64` maps elsewhere): 1 to 10 groups.
+    let mut x = ordered_f64(x);
     // Built whole and appended at once: one capacity check.
     let mut k = [0u8; 14];
     k[0] = TAG_NUM;
-    for (j, d) in k[1..=n].iter_mut().enumerate() {
-        let g = if j < 9 { b >> (57 - 7 * j) } else { b << 6 };
-        *d = 0x80 | (g as u8 & 0x7f);
+    let mut n = 0;
+    loop {
+        n += 1;
+        k[n] = 0x80 | (x >> 57) as u8;
+        x <<= 7;
+        if x == 0 || n == 10 {
+            break;
+        }
     }
     k[n + 1] = end;
     let mut len = n + 2;
@@ -127,12 +133,12 @@ fn number_parts(key: &[u8], inv: u8) -> Option<(u64, u8, i16, usize)> {
         if d < 0x80 {
             break d;
         }
-        let j = i - 1;
-        b |= match j {
-            0..=8 => ((d & 0x7f) as u64) << (57 - 7 * j),
-            9 => ((d & 0x7f) as u64) >> 6,
-            _ => return None,
-        };
+        if i > 10 {
+            return None;
+        }
+        // Group `i - 1` of the value's bits from the top (the tenth holds bit 0 in its highest
+        // place, which the right shift by 63 brings down).
+        b |= ((d & 0x7f) as u64) << 57 >> (7 * (i - 1));
         i += 1;
     };
     if i == 1 {
