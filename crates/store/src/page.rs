@@ -455,7 +455,7 @@ pub fn reserve(p: &mut [u8], i: usize, size: usize) -> Option<usize> {
 /// Rewrites the inline value of leaf cell `i` where the cell is, with `value` no longer than
 /// the old one: the bytes it no longer needs become dead space, zeroed.
 pub fn shrink_value(p: &mut [u8], i: usize, value: &[u8]) {
-    let (off, vat, start, old) = inline_value_at(p, i);
+    let (_, vat, start, old) = inline_value_at(p, i);
     assert!(
         value.len() <= old,
         "invariant: an inline value shrinks in place"
