@@ -1129,7 +1129,8 @@ fn point_keys(
     }
     let mut keys = Vec::with_capacity(probes.len());
     for p in probes {
-        // 12 bytes: a number's whole key encoding, so an integer key is one allocation.
+        // 12 bytes: room for a number's key (14 at most, a row id 4 to 7), so an integer key
+        // is one allocation.
         let mut k = Vec::with_capacity(12 * p.len());
         match point_key_into(p, frame, cx, &mut k)? {
             None => return Ok(None),
@@ -1615,7 +1616,7 @@ fn index_ranges(
     };
     let mut out: Vec<Range> = Vec::new();
     'probe: for p in probes {
-        // As in `point_keys`: a number's key is 12 bytes at most (and 1 more for a bound).
+        // As in `point_keys`: room for a number's key (and 1 more for a bound).
         let mut prefix = Vec::with_capacity(12 * p.len() + 13);
         for e in p {
             let v = eval(e, frame, cx)?;
@@ -1688,7 +1689,7 @@ fn index_probe_range(
     buf: &mut Vec<u8>,
 ) -> Result<Option<usize>> {
     buf.clear();
-    // As in `index_ranges`: a number's key is 12 bytes at most, and the successor as long.
+    // As in `index_ranges`: room for a number's key, and the successor as long.
     buf.reserve(2 * 12 * probe.len());
     for e in probe {
         let v = eval(e, frame, cx)?;
@@ -2378,7 +2379,7 @@ impl Writer<'_> {
 
     fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Vec<u8> {
         // As in `put_index_entries`: room for two numbers, not grown from empty.
-        let mut k = Vec::with_capacity(pk.len() + 24);
+        let mut k = Vec::with_capacity(pk.len() + 28);
         for &c in &t.indexes[ix].columns {
             push_norm(&row[c], &mut k);
         }
@@ -2485,9 +2486,9 @@ impl Writer<'_> {
         if t.indexes.is_empty() {
             return Ok(());
         }
-        // Room for the key and two numbers (12 bytes each at most) from the start: grown from
+        // Room for the key and two numbers (14 bytes each at most) from the start: grown from
         // empty, the key was reallocated twice for every row.
-        let mut k = Vec::with_capacity(pk.len() + 24);
+        let mut k = Vec::with_capacity(pk.len() + 28);
         for ix in &t.indexes {
             k.clear();
             for &c in &ix.columns {

@@ -119,6 +119,9 @@ pub fn slot(p: &[u8], i: usize) -> usize {
 // else). Then a leaf's value field, a varint (LEB128) of `length << 1 | overflow`, and its value
 // or first overflow page; a branch's left child, a u32. In memory the value field is `length`,
 // with `OVERFLOW_BIT` set when the value is in overflow pages.
+//
+// The helpers that read and write these are inlined everywhere natively; on wasm, where every
+// inlined copy is download, where the compiler sees fit (`cfg_attr` below).
 
 /// The key length at `off` and the bytes it takes.
 #[inline(always)]
@@ -132,7 +135,8 @@ fn klen_at(p: &[u8], off: usize) -> (usize, usize) {
 }
 
 /// The leaf value field at `at` and the bytes it takes.
-#[inline(always)]
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline)]
 fn vfield_at(p: &[u8], at: usize) -> (u32, usize) {
     let b = p[at] as u32;
     if b < 0x80 {
@@ -180,7 +184,8 @@ fn vfield_len(vf: u32) -> usize {
 }
 
 /// Writes a key length at `at`; returns the bytes written.
-#[inline(always)]
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline)]
 fn put_klen(p: &mut [u8], at: usize, klen: usize) -> usize {
     if klen < 0x80 {
         p[at] = klen as u8;
@@ -193,7 +198,8 @@ fn put_klen(p: &mut [u8], at: usize, klen: usize) -> usize {
 }
 
 /// Writes a leaf value field at `at`; returns the bytes written.
-#[inline(always)]
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline)]
 fn put_vfield(p: &mut [u8], at: usize, vf: u32) -> usize {
     let mut v = ((vf & !OVERFLOW_BIT) as u64) << 1 | (vf >> 31) as u64;
     if v < 0x80 {
@@ -300,7 +306,8 @@ pub fn leaf_entry(p: &[u8], i: usize) -> (&[u8], LeafValue<'_>) {
 
 /// Of leaf cell `i`, whose value is inline: its offset, where its value field starts (after
 /// the key), the value's offset and length.
-#[inline(always)]
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline)]
 fn inline_value_at(p: &[u8], i: usize) -> (usize, usize, usize, usize) {
     let off = slot(p, i);
     let (at, klen) = key_at(p, off);
@@ -370,7 +377,8 @@ fn prefix(k: &[u8]) -> u64 {
 /// comparisons are decided by the prefixes: the key's is one load from the page, its bytes past
 /// the key's end masked off, so a short key (a branch's separator is a few bytes) costs no
 /// more than a long one and neither calls `memcmp`.
-#[inline(always)]
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline)]
 fn cmp_cell_key(p: &[u8], off: usize, k: &[u8], kx: u64) -> Ordering {
     let (at, klen) = key_at(p, off);
     let x = match p.get(at..at + 8) {
