@@ -598,7 +598,8 @@ pub fn cells(p: &[u8]) -> Vec<Vec<u8>> {
 /// Writes a leaf cell into `c`, which is exactly its size: the key's length, `k`, the value
 /// field, then `v` (the value, or the first overflow page's number when `value_field` has
 /// `OVERFLOW_BIT`).
-#[inline]
+#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+#[cfg_attr(target_arch = "wasm32", inline)]
 pub fn write_leaf_cell(c: &mut [u8], k: &[u8], value_field: u32, v: &[u8]) {
     let n = put_klen(c, 0, k.len());
     c[n..n + k.len()].copy_from_slice(k);
