@@ -151,6 +151,12 @@ test('export, import and destroy', () =>
       const out = { size: bytes.length };
       out.importGarbage = await attempt(() => cairn.importDatabase('bad', new Uint8Array(8192).fill(7)));
       out.importEmpty = await attempt(() => cairn.importDatabase('bad', new Uint8Array(0)));
+      // The same file marked as format version 1 (both superblocks), as an earlier cairn wrote.
+      const older = bytes.slice();
+      const ps = new DataView(older.buffer).getUint32(20, true);
+      for (const at of [16, ps + 16]) new DataView(older.buffer).setUint32(at, 1, true);
+      out.importOlder = await attempt(() => cairn.importDatabase('old', older));
+      out.openOlder = await attempt(() => cairn.open('old', { create: false }));
       await cairn.importDatabase('copy', bytes);
       const copy = await cairn.open('copy', { create: false });
       out.copied = await copy.query('SELECT id, v FROM k ORDER BY id');
@@ -165,6 +171,9 @@ test('export, import and destroy', () =>
     assert.ok(r.size >= 4096, `export is ${r.size} bytes`);
     assert.equal(r.importGarbage.code, 'NOT_A_DATABASE', JSON.stringify(r.importGarbage));
     assert.equal(r.importEmpty.code, 'NOT_A_DATABASE', JSON.stringify(r.importEmpty));
+    assert.equal(r.importOlder.code, 'UNSUPPORTED_VERSION', JSON.stringify(r.importOlder));
+    assert.match(r.importOlder.message, /version 1, written by an earlier cairn/);
+    assert.equal(r.openOlder.code, 'NOT_FOUND', 'a refused import leaves no database behind');
     assert.deepEqual(r.copied, [{ id: 'a', v: 1 }, { id: 'b', v: 2 }]);
     assert.deepEqual(r.copyCheck, []);
     assert.equal(r.destroyOpen.code, 'BUSY');
