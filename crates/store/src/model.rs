@@ -21,17 +21,41 @@ impl Bytes<'_> {
     }
 }
 
-fn key(b: u8, len: u8) -> Vec<u8> {
-    // Few distinct keys (so updates and deletes hit), lengths up to ~90 bytes (so 512-byte pages
-    // split after a handful of entries).
+/// The sizes of keys and values a run uses, and its page size.
+#[derive(Clone, Copy)]
+struct Shape {
+    page_size: usize,
+    /// Bytes a key grows by per step (12 steps).
+    key_step: usize,
+    /// Bytes an overflow value grows by per step (6 steps from 600 bytes).
+    big_step: usize,
+}
+
+/// Keys up to ~90 bytes, so 512-byte pages split after a handful of entries.
+const SMALL: Shape = Shape {
+    page_size: 512,
+    key_step: 8,
+    big_step: 900,
+};
+
+/// Keys up to 662 bytes (a two-byte key length from 128) and values past 8 KiB (a three-byte
+/// value field), on 4 KiB pages.
+const LONG: Shape = Shape {
+    page_size: 4096,
+    key_step: 60,
+    big_step: 3000,
+};
+
+fn key(shape: Shape, b: u8, len: u8) -> Vec<u8> {
+    // Few distinct keys, so updates and deletes hit.
     let mut k = vec![b'k', b / 4];
-    k.extend(std::iter::repeat_n(b, (len % 12) as usize * 8));
+    k.extend(std::iter::repeat_n(b, (len % 12) as usize * shape.key_step));
     k
 }
 
-fn value(b: u8, len: u8) -> Vec<u8> {
+fn value(shape: Shape, b: u8, len: u8) -> Vec<u8> {
     let n = match len {
-        250.. => 600 + (len as usize - 250) * 900, // overflow pages
+        250.. => 600 + (len as usize - 250) * shape.big_step, // overflow pages
         _ => len as usize % 100,
     };
     (0..n).map(|i| b.wrapping_add(i as u8)).collect()
@@ -58,8 +82,18 @@ const TREES: [&str; 2] = ["a", "b"];
 /// Runs the operations `data` encodes; returns a description of the first difference from the
 /// model (or of any error).
 pub fn run(data: &[u8]) -> Result<(), String> {
+    run_shaped(data, SMALL)
+}
+
+/// [`run`] on 4 KiB pages with keys up to 662 bytes and overflow values past 8 KiB: the leaf
+/// cell's longer key lengths and value fields (`docs/file-format.md`).
+pub fn run_long_keys(data: &[u8]) -> Result<(), String> {
+    run_shaped(data, LONG)
+}
+
+fn run_shaped(data: &[u8], shape: Shape) -> Result<(), String> {
     let opts = Options {
-        page_size: 512,
+        page_size: shape.page_size,
         cache_pages: 16,
         dirty_pages: 64,
         ..Options::default()
@@ -98,7 +132,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
         match op % 16 {
             3 => {
                 let (t, h) = tx.as_mut().expect("open above");
-                let (k, v) = (key(a, b), value(a ^ op, b));
+                let (k, v) = (key(shape, a, b), value(shape, a ^ op, b));
                 let mut got = false;
                 t.insert_new(h[ti], &k, &v, &mut got)
                     .map_err(e(&ctx("insert_new")))?;
@@ -115,7 +149,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
             }
             0..=2 => {
                 let (t, h) = tx.as_mut().expect("open above");
-                let (k, v) = (key(a, b), value(a ^ op, b));
+                let (k, v) = (key(shape, a, b), value(shape, a ^ op, b));
                 let got = t.insert(h[ti], &k, &v).map_err(e(&ctx("insert")))?;
                 let want = work[ti].insert(k, v).is_some();
                 if got != want {
@@ -127,7 +161,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
             }
             5 => {
                 let (t, h) = tx.as_mut().expect("open above");
-                let k = key(a, b);
+                let k = key(shape, a, b);
                 let (mut old, mut removed) = (vec![7u8], false);
                 t.remove_appending(h[ti], &k, &mut old, &mut removed)
                     .map_err(e(&ctx("remove_appending")))?;
@@ -145,7 +179,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
             }
             4 => {
                 let (t, h) = tx.as_mut().expect("open above");
-                let k = key(a, b);
+                let k = key(shape, a, b);
                 let got = t.remove(h[ti], &k).map_err(e(&ctx("remove")))?;
                 let want = work[ti].remove(&k).is_some();
                 if got != want {
@@ -157,7 +191,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
             }
             6 => {
                 let (t, h) = tx.as_mut().expect("open above");
-                let k = key(a, b);
+                let k = key(shape, a, b);
                 let got = t.get(h[ti], &k).map_err(e(&ctx("get")))?;
                 if got.as_ref() != work[ti].get(&k) {
                     return Err(format!("{}: get differs", ctx("get")));
@@ -169,7 +203,7 @@ pub fn run(data: &[u8]) -> Result<(), String> {
             7 | 8 => {
                 let (t, h) = tx.as_mut().expect("open above");
                 let c = d.next().unwrap_or(0);
-                let (lo, hi) = (bound(b, key(a, 0)), bound(b / 3, key(c, 0)));
+                let (lo, hi) = (bound(b, key(shape, a, 0)), bound(b / 3, key(shape, c, 0)));
                 let rev = op % 16 == 8;
                 let mut r = t
                     .range(h[ti], as_ref(&lo), as_ref(&hi), rev)

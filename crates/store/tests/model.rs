@@ -19,6 +19,13 @@ proptest! {
             prop_assert!(false, "{}", m);
         }
     }
+
+    #[test]
+    fn random_operations_on_long_keys_match_the_model(ops in proptest::collection::vec(any::<u8>(), 0..3000)) {
+        if let Err(m) = cairn_store::model::run_long_keys(&ops) {
+            prop_assert!(false, "{}", m);
+        }
+    }
 }
 
 /// Long runs from a fixed seed: deterministic, so a failure reproduces.
@@ -37,6 +44,9 @@ fn long_seeded_runs_match_the_model() {
         if let Err(m) = cairn_store::model::run(&data) {
             panic!("seed {seed}: {m}");
         }
+        if let Err(m) = cairn_store::model::run_long_keys(&data) {
+            panic!("seed {seed}, long keys: {m}");
+        }
     }
 }
 
@@ -51,6 +61,9 @@ fn fuzz_corpus_replays() {
         let data = std::fs::read(e.path()).expect("corpus file readable");
         if let Err(m) = cairn_store::model::run(&data) {
             panic!("{}: {m}", e.path().display());
+        }
+        if let Err(m) = cairn_store::model::run_long_keys(&data) {
+            panic!("{}, long keys: {m}", e.path().display());
         }
     }
 }

@@ -10,4 +10,7 @@ fuzz_target!(|data: &[u8]| {
     if let Err(m) = cairn_store::model::run(data) {
         panic!("{m}");
     }
+    if let Err(m) = cairn_store::model::run_long_keys(data) {
+        panic!("long keys: {m}");
+    }
 });
