@@ -85,6 +85,8 @@ const INDEX_PROBLEMS: usize = 20;
 struct Checker<'a, F> {
     sh: &'a mut Shared<F>,
     marks: Vec<u8>,
+    /// Pages marked used so far.
+    used: u64,
     report: Report,
 }
 
@@ -114,6 +116,7 @@ impl<F: BlockFile> Checker<'_, F> {
         match (*m, how) {
             (0, _) => {
                 *m = how;
+                self.used += (how == USED) as u64;
                 true
             }
             (USED, FREE) | (FREE, USED) => {
@@ -400,6 +403,7 @@ impl<F: BlockFile> Db<F> {
         let mut c = Checker {
             sh: &mut sh,
             marks: vec![0; state.page_count as usize],
+            used: 0,
             report: Report {
                 page_count: state.page_count,
                 ..Report::default()
@@ -440,10 +444,9 @@ impl<F: BlockFile> Db<F> {
                 );
             }
         }
-        let marked = |m: &[u8]| m.iter().filter(|m| **m == USED).count() as u64;
-        let before = marked(&c.marks);
+        let before = c.used;
         let n = c.free_tree(state.free);
-        c.report.free_tree_pages = marked(&c.marks) - before;
+        c.report.free_tree_pages = c.used - before;
         if n != state.free_len {
             c.problem(
                 None,

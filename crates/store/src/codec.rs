@@ -38,9 +38,7 @@ pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
     match v {
         Value::Null => out.push(TAG_NULL),
         // Exactly an f64 (every row id): no difference to work out.
-        Value::Integer(i) if (-(1 << 53)..=1 << 53).contains(i) => {
-            encode_number(out, *i as f64, END_EXACT, 0)
-        }
+        Value::Integer(i) if (-(1 << 53)..=1 << 53).contains(i) => encode_number(out, *i as f64, 0),
         Value::Integer(i) => {
             let approx = *i as f64;
             // The exact difference between the integer and its nearest f64: zero below 2^53,
@@ -51,18 +49,13 @@ pub fn encode_key_value(out: &mut Vec<u8>, v: &Value, desc: bool) {
             } else {
                 (*i as i128 - approx as i128) as i16
             };
-            let end = match diff {
-                0 => END_EXACT,
-                d if d < 0 => END_INT_BELOW,
-                _ => END_INT_ABOVE,
-            };
-            encode_number(out, approx, end, diff);
+            encode_number(out, approx, diff);
         }
         Value::Real(r) => {
             // -0.0 and 0.0 are equal in SQL; NaN never reaches storage (SQL turns it into NULL),
             // and is kept below every number if it does.
             let r = if *r == 0.0 { 0.0 } else { *r };
-            encode_number(out, r, END_EXACT, 0);
+            encode_number(out, r, 0);
             out.push(REAL_MARK);
         }
         Value::Text(s) => {
@@ -93,12 +86,13 @@ pub fn encode_key(values: &[Value]) -> Vec<u8> {
 
 /// Appends a number's key: the tag, the order-preserving bits of `x` ([`ordered_f64`]) as
 /// groups of seven bits from the top, each in a byte with its high bit set, up to the last group
-/// that is not zero, then `end`, then for an integer that is not exactly `x` its difference
-/// from it (a real's [`REAL_MARK`] is its caller's). An integer of up to 2^13 takes 6 bytes,
-/// any up to 2^53 at most 12; the groups dropped are zeros, and `end` sorts below any digit
-/// byte, so a shorter number's key sorts below a longer one's that continues it.
+/// that is not zero, then the end byte, then for an integer that is not exactly `x` its
+/// difference `diff` from it (zero otherwise; a real's [`REAL_MARK`] is its caller's). An
+/// integer of up to 2^13 takes 6 bytes, any up to 2^53 at most 12; the groups dropped are zeros,
+/// and the end byte sorts below any digit byte, so a shorter number's key sorts below a longer
+/// one's that continues it.
 #[inline]
-fn encode_number(out: &mut Vec<u8>, x: f64, end: u8, diff: i16) {
+fn encode_number(out: &mut Vec<u8>, x: f64, diff: i16) {
     // Groups from the top until what is left is zero; a shift by seven each time, so the tenth
     // takes bit 0 into its highest place. The bits are never zero (a NaN's pattern, which
     // `ordered_f64` maps elsewhere): 1 to 10 groups.
@@ -115,12 +109,19 @@ fn encode_number(out: &mut Vec<u8>, x: f64, end: u8, diff: i16) {
             break;
         }
     }
-    k[n + 1] = end;
     let mut len = n + 2;
-    if end == END_INT_BELOW || end == END_INT_ABOVE {
-        k[len..len + 2].copy_from_slice(&((diff as u16) ^ 0x8000).to_be_bytes());
-        len += 2;
-    }
+    k[n + 1] = match diff {
+        0 => END_EXACT,
+        d => {
+            k[len..len + 2].copy_from_slice(&((d as u16) ^ 0x8000).to_be_bytes());
+            len += 2;
+            if d < 0 {
+                END_INT_BELOW
+            } else {
+                END_INT_ABOVE
+            }
+        }
+    };
     // All 14 bytes and then cut: a copy of a constant size is a few moves, where one of `len`
     // bytes is a call.
     let at = out.len();
