@@ -9,8 +9,8 @@
 //! name contains this). An unfiltered run also writes `crates/sql/bench-results/workloads.md`.
 //!
 //! `BENCH_PROFILE=<name>` instead runs that one workload once, on cairn in memory (in a file
-//! with `BENCH_PROFILE_MODE=file`), with its timed part inside `profiled_run`, for a profiler
-//! to look at only that part. Instruction
+//! with `BENCH_PROFILE_MODE=file`, kept with `BENCH_PROFILE_KEEP=1`), with its timed part inside
+//! `profiled_run`, for a profiler to look at only that part. Instruction
 //! counts are steady where times on a shared machine are not:
 //! `BENCH_PROFILE=update-range valgrind --tool=callgrind --toggle-collect='*profiled_run*'
 //! target/release/deps/workloads-<hash>` (the binary `cargo bench --no-run` names).
@@ -969,6 +969,13 @@ fn profile(name: &str, ctx: &Ctx) {
         Err(e) => eprintln!("{name}: {}", e.msg),
     }
     db.close();
+    // `BENCH_PROFILE_KEEP=1` leaves the file for a look at it (`cairn FILE`, `.check`).
+    if std::env::var_os("BENCH_PROFILE_KEEP").is_some() {
+        for f in &files {
+            println!("kept {}", f.display());
+        }
+        return;
+    }
     for f in files {
         let _ = std::fs::remove_file(f);
     }
