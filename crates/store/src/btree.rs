@@ -67,6 +67,13 @@ pub(crate) struct LastLeaf {
     /// or just after it). Only a guess, checked against the key, so no change to the leaf
     /// needs to keep it right.
     slot: usize,
+    /// Descents in a row (writes whose key was not in the remembered leaf), and how many more
+    /// go by before a leaf is remembered again. Under keys in no order (rows written by random
+    /// key) remembering costs each write two page look-ups and two key copies and is almost
+    /// never used, so after three misses in a row it backs off for 2, 4, ... up to 32 descents
+    /// and then tries once more; a write that finds its leaf starts over.
+    misses: u32,
+    skip: u32,
 }
 
 impl LastLeaf {
@@ -93,7 +100,24 @@ fn reuse_leaf<P: Pages>(
     }
     path.clear();
     path.extend_from_slice(&h.path);
+    h.misses = 0;
     Some(h.leaf)
+}
+
+/// Whether the leaf a descent found is to be remembered (see `LastLeaf::misses`).
+fn remembering<P: Pages>(p: &mut P) -> bool {
+    let Some(h) = p.last_leaf() else {
+        return false;
+    };
+    if h.skip > 0 {
+        h.skip -= 1;
+        return false;
+    }
+    h.misses = h.misses.saturating_add(1);
+    if h.misses > 2 {
+        h.skip = 1 << (h.misses - 2).min(5);
+    }
+    true
 }
 
 /// Remembers the path `cow_path` just made, for the next write.
@@ -127,6 +151,7 @@ fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)
         })?;
     }
     if let Some(h) = p.last_leaf() {
+        let (misses, skip) = (h.misses, h.skip);
         *h = LastLeaf {
             root,
             leaf,
@@ -136,6 +161,8 @@ fn remember_leaf<P: Pages>(p: &mut P, root: u32, leaf: u32, path: &[(u32, usize)
             has_lo,
             has_hi,
             slot: 0,
+            misses,
+            skip,
         };
     }
     Ok(())
@@ -150,15 +177,17 @@ fn search_leaf<P: Pages>(
     leaf: u32,
     key: &[u8],
 ) -> Result<std::result::Result<usize, usize>> {
-    let hint = p.last_leaf().map_or(0, |h| h.slot);
+    // The guess is for the leaf remembered, while keys come in order (not after a run of
+    // descents: under random keys it is two comparisons that miss).
+    let hint = p
+        .last_leaf()
+        .and_then(|h| (h.root != 0 && h.leaf == leaf && h.misses < 2).then_some(h.slot));
     let r = p.with_page(leaf, |pg| {
         let n = page::count(pg);
-        if hint < n && page::key(pg, hint) == key {
-            Ok(hint)
-        } else if hint + 1 < n && page::key(pg, hint + 1) == key {
-            Ok(hint + 1)
-        } else {
-            page::search(pg, key)
+        match hint {
+            Some(h) if h < n && page::key(pg, h) == key => Ok(h),
+            Some(h) if h + 1 < n && page::key(pg, h + 1) == key => Ok(h + 1),
+            _ => page::search(pg, key),
         }
     })?;
     if let (Ok(i), Some(h)) = (r, p.last_leaf()) {
@@ -179,7 +208,9 @@ fn owned_leaf<P: Pages>(
         return Ok(leaf);
     }
     let leaf = cow_path(p, root, key, path)?;
-    remember_leaf(p, *root, leaf, path)?;
+    if remembering(p) {
+        remember_leaf(p, *root, leaf, path)?;
+    }
     Ok(leaf)
 }
 

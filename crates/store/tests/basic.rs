@@ -751,6 +751,87 @@ fn writes_in_key_order_match_a_model() {
     assert!(rep.is_ok(), "{rep}");
 }
 
+/// A run of writes by random key makes the store stop remembering the leaf each write used
+/// (it would never be used again) and a run in key order makes it start again: writes that
+/// switch between the two, with reads between them, in a file (pages copied on write) and in
+/// memory (pages changed where they are), across commits, leave the trees equal to a model
+/// and sound.
+#[test]
+fn writes_in_and_out_of_order_match_a_model() {
+    use std::collections::BTreeMap;
+    fn run<F: cairn_store::BlockFile>(db: Db<F>) {
+        let mut model: [BTreeMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+        let mut x = 0x9e37_79b9u32;
+        let mut rand = move |n: u32| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x % n
+        };
+        for round in 0..8u32 {
+            let mut tx = db.begin_write().unwrap();
+            let (a, b) = if round == 0 {
+                (
+                    tx.create_tree("a", TreeKind::Table).unwrap(),
+                    tx.create_tree("b", TreeKind::Index { table: "a".into() })
+                        .unwrap(),
+                )
+            } else {
+                (tx.open_tree("a").unwrap(), tx.open_tree("b").unwrap())
+            };
+            for step in 0..600u32 {
+                // Runs of 40 in key order (one tree, or both in turn) between runs of 40 by
+                // random key.
+                let ordered = (step / 40) % 2 == 1;
+                let i = if ordered {
+                    round * 97 + step
+                } else {
+                    rand(1200)
+                };
+                let (t, m) = if ordered && round % 2 == 0 || rand(3) == 0 {
+                    (b, 1)
+                } else {
+                    (a, 0)
+                };
+                match rand(6) {
+                    0 => assert_eq!(
+                        tx.remove(t, &k(i)).unwrap(),
+                        model[m].remove(&k(i)).is_some()
+                    ),
+                    1 => assert_eq!(tx.get(t, &k(i)).unwrap(), model[m].get(&k(i)).cloned()),
+                    _ => {
+                        let v = vec![(i % 251) as u8; (rand(90) + 1) as usize];
+                        assert_eq!(
+                            tx.insert(t, &k(i), &v).unwrap(),
+                            model[m].insert(k(i), v).is_some()
+                        );
+                    }
+                }
+            }
+            tx.commit().unwrap();
+            let r = db.begin_read().unwrap();
+            for (name, m) in [("a", 0), ("b", 1)] {
+                let t = r.open_tree(name).unwrap();
+                let got = r
+                    .range(t, Bound::Unbounded, Bound::Unbounded, false)
+                    .unwrap()
+                    .collect_all()
+                    .unwrap();
+                let want: Vec<_> = model[m]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "round {round}, tree {name}");
+            }
+            drop(r);
+            let rep = db.check().unwrap();
+            assert!(rep.is_ok(), "round {round}: {rep}");
+        }
+    }
+    run(Db::create(MemoryFile::new(), small()).unwrap());
+    run(Db::create(cairn_store::fault::FaultFile::new(), small()).unwrap());
+}
+
 /// Keys inserted in order fill their pages (a split at the right edge leaves the full node
 /// as it is): the tree takes far fewer pages than the same keys inserted shuffled.
 #[test]
