@@ -1126,12 +1126,15 @@ pub(crate) fn update_each<P: Pages>(
         }
         // What `f` asks for, the leaf's entry count, and for an inline value its old length,
         // the leaf's bytes in use and the key's length.
-        let (action, n, room) = {
+        let (action, n, room, last) = {
             let pg: &[u8] = &held.as_ref().expect("invariant: just set").1;
             let (k, lv) = page::leaf_entry(pg, i);
             if !within(k, upper, true) {
                 break;
             }
+            // The entry at an included upper bound is the last: keys are unique. (A write
+            // by key, `lower == upper`, then stops without reading its leaf again.)
+            let last = matches!(upper, Bound::Included(u) if u == k);
             let (v, inline) = match lv {
                 LeafValue::Inline(v) => (v, true),
                 LeafValue::Overflow(len, first) if !have_value => {
@@ -1150,7 +1153,7 @@ pub(crate) fn update_each<P: Pages>(
                 }
             }
             let room = (inline && action != Each::Keep).then(|| (v.len(), page::used(pg), k.len()));
-            (action, page::count(pg), room)
+            (action, page::count(pg), room, last)
         };
         have_value = false;
         if action != Each::Keep {
@@ -1233,6 +1236,9 @@ pub(crate) fn update_each<P: Pages>(
                 }
             }
             after_write(p)?;
+        }
+        if last {
+            break;
         }
         at = match next {
             Some(x) => Some(x),
