@@ -420,11 +420,12 @@ fn run_core_in(
                             return Ok(false);
                         }
                     }
-                    let gvals = agg
-                        .group_by
-                        .iter()
-                        .map(|g| eval(g, frame, cx).map(|v| v.into_owned()))
-                        .collect::<Result<Vec<_>>>()?;
+                    // A loop, not `collect::<Result<Vec<_>>>()`: each such collect is its own
+                    // copy of the iterator code in the module (docs/size.md).
+                    let mut gvals = Vec::new();
+                    for g in &agg.group_by {
+                        gvals.push(eval(g, frame, cx)?.into_owned());
+                    }
                     cur = Some((
                         key.clone(),
                         gvals,

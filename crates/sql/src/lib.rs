@@ -349,10 +349,10 @@ impl Database {
                     // Nothing merged differently (the common case).
                     return Ok(());
                 }
-                let rows = corrections
-                    .into_iter()
-                    .map(|c| Ok((self.catalog.table(&c.table)?.clone(), c.pk, c.row)))
-                    .collect::<Result<Vec<_>>>()?;
+                let mut rows = Vec::new();
+                for c in corrections {
+                    rows.push((self.catalog.table(&c.table)?.clone(), c.pk, c.row));
+                }
                 let mut w = executor::Writer {
                     store: self.store.as_mut(),
                     params: &[],
@@ -825,14 +825,13 @@ impl Database {
                     }
                     return Err(Error::AlreadyExists(format!("index {}", ci.name)));
                 }
-                let columns = ci
-                    .columns
-                    .iter()
-                    .map(|c| {
+                let mut columns = Vec::new();
+                for c in &ci.columns {
+                    columns.push(
                         t.column(c)
-                            .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                            .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))?,
+                    );
+                }
                 let tree = self.catalog.next_tree;
                 self.catalog.next_tree += 1;
                 self.store.create_tree(tree)?;
@@ -1027,7 +1026,11 @@ impl Database {
 }
 
 fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
-    t.checks.iter().map(|c| p.table_expr(t, c)).collect()
+    let mut out = Vec::new();
+    for c in &t.checks {
+        out.push(p.table_expr(t, c)?);
+    }
+    Ok(out)
 }
 
 fn write_output(res: executor::WriteResult, names: &Rc<[String]>, last: i64) -> Output {

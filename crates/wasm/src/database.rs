@@ -522,12 +522,13 @@ impl Database {
         {
             // Only imports the build without sync has too (`Array.isArray`, `length`, `get`):
             // both builds share one glue.
-            let writers = writers
+            let list = writers
                 .dyn_ref::<Array>()
-                .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?
-                .iter()
-                .map(|w| author(&w.as_string().unwrap_or_default()))
-                .collect::<Result<Vec<_>, _>>()?;
+                .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
+            let mut writers = Vec::new();
+            for w in list.iter() {
+                writers.push(author(&w.as_string().unwrap_or_default())?);
+            }
             self.sync
                 .authorize(&mut self.db, scope, writers)
                 .map_err(sql_error)
