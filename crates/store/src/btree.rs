@@ -638,6 +638,7 @@ fn insert_inner<P: Pages>(
         }
         Ok(_) if skip_existing => return Ok(true),
         Ok(i) => {
+            let mut old = old;
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
                 if value.len() <= v.len() {
                     // No larger (an update that changes a number, say): rewrite the value where
@@ -652,6 +653,20 @@ fn insert_inner<P: Pages>(
                         fix_up(p, root, path, leaf, Fix::Check)?;
                     }
                     return Ok(true);
+                }
+                // Longer: grown into the page's free gap where it is, when the gap holds it
+                // (as `insert_or_rewrite` does), instead of a removal and an insert that
+                // gathers the page's free space by rewriting the whole page.
+                let n = v.len();
+                if let Some(out) = old.as_deref_mut() {
+                    out.extend_from_slice(v);
+                }
+                if page::rewrite_value(pg, i, value) {
+                    return Ok(true);
+                }
+                if let Some(out) = old.as_deref_mut() {
+                    // Not rewritten: `take_cell` appends the old value itself.
+                    out.truncate(out.len() - n);
                 }
             }
             take_cell(p, leaf, i, old)?;
