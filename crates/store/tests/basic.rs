@@ -573,6 +573,47 @@ fn set_meta_of_over_a_catalog_of(trees: usize) {
     assert!(rep.is_ok(), "{rep}");
 }
 
+/// A value rewritten longer grows where it is when its page has the room, and otherwise the
+/// page splits; either way the undo log (`replace_appending`, appending to what it holds)
+/// gets the old value once, and the tree reads as written.
+#[test]
+fn a_value_rewritten_longer_keeps_one_copy_of_the_old_in_the_undo_log() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    // Ten keys of 30-byte values: a 512-byte leaf then has room for a few bytes more, not for
+    // a value five times as long.
+    for i in 0..10u32 {
+        tx.insert(t, &k(i), &[i as u8; 30]).unwrap();
+    }
+    let mut log = b"before".to_vec();
+    let mut replaced = None;
+    tx.replace_appending(t, &k(3), &[33; 36], &mut log, &mut replaced)
+        .unwrap();
+    assert_eq!(replaced, Some(true));
+    assert_eq!(log, [&b"before"[..], &[3; 30]].concat(), "grown in place");
+    let mut replaced = None;
+    tx.replace_appending(t, &k(5), &[55; 150], &mut log, &mut replaced)
+        .unwrap();
+    assert_eq!(replaced, Some(true));
+    assert_eq!(
+        log,
+        [&b"before"[..], &[3; 30], &[5; 30]].concat(),
+        "after a split"
+    );
+    for i in 0..10u32 {
+        let want = match i {
+            3 => vec![33; 36],
+            5 => vec![55; 150],
+            _ => vec![i as u8; 30],
+        };
+        assert_eq!(tx.get(t, &k(i)).unwrap(), Some(want), "key {i}");
+    }
+    tx.commit().unwrap();
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
+
 /// `replace` hands back what it replaced (inline and overflow values), says "nothing" for a
 /// new key, and leaves the tree as `insert` would.
 #[test]
