@@ -640,32 +640,23 @@ fn insert_inner<P: Pages>(
         Ok(i) => {
             let mut old = old;
             if let LeafValue::Inline(v) = page::leaf_value(pg, i) {
-                if value.len() <= v.len() {
-                    // No larger (an update that changes a number, say): rewrite the value where
-                    // it is. Removing the cell and reserving room for a new one would, on a full
-                    // page, copy the whole page to gather the room.
-                    if let Some(out) = old {
-                        out.extend_from_slice(v);
-                    }
-                    let shrunk = value.len() < v.len();
-                    page::shrink_value(pg, i, value);
-                    if shrunk && underfull(pg) {
-                        fix_up(p, root, path, leaf, Fix::Check)?;
-                    }
-                    return Ok(true);
-                }
-                // Longer: grown into the page's free gap where it is, when the gap holds it
-                // (as `insert_or_rewrite` does), instead of a removal and an insert that
-                // gathers the page's free space by rewriting the whole page.
+                // Rewritten where it is when its page holds it: over the old bytes when no
+                // longer (an update that changes a number, say), else grown into the page's
+                // free gap (as `insert_or_rewrite` does). Removing the cell and inserting the
+                // new one would, on a full page, rewrite the whole page to gather the room.
                 let n = v.len();
                 if let Some(out) = old.as_deref_mut() {
                     out.extend_from_slice(v);
                 }
                 if page::rewrite_value(pg, i, value) {
+                    if value.len() < n && underfull(pg) {
+                        fix_up(p, root, path, leaf, Fix::Check)?;
+                    }
                     return Ok(true);
                 }
                 if let Some(out) = old.as_deref_mut() {
-                    // Not rewritten: `take_cell` appends the old value itself.
+                    // Not rewritten (too long for its page): `take_cell` appends the old
+                    // value itself.
                     out.truncate(out.len() - n);
                 }
             }
