@@ -2,8 +2,14 @@
 // transactions, errors with codes, export and import, over both channels.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { launch } from './harness.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 async function withPage(fn, opts) {
   const b = await launch(opts);
@@ -179,6 +185,32 @@ test('export, import and destroy', () =>
     assert.equal(r.destroyOpen.code, 'BUSY');
     assert.equal(r.openDestroyed.code, 'NOT_FOUND');
     assert.equal(r.missing.code, 'NOT_FOUND');
+  }));
+
+test('the native shell opens a file exported from the browser', () =>
+  withPage(async (page) => {
+    const bytes = await page.evaluate(async () => {
+      const db = await cairn.open('for-the-shell');
+      await db.exec(`CREATE TABLE k (id TEXT PRIMARY KEY, v INTEGER, r REAL);
+        CREATE INDEX k_v ON k(v);
+        INSERT INTO k VALUES ('a', 1, 0.5), ('b', 2, NULL), ('c', 2, -1.25);`);
+      const out = await db.export();
+      await db.close();
+      return Array.from(out);
+    });
+    execFileSync('cargo', ['build', '-q', '-p', 'cairn-cli', '--bin', 'cairn'], { cwd: ROOT, stdio: 'inherit' });
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-export-'));
+    try {
+      const file = join(dir, 'exported.cairn');
+      writeFileSync(file, Uint8Array.from(bytes));
+      const out = execFileSync(join(ROOT, 'target/debug/cairn'), [file], {
+        input: '.mode csv\n.check\nSELECT id, v, r FROM k WHERE v = 2 ORDER BY id;\n',
+        encoding: 'utf8',
+      });
+      assert.equal(out, 'ok\nid,v,r\nb,2,NULL\nc,2,-1.25\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }));
 
 test('a page that is not cross-origin isolated works over postMessage', () =>
