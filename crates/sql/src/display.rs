@@ -4,6 +4,7 @@
 use crate::ast::{BinOp, Expr, Param, UnOp};
 use crate::schema::quote_ident;
 use crate::types::fmt_real;
+use cairn_store::text::{join, quote};
 use cairn_store::Value;
 
 pub fn value(v: &Value) -> String {
@@ -11,7 +12,7 @@ pub fn value(v: &Value) -> String {
         Value::Null => "NULL".into(),
         Value::Integer(i) => i.to_string(),
         Value::Real(r) => fmt_real(*r),
-        Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
+        Value::Text(s) => quote(s, '\''),
         Value::Blob(b) => {
             let mut s = String::from("X'");
             for x in b {
@@ -98,7 +99,7 @@ pub fn expr(e: &Expr) -> String {
             negated,
         } => {
             let items: Vec<_> = list.iter().map(expr).collect();
-            format!("({} {}IN ({}))", expr(e), not(*negated), items.join(", "))
+            format!("({} {}IN ({}))", expr(e), not(*negated), join(&items, ", "))
         }
         Expr::InSelect {
             expr: e, negated, ..
@@ -157,7 +158,7 @@ pub fn expr(e: &Expr) -> String {
             format!(
                 "{name}({}{})",
                 if *distinct { "DISTINCT " } else { "" },
-                items.join(", ")
+                join(&items, ", ")
             )
         }
     }

@@ -2433,8 +2433,8 @@ impl Writer<'_> {
             .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
             .collect();
         match ix {
-            Some(_) => Error::ConstraintUnique(names.join(", ")),
-            None => Error::ConstraintPrimaryKey(names.join(", ")),
+            Some(_) => Error::ConstraintUnique(cairn_store::text::join(&names, ", ")),
+            None => Error::ConstraintPrimaryKey(cairn_store::text::join(&names, ", ")),
         }
     }
 

@@ -10,6 +10,7 @@
 use crate::plan::{Access, Body, Core, Level, PExpr, QueryPlan, Source};
 use crate::planner;
 use crate::schema::Key;
+use cairn_store::text;
 use std::rc::Rc;
 
 fn plural(n: usize, one: &str) -> String {
@@ -171,7 +172,7 @@ fn access(l: &Level, t: &crate::schema::Table) -> String {
                 if conds.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", conds.join(" AND "))
+                    format!(" ({})", text::join(&conds, " AND "))
                 },
                 if *reverse { " DESC" } else { "" },
                 if point {
@@ -197,7 +198,7 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
     }
     if c.levels.len() > 1 {
         let names: Vec<&str> = c.levels.iter().map(|l| l.name.as_str()).collect();
-        out.push(format!("{pad}JOIN ORDER {}", names.join(", ")));
+        out.push(format!("{pad}JOIN ORDER {}", text::join(&names, ", ")));
     }
     for (i, l) in c.levels.iter().enumerate() {
         let join = if i == 0 {
@@ -225,7 +226,8 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
                 plural(l.after.len(), "condition")
             ));
         }
-        let filter = (!filter.is_empty()).then(|| format!("{pad}  FILTER {}", filter.join("; ")));
+        let filter =
+            (!filter.is_empty()).then(|| format!("{pad}  FILTER {}", text::join(&filter, "; ")));
         match (&l.source, &l.access) {
             (Source::Query(q), a) => {
                 let how = match (i, a) {

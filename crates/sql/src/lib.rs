@@ -880,7 +880,9 @@ impl Database {
                             .iter()
                             .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
                             .collect();
-                        return Err(Error::ConstraintUnique(names.join(", ")));
+                        return Err(Error::ConstraintUnique(cairn_store::text::join(
+                            &names, ", ",
+                        )));
                     }
                 }
                 self.store

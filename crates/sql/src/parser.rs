@@ -543,7 +543,7 @@ impl<'a> Parser<'a> {
             words.push(w);
         }
         if !words.is_empty() {
-            let mut tn = words.join(" ");
+            let mut tn = cairn_store::text::join(&words, " ");
             if self.eat_op("(") {
                 tn.push('(');
                 loop {
@@ -1455,7 +1455,7 @@ impl<'a> Parser<'a> {
                         self.expect_op(")")?;
                         Ok(Expr::Cast {
                             expr: Box::new(e),
-                            type_name: words.join(" "),
+                            type_name: cairn_store::text::join(&words, " "),
                         })
                     }
                     _ if matches!(self.peek_at(1), Tok::Op("(")) && !is_reserved(&w)

@@ -9,6 +9,7 @@ use crate::parser;
 use crate::storage::{Storage, TreeId, SCHEMA_TREE};
 use crate::types::ColType;
 use cairn_store::codec::{decode_record, encode_key, encode_record};
+use cairn_store::text::join;
 use cairn_store::Value;
 use std::ops::Bound;
 use std::rc::Rc;
@@ -118,7 +119,7 @@ impl Table {
                 .iter()
                 .map(|&c| quote_ident(&self.columns[c].name))
                 .collect();
-            s.push_str(&format!(", PRIMARY KEY ({})", names.join(", ")));
+            s.push_str(&format!(", PRIMARY KEY ({})", join(&names, ", ")));
         }
         for ix in self.indexes.iter().filter(|i| i.auto) {
             let names: Vec<_> = ix
@@ -126,7 +127,7 @@ impl Table {
                 .iter()
                 .map(|&c| quote_ident(&self.columns[c].name))
                 .collect();
-            s.push_str(&format!(", UNIQUE ({})", names.join(", ")));
+            s.push_str(&format!(", UNIQUE ({})", join(&names, ", ")));
         }
         for c in &self.checks {
             s.push_str(&format!(", CHECK ({})", crate::display::expr(c)));
@@ -142,7 +143,7 @@ impl Table {
                 opts.push(format!("COUNTER {}", quote_ident(&self.columns[c].name)));
             }
             if !opts.is_empty() {
-                s.push_str(&format!(" ({})", opts.join(", ")));
+                s.push_str(&format!(" ({})", join(&opts, ", ")));
             }
         }
         s
@@ -159,7 +160,7 @@ impl Table {
             if ix.unique { "UNIQUE " } else { "" },
             quote_ident(&ix.name),
             quote_ident(&self.name),
-            names.join(", ")
+            join(&names, ", ")
         )
     }
 }
@@ -173,7 +174,7 @@ pub fn quote_ident(s: &str) -> String {
     if plain && !parser::is_keyword(s) {
         s.to_string()
     } else {
-        format!("\"{}\"", s.replace('"', "\"\""))
+        cairn_store::text::quote(s, '"')
     }
 }
 

@@ -39,15 +39,18 @@ impl ColType {
     pub fn from_decl(decl: Option<&str>) -> ColType {
         let Some(d) = decl else { return ColType::Any };
         let d = d.to_ascii_uppercase();
+        // A window search: the names are short, and `str::contains` with a `&str` would link
+        // std's two-way searcher (about 1.8 KB of wasm) for this alone.
+        let has = |w: &str| d.as_bytes().windows(w.len()).any(|x| x == w.as_bytes());
         if d == "ANY" {
             ColType::Any
-        } else if d.contains("INT") {
+        } else if has("INT") {
             ColType::Integer
-        } else if d.contains("CHAR") || d.contains("CLOB") || d.contains("TEXT") {
+        } else if has("CHAR") || has("CLOB") || has("TEXT") {
             ColType::Text
-        } else if d.contains("BLOB") {
+        } else if has("BLOB") {
             ColType::Blob
-        } else if d.contains("REAL") || d.contains("FLOA") || d.contains("DOUB") {
+        } else if has("REAL") || has("FLOA") || has("DOUB") {
             ColType::Real
         } else {
             ColType::Numeric

@@ -1690,7 +1690,7 @@ impl<F: BlockFile> Db<F> {
             }
         }
         let Some((slot, state, list_len)) = chosen else {
-            return Err(Error::Corrupt(problems.join("; ")));
+            return Err(Error::Corrupt(crate::text::join(&problems, "; ")));
         };
         let mut sh = Shared::new(
             pager,
@@ -1707,13 +1707,7 @@ impl<F: BlockFile> Db<F> {
             .filter(|p| !p.ends_with("no magic number"))
             .collect();
         if !notes.is_empty() {
-            sh.recovered = Some(
-                notes
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
+            sh.recovered = Some(crate::text::join(&notes, "; "));
         }
         if state.catalog != 0 {
             sh.read(state.catalog)?;

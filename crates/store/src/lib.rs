@@ -88,6 +88,7 @@ mod opfs_open;
 mod page;
 mod pager;
 pub mod sort;
+pub mod text;
 pub mod value;
 
 pub use btree::{Each, Replaced, Rewrite, Seek};

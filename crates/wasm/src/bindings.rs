@@ -20,6 +20,25 @@ pub fn start() {
     }));
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// `crypto.getRandomValues`, which Workers and pages have (secure contexts or not).
+    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues, catch)]
+    fn get_random_values(buf: &mut [u8]) -> Result<JsValue, JsValue>;
+}
+
+/// The source of every random byte the module draws (the random seed of `random()` and
+/// `uuid7()`, and with sync the key pair): `crypto.getRandomValues`, 65,536 bytes a call at most.
+fn fill_random(buf: &mut [u8]) -> Result<(), getrandom::Error> {
+    for chunk in buf.chunks_mut(65536) {
+        if get_random_values(chunk).is_err() {
+            return Err(getrandom::Error::WEB_CRYPTO);
+        }
+    }
+    Ok(())
+}
+getrandom::register_custom_getrandom!(fill_random);
+
 /// Refuses a database name OPFS would refuse, or that would escape cairn's directory.
 #[wasm_bindgen(js_name = checkName)]
 pub fn check_name(name: &str) -> Result<(), JsValue> {

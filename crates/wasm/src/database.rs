@@ -728,7 +728,10 @@ impl Database {
         if !problems.is_empty() {
             return Err(error(
                 "CORRUPT",
-                &format!("the file is damaged: {}", problems.join("; ")),
+                &format!(
+                    "the file is damaged: {}",
+                    cairn_store::text::join(&problems, "; ")
+                ),
                 None,
             ));
         }
