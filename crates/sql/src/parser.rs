@@ -1184,7 +1184,9 @@ impl<'a> Parser<'a> {
                 }
                 // `x IS NOT NULL & y` is `x IS NOT (NULL & y)`, as in SQLite's grammar.
                 let r = self.binary(prec)?;
-                if r == Expr::Literal(Value::Null) {
+                // `matches!`, not `==`: the AST's derived equality is otherwise unused outside
+                // tests, and this one comparison linked all of it.
+                if matches!(r, Expr::Literal(Value::Null)) {
                     return Ok(Expr::IsNull {
                         expr: b,
                         negated: not,
