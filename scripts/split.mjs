@@ -71,6 +71,9 @@ function deterministic() {
     return a;
   };
   Object.defineProperty(globalThis, 'crypto', { configurable: true, writable: true, value: { getRandomValues } });
+  globalThis.__cairnPanicked = (message) => {
+    globalThis.__cairnPanic = message;
+  };
   Date.now = () => (clock += 1);
 }
 

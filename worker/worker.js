@@ -11,6 +11,11 @@ import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.
 import { Writer, Reader, Full } from './wire.js';
 import { readResult } from './result.js';
 
+// The engine's panic hook calls this before the module traps (crates/wasm/src/bindings.rs).
+self.__cairnPanicked = (message) => {
+  self.__cairnPanic = message;
+};
+
 let ready = null;
 let loaded = false;
 let wasm = null; // the instance's exports, once loaded

@@ -2,22 +2,24 @@
 //! handles itself (it does the asynchronous part, so the engine has none).
 
 use cairn_store::OpfsFile;
-use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
 use crate::database::store_error;
 
-/// Installs the panic hook: the message is left on the global scope as `__cairnPanic` before the
-/// module traps, so the Worker can report it with code `INTERNAL`.
+#[wasm_bindgen]
+extern "C" {
+    /// The Worker's (worker/worker.js): keeps a panic's message for the report after the trap.
+    /// A function of the global scope rather than a property set on it: finding the global
+    /// object from wasm takes js-sys's lookup of `globalThis`, `self`, `window` and `global`.
+    #[wasm_bindgen(js_namespace = globalThis, js_name = __cairnPanicked)]
+    fn panicked(message: &str);
+}
+
+/// Installs the panic hook: the message goes to the Worker before the module traps, so the
+/// Worker can report it with code `INTERNAL`.
 #[wasm_bindgen(start)]
 pub fn start() {
-    std::panic::set_hook(Box::new(|info| {
-        let _ = Reflect::set(
-            &js_sys::global(),
-            &"__cairnPanic".into(),
-            &info.to_string().into(),
-        );
-    }));
+    std::panic::set_hook(Box::new(|info| panicked(&info.to_string())));
 }
 
 #[wasm_bindgen]
