@@ -826,16 +826,24 @@ fn varint(b: &mut &[u8]) -> u64 {
     v
 }
 
-/// Rewrites a database's saved sync state as an older cairn would have saved it: layout 2
-/// (small pending records under meta keys `pending/`, chain, u64be seq, not beside the meta
-/// tree) or layout 1 (every pending record in the log, no `layout` key); or marks it with
-/// another layout number.
+/// Rewrites a database's saved sync state as an older cairn would have saved it: layouts 4 and
+/// 3 (the tail beside the meta tree, in its catalog entry, not in the store's root bytes),
+/// layout 2 (small pending records under meta keys `pending/`, chain, u64be seq, not beside
+/// the meta tree) or layout 1 (every pending record in the log, no `layout` key); or marks it
+/// with another layout number.
 fn set_layout(file: MemoryFile, layout: u8) -> MemoryFile {
     let sys = cairn_sql::storage::SYSTEM_TREES;
     let (meta, log) = (sys + 1, sys + 3);
     let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
     let st = db.storage_mut();
     st.begin().unwrap();
+    if layout <= 4 {
+        // The tail beside the meta tree, the root bytes empty.
+        let tail = st.root_meta().unwrap();
+        assert!(!tail.is_empty(), "some records wait in the tail");
+        st.set_tree_meta(meta, &tail).unwrap();
+        st.set_root_meta(&[]).unwrap();
+    }
     if layout <= 2 {
         // The tail beside the meta tree (layout 3): runs of `author`, `scope`, `varint
         // first`, `varint n`, n x `bytes` record.
@@ -986,10 +994,10 @@ fn pending_records_survive_a_reopen_in_either_layout() {
     }
     let digest = a.sync.state_digest(&mut a.db).unwrap();
     let file = close(a);
-    // As saved (layout 4), and as older versions of cairn would have saved it (layouts 3, 2
+    // As saved (layout 5), and as older versions of cairn would have saved it (layouts 4, 3, 2
     // and 1).
-    for layout in [4, 3, 2, 1] {
-        let file = if layout < 4 {
+    for layout in [5, 4, 3, 2, 1] {
+        let file = if layout < 5 {
             set_layout(file.clone(), layout)
         } else {
             file.clone()
@@ -999,11 +1007,11 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
         // The chain goes on: B takes every record without a gap or a fork.
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-        // The first save brought the file to layout 4: no pending record under a meta key,
-        // the peer B met under its own key and no `peers` value.
+        // The first save brought the file to layout 5: no pending record under a meta key or
+        // beside the meta tree, the peer B met under its own key and no `peers` value.
         let meta = cairn_sql::storage::SYSTEM_TREES + 1;
         let st = a.db.storage();
-        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![4]));
+        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
         assert_eq!(st.get(meta, b"peers").unwrap(), None, "layout {layout}");
         let mut peer_key = b"peer/".to_vec();
         peer_key.extend_from_slice(&b_id.0);
@@ -1021,7 +1029,8 @@ fn pending_records_survive_a_reopen_in_either_layout() {
             .unwrap();
         assert!(!cur.next().unwrap(), "layout {layout}: meta keys moved");
         drop(cur);
-        assert!(!st.tree_meta(meta).unwrap().is_empty(), "the new record");
+        assert!(!st.root_meta().unwrap().is_empty(), "the new record");
+        assert!(st.tree_meta(meta).unwrap().is_empty(), "layout {layout}");
         let mut b = Node::memory();
         b.exec(TODO);
         b.sync
@@ -2090,4 +2099,111 @@ fn a_sync_call_that_fails_takes_back_its_events_and_its_reply() {
     assert_eq!(a.rows(all).len(), 2);
     assert_eq!(a.rows(all), b.rows(all));
     assert_pending_as_stored(&mut a, "the exchange after the failed calls");
+}
+
+/// With small pages the store's root bytes are few (a quarter of the page: 128 bytes at 512,
+/// 256 at 1024): records that do not fit the tail with their run's header go to the log, a
+/// tail of a record or two moves often, and every record survives a reopen and reaches a peer.
+#[test]
+fn small_pages_keep_every_pending_record() {
+    for page_size in [512, 1024] {
+        let opts = Options {
+            page_size,
+            ..Options::default()
+        };
+        let store = Paged::open(MemoryFile::new(), opts).unwrap();
+        let mut db = Database::open(Box::new(store)).unwrap();
+        let sync = Sync::attach(&mut db, now).unwrap();
+        let mut a = Node { db, sync };
+        a.exec(TODO);
+        for i in 0..25 {
+            a.exec(&format!(
+                "INSERT INTO todo (id, title) VALUES ('s{i:02}', 'small page row {i}')"
+            ));
+        }
+        let meta = cairn_sql::storage::SYSTEM_TREES + 1;
+        let root = a.db.storage().root_meta().unwrap();
+        assert!(root.len() <= page_size / 4, "{page_size}: {}", root.len());
+        assert_eq!(page_size == 512, root.is_empty(), "{page_size}: {root:?}");
+        let digest = a.sync.state_digest(&mut a.db).unwrap();
+        let mut file = close(a);
+        if page_size == 512 {
+            // As layout 4 kept them: every pending record in a tail beside the meta tree,
+            // more than the root bytes hold, which the first save moves to the log.
+            file = as_layout_4_tail(file);
+        }
+        let mut a = paged(file);
+        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+        a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
+        let st = a.db.storage();
+        assert!(st.tree_meta(meta).unwrap().is_empty(), "{page_size}");
+        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
+        let digest = a.sync.state_digest(&mut a.db).unwrap();
+        let mut a = paged(close(a));
+        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+        assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+        let mut b = Node::memory();
+        b.exec(TODO);
+        b.sync
+            .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
+            .unwrap();
+        sync_pair(&mut a, &mut b);
+        let events = b.sync.take_events();
+        assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+        let all = "SELECT id, title FROM todo ORDER BY id";
+        assert_eq!(b.rows(all).len(), 26);
+        assert_eq!(a.rows(all), b.rows(all));
+    }
+}
+
+/// Moves every pending record of the log (kind 2, one a key) to a tail beside the meta tree,
+/// as layout 4 kept small ones (one run: `author`, `scope`, `varint first`, `varint n`, n x
+/// `bytes` record), and marks the state layout 4.
+fn as_layout_4_tail(file: MemoryFile) -> MemoryFile {
+    let sys = cairn_sql::storage::SYSTEM_TREES;
+    let (meta, log) = (sys + 1, sys + 3);
+    let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
+    let st = db.storage_mut();
+    st.begin().unwrap();
+    let mut pending = Vec::new();
+    {
+        let mut cur = st
+            .scan(
+                log,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                false,
+            )
+            .unwrap();
+        while cur.next().unwrap() {
+            let k = cur.key();
+            if k[k.len() - 9] == 2 {
+                pending.push((k.to_vec(), cur.value().to_vec()));
+            }
+        }
+    }
+    assert!(pending.len() > 3, "records in the log: {}", pending.len());
+    let (prefix, first) = pending[0].0.split_at(pending[0].0.len() - 9);
+    let first = u64::from_be_bytes(first[1..].try_into().unwrap());
+    let mut tail = prefix.to_vec();
+    assert!(first < 128 && pending.len() < 128, "one-byte varints");
+    tail.push(first as u8);
+    tail.push(pending.len() as u8);
+    for (i, (k, v)) in pending.iter().enumerate() {
+        assert_eq!(&k[..prefix.len()], prefix, "one chain");
+        assert_eq!(
+            u64::from_be_bytes(k[k.len() - 8..].try_into().unwrap()),
+            first + i as u64,
+            "consecutive"
+        );
+        assert!(v.len() < 128, "a one-byte length");
+        tail.push(v.len() as u8);
+        tail.extend_from_slice(v);
+        st.delete(log, k).unwrap();
+    }
+    assert!(tail.len() > 128, "more than the root bytes hold");
+    st.set_tree_meta(meta, &tail).unwrap();
+    st.put(meta, b"layout", &[4]).unwrap();
+    st.commit().unwrap();
+    file_of(db)
 }
