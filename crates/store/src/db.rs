@@ -219,8 +219,6 @@ struct W {
     /// The catalog was written (a volatile file's catalog root keeps its number, so the
     /// last commit's tree entries no longer tell what it holds).
     catalog_written: bool,
-    /// The root bytes this transaction set (None: the last commit's stand).
-    root_meta: Option<Vec<u8>>,
 }
 
 pub(crate) struct Shared<F> {
@@ -269,10 +267,13 @@ pub(crate) struct Shared<F> {
     committed_trees: Option<CommittedTrees>,
     /// A volatile file's superblocks are older than the last commit (see `write_back`).
     sb_unwritten: bool,
-    /// The root bytes of the last commit (`WriteTx::set_root_meta`), and the buffer they last
-    /// replaced, for the next transaction that sets them.
+    /// The root bytes of the last commit (`WriteTx::set_root_meta`), and those the open write
+    /// transaction set if `root_set` (two buffers that trade places at commit: a caller setting
+    /// them every commit allocates nothing, and a transaction that does not set them pays for
+    /// nothing).
     root_meta: Vec<u8>,
-    root_spare: Vec<u8>,
+    root_next: Vec<u8>,
+    root_set: bool,
     /// Commit's buffers kept from one commit to the next: a catalog entry, the free-tree delta.
     entry: Vec<u8>,
     delta: Vec<(u32, bool)>,
@@ -678,13 +679,19 @@ fn encode_superblock_into(
     list: &[(u32, u64)],
     root: &[u8],
 ) {
+    assert!(
+        root.len() <= root_meta_room(ps) && SB_LIST + 12 * list.len() + root.len() <= ps,
+        "invariant: the root bytes and the commit list fit the superblock"
+    );
     if b.len() == ps {
-        // The buffer holds the last superblock: zeroes past its list and before its root
-        // bytes, which stay zeroes.
-        let old_root = (page::get_u32(b, 64) as usize).min(root_meta_room(ps));
-        let used = SB_LIST + 12 * (page::get_u32(b, 60) as usize).min(list_capacity(ps, old_root));
+        // The buffer holds the last superblock (written here, so it fits): zeroes past its
+        // list and before its root bytes, which stay zeroes.
+        let old_root = page::get_u32(b, 64) as usize;
+        let used = SB_LIST + 12 * page::get_u32(b, 60) as usize;
         b[..used].fill(0);
-        b[ps - old_root..].fill(0);
+        if old_root > 0 {
+            b[ps - old_root..].fill(0);
+        }
     } else {
         b.clear();
         b.resize(ps, 0);
@@ -699,16 +706,14 @@ fn encode_superblock_into(
     page::put_u64(b, 44, s.catalog_len);
     page::put_u64(b, 52, s.free_len);
     page::put_u32(b, 60, list.len() as u32);
-    assert!(
-        root.len() <= root_meta_room(ps) && list.len() <= list_capacity(ps, root.len()),
-        "invariant: the root bytes and the commit list fit the superblock"
-    );
     page::put_u32(b, 64, root.len() as u32);
     for (i, (id, sum)) in list.iter().enumerate() {
         page::put_u32(b, SB_LIST + 12 * i, *id);
         page::put_u64(b, SB_LIST + 12 * i + 4, *sum);
     }
-    b[ps - root.len()..].copy_from_slice(root);
+    if !root.is_empty() {
+        b[ps - root.len()..].copy_from_slice(root);
+    }
     let sum = xxh64(&b[16..], slot as u64);
     page::put_u64(b, 8, sum);
 }
@@ -718,10 +723,10 @@ fn list_capacity(ps: usize, root: usize) -> usize {
     (ps - SB_LIST - root) / 12
 }
 
-/// The most root bytes a superblock holds: a quarter of the page, so that the commit list
-/// keeps most of its room.
+/// The most root bytes a superblock holds: half the page, so that the commit list keeps half
+/// its room (165 pages at 4 KiB beside a full room of root bytes).
 pub(crate) fn root_meta_room(ps: usize) -> usize {
-    ps / 4
+    ps / 2
 }
 
 struct Slot {
@@ -766,7 +771,7 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         let r = page::get_u32(b, 64) as usize;
         if r > root_meta_room(ps) {
             return Err(SlotError::Bad(format!(
-                "{r} root bytes, more than a quarter of the page"
+                "{r} root bytes, more than half the page"
             )));
         }
         (SB_LIST, r, list_capacity(ps, r))
@@ -903,7 +908,8 @@ impl<F: BlockFile> Shared<F> {
             committed_trees: None,
             sb_unwritten: false,
             root_meta: Vec::new(),
-            root_spare: Vec::new(),
+            root_next: Vec::new(),
+            root_set: false,
             entry: Vec::new(),
             delta: Vec::new(),
             freed: Vec::new(),
@@ -958,8 +964,8 @@ impl<F: BlockFile> Shared<F> {
             serial: self.serial,
             last_leaf: spare.last_leaf,
             catalog_written: false,
-            root_meta: None,
         });
+        self.root_set = false;
         Ok(self.serial)
     }
 
@@ -982,6 +988,7 @@ impl<F: BlockFile> Shared<F> {
 
     fn rollback(&mut self) {
         let Some(w) = self.w.take() else { return };
+        self.root_set = false;
         let free = self.free.as_mut().expect("invariant: free set loaded");
         for (&id, &add) in &w.delta {
             // Pages taken from the free tree go back; pages past the old end are forgotten.
@@ -1204,10 +1211,11 @@ impl<F: BlockFile> Shared<F> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut state = w.state;
         state.txn = txn;
-        if let Some(root) = w.root_meta.take() {
+        if self.root_set {
             // A commit that fails from here on leaves the store to be opened again (poisoned),
             // which reads the root bytes from the file.
-            self.root_spare = std::mem::replace(&mut self.root_meta, root);
+            std::mem::swap(&mut self.root_meta, &mut self.root_next);
+            self.root_set = false;
         }
         let ps = self.pager.page_size;
         if self.unflushed.len() > list_capacity(ps, self.root_meta.len()) {
@@ -1787,7 +1795,7 @@ impl<F: BlockFile> Db<F> {
         self.shared.borrow().root_meta.clone()
     }
 
-    /// How many root bytes the superblock holds (a quarter of the page).
+    /// How many root bytes the superblock holds (half the page).
     pub fn root_meta_room(&self) -> usize {
         root_meta_room(self.page_size())
     }
@@ -2306,10 +2314,11 @@ impl<F: BlockFile> WriteTx<F> {
     /// The root bytes as this transaction sees them (see [`WriteTx::set_root_meta`]).
     pub fn root_meta(&self) -> Result<Vec<u8>> {
         let mut sh = self.shared.borrow_mut();
-        let w = sh.w(self.serial)?;
-        Ok(match &w.root_meta {
-            Some(b) => b.clone(),
-            None => sh.root_meta.clone(),
+        sh.w(self.serial)?;
+        Ok(if sh.root_set {
+            sh.root_next.clone()
+        } else {
+            sh.root_meta.clone()
         })
     }
 
@@ -2326,18 +2335,10 @@ impl<F: BlockFile> WriteTx<F> {
                 meta.len()
             )));
         }
-        // The buffer the last commit's bytes replaced, so that a caller setting them on every
-        // commit allocates nothing.
-        let mut spare = std::mem::take(&mut sh.root_spare);
-        let w = sh.w(self.serial)?;
-        let b = w
-            .root_meta
-            .get_or_insert_with(|| std::mem::take(&mut spare));
-        b.clear();
-        b.extend_from_slice(meta);
-        if sh.root_spare.capacity() < spare.capacity() {
-            sh.root_spare = spare;
-        }
+        sh.w(self.serial)?;
+        sh.root_next.clear();
+        sh.root_next.extend_from_slice(meta);
+        sh.root_set = true;
         Ok(())
     }
 
