@@ -48,11 +48,12 @@ const PEER: &[u8] = b"peer/";
 const LEGACY_PEERS: &[u8] = b"peers";
 /// How many bytes of pending records the tail (the store's root bytes) holds at most, or the
 /// store's room for root bytes if less: the paged store keeps them in the superblock every
-/// commit writes anyway, up to a quarter of a page (1024 bytes at 4 KiB). 1000 so that a run
-/// moved to the log whole is one cell of a 4 KiB page (its key and value take 11 bytes more
-/// than the run in the tail; a cell takes at most 1014, docs/file-format.md), not a cell and
-/// an overflow page.
-const TAIL_BYTES: usize = 1000;
+/// commit writes anyway, up to half a page (2048 bytes at 4 KiB). A full tail moves to the
+/// log at the cost of about a commit, so the more it holds the better, up to the copy each
+/// commit makes of it (a 64 KiB page's half would be copied whole every commit). A run moved
+/// whole is then a cell and an overflow page of the log: measured cheaper than a tail of
+/// 1,000 bytes moved twice as often as one inline cell, or a run cut into two cells.
+const TAIL_BYTES: usize = 2048;
 /// A record larger than this goes to the log directly.
 const TAIL_RECORD: usize = 384;
 const K_CHECKPOINT: u8 = 0;
@@ -157,13 +158,15 @@ impl Tail {
         })
     }
 
-    /// Appends a run of one record, `seq`, of the chain `key` whose prefix is `prefix`.
-    fn push(&mut self, key: &ChainKey, prefix: &[u8], seq: u64, rec: &[u8]) {
+    /// Appends a run of one record, `seq`, of the chain `key`.
+    fn push(&mut self, key: &ChainKey, seq: u64, rec: &[u8]) {
         let mut w = Writer {
             buf: std::mem::take(&mut self.buf),
         };
         let start = w.buf.len();
-        w.raw(prefix);
+        // The chain's prefix (`chain_prefix`).
+        w.raw(&key.0 .0);
+        key.1.encode(&mut w);
         w.varint(seq);
         let n_at = w.buf.len();
         w.varint(1);
@@ -351,8 +354,16 @@ fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
     w.buf
 }
 
+/// The length of [`chain_prefix`] for `key`.
+fn prefix_len(key: &ChainKey) -> usize {
+    let name = key.1.name.len();
+    32 + 32 + varint_len(name as u64) + name
+}
+
 fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
-    let mut k = prefix.to_vec();
+    // Its room at once: a copy of the prefix alone would be grown by the kind's push.
+    let mut k = Vec::with_capacity(prefix.len() + 9);
+    k.extend_from_slice(prefix);
     k.push(kind);
     k.extend_from_slice(&seq.to_be_bytes());
     k
@@ -910,12 +921,7 @@ fn save_chain(
             .runs
             .last()
             .is_some_and(|t| t.first + t.n == r.seq && t.key == *key);
-        let grows = own
-            + if extends {
-                0
-            } else {
-                prefix(&mut pfx).len() + 20
-            };
+        let grows = own + if extends { 0 } else { prefix_len(key) + 20 };
         if saved.tail.len() + grows > saved.tail_room {
             move_tail(store, saved)?;
             extends = false;
@@ -929,7 +935,7 @@ fn save_chain(
                     .buf
                     .reserve(saved.tail_room - saved.tail.buf.len());
             }
-            saved.tail.push(key, &prefix(&mut pfx), r.seq, bytes);
+            saved.tail.push(key, r.seq, bytes);
         }
         *tail_changed = true;
     }
@@ -1042,16 +1048,17 @@ mod tests {
         let (a, b) = (key("a"), key("b"));
         let rec = |seq: u64| vec![seq as u8; 1 + (seq % 5) as usize];
         let mut t = Tail::default();
-        t.push(&a, &chain_prefix(&a.0, &a.1), 1, &rec(1));
+        t.push(&a, 1, &rec(1));
         for seq in 2..=130 {
             t.extend_last(&rec(seq));
         }
-        t.push(&b, &chain_prefix(&b.0, &b.1), 5, &rec(5));
+        t.push(&b, 5, &rec(5));
         t.extend_last(&rec(6));
         let records = |t: &Tail| -> Vec<(String, u64, Vec<u8>)> {
             let mut out = Vec::new();
             for (k, prefix, first, n, recs) in t.each() {
                 assert_eq!(prefix, chain_prefix(&k.0, &k.1));
+                assert_eq!(prefix.len(), prefix_len(k));
                 let mut r = Reader::new(recs);
                 for i in 0..n {
                     let name = String::from_utf8(k.1.name.clone()).unwrap();

@@ -986,7 +986,7 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         .unwrap();
     sync_pair(&mut a, &mut b);
     let b_id = b.sync.id(&mut b.db).unwrap();
-    for i in 0..80 {
+    for i in 0..200 {
         a.exec(&format!(
             "UPDATE todo SET likes = likes + 1 WHERE id = 'a{}'",
             i % 40
@@ -1127,13 +1127,21 @@ fn an_idle_seal_signs_pending_records_and_keeps_the_blocks() {
     assert_eq!(a.rows(all), b.rows(all));
 }
 
+fn crash_title(i: usize) -> String {
+    format!("crash test row {i}, with a title long enough to fill the tail")
+}
+
 /// The writes of [`pending_records_survive_a_crash_at_every_write`], until the first error:
 /// single commits enough to move the tail of pending records to the log more than once, a
 /// seal, counter updates (corrected from the merged state), another seal, more inserts.
 fn crash_workload(db: &mut Database, sync: &Sync) -> cairn_sql::Result<()> {
-    for i in 0..30 {
+    // 60 records of about 90 bytes: the 2 KiB tail fills twice.
+    for i in 0..60 {
         db.execute(
-            &format!("INSERT INTO todo (id, title) VALUES ('c{i:02}', 'crash test row {i}')"),
+            &format!(
+                "INSERT INTO todo (id, title) VALUES ('c{i:02}', '{}')",
+                crash_title(i)
+            ),
             &[],
         )?;
     }
@@ -1145,9 +1153,12 @@ fn crash_workload(db: &mut Database, sync: &Sync) -> cairn_sql::Result<()> {
         )?;
     }
     sync.seal(db)?;
-    for i in 30..40 {
+    for i in 60..70 {
         db.execute(
-            &format!("INSERT INTO todo (id, title) VALUES ('c{i:02}', 'crash test row {i}')"),
+            &format!(
+                "INSERT INTO todo (id, title) VALUES ('c{i:02}', '{}')",
+                crash_title(i)
+            ),
             &[],
         )?;
     }
@@ -2101,9 +2112,10 @@ fn a_sync_call_that_fails_takes_back_its_events_and_its_reply() {
     assert_pending_as_stored(&mut a, "the exchange after the failed calls");
 }
 
-/// With small pages the store's root bytes are few (a quarter of the page: 128 bytes at 512,
-/// 256 at 1024): records that do not fit the tail with their run's header go to the log, a
-/// tail of a record or two moves often, and every record survives a reopen and reaches a peer.
+/// With small pages the store's root bytes are few (half the page: 256 bytes at 512, 512 at
+/// 1024): a record that does not fit the tail with its run's header goes to the log, a tail of
+/// a few records moves often, and every record survives a reopen and reaches a peer; so does
+/// a tail an older layout kept beside the meta tree that is larger than the root bytes hold.
 #[test]
 fn small_pages_keep_every_pending_record() {
     for page_size in [512, 1024] {
@@ -2117,21 +2129,34 @@ fn small_pages_keep_every_pending_record() {
         let mut a = Node { db, sync };
         a.exec(TODO);
         for i in 0..25 {
+            // Every third title too long for a 512-byte page's tail.
+            let title = if i % 3 == 1 {
+                "long ".repeat(50)
+            } else {
+                format!("row {i}")
+            };
             a.exec(&format!(
-                "INSERT INTO todo (id, title) VALUES ('s{i:02}', 'small page row {i}')"
+                "INSERT INTO todo (id, title) VALUES ('s{i:02}', '{title}')"
             ));
         }
         let meta = cairn_sql::storage::SYSTEM_TREES + 1;
         let root = a.db.storage().root_meta().unwrap();
-        assert!(root.len() <= page_size / 4, "{page_size}: {}", root.len());
-        assert_eq!(page_size == 512, root.is_empty(), "{page_size}: {root:?}");
+        assert!(
+            !root.is_empty() && root.len() <= page_size / 2,
+            "{page_size}: {}",
+            root.len()
+        );
+        let (alone, runs) = log_kinds(&a);
+        assert_eq!(
+            alone > 0,
+            page_size == 512,
+            "{page_size}: {alone} records alone"
+        );
+        assert!(runs > 0, "{page_size}: tails moved");
         let digest = a.sync.state_digest(&mut a.db).unwrap();
-        let mut file = close(a);
-        if page_size == 512 {
-            // As layout 4 kept them: every pending record in a tail beside the meta tree,
-            // more than the root bytes hold, which the first save moves to the log.
-            file = as_layout_4_tail(file);
-        }
+        // As layout 4 kept them: every pending record in a tail beside the meta tree, more
+        // than the root bytes hold, which the first save moves to the log.
+        let file = as_layout_4_tail(close(a), page_size / 2);
         let mut a = paged(file);
         assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
@@ -2156,16 +2181,51 @@ fn small_pages_keep_every_pending_record() {
     }
 }
 
-/// Moves every pending record of the log (kind 2, one a key) to a tail beside the meta tree,
-/// as layout 4 kept small ones (one run: `author`, `scope`, `varint first`, `varint n`, n x
-/// `bytes` record), and marks the state layout 4.
-fn as_layout_4_tail(file: MemoryFile) -> MemoryFile {
+/// How many pending records the log holds one a key (kind 2), and how many runs (kind 3).
+fn log_kinds(n: &Node) -> (usize, usize) {
+    let log = cairn_sql::storage::SYSTEM_TREES + 3;
+    let st = n.db.storage();
+    let mut cur = st
+        .scan(
+            log,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+        )
+        .unwrap();
+    let (mut alone, mut runs) = (0, 0);
+    while cur.next().unwrap() {
+        let k = cur.key();
+        match k[k.len() - 9] {
+            2 => alone += 1,
+            3 => runs += 1,
+            _ => {}
+        }
+    }
+    (alone, runs)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Moves every pending record of the root bytes and the log (kind 2, one a key; kind 3, runs)
+/// to one tail beside the meta tree, as layout 4 kept small ones (a run: `author`, `scope`,
+/// `varint first`, `varint n`, n x `bytes` record), and marks the state layout 4. The tail must
+/// come out longer than `room`.
+fn as_layout_4_tail(file: MemoryFile, room: usize) -> MemoryFile {
     let sys = cairn_sql::storage::SYSTEM_TREES;
     let (meta, log) = (sys + 1, sys + 3);
     let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
     let st = db.storage_mut();
     st.begin().unwrap();
-    let mut pending = Vec::new();
+    let mut pending = std::collections::BTreeMap::new();
+    let mut prefix = None;
+    let mut gone = Vec::new();
     {
         let mut cur = st
             .scan(
@@ -2176,32 +2236,61 @@ fn as_layout_4_tail(file: MemoryFile) -> MemoryFile {
             )
             .unwrap();
         while cur.next().unwrap() {
-            let k = cur.key();
-            if k[k.len() - 9] == 2 {
-                pending.push((k.to_vec(), cur.value().to_vec()));
+            let k = cur.key().to_vec();
+            let (p, rest) = k.split_at(k.len() - 9);
+            let seq = u64::from_be_bytes(rest[1..].try_into().unwrap());
+            match rest[0] {
+                2 => {
+                    pending.insert(seq, cur.value().to_vec());
+                }
+                3 => {
+                    let mut v = cur.value();
+                    let n = varint(&mut v);
+                    for i in 0..n {
+                        let len = varint(&mut v) as usize;
+                        pending.insert(seq + i, v[..len].to_vec());
+                        v = &v[len..];
+                    }
+                }
+                _ => continue,
             }
+            assert!(prefix.get_or_insert_with(|| p.to_vec()) == p, "one chain");
+            gone.push(k);
         }
     }
-    assert!(pending.len() > 3, "records in the log: {}", pending.len());
-    let (prefix, first) = pending[0].0.split_at(pending[0].0.len() - 9);
-    let first = u64::from_be_bytes(first[1..].try_into().unwrap());
-    let mut tail = prefix.to_vec();
-    assert!(first < 128 && pending.len() < 128, "one-byte varints");
-    tail.push(first as u8);
-    tail.push(pending.len() as u8);
-    for (i, (k, v)) in pending.iter().enumerate() {
-        assert_eq!(&k[..prefix.len()], prefix, "one chain");
-        assert_eq!(
-            u64::from_be_bytes(k[k.len() - 8..].try_into().unwrap()),
-            first + i as u64,
-            "consecutive"
-        );
-        assert!(v.len() < 128, "a one-byte length");
-        tail.push(v.len() as u8);
-        tail.extend_from_slice(v);
-        st.delete(log, k).unwrap();
+    for k in gone {
+        st.delete(log, &k).unwrap();
     }
-    assert!(tail.len() > 128, "more than the root bytes hold");
+    // The root bytes' runs (of the same chain), after the log's.
+    let root = st.root_meta().unwrap();
+    let mut b = &root[..];
+    while !b.is_empty() {
+        b = &b[32 + 32..];
+        let name_len = varint(&mut b) as usize;
+        b = &b[name_len..];
+        let first = varint(&mut b);
+        let n = varint(&mut b);
+        for i in 0..n {
+            let len = varint(&mut b) as usize;
+            pending.insert(first + i, b[..len].to_vec());
+            b = &b[len..];
+        }
+    }
+    st.set_root_meta(&[]).unwrap();
+    let first = *pending.keys().next().expect("pending records");
+    assert_eq!(
+        *pending.keys().last().unwrap(),
+        first + pending.len() as u64 - 1,
+        "consecutive"
+    );
+    let mut tail = prefix.expect("records in the log");
+    put_varint(&mut tail, first);
+    put_varint(&mut tail, pending.len() as u64);
+    for v in pending.values() {
+        put_varint(&mut tail, v.len() as u64);
+        tail.extend_from_slice(v);
+    }
+    assert!(tail.len() > room, "more than the root bytes hold");
     st.set_tree_meta(meta, &tail).unwrap();
     st.put(meta, b"layout", &[4]).unwrap();
     st.commit().unwrap();
