@@ -348,7 +348,7 @@ type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The root bytes [`Memory`] keeps at most: as many as the paged store's superblock holds with
 /// 4 KiB pages.
-const MEMORY_ROOT_ROOM: usize = 2048;
+const MEMORY_ROOT_ROOM: usize = 1024;
 
 enum Undo {
     Put(TreeId, Vec<u8>, Option<Vec<u8>>),

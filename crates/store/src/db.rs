@@ -723,10 +723,10 @@ fn list_capacity(ps: usize, root: usize) -> usize {
     (ps - SB_LIST - root) / 12
 }
 
-/// The most root bytes a superblock holds: half the page, so that the commit list keeps half
-/// its room (165 pages at 4 KiB beside a full room of root bytes).
+/// The most root bytes a superblock holds: a quarter of the page, so that the commit list keeps
+/// most of its room (250 pages at 4 KiB beside a full room of root bytes).
 pub(crate) fn root_meta_room(ps: usize) -> usize {
-    ps / 2
+    ps / 4
 }
 
 struct Slot {
@@ -771,7 +771,7 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         let r = page::get_u32(b, 64) as usize;
         if r > root_meta_room(ps) {
             return Err(SlotError::Bad(format!(
-                "{r} root bytes, more than half the page"
+                "{r} root bytes, more than a quarter of the page"
             )));
         }
         (SB_LIST, r, list_capacity(ps, r))
@@ -1795,7 +1795,7 @@ impl<F: BlockFile> Db<F> {
         self.shared.borrow().root_meta.clone()
     }
 
-    /// How many root bytes the superblock holds (half the page).
+    /// How many root bytes the superblock holds (a quarter of the page).
     pub fn root_meta_room(&self) -> usize {
         root_meta_room(self.page_size())
     }

@@ -92,11 +92,11 @@ const COMMITS: u32 = 16;
 const ROOT: &[u8] = b"\xff\xffroot bytes";
 
 /// The root bytes commit `i` sets (None: it leaves the last ones): empty, short and up to the
-/// whole room of a 512-byte superblock (256 bytes), which shrinks its commit list.
+/// whole room of a 512-byte superblock (128 bytes), which shrinks its commit list.
 fn root_of(i: u32) -> Option<Vec<u8>> {
     match i % 4 {
         3 => None,
-        _ => Some(vec![i as u8; (i as usize * 73) % 257]),
+        _ => Some(vec![i as u8; (i as usize * 37) % 129]),
     }
 }
 
@@ -280,7 +280,7 @@ fn relaxed_durability_loses_only_a_suffix_of_commits() {
 
 #[test]
 fn commits_too_big_for_the_page_list_survive_a_crash_at_every_call() {
-    // 80 changes a commit write more pages than a 512-byte superblock can list (37, or 15
+    // 80 changes a commit write more pages than a 512-byte superblock can list (37, or 26
     // beside a full room of root bytes), so these commits flush their pages first and then the
     // superblock.
     assert!(crash_everywhere(Durability::Full, 4096, 80) > 200);

@@ -37,7 +37,7 @@ fn root_bytes_are_kept_with_each_commit_and_rolled_back_with_it() {
     let f = FaultFile::new();
     let db = Db::create(f.clone(), opts()).unwrap();
     assert_eq!(db.root_meta(), b"", "none until set");
-    assert_eq!(db.root_meta_room(), 256, "half the page");
+    assert_eq!(db.root_meta_room(), 128, "a quarter of the page");
     put(&db, b"a", Some(b"one"));
     assert_eq!(db.root_meta(), b"one");
     // A commit that does not set them keeps them.
@@ -51,12 +51,12 @@ fn root_bytes_are_kept_with_each_commit_and_rolled_back_with_it() {
     assert_eq!(db.root_meta(), b"one");
     // More than the room is refused, and changes nothing.
     let mut tx = db.begin_write().unwrap();
-    let e = tx.set_root_meta(&[1; 257]).err().unwrap();
+    let e = tx.set_root_meta(&[1; 129]).err().unwrap();
     assert_eq!(e.code(), "TOO_LARGE");
     assert_eq!(tx.root_meta().unwrap(), b"one");
-    tx.set_root_meta(&[9; 256]).unwrap();
+    tx.set_root_meta(&[9; 128]).unwrap();
     tx.commit().unwrap();
-    // A commit of more pages than the list beside a full room holds (15 at 512 bytes) flushes
+    // A commit of more pages than the list beside a full room holds (26 at 512 bytes) flushes
     // its pages first; the root bytes are in its superblock all the same.
     let mut tx = db.begin_write().unwrap();
     let t = tx.open_tree("t").unwrap();
