@@ -187,6 +187,16 @@ impl Tail {
     fn extend_last(&mut self, rec: &[u8]) {
         let t = self.runs.last_mut().expect("invariant: a run to extend");
         t.n += 1;
+        if t.n < 0x80 && t.records == t.n_at + 1 {
+            // A one-byte count, as nearly always.
+            self.buf[t.n_at] = t.n as u8;
+            let mut w = Writer {
+                buf: std::mem::take(&mut self.buf),
+            };
+            w.bytes(rec);
+            self.buf = w.buf;
+            return;
+        }
         // The count's varint, on the stack.
         let (mut n, mut v, mut len) = ([0u8; 10], t.n, 0);
         loop {
@@ -633,7 +643,10 @@ pub(crate) fn save(
     saved: &mut Saved,
     local: Option<&mut dyn Iterator<Item = &ChainKey>>,
 ) -> Result<()> {
-    saved.tail_room = TAIL_BYTES.min(store.root_meta_room());
+    if saved.tail_room == 0 {
+        // The store's room does not change while it is open (a reload starts from zero).
+        saved.tail_room = TAIL_BYTES.min(store.root_meta_room());
+    }
     let mut tail_changed = false;
     if !saved.layout {
         tail_changed = upgrade(store, saved)?;
@@ -1028,7 +1041,10 @@ fn mark_of(log: &ChainLog) -> Mark {
     Mark {
         base: log.base.as_ref().map_or(0, |c| c.seq),
         blocks_upto: log.blocks.last().map_or(0, |b| b.last_seq()),
-        pending_upto: log.pending.last().map_or(log.sealed_head().0, |r| r.seq),
+        pending_upto: log
+            .pending
+            .last()
+            .map_or_else(|| log.sealed_head().0, |r| r.seq),
     }
 }
 
