@@ -327,6 +327,59 @@ fn many_scopes_in_one_transaction_and_across_commits() {
     );
 }
 
+/// A table without a scope column keeps where its scope is from one commit to the next; the
+/// place goes when the commit hook forgets its scopes (past many scopes, or another owner), and
+/// every record still lands in its chain.
+#[test]
+fn a_table_s_one_scope_is_found_again_after_the_scopes_are_forgotten() {
+    let item =
+        "CREATE TABLE item (id TEXT PRIMARY KEY, list TEXT NOT NULL) REPLICATED (SCOPE list)";
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    a.exec(item);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one')");
+    // More scopes than the hook keeps: the next commit starts a new list.
+    a.exec("BEGIN");
+    for i in 0..70 {
+        a.exec(&format!("INSERT INTO item VALUES ('{i}', 'list{i}')"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t2', 'two')");
+    a.exec("COMMIT");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t3', 'three')");
+    a.exec("INSERT INTO item VALUES ('x', 'list5')");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t4', 'four')");
+    // Another owner, whose scope this device may not write; then this one again.
+    let mut c = Node::memory();
+    let c_id = c.sync.id(&mut c.db).unwrap();
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    a.sync.set_owner(&mut a.db, c_id).unwrap();
+    assert!(a
+        .db
+        .execute("INSERT INTO todo (id, title) VALUES ('no', 'refused')", &[])
+        .is_err());
+    a.sync.set_owner(&mut a.db, a_id).unwrap();
+    a.exec("INSERT INTO todo (id, title) VALUES ('t5', 'five')");
+    let mut a = paged(close(a));
+    let mut b = Node::memory();
+    b.exec(TODO);
+    b.exec(item);
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    sync_pair(&mut a, &mut b);
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    for all in [
+        "SELECT id, title FROM todo ORDER BY id",
+        "SELECT id, list FROM item ORDER BY id",
+    ] {
+        assert_eq!(a.rows(all), b.rows(all), "{all}");
+    }
+    assert_eq!(b.rows("SELECT id FROM todo").len(), 5);
+    assert_eq!(
+        a.sync.state_digest(&mut a.db).unwrap(),
+        b.sync.state_digest(&mut b.db).unwrap()
+    );
+}
+
 fn paged(file: MemoryFile) -> Node {
     let store = Paged::open(file, Options::default()).unwrap();
     let mut db = Database::open(Box::new(store)).unwrap();
