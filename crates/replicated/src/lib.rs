@@ -915,10 +915,7 @@ impl State {
                     if shapes[i].unique && !unique_tables.iter().any(|u| u == name) {
                         unique_tables.push(name.to_string());
                     }
-                    let scope = (!shapes[i].scoped).then(|| {
-                        let s = &mut shapes[i];
-                        scopes.find_kept(&s.table.name, &mut s.scope_at)
-                    });
+                    let scope = (!shapes[i].scoped).then(|| scopes.find(&shapes[i].table.name));
                     last = Some((i, scope));
                     (i, scope)
                 }
@@ -1166,9 +1163,6 @@ struct Scopes {
     at: HashMap<String, usize>,
     /// The scopes this commit wrote, in order of first use.
     used: Vec<usize>,
-    /// Bumped whenever `list` is emptied: a scope's place in it, kept with the number it was
-    /// found under (`Scopes::find_kept`), holds while the number does.
-    epoch: u64,
 }
 
 struct ScopeSlot {
@@ -1200,28 +1194,6 @@ impl Scopes {
             self.owner = Some((owner, me));
             self.list.clear();
             self.at.clear();
-            self.epoch += 1;
-        }
-    }
-
-    /// [`Scopes::find`] for a caller that keeps where the scope was found (`at`, with the
-    /// epoch): a table without a scope column writes one scope, found without a search from
-    /// one commit to the next.
-    fn find_kept(&mut self, name: &str, at: &mut Option<(u64, usize)>) -> usize {
-        match *at {
-            Some((epoch, i)) if epoch == self.epoch => {
-                debug_assert_eq!(self.list[i].name, name, "invariant: a kept place");
-                if !self.list[i].used {
-                    self.list[i].used = true;
-                    self.used.push(i);
-                }
-                i
-            }
-            _ => {
-                let i = self.find(name);
-                *at = Some((self.epoch, i));
-                i
-            }
         }
     }
 
@@ -1276,9 +1248,6 @@ struct Shape {
     /// newest write wins whole, and the table holds it.
     has_counters: bool,
     unique: bool,
-    /// Where the table's one scope (without a scope column) is in `Scopes`, and under which
-    /// epoch (`Scopes::find_kept`).
-    scope_at: Option<(u64, usize)>,
 }
 
 impl Shape {
@@ -1311,7 +1280,6 @@ impl Shape {
             scoped: table.replicated.as_ref().and_then(|r| r.scope).is_some(),
             has_counters: !counters.is_empty(),
             unique: table.indexes.iter().any(|i| i.unique),
-            scope_at: None,
             table,
         }
     }

@@ -327,9 +327,8 @@ fn many_scopes_in_one_transaction_and_across_commits() {
     );
 }
 
-/// A table without a scope column keeps where its scope is from one commit to the next; the
-/// place goes when the commit hook forgets its scopes (past many scopes, or another owner), and
-/// every record still lands in its chain.
+/// A table without a scope column writes one scope, which the commit hook finds again after it
+/// forgets its scopes (past many scopes, or another owner): every record lands in its chain.
 #[test]
 fn a_table_s_one_scope_is_found_again_after_the_scopes_are_forgotten() {
     let item =
