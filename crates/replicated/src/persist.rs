@@ -4,7 +4,8 @@
 //! |---|---|---|
 //! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `subscription` | u8 layout, key export, author, u64le HLC, what this replica asks for |
 //! | `SYSTEM_TREES + 1` meta | `peer/`, `author` | a peer's acknowledged version vector and what it asks for (an older version kept every peer in one value, `peers`, read and moved by the first save) |
-//! | `SYSTEM_TREES + 1` meta, the bytes beside the tree ([`Storage::tree_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] (layout 3) |
+//! | the store's root bytes ([`Storage::root_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] (layout 5) |
+//! | `SYSTEM_TREES + 1` meta, the bytes beside the tree ([`Storage::tree_meta`]) | | the same, in layouts 3 and 4 (moved to the root bytes by the first save) |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
 //! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records (3) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
@@ -36,8 +37,8 @@ const WRITERS: u64 = SYSTEM_TREES + 4;
 /// pending record is in the log). A database with a newer layout is refused; an older one is
 /// brought to this layout by the first save. Layout 3 kept small pending records beside the meta
 /// tree (the tail); layout 4 keeps each peer under its own meta key (`PEER`) instead of every peer
-/// in one value.
-const LAYOUT: u8 = 4;
+/// in one value; layout 5 keeps the tail in the store's root bytes instead.
+const LAYOUT: u8 = 5;
 /// Layout 2's meta keys of pending records not moved to the log yet: `TAIL` + author + scope +
 /// u64be seq. Read, and moved to the log, when a layout 2 database is opened.
 const TAIL: &[u8] = b"pending/";
@@ -45,11 +46,14 @@ const TAIL: &[u8] = b"pending/";
 const PEER: &[u8] = b"peer/";
 /// The meta key under which an older version kept every peer in one value.
 const LEGACY_PEERS: &[u8] = b"peers";
-/// How many bytes of pending records the tail (the bytes beside the meta tree) holds at most:
-/// with the meta tree's catalog entry, one cell of a 4 KiB page, so that the tail rides inline
-/// in the catalog page every commit writes anyway (docs/file-format.md: a cell takes at most
-/// 1014 bytes; the entry's name and fields take 34 of them).
-const TAIL_BYTES: usize = 960;
+/// How many bytes of pending records the tail (the store's root bytes) holds at most, or the
+/// store's room for root bytes if less: the paged store keeps them in the superblock every
+/// commit writes anyway, up to a quarter of a page (1024 bytes at 4 KiB). 1000 so that a run
+/// moved to the log whole is one cell of a 4 KiB page (its key and value take 11 bytes more
+/// than the run in the tail; a cell takes at most 1014, docs/file-format.md), not a cell and
+/// a half-empty overflow page: a 2 KiB tail moved half as often saved 1.4% of a single
+/// commit's instructions and made the file a quarter larger until the records are sealed.
+const TAIL_BYTES: usize = 1000;
 /// A record larger than this goes to the log directly.
 const TAIL_RECORD: usize = 384;
 const K_CHECKPOINT: u8 = 0;
@@ -67,39 +71,206 @@ pub(crate) struct Mark {
     pending_upto: u64,
 }
 
-/// Consecutive pending records of one chain in the tail: the chain's key and its encoding
-/// (author, scope), the first seq, how many, and the records as a run value holds them
-/// (n x `bytes` record).
+/// Consecutive pending records of one chain in the tail: the chain's key, where the run lies
+/// in the tail's bytes (its start, its count's varint, its records), the first seq and how many.
 #[derive(Debug)]
 struct TailRun {
     key: ChainKey,
-    prefix: Vec<u8>,
+    start: usize,
+    n_at: usize,
+    records: usize,
     first: u64,
     n: u64,
-    records: Vec<u8>,
 }
 
 impl TailRun {
-    /// The bytes this run takes in the tail.
-    fn size(&self) -> usize {
-        self.prefix.len() + 20 + self.records.len()
-    }
-
     fn contains(&self, key: &ChainKey, seq: u64) -> bool {
         (self.first..self.first + self.n).contains(&seq) && self.key == *key
     }
+}
 
-    /// Drops the records up to `seq`.
-    fn drop_upto(&mut self, seq: u64) -> Result<()> {
-        let mut r = Reader::new(&self.records);
-        while self.n > 0 && self.first <= seq {
-            r.bytes().map_err(|e| corrupt("pending tail", e))?;
-            self.first += 1;
-            self.n -= 1;
+/// The tail as the root bytes hold it (runs one after the other: `author`, `scope`, `varint
+/// first seq`, `varint n`, n x `bytes` record), kept encoded so that a commit appends its record
+/// to the bytes it then hands the store, with no run encoded again; and where each run is.
+#[derive(Debug, Default)]
+struct Tail {
+    buf: Vec<u8>,
+    runs: Vec<TailRun>,
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+impl Tail {
+    /// Reads the runs of `buf`.
+    fn parse(buf: Vec<u8>) -> Result<Tail> {
+        let mut runs = Vec::new();
+        let mut r = Reader::new(&buf);
+        while !r.is_empty() {
+            let start = r.pos();
+            let author = AuthorId(r.array().map_err(|e| corrupt("pending tail", e))?);
+            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("pending tail", e))?;
+            let first = r.varint().map_err(|e| corrupt("pending tail", e))?;
+            let n_at = r.pos();
+            let n = r
+                .count(1, u64::MAX)
+                .map_err(|e| corrupt("pending tail", e))?;
+            if n == 0 {
+                return Err(corrupt("pending tail", "empty run"));
+            }
+            let records = r.pos();
+            for _ in 0..n {
+                r.bytes().map_err(|e| corrupt("pending tail", e))?;
+            }
+            runs.push(TailRun {
+                key: (author, scope),
+                start,
+                n_at,
+                records,
+                first,
+                n: n as u64,
+            });
         }
-        let at = r.pos();
-        self.records.drain(..at);
+        Ok(Tail { buf, runs })
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Where run `i` ends.
+    fn end(&self, i: usize) -> usize {
+        self.runs.get(i + 1).map_or(self.buf.len(), |r| r.start)
+    }
+
+    /// Each run: its key, its prefix (author, scope), first seq, count and records' bytes.
+    fn each(&self) -> impl Iterator<Item = (&ChainKey, &[u8], u64, u64, &[u8])> {
+        self.runs.iter().enumerate().map(|(i, t)| {
+            let prefix_end = t.n_at - varint_len(t.first);
+            (
+                &t.key,
+                &self.buf[t.start..prefix_end],
+                t.first,
+                t.n,
+                &self.buf[t.records..self.end(i)],
+            )
+        })
+    }
+
+    /// Appends a run of one record, `seq`, of the chain `key`.
+    fn push(&mut self, key: &ChainKey, seq: u64, rec: &[u8]) {
+        let mut w = Writer {
+            buf: std::mem::take(&mut self.buf),
+        };
+        let start = w.buf.len();
+        // The chain's prefix (`chain_prefix`).
+        w.raw(&key.0 .0);
+        key.1.encode(&mut w);
+        w.varint(seq);
+        let n_at = w.buf.len();
+        w.varint(1);
+        let records = w.buf.len();
+        w.bytes(rec);
+        self.buf = w.buf;
+        self.runs.push(TailRun {
+            key: key.clone(),
+            start,
+            n_at,
+            records,
+            first: seq,
+            n: 1,
+        });
+    }
+
+    /// Appends a record to the last run (the next seq of its chain).
+    fn extend_last(&mut self, rec: &[u8]) {
+        let t = self.runs.last_mut().expect("invariant: a run to extend");
+        t.n += 1;
+        if t.n < 0x80 && t.records == t.n_at + 1 {
+            // A one-byte count, as nearly always.
+            self.buf[t.n_at] = t.n as u8;
+            let mut w = Writer {
+                buf: std::mem::take(&mut self.buf),
+            };
+            w.bytes(rec);
+            self.buf = w.buf;
+            return;
+        }
+        // The count's varint, on the stack.
+        let (mut n, mut v, mut len) = ([0u8; 10], t.n, 0);
+        loop {
+            n[len] = (v as u8 & 0x7f) | if v >= 0x80 { 0x80 } else { 0 };
+            len += 1;
+            v >>= 7;
+            if v == 0 {
+                break;
+            }
+        }
+        let n = &n[..len];
+        if len == t.records - t.n_at {
+            self.buf[t.n_at..t.records].copy_from_slice(n);
+        } else {
+            self.buf.splice(t.n_at..t.records, n.iter().copied());
+            t.records = t.n_at + len;
+        }
+        let mut w = Writer {
+            buf: std::mem::take(&mut self.buf),
+        };
+        w.bytes(rec);
+        self.buf = w.buf;
+    }
+
+    /// Encodes the runs again, `keep` saying for each (by key and first seq) from which of its
+    /// seqs on it stays (a run with none left goes).
+    fn rebuild(&mut self, keep: impl Fn(&ChainKey) -> Option<u64>) -> Result<()> {
+        let mut out = Tail {
+            buf: Vec::with_capacity(self.buf.capacity()),
+            runs: Vec::new(),
+        };
+        for (key, prefix, first, n, records) in self.each() {
+            let Some(from) = keep(key) else {
+                continue;
+            };
+            let mut r = Reader::new(records);
+            let mut first = first;
+            let mut n = n;
+            while n > 0 && first < from {
+                r.bytes().map_err(|e| corrupt("pending tail", e))?;
+                first += 1;
+                n -= 1;
+            }
+            if n == 0 {
+                continue;
+            }
+            let rest = &records[r.pos()..];
+            let mut w = Writer {
+                buf: std::mem::take(&mut out.buf),
+            };
+            let start = w.buf.len();
+            w.raw(prefix);
+            w.varint(first);
+            let n_at = w.buf.len();
+            w.varint(n);
+            let at = w.buf.len();
+            w.raw(rest);
+            out.buf = w.buf;
+            out.runs.push(TailRun {
+                key: key.clone(),
+                start,
+                n_at,
+                records: at,
+                first,
+                n,
+            });
+        }
+        *self = out;
         Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.runs.clear();
     }
 }
 
@@ -121,11 +292,13 @@ pub(crate) struct Saved {
     /// clock no newer needs no write of its own (a local commit's clock is its record's).
     log_clock: u64,
     redactions: u64,
-    /// Pending records saved in the tail, not yet in the log, and the bytes they take there.
-    tail: Vec<TailRun>,
-    tail_bytes: usize,
-    /// The tail as last encoded (a buffer kept from one save to the next).
-    tail_buf: Vec<u8>,
+    /// Pending records saved in the tail, not yet in the log (at most `tail_room` bytes, the
+    /// smaller of `TAIL_BYTES` and the store's room).
+    tail: Tail,
+    tail_room: usize,
+    /// The tail was read from the meta tree's own bytes (layouts 3 and 4), which the first save
+    /// empties as it writes the tail to the root bytes.
+    meta_tail: bool,
     /// Runs of pending records saved together in the log: chain, first and last seq.
     runs: Vec<(ChainKey, u64, u64)>,
     /// Meta says `layout` 3. A database of an older layout has its layout 2 meta keys of
@@ -191,8 +364,16 @@ fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
     w.buf
 }
 
+/// The length of [`chain_prefix`] for `key`.
+fn prefix_len(key: &ChainKey) -> usize {
+    let name = key.1.name.len();
+    32 + 32 + varint_len(name as u64) + name
+}
+
 fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
-    let mut k = prefix.to_vec();
+    // Its room at once: a copy of the prefix alone would be grown by the kind's push.
+    let mut k = Vec::with_capacity(prefix.len() + 9);
+    k.extend_from_slice(prefix);
     k.push(kind);
     k.extend_from_slice(&seq.to_be_bytes());
     k
@@ -296,42 +477,25 @@ impl State {
                 .or_insert_with(|| ((author, scope), ChainLog::default()));
             pending.entry(prefix).or_default().insert(seq, v);
         }
-        // The tail (layout 3): runs of pending records beside the meta tree.
-        let mut tail = Vec::new();
-        let mut tail_bytes = 0;
-        let area = store.tree_meta(META)?;
-        let mut r = Reader::new(&area);
-        while !r.is_empty() {
-            let start = r.pos();
-            let author = AuthorId(r.array().map_err(|e| corrupt("pending tail", e))?);
-            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("pending tail", e))?;
-            let prefix = area[start..r.pos()].to_vec();
-            let first = r.varint().map_err(|e| corrupt("pending tail", e))?;
-            let n = r
-                .count(1, u64::MAX)
-                .map_err(|e| corrupt("pending tail", e))?;
-            if n == 0 {
-                return Err(corrupt("pending tail", "empty run"));
-            }
-            let at = r.pos();
-            let records = pending.entry(prefix.clone()).or_default();
-            for i in 0..n as u64 {
+        // The tail: runs of pending records in the root bytes (layout 5) or, layouts 3 and 4,
+        // beside the meta tree (one after the other is a tail too).
+        let meta_area = store.tree_meta(META)?;
+        let meta_tail = !meta_area.is_empty();
+        let mut area = meta_area;
+        if store.root_meta_room() > 0 {
+            area.extend_from_slice(&store.root_meta()?);
+        }
+        let tail = Tail::parse(area)?;
+        for (key, prefix, first, n, records) in tail.each() {
+            let mut r = Reader::new(records);
+            let records = pending.entry(prefix.to_vec()).or_default();
+            for i in 0..n {
                 let rec = r.bytes().map_err(|e| corrupt("pending tail", e))?;
                 records.insert(first + i, rec.to_vec());
             }
-            let key: ChainKey = (author, scope);
             chains
-                .entry(prefix.clone())
+                .entry(prefix.to_vec())
                 .or_insert_with(|| (key.clone(), ChainLog::default()));
-            let run = TailRun {
-                key,
-                prefix,
-                first,
-                n: n as u64,
-                records: area[at..r.pos()].to_vec(),
-            };
-            tail_bytes += run.size();
-            tail.push(run);
         }
         for (k, v) in scan_all(store, LOG)? {
             let mut r = Reader::new(&k);
@@ -452,8 +616,8 @@ impl State {
             log_clock: 0,
             redactions: 0,
             tail,
-            tail_bytes,
-            tail_buf: area,
+            tail_room: 0,
+            meta_tail,
             runs,
             layout: layout.as_deref() == Some(&[LAYOUT]),
             legacy,
@@ -479,13 +643,17 @@ pub(crate) fn save(
     saved: &mut Saved,
     local: Option<&mut dyn Iterator<Item = &ChainKey>>,
 ) -> Result<()> {
+    if saved.tail_room == 0 {
+        // The store's room does not change while it is open (a reload starts from zero).
+        saved.tail_room = TAIL_BYTES.min(store.root_meta_room());
+    }
+    let mut tail_changed = false;
     if !saved.layout {
-        upgrade(store, saved)?;
+        tail_changed = upgrade(store, saved)?;
     }
     // A purge redacted held records: their saved copies are written again.
     let redacted = replica.redactions() != saved.redactions;
     saved.redactions = replica.redactions();
-    let mut tail_changed = false;
     let mut history_dropped = false;
     // A save right after local commits, with nothing else changed since the last (no
     // peer's blocks, no sealing, compaction, peers or writer lists: `Replica::edits`),
@@ -534,18 +702,7 @@ pub(crate) fn save(
         }
     }
     if tail_changed {
-        let mut w = Writer {
-            buf: std::mem::take(&mut saved.tail_buf),
-        };
-        w.buf.clear();
-        for t in &saved.tail {
-            w.raw(&t.prefix);
-            w.varint(t.first);
-            w.varint(t.n);
-            w.raw(&t.records);
-        }
-        store.set_tree_meta(META, &w.buf)?;
-        saved.tail_buf = w.buf;
+        store.set_root_meta(&saved.tail.buf)?;
     }
     if fast {
         // Writer lists and peers change only with edits. (Tests run with debug assertions:
@@ -653,9 +810,10 @@ fn save_chain(
             store.delete(LOG, &k)?;
         }
         saved.runs.retain(|(k, _, _)| k != key);
-        if saved.tail.iter().any(|r| r.key == *key) {
-            saved.tail.retain(|r| r.key != *key);
-            saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
+        if saved.tail.runs.iter().any(|r| r.key == *key) {
+            saved
+                .tail
+                .rebuild(|k| if k == key { None } else { Some(0) })?;
             *tail_changed = true;
         }
         if let Some(c) = &log.base {
@@ -681,7 +839,7 @@ fn save_chain(
     if sealed > from.blocks_upto {
         for seq in (from.blocks_upto + 1)..=sealed.min(from.pending_upto) {
             // Those in the tail or in a run go below, a run at a time.
-            if saved.tail.iter().any(|r| r.contains(key, seq))
+            if saved.tail.runs.iter().any(|r| r.contains(key, seq))
                 || saved
                     .runs
                     .iter()
@@ -691,16 +849,16 @@ fn save_chain(
             }
             store.delete(LOG, &log_key(&prefix(&mut pfx), K_PENDING, seq))?;
         }
-        let before = saved.tail.len();
-        for run in saved.tail.iter_mut().filter(|r| r.key == *key) {
-            if run.first <= sealed {
-                run.drop_upto(sealed)?;
-                *tail_changed = true;
-            }
-        }
-        saved.tail.retain(|r| r.n > 0);
-        if *tail_changed || saved.tail.len() != before {
-            saved.tail_bytes = saved.tail.iter().map(TailRun::size).sum();
+        if saved
+            .tail
+            .runs
+            .iter()
+            .any(|r| r.key == *key && r.first <= sealed)
+        {
+            saved
+                .tail
+                .rebuild(|k| Some(if k == key { sealed + 1 } else { 0 }))?;
+            *tail_changed = true;
         }
         let mut i = 0;
         while i < saved.runs.len() {
@@ -759,54 +917,38 @@ fn save_chain(
             }
         };
         saved.log_clock = saved.log_clock.max(r.hlc);
-        if bytes.len() > TAIL_RECORD {
+        // A small record goes to the tail, which rides in the root bytes the store writes
+        // with every commit: a commit then writes no page for it. (Not one that would not
+        // fit an empty tail, with its run's header: with small pages the room is small.)
+        let own = 10 + bytes.len();
+        // The most its run's header takes: the author, the scope (owner, name and its
+        // length), the first seq and the count.
+        let head_bound = 32 + 32 + 10 + key.1.name.len() + 20;
+        if bytes.len() > TAIL_RECORD || own + head_bound > saved.tail_room {
             let k = log_key(&prefix(&mut pfx), K_PENDING, r.seq);
             store.put(LOG, &k, bytes)?;
             continue;
         }
-        // A small record goes to the tail, which rides in the catalog entry of the
-        // meta tree: a commit then writes no page for it.
         let mut extends = saved
             .tail
+            .runs
             .last()
             .is_some_and(|t| t.first + t.n == r.seq && t.key == *key);
-        let grows = 10
-            + bytes.len()
-            + if extends {
-                0
-            } else {
-                prefix(&mut pfx).len() + 20
-            };
-        if saved.tail_bytes + grows > TAIL_BYTES {
+        let grows = own + if extends { 0 } else { prefix_len(key) + 20 };
+        if saved.tail.len() + grows > saved.tail_room {
             move_tail(store, saved)?;
             extends = false;
         }
-        match saved.tail.last_mut() {
-            Some(t) if extends => {
-                saved.tail_bytes -= t.size();
-                let mut w = Writer {
-                    buf: std::mem::take(&mut t.records),
-                };
-                w.bytes(bytes);
-                t.records = w.buf;
-                t.n += 1;
-                saved.tail_bytes += t.size();
+        if extends {
+            saved.tail.extend_last(bytes);
+        } else {
+            if saved.tail.buf.capacity() < saved.tail_room {
+                saved
+                    .tail
+                    .buf
+                    .reserve(saved.tail_room - saved.tail.buf.len());
             }
-            _ => {
-                let mut w = Writer {
-                    buf: Vec::with_capacity(TAIL_BYTES),
-                };
-                w.bytes(bytes);
-                let run = TailRun {
-                    key: key.clone(),
-                    prefix: prefix(&mut pfx),
-                    first: r.seq,
-                    n: 1,
-                    records: w.buf,
-                };
-                saved.tail_bytes += run.size();
-                saved.tail.push(run);
-            }
+            saved.tail.push(key, r.seq, bytes);
         }
         *tail_changed = true;
     }
@@ -816,23 +958,34 @@ fn save_chain(
 /// Moves the tail's records to the log, one value per run (one path of the log copied for
 /// all of them).
 fn move_tail(store: &mut dyn Storage, saved: &mut Saved) -> Result<()> {
-    for t in saved.tail.drain(..) {
+    for (key, prefix, first, n, records) in saved.tail.each() {
         let mut w = Writer {
-            buf: Vec::with_capacity(10 + t.records.len()),
+            buf: Vec::with_capacity(10 + records.len()),
         };
-        w.varint(t.n);
-        w.raw(&t.records);
-        store.put(LOG, &log_key(&t.prefix, K_PENDING_RUN, t.first), &w.buf)?;
-        saved.runs.push((t.key, t.first, t.first + t.n - 1));
+        w.varint(n);
+        w.raw(records);
+        store.put(LOG, &log_key(prefix, K_PENDING_RUN, first), &w.buf)?;
+        saved.runs.push((key.clone(), first, first + n - 1));
     }
-    saved.tail_bytes = 0;
+    saved.tail.clear();
     Ok(())
 }
 
 /// Brings an older layout to this one: layout 2's pending records in meta keys move to the
-/// log (one run value per run of consecutive records of a chain), and meta says `layout` 3,
-/// before anything is saved in the tail, which older versions would not read.
-fn upgrade(store: &mut dyn Storage, saved: &mut Saved) -> Result<()> {
+/// log (one run value per run of consecutive records of a chain), layouts 3 and 4's tail
+/// leaves the meta tree's bytes for the root bytes (or the log, should the store's room be
+/// smaller than it), and meta says `layout` 5, before anything is saved in the tail, which
+/// older versions would not read. True when the tail is to be written to the root bytes.
+fn upgrade(store: &mut dyn Storage, saved: &mut Saved) -> Result<bool> {
+    let mut tail_changed = false;
+    if saved.meta_tail {
+        store.set_tree_meta(META, &[])?;
+        saved.meta_tail = false;
+        if saved.tail.len() > saved.tail_room {
+            move_tail(store, saved)?;
+        }
+        tail_changed = true;
+    }
     // Keys sort by chain, then seq.
     let legacy = std::mem::take(&mut saved.legacy);
     let mut i = 0;
@@ -874,7 +1027,7 @@ fn upgrade(store: &mut dyn Storage, saved: &mut Saved) -> Result<()> {
     }
     store.put(META, b"layout", &[LAYOUT])?;
     saved.layout = true;
-    Ok(())
+    Ok(tail_changed)
 }
 
 fn create_readonly(store: &dyn Storage) -> Result<Identity> {
@@ -888,6 +1041,73 @@ fn mark_of(log: &ChainLog) -> Mark {
     Mark {
         base: log.base.as_ref().map_or(0, |c| c.seq),
         blocks_upto: log.blocks.last().map_or(0, |b| b.last_seq()),
-        pending_upto: log.pending.last().map_or(log.sealed_head().0, |r| r.seq),
+        pending_upto: log
+            .pending
+            .last()
+            .map_or_else(|| log.sealed_head().0, |r| r.seq),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ChainKey {
+        let a = AuthorId([7; 32]);
+        (a, ScopeId::new(a, name.as_bytes()))
+    }
+
+    /// The tail kept encoded reads back as it was written: runs appended and extended (past a
+    /// one-byte count), dropped up to a seq and by chain, and parsed again from its bytes.
+    #[test]
+    fn the_encoded_tail_reads_back_after_every_change() {
+        let (a, b) = (key("a"), key("b"));
+        let rec = |seq: u64| vec![seq as u8; 1 + (seq % 5) as usize];
+        let mut t = Tail::default();
+        t.push(&a, 1, &rec(1));
+        for seq in 2..=130 {
+            t.extend_last(&rec(seq));
+        }
+        t.push(&b, 5, &rec(5));
+        t.extend_last(&rec(6));
+        let records = |t: &Tail| -> Vec<(String, u64, Vec<u8>)> {
+            let mut out = Vec::new();
+            for (k, prefix, first, n, recs) in t.each() {
+                assert_eq!(prefix, chain_prefix(&k.0, &k.1));
+                assert_eq!(prefix.len(), prefix_len(k));
+                let mut r = Reader::new(recs);
+                for i in 0..n {
+                    let name = String::from_utf8(k.1.name.clone()).unwrap();
+                    out.push((name, first + i, r.bytes().unwrap().to_vec()));
+                }
+                assert!(r.is_empty());
+            }
+            out
+        };
+        let want = |from_a: u64, b_too: bool| {
+            let mut w: Vec<_> = (from_a..=130)
+                .map(|s| ("a".to_string(), s, rec(s)))
+                .collect();
+            if b_too {
+                w.extend((5..=6).map(|s| ("b".to_string(), s, rec(s))));
+            }
+            w
+        };
+        assert_eq!(records(&t), want(1, true));
+        assert_eq!(records(&Tail::parse(t.buf.clone()).unwrap()), want(1, true));
+        t.rebuild(|k| Some(if *k == a { 100 } else { 0 })).unwrap();
+        assert_eq!(records(&t), want(100, true));
+        assert_eq!(
+            records(&Tail::parse(t.buf.clone()).unwrap()),
+            want(100, true)
+        );
+        t.rebuild(|k| if *k == b { None } else { Some(0) }).unwrap();
+        assert_eq!(records(&t), want(100, false));
+        t.extend_last(&rec(131));
+        let mut w = want(100, false);
+        w.push(("a".to_string(), 131, rec(131)));
+        assert_eq!(records(&Tail::parse(t.buf.clone()).unwrap()), w);
+        t.rebuild(|_| Some(200)).unwrap();
+        assert!(t.buf.is_empty() && t.runs.is_empty());
     }
 }

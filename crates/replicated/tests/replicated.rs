@@ -327,6 +327,58 @@ fn many_scopes_in_one_transaction_and_across_commits() {
     );
 }
 
+/// A table without a scope column writes one scope, which the commit hook finds again after it
+/// forgets its scopes (past many scopes, or another owner): every record lands in its chain.
+#[test]
+fn a_table_s_one_scope_is_found_again_after_the_scopes_are_forgotten() {
+    let item =
+        "CREATE TABLE item (id TEXT PRIMARY KEY, list TEXT NOT NULL) REPLICATED (SCOPE list)";
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    a.exec(item);
+    a.exec("INSERT INTO todo (id, title) VALUES ('t1', 'one')");
+    // More scopes than the hook keeps: the next commit starts a new list.
+    a.exec("BEGIN");
+    for i in 0..70 {
+        a.exec(&format!("INSERT INTO item VALUES ('{i}', 'list{i}')"));
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('t2', 'two')");
+    a.exec("COMMIT");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t3', 'three')");
+    a.exec("INSERT INTO item VALUES ('x', 'list5')");
+    a.exec("INSERT INTO todo (id, title) VALUES ('t4', 'four')");
+    // Another owner, whose scope this device may not write; then this one again.
+    let mut c = Node::memory();
+    let c_id = c.sync.id(&mut c.db).unwrap();
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    a.sync.set_owner(&mut a.db, c_id).unwrap();
+    assert!(a
+        .db
+        .execute("INSERT INTO todo (id, title) VALUES ('no', 'refused')", &[])
+        .is_err());
+    a.sync.set_owner(&mut a.db, a_id).unwrap();
+    a.exec("INSERT INTO todo (id, title) VALUES ('t5', 'five')");
+    let mut a = paged(close(a));
+    let mut b = Node::memory();
+    b.exec(TODO);
+    b.exec(item);
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    sync_pair(&mut a, &mut b);
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    for all in [
+        "SELECT id, title FROM todo ORDER BY id",
+        "SELECT id, list FROM item ORDER BY id",
+    ] {
+        assert_eq!(a.rows(all), b.rows(all), "{all}");
+    }
+    assert_eq!(b.rows("SELECT id FROM todo").len(), 5);
+    assert_eq!(
+        a.sync.state_digest(&mut a.db).unwrap(),
+        b.sync.state_digest(&mut b.db).unwrap()
+    );
+}
+
 fn paged(file: MemoryFile) -> Node {
     let store = Paged::open(file, Options::default()).unwrap();
     let mut db = Database::open(Box::new(store)).unwrap();
@@ -826,16 +878,24 @@ fn varint(b: &mut &[u8]) -> u64 {
     v
 }
 
-/// Rewrites a database's saved sync state as an older cairn would have saved it: layout 2
-/// (small pending records under meta keys `pending/`, chain, u64be seq, not beside the meta
-/// tree) or layout 1 (every pending record in the log, no `layout` key); or marks it with
-/// another layout number.
+/// Rewrites a database's saved sync state as an older cairn would have saved it: layouts 4 and
+/// 3 (the tail beside the meta tree, in its catalog entry, not in the store's root bytes),
+/// layout 2 (small pending records under meta keys `pending/`, chain, u64be seq, not beside
+/// the meta tree) or layout 1 (every pending record in the log, no `layout` key); or marks it
+/// with another layout number.
 fn set_layout(file: MemoryFile, layout: u8) -> MemoryFile {
     let sys = cairn_sql::storage::SYSTEM_TREES;
     let (meta, log) = (sys + 1, sys + 3);
     let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
     let st = db.storage_mut();
     st.begin().unwrap();
+    if layout <= 4 {
+        // The tail beside the meta tree, the root bytes empty.
+        let tail = st.root_meta().unwrap();
+        assert!(!tail.is_empty(), "some records wait in the tail");
+        st.set_tree_meta(meta, &tail).unwrap();
+        st.set_root_meta(&[]).unwrap();
+    }
     if layout <= 2 {
         // The tail beside the meta tree (layout 3): runs of `author`, `scope`, `varint
         // first`, `varint n`, n x `bytes` record.
@@ -978,7 +1038,7 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         .unwrap();
     sync_pair(&mut a, &mut b);
     let b_id = b.sync.id(&mut b.db).unwrap();
-    for i in 0..80 {
+    for i in 0..200 {
         a.exec(&format!(
             "UPDATE todo SET likes = likes + 1 WHERE id = 'a{}'",
             i % 40
@@ -986,10 +1046,10 @@ fn pending_records_survive_a_reopen_in_either_layout() {
     }
     let digest = a.sync.state_digest(&mut a.db).unwrap();
     let file = close(a);
-    // As saved (layout 4), and as older versions of cairn would have saved it (layouts 3, 2
+    // As saved (layout 5), and as older versions of cairn would have saved it (layouts 4, 3, 2
     // and 1).
-    for layout in [4, 3, 2, 1] {
-        let file = if layout < 4 {
+    for layout in [5, 4, 3, 2, 1] {
+        let file = if layout < 5 {
             set_layout(file.clone(), layout)
         } else {
             file.clone()
@@ -999,11 +1059,11 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
         // The chain goes on: B takes every record without a gap or a fork.
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-        // The first save brought the file to layout 4: no pending record under a meta key,
-        // the peer B met under its own key and no `peers` value.
+        // The first save brought the file to layout 5: no pending record under a meta key or
+        // beside the meta tree, the peer B met under its own key and no `peers` value.
         let meta = cairn_sql::storage::SYSTEM_TREES + 1;
         let st = a.db.storage();
-        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![4]));
+        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
         assert_eq!(st.get(meta, b"peers").unwrap(), None, "layout {layout}");
         let mut peer_key = b"peer/".to_vec();
         peer_key.extend_from_slice(&b_id.0);
@@ -1021,7 +1081,8 @@ fn pending_records_survive_a_reopen_in_either_layout() {
             .unwrap();
         assert!(!cur.next().unwrap(), "layout {layout}: meta keys moved");
         drop(cur);
-        assert!(!st.tree_meta(meta).unwrap().is_empty(), "the new record");
+        assert!(!st.root_meta().unwrap().is_empty(), "the new record");
+        assert!(st.tree_meta(meta).unwrap().is_empty(), "layout {layout}");
         let mut b = Node::memory();
         b.exec(TODO);
         b.sync
@@ -1118,13 +1179,21 @@ fn an_idle_seal_signs_pending_records_and_keeps_the_blocks() {
     assert_eq!(a.rows(all), b.rows(all));
 }
 
+fn crash_title(i: usize) -> String {
+    format!("crash test row {i}, with a title long enough to fill the tail")
+}
+
 /// The writes of [`pending_records_survive_a_crash_at_every_write`], until the first error:
 /// single commits enough to move the tail of pending records to the log more than once, a
 /// seal, counter updates (corrected from the merged state), another seal, more inserts.
 fn crash_workload(db: &mut Database, sync: &Sync) -> cairn_sql::Result<()> {
-    for i in 0..30 {
+    // 60 records of about 90 bytes: the 2 KiB tail fills twice.
+    for i in 0..60 {
         db.execute(
-            &format!("INSERT INTO todo (id, title) VALUES ('c{i:02}', 'crash test row {i}')"),
+            &format!(
+                "INSERT INTO todo (id, title) VALUES ('c{i:02}', '{}')",
+                crash_title(i)
+            ),
             &[],
         )?;
     }
@@ -1136,9 +1205,12 @@ fn crash_workload(db: &mut Database, sync: &Sync) -> cairn_sql::Result<()> {
         )?;
     }
     sync.seal(db)?;
-    for i in 30..40 {
+    for i in 60..70 {
         db.execute(
-            &format!("INSERT INTO todo (id, title) VALUES ('c{i:02}', 'crash test row {i}')"),
+            &format!(
+                "INSERT INTO todo (id, title) VALUES ('c{i:02}', '{}')",
+                crash_title(i)
+            ),
             &[],
         )?;
     }
@@ -2090,4 +2162,182 @@ fn a_sync_call_that_fails_takes_back_its_events_and_its_reply() {
     assert_eq!(a.rows(all).len(), 2);
     assert_eq!(a.rows(all), b.rows(all));
     assert_pending_as_stored(&mut a, "the exchange after the failed calls");
+}
+
+/// With small pages the store's root bytes are few (a quarter of the page: 128 bytes at 512,
+/// 256 at 1024): a record that does not fit the tail with its run's header goes to the log (at
+/// 512 bytes every one of these), a tail of a few records moves often, and every record survives a reopen and reaches a peer; so does
+/// a tail an older layout kept beside the meta tree that is larger than the root bytes hold.
+#[test]
+fn small_pages_keep_every_pending_record() {
+    for page_size in [512, 1024] {
+        let opts = Options {
+            page_size,
+            ..Options::default()
+        };
+        let store = Paged::open(MemoryFile::new(), opts).unwrap();
+        let mut db = Database::open(Box::new(store)).unwrap();
+        let sync = Sync::attach(&mut db, now).unwrap();
+        let mut a = Node { db, sync };
+        a.exec(TODO);
+        for i in 0..25 {
+            // Every third title too long for a 1024-byte page's tail.
+            let title = if i % 3 == 1 {
+                "long ".repeat(50)
+            } else {
+                format!("row {i}")
+            };
+            a.exec(&format!(
+                "INSERT INTO todo (id, title) VALUES ('s{i:02}', '{title}')"
+            ));
+        }
+        let meta = cairn_sql::storage::SYSTEM_TREES + 1;
+        let root = a.db.storage().root_meta().unwrap();
+        assert!(root.len() <= page_size / 4, "{page_size}: {}", root.len());
+        assert_eq!(root.is_empty(), page_size == 512, "{page_size}");
+        let (alone, runs) = log_kinds(&a);
+        assert!(alone > 0, "{page_size}: records too long for the tail");
+        assert_eq!(runs > 0, page_size == 1024, "{page_size}: tails moved");
+        let digest = a.sync.state_digest(&mut a.db).unwrap();
+        // As layout 4 kept them: every pending record in a tail beside the meta tree, more
+        // than the root bytes hold, which the first save moves to the log.
+        let file = as_layout_4_tail(close(a), page_size / 4);
+        let mut a = paged(file);
+        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+        a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
+        let st = a.db.storage();
+        assert!(st.tree_meta(meta).unwrap().is_empty(), "{page_size}");
+        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
+        let digest = a.sync.state_digest(&mut a.db).unwrap();
+        let mut a = paged(close(a));
+        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+        assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+        let mut b = Node::memory();
+        b.exec(TODO);
+        b.sync
+            .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
+            .unwrap();
+        sync_pair(&mut a, &mut b);
+        let events = b.sync.take_events();
+        assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+        let all = "SELECT id, title FROM todo ORDER BY id";
+        assert_eq!(b.rows(all).len(), 26);
+        assert_eq!(a.rows(all), b.rows(all));
+    }
+}
+
+/// How many pending records the log holds one a key (kind 2), and how many runs (kind 3).
+fn log_kinds(n: &Node) -> (usize, usize) {
+    let log = cairn_sql::storage::SYSTEM_TREES + 3;
+    let st = n.db.storage();
+    let mut cur = st
+        .scan(
+            log,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+        )
+        .unwrap();
+    let (mut alone, mut runs) = (0, 0);
+    while cur.next().unwrap() {
+        let k = cur.key();
+        match k[k.len() - 9] {
+            2 => alone += 1,
+            3 => runs += 1,
+            _ => {}
+        }
+    }
+    (alone, runs)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Moves every pending record of the root bytes and the log (kind 2, one a key; kind 3, runs)
+/// to one tail beside the meta tree, as layout 4 kept small ones (a run: `author`, `scope`,
+/// `varint first`, `varint n`, n x `bytes` record), and marks the state layout 4. The tail must
+/// come out longer than `room`.
+fn as_layout_4_tail(file: MemoryFile, room: usize) -> MemoryFile {
+    let sys = cairn_sql::storage::SYSTEM_TREES;
+    let (meta, log) = (sys + 1, sys + 3);
+    let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
+    let st = db.storage_mut();
+    st.begin().unwrap();
+    let mut pending = std::collections::BTreeMap::new();
+    let mut prefix = None;
+    let mut gone = Vec::new();
+    {
+        let mut cur = st
+            .scan(
+                log,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                false,
+            )
+            .unwrap();
+        while cur.next().unwrap() {
+            let k = cur.key().to_vec();
+            let (p, rest) = k.split_at(k.len() - 9);
+            let seq = u64::from_be_bytes(rest[1..].try_into().unwrap());
+            match rest[0] {
+                2 => {
+                    pending.insert(seq, cur.value().to_vec());
+                }
+                3 => {
+                    let mut v = cur.value();
+                    let n = varint(&mut v);
+                    for i in 0..n {
+                        let len = varint(&mut v) as usize;
+                        pending.insert(seq + i, v[..len].to_vec());
+                        v = &v[len..];
+                    }
+                }
+                _ => continue,
+            }
+            assert!(prefix.get_or_insert_with(|| p.to_vec()) == p, "one chain");
+            gone.push(k);
+        }
+    }
+    for k in gone {
+        st.delete(log, &k).unwrap();
+    }
+    // The root bytes' runs (of the same chain), after the log's.
+    let root = st.root_meta().unwrap();
+    let mut b = &root[..];
+    while !b.is_empty() {
+        b = &b[32 + 32..];
+        let name_len = varint(&mut b) as usize;
+        b = &b[name_len..];
+        let first = varint(&mut b);
+        let n = varint(&mut b);
+        for i in 0..n {
+            let len = varint(&mut b) as usize;
+            pending.insert(first + i, b[..len].to_vec());
+            b = &b[len..];
+        }
+    }
+    st.set_root_meta(&[]).unwrap();
+    let first = *pending.keys().next().expect("pending records");
+    assert_eq!(
+        *pending.keys().last().unwrap(),
+        first + pending.len() as u64 - 1,
+        "consecutive"
+    );
+    let mut tail = prefix.expect("records in the log");
+    put_varint(&mut tail, first);
+    put_varint(&mut tail, pending.len() as u64);
+    for v in pending.values() {
+        put_varint(&mut tail, v.len() as u64);
+        tail.extend_from_slice(v);
+    }
+    assert!(tail.len() > room, "more than the root bytes hold");
+    st.set_tree_meta(meta, &tail).unwrap();
+    st.put(meta, b"layout", &[4]).unwrap();
+    st.commit().unwrap();
+    file_of(db)
 }

@@ -36,6 +36,10 @@ enum Undo {
         tree: TreeId,
         start: usize,
     },
+    /// A `set_root_meta`: the bytes it replaced are `Paged::undo_bytes` from `start` on.
+    Root {
+        start: usize,
+    },
 }
 
 /// Logs a write to `tree` of `key`, which replaced `old` (None: the key was new).
@@ -431,6 +435,16 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
                 Undo::DropTree(tree) => {
                     self.dropped.retain(|&t| t != tree);
                 }
+                Undo::Root { start } => {
+                    let bytes = std::mem::take(&mut self.undo_bytes);
+                    let r = match self.tx_mut() {
+                        Ok(mut tx) => tx.set_root_meta(&bytes[start..]).map_err(Error::from),
+                        Err(e) => Err(e),
+                    };
+                    self.undo_bytes = bytes;
+                    self.undo_bytes.truncate(start);
+                    r?;
+                }
                 Undo::Meta { tree, start } => {
                     let t = self.write_tree(tree)?;
                     let bytes = std::mem::take(&mut self.undo_bytes);
@@ -563,6 +577,30 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         // commit that changes a tree, so these bytes ride in a page written anyway.
         self.tx_mut()?.set_meta(t, meta)?;
         Ok(())
+    }
+
+    fn root_meta(&self) -> Result<Vec<u8>> {
+        if let Some(tx) = self.tx.borrow().as_ref() {
+            return Ok(tx.root_meta()?);
+        }
+        // Outside a transaction the last commit's, which any snapshot this adapter holds is
+        // of (it is the store's only writer, and drops its snapshot when it begins one).
+        Ok(self.db()?.root_meta())
+    }
+
+    fn set_root_meta(&mut self, meta: &[u8]) -> Result<()> {
+        if self.logging() {
+            let old = self.tx_mut()?.root_meta()?;
+            let start = self.undo_bytes.len();
+            self.undo_bytes.extend_from_slice(&old);
+            self.undo.push(Undo::Root { start });
+        }
+        self.tx_mut()?.set_root_meta(meta)?;
+        Ok(())
+    }
+
+    fn root_meta_room(&self) -> usize {
+        self.db.as_ref().map_or(0, |d| d.root_meta_room())
     }
 
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {

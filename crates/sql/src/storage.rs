@@ -93,6 +93,28 @@ pub trait Storage {
         ))
     }
 
+    /// A few bytes kept with the whole store's state rather than with a tree (empty until
+    /// set), written where every commit writes anyway (the paged store: the superblock,
+    /// docs/file-format.md), so that setting them on every commit writes nothing else: for a
+    /// layer above SQL that saves a little state with every commit. A rollback, whole or to a
+    /// savepoint, undoes a change. At most [`Storage::root_meta_room`] bytes.
+    fn root_meta(&self) -> Result<Vec<u8>> {
+        Err(Error::Unsupported(
+            "this storage keeps no root bytes".into(),
+        ))
+    }
+    /// Replaces the root bytes (see [`Storage::root_meta`]), inside a transaction.
+    fn set_root_meta(&mut self, meta: &[u8]) -> Result<()> {
+        let _ = meta;
+        Err(Error::Unsupported(
+            "this storage keeps no root bytes".into(),
+        ))
+    }
+    /// How many root bytes the store keeps at most (0: none).
+    fn root_meta_room(&self) -> usize {
+        0
+    }
+
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// [`Storage::get`] into a buffer the caller reuses from lookup to lookup; false when the
     /// key is absent (`out` is then unspecified).
@@ -324,6 +346,10 @@ impl Storage for NoStore {
 
 type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// The root bytes [`Memory`] keeps at most: as many as the paged store's superblock holds with
+/// 4 KiB pages.
+const MEMORY_ROOT_ROOM: usize = 1024;
+
 enum Undo {
     Put(TreeId, Vec<u8>, Option<Vec<u8>>),
     CreateTree(TreeId),
@@ -331,6 +357,8 @@ enum Undo {
     DropTree(TreeId, Tree, Option<Vec<u8>>),
     /// The bytes beside a tree before a `set_tree_meta` (None: none).
     Meta(TreeId, Option<Vec<u8>>),
+    /// The root bytes before a `set_root_meta`.
+    Root(Vec<u8>),
 }
 
 /// Trees in memory, with an undo log for rollback: a write in a transaction logs what it
@@ -341,6 +369,8 @@ pub struct Memory {
     trees: BTreeMap<TreeId, Tree>,
     /// `Storage::tree_meta`, for the trees that have any.
     metas: BTreeMap<TreeId, Vec<u8>>,
+    /// `Storage::root_meta`.
+    root: Vec<u8>,
     undo: Option<Vec<Undo>>,
 }
 
@@ -351,6 +381,7 @@ impl Memory {
         Memory {
             trees,
             metas: BTreeMap::new(),
+            root: Vec::new(),
             undo: None,
         }
     }
@@ -404,6 +435,7 @@ impl Memory {
                         self.metas.remove(&t);
                     }
                 },
+                Undo::Root(old) => self.root = old,
             }
         }
     }
@@ -495,6 +527,27 @@ impl Storage for Memory {
         let old = self.metas.insert(tree, meta.to_vec());
         self.log()?.push(Undo::Meta(tree, old));
         Ok(())
+    }
+
+    fn root_meta(&self) -> Result<Vec<u8>> {
+        Ok(self.root.clone())
+    }
+
+    fn set_root_meta(&mut self, meta: &[u8]) -> Result<()> {
+        if meta.len() > MEMORY_ROOT_ROOM {
+            return Err(Error::Invalid(format!(
+                "{} root bytes, more than {MEMORY_ROOT_ROOM}",
+                meta.len()
+            )));
+        }
+        self.log()?;
+        let old = std::mem::replace(&mut self.root, meta.to_vec());
+        self.log()?.push(Undo::Root(old));
+        Ok(())
+    }
+
+    fn root_meta_room(&self) -> usize {
+        MEMORY_ROOT_ROOM
     }
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -613,6 +666,45 @@ pub mod conformance {
         scans_honour_bounds_and_direction(make());
         scans_return_each_entry_whole(make());
         bytes_beside_a_tree_commit_and_roll_back_like_a_put(make());
+        root_bytes_commit_and_roll_back_like_a_put(make());
+    }
+
+    /// `set_root_meta`: empty until set, kept by a commit (and by commits that do not set
+    /// them), undone by a rollback and by a rollback to a savepoint; more than the room refused.
+    fn root_bytes_commit_and_roll_back_like_a_put(mut s: Box<dyn Storage>) {
+        let room = s.root_meta_room();
+        assert!(room >= 128, "room for a few records: {room}");
+        assert_eq!(s.root_meta().expect("root"), b"");
+        assert!(s.set_root_meta(b"x").is_err(), "outside a transaction");
+        s.begin().expect("begin");
+        s.set_root_meta(b"one").expect("set");
+        assert_eq!(s.root_meta().expect("root"), b"one");
+        s.commit().expect("commit");
+        assert_eq!(s.root_meta().expect("root"), b"one", "read outside");
+        s.begin().expect("begin");
+        s.create_tree(5).expect("create");
+        s.put(5, b"k", b"v").expect("put");
+        s.commit().expect("commit");
+        assert_eq!(s.root_meta().expect("root"), b"one", "kept");
+        s.begin().expect("begin");
+        s.set_root_meta(&vec![7; room]).expect("set the whole room");
+        s.rollback().expect("rollback");
+        assert_eq!(s.root_meta().expect("root"), b"one");
+        s.begin().expect("begin");
+        assert!(
+            s.set_root_meta(&vec![7; room + 1]).is_err(),
+            "past the room"
+        );
+        s.set_root_meta(b"two").expect("set");
+        let sp = s.savepoint().expect("savepoint");
+        s.set_root_meta(b"three").expect("set");
+        s.put(5, b"k2", b"v").expect("put");
+        s.set_root_meta(b"four").expect("set");
+        s.rollback_to(sp).expect("rollback to");
+        assert_eq!(s.root_meta().expect("root"), b"two");
+        s.release(sp).expect("release");
+        s.commit().expect("commit");
+        assert_eq!(s.root_meta().expect("root"), b"two");
     }
 
     /// `set_tree_meta`: empty until set, kept by a commit, undone by a rollback and by a

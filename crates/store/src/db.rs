@@ -51,8 +51,11 @@ use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
 
 pub const MAGIC: [u8; 8] = *b"cairnDB\0";
-pub const FORMAT_VERSION: u32 = 2;
-const SB_LIST: usize = 64;
+pub const FORMAT_VERSION: u32 = 3;
+/// Where the commit list starts: after the root bytes' length (version 3), and in a version 2
+/// superblock, which has no root bytes, right after the header.
+const SB_LIST: usize = 68;
+const SB_LIST_V2: usize = 64;
 
 /// When a commit is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,6 +267,13 @@ pub(crate) struct Shared<F> {
     committed_trees: Option<CommittedTrees>,
     /// A volatile file's superblocks are older than the last commit (see `write_back`).
     sb_unwritten: bool,
+    /// The root bytes of the last commit (`WriteTx::set_root_meta`), and those the open write
+    /// transaction set if `root_set` (two buffers that trade places at commit: a caller setting
+    /// them every commit allocates nothing, and a transaction that does not set them pays for
+    /// nothing).
+    root_meta: Vec<u8>,
+    root_next: Vec<u8>,
+    root_set: bool,
     /// Commit's buffers kept from one commit to the next: a catalog entry, the free-tree delta.
     entry: Vec<u8>,
     delta: Vec<(u32, bool)>,
@@ -655,16 +665,33 @@ fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
 
 fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) -> Vec<u8> {
     let mut b = Vec::new();
-    encode_superblock_into(&mut b, ps, slot, s, list);
+    encode_superblock_into(&mut b, ps, slot, s, list, &[]);
     b
 }
 
-/// [`encode_superblock`] into a buffer kept between commits.
-fn encode_superblock_into(b: &mut Vec<u8>, ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) {
+/// [`encode_superblock`] into a buffer kept between commits, with the root bytes `root` (at
+/// most [`root_meta_room`], and the list no longer than [`list_capacity`] leaves room for).
+fn encode_superblock_into(
+    b: &mut Vec<u8>,
+    ps: usize,
+    slot: usize,
+    s: &State,
+    list: &[(u32, u64)],
+    root: &[u8],
+) {
+    assert!(
+        root.len() <= root_meta_room(ps) && SB_LIST + 12 * list.len() + root.len() <= ps,
+        "invariant: the root bytes and the commit list fit the superblock"
+    );
     if b.len() == ps {
-        // The buffer holds the last superblock: zeroes past its list, which stay zeroes.
-        let used = SB_LIST + 12 * (page::get_u32(b, 60) as usize).min(list_capacity(ps));
+        // The buffer holds the last superblock (written here, so it fits): zeroes past its
+        // list and before its root bytes, which stay zeroes.
+        let old_root = page::get_u32(b, 64) as usize;
+        let used = SB_LIST + 12 * page::get_u32(b, 60) as usize;
         b[..used].fill(0);
+        if old_root > 0 {
+            b[ps - old_root..].fill(0);
+        }
     } else {
         b.clear();
         b.resize(ps, 0);
@@ -679,21 +706,33 @@ fn encode_superblock_into(b: &mut Vec<u8>, ps: usize, slot: usize, s: &State, li
     page::put_u64(b, 44, s.catalog_len);
     page::put_u64(b, 52, s.free_len);
     page::put_u32(b, 60, list.len() as u32);
+    page::put_u32(b, 64, root.len() as u32);
     for (i, (id, sum)) in list.iter().enumerate() {
         page::put_u32(b, SB_LIST + 12 * i, *id);
         page::put_u64(b, SB_LIST + 12 * i + 4, *sum);
+    }
+    if !root.is_empty() {
+        b[ps - root.len()..].copy_from_slice(root);
     }
     let sum = xxh64(&b[16..], slot as u64);
     page::put_u64(b, 8, sum);
 }
 
-fn list_capacity(ps: usize) -> usize {
-    (ps - SB_LIST) / 12
+/// How many pages a superblock's commit list can name beside `root` root bytes.
+fn list_capacity(ps: usize, root: usize) -> usize {
+    (ps - SB_LIST - root) / 12
+}
+
+/// The most root bytes a superblock holds: a quarter of the page, so that the commit list keeps
+/// most of its room (250 pages at 4 KiB beside a full room of root bytes).
+pub(crate) fn root_meta_room(ps: usize) -> usize {
+    ps / 4
 }
 
 struct Slot {
     state: State,
     list: Vec<(u32, u64)>,
+    root: Vec<u8>,
 }
 
 /// Parses one superblock slot, or says what is wrong with it.
@@ -702,7 +741,8 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         return Err(SlotError::NoMagic);
     }
     let version = page::get_u32(b, 16);
-    if version != FORMAT_VERSION && version != 0 {
+    // Version 2 differs only in the superblock: no root bytes, the list 4 bytes earlier.
+    if version != FORMAT_VERSION && version != 2 && version != 0 {
         return Err(SlotError::Version(version));
     }
     if xxh64(&b[16..ps], slot as u64) != page::get_u64(b, 8) {
@@ -725,7 +765,18 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         free_len: page::get_u64(b, 52),
     };
     let n = page::get_u32(b, 60) as usize;
-    if n > list_capacity(ps) {
+    let (at, root, capacity) = if version == 2 {
+        (SB_LIST_V2, 0, (ps - SB_LIST_V2) / 12)
+    } else {
+        let r = page::get_u32(b, 64) as usize;
+        if r > root_meta_room(ps) {
+            return Err(SlotError::Bad(format!(
+                "{r} root bytes, more than a quarter of the page"
+            )));
+        }
+        (SB_LIST, r, list_capacity(ps, r))
+    };
+    if n > capacity {
         return Err(SlotError::Bad(format!(
             "commit list of {n} entries is too long"
         )));
@@ -733,12 +784,16 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
     let list = (0..n)
         .map(|i| {
             (
-                page::get_u32(b, SB_LIST + 12 * i),
-                page::get_u64(b, SB_LIST + 12 * i + 4),
+                page::get_u32(b, at + 12 * i),
+                page::get_u64(b, at + 12 * i + 4),
             )
         })
         .collect();
-    Ok(Slot { state, list })
+    Ok(Slot {
+        state,
+        list,
+        root: b[ps - root..ps].to_vec(),
+    })
 }
 
 enum SlotError {
@@ -852,6 +907,9 @@ impl<F: BlockFile> Shared<F> {
             cursor_bufs: Vec::new(),
             committed_trees: None,
             sb_unwritten: false,
+            root_meta: Vec::new(),
+            root_next: Vec::new(),
+            root_set: false,
             entry: Vec::new(),
             delta: Vec::new(),
             freed: Vec::new(),
@@ -907,6 +965,7 @@ impl<F: BlockFile> Shared<F> {
             last_leaf: spare.last_leaf,
             catalog_written: false,
         });
+        self.root_set = false;
         Ok(self.serial)
     }
 
@@ -929,6 +988,7 @@ impl<F: BlockFile> Shared<F> {
 
     fn rollback(&mut self) {
         let Some(w) = self.w.take() else { return };
+        self.root_set = false;
         let free = self.free.as_mut().expect("invariant: free set loaded");
         for (&id, &add) in &w.delta {
             // Pages taken from the free tree go back; pages past the old end are forgotten.
@@ -1151,8 +1211,14 @@ impl<F: BlockFile> Shared<F> {
         let w = self.w.as_mut().expect("invariant: write transaction open");
         let mut state = w.state;
         state.txn = txn;
+        if self.root_set {
+            // A commit that fails from here on leaves the store to be opened again (poisoned),
+            // which reads the root bytes from the file.
+            std::mem::swap(&mut self.root_meta, &mut self.root_next);
+            self.root_set = false;
+        }
         let ps = self.pager.page_size;
-        if self.unflushed.len() > list_capacity(ps) {
+        if self.unflushed.len() > list_capacity(ps, self.root_meta.len()) {
             // Too many pages to name in the superblock: make them (and every earlier commit)
             // durable first; the superblock then names none. Two flushes, for big commits only.
             self.pager.file.flush()?;
@@ -1280,7 +1346,7 @@ impl<F: BlockFile> Shared<F> {
         list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
         crate::sort::sort(&mut list);
         let mut sb = std::mem::take(&mut self.sb);
-        encode_superblock_into(&mut sb, ps, slot, state, &list);
+        encode_superblock_into(&mut sb, ps, slot, state, &list, &self.root_meta);
         let r = self.pager.file.write((slot * ps) as u64, &sb);
         self.sb = sb;
         self.last_list = list.len();
@@ -1679,7 +1745,7 @@ impl<F: BlockFile> Db<F> {
             }
             match verify_list(&mut pager, &sl.list) {
                 Ok(()) => {
-                    chosen = Some((s, sl.state, sl.list.len()));
+                    chosen = Some((s, sl.state, sl.list.len(), sl.root));
                     break;
                 }
                 Err(m) => problems.push(format!(
@@ -1689,7 +1755,7 @@ impl<F: BlockFile> Db<F> {
                 )),
             }
         }
-        let Some((slot, state, list_len)) = chosen else {
+        let Some((slot, state, list_len, root)) = chosen else {
             return Err(Error::Corrupt(crate::text::join(&problems, "; ")));
         };
         let mut sh = Shared::new(
@@ -1702,6 +1768,7 @@ impl<F: BlockFile> Db<F> {
             slot,
         );
         sh.last_list = list_len;
+        sh.root_meta = root;
         let notes: Vec<&String> = problems
             .iter()
             .filter(|p| !p.ends_with("no magic number"))
@@ -1715,6 +1782,16 @@ impl<F: BlockFile> Db<F> {
         Ok(Db {
             shared: Rc::new(RefCell::new(sh)),
         })
+    }
+
+    /// The root bytes of the last commit (see [`WriteTx::set_root_meta`]).
+    pub fn root_meta(&self) -> Vec<u8> {
+        self.shared.borrow().root_meta.clone()
+    }
+
+    /// How many root bytes the superblock holds (a quarter of the page).
+    pub fn root_meta_room(&self) -> usize {
+        root_meta_room(self.page_size())
     }
 
     pub fn begin_write(&self) -> Result<WriteTx<F>> {
@@ -2225,6 +2302,37 @@ impl<F: BlockFile> WriteTx<F> {
         // A fresh copy: growing the old one would reallocate and copy it first.
         s.info.meta = meta.to_vec();
         s.changed = true;
+        Ok(())
+    }
+
+    /// The root bytes as this transaction sees them (see [`WriteTx::set_root_meta`]).
+    pub fn root_meta(&self) -> Result<Vec<u8>> {
+        let mut sh = self.shared.borrow_mut();
+        sh.w(self.serial)?;
+        Ok(if sh.root_set {
+            sh.root_next.clone()
+        } else {
+            sh.root_meta.clone()
+        })
+    }
+
+    /// Replaces the root bytes: a few bytes of the caller's kept with the state, written with
+    /// the superblock that every commit writes anyway (docs/file-format.md), so setting them on
+    /// every commit writes no page, cell or catalog entry. They stay until replaced; a rollback
+    /// drops the change. At most [`Db::root_meta_room`] bytes (`TOO_LARGE` else).
+    pub fn set_root_meta(&mut self, meta: &[u8]) -> Result<()> {
+        let mut sh = self.shared.borrow_mut();
+        let room = root_meta_room(sh.pager.page_size);
+        if meta.len() > room {
+            return Err(Error::TooLarge(format!(
+                "{} root bytes, more than the {room} a superblock holds",
+                meta.len()
+            )));
+        }
+        sh.w(self.serial)?;
+        sh.root_next.clear();
+        sh.root_next.extend_from_slice(meta);
+        sh.root_set = true;
         Ok(())
     }
 

@@ -63,7 +63,8 @@
 //!   a commit writes nothing: pages wait in the cache and reach the file, with their checksums,
 //!   on eviction or when [`Db::into_file`] hands it back.
 //! - **Open** reads the two superblocks, the pages the last commit wrote (to detect a torn
-//!   commit; at most 336 pages at 4 KiB) and the catalog root, never the rows. The free-page set
+//!   commit; at most 335 pages at 4 KiB, fewer beside root bytes) and the catalog root, never
+//!   the rows. The free-page set
 //!   is loaded by the first write transaction (one scan of the free tree).
 
 mod btree;

@@ -59,15 +59,15 @@ fn foreign_files_are_refused() {
 fn a_newer_format_version_is_refused() {
     let mut b = sample();
     for slot in 0..2 {
-        b[slot * 512 + 16] = 3;
+        b[slot * 512 + 16] = 4;
     }
     let e = Db::open(MemoryFile::from_bytes(b), opts()).err().unwrap();
     assert_eq!(e.code(), "UNSUPPORTED_VERSION");
-    assert!(e.to_string().contains("version 3, newer"), "{e}");
+    assert!(e.to_string().contains("version 4, newer"), "{e}");
 }
 
 /// Version 1 keyed numbers in 12 bytes and had 6-byte leaf cell headers: its trees cannot be
-/// read as version 2's, so the file is refused whole, not misread.
+/// read as version 2's or 3's, so the file is refused whole, not misread.
 #[test]
 fn an_older_format_version_is_refused() {
     let mut b = sample();
