@@ -200,7 +200,9 @@ struct W {
     state: State,
     base_page_count: u32,
     dirty: IdMap<Page>,
-    owned: IdMap<()>,
+    /// Pages this transaction allocated (the value unused: a map of the layout of the
+    /// others, whose code the module then holds once; docs/size.md).
+    owned: IdMap<bool>,
     /// Pages of the committed state this transaction freed.
     freed: Vec<u32>,
     /// Pending changes to the free tree: page -> true (add) / false (remove).
@@ -353,7 +355,7 @@ impl CursorBufs {
 #[derive(Default)]
 struct Spare {
     dirty: IdMap<Page>,
-    owned: IdMap<()>,
+    owned: IdMap<bool>,
     delta: IdMap<bool>,
     names: FastMap<String, usize>,
     trees: Vec<TreeSlot>,
@@ -593,7 +595,7 @@ impl<F: BlockFile> Shared<F> {
                 id
             }
         };
-        w.owned.insert(id, ());
+        w.owned.insert(id, true);
         let page = match self.pager.spare_page() {
             Some(mut p) => {
                 let b = Rc::get_mut(&mut p).expect("invariant: nothing else holds a spare page");
