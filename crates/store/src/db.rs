@@ -46,7 +46,7 @@ use crate::btree::{self, Each, Pages, Replaced, Rewrite, Seek, Stack};
 use crate::error::{Error, Result};
 use crate::file::BlockFile;
 use crate::free::FreePages;
-use crate::hash::{xxh64, FastMap};
+use crate::hash::xxh64;
 use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
 
@@ -207,8 +207,9 @@ struct W {
     freed: Vec<u32>,
     /// Pending changes to the free tree: page -> true (add) / false (remove).
     delta: IdMap<bool>,
+    /// The trees it opened, created or dropped (found by name in the list: a transaction
+    /// opens a few, and a map of names would be code of its own in the wasm module).
     trees: Vec<TreeSlot>,
-    names: FastMap<String, usize>,
     /// Trees whose catalog entries `WriteTx::set_meta_of` changed (for `CommitInfo`): their
     /// names one after the other, and where each ends (buffers kept from one transaction to
     /// the next: a caller sets the same tree's bytes on every commit).
@@ -221,6 +222,16 @@ struct W {
     /// The catalog was written (a volatile file's catalog root keeps its number, so the
     /// last commit's tree entries no longer tell what it holds).
     catalog_written: bool,
+}
+
+impl W {
+    /// Where the tree named `name` is in `trees`, unless it is not there or was dropped (a
+    /// name has at most one slot not dropped: `open_tree` finds it before it adds another).
+    fn live_tree(&self, name: &str) -> Option<usize> {
+        self.trees
+            .iter()
+            .rposition(|s| !s.dropped && s.info.name == name)
+    }
 }
 
 pub(crate) struct Shared<F> {
@@ -357,7 +368,6 @@ struct Spare {
     dirty: IdMap<Page>,
     owned: IdMap<bool>,
     delta: IdMap<bool>,
-    names: FastMap<String, usize>,
     trees: Vec<TreeSlot>,
     last_leaf: btree::LastLeaf,
     meta_changed: MetaChanged,
@@ -407,7 +417,6 @@ impl Spare {
             dirty: std::mem::take(&mut w.dirty),
             owned: std::mem::take(&mut w.owned),
             delta: std::mem::take(&mut w.delta),
-            names: std::mem::take(&mut w.names),
             trees: std::mem::take(&mut w.trees),
             last_leaf: std::mem::take(&mut w.last_leaf),
             meta_changed: std::mem::take(&mut w.meta_changed),
@@ -416,7 +425,6 @@ impl Spare {
         s.dirty.clear();
         s.owned.clear();
         s.delta.clear();
-        s.names.clear();
         s.trees.clear();
         s.last_leaf.forget();
         Some(s)
@@ -960,7 +968,6 @@ impl<F: BlockFile> Shared<F> {
             freed: std::mem::take(&mut self.freed),
             delta: spare.delta,
             trees: spare.trees,
-            names: spare.names,
             meta_changed: spare.meta_changed,
             seq: 0,
             serial: self.serial,
@@ -2193,7 +2200,6 @@ impl<F: BlockFile> WriteTx<F> {
     fn handle(&self, sh: &mut Shared<F>, info: TreeInfo, changed: bool) -> Result<Tree> {
         let w = sh.w(self.serial)?;
         let idx = w.trees.len();
-        w.names.insert(info.name.clone(), idx);
         w.trees.push(TreeSlot {
             info,
             changed,
@@ -2233,14 +2239,12 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
         let mut sh = self.shared.borrow_mut();
         let w = sh.w(self.serial)?;
-        if let Some(&idx) = w.names.get(name) {
-            if !w.trees[idx].dropped {
-                return Ok(Tree {
-                    serial: self.serial,
-                    idx,
-                    root: 0,
-                });
-            }
+        if let Some(idx) = w.live_tree(name) {
+            return Ok(Tree {
+                serial: self.serial,
+                idx,
+                root: 0,
+            });
         }
         let (catalog, txn, written) = (w.state.catalog, w.state.txn, w.catalog_written);
         let cached = match &mut sh.committed_trees {
@@ -2267,7 +2271,6 @@ impl<F: BlockFile> WriteTx<F> {
         sh.catalog_remove(name.as_bytes())?;
         let w = sh.w(self.serial)?;
         w.trees[t.idx].dropped = true;
-        w.names.remove(name);
         Ok(())
     }
 
@@ -2278,7 +2281,7 @@ impl<F: BlockFile> WriteTx<F> {
         let mut list = sh.catalog_list(catalog)?;
         let w = sh.w(self.serial)?;
         for info in &mut list {
-            if let Some(&i) = w.names.get(&info.name) {
+            if let Some(i) = w.live_tree(&info.name) {
                 *info = w.trees[i].info.clone();
             }
         }
