@@ -13,7 +13,7 @@ use crate::types::{
     self, apply_affinity, arith, to_numeric, to_text, truth, Affinity, ColType, LikeMatcher,
 };
 use cairn_store::codec::{encode_key_value, Field, Fields};
-use cairn_store::hash::{FastMap, FastSet};
+use cairn_store::hash::FastMap;
 use cairn_store::Value;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -24,9 +24,28 @@ use std::rc::Rc;
 /// plan's address (plans live as long as the execution).
 pub type HashRows = FastMap<Vec<u8>, Vec<Vec<Value>>>;
 
+/// A set of normalized keys (DISTINCT, UNION, IN): a map to an unused value, of the layout of
+/// GROUP BY's map from keys to groups, so that the wasm module holds the hash table's code once
+/// for both (docs/size.md).
+#[derive(Default)]
+pub struct KeySet(FastMap<Vec<u8>, usize>);
+
+impl KeySet {
+    /// Adds `k`; whether it was not there.
+    pub fn insert(&mut self, k: Vec<u8>) -> bool {
+        self.0.insert(k, 0).is_none()
+    }
+    pub fn contains(&self, k: &[u8]) -> bool {
+        self.0.contains_key(k)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 pub enum Cached {
     Set {
-        keys: FastSet<Vec<u8>>,
+        keys: KeySet,
         has_null: bool,
     },
     Value(Value),
@@ -837,7 +856,7 @@ fn in_subquery(
 ) -> Result<Value> {
     let k = key_of(q);
     if q.correlated || !cx.cache.borrow().contains_key(&k) {
-        let mut keys = FastSet::default();
+        let mut keys = KeySet::default();
         let mut has_null = false;
         executor::run_query(q, &cx.nested(row), &mut |r| {
             match r.first() {

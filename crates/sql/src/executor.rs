@@ -8,7 +8,9 @@
 
 use crate::ast::{BinOp, Conflict};
 use crate::error::{Error, Result};
-use crate::eval::{eval, eval_bool, norm_key, push_norm, Cache, Cached, ColTest, Cx, HashRows};
+use crate::eval::{
+    eval, eval_bool, norm_key, push_norm, Cache, Cached, ColTest, Cx, HashRows, KeySet,
+};
 use crate::plan::*;
 use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
@@ -18,7 +20,7 @@ use cairn_store::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, get_varint, key_integer,
     skip_key_value, Layout, Record,
 };
-use cairn_store::hash::{FastMap, FastSet};
+use cairn_store::hash::FastMap;
 use cairn_store::Value;
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -312,7 +314,7 @@ fn run_body(b: &Body, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>)
             run_body(right, cx, sink)
         }
         Body::Union { all: false, .. } => {
-            let mut seen = FastSet::default();
+            let mut seen = KeySet::default();
             let mut parts = Vec::new();
             flatten_union(b, &mut parts);
             for p in parts {
@@ -380,7 +382,7 @@ fn run_core_in(
     }
     match &c.agg {
         None => {
-            let mut seen = FastSet::default();
+            let mut seen = KeySet::default();
             let mut key = Vec::new();
             run_levels(c, 0, frame, cx, &mut |frame| {
                 // `eval_row`, with the columns `moves` names moved out of the frame.
@@ -407,7 +409,7 @@ fn run_core_in(
         Some(agg) if agg.streamed => {
             // Rows arrive ordered by the group columns: finish each group as the next begins.
             let mut cur: Option<(Vec<u8>, Vec<Value>, Vec<AggState>)> = None;
-            let mut seen = FastSet::default();
+            let mut seen = KeySet::default();
             let mut key = Vec::new();
             let go = run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
@@ -594,7 +596,7 @@ fn emit_group(
     gvals: Vec<Value>,
     states: Vec<AggState>,
     cx: &Cx,
-    seen: &mut FastSet<Vec<u8>>,
+    seen: &mut KeySet,
     sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>,
 ) -> Result<bool> {
     let mut frame = gvals;
@@ -635,7 +637,7 @@ fn finish_groups(
             .groups
             .push((vec![], agg.aggs.iter().map(AggState::new).collect()));
     }
-    let mut seen = FastSet::default();
+    let mut seen = KeySet::default();
     for (gvals, states) in groups.groups {
         if !emit_group(c, agg, gvals, states, cx, &mut seen, sink)? {
             return Ok(false);
@@ -766,7 +768,7 @@ enum AggState {
     Ext(Option<Value>),
     Concat(Option<String>),
     Last(Value),
-    Distinct(FastSet<Vec<u8>>, Box<AggState>),
+    Distinct(KeySet, Box<AggState>),
 }
 
 impl AggState {
@@ -779,7 +781,7 @@ impl AggState {
             AggFunc::Last => AggState::Last(Value::Null),
         };
         if spec.distinct {
-            AggState::Distinct(FastSet::default(), Box::new(base))
+            AggState::Distinct(KeySet::default(), Box::new(base))
         } else {
             base
         }
