@@ -72,7 +72,38 @@ pub struct LastGet {
 
 /// The per-statement cache of subquery results and top-k bounds, keyed by plan address.
 /// Looked up once per row by a top-k scan.
-pub type Cache = RefCell<FastMap<usize, Cached>>;
+pub type Cache = RefCell<Slots>;
+
+/// The cache's entries: a list searched by key, as a statement holds a few (one per subquery,
+/// top-k level and inner join level); a hash map of its own was code of its own in the wasm
+/// module (docs/size.md).
+#[derive(Default)]
+pub struct Slots(Vec<(usize, Cached)>);
+
+impl Slots {
+    fn at(&self, k: usize) -> Option<usize> {
+        self.0.iter().position(|e| e.0 == k)
+    }
+    pub fn get(&self, k: &usize) -> Option<&Cached> {
+        self.at(*k).map(|i| &self.0[i].1)
+    }
+    pub fn get_mut(&mut self, k: &usize) -> Option<&mut Cached> {
+        self.at(*k).map(|i| &mut self.0[i].1)
+    }
+    pub fn contains_key(&self, k: &usize) -> bool {
+        self.at(*k).is_some()
+    }
+    /// Sets `k`'s entry to `v`, replacing what was there.
+    pub fn insert(&mut self, k: usize, v: Cached) {
+        match self.at(k) {
+            Some(i) => self.0[i].1 = v,
+            None => self.0.push((k, v)),
+        }
+    }
+    pub fn remove(&mut self, k: &usize) -> Option<Cached> {
+        self.at(*k).map(|i| self.0.swap_remove(i).1)
+    }
+}
 
 /// What evaluation needs besides the row: storage for subqueries, parameters, the enclosing
 /// query's row for correlated references, injected randomness and the subquery cache.
