@@ -229,8 +229,7 @@ export class EngineWorker {
       const until = performance.now() + SPIN_MS;
       while (Atomics.load(i32, DONE) === done && performance.now() < until);
     }
-    if (Atomics.load(i32, DONE) !== done) finish();
-    else wait();
+    wait(); // finishes at once when the reply is there
     return true;
   }
 

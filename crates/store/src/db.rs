@@ -227,6 +227,7 @@ struct W {
 impl W {
     /// Where the tree named `name` is in `trees`, unless it is not there or was dropped (a
     /// name has at most one slot not dropped: `open_tree` finds it before it adds another).
+    /// A transaction opens few trees: comparing their names costs less than hashing one.
     fn live_tree(&self, name: &str) -> Option<usize> {
         self.trees
             .iter()
@@ -2350,12 +2351,8 @@ impl<F: BlockFile> WriteTx<F> {
     pub fn set_meta_of(&mut self, name: &str, meta: &[u8]) -> Result<()> {
         let mut sh = self.shared.borrow_mut();
         let w = sh.w(self.serial)?;
-        // A transaction opens few trees: comparing their names costs less than hashing one.
-        if let Some(s) = w
-            .trees
-            .iter_mut()
-            .find(|s| !s.dropped && s.info.name == name)
-        {
+        if let Some(i) = w.live_tree(name) {
+            let s = &mut w.trees[i];
             s.info.meta = meta.to_vec();
             s.changed = true;
             return Ok(());
