@@ -8,6 +8,8 @@
 //! cairn-split split IN HIT PRIMARY REST [MAP]    IN cut by HIT (the run functions, one index a line);
 //!                                                with MAP (the linker's map of IN's data), the
 //!                                                constants only moved functions use move too
+//! cairn-split reorder IN OUT                     IN with its functions in an order that gzip
+//!                                                compresses better (see `reorder`)
 //! ```
 //!
 //! `instrument` gives every defined function a mutable global `h<i>` (exported), set to 1 when
@@ -51,6 +53,7 @@ mod data;
 #[cfg(test)]
 mod data_tests;
 mod outline;
+mod reorder;
 #[cfg(test)]
 mod tests;
 
@@ -68,8 +71,9 @@ fn main() -> ExitCode {
         ["outline", input, funcs, regions, out] => outline(input, funcs, regions, out),
         ["split", input, hit, primary, rest] => split(input, hit, None, primary, rest),
         ["split", input, hit, primary, rest, map] => split(input, hit, Some(map), primary, rest),
+        ["reorder", input, out] => reorder(input, out),
         _ => Err(
-            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP]".into(),
+            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT".into(),
         ),
     };
     match run {
@@ -584,6 +588,38 @@ fn func_export(mut n: usize) -> String {
         }
     }
     String::from_utf8(s).expect("ASCII")
+}
+
+fn reorder(input: &str, out: &str) -> Result<()> {
+    let bytes = read(input)?;
+    let module = reordered(&bytes)?;
+    eprintln!(
+        "cairn-split: {} functions reordered ({} bytes in, {} out)",
+        parse(&bytes)?.bodies.len(),
+        bytes.len(),
+        module.len()
+    );
+    write(out, &module)
+}
+
+/// `bytes` with its defined functions in `reorder::order`, every function index mapped.
+fn reordered(bytes: &[u8]) -> Result<Vec<u8>> {
+    let mut p = parse(bytes)?;
+    let raw: Vec<&[u8]> = p.bodies.iter().map(|b| b.as_bytes()).collect();
+    let order = reorder::order(&raw);
+    let nimp = p.imported_funcs as usize;
+    let mut map = Remap::identity(&p);
+    for (new, &old) in order.iter().enumerate() {
+        map.funcs[nimp + old] = (nimp + new) as u32;
+    }
+    let (types, bodies) = (p.func_types.clone(), p.bodies.clone());
+    for (new, &old) in order.iter().enumerate() {
+        p.func_types[nimp + new] = types[nimp + old];
+        p.bodies[new] = bodies[old].clone();
+    }
+    copy(&p, &mut map, Additions::default(), &mut |_, b, map| {
+        rewrite(b, map, &[])
+    })
 }
 
 fn outline(input: &str, funcs: &str, regions_hit: &str, out: &str) -> Result<()> {
