@@ -23,7 +23,7 @@ function run(cmd, args, env = {}) {
 }
 
 // The glue gets the import namespace `cairn` of the split module (worker/split.js): the engine's
-// call for the rest of itself. Every build's glue gets it, so the two shipped modules keep one glue.
+// call for the rest of itself. Every build's glue gets it.
 function patchGlue(file) {
   const glue = readFileSync(file, 'utf8');
   const at = '"./cairn_wasm_bg.js": import0,\n';
@@ -55,7 +55,7 @@ mkdirSync(join(root, 'build', 'wasm'), { recursive: true });
 mkdirSync(join(root, 'dist'), { recursive: true });
 
 // Two modules from one crate: cairn.wasm (SQL over OPFS) and cairn-sync.wasm (the same plus
-// replication). They export the same functions, so one JS glue serves both; the build checks it.
+// replication), each with its own glue and Worker script (cairn-worker.js, cairn-sync-worker.js).
 // A third, dist/test/, adds the storage layer's block files and conformance suite for the browser
 // tests (the `testing` feature), with its own glue and Worker script; it is not shipped.
 const env = { CARGO_BUILD_JOBS: process.env.CARGO_BUILD_JOBS ?? '2' };
@@ -135,20 +135,14 @@ if (!dev) {
   }
 }
 
-// (Comments may differ: they name closure shims by index.)
-const glue = (dir) => readFileSync(join(root, dir, 'cairn_wasm.js'), 'utf8').replace(/^\s*\/\/.*$/gm, '');
-if (glue('build/wasm') !== glue('build/wasm-sync')) {
-  console.error('build failed: cairn.wasm and cairn-sync.wasm need different JS glue (build/wasm*/cairn_wasm.js differ); '
-    + 'give both builds the same exports and imports');
-  process.exit(1);
-}
-// Short names for the glue's imports and for the exports it calls, in the glue the Worker bundles
-// and in both shipped modules (scripts/names.mjs).
+// Short names for the glue's imports and for the exports it calls, in each shipped module and
+// the glue its Worker script bundles (scripts/names.mjs).
 try {
   const { shortImports, shortExports } = await import('./names.mjs');
-  const shipped = ['dist/cairn.wasm', 'dist/cairn-sync.wasm'].map((f) => join(root, f));
-  shortImports(join(root, 'build/wasm/cairn_wasm.js'), shipped);
-  shortExports(join(root, 'build/wasm/cairn_wasm.js'), shipped);
+  for (const [dir, wasm] of [['build/wasm', 'dist/cairn.wasm'], ['build/wasm-sync', 'dist/cairn-sync.wasm']]) {
+    shortImports(join(root, dir, 'cairn_wasm.js'), [join(root, wasm)]);
+    shortExports(join(root, dir, 'cairn_wasm.js'), [join(root, wasm)]);
+  }
 } catch (e) {
   console.error(`build failed: short import names: ${e.message}`);
   process.exit(1);
@@ -158,22 +152,28 @@ const esbuild = await import('esbuild');
 const common = { bundle: true, format: 'esm', target: 'es2022', minify: !dev, legalComments: 'none', logLevel: 'warning' };
 // The Worker registers the block-file ops only when the module exports them (the test build);
 // for the shipped module esbuild rightly finds those imports undefined and drops them.
-await esbuild.build({
+// Two Worker scripts: cairn-worker.js with cairn.wasm's glue and no sync code, and
+// cairn-sync-worker.js with cairn-sync.wasm's glue and the sync transports (CAIRN_SYNC).
+const glueOf = (dir) => ({
+  name: `glue-${dir}`,
+  setup(b) {
+    b.onResolve({ filter: /\/build\/wasm\/cairn_wasm\.js$/ }, () => ({ path: join(root, dir, 'cairn_wasm.js') }));
+  },
+});
+const worker = (out, dir, sync) => esbuild.build({
   ...common,
   entryPoints: [join(root, 'worker/worker.js')],
-  outfile: join(root, 'dist/cairn-worker.js'),
+  outfile: join(root, out),
+  define: { CAIRN_SYNC: String(sync) },
+  plugins: [glueOf(dir)],
   logOverride: { 'import-is-undefined': 'silent' },
 });
+await worker('dist/cairn-worker.js', 'build/wasm', false);
+await worker('dist/cairn-sync-worker.js', 'build/wasm-sync', true);
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js') });
 copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
-// The test build: the same scripts, the Worker bundled with the test module's glue.
-const testGlue = {
-  name: 'test-glue',
-  setup(b) {
-    b.onResolve({ filter: /\/build\/wasm\/cairn_wasm\.js$/ }, () => ({ path: join(root, 'build/wasm-test/cairn_wasm.js') }));
-  },
-};
-await esbuild.build({ ...common, entryPoints: [join(root, 'worker/worker.js')], outfile: join(root, 'dist/test/cairn-worker.js'), plugins: [testGlue] });
+// The test build: the same scripts, the Worker bundled with the test module's glue (no sync).
+await worker('dist/test/cairn-worker.js', 'build/wasm-test', false);
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/test/cairn.js') });
 
 // The size of what a page fetches to open a database.
@@ -199,6 +199,8 @@ const kb = (n) => (n / 1024).toFixed(1).padStart(9);
 const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb(r.gzip)}${kb(r.brotli)}${note && `   (${note})`}`);
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) line(r);
+const syncWorkerRow = sizeOf('dist/cairn-sync-worker.js');
+line(syncWorkerRow, 'instead of cairn-worker.js, with { sync: true }');
 const syncRow = sizeOf('dist/cairn-sync.wasm');
 line(syncRow, 'instead of cairn.wasm, with { sync: true }');
 const restRow = dev ? null : sizeOf('dist/cairn-rest.wasm');
@@ -207,6 +209,6 @@ if (restRow) line(restRow, 'fetched the first time a statement needs it');
 if (syncRestRow) line(syncRestRow, 'the same, for cairn-sync.wasm');
 if (!dev) {
   mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });
-  const report = { build: 'release', files: rows, total, sync: syncRow, rest: restRow, syncRest: syncRestRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
+  const report = { build: 'release', files: rows, total, syncWorker: syncWorkerRow, sync: syncRow, rest: restRow, syncRest: syncRestRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
   writeFileSync(join(root, 'bench-browser/results/size.json'), JSON.stringify(report, null, 2) + '\n');
 }

@@ -41,7 +41,7 @@ export interface ColumnRows {
 }
 
 export interface WorkerOptions {
-  /** Where the Worker script is served from (default: next to this module). */
+  /** Where the Worker script, cairn-worker.js, is served from (default: next to this module). */
   workerUrl?: string | URL;
   /** Where the wasm engine is served from (default: next to this module). */
   wasmUrl?: string | URL;
@@ -55,6 +55,9 @@ export interface WorkerOptions {
   sync?: boolean;
   /** Where cairn-sync.wasm is served from (default: beside cairn.js). */
   syncWasmUrl?: string | URL;
+  /** Where cairn-sync-worker.js, the Worker script that runs cairn-sync.wasm and carries the sync
+   * transports, is served from (default: beside cairn.js). */
+  syncWorkerUrl?: string | URL;
   /** Where cairn-sync-rest.wasm, the rest of cairn-sync.wasm, is served from (default: beside it). */
   syncRestWasmUrl?: string | URL;
   /** 'auto' (default) uses a SharedArrayBuffer channel when the page is cross-origin isolated. */

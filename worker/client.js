@@ -15,7 +15,8 @@ export class CairnError extends Error {
   }
 }
 
-const defaultWorkerUrl = () => new URL('./cairn-worker.js', import.meta.url);
+// The Worker without sync carries neither the sync glue nor the transports (docs/size.md).
+const defaultWorkerUrl = (sync) => new URL(sync ? './cairn-sync-worker.js' : './cairn-worker.js', import.meta.url);
 const defaultWasmUrl = (sync) => new URL(sync ? './cairn-sync.wasm' : './cairn.wasm', import.meta.url);
 // Named here, not only in the Worker, so that a bundler that copies cairn.wasm copies them too.
 const defaultRestUrl = (sync) => new URL(sync ? './cairn-sync-rest.wasm' : './cairn-rest.wasm', import.meta.url);
@@ -52,11 +53,12 @@ export class EngineWorker {
   onDeath = null;
 
   constructor(options = {}) {
-    this.#worker = new Worker(options.workerUrl ?? defaultWorkerUrl(), { type: 'module', name: 'cairn' });
+    const workerUrl = options.sync ? options.syncWorkerUrl : options.workerUrl;
+    this.#worker = new Worker(workerUrl ?? defaultWorkerUrl(options.sync), { type: 'module', name: 'cairn' });
     this.#worker.onmessage = (e) => this.#reply(e.data);
     this.#worker.onerror = (e) => {
       e.preventDefault();
-      this.#die('WORKER_ERROR', `the cairn Worker failed: ${e.message || 'it could not start (check workerUrl)'}`);
+      this.#die('WORKER_ERROR', `the cairn Worker failed: ${e.message || 'it could not start (check workerUrl or syncWorkerUrl)'}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
     const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? defaultWasmUrl(options.sync))];

@@ -11,6 +11,11 @@ import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.
 import { Writer, Reader, Full } from './wire.js';
 import { readResult } from './result.js';
 
+// True in cairn-sync-worker.js, which carries cairn-sync.wasm's glue and the sync transports;
+// false in cairn-worker.js, which answers every sync request with NO_SYNC (esbuild's `define`,
+// scripts/build.mjs). A page that does not sync downloads none of that code.
+/* global CAIRN_SYNC */
+
 // The engine's panic hook calls this before the module traps (crates/wasm/src/bindings.rs).
 self.__cairnPanicked = (message) => {
   self.__cairnPanic = message;
@@ -102,7 +107,7 @@ const syncOps = {
     return [bytes, [bytes.buffer]];
   },
   close: () => {
-    for (const link of [...links.keys(), ...relays.keys(), ...buses.keys()]) detachPort(link);
+    if (CAIRN_SYNC) for (const link of [...links.keys(), ...relays.keys(), ...buses.keys()]) detachPort(link);
     if (db) db.close();
     db = null;
     stmtCache = new Map();
@@ -118,10 +123,22 @@ const syncOps = {
     const ours = txSession === session || (tab && typeof txSession === 'string' && txSession.startsWith(session));
     if (db && ours && db.inTransaction()) db.exec('ROLLBACK');
     // The channels and relays the tab asked for go with it, unless another tab holds them too.
-    if (tab) for (const t of [...transports.values()]) releaseTransport(t.handle, session, true);
+    if (CAIRN_SYNC && tab) for (const t of [...transports.values()]) releaseTransport(t.handle, session, true);
     return [null];
   },
-  // Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.
+  debugPanic: (message) => [engine.debugPanic(String(message))],
+};
+
+// Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.
+// Without sync there are no events and no links to let go of; everything else is NO_SYNC.
+if (!CAIRN_SYNC) {
+  const noSync = () => {
+    throw err('NO_SYNC', 'this build of cairn has no sync: open the database with { sync: true } (cairn-sync.wasm)');
+  };
+  for (const op of ['syncId', 'syncExportKey', 'syncImportKey', 'syncSetOwner', 'syncAuthorize', 'syncDigest', 'syncPending',
+    'syncVerify', 'syncAttach', 'syncRelay', 'syncBus']) syncOps[op] = noSync;
+  Object.assign(syncOps, { syncEvents: () => [[]], syncDetach: () => [false] });
+} else Object.assign(syncOps, {
   syncId: () => [needDb().syncId()],
   syncExportKey: () => {
     const k = needDb().syncExportKey();
@@ -138,8 +155,7 @@ const syncOps = {
   syncRelay: (url) => [holdTransport(`relay ${url}`, () => attachRelay(String(url)))],
   syncBus: (name) => [holdTransport(`bus ${name}`, () => attachBus(String(name)))],
   syncDetach: (link) => [releaseTransport(link, tabOf(currentSession)) ?? detachPort(link)],
-  debugPanic: (message) => [engine.debugPanic(String(message))],
-};
+});
 
 // OPFS handles are taken here: it is the only asynchronous step of opening a database, and doing
 // it in JavaScript leaves the engine without promise and closure glue. Errors are mapped by the
@@ -186,7 +202,7 @@ const asyncOps = {
       handle.close(); // the engine closes it too once it holds it; a second close does nothing
       throw e;
     }
-    startSealTimer();
+    if (CAIRN_SYNC) startSealTimer();
     return [null];
   },
   // Checks the bytes in memory first: nothing is written unless they are a sound database, and
@@ -268,10 +284,7 @@ function startSealTimer() {
     try {
       db.syncSeal();
     } catch (e) {
-      if (e && e.code === 'NO_SYNC') {
-        clearInterval(sealTimer); // the engine without replication: nothing ever to seal
-        sealTimer = null;
-      } else syncFailed(e);
+      syncFailed(e);
     }
   }, SEAL_IDLE_MS / 4);
 }

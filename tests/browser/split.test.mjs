@@ -9,11 +9,14 @@ import { launch } from './harness.mjs';
 async function withPage(fn) {
   const b = await launch();
   const rest = [];
+  const files = new Set(); // every cairn file the page and its Workers fetched
   b.page.on('request', (r) => {
     if (r.url().endsWith('/cairn-rest.wasm')) rest.push(r.url());
+    const name = /\/(cairn[\w-]*\.(?:js|wasm))$/.exec(r.url());
+    if (name) files.add(name[1]);
   });
   try {
-    await fn(b.page, rest);
+    await fn(b.page, rest, files);
     assert.deepEqual(b.errors, [], 'the page threw');
   } finally {
     await b.close();
@@ -21,7 +24,7 @@ async function withPage(fn) {
 }
 
 test('common statements run without the rest of the engine; EXPLAIN and check() fetch it once', () =>
-  withPage(async (page, rest) => {
+  withPage(async (page, rest, files) => {
     const r = await page.evaluate(async () => {
       let db = await cairn.open('split');
       // Statements of the kinds the build's split keeps in cairn.wasm (scripts/split.mjs).
@@ -69,6 +72,9 @@ test('common statements run without the rest of the engine; EXPLAIN and check() 
     assert.deepEqual(r.check, [], 'check() runs in the rest and finds nothing wrong');
     assert.equal(r.bad.code, 'SYNTAX');
     assert.equal(rest.length, 1, `cairn-rest.wasm is fetched once (fetched: ${rest.join(', ')})`);
+    // A page without sync fetches the Worker script and module without it (docs/size.md).
+    assert.ok(files.has('cairn-worker.js'), [...files].join(', '));
+    assert.deepEqual([...files].filter((f) => f.includes('sync')), [], 'no sync file is fetched');
   }));
 
 test('a rest of the engine that cannot be fetched is INTERNAL, and the database reopens at its last commit', () =>

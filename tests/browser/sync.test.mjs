@@ -7,6 +7,11 @@ import { launch } from './harness.mjs';
 
 test('two databases sync over a MessageChannel and converge', async () => {
   const b = await launch();
+  const workers = []; // the Worker scripts the page started
+  b.page.on('request', (r) => {
+    const name = /\/(cairn[\w-]*worker\.js)$/.exec(r.url());
+    if (name) workers.push(name[1]);
+  });
   try {
     const r = await b.page.evaluate(async () => {
       const ddl = `CREATE TABLE todo (id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL,
@@ -82,6 +87,8 @@ test('two databases sync over a MessageChannel and converge', async () => {
     assert.equal(r.plainWrite.code, 'NOT_REPLICABLE', r.plainWrite.message);
     assert.equal(r.plainSync.code, 'NO_SYNC', r.plainSync.message);
     assert.equal(r.plainAfter, 3);
+    // With { sync: true } the Worker script that carries the sync transports; without, the other.
+    assert.ok(workers.includes('cairn-sync-worker.js') && workers.includes('cairn-worker.js'), workers.join(', '));
     assert.deepEqual(b.errors, [], 'the page threw');
   } finally {
     await b.close();

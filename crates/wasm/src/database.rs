@@ -299,17 +299,6 @@ fn author(hex: &str) -> Result<cairn_sync::AuthorId, JsValue> {
     })
 }
 
-/// Out of line: every sync method of the build without sync answers with it.
-#[cfg(not(feature = "sync"))]
-#[inline(never)]
-fn no_sync() -> JsValue {
-    error(
-        "NO_SYNC",
-        "this build of cairn has no sync: open the database with { sync: true } (cairn-sync.wasm)",
-        None,
-    )
-}
-
 #[cfg(feature = "sync")]
 fn byte_arrays(v: Vec<Vec<u8>>) -> Array {
     v.into_iter()
@@ -460,259 +449,6 @@ impl Database {
     /// Closes the database and releases its file.
     pub fn close(self) {}
 
-    // ---- sync (docs/sync.md) ----
-
-    /// This database's author id, 64 hex digits (the key pair is made on first use).
-    #[wasm_bindgen(js_name = syncId)]
-    pub fn sync_id(&mut self) -> Result<String, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            Ok(self.sync.id(&mut self.db).map_err(sql_error)?.to_hex())
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-    #[wasm_bindgen(js_name = syncExportKey)]
-    pub fn sync_export_key(&mut self) -> Result<Uint8Array, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let k = self.sync.export_key(&mut self.db).map_err(sql_error)?;
-            Ok(Uint8Array::from(k.as_slice()))
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-    #[wasm_bindgen(js_name = syncImportKey)]
-    pub fn sync_import_key(&mut self, bytes: Vec<u8>) -> Result<(), JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            self.sync
-                .import_key(&mut self.db, &bytes)
-                .map_err(sql_error)
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &bytes;
-            Err(no_sync())
-        }
-    }
-    #[wasm_bindgen(js_name = syncSetOwner)]
-    pub fn sync_set_owner(&mut self, owner: &str) -> Result<(), JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let owner = author(owner)?;
-            self.sync.set_owner(&mut self.db, owner).map_err(sql_error)
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &owner;
-            Err(no_sync())
-        }
-    }
-    /// `writers` is an array of author ids (the Worker makes each a string). Taken as a
-    /// `JsValue` and read here rather than as `Vec<String>`, so that the build without sync does
-    /// not carry wasm-bindgen's conversion of a string array for a call it refuses.
-    #[wasm_bindgen(js_name = syncAuthorize)]
-    pub fn sync_authorize(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            // Only imports the build without sync has too (`Array.isArray`, `length`, `get`):
-            // both builds share one glue.
-            let list = writers
-                .dyn_ref::<Array>()
-                .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
-            let mut writers = Vec::new();
-            for w in list.iter() {
-                writers.push(author(&w.as_string().unwrap_or_default())?);
-            }
-            self.sync
-                .authorize(&mut self.db, scope, writers)
-                .map_err(sql_error)
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &scope;
-            let _ = &writers;
-            Err(no_sync())
-        }
-    }
-    /// Opens a link: `[id, hello]`.
-    #[wasm_bindgen(js_name = syncConnect)]
-    pub fn sync_connect(&mut self) -> Result<Array, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let (id, hello) = self.sync.connect(&mut self.db).map_err(sql_error)?;
-            let out = Array::new();
-            out.push(&JsValue::from(id));
-            out.push(&Uint8Array::from(hello.as_slice()).into());
-            Ok(out)
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-    /// Handles a peer's message; returns the messages to send back.
-    #[wasm_bindgen(js_name = syncReceive)]
-    pub fn sync_receive(&mut self, link: u32, bytes: Vec<u8>) -> Result<Array, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let out = self
-                .sync
-                .receive(&mut self.db, link, &bytes)
-                .map_err(sql_error)?;
-            Ok(byte_arrays(out))
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &link;
-            let _ = &bytes;
-            Err(no_sync())
-        }
-    }
-    #[wasm_bindgen(js_name = syncPoll)]
-    pub fn sync_poll(&mut self, link: u32) -> Result<Array, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let out = self.sync.poll(&mut self.db, link).map_err(sql_error)?;
-            Ok(byte_arrays(out))
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &link;
-            Err(no_sync())
-        }
-    }
-    #[wasm_bindgen(js_name = syncDisconnect)]
-    pub fn sync_disconnect(&mut self, link: u32) {
-        #[cfg(feature = "sync")]
-        {
-            self.sync.disconnect(link);
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &link;
-        }
-    }
-    /// Events since the last call, each `[kind, code, detail]`.
-    #[wasm_bindgen(js_name = syncEvents)]
-    pub fn sync_events(&mut self) -> Array {
-        #[cfg(feature = "sync")]
-        {
-            self.sync
-                .take_events()
-                .into_iter()
-                .map(|e| {
-                    let a = Array::new();
-                    a.push(&e.kind.into());
-                    a.push(&e.code.into());
-                    a.push(&e.detail.into());
-                    JsValue::from(a)
-                })
-                .collect()
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Array::new()
-        }
-    }
-    /// Problems `verify()` found in the stored history, as text (empty when sound).
-    #[wasm_bindgen(js_name = syncVerify)]
-    pub fn sync_verify(&mut self) -> Result<Array, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let f = self.sync.verify(&mut self.db).map_err(sql_error)?;
-            let lines: Vec<String> = f
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{} seq {}: {} {}",
-                        &f.author.to_hex()[..12],
-                        f.seq,
-                        f.reason.code(),
-                        f.detail
-                    )
-                })
-                .collect();
-            Ok(strings(&lines))
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-    /// Answers a relay's CHALLENGE frame with the AUTH frame (docs/relay.md, sec. 2): this
-    /// database's key and its signature over the nonce and the relay's id.
-    #[wasm_bindgen(js_name = syncRelayAuth)]
-    pub fn sync_relay_auth(&mut self, challenge: Vec<u8>) -> Result<Uint8Array, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            if challenge.len() != 72 || challenge[..4] != [0x43, 0x52, 1, 1] {
-                return Err(error(
-                    "MALFORMED",
-                    "the relay's first frame is not a version 1 CHALLENGE",
-                    None,
-                ));
-            }
-            let mut msg = b"cairn-relay auth v1".to_vec();
-            msg.extend_from_slice(&challenge[4..68]);
-            let sig = self.sync.sign(&mut self.db, &msg).map_err(sql_error)?;
-            let id = self.sync.id(&mut self.db).map_err(sql_error)?;
-            let mut frame = vec![0x43, 0x52, 1, 2];
-            frame.extend_from_slice(&id.0);
-            frame.extend_from_slice(&sig);
-            Ok(Uint8Array::from(frame.as_slice()))
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            let _ = &challenge;
-            Err(no_sync())
-        }
-    }
-    /// Seals pending records into signed blocks and saves them (the Worker calls it once
-    /// statements have been idle for a while); the number of blocks made.
-    #[wasm_bindgen(js_name = syncSeal)]
-    pub fn sync_seal(&mut self) -> Result<u32, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let n = self.sync.seal(&mut self.db).map_err(sql_error)?;
-            Ok(n as u32)
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-    /// Records committed and not yet sealed into a signed block.
-    #[wasm_bindgen(js_name = syncPending)]
-    pub fn sync_pending(&mut self) -> Result<u32, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            Ok(self.sync.pending_records() as u32)
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-    /// A digest of the merged rows, hex: equal on replicas holding the same changes.
-    #[wasm_bindgen(js_name = syncDigest)]
-    pub fn sync_digest(&mut self) -> Result<String, JsValue> {
-        #[cfg(feature = "sync")]
-        {
-            let d = self.sync.state_digest(&mut self.db).map_err(sql_error)?;
-            Ok(d.iter().map(|b| format!("{b:02x}")).collect())
-        }
-        #[cfg(not(feature = "sync"))]
-        {
-            Err(no_sync())
-        }
-    }
-
     /// Refuses `bytes` unless they are a sound cairn database: opened and checked in memory, so
     /// the Worker writes nothing to OPFS for a file it would refuse.
     #[wasm_bindgen(js_name = checkImport)]
@@ -746,5 +482,146 @@ impl Database {
         f.write(0, bytes)
             .and_then(|_| f.flush())
             .map_err(store_error)
+    }
+}
+
+/// Sync (docs/sync.md): only in `cairn-sync.wasm`. `cairn.wasm` has none of these exports, and
+/// its Worker script (`cairn-worker.js`) answers the sync requests with `NO_SYNC` itself.
+#[cfg(feature = "sync")]
+#[wasm_bindgen]
+impl Database {
+    /// This database's author id, 64 hex digits (the key pair is made on first use).
+    #[wasm_bindgen(js_name = syncId)]
+    pub fn sync_id(&mut self) -> Result<String, JsValue> {
+        Ok(self.sync.id(&mut self.db).map_err(sql_error)?.to_hex())
+    }
+    #[wasm_bindgen(js_name = syncExportKey)]
+    pub fn sync_export_key(&mut self) -> Result<Uint8Array, JsValue> {
+        let k = self.sync.export_key(&mut self.db).map_err(sql_error)?;
+        Ok(Uint8Array::from(k.as_slice()))
+    }
+    #[wasm_bindgen(js_name = syncImportKey)]
+    pub fn sync_import_key(&mut self, bytes: Vec<u8>) -> Result<(), JsValue> {
+        self.sync
+            .import_key(&mut self.db, &bytes)
+            .map_err(sql_error)
+    }
+    #[wasm_bindgen(js_name = syncSetOwner)]
+    pub fn sync_set_owner(&mut self, owner: &str) -> Result<(), JsValue> {
+        let owner = author(owner)?;
+        self.sync.set_owner(&mut self.db, owner).map_err(sql_error)
+    }
+    /// `writers` is an array of author ids (the Worker makes each a string), read here rather
+    /// than taken as `Vec<String>`: wasm-bindgen's conversion of a string array is more glue.
+    #[wasm_bindgen(js_name = syncAuthorize)]
+    pub fn sync_authorize(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
+        let list = writers
+            .dyn_ref::<Array>()
+            .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
+        let mut writers = Vec::new();
+        for w in list.iter() {
+            writers.push(author(&w.as_string().unwrap_or_default())?);
+        }
+        self.sync
+            .authorize(&mut self.db, scope, writers)
+            .map_err(sql_error)
+    }
+    /// Opens a link: `[id, hello]`.
+    #[wasm_bindgen(js_name = syncConnect)]
+    pub fn sync_connect(&mut self) -> Result<Array, JsValue> {
+        let (id, hello) = self.sync.connect(&mut self.db).map_err(sql_error)?;
+        let out = Array::new();
+        out.push(&JsValue::from(id));
+        out.push(&Uint8Array::from(hello.as_slice()).into());
+        Ok(out)
+    }
+    /// Handles a peer's message; returns the messages to send back.
+    #[wasm_bindgen(js_name = syncReceive)]
+    pub fn sync_receive(&mut self, link: u32, bytes: Vec<u8>) -> Result<Array, JsValue> {
+        let out = self
+            .sync
+            .receive(&mut self.db, link, &bytes)
+            .map_err(sql_error)?;
+        Ok(byte_arrays(out))
+    }
+    #[wasm_bindgen(js_name = syncPoll)]
+    pub fn sync_poll(&mut self, link: u32) -> Result<Array, JsValue> {
+        let out = self.sync.poll(&mut self.db, link).map_err(sql_error)?;
+        Ok(byte_arrays(out))
+    }
+    #[wasm_bindgen(js_name = syncDisconnect)]
+    pub fn sync_disconnect(&mut self, link: u32) {
+        self.sync.disconnect(link);
+    }
+    /// Events since the last call, each `[kind, code, detail]`.
+    #[wasm_bindgen(js_name = syncEvents)]
+    pub fn sync_events(&mut self) -> Array {
+        self.sync
+            .take_events()
+            .into_iter()
+            .map(|e| {
+                let a = Array::new();
+                a.push(&e.kind.into());
+                a.push(&e.code.into());
+                a.push(&e.detail.into());
+                JsValue::from(a)
+            })
+            .collect()
+    }
+    /// Problems `verify()` found in the stored history, as text (empty when sound).
+    #[wasm_bindgen(js_name = syncVerify)]
+    pub fn sync_verify(&mut self) -> Result<Array, JsValue> {
+        let f = self.sync.verify(&mut self.db).map_err(sql_error)?;
+        let lines: Vec<String> = f
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} seq {}: {} {}",
+                    &f.author.to_hex()[..12],
+                    f.seq,
+                    f.reason.code(),
+                    f.detail
+                )
+            })
+            .collect();
+        Ok(strings(&lines))
+    }
+    /// Answers a relay's CHALLENGE frame with the AUTH frame (docs/relay.md, sec. 2): this
+    /// database's key and its signature over the nonce and the relay's id.
+    #[wasm_bindgen(js_name = syncRelayAuth)]
+    pub fn sync_relay_auth(&mut self, challenge: Vec<u8>) -> Result<Uint8Array, JsValue> {
+        if challenge.len() != 72 || challenge[..4] != [0x43, 0x52, 1, 1] {
+            return Err(error(
+                "MALFORMED",
+                "the relay's first frame is not a version 1 CHALLENGE",
+                None,
+            ));
+        }
+        let mut msg = b"cairn-relay auth v1".to_vec();
+        msg.extend_from_slice(&challenge[4..68]);
+        let sig = self.sync.sign(&mut self.db, &msg).map_err(sql_error)?;
+        let id = self.sync.id(&mut self.db).map_err(sql_error)?;
+        let mut frame = vec![0x43, 0x52, 1, 2];
+        frame.extend_from_slice(&id.0);
+        frame.extend_from_slice(&sig);
+        Ok(Uint8Array::from(frame.as_slice()))
+    }
+    /// Seals pending records into signed blocks and saves them (the Worker calls it once
+    /// statements have been idle for a while); the number of blocks made.
+    #[wasm_bindgen(js_name = syncSeal)]
+    pub fn sync_seal(&mut self) -> Result<u32, JsValue> {
+        let n = self.sync.seal(&mut self.db).map_err(sql_error)?;
+        Ok(n as u32)
+    }
+    /// Records committed and not yet sealed into a signed block.
+    #[wasm_bindgen(js_name = syncPending)]
+    pub fn sync_pending(&mut self) -> Result<u32, JsValue> {
+        Ok(self.sync.pending_records() as u32)
+    }
+    /// A digest of the merged rows, hex: equal on replicas holding the same changes.
+    #[wasm_bindgen(js_name = syncDigest)]
+    pub fn sync_digest(&mut self) -> Result<String, JsValue> {
+        let d = self.sync.state_digest(&mut self.db).map_err(sql_error)?;
+        Ok(d.iter().map(|b| format!("{b:02x}")).collect())
     }
 }
