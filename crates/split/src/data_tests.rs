@@ -309,6 +309,28 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
             .join(", ")
     );
     let out = crate::tests::node(&script, &[at("primary.wasm"), at("rest.wasm")]);
+    // The same two modules as the build ships them: the functions of each reordered, and what
+    // the primary exports to the rest named again in their order (`reorder`, `renumber`).
+    let primary = crate::reordered(&std::fs::read(at("primary.wasm")).unwrap()).unwrap();
+    let rest = crate::reordered(&std::fs::read(at("rest.wasm")).unwrap()).unwrap();
+    let (primary, rest) = crate::renumbered(&primary, &rest).unwrap();
+    for (f, m) in [
+        ("primary-shipped.wasm", &primary),
+        ("rest-shipped.wasm", &rest),
+    ] {
+        wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+            .validate_all(m)
+            .unwrap();
+        std::fs::write(at(f), m).unwrap();
+    }
+    let shipped = crate::tests::node(
+        &script,
+        &[at("primary-shipped.wasm"), at("rest-shipped.wasm")],
+    );
+    assert_eq!(
+        shipped, out,
+        "reordered and renumbered, the modules do the same"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
     let lines: Vec<&str> = out.lines().collect();
     let zeros = "\\u0000".repeat(16);

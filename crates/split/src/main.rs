@@ -10,6 +10,8 @@
 //!                                                constants only moved functions use move too
 //! cairn-split reorder IN OUT                     IN with its functions in an order that gzip
 //!                                                compresses better (see `reorder`)
+//! cairn-split renumber PRIMARY REST              the functions PRIMARY exports to REST named
+//!                                                again in the order of their indices (in place)
 //! ```
 //!
 //! `instrument` gives every defined function a mutable global `h<i>` (exported), set to 1 when
@@ -72,8 +74,9 @@ fn main() -> ExitCode {
         ["split", input, hit, primary, rest] => split(input, hit, None, primary, rest),
         ["split", input, hit, primary, rest, map] => split(input, hit, Some(map), primary, rest),
         ["reorder", input, out] => reorder(input, out),
+        ["renumber", primary, rest] => renumber(primary, rest),
         _ => Err(
-            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT".into(),
+            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT | cairn-split renumber PRIMARY REST".into(),
         ),
     };
     match run {
@@ -604,9 +607,15 @@ fn reorder(input: &str, out: &str) -> Result<()> {
 
 /// `bytes` with its defined functions in `reorder::order`, every function index mapped.
 fn reordered(bytes: &[u8]) -> Result<Vec<u8>> {
-    let mut p = parse(bytes)?;
+    let p = parse(bytes)?;
     let raw: Vec<&[u8]> = p.bodies.iter().map(|b| b.as_bytes()).collect();
-    let order = reorder::order(&raw);
+    permuted(bytes, &reorder::order(&raw))
+}
+
+/// `bytes` with its defined functions in `order` (positions among the defined ones, each
+/// once), every function index mapped.
+fn permuted(bytes: &[u8], order: &[usize]) -> Result<Vec<u8>> {
+    let mut p = parse(bytes)?;
     let nimp = p.imported_funcs as usize;
     let mut map = Remap::identity(&p);
     for (new, &old) in order.iter().enumerate() {
@@ -620,6 +629,121 @@ fn reordered(bytes: &[u8]) -> Result<Vec<u8>> {
     copy(&p, &mut map, Additions::default(), &mut |_, b, map| {
         rewrite(b, map, &[])
     })
+}
+
+fn renumber(primary: &str, rest: &str) -> Result<()> {
+    let (p, r) = renumbered(&read(primary)?, &read(rest)?)?;
+    write(primary, &p)?;
+    write(rest, &r)
+}
+
+/// A section's new contents from its id and contents, or `None` to keep it as it is.
+type NewSection<'a> = dyn FnMut(u8, &[u8]) -> Result<Option<Vec<u8>>> + 'a;
+
+/// The module with each section as `section` gives it.
+fn resection(bytes: &[u8], section: &mut NewSection) -> Result<Vec<u8>> {
+    let mut m = we::Module::new();
+    for payload in wp::Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| e.to_string())?;
+        if let Some((id, range)) = payload.as_section() {
+            let data = &bytes[range.start as usize..range.end as usize];
+            match section(id, data)? {
+                Some(new) => m.section(&we::RawSection { id, data: &new }),
+                None => m.section(&we::RawSection { id, data }),
+            };
+        }
+    }
+    Ok(m.finish())
+}
+
+/// The split names the functions PRIMARY exports for REST (`f0`, `f1`, ...) in the order of
+/// the input's indices; `reorder` then scatters those indices, and the export section, an
+/// entry a function, became a list of short names beside random numbers, which gzip compresses
+/// badly (3.1 KB of `cairn.wasm`'s gzip). Here those exports are listed by index and named in
+/// that order, and REST's imports take the new names, so both lists are in order.
+fn renumbered(primary: &[u8], rest: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    let e = |e: wp::BinaryReaderError| e.to_string();
+    // The names REST imports from PRIMARY as functions.
+    let mut imported = BTreeSet::new();
+    for payload in wp::Parser::new(0).parse_all(rest) {
+        if let wp::Payload::ImportSection(s) = payload.map_err(e)? {
+            for i in s.into_imports() {
+                let i = i.map_err(e)?;
+                if i.module == "p" && matches!(i.ty, wp::TypeRef::Func(_)) {
+                    imported.insert(i.name.to_string());
+                }
+            }
+        }
+    }
+    let mut names = std::collections::BTreeMap::new();
+    let primary = resection(primary, &mut |id, data| {
+        if id != 7 {
+            return Ok(None);
+        }
+        let mut others = we::ExportSection::new();
+        let mut funcs = Vec::new();
+        for x in wp::ExportSectionReader::new(wp::BinaryReader::new(data, 0)).map_err(e)? {
+            let x = x.map_err(e)?;
+            if x.kind == wp::ExternalKind::Func && imported.contains(x.name) {
+                funcs.push((x.index, x.name.to_string()));
+            } else {
+                others.export(x.name, re(Same.export_kind(x.kind))?, x.index);
+            }
+        }
+        funcs.sort_unstable();
+        let mut section = others;
+        for (n, (index, old)) in funcs.into_iter().enumerate() {
+            let new = func_export(n);
+            section.export(&new, we::ExportKind::Func, index);
+            names.insert(old, new);
+        }
+        let mut out = Vec::new();
+        we::Encode::encode(&section, &mut out);
+        // The encoding starts with the section's length, which RawSection writes again.
+        let (_, at) = leb_u32(&out);
+        Ok(Some(out[at..].to_vec()))
+    })?;
+    if names.len() != imported.len() {
+        return Err(format!(
+            "the rest imports {} functions of the primary module, which exports {} of them",
+            imported.len(),
+            names.len()
+        ));
+    }
+    let rest = resection(rest, &mut |id, data| {
+        if id != 2 {
+            return Ok(None);
+        }
+        let mut section = we::ImportSection::new();
+        let reader = wp::ImportSectionReader::new(wp::BinaryReader::new(data, 0)).map_err(e)?;
+        for i in reader.into_imports() {
+            let i = i.map_err(e)?;
+            let name = match (i.module, &i.ty) {
+                ("p", wp::TypeRef::Func(_)) => names[i.name].as_str(),
+                _ => i.name,
+            };
+            section.import(i.module, name, re(Same.entity_type(i.ty))?);
+        }
+        let mut out = Vec::new();
+        we::Encode::encode(&section, &mut out);
+        let (_, at) = leb_u32(&out);
+        Ok(Some(out[at..].to_vec()))
+    })?;
+    Ok((primary, rest))
+}
+
+/// An unsigned LEB128 number at the start of `b`, and where it ends.
+fn leb_u32(b: &[u8]) -> (u32, usize) {
+    let (mut v, mut shift, mut at) = (0u32, 0, 0);
+    loop {
+        let byte = b[at];
+        at += 1;
+        v |= u32::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return (v, at);
+        }
+        shift += 7;
+    }
 }
 
 fn outline(input: &str, funcs: &str, regions_hit: &str, out: &str) -> Result<()> {

@@ -399,8 +399,9 @@ fn module_with_references() -> Vec<u8> {
         &we::ConstExpr::ref_func(8),
     );
     let mut exports = we::ExportSection::new();
+    // Not `f<n>`: the split gives those names to what the primary exports to the rest.
     for f in 1..=9 {
-        exports.export(&format!("f{f}"), we::ExportKind::Func, f);
+        exports.export(&format!("e{f}"), we::ExportKind::Func, f);
     }
     exports.export("g", we::ExportKind::Func, 11);
     let mut elements = we::ElementSection::new();
@@ -465,7 +466,7 @@ fn module_with_references() -> Vec<u8> {
         I::GlobalGet(1),
         I::RefIsNull,
         I::I32Add,
-        I::Call(7),
+        I::Call(1),
         I::GlobalSet(0),
         I::End,
     ] {
@@ -529,7 +530,7 @@ fn reordered_functions_compute_what_they_did() {
            const env = { twice: (x) => 2 * x };
            const e = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(path)), { env }).exports;
            const r = [e.g()];
-           for (let f = 1; f <= 9; f++) for (const x of [-7, 0, 3, 11, 40]) r.push(e['f' + f](x));
+           for (let f = 1; f <= 9; f++) for (const x of [-7, 0, 3, 11, 40]) r.push(e['e' + f](x));
            out.push(r.join(','));
          }
          console.log(out.join('\\n'));",
@@ -548,4 +549,113 @@ fn reordered_functions_compute_what_they_did() {
         lines[0]
     );
     assert_eq!(lines[0], lines[1], "the same results before and after");
+}
+
+#[test]
+fn a_split_module_reordered_and_renumbered_computes_what_it_did() {
+    // The narrow functions (2, 4, 6, 8) move to the rest; each calls the wide one before it,
+    // which stays, so the rest imports those from the primary module.
+    let whole = module_with_references();
+    let dir = std::env::temp_dir().join(format!("cairn-renumber-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    std::fs::write(at("whole.wasm"), &whole).unwrap();
+    // Defined functions by index among the defined ones: 0, 2, 4, 6 are functions 1, 3, 5, 7.
+    std::fs::write(at("hit"), "0\n2\n4\n6\n8\n9\n10\n").unwrap();
+    crate::split(
+        &at("whole.wasm"),
+        &at("hit"),
+        None,
+        &at("primary.wasm"),
+        &at("rest.wasm"),
+    )
+    .unwrap();
+    // The primary's functions in reverse order: the exports to the rest, named in the order of
+    // the input's indices, are then out of order, as `reorder` leaves them in a real module.
+    let primary = std::fs::read(at("primary.wasm")).unwrap();
+    let defined = crate::parse(&primary).unwrap().bodies.len();
+    let primary = crate::permuted(&primary, &(0..defined).rev().collect::<Vec<_>>()).unwrap();
+    let rest = crate::reordered(&std::fs::read(at("rest.wasm")).unwrap()).unwrap();
+    let exports_of = |m: &[u8]| -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        for p in wasmparser::Parser::new(0).parse_all(m) {
+            if let Ok(wasmparser::Payload::ExportSection(s)) = p {
+                for x in s {
+                    let x = x.unwrap();
+                    if x.name.starts_with('f') {
+                        out.push((x.index, x.name.to_string()));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let before = exports_of(&primary);
+    assert!(
+        before.windows(2).any(|w| w[0].1 > w[1].1),
+        "names out of index order before: {before:?}"
+    );
+    let (primary, rest) = crate::renumbered(&primary, &rest).unwrap();
+    std::fs::write(at("primary.wasm"), &primary).unwrap();
+    std::fs::write(at("rest.wasm"), &rest).unwrap();
+    // The rest's function imports, by name: renamed in the order of the primary's indices.
+    let mut imported = Vec::new();
+    for p in wasmparser::Parser::new(0).parse_all(&rest) {
+        if let Ok(wasmparser::Payload::ImportSection(s)) = p {
+            for i in s.into_imports() {
+                let i = i.unwrap();
+                if matches!(i.ty, wasmparser::TypeRef::Func(_)) {
+                    imported.push(i.name.to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(imported.len(), 4, "{imported:?}");
+    let mut exported = Vec::new();
+    for p in wasmparser::Parser::new(0).parse_all(&primary) {
+        if let Ok(wasmparser::Payload::ExportSection(s)) = p {
+            for x in s {
+                let x = x.unwrap();
+                if imported.iter().any(|n| n == x.name) {
+                    exported.push((x.index, x.name.to_string()));
+                }
+            }
+        }
+    }
+    let names: Vec<&str> = exported.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["f0", "f1", "f2", "f3"], "listed and named in order");
+    assert!(exported.windows(2).all(|w| w[0].0 < w[1].0), "{exported:?}");
+
+    let out = node(
+        "const fs = require('fs');
+         const [wholePath, primaryPath, restPath] = process.argv.slice(1);
+         const env = { twice: (x) => 2 * x };
+         const run = (e) => {
+           const r = [e.g()];
+           for (let f = 1; f <= 9; f++) for (const x of [-7, 0, 3, 11, 40]) r.push(e['e' + f](x));
+           return r.join(',');
+         };
+         const whole = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(wholePath)), { env }).exports;
+         let loads = 0;
+         const p = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(primaryPath)), {
+           env,
+           cairn: { load() {
+             loads++;
+             new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(restPath)), { p });
+             p.loaded.value = 1;
+           } },
+         }).exports;
+         console.log(run(whole));
+         console.log(run(p));
+         console.log(loads);",
+        &[at("whole.wasm"), at("primary.wasm"), at("rest.wasm")],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0], lines[1],
+        "the split module computes what the whole one does"
+    );
+    assert_eq!(lines[2], "1", "through the rest, loaded once");
 }
