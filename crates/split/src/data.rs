@@ -148,17 +148,49 @@ pub enum Named {
     Base(u32),
 }
 
+/// What a call's arguments may carry without the constant counting as named: for a function
+/// index, its parameter count and, by parameter, whether an argument there can only reach the
+/// rest (every parameter of a moved function; a kept function's parameter that it only passes
+/// on to such places, see `free_params`). `None` for an import.
+pub type Free<'a> = dyn Fn(u32) -> Option<(usize, u64)> + 'a;
+
+/// Splits `pushed`, the values pushed since the last other instruction, at a call of a function
+/// with `n` parameters and the argument mask `mask`: the free arguments are given to `free`,
+/// the others (and what was pushed before the arguments) to `other`.
+fn split_args<T>(
+    pushed: &mut Vec<T>,
+    n: usize,
+    mask: u64,
+    free: &mut dyn FnMut(T),
+    other: &mut dyn FnMut(T),
+) {
+    let args = pushed.len().min(n);
+    let first_param = n - args;
+    let start = pushed.len() - args;
+    for (k, v) in pushed.drain(..).enumerate() {
+        let param = (k >= start).then(|| first_param + k - start);
+        match param {
+            Some(p) if p < 64 && mask >> p & 1 == 1 => free(v),
+            _ => other(v),
+        }
+    }
+}
+
 /// Addresses a function body names: an `i32.const` followed by a load (whose one operand it is)
 /// added to the load's offset, exactly; every other `i32.const` value (a pointer passed on or
 /// stored, a table's base, a constant added to a computed address) and every load's or store's
 /// constant offset over a computed address, as bases. But for a constant given straight to a
-/// call of a moved function (`moved` gives its parameter count): only that function, in the
-/// rest, can read through it, and calling it loads the rest, constants and all, first.
-pub fn named(
-    body: &wp::FunctionBody,
-    moved: &dyn Fn(u32) -> Option<usize>,
-    out: &mut Vec<Named>,
-) -> Result<()> {
+/// call (pushed with the other arguments just before it) where `free` says the argument can
+/// only reach moved functions: only those, in the rest, can read through it, and calling one
+/// loads the rest, constants and all, first. That is how the kept functions' panics name their
+/// locations and messages (`panic_bounds_check(i, len, &LOC)`), and how rustc's
+/// `#[track_caller]` functions pass their callers' locations down to a panic.
+///
+/// A constant set into a local whose every read is such an argument does not count either:
+/// rustc merges a function's panics into one block that takes its location from a local set on
+/// each path.
+pub fn named(body: &wp::FunctionBody, free: &Free, out: &mut Vec<Named>) -> Result<()> {
+    let to_moved = locals_only_given_free(body, free)?;
     let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
     // The values the instructions since the last other one pushed, one each: a constant's
     // value, or none for a local's or global's.
@@ -171,10 +203,16 @@ pub fn named(
         match op {
             wp::Operator::I32Const { value } => pushed.push(Some(value as u32)),
             wp::Operator::LocalGet { .. } | wp::Operator::GlobalGet { .. } => pushed.push(None),
-            wp::Operator::Call { function_index } => {
-                if let Some(n) = moved(function_index) {
-                    pushed.truncate(pushed.len().saturating_sub(n));
-                }
+            wp::Operator::Call { function_index } => match free(function_index) {
+                Some((n, mask)) => split_args(&mut pushed, n, mask, &mut |_| {}, &mut |v| {
+                    out.extend(v.map(Named::Base))
+                }),
+                None => flush(&mut pushed, out),
+            },
+            wp::Operator::LocalSet { local_index }
+                if to_moved.contains(&local_index) && matches!(pushed.last(), Some(Some(_))) =>
+            {
+                pushed.pop();
                 flush(&mut pushed, out);
             }
             _ => {
@@ -194,6 +232,77 @@ pub fn named(
     }
     flush(&mut pushed, out);
     Ok(())
+}
+
+/// The locals of `body` that are read only as free arguments of calls (see `named`).
+fn locals_only_given_free(body: &wp::FunctionBody, free: &Free) -> Result<BTreeSet<u32>> {
+    let mut given = BTreeSet::new();
+    let mut other = BTreeSet::new();
+    let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
+    // The locals the instructions since the last other one read, one a pushed value.
+    let mut pushed: Vec<Option<u32>> = Vec::new();
+    while !ops.eof() {
+        match ops.read().map_err(|e| e.to_string())? {
+            wp::Operator::LocalGet { local_index } => pushed.push(Some(local_index)),
+            wp::Operator::I32Const { .. } | wp::Operator::GlobalGet { .. } => pushed.push(None),
+            wp::Operator::LocalTee { local_index } => {
+                other.insert(local_index);
+                other.extend(pushed.drain(..).flatten());
+            }
+            wp::Operator::Call { function_index } => match free(function_index) {
+                Some((n, mask)) => {
+                    split_args(&mut pushed, n, mask, &mut |v| given.extend(v), &mut |v| {
+                        other.extend(v)
+                    })
+                }
+                None => other.extend(pushed.drain(..).flatten()),
+            },
+            _ => other.extend(pushed.drain(..).flatten()),
+        }
+    }
+    other.extend(pushed.drain(..).flatten());
+    Ok(given.difference(&other).copied().collect())
+}
+
+/// For each of `bodies` (`kept` says which stay in the primary module, `params` gives each one's
+/// parameter count), the mask of the parameters it only passes on as free arguments (see
+/// `named`): what reaches them can only reach the rest. Moved functions' parameters all are.
+/// The least such masks, found by iterating from none: a kept function that passes a parameter
+/// to itself keeps it.
+pub fn free_params(
+    bodies: &[wp::FunctionBody],
+    kept: &dyn Fn(usize) -> bool,
+    params: &dyn Fn(usize) -> usize,
+    imported: u32,
+) -> Result<Vec<u64>> {
+    let all = |n: usize| if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let mut masks: Vec<u64> = (0..bodies.len())
+        .map(|i| if kept(i) { 0 } else { all(params(i)) })
+        .collect();
+    loop {
+        let mut changed = false;
+        for (i, body) in bodies.iter().enumerate() {
+            if !kept(i) {
+                continue;
+            }
+            let free = |f: u32| {
+                let d = f.checked_sub(imported)? as usize;
+                Some((params(d), masks[d]))
+            };
+            let n = params(i);
+            let mask = locals_only_given_free(body, &free)?
+                .into_iter()
+                .filter(|&l| (l as usize) < n.min(64))
+                .fold(0u64, |m, l| m | 1 << l);
+            if mask != masks[i] {
+                masks[i] = mask;
+                changed = true;
+            }
+        }
+        if !changed {
+            return Ok(masks);
+        }
+    }
 }
 
 /// A memory access's immediate, and whether the address is its only operand (a load), so that

@@ -182,7 +182,7 @@ fn a_load_names_its_address_and_anything_else_a_base() {
         .collect();
     let named = |i: usize| {
         let mut out = Vec::new();
-        data::named(&bodies[i], &|f| (f == 5).then_some(1), &mut out).unwrap();
+        data::named(&bodies[i], &|f| (f == 5).then_some((1, 1)), &mut out).unwrap();
         format!("{out:?}")
     };
     assert_eq!(named(0), "[Exact(1028)]");
@@ -246,7 +246,7 @@ fn named_of(ops: &[I]) -> Vec<Named> {
         })
         .unwrap();
     let mut out = Vec::new();
-    data::named(&body, &|f| (f == 5).then_some(1), &mut out).unwrap();
+    data::named(&body, &|f| (f == 5).then_some((1, 1)), &mut out).unwrap();
     out
 }
 
@@ -355,4 +355,95 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     );
     let after = r#""0\u0004\u0000\u0000aaaaaaaaaaaa" "only the rest!!!" "through a's word" "the rest, again." "table at e, -4 !" "a pointer stored" "held by a static" "passed to a call""#;
     assert_eq!(lines[4], after, "the rest wrote b, d and h where they were");
+}
+
+/// Bodies of functions of one parameter each (none declared as locals but local 1), checked as
+/// a module's, and parsed back.
+fn bodies_of(funcs: &[Vec<I>]) -> Vec<u8> {
+    let mut types = we::TypeSection::new();
+    types.ty().function([we::ValType::I32], []);
+    let mut fs = we::FunctionSection::new();
+    let mut code = we::CodeSection::new();
+    for ops in funcs {
+        fs.function(0);
+        let mut f = we::Function::new([(1, we::ValType::I32)]);
+        for i in ops.iter().chain([&I::End]) {
+            f.instruction(i);
+        }
+        code.function(&f);
+    }
+    let mut m = we::Module::new();
+    m.section(&types)
+        .section(&fs)
+        .section(&crate::tests::one_memory())
+        .section(&code);
+    let bytes = m.finish();
+    wasmparser::Validator::new().validate_all(&bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn an_address_a_kept_function_only_passes_on_to_the_rest_is_not_named() {
+    // 0 moves; the others stay. 1 passes its parameter to 0 (as rustc's `#[track_caller]`
+    // functions pass their caller's location down to a panic), 5 to 1, and 7 sets a local that
+    // only 0 reads; 3 loads through its parameter, 8 passes it to itself and 9 both to 0 and
+    // to a load.
+    let bytes = bodies_of(&[
+        vec![I::LocalGet(0), I::Drop],
+        vec![I::LocalGet(0), I::Call(0)],
+        vec![I::I32Const(1111), I::Call(1)],
+        vec![I::LocalGet(0), I::I32Load(BYTE), I::Drop],
+        vec![I::I32Const(2222), I::Call(3)],
+        vec![I::LocalGet(0), I::Call(1)],
+        vec![I::I32Const(3333), I::Call(5)],
+        vec![
+            I::I32Const(4444),
+            I::LocalSet(1),
+            I::LocalGet(1),
+            I::Call(0),
+        ],
+        vec![I::LocalGet(0), I::Call(8)],
+        vec![
+            I::LocalGet(0),
+            I::Call(0),
+            I::LocalGet(0),
+            I::I32Load(BYTE),
+            I::Drop,
+        ],
+        vec![I::I32Const(5555), I::Call(8)],
+        vec![I::I32Const(6666), I::Call(9)],
+    ]);
+    let bodies: Vec<_> = wasmparser::Parser::new(0)
+        .parse_all(&bytes)
+        .filter_map(|p| match p.unwrap() {
+            wasmparser::Payload::CodeSectionEntry(b) => Some(b),
+            _ => None,
+        })
+        .collect();
+    let masks = data::free_params(&bodies, &|i| i != 0, &|_| 1, 0).unwrap();
+    assert_eq!(masks, [1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    let free = |f: u32| Some((1, masks[f as usize]));
+    let named = |i: usize| {
+        let mut out = Vec::new();
+        data::named(&bodies[i], &free, &mut out).unwrap();
+        format!("{out:?}")
+    };
+    assert_eq!(named(2), "[]", "through a kept function to the rest");
+    assert_eq!(named(6), "[]", "through two kept functions");
+    assert_eq!(named(7), "[]", "through a local only the rest reads");
+    assert_eq!(
+        named(4),
+        "[Base(2222)]",
+        "to a function that loads through it"
+    );
+    assert_eq!(
+        named(10),
+        "[Base(5555)]",
+        "to a function that passes it to itself"
+    );
+    assert_eq!(
+        named(11),
+        "[Base(6666)]",
+        "to a function that also loads through it"
+    );
 }

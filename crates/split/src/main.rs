@@ -514,14 +514,16 @@ fn split_data(
     let objects = data::cut_strings(data::read_map(map)?, &data::internal_chunks(map), &segments);
     // What the kept functions name, and the globals' initial values.
     let nimp = p.imported_funcs;
-    let moved = |f: u32| {
-        (f >= nimp && !keep.contains(&((f - nimp) as usize)))
-            .then(|| p.params[p.func_types[f as usize] as usize] as usize)
+    let params = |i: usize| p.params[p.func_types[nimp as usize + i] as usize] as usize;
+    let masks = data::free_params(&p.bodies, &|i| keep.contains(&i), &params, nimp)?;
+    let free = |f: u32| {
+        let d = f.checked_sub(nimp)? as usize;
+        Some((params(d), masks[d]))
     };
     let mut named = Vec::new();
     for (i, body) in p.bodies.iter().enumerate() {
         if keep.contains(&i) {
-            data::named(body, &moved, &mut named)?;
+            data::named(body, &free, &mut named)?;
         }
     }
     if let Some(g) = p.global_section.clone() {
