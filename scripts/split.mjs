@@ -284,7 +284,66 @@ export async function common(e, rows, sync = false) {
   again.exec('ROLLBACK');
   out.push(['again', plain(await next.query('SELECT count(*) AS n FROM seen', []))]);
   again.close();
+  out.push(...(await large(e)));
   if (sync) out.push(...(await replicas(e)));
+  return out;
+}
+
+/** What tables of 10,000 and 100,000 rows reach that the workloads at 1,000 do not: trees four
+ * and five levels deep (long keys, so that branch pages fill with few rows) whose branch pages
+ * split and merge, a root that splits under an integer key, and a page cache smaller than the
+ * tables, so that pages are evicted and read back. */
+async function large(e) {
+  const out = [];
+  const handle = new MemoryHandle();
+  let raw = e.glue.Database.open(handle, 'large.db', 'full', 16);
+  let d = adapter(e, raw);
+  const key = (i) => `${String((i * 7919) % 100003).padStart(6, '0')}-${'k'.repeat(600)}`;
+  await d.exec('CREATE TABLE big(k TEXT PRIMARY KEY, n INTEGER, pad TEXT)');
+  await d.exec('CREATE INDEX big_n ON big(n)');
+  await d.exec('CREATE TABLE wide(id INTEGER PRIMARY KEY, c INTEGER, body TEXT)');
+  await d.transaction(async (tx) => {
+    for (let i = 0; i < 3000; i++) {
+      await tx.run('INSERT INTO big VALUES (?, ?, ?)', [key(i), i % 97, 'p'.repeat(i % 300)]);
+      await tx.run('INSERT INTO wide(c, body) VALUES (?, ?)', [i, `${i}`.padEnd(1000, '.')]);
+    }
+  });
+  // Loaded in bulk into empty tables: trees built with several branch levels.
+  await d.exec('CREATE TABLE big2(k TEXT PRIMARY KEY, n INTEGER, pad TEXT)');
+  await d.exec('CREATE TABLE wide2(id INTEGER PRIMARY KEY, c INTEGER, body TEXT)');
+  out.push(['large', plain(await d.run('INSERT INTO big2 SELECT k, n, pad FROM big', []))]);
+  out.push(['large', plain(await d.run('INSERT INTO wide2 SELECT id, c, body FROM wide', []))]);
+  for (let i = 3000; i < 3100; i++) await d.run('INSERT INTO big VALUES (?, ?, ?)', [key(i), i % 97, 'x']);
+  for (const [sql, params] of [
+    ['UPDATE big SET pad = pad || ? WHERE n = ?', ['q'.repeat(200), 5]],
+    ['UPDATE big SET pad = ? WHERE n < ?', ['', 10]],
+    ['UPDATE wide SET body = ? WHERE id % 7 = 0', ['short']],
+    // Rows rewritten longer in full leaves (split while updating), by key and by range, and
+    // numbers rewritten in place across their encoded widths.
+    ['UPDATE wide SET body = body || ? WHERE id % 3 = 1', ['+'.repeat(300)]],
+    ['UPDATE wide2 SET c = c * 1000 + 70000 WHERE id BETWEEN ? AND ?', [100, 2900]],
+    ['UPDATE wide2 SET c = c - 140000, body = body || ? WHERE id > ?', ['-', 2000]],
+    ['UPDATE wide2 SET c = -c WHERE c > ?', [0]],
+    ['INSERT INTO wide2(id, c, body) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET body = body || excluded.body', [7, 0, '#'.repeat(500)]],
+    ['DELETE FROM big WHERE n BETWEEN ? AND ?', [20, 80]],
+    ['DELETE FROM wide WHERE id > ?', [500]],
+  ]) out.push(['large', sql, plain(await d.run(sql, params))]);
+  for (let i = 0; i < 300; i += 3) await d.run('DELETE FROM big WHERE k = ?', [key(i)]);
+  for (let i = 1; i < 600; i += 2) await d.run('UPDATE wide2 SET body = body || ? WHERE id = ?', ['*'.repeat(200), i]);
+  for (let i = 2; i < 900; i += 3) await d.run('DELETE FROM wide2 WHERE id = ?', [i]);
+  const read = async (db) => {
+    out.push(['large', plain(await db.query('SELECT count(*) AS c, sum(n) AS s, min(k) = max(k) AS one FROM big', []))]);
+    out.push(['large', plain(await db.query('SELECT n, length(pad) AS l FROM big WHERE n = ? ORDER BY k LIMIT 3', [5]))]);
+    out.push(['large', plain(await db.query('SELECT count(*) AS c, sum(length(body)) AS l FROM wide', []))]);
+    out.push(['large', plain(await db.query('SELECT count(*) AS c, sum(c) AS s, sum(length(body)) AS l FROM wide2', []))]);
+  };
+  await read(d);
+  raw.close();
+  raw = e.glue.Database.open(handle, 'large.db', 'full', 16);
+  d = adapter(e, raw);
+  await read(d);
+  await d.exec('DROP TABLE wide');
+  raw.close();
   return out;
 }
 
@@ -396,9 +455,11 @@ async function uncommon(e) {
 }
 
 /** Runs the workloads over `instrumented` (through `glue`); returns the functions that ran and the regions entered. */
-export async function profile(glue, instrumented, { rows = 1000, sync = false } = {}) {
+export async function profile(glue, instrumented, { rows = [1000, 10000], sync = false } = {}) {
   const e = await engine(glue, readFileSync(instrumented));
-  await common(e, rows, sync);
+  // At two sizes: a table of 10,000 rows takes paths one of 1,000 does not (a leaf split while
+  // a row is rewritten in place, a bulk load with more levels).
+  for (const n of rows) await common(e, n, sync);
   const marked = (prefix) => Object.keys(e.exports)
     .filter((k) => k[0] === prefix && /^.\d+$/.test(k) && e.exports[k].value)
     .map((k) => Number(k.slice(1)))

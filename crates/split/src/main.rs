@@ -429,19 +429,24 @@ fn instrument(input: &str, out: &str) -> Result<()> {
     let types = outline::Types::read(p.types.as_ref())?;
     let first_hit = p.globals.len() as u32;
     let defined = p.bodies.len() as u32;
-    // Every defined function's regions, numbered across the module after the functions' marks.
-    let mut region_starts = Vec::with_capacity(p.bodies.len());
-    let mut regions = 0u32;
+    // Every defined function's regions, numbered across the module after the functions' marks:
+    // (where a region starts, its number).
+    let tails = outline::tail_starts(&bytes)?;
+    let mut all = Vec::with_capacity(p.bodies.len());
     for (i, b) in p.bodies.iter().enumerate() {
         let o = outline::ops(b)?;
         let ty = &types.0[p.func_types[p.imported_funcs as usize + i] as usize];
-        let starts: Vec<usize> = outline::regions(&o, &types, &ty.1)
-            .iter()
-            .map(|r| r.start)
-            .collect();
-        regions += starts.len() as u32;
-        region_starts.push(starts);
+        all.push(outline::regions(&o, &types, &ty.1, &tails[i]));
     }
+    let numbering = outline::Numbering::new(&all);
+    let regions = all.iter().map(Vec::len).sum::<usize>() as u32;
+    let region_starts: Vec<Vec<(usize, u32)>> = (all.iter().enumerate())
+        .map(|(i, rs)| {
+            rs.iter()
+                .map(|r| (r.start, numbering.number(i, r) as u32))
+                .collect()
+        })
+        .collect();
     let first_region = first_hit + defined;
     let mut exports: Vec<_> = (0..defined)
         .map(|i| (format!("h{i}"), we::ExportKind::Global, first_hit + i))
@@ -454,7 +459,6 @@ fn instrument(input: &str, out: &str) -> Result<()> {
         ..Additions::default()
     };
     let mut map = Remap::identity(&p);
-    let mut next_region = first_region;
     let module = copy(&p, &mut map, add, &mut |i, b, map| {
         let mark = |g: u32| [we::Instruction::I32Const(1), we::Instruction::GlobalSet(g)];
         let mut f = re(map.new_function_with_parsed_locals(b))?;
@@ -468,11 +472,15 @@ fn instrument(input: &str, out: &str) -> Result<()> {
         while !ops.eof() {
             f.instruction(&re(map.parse_instruction(&mut ops))?);
             at += 1;
-            if starts.get(n) == Some(&at) {
-                for m in &mark(next_region) {
+            // Starts are distinct: a body's is after its `block`, `if` or `else`, a tail's
+            // after a `br_if`.
+            while let Some(&(start, k)) = starts.get(n) {
+                if start != at {
+                    break;
+                }
+                for m in &mark(first_region + k) {
                     f.instruction(m);
                 }
-                next_region += 1;
                 n += 1;
             }
         }
@@ -577,7 +585,7 @@ fn split_data(
 /// and the stub of its new function in the primary module cost about what moving it saves
 /// (on cairn.wasm, gzip of the primary module: 16 bytes 182,043, 24 bytes 181,729, 32 bytes
 /// 181,771, 48 bytes 182,598, 96 bytes 184,212).
-const MIN_REGION: usize = 24;
+const MIN_REGION: usize = 16;
 
 /// The name under which PRIMARY exports the `n`-th function REST uses: `f` and `n` in base 62
 /// (two or three characters: the decimal function index took five).
@@ -771,30 +779,36 @@ fn outline_regions(
 ) -> Result<(Vec<u8>, outline::Stats)> {
     let p = parse(bytes)?;
     let types = outline::Types::read(p.types.as_ref())?;
+    let tails = outline::tail_starts(bytes)?;
     let defined = p.bodies.len();
     let mut new_types = outline::NewTypes::new(types.0.len() as u32);
     let mut stats = outline::Stats::default();
     let mut bodies: Vec<Option<we::Function>> = Vec::with_capacity(defined);
     let mut added = Vec::new();
-    let mut first_id = 0;
+    let mut all = Vec::with_capacity(defined);
+    let mut ops = Vec::with_capacity(defined);
     for (i, b) in p.bodies.iter().enumerate() {
         let o = outline::ops(b)?;
         let ty = &types.0[p.func_types[p.imported_funcs as usize + i] as usize];
-        let regions = outline::regions(&o, &types, &ty.1);
-        let n = regions.len();
+        all.push(outline::regions(&o, &types, &ty.1, &tails[i]));
+        ops.push(o);
+    }
+    let numbering = outline::Numbering::new(&all);
+    for (i, (b, (o, regions))) in p.bodies.iter().zip(ops.iter().zip(all)).enumerate() {
+        let ty = &types.0[p.func_types[p.imported_funcs as usize + i] as usize];
         let chosen = if hit_funcs.contains(&i) {
-            outline::choose(&o, regions, first_id, hit_regions, min, &mut stats)
+            let number = |r: &outline::Region| numbering.number(i, r);
+            outline::choose(o, regions, &number, hit_regions, min, &mut stats)
         } else {
             Vec::new()
         };
-        first_id += n;
         if chosen.is_empty() {
             bodies.push(None);
             continue;
         }
         let locals = outline::local_types(&ty.0, b)?;
         let next = (p.func_types.len() + added.len()) as u32;
-        let (f, new) = outline::rewrite(bytes, b, &o, &locals, &chosen, next, &mut new_types)?;
+        let (f, new) = outline::rewrite(bytes, b, o, &locals, &chosen, next, &mut new_types)?;
         bodies.push(Some(f));
         added.extend(new);
     }

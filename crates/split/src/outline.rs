@@ -60,6 +60,11 @@ impl Types {
 
 /// One region: operators `start..end` of its function (`end` is its closing `else` or `end`).
 pub struct Region {
+    /// Its number among its function's bodies and arms (in the order of their starts), or, for a
+    /// tail, among its tails (in the order of theirs). Across a module the bodies and arms are
+    /// numbered first, function after function, then the tails (`Numbering`).
+    pub id: usize,
+    pub tail: bool,
     pub start: usize,
     pub end: usize,
     /// What the region's construct takes and gives.
@@ -88,8 +93,64 @@ pub fn ops<'a>(body: &wp::FunctionBody<'a>) -> Result<Ops<'a>> {
     Ok(Ops { ops, at })
 }
 
-/// The regions of a body, in the order of their starts.
-pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Region> {
+/// Where each defined function's tails start (see `regions`): the operator after a `br_if` at
+/// the top of a `block`'s body or an `if`'s arm, when the operand stack holds no more there than
+/// when the construct began, and the code after it is reachable. Found by validating each body
+/// (wasmparser knows the stack's height after every operator).
+pub fn tail_starts(bytes: &[u8]) -> Result<Vec<Vec<usize>>> {
+    let e = |e: wp::BinaryReaderError| e.to_string();
+    let mut v = wp::Validator::new_with_features(wp::WasmFeatures::all());
+    let mut out = Vec::new();
+    for payload in wp::Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(e)?;
+        let wp::ValidPayload::Func(func, body) = v.payload(&payload).map_err(e)? else {
+            continue;
+        };
+        let mut fv = func.into_validator(Default::default());
+        let mut r = body.get_binary_reader();
+        fv.read_locals(&mut r).map_err(e)?;
+        let mut ops = wp::OperatorsReader::new(r);
+        let mut starts = Vec::new();
+        let mut i = 0;
+        while !ops.eof() {
+            let (op, offset) = ops.read_with_offset().map_err(e)?;
+            fv.op(offset, &op).map_err(e)?;
+            i += 1;
+            if let wp::Operator::BrIf { .. } | wp::Operator::End = op {
+                if fv.control_stack_height() == 0 {
+                    break; // the function's end
+                }
+                let frame = fv.get_control_frame(0).expect("invariant: inside the body");
+                let top = matches!(
+                    frame.kind,
+                    wp::FrameKind::Block | wp::FrameKind::If | wp::FrameKind::Else
+                );
+                // The function's own frame (a `return`'s) is not a construct the new function
+                // can stand for.
+                if top
+                    && fv.control_stack_height() > 1
+                    && !frame.unreachable
+                    && fv.operand_stack_height() as usize == frame.height
+                {
+                    starts.push(i);
+                }
+            }
+        }
+        out.push(starts);
+    }
+    Ok(out)
+}
+
+/// The regions of a body, in the order of their starts: the body of each `block` and each arm
+/// of each `if` (entered only at its start), and each tail, the rest of such a body after a
+/// `br_if` out of it (`tails`, from `tail_starts`), entered only by not taking the branch. A
+/// tail leaves by its construct's end, as the body does, with what is on the stack there.
+pub fn regions(
+    o: &Ops,
+    types: &Types,
+    func_results: &[wp::ValType],
+    tails: &[usize],
+) -> Vec<Region> {
     // An open construct: where its current region starts, what a branch to its label carries,
     // what it takes and gives, and whether its body is a region (a loop's is not: it is entered
     // again at every iteration).
@@ -99,6 +160,8 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
         params: usize,
         results: Vec<wp::ValType>,
         region: bool,
+        /// Where the tails in its current body or arm start.
+        tails: Vec<usize>,
     }
     let mut open = vec![Open {
         start: 0,
@@ -106,10 +169,14 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
         params: 0,
         results: func_results.to_vec(),
         region: false,
+        tails: Vec::new(),
     }];
     let mut out = Vec::new();
-    // The region of the innermost open construct, ending at operator `end`.
-    let region = |open: &[Open], end: usize| {
+    let mut tail_regions = Vec::new();
+    let mut next_tail = tails.iter().copied().peekable();
+    // The region of the innermost open construct from `start` (its body's or a tail's), ending
+    // at operator `end`.
+    let region = |open: &[Open], start: usize, params: usize, end: usize| {
         let c = &open[open.len() - 1];
         let outer = open[..open.len() - 1]
             .iter()
@@ -117,14 +184,44 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
             .map(|c| c.label.clone())
             .collect();
         Region {
-            start: c.start,
+            id: 0,
+            tail: false,
+            start,
             end,
-            params: c.params,
+            params,
             results: c.results.clone(),
             outer,
         }
     };
+    // The regions a body or arm ending at `end` closes: its own, and its tails'.
+    let close = |open: &mut Vec<Open>,
+                 end: usize,
+                 out: &mut Vec<Region>,
+                 tail_regions: &mut Vec<Region>| {
+        let c = open.last().expect("invariant: a construct is open");
+        if c.region {
+            out.push(region(open, c.start, c.params, end));
+            for &t in &c.tails {
+                if t < end {
+                    tail_regions.push(region(open, t, 0, end));
+                }
+            }
+        }
+        open.last_mut()
+            .expect("invariant: a construct is open")
+            .tails
+            .clear();
+    };
     for (i, op) in o.ops.iter().enumerate() {
+        while next_tail.peek().is_some_and(|&t| t <= i) {
+            let t = next_tail.next().expect("invariant: peeked");
+            if t == i {
+                open.last_mut()
+                    .expect("invariant: a construct is open")
+                    .tails
+                    .push(t);
+            }
+        }
         match op {
             wp::Operator::Block { blockty } | wp::Operator::If { blockty } => {
                 let (p, r) = types.block(*blockty);
@@ -134,6 +231,7 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
                     params: p.len(),
                     results: r,
                     region: true,
+                    tails: Vec::new(),
                 });
             }
             wp::Operator::Loop { blockty } => {
@@ -144,16 +242,15 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
                     params: p.len(),
                     results: r,
                     region: false,
+                    tails: Vec::new(),
                 });
             }
             wp::Operator::Else => {
-                out.push(region(&open, i));
-                open.last_mut().unwrap().start = i + 1;
+                close(&mut open, i, &mut out, &mut tail_regions);
+                open.last_mut().expect("invariant: an if is open").start = i + 1;
             }
             wp::Operator::End => {
-                if open.last().unwrap().region {
-                    out.push(region(&open, i));
-                }
+                close(&mut open, i, &mut out, &mut tail_regions);
                 open.pop();
                 if open.is_empty() {
                     break;
@@ -163,7 +260,51 @@ pub fn regions(o: &Ops, types: &Types, func_results: &[wp::ValType]) -> Vec<Regi
         }
     }
     out.sort_by_key(|r| r.start);
+    tail_regions.sort_by_key(|r| r.start);
+    for (k, r) in out.iter_mut().enumerate() {
+        r.id = k;
+    }
+    for (k, r) in tail_regions.iter_mut().enumerate() {
+        r.id = k;
+        r.tail = true;
+    }
+    out.extend(tail_regions);
+    out.sort_by_key(|r| r.start);
     out
+}
+
+/// Module-wide region numbers: every function's bodies and arms, function after function, then
+/// every function's tails, so that adding tails left the numbers of the others as they were.
+pub struct Numbering {
+    bodies: Vec<usize>,
+    tails: Vec<usize>,
+}
+
+impl Numbering {
+    /// From each function's regions.
+    pub fn new(per_function: &[Vec<Region>]) -> Numbering {
+        let (mut bodies, mut tails) = (Vec::new(), Vec::new());
+        let (mut b, mut t) = (0, 0);
+        for rs in per_function {
+            bodies.push(b);
+            tails.push(t);
+            b += rs.iter().filter(|r| !r.tail).count();
+            t += rs.iter().filter(|r| r.tail).count();
+        }
+        let total = b;
+        for x in &mut tails {
+            *x += total;
+        }
+        Numbering { bodies, tails }
+    }
+
+    pub fn number(&self, f: usize, r: &Region) -> usize {
+        if r.tail {
+            self.tails[f] + r.id
+        } else {
+            self.bodies[f] + r.id
+        }
+    }
 }
 
 /// Why a region cannot be moved, or what moving it needs.
@@ -300,15 +441,15 @@ pub struct Stats {
 pub fn choose(
     o: &Ops,
     regions: Vec<Region>,
-    first_id: usize,
+    number: &dyn Fn(&Region) -> usize,
     hit: &BTreeSet<usize>,
     min: usize,
     stats: &mut Stats,
 ) -> Vec<(Region, Move)> {
     let mut chosen = Vec::new();
     let (mut covered, mut cold_until) = (0, 0);
-    for (k, r) in regions.into_iter().enumerate() {
-        if r.start < covered || hit.contains(&(first_id + k)) {
+    for r in regions {
+        if r.start < covered || hit.contains(&number(&r)) {
             continue;
         }
         let bytes = o.at[r.end] - o.at[r.start];

@@ -301,8 +301,10 @@ fn outlined_regions_give_the_same_results() {
     let before = module();
     // Functions 0, 1 and 3 ran; of their regions, only the outer blocks (0, 1, 7, 9 and 10)
     // were entered.
+    // (The tails, numbered from 18, count as entered here: `tails_a_run_did_not_reach_move`
+    // tests those.)
     let funcs = BTreeSet::from([0, 1, 3, 4]);
-    let regions = BTreeSet::from([0, 1, 7, 9, 10, 13, 14]);
+    let regions = BTreeSet::from_iter([0, 1, 7, 9, 10, 13, 14].into_iter().chain(18..100));
     let (after, stats) = outline_regions(&before, &funcs, &regions, 0).unwrap();
     wasmparser::Validator::new()
         .validate_all(&after)
@@ -332,7 +334,8 @@ fn outlined_regions_give_the_same_results() {
 fn regions_entered_or_too_small_stay() {
     let before = module();
     let funcs = BTreeSet::from([0, 1, 3, 4]);
-    let all = BTreeSet::from_iter(0..18);
+    // The 18 bodies and arms, and the tails after them.
+    let all = BTreeSet::from_iter(0..100);
     let (_, stats) = outline_regions(&before, &funcs, &all, 0).unwrap();
     assert_eq!(stats.moved, 0, "every region was entered");
     let (_, stats) = outline_regions(&before, &BTreeSet::new(), &BTreeSet::new(), 0).unwrap();
@@ -658,4 +661,72 @@ fn a_split_module_reordered_and_renumbered_computes_what_it_did() {
         "the split module computes what the whole one does"
     );
     assert_eq!(lines[2], "1", "through the rest, loaded once");
+}
+
+/// What a run of the instrumented `module()` over `f0` for `xs`, `f3(1)` and `f4(0)` entered:
+/// (functions, regions), as `scripts/split.mjs` reads them back.
+fn profile_of(module: &[u8], xs: &[i32]) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let dir = std::env::temp_dir().join(format!("cairn-tails-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    std::fs::write(at("in.wasm"), module).unwrap();
+    crate::instrument(&at("in.wasm"), &at("marked.wasm")).unwrap();
+    let out = node(
+        &format!(
+            "const fs = require('fs');
+             const e = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(process.argv[1]))).exports;
+             for (const x of [{}]) e.f0(x);
+             e.f3(1); e.f4(0);
+             const set = (p) => Object.keys(e).filter((k) => k[0] === p && /^.\\d+$/.test(k) && e[k].value).map((k) => k.slice(1));
+             console.log(set('h').join(','));
+             console.log(set('r').join(','));",
+            xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+        &[at("marked.wasm")],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut lines = out.lines().map(|l| {
+        l.split(',')
+            .filter(|v| !v.is_empty())
+            .map(|v| v.parse().unwrap())
+            .collect::<BTreeSet<usize>>()
+    });
+    (lines.next().unwrap(), lines.next().unwrap())
+}
+
+#[test]
+fn tails_a_run_did_not_reach_move() {
+    // A run that takes only some of each function's paths: the rest of a block or an arm after
+    // a `br_if` or a nested construct it did not get past is a tail it did not enter.
+    let before = module();
+    let (funcs, regions) = profile_of(&before, &[0, 5, 7, 60]);
+    let (after, stats) = outline_regions(&before, &funcs, &regions, 0).unwrap();
+    wasmparser::Validator::new()
+        .validate_all(&after)
+        .expect("the outlined module validates");
+    // Counting every tail as entered moves fewer regions: some of those moved are tails.
+    let (_, bodies_only) = outline_regions(
+        &before,
+        &funcs,
+        &regions.iter().copied().chain(18..100).collect(),
+        0,
+    )
+    .unwrap();
+    assert!(
+        stats.moved > bodies_only.moved,
+        "{} regions moved, {} without the tails",
+        stats.moved,
+        bodies_only.moved
+    );
+    // Every input, those the run took and those it did not, gives what the module as written
+    // gives (the moved tails run, through their calls, for the others).
+    let expected: Vec<i32> = XS
+        .map(f0)
+        .chain([2, 1, 1])
+        .chain((-1..=5).map(f3))
+        .chain((-2..=4).map(f4))
+        .collect();
+    let got = run(&[&before, &after]);
+    assert_eq!(got[0], expected, "the module as written");
+    assert_eq!(got[1], expected, "the module with its cold tails outlined");
 }
