@@ -120,13 +120,14 @@ if (!dev) {
     run(tool, ['outline', at('whole.wasm'), at('kept.txt'), at('regions.txt'), at('outlined.wasm')]);
     run(tool, ['split', at('outlined.wasm'), at('kept.txt'), at('primary.wasm'), rest, at('link.map')]);
     // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
-    run(bin('wasm-opt'), [...OPT, at('primary.wasm'), '-o', out]);
+    // --converge: 152 bytes gzip after the tails moved.
+    run(bin('wasm-opt'), [...OPT, '--converge', at('primary.wasm'), '-o', out]);
     // Functions alike placed near each other, where gzip's 32 KiB window finds their repeats
     // (docs/size.md, "Function order"): cairn.wasm 2.8 KB gzip smaller, its rest 2.6 KB.
     run(tool, ['reorder', out, out]);
     run(tool, ['reorder', rest, rest]);
-    // What the primary exports to the rest listed and named in the order of its new indices.
-    run(tool, ['renumber', out, rest]);
+    // The rest calls the primary's functions through a table it fills, not by exported names.
+    run(tool, ['table', out, rest]);
     try {
       const c = await split.check(at('cairn_wasm.js'), at('whole.wasm'), out, rest, { sync });
       console.log(`${name}.wasm split checked: ${c.common} common steps without the rest, ${c.rest} other steps (${c.errors} of them errors) alike with it`);

@@ -310,10 +310,10 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     );
     let out = crate::tests::node(&script, &[at("primary.wasm"), at("rest.wasm")]);
     // The same two modules as the build ships them: the functions of each reordered, and what
-    // the primary exports to the rest named again in their order (`reorder`, `renumber`).
+    // the rest calling the primary's functions through a table (`reorder`, `table`).
     let primary = crate::reordered(&std::fs::read(at("primary.wasm")).unwrap()).unwrap();
     let rest = crate::reordered(&std::fs::read(at("rest.wasm")).unwrap()).unwrap();
-    let (primary, rest) = crate::renumbered(&primary, &rest).unwrap();
+    let (primary, rest) = crate::tabled(&primary, &rest).unwrap();
     for (f, m) in [
         ("primary-shipped.wasm", &primary),
         ("rest-shipped.wasm", &rest),
@@ -329,7 +329,7 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     );
     assert_eq!(
         shipped, out,
-        "reordered and renumbered, the modules do the same"
+        "reordered and tabled, the modules do the same"
     );
     std::fs::remove_dir_all(&dir).unwrap();
     let lines: Vec<&str> = out.lines().collect();

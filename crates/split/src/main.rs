@@ -10,8 +10,8 @@
 //!                                                constants only moved functions use move too
 //! cairn-split reorder IN OUT                     IN with its functions in an order that gzip
 //!                                                compresses better (see `reorder`)
-//! cairn-split renumber PRIMARY REST              the functions PRIMARY exports to REST named
-//!                                                again in the order of their indices (in place)
+//! cairn-split table PRIMARY REST                 REST calls PRIMARY's functions through a table
+//!                                                PRIMARY fills, in place of exports (in place)
 //! ```
 //!
 //! `instrument` gives every defined function a mutable global `h<i>` (exported), set to 1 when
@@ -74,9 +74,9 @@ fn main() -> ExitCode {
         ["split", input, hit, primary, rest] => split(input, hit, None, primary, rest),
         ["split", input, hit, primary, rest, map] => split(input, hit, Some(map), primary, rest),
         ["reorder", input, out] => reorder(input, out),
-        ["renumber", primary, rest] => renumber(primary, rest),
+        ["table", primary, rest] => table(primary, rest),
         _ => Err(
-            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT | cairn-split renumber PRIMARY REST".into(),
+            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT | cairn-split table PRIMARY REST".into(),
         ),
     };
     match run {
@@ -641,14 +641,231 @@ fn permuted(bytes: &[u8], order: &[usize]) -> Result<Vec<u8>> {
     })
 }
 
-fn renumber(primary: &str, rest: &str) -> Result<()> {
-    let (p, r) = renumbered(&read(primary)?, &read(rest)?)?;
+fn table(primary: &str, rest: &str) -> Result<()> {
+    let (p, r) = tabled(&read(primary)?, &read(rest)?)?;
     write(primary, &p)?;
     write(rest, &r)
 }
 
-/// A section's new contents from its id and contents, or `None` to keep it as it is.
-type NewSection<'a> = dyn FnMut(u8, &[u8]) -> Result<Option<Vec<u8>>> + 'a;
+/// The name of the table through which the rest calls the primary module's functions.
+const CALLS_TABLE: &str = "F";
+
+/// PRIMARY without the exports of the functions REST imports (an entry each: a name and an
+/// index, 3.4 KB of `cairn.wasm`'s gzip) and with a table of them instead, filled by an active
+/// element segment in the order of their indices (a list of increasing numbers, which gzip
+/// takes well) and exported as `F`; REST imports that table in place of the functions and calls
+/// each through it (`call_indirect`, one table look-up and signature check more a call, on the
+/// rare paths the rest holds).
+fn tabled(primary: &[u8], rest: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    let e = |e: wp::BinaryReaderError| e.to_string();
+    let r = parse(rest)?;
+    // The functions REST imports from PRIMARY, by name: (its import index, type).
+    let mut imported: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
+    let mut k = 0u32;
+    for i in &r.imports {
+        if let wp::TypeRef::Func(t) = i.ty {
+            if i.module != "p" {
+                return Err(format!(
+                    "the rest imports {}.{}, not from the primary module",
+                    i.module, i.name
+                ));
+            }
+            imported.insert(i.name, (k, t));
+            k += 1;
+        }
+    }
+    // PRIMARY: the functions by index, their slots in the new table.
+    let p = parse(primary)?;
+    let mut funcs: Vec<(u32, &str)> = Vec::new();
+    if let Some(x) = p.exports.clone() {
+        for x in x {
+            let x = x.map_err(e)?;
+            if x.kind == wp::ExternalKind::Func && imported.contains_key(x.name) {
+                funcs.push((x.index, x.name));
+            }
+        }
+    }
+    if funcs.len() != imported.len() {
+        return Err(format!(
+            "the rest imports {} functions of the primary module, which exports {} of them",
+            imported.len(),
+            funcs.len()
+        ));
+    }
+    funcs.sort_unstable();
+    // Slot of each import of REST (by its import index).
+    let mut slot = vec![0u32; k as usize];
+    for (j, (_, name)) in funcs.iter().enumerate() {
+        slot[imported[name].0 as usize] = j as u32;
+    }
+    let n = funcs.len() as u64;
+    let calls_type = we::TableType {
+        element_type: we::RefType::FUNCREF,
+        table64: false,
+        minimum: n,
+        maximum: Some(n),
+        shared: false,
+    };
+    let table_index = p.tables.len() as u32;
+    let list: Vec<u32> = funcs.iter().map(|(f, _)| *f).collect();
+    let calls_segment = |el: &mut we::ElementSection| {
+        el.active(
+            Some(table_index),
+            &we::ConstExpr::i32_const(0),
+            we::Elements::Functions(Cow::Borrowed(&list)),
+        );
+    };
+    let (mut had_table, mut had_elements) = (false, false);
+    let primary_out = resection(primary, &mut |id, data| {
+        let reader = || wp::BinaryReader::new(data, 0);
+        Ok(Some(match id {
+            4 => {
+                had_table = true;
+                let mut t = we::TableSection::new();
+                re(Same.parse_table_section(
+                    &mut t,
+                    wp::TableSectionReader::new(reader()).map_err(e)?,
+                ))?;
+                t.table(calls_type);
+                vec![(4, contents(&t))]
+            }
+            7 => {
+                let mut x = we::ExportSection::new();
+                for ex in wp::ExportSectionReader::new(reader()).map_err(e)? {
+                    let ex = ex.map_err(e)?;
+                    if !(ex.kind == wp::ExternalKind::Func && imported.contains_key(ex.name)) {
+                        x.export(ex.name, re(Same.export_kind(ex.kind))?, ex.index);
+                    }
+                }
+                x.export(CALLS_TABLE, we::ExportKind::Table, table_index);
+                vec![(7, contents(&x))]
+            }
+            9 => {
+                had_elements = true;
+                let mut el = we::ElementSection::new();
+                re(Same.parse_element_section(
+                    &mut el,
+                    wp::ElementSectionReader::new(reader()).map_err(e)?,
+                ))?;
+                calls_segment(&mut el);
+                vec![(9, contents(&el))]
+            }
+            // The element section comes before these: a module without one gets it here.
+            12 | 10 if !had_elements => {
+                had_elements = true;
+                let mut el = we::ElementSection::new();
+                calls_segment(&mut el);
+                vec![(9, contents(&el)), (id, data.to_vec())]
+            }
+            _ => return Ok(None),
+        }))
+    })?;
+    if !had_table {
+        return Err("the primary module has no table section (the split gives it one)".into());
+    }
+
+    // REST: the function imports go; the table comes last among the imports (the rest defines
+    // no table, so it is the last table too); every call of an imported function goes through
+    // it; the defined functions' indices move down by `k`.
+    let imported_tables = (r.imports.iter())
+        .filter(|i| matches!(i.ty, wp::TypeRef::Table(_)))
+        .count();
+    if r.tables.len() != imported_tables {
+        return Err("the rest defines a table: the calls table would not be the last".into());
+    }
+    let rest_table = r.tables.len() as u32;
+    let mut map = Remap::identity(&r);
+    for f in 0..r.func_types.len() as u32 {
+        map.funcs[f as usize] = f.checked_sub(k).unwrap_or(u32::MAX);
+    }
+    let mut m = we::Module::new();
+    let mut types = we::TypeSection::new();
+    if let Some(t) = r.types.clone() {
+        re(Same.parse_type_section(&mut types, t))?;
+    }
+    m.section(&types);
+    let mut imports = we::ImportSection::new();
+    for i in &r.imports {
+        if !matches!(i.ty, wp::TypeRef::Func(_)) {
+            re(map.parse_import(&mut imports, *i))?;
+        }
+    }
+    imports.import("p", CALLS_TABLE, we::EntityType::Table(calls_type));
+    m.section(&imports);
+    let mut fs = we::FunctionSection::new();
+    for &t in &r.func_types[k as usize..] {
+        fs.function(t);
+    }
+    m.section(&fs);
+    if let Some(t) = r.table_section.clone() {
+        let mut ts = we::TableSection::new();
+        re(map.parse_table_section(&mut ts, t))?;
+        m.section(&ts);
+    }
+    if let Some(g) = r.global_section.clone() {
+        let mut gs = we::GlobalSection::new();
+        re(map.parse_global_section(&mut gs, g))?;
+        m.section(&gs);
+    }
+    if let Some(x) = r.exports.clone() {
+        let mut xs = we::ExportSection::new();
+        re(map.parse_export_section(&mut xs, x))?;
+        m.section(&xs);
+    }
+    if let Some(f) = r.start {
+        m.section(&we::StartSection {
+            function_index: re(map.function_index(f))?,
+        });
+    }
+    if let Some(el) = r.elements.clone() {
+        let mut es = we::ElementSection::new();
+        re(map.parse_element_section(&mut es, el))?;
+        m.section(&es);
+    }
+    if let Some(n) = r.data_count {
+        m.section(&we::DataCountSection { count: n });
+    }
+    let mut code = we::CodeSection::new();
+    for b in &r.bodies {
+        let mut f = re(map.new_function_with_parsed_locals(b))?;
+        let mut ops = b.get_operators_reader().map_err(e)?;
+        while !ops.eof() {
+            match ops.read().map_err(e)? {
+                wp::Operator::Call { function_index } if function_index < k => {
+                    let t = r.func_types[function_index as usize];
+                    f.instruction(&we::Instruction::I32Const(
+                        slot[function_index as usize] as i32,
+                    ));
+                    f.instruction(&we::Instruction::CallIndirect {
+                        type_index: t,
+                        table_index: rest_table,
+                    });
+                }
+                wp::Operator::ReturnCall { function_index }
+                | wp::Operator::RefFunc { function_index }
+                    if function_index < k =>
+                {
+                    return Err("the rest refers to a function of the primary module other than by calling it".into());
+                }
+                op => {
+                    f.instruction(&re(map.instruction(op))?);
+                }
+            }
+        }
+        code.function(&f);
+    }
+    m.section(&code);
+    if let Some(d) = r.data.clone() {
+        let mut ds = we::DataSection::new();
+        re(map.parse_data_section(&mut ds, d))?;
+        m.section(&ds);
+    }
+    Ok((primary_out, m.finish()))
+}
+
+/// What stands in a section's place, from its id and contents (sections as (id, contents)), or
+/// `None` to keep it as it is.
+type NewSection<'a> = dyn FnMut(u8, &[u8]) -> Result<Option<Vec<(u8, Vec<u8>)>>> + 'a;
 
 /// The module with each section as `section` gives it.
 fn resection(bytes: &[u8], section: &mut NewSection) -> Result<Vec<u8>> {
@@ -658,88 +875,26 @@ fn resection(bytes: &[u8], section: &mut NewSection) -> Result<Vec<u8>> {
         if let Some((id, range)) = payload.as_section() {
             let data = &bytes[range.start as usize..range.end as usize];
             match section(id, data)? {
-                Some(new) => m.section(&we::RawSection { id, data: &new }),
-                None => m.section(&we::RawSection { id, data }),
+                Some(new) => {
+                    for (id, data) in &new {
+                        m.section(&we::RawSection { id: *id, data });
+                    }
+                }
+                None => {
+                    m.section(&we::RawSection { id, data });
+                }
             };
         }
     }
     Ok(m.finish())
 }
 
-/// The split names the functions PRIMARY exports for REST (`f0`, `f1`, ...) in the order of
-/// the input's indices; `reorder` then scatters those indices, and the export section, an
-/// entry a function, became a list of short names beside random numbers, which gzip compresses
-/// badly (3.1 KB of `cairn.wasm`'s gzip). Here those exports are listed by index and named in
-/// that order, and REST's imports take the new names, so both lists are in order.
-fn renumbered(primary: &[u8], rest: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-    let e = |e: wp::BinaryReaderError| e.to_string();
-    // The names REST imports from PRIMARY as functions.
-    let mut imported = BTreeSet::new();
-    for payload in wp::Parser::new(0).parse_all(rest) {
-        if let wp::Payload::ImportSection(s) = payload.map_err(e)? {
-            for i in s.into_imports() {
-                let i = i.map_err(e)?;
-                if i.module == "p" && matches!(i.ty, wp::TypeRef::Func(_)) {
-                    imported.insert(i.name.to_string());
-                }
-            }
-        }
-    }
-    let mut names = std::collections::BTreeMap::new();
-    let primary = resection(primary, &mut |id, data| {
-        if id != 7 {
-            return Ok(None);
-        }
-        let mut others = we::ExportSection::new();
-        let mut funcs = Vec::new();
-        for x in wp::ExportSectionReader::new(wp::BinaryReader::new(data, 0)).map_err(e)? {
-            let x = x.map_err(e)?;
-            if x.kind == wp::ExternalKind::Func && imported.contains(x.name) {
-                funcs.push((x.index, x.name.to_string()));
-            } else {
-                others.export(x.name, re(Same.export_kind(x.kind))?, x.index);
-            }
-        }
-        funcs.sort_unstable();
-        let mut section = others;
-        for (n, (index, old)) in funcs.into_iter().enumerate() {
-            let new = func_export(n);
-            section.export(&new, we::ExportKind::Func, index);
-            names.insert(old, new);
-        }
-        let mut out = Vec::new();
-        we::Encode::encode(&section, &mut out);
-        // The encoding starts with the section's length, which RawSection writes again.
-        let (_, at) = leb_u32(&out);
-        Ok(Some(out[at..].to_vec()))
-    })?;
-    if names.len() != imported.len() {
-        return Err(format!(
-            "the rest imports {} functions of the primary module, which exports {} of them",
-            imported.len(),
-            names.len()
-        ));
-    }
-    let rest = resection(rest, &mut |id, data| {
-        if id != 2 {
-            return Ok(None);
-        }
-        let mut section = we::ImportSection::new();
-        let reader = wp::ImportSectionReader::new(wp::BinaryReader::new(data, 0)).map_err(e)?;
-        for i in reader.into_imports() {
-            let i = i.map_err(e)?;
-            let name = match (i.module, &i.ty) {
-                ("p", wp::TypeRef::Func(_)) => names[i.name].as_str(),
-                _ => i.name,
-            };
-            section.import(i.module, name, re(Same.entity_type(i.ty))?);
-        }
-        let mut out = Vec::new();
-        we::Encode::encode(&section, &mut out);
-        let (_, at) = leb_u32(&out);
-        Ok(Some(out[at..].to_vec()))
-    })?;
-    Ok((primary, rest))
+/// A section's contents as wasm-encoder writes them (without the length it starts with).
+fn contents(section: &impl we::Encode) -> Vec<u8> {
+    let mut out = Vec::new();
+    section.encode(&mut out);
+    let (_, at) = leb_u32(&out);
+    out[at..].to_vec()
 }
 
 /// An unsigned LEB128 number at the start of `b`, and where it ends.

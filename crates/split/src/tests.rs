@@ -555,11 +555,11 @@ fn reordered_functions_compute_what_they_did() {
 }
 
 #[test]
-fn a_split_module_reordered_and_renumbered_computes_what_it_did() {
+fn a_split_module_reordered_and_tabled_computes_what_it_did() {
     // The narrow functions (2, 4, 6, 8) move to the rest; each calls the wide one before it,
-    // which stays, so the rest imports those from the primary module.
+    // which stays, so the rest calls those of the primary module.
     let whole = module_with_references();
-    let dir = std::env::temp_dir().join(format!("cairn-renumber-test-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("cairn-table-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let at = |f: &str| dir.join(f).to_str().unwrap().to_string();
     std::fs::write(at("whole.wasm"), &whole).unwrap();
@@ -573,62 +573,49 @@ fn a_split_module_reordered_and_renumbered_computes_what_it_did() {
         &at("rest.wasm"),
     )
     .unwrap();
-    // The primary's functions in reverse order: the exports to the rest, named in the order of
-    // the input's indices, are then out of order, as `reorder` leaves them in a real module.
+    // The primary's functions in reverse order, so that the table's slots do not follow the
+    // order in which the split named its exports, as `reorder` leaves them in a real module.
     let primary = std::fs::read(at("primary.wasm")).unwrap();
     let defined = crate::parse(&primary).unwrap().bodies.len();
     let primary = crate::permuted(&primary, &(0..defined).rev().collect::<Vec<_>>()).unwrap();
     let rest = crate::reordered(&std::fs::read(at("rest.wasm")).unwrap()).unwrap();
-    let exports_of = |m: &[u8]| -> Vec<(u32, String)> {
-        let mut out = Vec::new();
+    let func_imports = |m: &[u8]| {
+        let mut n = 0;
         for p in wasmparser::Parser::new(0).parse_all(m) {
-            if let Ok(wasmparser::Payload::ExportSection(s)) = p {
-                for x in s {
-                    let x = x.unwrap();
-                    if x.name.starts_with('f') {
-                        out.push((x.index, x.name.to_string()));
-                    }
-                }
+            if let Ok(wasmparser::Payload::ImportSection(s)) = p {
+                n += s
+                    .into_imports()
+                    .filter(|i| matches!(i.as_ref().unwrap().ty, wasmparser::TypeRef::Func(_)))
+                    .count();
             }
         }
-        out.sort();
-        out
+        n
     };
-    let before = exports_of(&primary);
-    assert!(
-        before.windows(2).any(|w| w[0].1 > w[1].1),
-        "names out of index order before: {before:?}"
+    assert_eq!(
+        func_imports(&rest),
+        4,
+        "the rest calls four of the primary's functions"
     );
-    let (primary, rest) = crate::renumbered(&primary, &rest).unwrap();
+    let (primary, rest) = crate::tabled(&primary, &rest).unwrap();
+    for m in [&primary, &rest] {
+        wasmparser::Validator::new().validate_all(m).unwrap();
+    }
     std::fs::write(at("primary.wasm"), &primary).unwrap();
     std::fs::write(at("rest.wasm"), &rest).unwrap();
-    // The rest's function imports, by name: renamed in the order of the primary's indices.
-    let mut imported = Vec::new();
-    for p in wasmparser::Parser::new(0).parse_all(&rest) {
-        if let Ok(wasmparser::Payload::ImportSection(s)) = p {
-            for i in s.into_imports() {
-                let i = i.unwrap();
-                if matches!(i.ty, wasmparser::TypeRef::Func(_)) {
-                    imported.push(i.name.to_string());
-                }
-            }
-        }
-    }
-    assert_eq!(imported.len(), 4, "{imported:?}");
-    let mut exported = Vec::new();
+    assert_eq!(func_imports(&rest), 0, "through the table, not imports");
+    let mut exports = Vec::new();
     for p in wasmparser::Parser::new(0).parse_all(&primary) {
         if let Ok(wasmparser::Payload::ExportSection(s)) = p {
             for x in s {
-                let x = x.unwrap();
-                if imported.iter().any(|n| n == x.name) {
-                    exported.push((x.index, x.name.to_string()));
-                }
+                exports.push(x.unwrap().name.to_string());
             }
         }
     }
-    let names: Vec<&str> = exported.iter().map(|(_, n)| n.as_str()).collect();
-    assert_eq!(names, ["f0", "f1", "f2", "f3"], "listed and named in order");
-    assert!(exported.windows(2).all(|w| w[0].0 < w[1].0), "{exported:?}");
+    assert!(
+        exports.iter().any(|n| n == crate::CALLS_TABLE),
+        "{exports:?}"
+    );
+    assert!(!exports.iter().any(|n| n.starts_with('f')), "{exports:?}");
 
     let out = node(
         "const fs = require('fs');
