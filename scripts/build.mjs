@@ -163,11 +163,11 @@ const glueOf = (dir) => ({
     b.onResolve({ filter: /\/build\/wasm\/cairn_wasm\.js$/ }, () => ({ path: join(root, dir, 'cairn_wasm.js') }));
   },
 });
-const worker = (out, dir, sync) => esbuild.build({
+const worker = (out, dir, sync, testing = false) => esbuild.build({
   ...common,
   entryPoints: [join(root, 'worker/worker.js')],
   outfile: join(root, out),
-  define: { CAIRN_SYNC: String(sync) },
+  define: { CAIRN_SYNC: String(sync), CAIRN_TESTING: String(testing) },
   plugins: [glueOf(dir)],
   logOverride: { 'import-is-undefined': 'silent' },
 });
@@ -176,8 +176,8 @@ await worker('dist/cairn-sync-worker.js', 'build/wasm-sync', true);
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js') });
 copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
 // The test build: the same scripts, the Worker bundled with the test module's glue (no sync).
-await worker('dist/test/cairn-worker.js', 'build/wasm-test', false);
-await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/test/cairn.js') });
+await worker('dist/test/cairn-worker.js', 'build/wasm-test', false, true);
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/testing.js')], outfile: join(root, 'dist/test/cairn.js') });
 
 // The size of what a page fetches to open a database.
 const files = ['dist/cairn.js', 'dist/cairn-worker.js', 'dist/cairn.wasm'];

@@ -181,17 +181,4 @@ export class EngineWorker {
   terminate(): void;
 }
 
-/** An OPFS file opened by the engine inside the Worker (the test build, `dist/test/`, only). */
-export class EngineFile {
-  readonly name: string;
-  read(at: number, len: number): Promise<Uint8Array>;
-  write(at: number, bytes: Uint8Array): Promise<void>;
-  len(): Promise<number>;
-  setLen(len: number): Promise<void>;
-  flush(): Promise<void>;
-  close(): Promise<void>;
-}
-
 export function startWorker(options?: WorkerOptions): Promise<EngineWorker>;
-/** Opens an OPFS file through `worker`; needs the test build (`dist/test/`), else `UNKNOWN_OP`. */
-export function openFile(worker: EngineWorker, name: string, options?: { create?: boolean }): Promise<EngineFile>;

@@ -238,8 +238,10 @@ const asyncOps = {
 };
 
 // The storage layer's block files and their conformance suite: only in the test build of the
-// engine (the `testing` feature, dist/test/); elsewhere these ops are UNKNOWN_OP.
-if (typeof engine.fileOpen === 'function') {
+// engine (the `testing` feature, dist/test/; CAIRN_TESTING, as CAIRN_SYNC); elsewhere these ops
+// are UNKNOWN_OP.
+/* global CAIRN_TESTING */
+if (CAIRN_TESTING && typeof engine.fileOpen === 'function') {
   Object.assign(syncOps, {
     fileRead: (h, at, len) => {
       const bytes = engine.fileRead(h, at, len);
