@@ -296,6 +296,15 @@ fn run(modules: &[&[u8]]) -> Vec<Vec<i32>> {
         .collect()
 }
 
+/// What `run` gives for `module()` as written, computed here.
+fn expected() -> Vec<i32> {
+    XS.map(f0)
+        .chain([2, 1, 1])
+        .chain((-1..=5).map(f3))
+        .chain((-2..=4).map(f4))
+        .collect()
+}
+
 #[test]
 fn outlined_regions_give_the_same_results() {
     let before = module();
@@ -319,12 +328,7 @@ fn outlined_regions_give_the_same_results() {
     };
     assert_eq!((count(&before), count(&after)), (5, 12));
 
-    let expected: Vec<i32> = XS
-        .map(f0)
-        .chain([2, 1, 1])
-        .chain((-1..=5).map(f3))
-        .chain((-2..=4).map(f4))
-        .collect();
+    let expected = expected();
     let got = run(&[&before, &after]);
     assert_eq!(got[0], expected, "the module as written");
     assert_eq!(got[1], expected, "the module with its regions outlined");
@@ -707,12 +711,7 @@ fn tails_a_run_did_not_reach_move() {
     );
     // Every input, those the run took and those it did not, gives what the module as written
     // gives (the moved tails run, through their calls, for the others).
-    let expected: Vec<i32> = XS
-        .map(f0)
-        .chain([2, 1, 1])
-        .chain((-1..=5).map(f3))
-        .chain((-2..=4).map(f4))
-        .collect();
+    let expected = expected();
     let got = run(&[&before, &after]);
     assert_eq!(got[0], expected, "the module as written");
     assert_eq!(got[1], expected, "the module with its cold tails outlined");
