@@ -153,8 +153,8 @@ try {
 
 const esbuild = await import('esbuild');
 const common = { bundle: true, format: 'esm', target: 'es2022', minify: !dev, legalComments: 'none', logLevel: 'warning' };
-// The Worker registers the block-file ops only when the module exports them (the test build);
-// for the shipped module esbuild rightly finds those imports undefined and drops them.
+// The Worker registers the block-file ops only in the test build (CAIRN_TESTING); bundled with
+// a shipped module's glue, esbuild rightly finds those imports undefined.
 // Two Worker scripts: cairn-worker.js with cairn.wasm's glue and no sync code, and
 // cairn-sync-worker.js with cairn-sync.wasm's glue and the sync transports (CAIRN_SYNC).
 const glueOf = (dir) => ({

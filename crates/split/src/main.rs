@@ -273,8 +273,8 @@ const I32_MUT: we::GlobalType = we::GlobalType {
 struct Additions {
     /// Function types (their indices follow the input's).
     func_types: Vec<we::FuncType>,
-    /// A function import (module, name, type index), after the input's imports.
-    import: Option<(&'static str, &'static str, u32)>,
+    /// An import (module, name, what), after the input's imports.
+    import: Option<(&'static str, &'static str, we::EntityType)>,
     /// A table.
     table: Option<we::TableType>,
     /// Mutable i32 globals starting at 0.
@@ -308,7 +308,7 @@ fn copy(
         re(map.parse_import(&mut imports, *i))?;
     }
     if let Some((module, name, ty)) = add.import {
-        imports.import(module, name, we::EntityType::Function(ty));
+        imports.import(module, name, ty);
     }
     m.section(&imports);
     let mut funcs = we::FunctionSection::new();
@@ -778,55 +778,18 @@ fn tabled(primary: &[u8], rest: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     for f in 0..r.func_types.len() as u32 {
         map.funcs[f as usize] = f.checked_sub(k).unwrap_or(u32::MAX);
     }
-    let mut m = we::Module::new();
-    let mut types = we::TypeSection::new();
-    if let Some(t) = r.types.clone() {
-        re(Same.parse_type_section(&mut types, t))?;
-    }
-    m.section(&types);
-    let mut imports = we::ImportSection::new();
-    for i in &r.imports {
-        if !matches!(i.ty, wp::TypeRef::Func(_)) {
-            re(map.parse_import(&mut imports, *i))?;
-        }
-    }
-    imports.import("p", CALLS_TABLE, we::EntityType::Table(calls_type));
-    m.section(&imports);
-    let mut fs = we::FunctionSection::new();
-    for &t in &r.func_types[k as usize..] {
-        fs.function(t);
-    }
-    m.section(&fs);
-    if let Some(t) = r.table_section.clone() {
-        let mut ts = we::TableSection::new();
-        re(map.parse_table_section(&mut ts, t))?;
-        m.section(&ts);
-    }
-    if let Some(g) = r.global_section.clone() {
-        let mut gs = we::GlobalSection::new();
-        re(map.parse_global_section(&mut gs, g))?;
-        m.section(&gs);
-    }
-    if let Some(x) = r.exports.clone() {
-        let mut xs = we::ExportSection::new();
-        re(map.parse_export_section(&mut xs, x))?;
-        m.section(&xs);
-    }
-    if let Some(f) = r.start {
-        m.section(&we::StartSection {
-            function_index: re(map.function_index(f))?,
-        });
-    }
-    if let Some(el) = r.elements.clone() {
-        let mut es = we::ElementSection::new();
-        re(map.parse_element_section(&mut es, el))?;
-        m.section(&es);
-    }
-    if let Some(n) = r.data_count {
-        m.section(&we::DataCountSection { count: n });
-    }
-    let mut code = we::CodeSection::new();
-    for b in &r.bodies {
+    // The rest as `copy` writes a module, without its function imports.
+    let mut without = parse(rest)?;
+    without
+        .imports
+        .retain(|i| !matches!(i.ty, wp::TypeRef::Func(_)));
+    without.func_types.drain(..k as usize);
+    without.imported_funcs = 0;
+    let add = Additions {
+        import: Some(("p", CALLS_TABLE, we::EntityType::Table(calls_type))),
+        ..Additions::default()
+    };
+    let rest_out = copy(&without, &mut map, add, &mut |_, b, map| {
         let mut f = re(map.new_function_with_parsed_locals(b))?;
         let mut ops = b.get_operators_reader().map_err(e)?;
         while !ops.eof() {
@@ -852,15 +815,9 @@ fn tabled(primary: &[u8], rest: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
                 }
             }
         }
-        code.function(&f);
-    }
-    m.section(&code);
-    if let Some(d) = r.data.clone() {
-        let mut ds = we::DataSection::new();
-        re(map.parse_data_section(&mut ds, d))?;
-        m.section(&ds);
-    }
-    Ok((primary_out, m.finish()))
+        Ok(f)
+    })?;
+    Ok((primary_out, rest_out))
 }
 
 /// What stands in a section's place, from its id and contents (sections as (id, contents)), or
@@ -1105,7 +1062,7 @@ fn split(
     let void = p.params.len() as u32;
     let add = Additions {
         func_types: vec![we::FuncType::new([], [])],
-        import: Some(("cairn", "load", void)),
+        import: Some(("cairn", "load", we::EntityType::Function(void))),
         table: Some(rest_table_type),
         zero_globals: 1,
         exports,
