@@ -17,7 +17,8 @@ const T_F64S = 10;
 const T_I32S = 11;
 const T_UNDEFINED = 12;
 
-/** Thrown when a value does not fit in the buffer; the caller falls back to postMessage. */
+/** Thrown when a value does not fit in the buffer, or in the encoding (a bigint outside 64 bits);
+ * the caller falls back to postMessage, which carries it whole. */
 export class Full extends Error {}
 
 const encoder = new TextEncoder();
@@ -89,6 +90,7 @@ export class Writer {
         this.u8v(v ? T_TRUE : T_FALSE);
         return;
       case 'bigint':
+        if (BigInt.asIntN(64, v) !== v) throw new Full();
         this.u8v(T_BIGINT);
         this.need(8);
         this.dv.setBigInt64(this.pos, v, true);

@@ -95,6 +95,66 @@ for (const channel of ['postMessage', 'auto']) {
     }));
 }
 
+// Every kind of JavaScript value a parameter can be, and the ones it cannot, on both channels:
+// what each is stored as, and the error (code and message) for what is refused.
+for (const channel of ['postMessage', 'auto']) {
+  test(`parameter values: what each kind is stored as, and what is refused (${channel})`, () =>
+    withPage(async (page) => {
+      const r = await page.evaluate(async (channel) => {
+        const db = await cairn.open('params', { channel });
+        await db.exec('CREATE TABLE v (k INTEGER PRIMARY KEY, x ANY)');
+        const kinds = {
+          int: 7, negative: -12, big: 2 ** 40, unsafe: 2 ** 60, fraction: 2.5, minusZero: -0, nan: NaN,
+          infinity: Infinity, bigint: 9007199254740993n, bigintMin: -(2n ** 63n), yes: true, no: false,
+          nul: null, undef: undefined, text: 'héllo ✓', empty: '', blob: new Uint8Array([0, 1, 255]),
+          buffer: new Uint8Array([9, 8]).buffer,
+        };
+        const stored = {};
+        let k = 0;
+        for (const [name, value] of Object.entries(kinds)) {
+          k++;
+          await db.run('INSERT INTO v (k, x) VALUES (?, ?)', [k, value]);
+          const row = await db.get('SELECT typeof(x) AS t, x FROM v WHERE k = ?', [k]);
+          stored[name] = [row.t, row.x instanceof Uint8Array ? [...row.x] : typeof row.x === 'bigint' ? `${row.x}n` : row.x];
+        }
+        const named = await db.get('SELECT :a + :b AS s, :c AS c', { ':a': 2, ':b': 40n, ':c': 'named' });
+        const refused = {};
+        for (const [name, p] of Object.entries({
+          tooBig: [2n ** 63n], tooSmall: [-(2n ** 63n) - 1n], nested: [[1, 2]], object: [{ a: 1 }],
+          floats: [new Float64Array([1])], namedTooBig: { ':a': 2n ** 64n }, notParams: 'text',
+        })) {
+          try {
+            await db.get(Array.isArray(p) ? 'SELECT ? AS x' : 'SELECT :a AS x', p);
+            refused[name] = 'accepted';
+          } catch (e) {
+            refused[name] = [e.code, e.message];
+          }
+        }
+        return { channel: db.channel, stored, named: [named.s, named.c], refused, count: (await db.get('SELECT count(*) AS n FROM v')).n };
+      }, channel);
+      if (channel === 'auto') assert.equal(r.channel, 'sharedMemory');
+      assert.deepEqual(r.stored, {
+        int: ['integer', 7], negative: ['integer', -12], big: ['integer', 2 ** 40], unsafe: ['real', 2 ** 60],
+        fraction: ['real', 2.5], minusZero: ['integer', 0], nan: ['null', null], infinity: ['real', Infinity],
+        bigint: ['integer', '9007199254740993n'], bigintMin: ['integer', `${-(2n ** 63n)}n`], yes: ['integer', 1],
+        no: ['integer', 0], nul: ['null', null], undef: ['null', null], text: ['text', 'héllo ✓'], empty: ['text', ''],
+        blob: ['blob', [0, 1, 255]], buffer: ['blob', [9, 8]],
+      });
+      assert.deepEqual(r.named, [42, 'named']);
+      const kinds = 'must be null, a number, a bigint, a string, a boolean or a Uint8Array';
+      assert.deepEqual(r.refused, {
+        tooBig: ['TYPE', 'parameter 1 does not fit in a 64-bit integer'],
+        tooSmall: ['TYPE', 'parameter 1 does not fit in a 64-bit integer'],
+        nested: ['TYPE', `parameter 1 ${kinds}`],
+        object: ['TYPE', `parameter 1 ${kinds}`],
+        floats: ['TYPE', `parameter 1 ${kinds}`],
+        namedTooBig: ['TYPE', 'parameter ":a" does not fit in a 64-bit integer'],
+        notParams: ['INVALID_INPUT', 'parameters must be an array (positional) or an object (named)'],
+      });
+      assert.equal(r.count, 18, 'a refused statement stores nothing');
+    }));
+}
+
 test('errors carry a stable code, a position, and leave the database usable', () =>
   withPage(async (page) => {
     const r = await page.evaluate(async () => {

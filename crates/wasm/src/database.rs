@@ -178,7 +178,7 @@ impl Encoder {
     fn value(&mut self, v: &Value) {
         match v {
             Value::Null => self.0.push(T_NULL),
-            Value::Integer(i) if i.abs() <= MAX_SAFE => {
+            Value::Integer(i) if i.unsigned_abs() <= MAX_SAFE as u64 => {
                 self.0.push(T_NUMBER);
                 self.f64(*i as f64);
             }
@@ -207,7 +207,7 @@ impl Encoder {
             .iter()
             .all(|r| matches!(r[c], Value::Integer(i) if i32::try_from(i).is_ok()));
         let all_f64 = rows.iter().all(|r| match r[c] {
-            Value::Integer(i) => i.abs() <= MAX_SAFE,
+            Value::Integer(i) => i.unsigned_abs() <= MAX_SAFE as u64,
             Value::Real(_) => true,
             _ => false,
         });
