@@ -14,6 +14,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readResult } from '../worker/result.js';
+import { paramBytes } from '../worker/wire.js';
 import { MODE_ROWS, MODE_RUN, MODE_FIRST } from '../worker/protocol.js';
 import { restFrom, restLoaded, restLoadedBy } from '../worker/split.js';
 import { makeCtx } from '../bench-browser/src/ctx.js';
@@ -108,7 +109,7 @@ function adapter(e, d) {
     if (i === undefined) cache.set(sql, (i = d.prepare(sql)));
     return i;
   };
-  const run = (stmt, params, mode) => readResult(e.exports.memory, d.executePrepared(stmt, params ?? null, mode), mode);
+  const run = (stmt, params, mode) => readResult(e.exports.memory, d.executePrepared(stmt, paramBytes(params), mode), mode);
   const db = {
     exec: async (sql) => d.exec(sql),
     query: async (sql, params) => rowsOf(run(id(sql), params, MODE_ROWS)),

@@ -16,6 +16,7 @@ const T_OBJECT = 9;
 const T_F64S = 10;
 const T_I32S = 11;
 const T_UNDEFINED = 12;
+const T_WIDE = 13; // a bigint outside 64 bits, in the parameters the Worker gives the engine
 
 /** Thrown when a value does not fit in the buffer, or in the encoding (a bigint outside 64 bits);
  * the caller falls back to postMessage, which carries it whole. */
@@ -90,7 +91,11 @@ export class Writer {
         this.u8v(v ? T_TRUE : T_FALSE);
         return;
       case 'bigint':
-        if (BigInt.asIntN(64, v) !== v) throw new Full();
+        if (BigInt.asIntN(64, v) !== v) {
+          // The Worker's parameters for the engine mark it, for the engine's TYPE error.
+          if (!this.wide) throw new Full();
+          return this.u8v(T_WIDE);
+        }
         this.u8v(T_BIGINT);
         this.need(8);
         this.dv.setBigInt64(this.pos, v, true);
@@ -222,6 +227,26 @@ export class Reader {
       }
       default:
         throw new Error(`bad tag ${tag} at ${this.pos - 1} in a shared-memory message`);
+    }
+  }
+}
+
+// In the Worker, a statement's parameters cross into wasm as one buffer in this encoding, which
+// the engine reads (`ParamReader`, docs/protocol.md): not a call across the boundary for each
+// value and each test of its type. A bigint outside 64 bits is marked for the engine's error.
+const NO_PARAMS = new Uint8Array(0);
+let params = null; // one Writer, reused: a statement's parameters are read before the next's
+export function paramBytes(p) {
+  if (p === null || p === undefined) return NO_PARAMS;
+  for (;;) {
+    params ??= Object.assign(new Writer(new ArrayBuffer(4096), 0), { wide: true });
+    params.pos = 0;
+    try {
+      params.value(p);
+      return params.u8.subarray(0, params.pos);
+    } catch (e) {
+      if (!(e instanceof Full)) throw e;
+      params = Object.assign(new Writer(new ArrayBuffer(params.u8.length * 2), 0), { wide: true });
     }
   }
 }

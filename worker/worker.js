@@ -8,7 +8,7 @@
 import init, * as engine from '../build/wasm/cairn_wasm.js';
 import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.js';
-import { Writer, Reader, Full } from './wire.js';
+import { Writer, Reader, Full, paramBytes } from './wire.js';
 import { readResult } from './result.js';
 
 // True in cairn-sync-worker.js, which carries cairn-sync.wasm's glue and the sync transports;
@@ -88,13 +88,13 @@ const syncOps = {
   execute: (sql, params, mode) => {
     mode ??= MODE_ROWS;
     const d = needDb();
-    const wire = readResult(wasm.memory, d.executePrepared(cachedStatement(d, String(sql)), params ?? null, mode), mode);
+    const wire = readResult(wasm.memory, d.executePrepared(cachedStatement(d, String(sql)), paramBytes(params), mode), mode);
     return [wire, buffers(wire, mode)];
   },
   prepare: (sql) => [needDb().prepare(String(sql))],
   executePrepared: (stmt, params, mode) => {
     mode ??= MODE_ROWS;
-    const wire = readResult(wasm.memory, needDb().executePrepared(stmt, params ?? null, mode), mode);
+    const wire = readResult(wasm.memory, needDb().executePrepared(stmt, paramBytes(params), mode), mode);
     return [wire, buffers(wire, mode)];
   },
   finalize: (stmt) => [needDb().finalize(stmt)],

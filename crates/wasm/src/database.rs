@@ -7,8 +7,9 @@
 use cairn_sql::paged::Paged;
 use cairn_sql::{Output, Statement, Value};
 use cairn_store::{BlockFile, Durability, OpfsFile, Options};
-use js_sys::{Array, BigInt, Object, Reflect, Uint8Array};
+use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
+#[cfg(feature = "sync")]
 use wasm_bindgen::JsCast;
 
 /// Modes of `execute` (0 is every row, the default).
@@ -48,53 +49,6 @@ pub(crate) fn store_error(e: cairn_store::Error) -> JsValue {
     error(e.code(), &e.to_string(), None)
 }
 
-/// A JavaScript value as a SQL value.
-fn to_value(v: &JsValue, what: &dyn Fn() -> String) -> Result<Value, JsValue> {
-    if v.is_null() || v.is_undefined() {
-        return Ok(Value::Null);
-    }
-    if let Some(n) = v.as_f64() {
-        if n.fract() == 0.0 && n.abs() <= MAX_SAFE as f64 {
-            return Ok(Value::Integer(n as i64));
-        }
-        return Ok(if n.is_nan() {
-            Value::Null
-        } else {
-            Value::Real(n)
-        });
-    }
-    if let Some(s) = v.as_string() {
-        return Ok(Value::Text(s));
-    }
-    if let Some(b) = v.as_bool() {
-        return Ok(Value::Integer(b as i64));
-    }
-    if v.is_bigint() {
-        let b: BigInt = v.clone().unchecked_into();
-        return i64::try_from(b).map(Value::Integer).map_err(|_| {
-            error(
-                "TYPE",
-                &format!("{} does not fit in a 64-bit integer", what()),
-                None,
-            )
-        });
-    }
-    if let Some(a) = v.dyn_ref::<Uint8Array>() {
-        return Ok(Value::Blob(a.to_vec()));
-    }
-    if let Some(a) = v.dyn_ref::<js_sys::ArrayBuffer>() {
-        return Ok(Value::Blob(Uint8Array::new(a).to_vec()));
-    }
-    Err(error(
-        "TYPE",
-        &format!(
-            "{} must be null, a number, a bigint, a string, a boolean or a Uint8Array",
-            what()
-        ),
-        None,
-    ))
-}
-
 /// A JavaScript array of strings, built here rather than returned as `Vec<String>`: that would
 /// link wasm-bindgen's conversion of a value slice (and its glue) for two rarely used calls.
 fn strings(lines: &[String]) -> Array {
@@ -105,37 +59,134 @@ fn strings(lines: &[String]) -> Array {
     out
 }
 
+// Tags of worker/wire.js's encoding, in which the Worker hands over a statement's parameters:
+// one buffer read here rather than a call across the wasm boundary for each value and each test
+// of its type (docs/protocol.md, "Parameters").
+const P_NULL: u8 = 0;
+const P_TRUE: u8 = 1;
+const P_FALSE: u8 = 2;
+const P_I32: u8 = 3;
+const P_F64: u8 = 4;
+const P_STR: u8 = 5;
+const P_BYTES: u8 = 6;
+const P_BIGINT: u8 = 7;
+const P_ARRAY: u8 = 8;
+const P_OBJECT: u8 = 9;
+const P_UNDEFINED: u8 = 12;
+/// A `bigint` outside 64 bits, which the encoding does not carry.
+const P_WIDE: u8 = 13;
+
 enum Params {
     Positional(Vec<Value>),
     Named(Vec<(String, Value)>),
 }
 
-fn to_params(p: &JsValue) -> Result<Params, JsValue> {
-    if p.is_null() || p.is_undefined() {
-        return Ok(Params::Positional(Vec::new()));
-    }
-    if let Some(arr) = p.dyn_ref::<Array>() {
-        let mut out = Vec::with_capacity(arr.length() as usize);
-        for (i, v) in arr.iter().enumerate() {
-            out.push(to_value(&v, &|| format!("parameter {}", i + 1))?);
+/// Reads the encoded parameters.
+struct ParamReader<'a>(&'a [u8]);
+
+impl<'a> ParamReader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], JsValue> {
+        if self.0.len() < n {
+            return Err(error("INVALID_INPUT", "the parameters' encoding is cut short", None));
         }
-        return Ok(Params::Positional(out));
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
     }
-    if p.is_object() {
-        let mut out = Vec::new();
-        for entry in Object::entries(p.unchecked_ref()).iter() {
-            let entry: Array = entry.unchecked_into();
-            let name = entry.get(0).as_string().unwrap_or_default();
-            let v = to_value(&entry.get(1), &|| format!("parameter {name:?}"))?;
-            out.push((name, v));
+    fn u8(&mut self) -> Result<u8, JsValue> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<usize, JsValue> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+    fn u64(&mut self) -> Result<u64, JsValue> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], JsValue> {
+        let n = self.u32()?;
+        self.take(n)
+    }
+    fn string(&mut self) -> Result<String, JsValue> {
+        String::from_utf8(self.bytes()?.to_vec())
+            .map_err(|_| error("INVALID_INPUT", "a parameter's text is not UTF-8", None))
+    }
+
+    /// One parameter's value; `what` names it for an error.
+    fn value(&mut self, what: &dyn Fn() -> String) -> Result<Value, JsValue> {
+        Ok(match self.u8()? {
+            P_NULL | P_UNDEFINED => Value::Null,
+            P_TRUE => Value::Integer(1),
+            P_FALSE => Value::Integer(0),
+            P_I32 => Value::Integer(i64::from(self.u32()? as u32 as i32)),
+            P_F64 => {
+                let n = f64::from_bits(self.u64()?);
+                if n.fract() == 0.0 && n.abs() <= MAX_SAFE as f64 {
+                    Value::Integer(n as i64)
+                } else if n.is_nan() {
+                    Value::Null
+                } else {
+                    Value::Real(n)
+                }
+            }
+            P_STR => Value::Text(self.string()?),
+            P_BYTES => Value::Blob(self.bytes()?.to_vec()),
+            P_BIGINT => Value::Integer(self.u64()? as i64),
+            P_WIDE => {
+                return Err(error(
+                    "TYPE",
+                    &format!("{} does not fit in a 64-bit integer", what()),
+                    None,
+                ))
+            }
+            _ => {
+                return Err(error(
+                    "TYPE",
+                    &format!(
+                        "{} must be null, a number, a bigint, a string, a boolean or a Uint8Array",
+                        what()
+                    ),
+                    None,
+                ))
+            }
+        })
+    }
+
+    /// The parameters: none, an array (positional) or an object (named).
+    fn params(mut self) -> Result<Params, JsValue> {
+        if self.0.is_empty() {
+            return Ok(Params::Positional(Vec::new()));
         }
-        return Ok(Params::Named(out));
+        match self.u8()? {
+            P_NULL | P_UNDEFINED => Ok(Params::Positional(Vec::new())),
+            P_ARRAY => {
+                let n = self.u32()?;
+                let mut out = Vec::with_capacity(n.min(self.0.len()));
+                for i in 0..n {
+                    out.push(self.value(&|| format!("parameter {}", i + 1))?);
+                }
+                Ok(Params::Positional(out))
+            }
+            P_OBJECT => {
+                let n = self.u32()?;
+                let mut out = Vec::new();
+                for _ in 0..n {
+                    let name = self.string()?;
+                    let v = self.value(&|| format!("parameter {name:?}"))?;
+                    out.push((name, v));
+                }
+                Ok(Params::Named(out))
+            }
+            _ => Err(error(
+                "INVALID_INPUT",
+                "parameters must be an array (positional) or an object (named)",
+                None,
+            )),
+        }
     }
-    Err(error(
-        "INVALID_INPUT",
-        "parameters must be an array (positional) or an object (named)",
-        None,
-    ))
 }
 
 // Value tags of an encoded result (worker/result.js reads them).
@@ -385,17 +436,18 @@ impl Database {
         }
     }
 
-    /// Runs a prepared statement. Returns where in wasm memory its encoded result starts
-    /// (`Encoder`), valid until the next call.
+    /// Runs a prepared statement with `params` in worker/wire.js's encoding (`ParamReader`;
+    /// empty for none). Returns where in wasm memory its encoded result starts (`Encoder`),
+    /// valid until the next call.
     #[wasm_bindgen(js_name = executePrepared)]
-    pub fn execute_prepared(&mut self, id: u32, params: JsValue, mode: u8) -> Result<u32, JsValue> {
+    pub fn execute_prepared(&mut self, id: u32, params: &[u8], mode: u8) -> Result<u32, JsValue> {
         let stmt = self
             .stmts
             .get(id as usize)
             .and_then(Option::as_ref)
             .ok_or_else(|| error("FINALIZED", "no prepared statement has that id", None))?;
         let db = &mut self.db;
-        let out = match to_params(&params)? {
+        let out = match ParamReader(params).params()? {
             Params::Positional(p) => stmt.execute(db, &p),
             Params::Named(p) => {
                 let named: Vec<(&str, Value)> =
