@@ -32,8 +32,9 @@ fn grams(b: &[u8]) -> Vec<u64> {
     g
 }
 
-/// An order of `bodies` (positions into it, each once) that starts with the first.
-pub fn order(bodies: &[&[u8]]) -> Vec<usize> {
+/// An order of `bodies` (positions into it, each once) that starts with `lead` (positions,
+/// each once), or with the first body when `lead` is empty.
+pub fn order(bodies: &[&[u8]], lead: &[usize]) -> Vec<usize> {
     let n = bodies.len();
     if n == 0 {
         return Vec::new();
@@ -54,7 +55,8 @@ pub fn order(bodies: &[&[u8]]) -> Vec<usize> {
     let mut placed = vec![false; n];
     let mut out = Vec::with_capacity(n);
     let (mut window_bytes, mut oldest) = (0usize, 0usize);
-    let mut next = 0;
+    let mut lead = lead.iter().copied();
+    let mut next = lead.next().unwrap_or(0);
     loop {
         placed[next] = true;
         out.push(next);
@@ -85,6 +87,10 @@ pub fn order(bodies: &[&[u8]]) -> Vec<usize> {
         }
         if out.len() == n {
             return out;
+        }
+        if let Some(l) = lead.next() {
+            next = l;
+            continue;
         }
         // The share of the body's strings the window holds; a body too short to have any
         // counts as matched (it costs a few bytes wherever it goes). Ties go to the lower
@@ -124,7 +130,7 @@ mod tests {
         let bodies: Vec<&[u8]> = (0..12)
             .map(|i| if i % 2 == 0 { &a[i / 2] } else { &b[i / 2] }.as_slice())
             .collect();
-        let o = order(&bodies);
+        let o = order(&bodies, &[]);
         let mut seen = o.clone();
         seen.sort_unstable();
         assert_eq!(seen, (0..12).collect::<Vec<_>>());
@@ -132,7 +138,13 @@ mod tests {
         // Each family in one run: the order changes family once.
         let changes = o.windows(2).filter(|w| w[0] % 2 != w[1] % 2).count();
         assert_eq!(changes, 1, "{o:?}");
-        assert_eq!(order(&bodies), o, "the same input gives the same order");
-        assert!(order(&[]).is_empty());
+        assert_eq!(order(&bodies, &[]), o, "the same input gives the same order");
+        assert!(order(&[], &[]).is_empty());
+        // Bodies asked to lead come first, in the order asked, then every other once.
+        let led = order(&bodies, &[5, 2]);
+        assert_eq!(&led[..2], &[5, 2]);
+        let mut seen = led.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..12).collect::<Vec<_>>());
     }
 }

@@ -558,6 +558,153 @@ fn reordered_functions_compute_what_they_did() {
     assert_eq!(lines[0], lines[1], "the same results before and after");
 }
 
+/// Function 0 `cold(x)`, 1 `hot(x)` = x * 3 + 1, 2 `main(x)` = `hot` applied 200 times (the
+/// calls that make it lead); data at 16, 24 (5 bytes after the first ends) and 2,000; the
+/// memory defined and exported, or imported from `env.mem`.
+fn module_with_data(imported_memory: bool) -> Vec<u8> {
+    let mut types = we::TypeSection::new();
+    types.ty().function([we::ValType::I32], [we::ValType::I32]);
+    let mut imports = we::ImportSection::new();
+    if imported_memory {
+        imports.import(
+            "env",
+            "mem",
+            we::EntityType::Memory(we::MemoryType {
+                minimum: 1,
+                maximum: None,
+                memory64: false,
+                shared: false,
+                page_size_log2: None,
+            }),
+        );
+    }
+    let mut funcs = we::FunctionSection::new();
+    for _ in 0..3 {
+        funcs.function(0);
+    }
+    let mut exports = we::ExportSection::new();
+    exports.export("main", we::ExportKind::Func, 2);
+    exports.export("cold", we::ExportKind::Func, 0);
+    if !imported_memory {
+        exports.export("mem", we::ExportKind::Memory, 0);
+    }
+    let mut code = we::CodeSection::new();
+    let mut cold = we::Function::new([]);
+    for i in [I::LocalGet(0), I::I32Const(-5), I::I32Mul, I::End] {
+        cold.instruction(&i);
+    }
+    code.function(&cold);
+    let mut hot = we::Function::new([]);
+    for i in [I::LocalGet(0), I::I32Const(3), I::I32Mul, I::I32Const(1), I::I32Add, I::End] {
+        hot.instruction(&i);
+    }
+    code.function(&hot);
+    let mut main = we::Function::new([]);
+    main.instruction(&I::LocalGet(0));
+    for _ in 0..200 {
+        main.instruction(&I::Call(1));
+    }
+    main.instruction(&I::End);
+    code.function(&main);
+    let mut data = we::DataSection::new();
+    for (at, bytes) in [(16, &b"abc"[..]), (24, b"defg"), (2000, b"xyz")] {
+        data.active(0, &we::ConstExpr::i32_const(at), bytes.iter().copied());
+    }
+    let mut m = we::Module::new();
+    m.section(&types).section(&imports).section(&funcs);
+    if !imported_memory {
+        m.section(&one_memory());
+    }
+    m.section(&exports)
+        .section(&we::DataCountSection { count: 3 })
+        .section(&code)
+        .section(&data);
+    m.finish()
+}
+
+#[test]
+fn the_most_called_function_leads_and_data_is_joined_only_over_a_memory_of_its_own() {
+    let segments = |m: &[u8]| -> Vec<(u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        for p in wasmparser::Parser::new(0).parse_all(m) {
+            if let Ok(wasmparser::Payload::DataSection(s)) = p {
+                for d in s {
+                    let d = d.unwrap();
+                    let wasmparser::DataKind::Active { offset_expr, .. } = d.kind else {
+                        panic!("passive")
+                    };
+                    let Ok(wasmparser::Operator::I32Const { value }) =
+                        offset_expr.get_operators_reader().read()
+                    else {
+                        panic!("not a constant")
+                    };
+                    out.push((value as u32, d.data.to_vec()));
+                }
+            }
+        }
+        out
+    };
+    let first_body = |m: &[u8]| -> Vec<u8> {
+        wasmparser::Parser::new(0)
+            .parse_all(m)
+            .find_map(|p| match p {
+                Ok(wasmparser::Payload::CodeSectionEntry(b)) => Some(b.as_bytes().to_vec()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let dir = std::env::temp_dir().join(format!("cairn-join-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for imported in [false, true] {
+        let before = module_with_data(imported);
+        wasmparser::Validator::new().validate_all(&before).expect("the test module validates");
+        let after = crate::reordered(&before).unwrap();
+        wasmparser::Validator::new().validate_all(&after).expect("the reordered module validates");
+        // `hot` (the body x * 3 + 1, 200 calls) is the first function now.
+        let hot = first_body(&after);
+        assert_eq!(hot, [0, 0x20, 0, 0x41, 3, 0x6c, 0x41, 1, 0x6a, 0x0b]);
+        if imported {
+            assert_eq!(segments(&after), segments(&before), "an imported memory's gaps are not the module's to write");
+        } else {
+            assert_eq!(
+                segments(&after),
+                vec![(16, b"abc\0\0\0\0\0defg".to_vec()), (2000, b"xyz".to_vec())],
+                "joined across 5 bytes, not across 1,972"
+            );
+        }
+        let paths: Vec<_> = [&before, &after]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let p = dir.join(format!("{imported}-{i}.wasm"));
+                std::fs::write(&p, m).unwrap();
+                p
+            })
+            .collect();
+        // The memory after instantiation, and the functions' results, before and after. An
+        // imported memory is given with bytes of its own in the gaps, which must stay.
+        let out = node(
+            "const fs = require('fs'); const out = [];
+             for (const path of process.argv.slice(1)) {
+               const mem = new WebAssembly.Memory({ initial: 1 });
+               new Uint8Array(mem.buffer).fill(7);
+               const e = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(path)), { env: { mem } }).exports;
+               const bytes = new Uint8Array((e.mem ?? mem).buffer, 0, 2048);
+               out.push([e.main(1), e.main(-4), e.cold(6), Buffer.from(bytes).toString('hex')].join(','));
+             }
+             console.log(out.join('\\n'));",
+            &paths,
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], lines[1], "the same memory and results before and after");
+        let fields: Vec<&str> = lines[0].split(',').collect();
+        assert_eq!(fields[2], "-30");
+        assert!(fields[3].starts_with(if imported { "0707" } else { "0000" }), "{}", &fields[3][..8]);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_split_module_reordered_and_tabled_computes_what_it_did() {
     // The narrow functions (2, 4, 6, 8) move to the rest; each calls the wide one before it,
@@ -581,7 +728,7 @@ fn a_split_module_reordered_and_tabled_computes_what_it_did() {
     // order in which the split named its exports, as `reorder` leaves them in a real module.
     let primary = std::fs::read(at("primary.wasm")).unwrap();
     let defined = crate::parse(&primary).unwrap().bodies.len();
-    let primary = crate::permuted(&primary, &(0..defined).rev().collect::<Vec<_>>()).unwrap();
+    let primary = crate::permuted(&primary, &(0..defined).rev().collect::<Vec<_>>(), None).unwrap();
     let rest = crate::reordered(&std::fs::read(at("rest.wasm")).unwrap()).unwrap();
     let func_imports = |m: &[u8]| {
         let mut n = 0;
