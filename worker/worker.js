@@ -5,7 +5,7 @@
 // Statements carry a session: while one session has a transaction open, statements of other
 // sessions wait until it ends (or fail with BUSY after the busy timeout), so a transaction never
 // sees another's uncommitted writes and never has statements of another mixed into it.
-import init, * as engine from '../build/wasm/cairn_wasm.js';
+import * as engine from '../build/wasm/cairn_wasm.js';
 import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.js';
 import { Writer, Reader, Full, paramBytes } from './wire.js';
@@ -595,11 +595,20 @@ function park(msg) {
   parked.push([msg, timer]);
 }
 
+/** The engine's module, compiled as it downloads when the server says it is wasm (the glue's own
+ * loader does the same, with more code for cases a Worker does not meet). */
+async function compile(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  if (r.headers.get('Content-Type')?.startsWith('application/wasm')) return WebAssembly.compileStreaming(r);
+  return WebAssembly.compile(await r.arrayBuffer());
+}
+
 async function handle(msg) {
   const [id, op, session, ...args] = msg;
   if (op === 'init') {
     const module = new URL(args[0] ?? './cairn.wasm', import.meta.url);
-    ready ??= init({ module_or_path: module });
+    ready ??= compile(module).then((m) => engine.initSync({ module: m }));
     try {
       wasm = await ready;
       // The rest of the engine, fetched on first use (worker/split.js): unless the page said
