@@ -334,6 +334,93 @@ fn outlined_regions_give_the_same_results() {
     assert_eq!(got[1], expected, "the module with its regions outlined");
 }
 
+/// `mix(a: i64, b: i32, c: f64) -> f64` with locals `x: i32` and `y: i64`: when `b` is not 0,
+/// an arm writes `x = b * 3`, `y = a + b` and `c = c * 2`; then `y + c + x`. The arm reads and
+/// writes locals of three types whose index order is not their type order, so its outlined
+/// function's parameters and results come in another order than the locals' (`canonical`).
+fn mixed_module() -> Vec<u8> {
+    let mut types = we::TypeSection::new();
+    types.ty().function([we::ValType::I64, we::ValType::I32, we::ValType::F64], [we::ValType::F64]);
+    let mut funcs = we::FunctionSection::new();
+    funcs.function(0);
+    let mut exports = we::ExportSection::new();
+    exports.export("mix", we::ExportKind::Func, 0);
+    let mut f = we::Function::new([(1, we::ValType::I32), (1, we::ValType::I64)]);
+    for i in [
+        I::Block(we::BlockType::Empty),
+        I::LocalGet(1),
+        I::If(we::BlockType::Empty),
+        I::LocalGet(1),
+        I::I32Const(3),
+        I::I32Mul,
+        I::LocalSet(3),
+        I::LocalGet(0),
+        I::LocalGet(1),
+        I::I64ExtendI32S,
+        I::I64Add,
+        I::LocalSet(4),
+        I::LocalGet(2),
+        I::F64Const(2.0.into()),
+        I::F64Mul,
+        I::LocalSet(2),
+        I::End,
+        I::End,
+        I::LocalGet(4),
+        I::F64ConvertI64S,
+        I::LocalGet(2),
+        I::F64Add,
+        I::LocalGet(3),
+        I::F64ConvertI32S,
+        I::F64Add,
+        I::End,
+    ] {
+        f.instruction(&i);
+    }
+    let mut code = we::CodeSection::new();
+    code.function(&f);
+    let mut m = we::Module::new();
+    m.section(&types)
+        .section(&funcs)
+        .section(&one_memory())
+        .section(&exports)
+        .section(&code);
+    m.finish()
+}
+
+#[test]
+fn a_region_over_locals_of_several_types_computes_what_it_did() {
+    let before = mixed_module();
+    wasmparser::Validator::new().validate_all(&before).expect("the test module validates");
+    // The function ran, its outer block was entered, the arm was not.
+    let (after, stats) =
+        outline_regions(&before, &BTreeSet::from([0]), &BTreeSet::from([0]), 0).unwrap();
+    wasmparser::Validator::new().validate_all(&after).expect("the outlined module validates");
+    assert_eq!(stats.moved, 1, "the arm moved");
+    let dir = std::env::temp_dir().join(format!("cairn-mixed-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let paths: Vec<_> = [&before, &after]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let p = dir.join(format!("{i}.wasm"));
+            std::fs::write(&p, m).unwrap();
+            p
+        })
+        .collect();
+    let out = node(
+        "const fs = require('fs'); const out = [];
+         for (const path of process.argv.slice(1)) {
+           const e = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(path))).exports;
+           out.push([e.mix(10n, 0, 1.5), e.mix(10n, 4, 1.5), e.mix(-7n, -2, 0.25)].join(','));
+         }
+         console.log(out.join('\\n'));",
+        &paths,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // By hand: b = 0 leaves x = 0, y = 0: 1.5; b = 4: 14 + 3 + 12 = 29; b = -2: -9 + 0.5 - 6.
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["1.5,29,-14.5", "1.5,29,-14.5"]);
+}
+
 #[test]
 fn regions_entered_or_too_small_stay() {
     let before = module();
