@@ -173,13 +173,23 @@ const worker = (out, dir, sync, testing = false) => esbuild.build({
 });
 await worker('dist/cairn-worker.js', 'build/wasm', false);
 await worker('dist/cairn-sync-worker.js', 'build/wasm-sync', true);
-await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js') });
+// What the page needs only once it syncs or another tab owns its database (worker/extra.js)
+// stays a file of its own, which cairn.js imports when it needs it; the test build's client
+// carries it inline.
+const extraFile = {
+  name: 'extra-file',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/extra\.js$/ }, () => ({ path: './cairn-extra.js', external: true }));
+  },
+};
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js'), plugins: [extraFile] });
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/extra.js')], outfile: join(root, 'dist/cairn-extra.js') });
 copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
 // terser after esbuild on the shipped scripts: its compressor folds what esbuild's minifier
 // leaves (docs/size.md, "The scripts"), 102 bytes gzip off cairn.js and 199 off cairn-worker.js.
 if (!dev) {
   const { minify } = await import('terser');
-  for (const f of ['dist/cairn.js', 'dist/cairn-worker.js', 'dist/cairn-sync-worker.js']) {
+  for (const f of ['dist/cairn.js', 'dist/cairn-extra.js', 'dist/cairn-worker.js', 'dist/cairn-sync-worker.js']) {
     const out = await minify(readFileSync(join(root, f), 'utf8'), { module: true, ecma: 2022, compress: { passes: 2 }, mangle: true });
     writeFileSync(join(root, f), out.code);
   }
@@ -211,6 +221,8 @@ const kb = (n) => (n / 1024).toFixed(1).padStart(9);
 const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb(r.gzip)}${kb(r.brotli)}${note && `   (${note})`}`);
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) line(r);
+const extraRow = sizeOf('dist/cairn-extra.js');
+line(extraRow, 'fetched when the page syncs or another tab owns the database');
 const syncWorkerRow = sizeOf('dist/cairn-sync-worker.js');
 line(syncWorkerRow, 'instead of cairn-worker.js, with { sync: true }');
 const syncRow = sizeOf('dist/cairn-sync.wasm');
@@ -221,6 +233,6 @@ if (restRow) line(restRow, 'fetched the first time a statement needs it');
 if (syncRestRow) line(syncRestRow, 'the same, for cairn-sync.wasm');
 if (!dev) {
   mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });
-  const report = { build: 'release', files: rows, total, syncWorker: syncWorkerRow, sync: syncRow, rest: restRow, syncRest: syncRestRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
+  const report = { build: 'release', files: rows, total, extra: extraRow, syncWorker: syncWorkerRow, sync: syncRow, rest: restRow, syncRest: syncRestRow, wasmBytesBeforeOpt: statSync(join(root, 'build/wasm/cairn_wasm_bg.wasm')).size };
   writeFileSync(join(root, 'bench-browser/results/size.json'), JSON.stringify(report, null, 2) + '\n');
 }

@@ -324,63 +324,6 @@ class OwnerLink {
   }
 }
 
-/** A tab that does not own the database: requests go to the owner over the channel. */
-class FollowerLink {
-  #pending = new Map();
-  #nextId = 1;
-  constructor(db) {
-    this.db = db;
-    this.timer = setInterval(() => this.#resendUnacked(), 250);
-  }
-  send(op, session, args) {
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      const req = { id, op, session, args, acked: false, resolve, reject };
-      this.#pending.set(id, req);
-      this.#post(req);
-    });
-  }
-  #post(req) {
-    this.db.bus.postMessage({ t: 'req', from: clientId, id: req.id, op: req.op, session: req.session, args: req.args });
-  }
-  #resendUnacked() {
-    for (const req of this.#pending.values()) if (!req.acked) this.#post(req);
-  }
-  onMessage(m) {
-    const req = this.#pending.get(m.id);
-    if (!req) return;
-    if (m.t === 'ack') req.acked = true;
-    else if (m.t === 'res') {
-      this.#pending.delete(m.id);
-      const [status, a, b, extra] = m.reply;
-      if (status === OK) req.resolve(a);
-      else req.reject(new CairnError(a, b, extra));
-    }
-  }
-  /** A new owner took over: requests it never received are sent again; the outcome of those the
-   * old owner had received is unknown, and they fail with OWNER_GONE. */
-  ownerChanged() {
-    for (const [id, req] of this.#pending) {
-      if (req.acked) {
-        this.#pending.delete(id);
-        req.reject(new CairnError('OWNER_GONE', 'the tab that held the database closed while this statement was in flight; it may or may not have been applied'));
-      } else this.#post(req);
-    }
-  }
-  /** Hands requests still waiting to the next link (this tab became the owner). */
-  drain(next) {
-    clearInterval(this.timer);
-    this.ownerChanged();
-    for (const req of this.#pending.values()) next.send(req.op, req.session, req.args).then(req.resolve, req.reject);
-    this.#pending.clear();
-  }
-  close() {
-    clearInterval(this.timer);
-    for (const req of this.#pending.values()) req.reject(new CairnError('CLOSED', 'the database was closed'));
-    this.#pending.clear();
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 /** A prepared statement: parsed and planned once in the engine, run many times. */
@@ -457,118 +400,31 @@ class Queries {
   }
 }
 
-/** A database's replica: its author id and key, who may write to its scopes, and the links
- * that carry the sync protocol to peers (another database, a relay). */
-export class Sync {
-  #db;
-  constructor(db) {
-    this.#db = db;
-  }
-  #send(op, args = [], transfer = []) {
-    return this.#db._send(op, this.#db._session, args, transfer);
-  }
-  /** This database's author id: 64 hex digits (the key pair is made on first use). */
-  id() {
-    return this.#send('syncId');
-  }
-  /** The key pair, to move this identity to another device. Keep it secret. */
-  exportKey() {
-    return this.#send('syncExportKey');
-  }
-  /** Takes an exported key pair (refused once this database has written changes of its own). */
-  importKey(bytes) {
-    const copy = new Uint8Array(bytes).slice();
-    return this.#send('syncImportKey', [copy.buffer], [copy.buffer]);
-  }
-  /** Writes go to the scopes of `ownerId` (default: this database's own id). */
-  setOwner(ownerId) {
-    return this.#send('syncSetOwner', [String(ownerId)]);
-  }
-  /** As a scope's owner, lets `writerIds` write to scope `scope` (a table name, or
-   * `table/column=value` for a scoped table). Lists only grow. */
-  authorize(scope, writerIds) {
-    return this.#send('syncAuthorize', [String(scope), Array.from(writerIds, String)]);
-  }
-  /** Equal on two replicas that hold the same changes. */
-  digest() {
-    return this.#send('syncDigest');
-  }
-  /** Records committed here and not yet signed: they are sealed into a block before they leave
-   * on a link, or once statements have been idle for a second. */
-  pending() {
-    return this.#send('syncPending');
-  }
-  /** Re-checks every stored signature and chain link; returns the problems (empty when sound). */
-  verify() {
-    return this.#send('syncVerify');
-  }
-  /** What happened since the last call: `[{ kind, code, detail }]` (`applied`, `rejected` with
-   * the reason, `fork`, `peer_rejected`, `row_refused`, `error`). */
-  async events() {
-    const raw = await this.#send('syncEvents');
-    return raw.map(([kind, code, detail]) => ({ kind, code, detail }));
-  }
-  /** Syncs with whatever is at the other end of `port` (a `MessagePort`: another database's
-   * `sync.connect`, or a bridge to a relay). The port moves into the Worker, which runs the
-   * protocol by itself. Returns `{ link, close() }`. Only the tab that owns the database can.
-   * The port dies with the Worker: after an engine restart, connect a new one. */
-  async connect(port) {
-    const worker = this.#owner('sync.connect');
-    const link = await worker.call('syncAttach', [port], [port]);
-    return { link, close: () => worker.call('syncDetach', [link]) };
-  }
-  /** Syncs with every other database (in this tab, other tabs, their Workers) that joins the
-   * BroadcastChannel `name`: one link per pair, run inside the owner tab's Worker. Any tab may ask
-   * (a second tab's request goes through the owner); the database joins a channel once however
-   * many tabs ask, and leaves it when the last of them closes it or goes away. A tab that takes
-   * over the database, or whose engine restarts, joins the channels it asked for again. */
-  async connectChannel(name) {
-    return this.#transport('syncBus', String(name));
-  }
-  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the owner tab's Worker
-   * answers the relay's challenge with this database's key, runs the protocol, and reconnects
-   * after a cut. Refusals arrive as events of kind `relay`. Any tab may ask, as for
-   * `connectChannel`, with the same sharing and the same reconnection after a take-over or an
-   * engine restart. Returns `{ link, close() }`. */
-  async connectRelay(url) {
-    return this.#transport('syncRelay', String(url));
-  }
+// What a page needs only once it syncs, or once another tab owns the database it opens, is in
+// cairn-extra.js, fetched then (worker/extra.js; docs/size.md, "The scripts"): a page that
+// opens a database in one tab without sync does not download it.
+let extras = null;
+const extra = () => (extras ??= import('./extra.js'));
 
-  #owner(what) {
-    const worker = this.#db._ownerWorker();
-    if (!worker) throw new CairnError('NOT_OWNER', `${what} runs in the tab that owns the database (db.isOwner)`);
-    return worker;
-  }
-  // Channels and relays this tab asked for, to ask for again from a new owner (this tab after a
-  // take-over or an engine restart, or another tab that took over).
-  #transports = new Set();
-  async #transport(op, arg) {
-    const t = { op, arg, link: await this.#send(op, [arg]) };
-    this.#transports.add(t);
-    return {
-      get link() {
-        return t.link;
-      },
-      close: async () => {
-        if (!this.#transports.delete(t)) return false;
-        return (await this.#send('syncDetach', [t.link]).catch(() => false)) ?? false;
-      },
-    };
-  }
-  /** After a new Worker took the database (this tab's engine restarted, this tab took over, or
-   * another tab did): the transports this tab asked for, again. */
-  async _reattach() {
-    for (const t of this.#transports) {
-      try {
-        // The owner's own Worker directly: during a restart, requests through the database wait
-        // for the restart, which waits for this.
-        const worker = this.#db._ownerWorker();
-        t.link = await (worker ? worker.call(t.op, [t.arg]) : this.#send(t.op, [t.arg]));
-      } catch {
-        this.#transports.delete(t); // the database was reopened without sync
-      }
-    }
-  }
+// The replica's methods (worker/extra.js, `Sync`), each loading it on first use; what a call
+// takes is read at the call, as the methods themselves do.
+const SYNC_METHODS = ['id', 'exportKey', 'setOwner', 'digest', 'pending', 'verify', 'events', 'connect', 'connectChannel', 'connectRelay'];
+function lazySync(db) {
+  let real = null;
+  const get = () => (real ??= extra().then((x) => new x.Sync(db, CairnError)));
+  const sync = {
+    importKey: (bytes) => {
+      const copy = new Uint8Array(bytes).slice();
+      return get().then((s) => s.importKey(copy));
+    },
+    authorize: (scope, writerIds) => {
+      const ids = Array.from(writerIds, String);
+      return get().then((s) => s.authorize(scope, ids));
+    },
+    _reattach: async () => (await real)?._reattach(),
+  };
+  for (const m of SYNC_METHODS) sync[m] = (...args) => get().then((s) => s[m](...args));
+  return sync;
 }
 
 export class Database extends Queries {
@@ -577,6 +433,7 @@ export class Database extends Queries {
   #link = null;
   #closed = false;
   #release = null; // resolves to give up ownership
+  #held = null; // the request of the database's lock
   #sessions = new Set();
   _generation = 0;
 
@@ -603,7 +460,7 @@ export class Database extends Queries {
 
   /** Replication: identity, writers, transports (docs/sync.md). */
   get sync() {
-    this._sync ??= new Sync(this);
+    this._sync ??= lazySync(this);
     return this._sync;
   }
 
@@ -646,9 +503,12 @@ export class Database extends Queries {
         // Ownership lasts until close(), or until this tab goes away.
         await new Promise((r) => { this.#release = r; });
       };
-      navigator.locks.request(lockName, { ifAvailable: true }, async (lock) => {
+      // Settles once this tab holds the lock no more (close() waits for it, so that the
+      // database is free when close() resolves: reopened at once, this tab owns it again).
+      this.#held = navigator.locks.request(lockName, { ifAvailable: true }, async (lock) => {
         if (lock) return hold();
-        this.#link = new FollowerLink(this);
+        const { FollowerLink } = await extra();
+        this.#link = new FollowerLink(this, { CairnError, OK, clientId });
         first = false;
         resolve();
         // Wait in line to take over when the owner goes away.
@@ -658,7 +518,8 @@ export class Database extends Queries {
           await hold();
           void follower;
         });
-      }).catch(reject);
+      });
+      this.#held.catch(reject);
     });
   }
 
@@ -678,7 +539,7 @@ export class Database extends Queries {
     this._generation++;
     this.#link = link;
     worker.onDeath = (code) => this.#onWorkerDeath(link, code);
-    if (previous instanceof FollowerLink) {
+    if (previous?.drain) {
       previous.drain(link);
       // The channels and relays this tab asked for ran in the old owner's Worker.
       void this._sync?._reattach().catch(() => {});
@@ -700,7 +561,7 @@ export class Database extends Queries {
   #watched = new Set();
   #onChannel(m) {
     if (m.t === 'owner') {
-      if (this.#link instanceof FollowerLink && m.from !== clientId) {
+      if (this.#link?.ownerChanged && m.from !== clientId) {
         this._generation++;
         this.#link.ownerChanged();
         // What this tab asked for ran in the old owner's Worker: ask the new one.
@@ -709,7 +570,7 @@ export class Database extends Queries {
       return;
     }
     if (m.t === 'ack' || m.t === 'res') {
-      if (m.to === clientId && this.#link instanceof FollowerLink) this.#link.onMessage(m);
+      if (m.to === clientId) this.#link?.onMessage?.(m);
       return;
     }
     if (m.t === 'req' && this.#link instanceof OwnerLink) {
@@ -784,6 +645,9 @@ export class Database extends Queries {
     this.#release?.();
     this.#releaseClient?.();
     this.bus?.close();
+    // An owner's close() resolves once the lock is free (a follower's place in line is let go
+    // when its turn comes).
+    if (link instanceof OwnerLink) await this.#held?.catch(() => {});
   }
 }
 

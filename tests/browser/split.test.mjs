@@ -75,6 +75,9 @@ test('common statements run without the rest of the engine; EXPLAIN and check() 
     // A page without sync fetches the Worker script and module without it (docs/size.md).
     assert.ok(files.has('cairn-worker.js'), [...files].join(', '));
     assert.deepEqual([...files].filter((f) => f.includes('sync')), [], 'no sync file is fetched');
+    // Nor what only syncing or a second tab needs (worker/extra.js): closed and opened again in
+    // the same tab, the database is this tab's again at once.
+    assert.ok(!files.has('cairn-extra.js'), [...files].join(', '));
   }));
 
 test('a rest of the engine that cannot be fetched is INTERNAL, and the database reopens at its last commit', () =>

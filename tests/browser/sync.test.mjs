@@ -9,7 +9,7 @@ test('two databases sync over a MessageChannel and converge', async () => {
   const b = await launch();
   const workers = []; // the Worker scripts the page started
   b.page.on('request', (r) => {
-    const name = /\/(cairn[\w-]*worker\.js)$/.exec(r.url());
+    const name = /\/(cairn[\w-]*worker\.js|cairn-extra\.js)$/.exec(r.url());
     if (name) workers.push(name[1]);
   });
   try {
@@ -89,6 +89,8 @@ test('two databases sync over a MessageChannel and converge', async () => {
     assert.equal(r.plainAfter, 3);
     // With { sync: true } the Worker script that carries the sync transports; without, the other.
     assert.ok(workers.includes('cairn-sync-worker.js') && workers.includes('cairn-worker.js'), workers.join(', '));
+    // `db.sync` fetched what the page needs to sync, once (worker/extra.js).
+    assert.equal(workers.filter((w) => w === 'cairn-extra.js').length, 1, workers.join(', '));
     assert.deepEqual(b.errors, [], 'the page threw');
   } finally {
     await b.close();

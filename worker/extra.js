@@ -1,0 +1,181 @@
+// The parts of the page-side client that a page needs only once it syncs (`Sync`, behind
+// `db.sync`) or once another tab owns the database it opens (`FollowerLink`). worker/client.js
+// imports this module the first time it needs one; the build makes it cairn-extra.js, beside
+// cairn.js (docs/size.md, "The scripts"). It imports nothing: what it needs of the client comes
+// as arguments, so that it never holds a second copy of the client's classes.
+
+/** A database's replica: its author id and key, who may write to its scopes, and the links
+ * that carry the sync protocol to peers (another database, a relay). */
+export class Sync {
+  #db;
+  #error;
+  constructor(db, CairnError) {
+    this.#db = db;
+    this.#error = CairnError;
+  }
+  #send(op, args = [], transfer = []) {
+    return this.#db._send(op, this.#db._session, args, transfer);
+  }
+  /** This database's author id: 64 hex digits (the key pair is made on first use). */
+  id() {
+    return this.#send('syncId');
+  }
+  /** The key pair, to move this identity to another device. Keep it secret. */
+  exportKey() {
+    return this.#send('syncExportKey');
+  }
+  /** Takes an exported key pair (refused once this database has written changes of its own). */
+  importKey(bytes) {
+    const copy = new Uint8Array(bytes).slice();
+    return this.#send('syncImportKey', [copy.buffer], [copy.buffer]);
+  }
+  /** Writes go to the scopes of `ownerId` (default: this database's own id). */
+  setOwner(ownerId) {
+    return this.#send('syncSetOwner', [String(ownerId)]);
+  }
+  /** As a scope's owner, lets `writerIds` write to scope `scope` (a table name, or
+   * `table/column=value` for a scoped table). Lists only grow. */
+  authorize(scope, writerIds) {
+    return this.#send('syncAuthorize', [String(scope), Array.from(writerIds, String)]);
+  }
+  /** Equal on two replicas that hold the same changes. */
+  digest() {
+    return this.#send('syncDigest');
+  }
+  /** Records committed here and not yet signed: they are sealed into a block before they leave
+   * on a link, or once statements have been idle for a second. */
+  pending() {
+    return this.#send('syncPending');
+  }
+  /** Re-checks every stored signature and chain link; returns the problems (empty when sound). */
+  verify() {
+    return this.#send('syncVerify');
+  }
+  /** What happened since the last call: `[{ kind, code, detail }]` (`applied`, `rejected` with
+   * the reason, `fork`, `peer_rejected`, `row_refused`, `error`). */
+  async events() {
+    const raw = await this.#send('syncEvents');
+    return raw.map(([kind, code, detail]) => ({ kind, code, detail }));
+  }
+  /** Syncs with whatever is at the other end of `port` (a `MessagePort`: another database's
+   * `sync.connect`, or a bridge to a relay). The port moves into the Worker, which runs the
+   * protocol by itself. Returns `{ link, close() }`. Only the tab that owns the database can.
+   * The port dies with the Worker: after an engine restart, connect a new one. */
+  async connect(port) {
+    const worker = this.#owner('sync.connect');
+    const link = await worker.call('syncAttach', [port], [port]);
+    return { link, close: () => worker.call('syncDetach', [link]) };
+  }
+  /** Syncs with every other database (in this tab, other tabs, their Workers) that joins the
+   * BroadcastChannel `name`: one link per pair, run inside the owner tab's Worker. Any tab may ask
+   * (a second tab's request goes through the owner); the database joins a channel once however
+   * many tabs ask, and leaves it when the last of them closes it or goes away. A tab that takes
+   * over the database, or whose engine restarts, joins the channels it asked for again. */
+  async connectChannel(name) {
+    return this.#transport('syncBus', String(name));
+  }
+  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the owner tab's Worker
+   * answers the relay's challenge with this database's key, runs the protocol, and reconnects
+   * after a cut. Refusals arrive as events of kind `relay`. Any tab may ask, as for
+   * `connectChannel`, with the same sharing and the same reconnection after a take-over or an
+   * engine restart. Returns `{ link, close() }`. */
+  async connectRelay(url) {
+    return this.#transport('syncRelay', String(url));
+  }
+
+  #owner(what) {
+    const worker = this.#db._ownerWorker();
+    if (!worker) throw new this.#error('NOT_OWNER', `${what} runs in the tab that owns the database (db.isOwner)`);
+    return worker;
+  }
+  // Channels and relays this tab asked for, to ask for again from a new owner (this tab after a
+  // take-over or an engine restart, or another tab that took over).
+  #transports = new Set();
+  async #transport(op, arg) {
+    const t = { op, arg, link: await this.#send(op, [arg]) };
+    this.#transports.add(t);
+    return {
+      get link() {
+        return t.link;
+      },
+      close: async () => {
+        if (!this.#transports.delete(t)) return false;
+        return (await this.#send('syncDetach', [t.link]).catch(() => false)) ?? false;
+      },
+    };
+  }
+  /** After a new Worker took the database (this tab's engine restarted, this tab took over, or
+   * another tab did): the transports this tab asked for, again. */
+  async _reattach() {
+    for (const t of this.#transports) {
+      try {
+        // The owner's own Worker directly: during a restart, requests through the database wait
+        // for the restart, which waits for this.
+        const worker = this.#db._ownerWorker();
+        t.link = await (worker ? worker.call(t.op, [t.arg]) : this.#send(t.op, [t.arg]));
+      } catch {
+        this.#transports.delete(t); // the database was reopened without sync
+      }
+    }
+  }
+}
+
+/** A tab that does not own the database: requests go to the owner over the channel. */
+export class FollowerLink {
+  #pending = new Map();
+  #nextId = 1;
+  constructor(db, { CairnError, OK, clientId }) {
+    this.db = db;
+    this.error = CairnError;
+    this.ok = OK;
+    this.from = clientId;
+    this.timer = setInterval(() => this.#resendUnacked(), 250);
+  }
+  send(op, session, args) {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const req = { id, op, session, args, acked: false, resolve, reject };
+      this.#pending.set(id, req);
+      this.#post(req);
+    });
+  }
+  #post(req) {
+    this.db.bus.postMessage({ t: 'req', from: this.from, id: req.id, op: req.op, session: req.session, args: req.args });
+  }
+  #resendUnacked() {
+    for (const req of this.#pending.values()) if (!req.acked) this.#post(req);
+  }
+  onMessage(m) {
+    const req = this.#pending.get(m.id);
+    if (!req) return;
+    if (m.t === 'ack') req.acked = true;
+    else if (m.t === 'res') {
+      this.#pending.delete(m.id);
+      const [status, a, b, extra] = m.reply;
+      if (status === this.ok) req.resolve(a);
+      else req.reject(new this.error(a, b, extra));
+    }
+  }
+  /** A new owner took over: requests it never received are sent again; the outcome of those the
+   * old owner had received is unknown, and they fail with OWNER_GONE. */
+  ownerChanged() {
+    for (const [id, req] of this.#pending) {
+      if (req.acked) {
+        this.#pending.delete(id);
+        req.reject(new this.error('OWNER_GONE', 'the tab that held the database closed while this statement was in flight; it may or may not have been applied'));
+      } else this.#post(req);
+    }
+  }
+  /** Hands requests still waiting to the next link (this tab became the owner). */
+  drain(next) {
+    clearInterval(this.timer);
+    this.ownerChanged();
+    for (const req of this.#pending.values()) next.send(req.op, req.session, req.args).then(req.resolve, req.reject);
+    this.#pending.clear();
+  }
+  close() {
+    clearInterval(this.timer);
+    for (const req of this.#pending.values()) req.reject(new this.error('CLOSED', 'the database was closed'));
+    this.#pending.clear();
+  }
+}
