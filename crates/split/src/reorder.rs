@@ -138,7 +138,11 @@ mod tests {
         // Each family in one run: the order changes family once.
         let changes = o.windows(2).filter(|w| w[0] % 2 != w[1] % 2).count();
         assert_eq!(changes, 1, "{o:?}");
-        assert_eq!(order(&bodies, &[]), o, "the same input gives the same order");
+        assert_eq!(
+            order(&bodies, &[]),
+            o,
+            "the same input gives the same order"
+        );
         assert!(order(&[], &[]).is_empty());
         // Bodies asked to lead come first, in the order asked, then every other once.
         let led = order(&bodies, &[5, 2]);

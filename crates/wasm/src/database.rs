@@ -87,7 +87,11 @@ struct ParamReader<'a>(&'a [u8]);
 impl<'a> ParamReader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], JsValue> {
         if self.0.len() < n {
-            return Err(error("INVALID_INPUT", "the parameters' encoding is cut short", None));
+            return Err(error(
+                "INVALID_INPUT",
+                "the parameters' encoding is cut short",
+                None,
+            ));
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
