@@ -265,6 +265,7 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
         Some(&at("map")),
         &at("primary.wasm"),
         &at("rest.wasm"),
+        0,
     )
     .unwrap();
     let primary_len = std::fs::metadata(at("primary.wasm")).unwrap().len();
@@ -274,6 +275,7 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
         None,
         &at("whole-data.wasm"),
         &at("rest-no-data.wasm"),
+        0,
     )
     .unwrap();
     let without_map = std::fs::metadata(at("whole-data.wasm")).unwrap().len();

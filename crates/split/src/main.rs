@@ -71,8 +71,10 @@ fn main() -> ExitCode {
     {
         ["instrument", input, out] => instrument(input, out),
         ["outline", input, funcs, regions, out] => outline(input, funcs, regions, out),
-        ["split", input, hit, primary, rest] => split(input, hit, None, primary, rest),
-        ["split", input, hit, primary, rest, map] => split(input, hit, Some(map), primary, rest),
+        ["split", input, hit, primary, rest] => split(input, hit, None, primary, rest, COPY_BYTES),
+        ["split", input, hit, primary, rest, map] => {
+            split(input, hit, Some(map), primary, rest, COPY_BYTES)
+        }
         ["reorder", input, out] => reorder(input, out),
         ["table", primary, rest] => table(primary, rest),
         _ => Err(
@@ -267,6 +269,9 @@ const I32_MUT: we::GlobalType = we::GlobalType {
     mutable: true,
     shared: false,
 };
+
+/// Active data segments of memory 0: (address, bytes).
+type Segments = Vec<(u32, Vec<u8>)>;
 
 /// What a copy of the input adds to it, each after what the input has of its kind.
 #[derive(Default)]
@@ -659,7 +664,7 @@ fn reordered(bytes: &[u8]) -> Result<Vec<u8>> {
 /// memory holds there at instantiation anyway: the module defines its memory (an imported one,
 /// as the rest's, holds the other module's data in those gaps), and every segment is active,
 /// at a constant address, in increasing order without overlap (so none writes over another).
-fn joined(p: &Parsed) -> Result<Option<Vec<(u32, Vec<u8>)>>> {
+fn joined(p: &Parsed) -> Result<Option<Segments>> {
     let Some(d) = p.data.clone() else {
         return Ok(None);
     };
@@ -678,7 +683,8 @@ fn joined(p: &Parsed) -> Result<Option<Vec<(u32, Vec<u8>)>>> {
             return Ok(None);
         };
         let mut ops = offset_expr.get_operators_reader();
-        let (Ok(wp::Operator::I32Const { value }), Ok(wp::Operator::End)) = (ops.read(), ops.read())
+        let (Ok(wp::Operator::I32Const { value }), Ok(wp::Operator::End)) =
+            (ops.read(), ops.read())
         else {
             return Ok(None);
         };
@@ -704,7 +710,7 @@ fn joined(p: &Parsed) -> Result<Option<Vec<(u32, Vec<u8>)>>> {
 
 /// `bytes` with its defined functions in `order` (positions among the defined ones, each
 /// once), every function index mapped, and its data as `data` (the module's own if None).
-fn permuted(bytes: &[u8], order: &[usize], data: Option<Vec<(u32, Vec<u8>)>>) -> Result<Vec<u8>> {
+fn permuted(bytes: &[u8], order: &[usize], data: Option<Segments>) -> Result<Vec<u8>> {
     let mut p = parse(bytes)?;
     let nimp = p.imported_funcs as usize;
     let mut map = Remap::identity(&p);
@@ -1023,6 +1029,8 @@ fn outline_regions(
 #[derive(Default)]
 struct Refs {
     funcs: BTreeSet<u32>,
+    /// Those of `funcs` it takes a reference to (`ref.func`), not only calls.
+    taken: BTreeSet<u32>,
     globals: BTreeSet<u32>,
     /// It names a data or element segment: it stays with the segments, in the primary module.
     segments: bool,
@@ -1033,10 +1041,12 @@ fn refs(body: &wp::FunctionBody) -> Result<Refs> {
     let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
     while !ops.eof() {
         match ops.read().map_err(|e| e.to_string())? {
-            wp::Operator::Call { function_index }
-            | wp::Operator::ReturnCall { function_index }
-            | wp::Operator::RefFunc { function_index } => {
+            wp::Operator::Call { function_index } | wp::Operator::ReturnCall { function_index } => {
                 r.funcs.insert(function_index);
+            }
+            wp::Operator::RefFunc { function_index } => {
+                r.funcs.insert(function_index);
+                r.taken.insert(function_index);
             }
             wp::Operator::GlobalGet { global_index } | wp::Operator::GlobalSet { global_index } => {
                 r.globals.insert(global_index);
@@ -1051,12 +1061,81 @@ fn refs(body: &wp::FunctionBody) -> Result<Refs> {
     Ok(r)
 }
 
+/// A kept function the rest calls costs the primary module an entry in the table through which
+/// the rest calls it (about 2.4 bytes of its gzip each, `tabled`). Where that function and every
+/// kept function it calls, and they call, come to at most this many bytes, the rest gets a
+/// copy of them instead and calls those. Measured on `cairn.wasm` (docs/size.md, "Copies in
+/// the rest"): up to 100, 200, 400 and 800 bytes, 196, 420, 313 and 732 bytes off its gzip, and
+/// 2.1, 4.4, 7.7 and 11.2 KB more for its rest.
+const COPY_BYTES: usize = 200;
+
+/// The kept functions (by index among the defined ones) that the rest gets a copy of: for
+/// each kept function a moved one calls, its closure over the kept functions it calls, when the
+/// closure's bodies come to `limit` bytes or less. A function a moved one takes a reference to
+/// is not copied (the copy would be another function), nor one that names a segment, nor one
+/// whose closure does either. Calls from a copy to moved functions are calls within the rest.
+fn copied(
+    p: &Parsed,
+    keep: &BTreeSet<usize>,
+    moved: &[usize],
+    body_refs: &[Refs],
+    is_moved: &dyn Fn(u32) -> bool,
+    limit: usize,
+) -> BTreeSet<usize> {
+    let nimp = p.imported_funcs;
+    let defined = |f: u32| f.checked_sub(nimp).map(|d| d as usize);
+    let taken: BTreeSet<u32> = moved
+        .iter()
+        .flat_map(|&i| body_refs[i].taken.iter().copied())
+        .collect();
+    let called: BTreeSet<usize> = (moved.iter())
+        .flat_map(|&i| body_refs[i].funcs.iter().copied())
+        .filter(|&f| !is_moved(f) && !taken.contains(&f))
+        .filter_map(defined)
+        .collect();
+    let mut out = BTreeSet::new();
+    for &c in &called {
+        // The closure, or None once it is too large or holds what cannot be copied.
+        let mut seen = BTreeSet::from([c]);
+        let mut todo = vec![c];
+        let mut bytes = 0;
+        let mut ok = true;
+        while let Some(f) = todo.pop() {
+            bytes += p.bodies[f].as_bytes().len();
+            if bytes > limit || body_refs[f].segments || !body_refs[f].taken.is_empty() {
+                ok = false;
+                break;
+            }
+            for &g in &body_refs[f].funcs {
+                match defined(g) {
+                    // Imported functions: the rest imports them as it does the primary's.
+                    None => {
+                        ok = false;
+                        break;
+                    }
+                    Some(d) if keep.contains(&d) && seen.insert(d) => todo.push(d),
+                    Some(_) => {}
+                }
+            }
+            if !ok {
+                break;
+            }
+        }
+        if ok {
+            out.extend(seen);
+        }
+    }
+    out
+}
+
+/// `copy_bytes`: the largest closure of kept functions the rest gets a copy of (`copied`).
 fn split(
     input: &str,
     hit: &str,
     map: Option<&str>,
     primary_out: &str,
     rest_out: &str,
+    copy_bytes: usize,
 ) -> Result<()> {
     let bytes = read(input)?;
     let p = parse(&bytes)?;
@@ -1094,11 +1173,16 @@ fn split(
     }
     let is_moved = |f: u32| f >= nimp && slot[(f - nimp) as usize] != u32::MAX;
 
-    // What the moved functions use from the primary module.
+    // Kept functions the rest gets a copy of (`copied`), and what the moved functions and the
+    // copies use from the primary module.
+    let copies = copied(&p, &keep, &moved, &body_refs, &is_moved, copy_bytes);
     let mut used_funcs = BTreeSet::new();
     let mut used_globals = BTreeSet::new();
-    for &i in &moved {
-        used_funcs.extend(body_refs[i].funcs.iter().copied().filter(|&f| !is_moved(f)));
+    for &i in moved.iter().chain(&copies) {
+        used_funcs.extend(
+            (body_refs[i].funcs.iter().copied())
+                .filter(|&f| !is_moved(f) && !copies.contains(&((f - nimp) as usize))),
+        );
         used_globals.extend(body_refs[i].globals.iter().copied());
     }
 
@@ -1208,11 +1292,13 @@ fn split(
     }
     q.section(&imports);
     let first_defined = used_funcs.len() as u32;
-    for (k, &i) in moved.iter().enumerate() {
+    // The moved functions (in slot order), then the copies.
+    let defined_here: Vec<usize> = moved.iter().chain(&copies).copied().collect();
+    for (k, &i) in defined_here.iter().enumerate() {
         qfuncs[nimp as usize + i] = first_defined + k as u32;
     }
     let mut funcs = we::FunctionSection::new();
-    for &i in &moved {
+    for &i in &defined_here {
         funcs.function(p.func_types[nimp as usize + i]);
     }
     q.section(&funcs);
@@ -1229,7 +1315,7 @@ fn split(
         globals: qglobals,
     };
     let mut code = we::CodeSection::new();
-    for &i in &moved {
+    for &i in &defined_here {
         re(map.parse_function_body(&mut code, p.bodies[i].clone()))?;
     }
     q.section(&code);
@@ -1246,10 +1332,11 @@ fn split(
     }
     write(rest_out, &q.finish())?;
     eprintln!(
-        "cairn-split: {} of {} functions kept, {} moved; the moved ones use {} functions and {} globals of the primary",
+        "cairn-split: {} of {} functions kept, {} moved, {} kept ones copied to the rest; the rest uses {} functions and {} globals of the primary",
         defined - moved.len(),
         defined,
         moved.len(),
+        copies.len(),
         used_funcs.len(),
         used_globals.len()
     );

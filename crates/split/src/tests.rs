@@ -340,7 +340,10 @@ fn outlined_regions_give_the_same_results() {
 /// function's parameters and results come in another order than the locals' (`canonical`).
 fn mixed_module() -> Vec<u8> {
     let mut types = we::TypeSection::new();
-    types.ty().function([we::ValType::I64, we::ValType::I32, we::ValType::F64], [we::ValType::F64]);
+    types.ty().function(
+        [we::ValType::I64, we::ValType::I32, we::ValType::F64],
+        [we::ValType::F64],
+    );
     let mut funcs = we::FunctionSection::new();
     funcs.function(0);
     let mut exports = we::ExportSection::new();
@@ -390,11 +393,15 @@ fn mixed_module() -> Vec<u8> {
 #[test]
 fn a_region_over_locals_of_several_types_computes_what_it_did() {
     let before = mixed_module();
-    wasmparser::Validator::new().validate_all(&before).expect("the test module validates");
+    wasmparser::Validator::new()
+        .validate_all(&before)
+        .expect("the test module validates");
     // The function ran, its outer block was entered, the arm was not.
     let (after, stats) =
         outline_regions(&before, &BTreeSet::from([0]), &BTreeSet::from([0]), 0).unwrap();
-    wasmparser::Validator::new().validate_all(&after).expect("the outlined module validates");
+    wasmparser::Validator::new()
+        .validate_all(&after)
+        .expect("the outlined module validates");
     assert_eq!(stats.moved, 1, "the arm moved");
     let dir = std::env::temp_dir().join(format!("cairn-mixed-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -418,7 +425,10 @@ fn a_region_over_locals_of_several_types_computes_what_it_did() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
     // By hand: b = 0 leaves x = 0, y = 0: 1.5; b = 4: 14 + 3 + 12 = 29; b = -2: -9 + 0.5 - 6.
-    assert_eq!(out.lines().collect::<Vec<_>>(), ["1.5,29,-14.5", "1.5,29,-14.5"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["1.5,29,-14.5", "1.5,29,-14.5"]
+    );
 }
 
 #[test]
@@ -682,7 +692,14 @@ fn module_with_data(imported_memory: bool) -> Vec<u8> {
     }
     code.function(&cold);
     let mut hot = we::Function::new([]);
-    for i in [I::LocalGet(0), I::I32Const(3), I::I32Mul, I::I32Const(1), I::I32Add, I::End] {
+    for i in [
+        I::LocalGet(0),
+        I::I32Const(3),
+        I::I32Mul,
+        I::I32Const(1),
+        I::I32Add,
+        I::End,
+    ] {
         hot.instruction(&i);
     }
     code.function(&hot);
@@ -744,14 +761,22 @@ fn the_most_called_function_leads_and_data_is_joined_only_over_a_memory_of_its_o
     std::fs::create_dir_all(&dir).unwrap();
     for imported in [false, true] {
         let before = module_with_data(imported);
-        wasmparser::Validator::new().validate_all(&before).expect("the test module validates");
+        wasmparser::Validator::new()
+            .validate_all(&before)
+            .expect("the test module validates");
         let after = crate::reordered(&before).unwrap();
-        wasmparser::Validator::new().validate_all(&after).expect("the reordered module validates");
+        wasmparser::Validator::new()
+            .validate_all(&after)
+            .expect("the reordered module validates");
         // `hot` (the body x * 3 + 1, 200 calls) is the first function now.
         let hot = first_body(&after);
         assert_eq!(hot, [0, 0x20, 0, 0x41, 3, 0x6c, 0x41, 1, 0x6a, 0x0b]);
         if imported {
-            assert_eq!(segments(&after), segments(&before), "an imported memory's gaps are not the module's to write");
+            assert_eq!(
+                segments(&after),
+                segments(&before),
+                "an imported memory's gaps are not the module's to write"
+            );
         } else {
             assert_eq!(
                 segments(&after),
@@ -784,20 +809,44 @@ fn the_most_called_function_leads_and_data_is_joined_only_over_a_memory_of_its_o
         );
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0], lines[1], "the same memory and results before and after");
+        assert_eq!(
+            lines[0], lines[1],
+            "the same memory and results before and after"
+        );
         let fields: Vec<&str> = lines[0].split(',').collect();
         assert_eq!(fields[2], "-30");
-        assert!(fields[3].starts_with(if imported { "0707" } else { "0000" }), "{}", &fields[3][..8]);
+        assert!(
+            fields[3].starts_with(if imported { "0707" } else { "0000" }),
+            "{}",
+            &fields[3][..8]
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_split_module_reordered_and_tabled_computes_what_it_did() {
+    split_reordered_and_tabled(0, 4);
+}
+
+/// With copies: the wide functions 3, 5 and 7 call only moved ones, so the rest gets a copy of
+/// each (and calls them directly); function 1 calls an import and stays the rest's one call
+/// into the primary module.
+#[test]
+fn kept_functions_copied_to_the_rest_compute_what_they_did() {
+    split_reordered_and_tabled(200, 1);
+}
+
+/// `module_with_references` split with copies up to `copy_bytes`, the rest then calling
+/// `imports` of the primary's functions, reordered, tabled, and run in Node against the whole.
+fn split_reordered_and_tabled(copy_bytes: usize, imports: usize) {
     // The narrow functions (2, 4, 6, 8) move to the rest; each calls the wide one before it,
     // which stays, so the rest calls those of the primary module.
     let whole = module_with_references();
-    let dir = std::env::temp_dir().join(format!("cairn-table-test-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "cairn-table-test-{}-{copy_bytes}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let at = |f: &str| dir.join(f).to_str().unwrap().to_string();
     std::fs::write(at("whole.wasm"), &whole).unwrap();
@@ -809,6 +858,7 @@ fn a_split_module_reordered_and_tabled_computes_what_it_did() {
         None,
         &at("primary.wasm"),
         &at("rest.wasm"),
+        copy_bytes,
     )
     .unwrap();
     // The primary's functions in reverse order, so that the table's slots do not follow the
@@ -831,8 +881,8 @@ fn a_split_module_reordered_and_tabled_computes_what_it_did() {
     };
     assert_eq!(
         func_imports(&rest),
-        4,
-        "the rest calls four of the primary's functions"
+        imports,
+        "the primary's functions the rest calls"
     );
     let (primary, rest) = crate::tabled(&primary, &rest).unwrap();
     for m in [&primary, &rest] {
