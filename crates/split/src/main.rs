@@ -1065,9 +1065,10 @@ fn refs(body: &wp::FunctionBody) -> Result<Refs> {
 /// the rest calls it (about 2.4 bytes of its gzip each, `tabled`). Where that function and every
 /// kept function it calls, and they call, come to at most this many bytes, the rest gets a
 /// copy of them instead and calls those. Measured on `cairn.wasm` (docs/size.md, "Copies in
-/// the rest"): up to 100, 200, 400 and 800 bytes, 196, 420, 313 and 732 bytes off its gzip, and
-/// 2.1, 4.4, 7.7 and 11.2 KB more for its rest.
-const COPY_BYTES: usize = 200;
+/// the rest"): closures up to 200, 400, 600, 800 and 1,200 bytes took 362, 410, 767, 820 and 834
+/// bytes off its gzip and put 4.3, 7.7, 9.3, 10.8 and 14.2 KB on its rest's (125.3 KB without
+/// copies; pages fetch it only for the rarer statements).
+const COPY_BYTES: usize = 600;
 
 /// The kept functions (by index among the defined ones) that the rest gets a copy of: for
 /// each kept function a moved one calls, its closure over the kept functions it calls, when the
@@ -1155,8 +1156,25 @@ fn split(
         }
         body_refs.push(r);
     }
-    // The moved functions, by index among the defined ones, in slot order.
-    let moved: Vec<usize> = (0..defined).filter(|i| !keep.contains(i)).collect();
+    // The moved functions, by index among the defined ones, in slot order: the most called
+    // from kept functions first, so that the slots of those called from many places take one
+    // byte in each call's `i32.const` (a slot under 64) rather than two (`cairn.wasm`: 146
+    // calls to the first, 44 to the second, one to most; 129 bytes off its gzip).
+    let mut moved: Vec<usize> = (0..defined).filter(|i| !keep.contains(i)).collect();
+    let mut kept_calls = vec![0usize; defined];
+    for i in (0..defined).filter(|i| keep.contains(i)) {
+        let mut r = p.bodies[i]
+            .get_operators_reader()
+            .map_err(|e| e.to_string())?;
+        while !r.eof() {
+            if let wp::Operator::Call { function_index } = r.read().map_err(|e| e.to_string())? {
+                if let Some(d) = function_index.checked_sub(nimp) {
+                    kept_calls[d as usize] += 1;
+                }
+            }
+        }
+    }
+    moved.sort_by_key(|&i| (std::cmp::Reverse(kept_calls[i]), i));
     let (primary_data, rest_data) = match map {
         Some(map) => {
             let text = std::fs::read_to_string(map).map_err(err(map))?;
