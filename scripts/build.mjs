@@ -83,6 +83,8 @@ for (const [features, out, dir] of [
     '--out-dir', dir,
     '--remove-name-section',
     '--remove-producers-section',
+    // Every browser with OPFS has TextEncoder.encodeInto: no fallback for it in the glue.
+    '--encode-into', 'always',
   ]);
   patchGlue(join(root, dir, 'cairn_wasm.js'));
   if (dev) {

@@ -126,8 +126,9 @@ const syncOps = {
     if (CAIRN_SYNC && tab) for (const t of [...transports.values()]) releaseTransport(t.handle, session, true);
     return [null];
   },
-  debugPanic: (message) => [engine.debugPanic(String(message))],
 };
+// A panic on purpose, for the tests: in the test build and the sync build (their modules have it).
+if (CAIRN_SYNC || CAIRN_TESTING) syncOps.debugPanic = (message) => [engine.debugPanic(String(message))];
 
 // Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.
 // Without sync there are no events and no links to let go of; everything else is NO_SYNC.

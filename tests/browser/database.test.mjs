@@ -309,6 +309,19 @@ test('a panic is INTERNAL, the Worker restarts, and the database reopens at its 
     assert.match(r.panic.message, /boom/);
     assert.deepEqual(r.after, { ok: true, value: [{ a: 1 }] }, 'the uncommitted insert must be gone, the committed one kept');
     assert.deepEqual(r.prepared, { n: 1 }, 'a prepared statement must survive the restart');
+    // The panic on purpose is a test op: the test build has it (its Worker is the shipped one
+    // with the test ops), the shipped plain build does not.
+  }, { build: 'test' }));
+
+test('the shipped Worker has no panic on purpose', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const db = await cairn.open('no-panic');
+      const panic = await attempt(() => db._send('debugPanic', 0, ['boom']));
+      return { panic, after: await db.query('SELECT 1 AS one') };
+    });
+    assert.equal(r.panic.code, 'UNKNOWN_OP', r.panic.message);
+    assert.deepEqual(r.after, [{ one: 1 }]);
   }));
 
 test('results too big for the shared-memory channel come by postMessage, every time', { timeout: 60_000 }, () =>

@@ -54,7 +54,10 @@ pub fn opfs_error(e: JsValue, name: &str) -> JsValue {
     store_error(OpfsFile::error_from_js(e, name))
 }
 
-/// Panics on purpose, so tests can see how the Worker reports a panic.
+/// Panics on purpose, so tests can see how the Worker reports a panic. Not in the plain shipped
+/// module, whose Worker script is the test build's with the test ops left out; in the sync
+/// module, whose panics the sync tests make.
+#[cfg(any(feature = "sync", feature = "testing"))]
 #[wasm_bindgen(js_name = debugPanic)]
 pub fn debug_panic(message: String) {
     panic!("{message}");
