@@ -31,7 +31,16 @@ function patchGlue(file) {
     console.error(`build failed: ${file} has no ${JSON.stringify(at.trim())} to add the split module's imports after`);
     process.exit(1);
   }
-  writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${glue.replace(at, `${at}        cairn: splitImports,\n`)}`);
+  // No finalizers: the Worker frees its database with close(), and a Worker's memory goes with
+  // it (58 bytes gzip off cairn-worker.js).
+  const finalization = /const DatabaseFinalization = \(typeof FinalizationRegistry === 'undefined'\)\n.*\n.*\n/;
+  if (!finalization.test(glue)) {
+    console.error(`build failed: ${file} has no DatabaseFinalization to replace`);
+    process.exit(1);
+  }
+  const patched = glue.replace(at, `${at}        cairn: splitImports,\n`)
+    .replace(finalization, 'const DatabaseFinalization = { register: () => {}, unregister: () => {} };\n');
+  writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${patched}`);
 }
 
 // wasm-opt's options for every shipped module.

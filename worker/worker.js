@@ -132,14 +132,9 @@ if (CAIRN_SYNC || CAIRN_TESTING) syncOps.debugPanic = (message) => [engine.debug
 
 // Sync (docs/sync.md): identity, writers, and transports that carry the protocol's bytes.
 // Without sync there are no events and no links to let go of; everything else is NO_SYNC.
-if (!CAIRN_SYNC) {
-  const noSync = () => {
-    throw err('NO_SYNC', 'this build of cairn has no sync: open the database with { sync: true } (cairn-sync.wasm)');
-  };
-  for (const op of ['syncId', 'syncExportKey', 'syncImportKey', 'syncSetOwner', 'syncAuthorize', 'syncDigest', 'syncPending',
-    'syncVerify', 'syncAttach', 'syncRelay', 'syncBus']) syncOps[op] = noSync;
-  Object.assign(syncOps, { syncEvents: () => [[]], syncDetach: () => [false] });
-} else Object.assign(syncOps, {
+// (`admit` answers the other sync requests with NO_SYNC, by their prefix.)
+if (!CAIRN_SYNC) Object.assign(syncOps, { syncEvents: () => [[]], syncDetach: () => [false] });
+else Object.assign(syncOps, {
   syncId: () => [needDb().syncId()],
   syncExportKey: () => {
     const k = needDb().syncExportKey();
@@ -528,7 +523,12 @@ const failure = (id, code, message, extra) => ({ reply: extra === undefined ? [i
 /** Whether `msg` may run now; otherwise the reply to send (an error), or 'park'. */
 function admit(id, op, session) {
   if (stopped !== null) return failure(id, 'INTERNAL', `the engine stopped after an internal error: ${stopped}`);
-  if (!(op in syncOps) && !(op in asyncOps)) return failure(id, 'UNKNOWN_OP', `unknown request ${JSON.stringify(op)}`);
+  if (!(op in syncOps) && !(op in asyncOps)) {
+    if (!CAIRN_SYNC && /^sync[A-Z]/.test(op)) {
+      return failure(id, 'NO_SYNC', 'this build of cairn has no sync: open the database with { sync: true } (cairn-sync.wasm)');
+    }
+    return failure(id, 'UNKNOWN_OP', `unknown request ${JSON.stringify(op)}`);
+  }
   if (!loaded) return failure(id, 'NOT_READY', 'the engine is not loaded: send init first');
   if (txSession !== null && txSession !== session && !sessionless.has(op)) return 'park';
   return null;
