@@ -23,24 +23,27 @@ function run(cmd, args, env = {}) {
 }
 
 // The glue gets the import namespace `cairn` of the split module (worker/split.js): the engine's
-// call for the rest of itself. Every build's glue gets it.
+// call for the rest of itself. Every build's glue gets it, and loses what a Worker never runs:
+// finalizers (the Worker frees its database with close(), and a Worker's memory goes with it),
+// `Symbol.dispose` (no `using` here) and `initSync`'s warning for a bare module (the Worker
+// passes `{ module }`): 143 bytes gzip off cairn-worker.js. Each patch fails the build when the
+// glue no longer has what it replaces.
 function patchGlue(file) {
-  const glue = readFileSync(file, 'utf8');
+  let glue = readFileSync(file, 'utf8');
+  const patch = (from, to, what) => {
+    if (!(typeof from === 'string' ? glue.includes(from) : from.test(glue))) {
+      console.error(`build failed: ${file} has no ${what} to patch`);
+      process.exit(1);
+    }
+    glue = glue.replace(from, to);
+  };
   const at = '"./cairn_wasm_bg.js": import0,\n';
-  if (!glue.includes(at)) {
-    console.error(`build failed: ${file} has no ${JSON.stringify(at.trim())} to add the split module's imports after`);
-    process.exit(1);
-  }
-  // No finalizers: the Worker frees its database with close(), and a Worker's memory goes with
-  // it (58 bytes gzip off cairn-worker.js).
-  const finalization = /const DatabaseFinalization = \(typeof FinalizationRegistry === 'undefined'\)\n.*\n.*\n/;
-  if (!finalization.test(glue)) {
-    console.error(`build failed: ${file} has no DatabaseFinalization to replace`);
-    process.exit(1);
-  }
-  const patched = glue.replace(at, `${at}        cairn: splitImports,\n`)
-    .replace(finalization, 'const DatabaseFinalization = { register: () => {}, unregister: () => {} };\n');
-  writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${patched}`);
+  patch(at, `${at}        cairn: splitImports,\n`, "import object to add the split module's imports to");
+  patch(/const DatabaseFinalization = \(typeof FinalizationRegistry === 'undefined'\)\n.*\n.*\n/,
+    'const DatabaseFinalization = { register: () => {}, unregister: () => {} };\n', 'DatabaseFinalization');
+  patch('if (Symbol.dispose) Database.prototype[Symbol.dispose] = Database.prototype.free;\n', '', 'Symbol.dispose');
+  patch("console.warn('using deprecated parameters for `initSync()`; pass a single object instead')", '', "initSync's warning");
+  writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${glue}`);
 }
 
 // wasm-opt's options for every shipped module.
