@@ -30,7 +30,14 @@ export function startServer({ port = 0, host = '127.0.0.1', isolated = true, roo
       headers['Cross-Origin-Embedder-Policy'] = 'require-corp';
       headers['Cross-Origin-Resource-Policy'] = 'same-origin';
     }
-    let path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    let path;
+    try {
+      path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    } catch {
+      // A path that is not a URL's (`//`) or a broken escape (`%E0%A4`): refused, not a crash.
+      res.writeHead(400, headers).end('bad request');
+      return;
+    }
     if (path === '/' && base === root) path = '/www/index.html';
     if (path.endsWith('/')) path += 'index.html';
     const file = normalize(join(base, path));

@@ -43,3 +43,17 @@ SELECT name, price FROM fruit ORDER BY price DESC;`);
     await b.close();
   }
 });
+
+test('the server refuses a path that is not one, and goes on serving', async () => {
+  const { startServer } = await import('../../scripts/serve.mjs');
+  const server = await startServer({ isolated: false });
+  try {
+    const status = async (path) => (await fetch(`${server.url}${path}`)).status;
+    assert.equal(await status('//'), 400);
+    assert.equal(await status('/%E0%A4'), 400);
+    assert.equal(await status('/'), 200);
+    assert.equal(await status('/dist/cairn-extra.js'), 200);
+  } finally {
+    await server.close();
+  }
+});
