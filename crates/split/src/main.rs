@@ -497,33 +497,40 @@ fn instrument(input: &str, out: &str) -> Result<()> {
 
 /// The primary module's data segments and the rest's: the constants (by the linker map `map`)
 /// that only the moved functions use go to the rest (see `data`).
+/// The module's data segments, in order: each active, in memory 0, at an address that is one
+/// `i32.const` (the split and the joining of segments read no other), or why not.
+fn active_segments<'a>(p: &Parsed<'a>) -> Result<Vec<data::Segment<'a>>> {
+    let mut out = Vec::new();
+    for seg in p.data.clone().into_iter().flatten() {
+        let seg = seg.map_err(|e| e.to_string())?;
+        let wp::DataKind::Active {
+            memory_index: 0,
+            offset_expr,
+        } = seg.kind
+        else {
+            return Err("a data segment is passive".into());
+        };
+        let mut ops = offset_expr.get_operators_reader();
+        let (Ok(wp::Operator::I32Const { value }), Ok(wp::Operator::End)) =
+            (ops.read(), ops.read())
+        else {
+            return Err("a data segment's address is not one constant".into());
+        };
+        out.push(data::Segment {
+            at: value as u32,
+            bytes: seg.data,
+        });
+    }
+    Ok(out)
+}
+
 #[allow(clippy::type_complexity)]
 fn split_data(
     p: &Parsed,
     keep: &BTreeSet<usize>,
     map: &str,
 ) -> Result<(Option<Vec<(u32, Vec<u8>)>>, Vec<(u32, Vec<u8>)>)> {
-    let mut segments = Vec::new();
-    if let Some(d) = p.data.clone() {
-        for seg in d {
-            let seg = seg.map_err(|e| e.to_string())?;
-            let wp::DataKind::Active {
-                memory_index: 0,
-                offset_expr,
-            } = seg.kind
-            else {
-                return Err("a data segment is passive: the data cannot be split".into());
-            };
-            let mut ops = offset_expr.get_operators_reader();
-            let Ok(wp::Operator::I32Const { value }) = ops.read() else {
-                return Err("a data segment's address is not a constant".into());
-            };
-            segments.push(data::Segment {
-                at: value as u32,
-                bytes: seg.data,
-            });
-        }
-    }
+    let segments = active_segments(p).map_err(|e| format!("{e}: the data cannot be split"))?;
     let objects = data::cut_strings(data::read_map(map)?, &data::internal_chunks(map), &segments);
     // What the kept functions name, and the globals' initial values.
     let nimp = p.imported_funcs;
@@ -665,30 +672,19 @@ fn reordered(bytes: &[u8]) -> Result<Vec<u8>> {
 /// as the rest's, holds the other module's data in those gaps), and every segment is active,
 /// at a constant address, in increasing order without overlap (so none writes over another).
 fn joined(p: &Parsed) -> Result<Option<Segments>> {
-    let Some(d) = p.data.clone() else {
+    if p.data.is_none() {
         return Ok(None);
-    };
+    }
     let imported_memory = (p.imports.iter()).any(|i| matches!(i.ty, wp::TypeRef::Memory(_)));
     if imported_memory || p.memories.len() != 1 {
         return Ok(None);
     }
+    let Ok(segments) = active_segments(p) else {
+        return Ok(None);
+    };
     let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
-    for seg in d {
-        let seg = seg.map_err(|e| e.to_string())?;
-        let wp::DataKind::Active {
-            memory_index: 0,
-            offset_expr,
-        } = seg.kind
-        else {
-            return Ok(None);
-        };
-        let mut ops = offset_expr.get_operators_reader();
-        let (Ok(wp::Operator::I32Const { value }), Ok(wp::Operator::End)) =
-            (ops.read(), ops.read())
-        else {
-            return Ok(None);
-        };
-        let at = value as u32;
+    for seg in segments {
+        let at = seg.at;
         match out.last_mut() {
             Some((start, bytes)) => {
                 let end = *start + bytes.len() as u32;
@@ -697,12 +693,12 @@ fn joined(p: &Parsed) -> Result<Option<Segments>> {
                 }
                 if at - end < JOIN_GAP {
                     bytes.resize((at - *start) as usize, 0);
-                    bytes.extend_from_slice(seg.data);
+                    bytes.extend_from_slice(seg.bytes);
                 } else {
-                    out.push((at, seg.data.to_vec()));
+                    out.push((at, seg.bytes.to_vec()));
                 }
             }
-            None => out.push((at, seg.data.to_vec())),
+            None => out.push((at, seg.bytes.to_vec())),
         }
     }
     Ok(Some(out))

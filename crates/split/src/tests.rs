@@ -248,6 +248,21 @@ pub fn node<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `modules` written to `<name>-<pid>/0.wasm`, `1.wasm`, ... in the temporary directory: the
+/// directory (for the caller to remove) and the files' paths, to hand to `node`.
+fn written(name: &str, modules: &[&[u8]]) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let paths = (modules.iter().enumerate())
+        .map(|(i, m)| {
+            let p = dir.join(format!("{i}.wasm"));
+            std::fs::write(&p, m).unwrap();
+            p
+        })
+        .collect();
+    (dir, paths)
+}
+
 /// One memory of one page: the tool reads modules with one memory, as rustc makes them.
 pub fn one_memory() -> we::MemorySection {
     let mut memories = we::MemorySection::new();
@@ -403,17 +418,7 @@ fn a_region_over_locals_of_several_types_computes_what_it_did() {
         .validate_all(&after)
         .expect("the outlined module validates");
     assert_eq!(stats.moved, 1, "the arm moved");
-    let dir = std::env::temp_dir().join(format!("cairn-mixed-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let paths: Vec<_> = [&before, &after]
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let p = dir.join(format!("{i}.wasm"));
-            std::fs::write(&p, m).unwrap();
-            p
-        })
-        .collect();
+    let (dir, paths) = written("cairn-mixed-test", &[&before, &after]);
     let out = node(
         "const fs = require('fs'); const out = [];
          for (const path of process.argv.slice(1)) {
@@ -617,17 +622,7 @@ fn reordered_functions_compute_what_they_did() {
     assert_ne!(bodies(&before), bodies(&after), "the order changed");
     assert_eq!(bodies(&before).len(), bodies(&after).len());
 
-    let dir = std::env::temp_dir().join(format!("cairn-reorder-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let paths: Vec<_> = [&before, &after]
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let p = dir.join(format!("{i}.wasm"));
-            std::fs::write(&p, m).unwrap();
-            p
-        })
-        .collect();
+    let (dir, paths) = written("cairn-reorder-test", &[&before, &after]);
     let out = node(
         "const fs = require('fs'); const out = [];
          for (const path of process.argv.slice(1)) {
