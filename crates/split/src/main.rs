@@ -641,6 +641,23 @@ const LEAD_CALLS: usize = 200;
 /// off its gzip; 256, 158; 512, 195; into one segment, 180.
 const JOIN_GAP: u32 = 512;
 
+/// How many `call`s each defined function (by index among the defined ones) gets from the
+/// bodies of the defined functions `from` takes.
+fn call_counts(p: &Parsed, from: &dyn Fn(usize) -> bool) -> Result<Vec<usize>> {
+    let mut calls = vec![0usize; p.bodies.len()];
+    for (_, b) in p.bodies.iter().enumerate().filter(|&(i, _)| from(i)) {
+        let mut r = b.get_operators_reader().map_err(|e| e.to_string())?;
+        while !r.eof() {
+            if let wp::Operator::Call { function_index } = r.read().map_err(|e| e.to_string())? {
+                if let Some(d) = function_index.checked_sub(p.imported_funcs) {
+                    calls[d as usize] += 1;
+                }
+            }
+        }
+    }
+    Ok(calls)
+}
+
 /// `bytes` with its defined functions in `reorder::order` (the most called first, up to the
 /// one-byte indices), every function index mapped, and its data segments joined across small
 /// gaps when that is exact (`joined`).
@@ -648,17 +665,7 @@ fn reordered(bytes: &[u8]) -> Result<Vec<u8>> {
     let p = parse(bytes)?;
     let raw: Vec<&[u8]> = p.bodies.iter().map(|b| b.as_bytes()).collect();
     let nimp = p.imported_funcs as usize;
-    let mut calls = vec![0usize; raw.len()];
-    for b in &p.bodies {
-        let mut r = b.get_operators_reader().map_err(|e| e.to_string())?;
-        while !r.eof() {
-            if let wp::Operator::Call { function_index } = r.read().map_err(|e| e.to_string())? {
-                if let Some(d) = (function_index as usize).checked_sub(nimp) {
-                    calls[d] += 1;
-                }
-            }
-        }
-    }
+    let calls = call_counts(&p, &|_| true)?;
     let mut lead: Vec<usize> = (0..raw.len()).filter(|&d| calls[d] >= LEAD_CALLS).collect();
     // The most called first; ties by position, so the order depends on the input alone.
     lead.sort_by_key(|&d| (std::cmp::Reverse(calls[d]), d));
@@ -1091,39 +1098,27 @@ fn copied(
         .filter(|&f| !is_moved(f) && !taken.contains(&f))
         .filter_map(defined)
         .collect();
-    let mut out = BTreeSet::new();
-    for &c in &called {
-        // The closure, or None once it is too large or holds what cannot be copied.
+    // The closure of `c`, or None once it is too large or holds what is not copied (a
+    // function that names a segment, takes a reference, or calls an import).
+    let closure = |c: usize| -> Option<BTreeSet<usize>> {
         let mut seen = BTreeSet::from([c]);
         let mut todo = vec![c];
         let mut bytes = 0;
-        let mut ok = true;
         while let Some(f) = todo.pop() {
             bytes += p.bodies[f].as_bytes().len();
             if bytes > limit || body_refs[f].segments || !body_refs[f].taken.is_empty() {
-                ok = false;
-                break;
+                return None;
             }
             for &g in &body_refs[f].funcs {
-                match defined(g) {
-                    // Imported functions: the rest imports them as it does the primary's.
-                    None => {
-                        ok = false;
-                        break;
-                    }
-                    Some(d) if keep.contains(&d) && seen.insert(d) => todo.push(d),
-                    Some(_) => {}
+                let d = defined(g)?;
+                if keep.contains(&d) && seen.insert(d) {
+                    todo.push(d);
                 }
             }
-            if !ok {
-                break;
-            }
         }
-        if ok {
-            out.extend(seen);
-        }
-    }
-    out
+        Some(seen)
+    };
+    called.into_iter().filter_map(closure).flatten().collect()
 }
 
 /// `copy_bytes`: the largest closure of kept functions the rest gets a copy of (`copied`).
@@ -1158,19 +1153,7 @@ fn split(
     // byte in each call's `i32.const` (a slot under 64) rather than two (`cairn.wasm`: 146
     // calls to the first, 44 to the second, one to most; 129 bytes off its gzip).
     let mut moved: Vec<usize> = (0..defined).filter(|i| !keep.contains(i)).collect();
-    let mut kept_calls = vec![0usize; defined];
-    for i in (0..defined).filter(|i| keep.contains(i)) {
-        let mut r = p.bodies[i]
-            .get_operators_reader()
-            .map_err(|e| e.to_string())?;
-        while !r.eof() {
-            if let wp::Operator::Call { function_index } = r.read().map_err(|e| e.to_string())? {
-                if let Some(d) = function_index.checked_sub(nimp) {
-                    kept_calls[d as usize] += 1;
-                }
-            }
-        }
-    }
+    let kept_calls = call_counts(&p, &|i| keep.contains(&i))?;
     moved.sort_by_key(|&i| (std::cmp::Reverse(kept_calls[i]), i));
     let (primary_data, rest_data) = match map {
         Some(map) => {
@@ -1194,10 +1177,11 @@ fn split(
     let mut used_funcs = BTreeSet::new();
     let mut used_globals = BTreeSet::new();
     for &i in moved.iter().chain(&copies) {
-        used_funcs.extend(
-            (body_refs[i].funcs.iter().copied())
-                .filter(|&f| !is_moved(f) && !copies.contains(&((f - nimp) as usize))),
-        );
+        used_funcs.extend((body_refs[i].funcs.iter().copied()).filter(|&f| {
+            !is_moved(f)
+                && f.checked_sub(nimp)
+                    .is_none_or(|d| !copies.contains(&(d as usize)))
+        }));
         used_globals.extend(body_refs[i].globals.iter().copied());
     }
 
