@@ -274,10 +274,13 @@ pub(crate) struct Shared<F> {
     /// over an index, say) and would otherwise allocate its stack and bounds, and free them,
     /// every time.
     cursor_bufs: Vec<CursorBufs>,
-    /// The catalog entries of the trees the last commit had open, as it wrote them, for the
-    /// next write transaction to open them without a catalog look-up (a one-row commit opens
-    /// its table's tree every time). Valid only while the state is that commit's and the
-    /// catalog is untouched: any catalog write copies its root, which is then another page.
+    /// The catalog entries of the trees the last commit had open, as it wrote them, and of
+    /// those earlier commits had open that none has opened since (their entries unchanged,
+    /// while no commit wrote the catalog but for the trees it had open), for the next write
+    /// transaction to open them without a catalog look-up (a one-row commit opens its table's
+    /// tree every time; one in every few opens another). Valid only while the state is that
+    /// commit's and the catalog is untouched: any catalog write copies its root, which is
+    /// then another page.
     committed_trees: Option<CommittedTrees>,
     /// A volatile file's superblocks are older than the last commit (see `write_back`).
     sb_unwritten: bool,
@@ -1113,6 +1116,17 @@ impl<F: BlockFile> Shared<F> {
 
     fn commit_inner(&mut self, names: bool) -> Result<CommitInfo> {
         let txn = self.next_txn;
+        // Whether the entries of the trees the last commit left cached and this transaction
+        // did not open stay as they are: the cache is of the state this transaction began
+        // from and nothing but this commit's own entries (step 1) writes the catalog.
+        let keep_cached = {
+            let w = self.w.as_ref().expect("invariant: write transaction open");
+            !w.catalog_written
+                && self
+                    .committed_trees
+                    .as_ref()
+                    .is_some_and(|c| c.txn == w.state.txn && c.catalog == w.state.catalog)
+        };
         let mut info = CommitInfo {
             txn,
             changed_trees: Vec::new(),
@@ -1252,7 +1266,11 @@ impl<F: BlockFile> Shared<F> {
             Some(c) => c.infos,
             None => Vec::new(),
         };
-        infos.clear();
+        if !keep_cached {
+            infos.clear();
+        }
+        // This commit's trees last: the next transaction most likely opens them again, and
+        // looks from the end.
         infos.extend((w.trees.drain(..)).filter(|t| !t.dropped).map(|t| t.info));
         self.committed_trees = Some(CommittedTrees {
             txn: state.txn,
@@ -2250,7 +2268,7 @@ impl<F: BlockFile> WriteTx<F> {
         let (catalog, txn, written) = (w.state.catalog, w.state.txn, w.catalog_written);
         let cached = match &mut sh.committed_trees {
             Some(c) if c.txn == txn && c.catalog == catalog && !written => (c.infos.iter())
-                .position(|i| i.name == name)
+                .rposition(|i| i.name == name)
                 .map(|i| c.infos.swap_remove(i)),
             _ => None,
         };

@@ -1790,3 +1790,74 @@ fn dropped_trees_fill_an_empty_free_tree_and_their_pages_are_taken_again() {
         run(cairn_store::fault::FaultFile::new(), rows);
     }
 }
+
+/// A tree opened again a few commits after it was last written (its entry kept from that
+/// commit, not read from the catalog) is as that commit left it, in a write and in a read;
+/// a commit that wrote the catalog otherwise (`set_meta_of`, a tree dropped or made) leaves
+/// no entry older than itself to be taken.
+#[test]
+fn a_tree_opened_some_commits_after_its_last_write_is_as_it_was_left() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_tree("a", TreeKind::Table).unwrap();
+    tx.create_tree("b", TreeKind::Table).unwrap();
+    tx.commit().unwrap();
+    let mut n_a = 0u32;
+    for round in 0..40u32 {
+        // `a` every fifth commit, `b` in the others: `a`'s entry is four commits old.
+        let mut tx = db.begin_write().unwrap();
+        let name = if round % 5 == 0 { "a" } else { "b" };
+        let t = tx.open_tree(name).unwrap();
+        let len = tx.tree_info(t).unwrap().len;
+        if name == "a" {
+            assert_eq!(len, u64::from(n_a), "round {round}");
+            // Enough rows to split leaves of 512 bytes: the root moves.
+            for i in 0..20 {
+                tx.insert(t, &k(n_a * 100 + i), &[round as u8; 40]).unwrap();
+            }
+            n_a += 20;
+        } else {
+            tx.insert(t, &k(round), b"b").unwrap();
+        }
+        if round == 17 {
+            tx.set_meta_of("a", b"set by name").unwrap();
+        }
+        if round == 23 {
+            tx.create_tree("c", TreeKind::Table).unwrap();
+        }
+        if round == 31 {
+            tx.drop_tree("c").unwrap();
+        }
+        if round == 36 {
+            // A transaction that opens `a` and rolls back gives its entry up.
+            let a = tx.open_tree("a").unwrap();
+            tx.insert(a, b"gone", b"x").unwrap();
+            tx.rollback();
+            continue;
+        }
+        tx.commit().unwrap();
+    }
+    let mut tx = db.begin_write().unwrap();
+    let a = tx.open_tree("a").unwrap();
+    let info = tx.tree_info(a).unwrap();
+    assert_eq!(info.len, u64::from(n_a));
+    assert_eq!(info.meta, b"set by name");
+    assert_eq!(tx.get(a, b"gone").unwrap(), None);
+    assert_eq!(tx.get(a, &k(0)).unwrap().as_deref(), Some(&[0u8; 40][..]));
+    tx.rollback();
+    let rtx = db.begin_read().unwrap();
+    let a = rtx.open_tree("a").unwrap();
+    assert_eq!(rtx.len(a).unwrap(), u64::from(n_a));
+    let mut count = 0;
+    let mut cur = rtx.cursor(a).unwrap();
+    let mut more = cur.first().unwrap();
+    while more {
+        count += 1;
+        more = cur.next().unwrap();
+    }
+    assert_eq!(count, n_a);
+    drop(cur);
+    drop(rtx);
+    let rep = db.check().unwrap();
+    assert!(rep.is_ok(), "{rep}");
+}
