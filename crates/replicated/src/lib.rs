@@ -977,33 +977,44 @@ impl State {
             replica,
             scopes,
             uncommitted,
+            saved,
             ..
         } = self;
         let replica = replica.as_mut().expect("invariant: ensured");
+        // Each record saved as the replica takes it, when nothing else changed since the
+        // last save (the common case); else, or from the first record that cannot, by
+        // `save` after.
+        let mut one_by_one = persist::can_save_written(replica, saved);
+        let mut tail_changed = false;
         for &i in &scopes.used {
             let slot = &mut scopes.list[i];
             for mut w in slot.writers.drain(..) {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
                 // Its bytes are copied out, and the writer, emptied, serves the next commit.
-                replica
-                    .commit_written_from(now, &slot.chain, &mut w)
+                let chain = &slot.chain;
+                let saved_now = replica
+                    .commit_written_from(now, chain, &mut w, |seq, hlc, bytes| {
+                        if !one_by_one {
+                            return Ok(false);
+                        }
+                        let record = (seq, hlc, bytes);
+                        persist::save_written(store, saved, chain, record, &mut tail_changed)
+                    })
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
                 // Not pending until the commit is stored (`after_commit`).
                 *uncommitted += 1;
                 slot.spare = Some(w);
+                if let Some(r) = saved_now {
+                    one_by_one = r?;
+                }
             }
         }
-        {
-            let State {
-                replica,
-                saved,
-                scopes,
-                ..
-            } = &mut *self;
-            let replica = replica.as_ref().expect("invariant: ensured");
+        if one_by_one {
+            persist::end_written(store, replica, saved, tail_changed)?;
+        } else {
             let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
-            persist::save(store, replica, saved, Some(&mut chains))?;
+            persist::save_from(store, replica, saved, Some(&mut chains), tail_changed)?;
         }
         if unique_tables.is_empty() && finals.is_empty() {
             // Nothing to correct (the common case), so nothing to merge now.

@@ -643,13 +643,100 @@ pub(crate) fn save(
     saved: &mut Saved,
     local: Option<&mut dyn Iterator<Item = &ChainKey>>,
 ) -> Result<()> {
+    save_from(store, replica, saved, local, false)
+}
+
+/// Whether a local commit's records can be saved one by one as the replica takes them
+/// ([`save_written`]): nothing but local records changed since the last save (as `save`'s
+/// shortcut for local commits asks), which was of this layout.
+pub(crate) fn can_save_written(replica: &Replica, saved: &Saved) -> bool {
+    saved.layout
+        && saved.tail_room != 0
+        && saved.edits == Some(replica.edits())
+        && replica.redactions() == saved.redactions
+}
+
+/// Saves the record a local commit just appended to chain `key` (`seq`, its HLC and encoding,
+/// as [`Replica::commit_written_from`] gives them) when the chain is saved up to the record
+/// before it; false, with nothing saved, when it is not so (the chain's first record, say):
+/// `save` then saves what is left. After every record of the commit, [`end_written`] (or
+/// `save`, passing it `tail_changed`) ends the save. Only while [`can_save_written`] holds.
+pub(crate) fn save_written(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    key: &ChainKey,
+    (seq, hlc, bytes): (u64, u64, &[u8]),
+    tail_changed: &mut bool,
+) -> Result<bool> {
+    match saved.marks.get_mut(key) {
+        Some(m) if m.pending_upto + 1 == seq => m.pending_upto = seq,
+        _ => return Ok(false),
+    }
+    save_record(store, saved, key, seq, hlc, bytes, &mut None, tail_changed)?;
+    Ok(true)
+}
+
+/// Ends a save made of [`save_written`] records: the root bytes if the tail changed, the
+/// clock if the records do not imply it.
+pub(crate) fn end_written(
+    store: &mut dyn Storage,
+    replica: &Replica,
+    saved: &mut Saved,
+    tail_changed: bool,
+) -> Result<()> {
+    if tail_changed {
+        store.set_root_meta(&saved.tail.buf)?;
+    }
+    check_unedited(replica, saved);
+    save_clock(store, replica, saved)
+}
+
+/// Tests run with debug assertions: there, a save that took `Replica::edits` standing
+/// still to mean that only local records changed checks that nothing else did.
+fn check_unedited(replica: &Replica, saved: &Saved) {
+    #[cfg(debug_assertions)]
+    {
+        for (key, log) in replica.chains() {
+            let m = saved.marks.get(key).copied().unwrap_or_default();
+            assert_eq!(
+                m,
+                mark_of(log),
+                "a chain changed without Replica::edits moving"
+            );
+        }
+        assert_eq!(replica.writer_lists().count(), saved.writers);
+        assert!(
+            replica.peers_changed_since(saved.peers_at).next().is_none(),
+            "peers changed without Replica::edits moving"
+        );
+    }
+    let _ = (replica, saved);
+}
+
+/// The clock, when it is newer than what the saved records imply.
+fn save_clock(store: &mut dyn Storage, replica: &Replica, saved: &mut Saved) -> Result<()> {
+    if replica.clock() > saved.clock.max(saved.log_clock) {
+        store.put(META, b"clock", &replica.clock().to_le_bytes())?;
+        saved.clock = replica.clock();
+    }
+    Ok(())
+}
+
+/// [`save`], the tail already changed if `tail_changed` (by [`save_written`]).
+pub(crate) fn save_from(
+    store: &mut dyn Storage,
+    replica: &Replica,
+    saved: &mut Saved,
+    local: Option<&mut dyn Iterator<Item = &ChainKey>>,
+    tail_changed: bool,
+) -> Result<()> {
     if saved.tail_room == 0 {
         // The store's room does not change while it is open (a reload starts from zero).
         saved.tail_room = TAIL_BYTES.min(store.root_meta_room());
     }
-    let mut tail_changed = false;
+    let mut tail_changed = tail_changed;
     if !saved.layout {
-        tail_changed = upgrade(store, saved)?;
+        tail_changed |= upgrade(store, saved)?;
     }
     // A purge redacted held records: their saved copies are written again.
     let redacted = replica.redactions() != saved.redactions;
@@ -667,7 +754,10 @@ pub(crate) fn save(
                 let log = replica
                     .chain(key)
                     .ok_or_else(|| corrupt("chain", "a local commit's chain is missing"))?;
-                history_dropped |= save_chain(store, saved, key, log, false, &mut tail_changed)?;
+                if !save_appended(store, saved, key, log, &mut tail_changed)? {
+                    history_dropped |=
+                        save_chain(store, saved, key, log, false, &mut tail_changed)?;
+                }
             }
         }
         None => {
@@ -705,24 +795,8 @@ pub(crate) fn save(
         store.set_root_meta(&saved.tail.buf)?;
     }
     if fast {
-        // Writer lists and peers change only with edits. (Tests run with debug assertions:
-        // there, a change that did not move `edits` is caught here.)
-        #[cfg(debug_assertions)]
-        {
-            for (key, log) in replica.chains() {
-                let m = saved.marks.get(key).copied().unwrap_or_default();
-                assert_eq!(
-                    m,
-                    mark_of(log),
-                    "a chain changed without Replica::edits moving"
-                );
-            }
-            assert_eq!(replica.writer_lists().count(), saved.writers);
-            assert!(
-                replica.peers_changed_since(saved.peers_at).next().is_none(),
-                "peers changed without Replica::edits moving"
-            );
-        }
+        // Writer lists and peers change only with edits.
+        check_unedited(replica, saved);
     } else {
         let lists = replica.writer_lists().count();
         if lists != saved.writers {
@@ -754,10 +828,7 @@ pub(crate) fn save(
         }
         saved.peers_at = edits;
     }
-    if replica.clock() > saved.clock.max(saved.log_clock) {
-        store.put(META, b"clock", &replica.clock().to_le_bytes())?;
-        saved.clock = replica.clock();
-    }
+    save_clock(store, replica, saved)?;
     saved.edits = Some(edits);
     Ok(())
 }
@@ -905,54 +976,111 @@ fn save_chain(
         pending.partition_point(|r| r.seq <= from.pending_upto)
     };
     for r in &log.pending[new_pending..] {
-        // A local commit's record is saved as it was written.
-        let mut w = Writer::new();
-        let bytes = match log.written_bytes(r.seq) {
-            Some(b) => b,
-            None => {
-                // Room for a typical op, to spare the regrowth of a large record.
-                w.buf.reserve(16 + 64 * r.ops.len());
-                r.encode(&mut w);
-                &w.buf
-            }
-        };
-        saved.log_clock = saved.log_clock.max(r.hlc);
-        // A small record goes to the tail, which rides in the root bytes the store writes
-        // with every commit: a commit then writes no page for it. (Not one that would not
-        // fit an empty tail, with its run's header: with small pages the room is small.)
-        let own = 10 + bytes.len();
-        // The most its run's header takes: the author, the scope (owner, name and its
-        // length), the first seq and the count.
-        let head_bound = 32 + 32 + 10 + key.1.name.len() + 20;
-        if bytes.len() > TAIL_RECORD || own + head_bound > saved.tail_room {
-            let k = log_key(&prefix(&mut pfx), K_PENDING, r.seq);
-            store.put(LOG, &k, bytes)?;
-            continue;
-        }
-        let mut extends = saved
-            .tail
-            .runs
-            .last()
-            .is_some_and(|t| t.first + t.n == r.seq && t.key == *key);
-        let grows = own + if extends { 0 } else { prefix_len(key) + 20 };
-        if saved.tail.len() + grows > saved.tail_room {
-            move_tail(store, saved)?;
-            extends = false;
-        }
-        if extends {
-            saved.tail.extend_last(bytes);
-        } else {
-            if saved.tail.buf.capacity() < saved.tail_room {
-                saved
-                    .tail
-                    .buf
-                    .reserve(saved.tail_room - saved.tail.buf.len());
-            }
-            saved.tail.push(key, r.seq, bytes);
-        }
-        *tail_changed = true;
+        save_pending(store, saved, key, log, r, &mut pfx, tail_changed)?;
     }
     Ok(dropped)
+}
+
+/// The save after a local commit in the common case: the chain's saved mark differs from the
+/// chain only by its last pending record, new (no block sealed, nothing compacted since). Saves
+/// that record and moves the mark; false, saving nothing, when the chain is not in that state
+/// (`save_chain` then looks at all of it).
+fn save_appended(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    key: &ChainKey,
+    log: &ChainLog,
+    tail_changed: &mut bool,
+) -> Result<bool> {
+    let (Some(m), Some(r)) = (saved.marks.get_mut(key), log.pending.last()) else {
+        return Ok(false);
+    };
+    // The chain's pending seqs are consecutive: with the last one next after the mark, it is
+    // the only one not saved.
+    if r.seq != m.pending_upto + 1
+        || m.base != log.base.as_ref().map_or(0, |c| c.seq)
+        || m.blocks_upto != log.blocks.last().map_or(0, |b| b.last_seq())
+    {
+        return Ok(false);
+    }
+    m.pending_upto = r.seq;
+    save_pending(store, saved, key, log, r, &mut None, tail_changed)?;
+    Ok(true)
+}
+
+/// Saves pending record `r` of chain `key` (`pfx` caches the chain's prefix of log keys).
+fn save_pending(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    key: &ChainKey,
+    log: &ChainLog,
+    r: &Record,
+    pfx: &mut Option<Vec<u8>>,
+    tail_changed: &mut bool,
+) -> Result<()> {
+    // A local commit's record is saved as it was written.
+    let mut w = Writer::new();
+    let bytes = match log.written_bytes(r.seq) {
+        Some(b) => b,
+        None => {
+            // Room for a typical op, to spare the regrowth of a large record.
+            w.buf.reserve(16 + 64 * r.ops.len());
+            r.encode(&mut w);
+            &w.buf
+        }
+    };
+    save_record(store, saved, key, r.seq, r.hlc, bytes, pfx, tail_changed)
+}
+
+/// Saves pending record `seq` of chain `key`, encoded as `bytes`: to the tail when it is
+/// small, else to the log.
+#[allow(clippy::too_many_arguments)]
+fn save_record(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    key: &ChainKey,
+    seq: u64,
+    hlc: u64,
+    bytes: &[u8],
+    pfx: &mut Option<Vec<u8>>,
+    tail_changed: &mut bool,
+) -> Result<()> {
+    saved.log_clock = saved.log_clock.max(hlc);
+    // A small record goes to the tail, which rides in the root bytes the store writes
+    // with every commit: a commit then writes no page for it. (Not one that would not
+    // fit an empty tail, with its run's header: with small pages the room is small.)
+    let own = 10 + bytes.len();
+    // The most its run's header takes: the author, the scope (owner, name and its
+    // length), the first seq and the count.
+    let head_bound = 32 + 32 + 10 + key.1.name.len() + 20;
+    if bytes.len() > TAIL_RECORD || own + head_bound > saved.tail_room {
+        let prefix = pfx.get_or_insert_with(|| chain_prefix(&key.0, &key.1));
+        store.put(LOG, &log_key(prefix, K_PENDING, seq), bytes)?;
+        return Ok(());
+    }
+    let mut extends = saved
+        .tail
+        .runs
+        .last()
+        .is_some_and(|t| t.first + t.n == seq && t.key == *key);
+    let grows = own + if extends { 0 } else { prefix_len(key) + 20 };
+    if saved.tail.len() + grows > saved.tail_room {
+        move_tail(store, saved)?;
+        extends = false;
+    }
+    if extends {
+        saved.tail.extend_last(bytes);
+    } else {
+        if saved.tail.buf.capacity() < saved.tail_room {
+            saved
+                .tail
+                .buf
+                .reserve(saved.tail_room - saved.tail.buf.len());
+        }
+        saved.tail.push(key, seq, bytes);
+    }
+    *tail_changed = true;
+    Ok(())
 }
 
 /// Moves the tail's records to the log, one value per run (one path of the log copied for

@@ -645,21 +645,25 @@ impl<S: RowStore> Replica<S> {
     /// id, scope)`, from one commit to the next: the chain is found by it with no key built.
     pub fn commit_written_to(&mut self, now_ms: u64, key: &ChainKey, ops: OpsWriter) -> Result<()> {
         let mut ops = ops;
-        self.commit_written_from(now_ms, key, &mut ops)
+        self.commit_written_from(now_ms, key, &mut ops, |_, _, _| ())?;
+        Ok(())
     }
 
     /// [`Replica::commit_written_to`] that leaves `ops` empty, for its buffer to serve the
     /// caller's next record: a small record's bytes are copied after the chain's other
     /// unhashed ones, into a shared buffer; a large one keeps the writer's buffer, and the
-    /// writer starts another.
-    pub fn commit_written_from(
+    /// writer starts another. `written` is handed the record (its seq, HLC and encoding, as
+    /// [`ChainLog::written_bytes`] gives them), for a host to save at once; its answer is
+    /// returned (None for no ops, when no record is written).
+    pub fn commit_written_from<R>(
         &mut self,
         now_ms: u64,
         key: &ChainKey,
         ops: &mut OpsWriter,
-    ) -> Result<()> {
+        written: impl FnOnce(u64, Hlc, &[u8]) -> R,
+    ) -> Result<Option<R>> {
         if ops.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         if key.0 != self.id() {
             return Err(Error::InvalidInput(
@@ -718,16 +722,21 @@ impl<S: RowStore> Replica<S> {
                 unhashed.entry(key.clone()).or_insert(seq);
                 log.in_unhashed = true;
             }
+            (seq, b, from, to)
         };
-        match chains.get_mut(key) {
-            Some(log) => append(log),
+        Ok(Some(match chains.get_mut(key) {
+            Some(log) => {
+                let (seq, b, from, to) = append(log);
+                written(seq, hlc, &log.written_bufs[b][from..to])
+            }
             None => {
                 let mut log = ChainLog::default();
-                append(&mut log);
+                let (seq, b, from, to) = append(&mut log);
+                let r = written(seq, hlc, &log.written_bufs[b][from..to]);
                 chains.insert(key.clone(), log);
+                r
             }
-        }
-        Ok(())
+        }))
     }
 
     /// Checks a local commit's ops and builds its record (next seq of this author's chain for
@@ -1523,9 +1532,18 @@ mod tests {
             for op in &ops(i) {
                 w.op(op);
             }
-            late.commit_written_from(1000 + i as u64, &key, &mut w)
-                .expect("invariant: valid");
+            let (seq, hlc, bytes) = late
+                .commit_written_from(1000 + i as u64, &key, &mut w, |seq, hlc, b| {
+                    (seq, hlc, b.to_vec())
+                })
+                .expect("invariant: valid")
+                .expect("invariant: ops written");
             assert!(w.is_empty());
+            // What the host is handed is the record as held, to be saved as it is.
+            let log = late.chain(&key).expect("invariant: written");
+            assert_eq!(log.head().0, seq);
+            assert_eq!(log.pending.last().map(|r| r.hlc), Some(hlc));
+            assert_eq!(log.written_bytes(seq), Some(&bytes[..]));
             if i % 7 == 3 {
                 late.hash_deferred();
             }
