@@ -71,6 +71,9 @@ pub(crate) struct State {
     /// so an unchanged table is recognized by pointer without rendering its SQL on every
     /// commit) and the SQL text it came from.
     registered: Vec<(Rc<Table>, String)>,
+    /// The catalog `registered` was last made to match on a commit (none after it was
+    /// cleared): a commit of the same catalog registers nothing.
+    registered_for: Option<cairn_sql::SchemaStamp>,
     /// What a commit needs of each replicated table it wrote, kept from one commit to the
     /// next (dropped when a definition changes).
     shapes: Vec<Shape>,
@@ -102,6 +105,7 @@ impl Sync {
             spare: None,
             owner: None,
             registered: Vec::new(),
+            registered_for: None,
             shapes: Vec::new(),
             scopes: Scopes::default(),
             saved: persist::Saved::default(),
@@ -731,6 +735,7 @@ impl State {
         self.stale = Some(durable);
         self.replica = None;
         self.registered.clear();
+        self.registered_for = None;
         self.shapes.clear();
         self.scopes = Scopes::default();
         self.saved = persist::Saved::default();
@@ -773,6 +778,23 @@ impl State {
             self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
         }
         self.register(catalog)
+    }
+
+    /// [`State::ensure`] for a commit of the catalog `schema` names: one of the catalog the
+    /// last commit registered has nothing new to register.
+    fn ensure_for(
+        &mut self,
+        store: &mut dyn Storage,
+        catalog: &Catalog,
+        schema: cairn_sql::SchemaStamp,
+    ) -> Result<()> {
+        if self.replica.is_some() && self.registered_for == Some(schema) {
+            return Ok(());
+        }
+        self.registered_for = None;
+        self.ensure(store, catalog)?;
+        self.registered_for = Some(schema);
+        Ok(())
     }
 
     /// Registers every replicated table whose definition is new or changed.
@@ -845,9 +867,10 @@ impl State {
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
+        schema: cairn_sql::SchemaStamp,
         changes: &Changes,
     ) -> Result<Vec<Correction>> {
-        self.ensure(store, catalog)?;
+        self.ensure_for(store, catalog, schema)?;
         let owner = self.owner();
         // What the table holds for each row at the end of the transaction.
         // (A list, sorted and cut to each key's last entry when used: most commits have none,
@@ -1303,6 +1326,7 @@ impl CommitHook for Hook {
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
+        schema: cairn_sql::SchemaStamp,
         changes: &Changes,
     ) -> Result<Vec<Correction>> {
         let mut st = self.0.borrow_mut();
@@ -1312,7 +1336,7 @@ impl CommitHook for Hook {
             st.reload(&*store, catalog)?;
         }
         st.uncommitted = 0;
-        let r = st.record(store, catalog, changes);
+        let r = st.record(store, catalog, schema, changes);
         if r.is_err() {
             st.abandon_commit();
         }

@@ -1363,6 +1363,7 @@ fn captured_values_are_in_the_wire_encoding() {
             &mut self,
             _: &mut dyn Storage,
             _: &Catalog,
+            _: cairn_sql::SchemaStamp,
             changes: &Changes,
         ) -> cairn_sql::Result<Vec<Correction>> {
             let mut seen = self.0.borrow_mut();
@@ -1602,6 +1603,7 @@ impl cairn_sql::CommitHook for Recorder {
         &mut self,
         _: &mut dyn cairn_sql::Storage,
         _: &cairn_sql::schema::Catalog,
+        _: cairn_sql::SchemaStamp,
         changes: &cairn_sql::Changes,
     ) -> cairn_sql::Result<Vec<cairn_sql::Correction>> {
         assert_eq!(changes.iter().len(), changes.len());

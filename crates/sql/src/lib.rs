@@ -140,8 +140,9 @@ pub struct Statement {
     plans: std::cell::Cell<u64>,
 }
 
-/// (database id, schema epoch).
-type SchemaStamp = (u64, u64);
+/// (database id, schema epoch): names the catalog's content. The epoch moves with every change
+/// of the schema (and with a rollback that undoes one), the id differs between databases.
+pub type SchemaStamp = (u64, u64);
 
 impl Statement {
     pub fn sql(&self) -> &str {
@@ -221,13 +222,15 @@ pub struct Database {
 /// the transaction, before it commits, so what it writes commits atomically with the rows.
 pub trait CommitHook {
     /// `changes` is never empty; they are cleared after (the buffers are kept for the next
-    /// transaction). Returns rows to
+    /// transaction). `schema` names the catalog's content: a commit with the stamp of an
+    /// earlier one has the same catalog. Returns rows to
     /// correct before the commit (applied unrecorded, in the same transaction). An error rolls
     /// the whole transaction back.
     fn before_commit(
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
+        schema: SchemaStamp,
         changes: &Changes,
     ) -> Result<Vec<Correction>>;
     /// Whether the commit that `before_commit` prepared reached the storage.
@@ -342,8 +345,9 @@ impl Database {
             }
             return self.store.commit();
         };
+        let schema = (self.id, self.epoch);
         let fixed = hook
-            .before_commit(self.store.as_mut(), &self.catalog, changes)
+            .before_commit(self.store.as_mut(), &self.catalog, schema, changes)
             .and_then(|corrections| {
                 if corrections.is_empty() {
                     // Nothing merged differently (the common case).
