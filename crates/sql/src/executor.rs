@@ -1940,7 +1940,8 @@ impl<'a> EncodedRow<'a> {
     }
     /// Column `c`'s value, encoded.
     pub fn value(&self, c: usize) -> &'a [u8] {
-        &self.bytes[self.bounds[c]..self.bounds[c + 1]]
+        let b = &self.bounds[c..c + 2];
+        &self.bytes[b[0]..b[1]]
     }
 }
 
@@ -2202,6 +2203,7 @@ impl ExactSizeIterator for Iter<'_> {}
 /// integer's zigzag varint, a real's bits little-endian, or a text's or blob's varint length
 /// and bytes), which the sync layer's ops hold. The replicated crate's tests check it against
 /// the sync crate's writer.
+#[inline(always)]
 fn put_wire_value(out: &mut Vec<u8>, v: &Value) {
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {

@@ -325,7 +325,11 @@ impl OpsWriter {
         schema: &crate::merge::TableSchema,
         pk: impl Iterator<Item = impl OpValue> + Clone,
     ) -> Result<()> {
-        let n = pk.clone().count();
+        // Counted without a pass over the values when the iterator knows its length.
+        let n = match pk.size_hint() {
+            (lo, Some(hi)) if lo == hi => lo,
+            _ => pk.clone().count(),
+        };
         if n != schema.pk_len || n == 0 {
             return Err(Error::reject(
                 crate::error::Reason::SchemaMismatch,
