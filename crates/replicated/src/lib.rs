@@ -23,7 +23,7 @@ use cairn_sql::{
 use cairn_sync::change::Encoded;
 use cairn_sync::{
     AuthorId, ChainKey, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore,
-    ScopeId, TableSchema,
+    ScopeId, TableSchema, WholeRow,
 };
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -977,6 +977,15 @@ impl State {
                     .map_err(sync_err)?;
                 continue;
             };
+            // Every column set (an insert, or an update that changed them all), in column
+            // order.
+            if let (Some(whole), true) = (&shape.whole, columns.len() == row.len()) {
+                debug_assert!(columns.iter().enumerate().all(|(i, &c)| i == c));
+                writer(&mut scopes.list[scope], room)
+                    .set_whole(whole, |c| row.value(c))
+                    .map_err(sync_err)?;
+                continue;
+            }
             // An insert sets every column but the counters; one with no other column records
             // its additions alone (a SET names at least one column).
             if columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
@@ -1282,6 +1291,9 @@ struct Shape {
     /// newest write wins whole, and the table holds it.
     has_counters: bool,
     unique: bool,
+    /// How a write of every column is recorded without `OpsWriter::set`'s checks (None for a
+    /// table with counters).
+    whole: Option<WholeRow>,
 }
 
 impl Shape {
@@ -1306,8 +1318,13 @@ impl Shape {
             .enumerate()
             .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
             .collect();
+        let schema = sync_schema(&table);
+        let non_key: Vec<usize> = (0..table.columns.len())
+            .filter(|c| sync_cols[*c].is_some())
+            .collect();
         Shape {
-            schema: sync_schema(&table),
+            whole: WholeRow::new(&schema, pk_cols.clone(), &non_key),
+            schema,
             pk_cols,
             sync_cols,
             lww_cols,

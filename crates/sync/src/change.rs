@@ -280,6 +280,50 @@ impl OpValue for Encoded<'_> {
     }
 }
 
+/// A table's SET of a whole row (every last-writer-wins column), prepared once from its schema
+/// so that [`OpsWriter::set_whole`] writes each such op without the checks [`OpsWriter::set`]
+/// makes of every op: the op's fixed start (its kind, the table's name and key arity) encoded
+/// once, where each key value and each column's value lies in the caller's row, and the
+/// column count. What it writes is byte for byte what `set` writes.
+#[derive(Debug, Clone)]
+pub struct WholeRow {
+    head: Vec<u8>,
+    pk: Vec<usize>,
+    /// (column index among the non-key columns, below 128; the value's place in the row).
+    cols: Vec<(u8, usize)>,
+}
+
+impl WholeRow {
+    /// For rows of `schema`'s table whose key values lie at `pk` and whose column `i` (among
+    /// the non-key ones) lies at `cols[i]`; every non-key column must be last-writer-wins.
+    /// None when the table does not fit (a counter, no column, 128 columns or more: `set`
+    /// serves those).
+    pub fn new(schema: &crate::merge::TableSchema, pk: Vec<usize>, cols: &[usize]) -> Option<Self> {
+        let fits = pk.len() == schema.pk_len
+            && !pk.is_empty()
+            && !cols.is_empty()
+            && cols.len() == schema.columns.len()
+            && cols.len() < 0x80
+            && (schema.columns.iter()).all(|c| c.1 == crate::merge::ColumnKind::Lww);
+        if !fits {
+            return None;
+        }
+        let mut w = Writer::new();
+        w.u8(OpKind::Set as u8);
+        w.bytes(schema.name.as_bytes());
+        w.varint(pk.len() as u64);
+        Some(WholeRow {
+            head: w.buf,
+            pk,
+            cols: cols
+                .iter()
+                .enumerate()
+                .map(|(i, &at)| (i as u8, at))
+                .collect(),
+        })
+    }
+}
+
 /// A local commit's ops written straight into a record's encoding (`Record::encode`), each
 /// checked against its table's schema as it comes: for a host that has the values at hand and
 /// no use for `Op` values. [`crate::Replica::commit_written`] takes it.
@@ -362,6 +406,31 @@ impl OpsWriter {
                 format!("{}: column {c} is not of the op's kind", schema.name),
             ));
         }
+        Ok(())
+    }
+
+    /// The SET of every column of a row whose values (one whole encoded value each) `value`
+    /// gives by their place in the row, for a table `row` was made for.
+    pub fn set_whole<'v>(
+        &mut self,
+        row: &WholeRow,
+        value: impl Fn(usize) -> &'v [u8],
+    ) -> Result<()> {
+        if self.n >= MAX_OPS {
+            return Err(Error::InvalidInput(
+                "too many ops in one record; split the commit".into(),
+            ));
+        }
+        self.w.raw(&row.head);
+        for &at in &row.pk {
+            Encoded(value(at)).write(&mut self.w);
+        }
+        self.w.u8(row.cols.len() as u8);
+        for &(i, at) in &row.cols {
+            self.w.u8(i);
+            Encoded(value(at)).write(&mut self.w);
+        }
+        self.n += 1;
         Ok(())
     }
 
@@ -693,6 +762,59 @@ mod tests {
         rec.encode(&mut enc);
         let (buf, start) = w.finish(9);
         assert_eq!(&buf[start..], &enc.buf[..]);
+    }
+
+    /// `set_whole` writes what `set` writes for the same row, whatever its values and wherever
+    /// its key lies; tables it cannot serve get no `WholeRow`.
+    #[test]
+    fn a_whole_row_is_written_as_set_writes_it() {
+        let values = [
+            Value::Null,
+            Value::Integer(-1),
+            Value::Integer(i64::MAX),
+            Value::Real(-0.0),
+            Value::Text("0190a1b2-c3d4-7e5f-8a6b-000000000042".into()),
+            Value::Text("é".repeat(100)),
+            Value::Blob(vec![0; 300]),
+        ];
+        let encoded = |v: &Value| {
+            let mut w = Writer::new();
+            w.value(v);
+            w.buf
+        };
+        for (name, pk, n_cols) in [("t", vec![0], 3), ("a long table name", vec![2, 0], 4)] {
+            let mut schema = crate::merge::TableSchema::new(name, pk.len());
+            for i in 0..n_cols - pk.len() {
+                schema = schema.lww(format!("c{i}"));
+            }
+            let non_key: Vec<usize> = (0..n_cols).filter(|c| !pk.contains(c)).collect();
+            let whole = WholeRow::new(&schema, pk.clone(), &non_key)
+                .expect("invariant: every non-key column is last-writer-wins");
+            let (mut a, mut b) = (OpsWriter::new(), OpsWriter::new());
+            for seed in 0..20usize {
+                let row: Vec<Vec<u8>> = (0..n_cols)
+                    .map(|c| encoded(&values[(seed * 3 + c * 5) % values.len()]))
+                    .collect();
+                let keys = pk.iter().map(|&c| Encoded(&row[c]));
+                let cols = non_key.iter().enumerate();
+                a.set(
+                    &schema,
+                    keys,
+                    cols.map(|(i, &c)| (i as u32, Encoded(&row[c]))),
+                )
+                .expect("invariant: fits the schema");
+                b.set_whole(&whole, |c| &row[c])
+                    .expect("invariant: fits the schema");
+            }
+            assert_eq!(a.len(), b.len());
+            assert_eq!(a.finish(7), b.finish(7), "{name}");
+        }
+        let counted = crate::merge::TableSchema::new("t", 1).lww("a").counter("n");
+        assert!(WholeRow::new(&counted, vec![0], &[1, 2]).is_none());
+        let keyed = crate::merge::TableSchema::new("t", 2).lww("a");
+        assert!(WholeRow::new(&keyed, vec![0], &[1]).is_none());
+        let bare = crate::merge::TableSchema::new("t", 1);
+        assert!(WholeRow::new(&bare, vec![0], &[]).is_none());
     }
 
     #[test]

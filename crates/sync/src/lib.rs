@@ -31,7 +31,7 @@ pub mod wire;
 
 pub use cairn_store::Value;
 pub use chain::{Block, ChainKey, ChainLog, Checkpoint};
-pub use change::{Op, OpsWriter, Payload, Record};
+pub use change::{Op, OpsWriter, Payload, Record, WholeRow};
 pub use error::{Error, Reason, Result};
 pub use identity::{AuthorId, Identity};
 pub use link::{Link, Output};
