@@ -978,8 +978,10 @@ impl State {
                 continue;
             };
             // Every column set (an insert, or an update that changed them all), in column
-            // order.
-            if let (Some(whole), true) = (&shape.whole, columns.len() == row.len()) {
+            // order. (A row captured before an `ADD COLUMN` in the same transaction is shorter
+            // than the table: `set` records the columns it has.)
+            let every = columns.len() == row.len() && row.len() == t.columns.len();
+            if let (Some(whole), true) = (&shape.whole, every) {
                 debug_assert!(columns.iter().enumerate().all(|(i, &c)| i == c));
                 writer(&mut scopes.list[scope], room)
                     .set_whole(whole, |c| row.value(c))

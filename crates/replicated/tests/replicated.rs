@@ -1739,6 +1739,34 @@ fn every_schema_change_between_writes_is_registered() {
     );
 }
 
+/// A column added inside a transaction, after rows were written and before more: the rows
+/// written before it are recorded with the columns they had (the new one NULL there, as in
+/// the table), those after with all of them, and a peer that added the column gets both.
+#[test]
+fn a_column_added_inside_a_transaction_between_writes_is_recorded() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    for n in [&mut a, &mut b] {
+        n.exec("CREATE TABLE t (id TEXT PRIMARY KEY, v INTEGER) REPLICATED");
+    }
+    a.exec(
+        "BEGIN; INSERT INTO t VALUES ('before', 1); ALTER TABLE t ADD COLUMN w TEXT; \
+         INSERT INTO t VALUES ('after', 2, 'two'); COMMIT",
+    );
+    b.exec("ALTER TABLE t ADD COLUMN w TEXT");
+    sync_pair(&mut a, &mut b);
+    let want = vec![
+        vec![
+            Value::Text("after".into()),
+            Value::Integer(2),
+            Value::Text("two".into()),
+        ],
+        vec![Value::Text("before".into()), Value::Integer(1), Value::Null],
+    ];
+    assert_eq!(a.rows("SELECT id, v, w FROM t ORDER BY id"), want);
+    assert_eq!(b.rows("SELECT id, v, w FROM t ORDER BY id"), want);
+}
+
 /// Peers are saved one key each and only when they change: after a reopen A still knows what
 /// each peer acknowledged, so compaction keeps what the peer that fell behind lacks, and that
 /// peer then catches up from the history rather than a snapshot.
