@@ -18,7 +18,8 @@ mod persist;
 use cairn_sql::executor::same_row;
 use cairn_sql::schema::{Catalog, Key, Table};
 use cairn_sql::{
-    Changes, CommitHook, Correction, Database, EncodedRow, Error, Result, Storage, Value,
+    CaptureSink, Changes, CommitHook, Correction, Database, EncodedRow, Error, Result, Storage,
+    Value,
 };
 use cairn_sync::change::Encoded;
 use cairn_sync::{
@@ -93,6 +94,18 @@ pub(crate) struct State {
     /// A purge (this replica's or a peer's) committed but zeroing the free pages after it
     /// failed: the next purge or sync call that commits zeroes them again.
     erase_owed: bool,
+    /// The capture in the open transaction (see `Capture`): None before its first change;
+    /// then whether it writes the ops of the tables it takes as they come (the replica is
+    /// known and up to date) or every change waits in `Changes` for the commit.
+    sink_on: Option<bool>,
+    /// Each change the capture took in this transaction, with where its scope's writers
+    /// stood before it (how many, and the last one's mark): a failed statement's are dropped.
+    sunk: Vec<(usize, usize, (usize, u64))>,
+    /// The last change's table, as the capture found it: its shape, its scope and the
+    /// scopes' epoch then (kept from one transaction to the next).
+    sink_last: Option<(usize, usize, u64)>,
+    /// An op the capture could not write: the commit fails with it.
+    sink_error: Option<Error>,
 }
 
 impl Sync {
@@ -116,6 +129,10 @@ impl Sync {
             stale: None,
             erase_owed: false,
             uncommitted: 0,
+            sink_on: None,
+            sunk: Vec::new(),
+            sink_last: None,
+            sink_error: None,
         }));
         {
             let mut st = st.borrow_mut();
@@ -125,8 +142,10 @@ impl Sync {
                 // replicated commit or sync call.
                 st.spare = Some(Identity::generate(&mut rand_core::OsRng));
             }
+            st.shapes_for(db.catalog());
         }
         db.set_commit_hook(Box::new(Hook(st.clone())));
+        db.set_capture_sink(Box::new(Capture(st.clone())));
         Ok(Sync { st })
     }
 
@@ -173,6 +192,8 @@ impl Sync {
         self.write(db, |st, store| {
             persist::put_owner(store, &owner)?;
             st.owner = Some(owner);
+            // The capture's scopes are the owner's: it starts them again.
+            st.sink_on = None;
             Ok(())
         })
     }
@@ -738,9 +759,12 @@ impl State {
         self.registered_for = None;
         self.shapes.clear();
         self.scopes = Scopes::default();
+        self.sink_last = None;
+        self.sink_on = None;
         self.saved = persist::Saved::default();
         self.uncommitted = 0;
         self.load(store, catalog)?;
+        self.shapes_for(catalog);
         self.stale = None;
         Ok(())
     }
@@ -754,6 +778,113 @@ impl State {
     /// were `durable`: it is read again before its next use. The first failure's count stands.
     fn mark_stale(&mut self, durable: usize) {
         self.stale.get_or_insert(durable);
+        // The capture decides again, at the next transaction's first change.
+        self.sink_on = None;
+    }
+
+    /// Keeps a shape for each replicated table of `catalog` (and for none it no longer has),
+    /// so that the capture can take a table's changes from its first transaction on, and
+    /// those made after its definition changed inside a transaction.
+    fn shapes_for(&mut self, catalog: &Catalog) {
+        let held = |s: &Shape| catalog.tables.values().any(|t| Rc::ptr_eq(t, &s.table));
+        self.shapes.retain(held);
+        for t in catalog.tables.values() {
+            if t.replicated.is_some() && !self.shapes.iter().any(|s| Rc::ptr_eq(&s.table, t)) {
+                self.shapes.push(Shape::new(t.clone()));
+            }
+        }
+        // Places in `shapes` moved.
+        self.sink_last = None;
+    }
+
+    /// The shape and the scope of a change of `t` the capture takes, or None when it does
+    /// not take it (see `Capture`).
+    #[inline]
+    fn sink_target(&mut self, t: &Table) -> Option<(usize, usize)> {
+        if self.sink_on == Some(true) {
+            if let Some((i, scope, epoch)) = self.sink_last {
+                // (The shapes may have been made again since: looked at by their table.)
+                let same =
+                    (self.shapes.get(i)).is_some_and(|s| std::ptr::eq(Rc::as_ptr(&s.table), t));
+                if epoch == self.scopes.epoch && same {
+                    self.scopes.mark_used(scope);
+                    return Some((i, scope));
+                }
+            }
+        }
+        self.sink_find(t)
+    }
+
+    #[cold]
+    fn sink_find(&mut self, t: &Table) -> Option<(usize, usize)> {
+        match self.sink_on {
+            Some(true) => {}
+            Some(false) => return None,
+            None => {
+                // Decided at the transaction's first change, for all of it: on when the
+                // state is current and this device's id known (the replica's, or the key
+                // pair made at attach that the commit will save).
+                let me = match (&self.replica, &self.spare) {
+                    (Some(r), _) => Some(r.id()),
+                    (None, Some(spare)) => Some(spare.id()),
+                    (None, None) => None,
+                };
+                let me = me.filter(|_| self.stale.is_none());
+                self.sink_on = Some(me.is_some());
+                let me = me?;
+                let owner = self.owner.unwrap_or(me);
+                self.scopes.begin(owner, me);
+                return self.sink_target(t);
+            }
+        }
+        // Only a definition a shape holds (the catalog's, as the last commit saw it).
+        let i = (self.shapes.iter()).position(|s| std::ptr::eq(Rc::as_ptr(&s.table), t))?;
+        if !self.shapes[i].sinkable {
+            return None;
+        }
+        let scope = self.scopes.find(&self.shapes[i].table.name);
+        self.sink_last = Some((i, scope, self.scopes.epoch));
+        Some((i, scope))
+    }
+
+    /// Drops the changes the capture took past the first `len`; with `len` 0, ends its
+    /// transaction (after its commit, or its rollback).
+    fn sink_truncate(&mut self, len: usize) {
+        if len == 0 {
+            // The writers emptied for the next transaction (one kept, its buffer with it),
+            // the scopes no longer used. The decision to take changes stands: what could
+            // change it (a sync call, a failed commit, the owner set) decides again.
+            for &i in &self.scopes.used {
+                let slot = &mut self.scopes.list[i];
+                slot.writers.truncate(1);
+                // (After a commit it is empty already.)
+                if let Some(w) = slot.writers.first_mut().filter(|w| !w.is_empty()) {
+                    w.reset();
+                }
+                slot.used = false;
+            }
+            self.scopes.used.clear();
+            self.sunk.clear();
+            self.sink_error = None;
+            return;
+        }
+        if len >= self.sunk.len() {
+            return;
+        }
+        // Each scope goes back to where it stood at its first change dropped.
+        let mut done: Vec<usize> = Vec::new();
+        for &(scope, writers, mark) in &self.sunk[len..] {
+            if done.contains(&scope) {
+                continue;
+            }
+            done.push(scope);
+            let slot = &mut self.scopes.list[scope];
+            slot.writers.truncate(writers);
+            if let Some(w) = slot.writers.last_mut() {
+                w.back_to(mark);
+            }
+        }
+        self.sunk.truncate(len);
     }
 
     /// The commit the hook recorded did not reach the store: its records are not pending.
@@ -781,20 +912,20 @@ impl State {
     }
 
     /// [`State::ensure`] for a commit of the catalog `schema` names: one of the catalog the
-    /// last commit registered has nothing new to register.
+    /// last commit registered has nothing new to register. Whether the catalog is another.
     fn ensure_for(
         &mut self,
         store: &mut dyn Storage,
         catalog: &Catalog,
         schema: cairn_sql::SchemaStamp,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if self.replica.is_some() && self.registered_for == Some(schema) {
-            return Ok(());
+            return Ok(false);
         }
         self.registered_for = None;
         self.ensure(store, catalog)?;
         self.registered_for = Some(schema);
-        Ok(())
+        Ok(true)
     }
 
     /// Registers every replicated table whose definition is new or changed.
@@ -818,7 +949,6 @@ impl State {
             if known.is_some_and(|i| Rc::ptr_eq(&self.registered[i].0, t)) {
                 continue;
             }
-            self.shapes.clear();
             let sql = t.sql();
             match known {
                 Some(i) if self.registered[i].1 == sql => self.registered[i].0 = t.clone(),
@@ -836,6 +966,8 @@ impl State {
         let at = |k: &Rc<Table>| replicated().position(|t| Rc::ptr_eq(k, t));
         self.registered
             .sort_by_key(|(k, _)| at(k).unwrap_or(usize::MAX));
+        // The shapes of definitions no longer the catalog's go (each is looked for by name).
+        self.shapes_for(catalog);
         Ok(())
     }
 
@@ -870,40 +1002,16 @@ impl State {
         schema: cairn_sql::SchemaStamp,
         changes: &Changes,
     ) -> Result<Vec<Correction>> {
-        self.ensure_for(store, catalog, schema)?;
+        let schema_changed = self.ensure_for(store, catalog, schema)?;
+        let sink_was_on = self.sink_on == Some(true);
         let owner = self.owner();
         // What the table holds for each row at the end of the transaction.
         // (A list, sorted and cut to each key's last entry when used: most commits have none,
         // and an empty list costs nothing to drop.)
-        let mut finals: Vec<(RowKey, FinalRow)> = Vec::new();
+        let mut finals: Option<Vec<(RowKey, FinalRow)>> = None;
         // Per scope, its records' ops, written straight into the records' encodings (a new
         // record every `MAX_OPS` ops). Most transactions write a scope or two: a list searched
         // by name beats hashing every row's; past a few, a map finds them.
-        /// The writer the scope's next op goes to.
-        #[inline(always)]
-        fn writer(slot: &mut ScopeSlot, room: usize) -> &mut OpsWriter {
-            if slot
-                .writers
-                .last()
-                .is_none_or(|w| w.len() >= cairn_sync::change::MAX_OPS)
-            {
-                new_writer(slot, room);
-            }
-            slot.writers.last_mut().expect("invariant: pushed above")
-        }
-        /// Starts the scope's next record (once a record: out of the per-op path).
-        #[cold]
-        fn new_writer(slot: &mut ScopeSlot, room: usize) {
-            // Room for a typical op of the changes left, to spare regrowth.
-            let room = 80 * room.min(cairn_sync::change::MAX_OPS as usize);
-            slot.writers.push(match slot.spare.take() {
-                Some(mut w) => {
-                    w.reserve(room);
-                    w
-                }
-                None => OpsWriter::with_capacity(room),
-            });
-        }
         let State {
             replica,
             shapes,
@@ -911,9 +1019,15 @@ impl State {
             ..
         } = self;
         let replica = replica.as_ref().expect("invariant: ensured");
-        scopes.begin(owner, replica.id());
+        if self.sink_on != Some(true) {
+            // (Else the capture began with the transaction, and its ops are in the writers.)
+            scopes.begin(owner, replica.id());
+        }
+        if let Some(e) = self.sink_error.take() {
+            return Err(e);
+        }
         let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
-        let total = changes.len();
+        let total = changes.held();
         // The last table's shape, sync schema and (without a scope column) scope: a run of
         // changes is mostly to one table.
         let mut last: Option<(usize, Option<usize>)> = None;
@@ -965,7 +1079,7 @@ impl State {
                     ),
                     None => None,
                 };
-                finals.push((key, (t.name.clone(), after)));
+                (finals.get_or_insert_with(Vec::new)).push((key, (t.name.clone(), after)));
             }
             let pk = shape.pk_cols.iter().map(|&c| Encoded(row.value(c)));
             // The first scope's first record makes room for all the changes left; with more
@@ -984,7 +1098,7 @@ impl State {
             if let (Some(whole), true) = (&shape.whole, every) {
                 debug_assert!(columns.iter().enumerate().all(|(i, &c)| i == c));
                 writer(&mut scopes.list[scope], room)
-                    .set_whole(whole, |c| row.value(c))
+                    .set_whole(whole, |c| Encoded(row.value(c)))
                     .map_err(sync_err)?;
                 continue;
             }
@@ -1021,14 +1135,14 @@ impl State {
         let mut one_by_one = persist::can_save_written(replica, saved);
         let mut tail_changed = false;
         for &i in &scopes.used {
-            let slot = &mut scopes.list[i];
-            for mut w in slot.writers.drain(..) {
+            let ScopeSlot { chain, writers, .. } = &mut scopes.list[i];
+            for w in writers.iter_mut() {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
                 // Its bytes are copied out, and the writer, emptied, serves the next commit.
-                let chain = &slot.chain;
+                let chain = &*chain;
                 let saved_now = replica
-                    .commit_written_from(now, chain, &mut w, |seq, hlc, bytes| {
+                    .commit_written_from(now, chain, w, |seq, hlc, bytes| {
                         if !one_by_one {
                             return Ok(false);
                         }
@@ -1036,13 +1150,14 @@ impl State {
                         persist::save_written(store, saved, chain, record, &mut tail_changed)
                     })
                     .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
-                // Not pending until the commit is stored (`after_commit`).
-                *uncommitted += 1;
-                slot.spare = Some(w);
                 if let Some(r) = saved_now {
+                    // Not pending until the commit is stored (`after_commit`).
+                    *uncommitted += 1;
                     one_by_one = r?;
                 }
             }
+            // One emptied writer (and its buffer) serves the scope's next commit.
+            writers.truncate(1);
         }
         if one_by_one {
             persist::end_written(store, replica, saved, tail_changed)?;
@@ -1050,12 +1165,25 @@ impl State {
             let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
             persist::save_from(store, replica, saved, Some(&mut chains), tail_changed)?;
         }
-        if unique_tables.is_empty() && finals.is_empty() {
+        // A table the capture took that has a UNIQUE index now (made inside the transaction:
+        // the capture took its changes as one with none). Its scope is named after it.
+        if schema_changed && sink_was_on {
+            for &i in &self.scopes.used {
+                let name = &self.scopes.list[i].name;
+                let unique = (catalog.tables.get(&name.to_ascii_lowercase()))
+                    .is_some_and(|t| t.indexes.iter().any(|i| i.unique));
+                if unique && !unique_tables.contains(name) {
+                    unique_tables.push(name.clone());
+                }
+            }
+        }
+        if unique_tables.is_empty() && finals.is_none() {
             // Nothing to correct (the common case), so nothing to merge now.
             return Ok(Vec::new());
         }
         // In name order, and each row's last change in key order.
         unique_tables.sort_unstable();
+        let mut finals = finals.unwrap_or_default();
         finals.reverse();
         finals.sort_by(|a, b| a.0.cmp(&b.0));
         finals.dedup_by(|later, kept| later.0 == kept.0);
@@ -1106,6 +1234,26 @@ impl State {
         }
         Ok(fixes)
     }
+}
+
+/// The writer the scope's next op goes to.
+#[inline(always)]
+fn writer(slot: &mut ScopeSlot, room: usize) -> &mut OpsWriter {
+    match slot.writers.last_mut() {
+        // The one the last commit emptied: room for what comes, as a new one gets.
+        Some(w) if w.is_empty() => w.reserve(80 * room.min(cairn_sync::change::MAX_OPS as usize)),
+        Some(w) if w.len() < cairn_sync::change::MAX_OPS => {}
+        _ => new_writer(slot, room),
+    }
+    slot.writers.last_mut().expect("invariant: pushed above")
+}
+
+/// Starts the scope's next record (once a record: out of the per-op path).
+#[cold]
+fn new_writer(slot: &mut ScopeSlot, room: usize) {
+    // Room for a typical op of the changes left, to spare regrowth.
+    let room = 80 * room.min(cairn_sync::change::MAX_OPS as usize);
+    slot.writers.push(OpsWriter::with_capacity(room));
 }
 
 fn subscription(prefixes: &[String]) -> cairn_sync::Subscription {
@@ -1208,6 +1356,8 @@ struct Scopes {
     at: HashMap<String, usize>,
     /// The scopes this commit wrote, in order of first use.
     used: Vec<usize>,
+    /// Moves each time `list` is emptied (a place in it is then another scope's).
+    epoch: u64,
 }
 
 struct ScopeSlot {
@@ -1217,8 +1367,6 @@ struct ScopeSlot {
     /// This commit's ops for the scope, written straight into the records' encodings (a new
     /// record every `MAX_OPS` ops).
     writers: Vec<OpsWriter>,
-    /// A writer emptied by the scope's last commit, whose buffer serves the next record.
-    spare: Option<OpsWriter>,
     used: bool,
 }
 
@@ -1239,6 +1387,16 @@ impl Scopes {
             self.owner = Some((owner, me));
             self.list.clear();
             self.at.clear();
+            self.epoch += 1;
+        }
+    }
+
+    /// Marks scope `i` used by this commit.
+    #[inline]
+    fn mark_used(&mut self, i: usize) {
+        if !self.list[i].used {
+            self.list[i].used = true;
+            self.used.push(i);
         }
     }
 
@@ -1259,7 +1417,6 @@ impl Scopes {
                 name: name.to_string(),
                 chain: (me, ScopeId::new(owner, name.as_bytes())),
                 writers: Vec::new(),
-                spare: None,
                 used: false,
             });
             let i = self.list.len() - 1;
@@ -1268,10 +1425,7 @@ impl Scopes {
             }
             i
         });
-        if !self.list[i].used {
-            self.list[i].used = true;
-            self.used.push(i);
-        }
+        self.mark_used(i);
         i
     }
 }
@@ -1296,6 +1450,9 @@ struct Shape {
     /// How a write of every column is recorded without `OpsWriter::set`'s checks (None for a
     /// table with counters).
     whole: Option<WholeRow>,
+    /// The capture writes this table's ops as they come (`Capture`): no counters, no scope
+    /// column, no UNIQUE index, nothing that needs the rows at commit.
+    sinkable: bool,
 }
 
 impl Shape {
@@ -1324,18 +1481,123 @@ impl Shape {
         let non_key: Vec<usize> = (0..table.columns.len())
             .filter(|c| sync_cols[*c].is_some())
             .collect();
+        let whole = WholeRow::new(&schema, pk_cols.clone(), &non_key);
+        let scoped = table.replicated.as_ref().and_then(|r| r.scope).is_some();
+        let unique = table.indexes.iter().any(|i| i.unique);
         Shape {
-            whole: WholeRow::new(&schema, pk_cols.clone(), &non_key),
+            sinkable: whole.is_some() && !scoped && !unique && counters.is_empty(),
+            whole,
             schema,
             pk_cols,
             sync_cols,
             lww_cols,
-            scoped: table.replicated.as_ref().and_then(|r| r.scope).is_some(),
+            scoped,
             has_counters: !counters.is_empty(),
-            unique: table.indexes.iter().any(|i| i.unique),
+            unique,
             table,
         }
     }
+}
+
+/// The capture's sink: the changes of a replicated table whose shape allows it (`sinkable`)
+/// are written into its scope's record as the statements make them, rather than held in
+/// `Changes` and read again at commit. Within a transaction a table's changes all come here or
+/// all go to `Changes`, but for one whose definition changed during the transaction: its
+/// changes made before came here and those after go to `Changes` (no shape holds the new
+/// definition until the commit), which the commit writes after them, in order.
+struct Capture(Rc<RefCell<State>>);
+
+impl CaptureSink for Capture {
+    fn insert(&mut self, t: &Table, row: &[Value]) -> bool {
+        // Borrowed only while a sync call runs, which makes no captured change.
+        let Ok(mut st) = self.0.try_borrow_mut() else {
+            return false;
+        };
+        let Some((i, scope)) = st.sink_target(t) else {
+            return false;
+        };
+        let st = &mut *st;
+        let shape = &st.shapes[i];
+        let slot = &mut st.scopes.list[scope];
+        st.sunk.push(sink_mark(scope, slot));
+        let whole = shape
+            .whole
+            .as_ref()
+            .expect("invariant: a sinkable shape has one");
+        if let Err(e) = writer(slot, SINK_ROOM).set_whole(whole, |c| &row[c]) {
+            st.sink_error.get_or_insert(sink_err(e));
+        }
+        true
+    }
+
+    fn set<'v>(
+        &mut self,
+        t: &Table,
+        value: &dyn Fn(usize) -> &'v Value,
+        columns: &[usize],
+    ) -> bool {
+        let Ok(mut st) = self.0.try_borrow_mut() else {
+            return false;
+        };
+        let Some((i, scope)) = st.sink_target(t) else {
+            return false;
+        };
+        let st = &mut *st;
+        let shape = &st.shapes[i];
+        let slot = &mut st.scopes.list[scope];
+        st.sunk.push(sink_mark(scope, slot));
+        // As the commit records a SET: its last-writer-wins columns, none if it set only
+        // key columns.
+        if !columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
+            return true;
+        }
+        let pk = shape.pk_cols.iter().map(|&c| value(c));
+        let set = (columns.iter()).filter_map(|&c| shape.lww_cols[c].map(|i| (i, value(c))));
+        if let Err(e) = writer(slot, SINK_ROOM).set(&shape.schema, pk, set) {
+            st.sink_error.get_or_insert(sink_err(e));
+        }
+        true
+    }
+
+    fn delete(&mut self, t: &Table, row: &[Value]) -> bool {
+        let Ok(mut st) = self.0.try_borrow_mut() else {
+            return false;
+        };
+        let Some((i, scope)) = st.sink_target(t) else {
+            return false;
+        };
+        let st = &mut *st;
+        let shape = &st.shapes[i];
+        let slot = &mut st.scopes.list[scope];
+        st.sunk.push(sink_mark(scope, slot));
+        let pk = shape.pk_cols.iter().map(|&c| &row[c]);
+        if let Err(e) = writer(slot, SINK_ROOM).delete(&shape.schema, pk) {
+            st.sink_error.get_or_insert(sink_err(e));
+        }
+        true
+    }
+
+    fn truncate(&mut self, len: usize) {
+        if let Ok(mut st) = self.0.try_borrow_mut() {
+            st.sink_truncate(len);
+        }
+    }
+}
+
+/// The room a record the capture starts has for its ops: for a few rows (it grows past that).
+const SINK_ROOM: usize = 16;
+
+fn sink_err(e: cairn_sync::Error) -> Error {
+    Error::Sync("SYNC_REFUSED", e.to_string())
+}
+
+/// Where the writers of scope `scope` (`slot`) stand: how many, and the last one's mark.
+fn sink_mark(scope: usize, slot: &ScopeSlot) -> (usize, usize, (usize, u64)) {
+    (
+        scope,
+        slot.writers.len(),
+        slot.writers.last().map_or((0, 0), |w| w.mark()),
+    )
 }
 
 struct Hook(Rc<RefCell<State>>);
@@ -1350,6 +1612,15 @@ impl CommitHook for Hook {
     ) -> Result<Vec<Correction>> {
         let mut st = self.0.borrow_mut();
         if st.stale.is_some() {
+            if st.sink_on == Some(true) {
+                // The capture began on a state known to be current, and nothing makes it
+                // stale inside a transaction; were it so, reading it again would drop the
+                // transaction's ops.
+                return Err(Error::Sync(
+                    "SYNC_REFUSED",
+                    "the sync state changed during the transaction; run it again".into(),
+                ));
+            }
             // The in-memory state is ahead of the store after a failed commit: rebuild it
             // from what is on disk (this transaction has not touched the sync trees yet).
             st.reload(&*store, catalog)?;
@@ -1360,6 +1631,12 @@ impl CommitHook for Hook {
             st.abandon_commit();
         }
         r
+    }
+
+    fn schema_changed(&mut self, catalog: &Catalog) {
+        if let Ok(mut st) = self.0.try_borrow_mut() {
+            st.shapes_for(catalog);
+        }
     }
 
     fn after_commit(&mut self, committed: bool) {

@@ -1885,6 +1885,45 @@ pub struct Changes {
     /// The tables changed in this transaction (and maybe earlier ones), which entries name by
     /// index.
     tables: Vec<Rc<str>>,
+    /// Where the changes of the tables it takes go instead (the sync layer's ops), and how
+    /// many it took in this transaction.
+    sink: SinkSlot,
+    sunk: usize,
+}
+
+/// Takes a transaction's changes to some replicated tables as the statements make them (the
+/// sync layer writing its ops at once), instead of [`Changes`] holding them for the commit hook
+/// to read at commit. Every change of a table it takes in a transaction must go to it, in order;
+/// what it takes counts among the transaction's changes ([`Changes::len`]).
+pub trait CaptureSink {
+    /// Takes the insert of `row` (every column) into `t`, or returns false (not a table it
+    /// takes).
+    fn insert(&mut self, t: &Table, row: &[Value]) -> bool;
+    /// Takes a SET of `columns` of a row of `t` whose values after the write `value` gives
+    /// (the key's among them).
+    fn set<'v>(&mut self, t: &Table, value: &dyn Fn(usize) -> &'v Value, columns: &[usize])
+        -> bool;
+    /// Takes the delete of `row` (the row as it was).
+    fn delete(&mut self, t: &Table, row: &[Value]) -> bool;
+    /// Drops the changes it took in this transaction past the first `len` (a statement that
+    /// failed; 0: the transaction ended). Called only when it took more.
+    fn truncate(&mut self, len: usize);
+}
+
+#[derive(Default)]
+struct SinkSlot(Option<Box<dyn CaptureSink>>);
+
+impl std::fmt::Debug for SinkSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Sink" } else { "None" })
+    }
+}
+
+/// Where a transaction's changes stood (`Changes::mark`), to go back to.
+#[derive(Debug, Clone, Copy)]
+pub struct ChangesMark {
+    held: usize,
+    sunk: usize,
 }
 
 /// One change, or a run of inserts of whole rows: ranges of [`Changes`]' buffers.
@@ -1946,14 +1985,52 @@ impl<'a> EncodedRow<'a> {
 }
 
 impl Changes {
+    /// The changes made, those the sink took among them.
     pub fn len(&self) -> usize {
-        self.len
+        self.len + self.sunk()
     }
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+    /// The changes held here, for [`Changes::iter`] (not those the sink took).
+    pub fn held(&self) -> usize {
+        self.len
+    }
+    fn sunk(&self) -> usize {
+        self.sunk
+    }
+    /// Hands the changes of the tables `sink` takes to it from now on.
+    pub fn set_sink(&mut self, sink: Box<dyn CaptureSink>) {
+        self.sink.0 = Some(sink);
+    }
+    /// Moves the sink to `other` (a `Changes` that takes this one's place, between
+    /// transactions).
+    pub fn give_sink(&mut self, other: &mut Changes) {
+        other.sink.0 = self.sink.0.take();
+        other.sunk = std::mem::take(&mut self.sunk);
+    }
+    pub fn mark(&self) -> ChangesMark {
+        ChangesMark {
+            held: self.len,
+            sunk: self.sunk(),
+        }
+    }
+    /// Drops the changes made since `m` (a statement that failed).
+    pub fn back_to(&mut self, m: ChangesMark) {
+        self.truncate(m.held);
+        self.sink_back_to(m.sunk);
+    }
+    fn sink_back_to(&mut self, sunk: usize) {
+        if self.sunk > sunk {
+            if let Some(s) = self.sink.0.as_mut() {
+                s.truncate(sunk);
+            }
+            self.sunk = sunk;
+        }
     }
     pub fn clear(&mut self) {
         self.truncate(0);
+        self.sink_back_to(0);
         // The names stay for the next transaction (most write the same tables), unless many
         // tables have come and gone.
         if self.tables.len() > 16 {
@@ -2062,6 +2139,12 @@ impl Changes {
     /// An insert of `row` setting every column: added to the last entry when that is a run
     /// of such inserts into `t`.
     fn push_insert(&mut self, t: &Table, row: &[Value]) {
+        if let Some(s) = self.sink.0.as_mut() {
+            if s.insert(t, row) {
+                self.sunk += 1;
+                return;
+            }
+        }
         self.len += 1;
         if let Some(e) = self.entries.last_mut() {
             if e.insert && e.values == row.len() && *self.tables[e.table] == *t.name {
@@ -2080,6 +2163,12 @@ impl Changes {
     }
 
     fn push_delete(&mut self, t: &Table, row: &[Value]) {
+        if let Some(s) = self.sink.0.as_mut() {
+            if s.delete(t, row) {
+                self.sunk += 1;
+                return;
+            }
+        }
         let table = self.table(t);
         let at = self.push_row(row);
         self.len += 1;
@@ -2107,6 +2196,14 @@ impl Changes {
         }
         if self.columns.len() == c0 {
             return;
+        }
+        if let Some(s) = self.sink.0.as_mut() {
+            let value = |c: usize| new(c).unwrap_or(&old[c]);
+            if s.set(t, &value, &self.columns[c0..]) {
+                self.columns.truncate(c0);
+                self.sunk += 1;
+                return;
+            }
         }
         let scope = t.replicated.as_ref().and_then(|r| r.scope);
         let keep = |c: usize| {
@@ -2146,6 +2243,13 @@ impl Changes {
         self.adds.extend(adds);
         if self.columns.len() == c0 && self.adds.len() == a0 {
             return;
+        }
+        if let (Some(s), true) = (self.sink.0.as_mut(), self.adds.len() == a0) {
+            if s.set(t, &|c| &row[c], &self.columns[c0..]) {
+                self.columns.truncate(c0);
+                self.sunk += 1;
+                return;
+            }
         }
         let table = self.table(t);
         let at = self.push_row(row);

@@ -79,7 +79,7 @@ pub mod types;
 
 pub use cairn_store::Value;
 pub use error::{Error, Result};
-pub use executor::{Change, Changes, Correction, EncodedRow, SetPart};
+pub use executor::{CaptureSink, Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
@@ -235,6 +235,9 @@ pub trait CommitHook {
     ) -> Result<Vec<Correction>>;
     /// Whether the commit that `before_commit` prepared reached the storage.
     fn after_commit(&mut self, committed: bool);
+    /// The schema changed (a table made, altered or dropped, or a transaction that did so
+    /// rolled back): `catalog` is the new one, and the next commit's stamp is another.
+    fn schema_changed(&mut self, _catalog: &Catalog) {}
 }
 
 static NEXT_DATABASE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -276,6 +279,12 @@ impl Database {
     /// Installs the hook that sees commits to replicated tables (one per database).
     pub fn set_commit_hook(&mut self, hook: Box<dyn CommitHook>) {
         self.hook = Some(hook);
+    }
+
+    /// Hands the changes of the replicated tables `sink` takes to it as statements make them
+    /// (for the commit hook's own use), instead of holding them for the hook.
+    pub fn set_capture_sink(&mut self, sink: Box<dyn CaptureSink>) {
+        self.changes.set_sink(sink);
     }
 
     /// Runs `f` with writes to replicated tables not recorded as local changes: for applying
@@ -324,6 +333,8 @@ impl Database {
         // The buffers serve the next transaction, unless a very large one grew them.
         if changes.footprint() <= 4 << 20 {
             self.changes = changes;
+        } else {
+            changes.give_sink(&mut self.changes);
         }
         r
     }
@@ -466,6 +477,14 @@ impl Database {
 
     pub fn last_insert_rowid(&self) -> i64 {
         self.last_rowid
+    }
+
+    /// A new schema epoch, which the commit hook hears of.
+    fn schema_moved(&mut self) {
+        self.epoch += 1;
+        if let Some(h) = self.hook.as_mut() {
+            h.schema_changed(&self.catalog);
+        }
     }
 
     fn schema_stamp(&self) -> SchemaStamp {
@@ -656,7 +675,7 @@ impl Database {
                 db.catalog = c;
             }
         };
-        let mark = self.changes.len();
+        let mark = self.changes.mark();
         if self.in_tx {
             let sp = self.store.savepoint()?;
             match f(self) {
@@ -665,7 +684,7 @@ impl Database {
                     Ok(v)
                 }
                 Err(e) => {
-                    self.changes.truncate(mark);
+                    self.changes.back_to(mark);
                     self.store.rollback_to(sp)?;
                     self.store.release(sp)?;
                     restore(self);
@@ -683,7 +702,7 @@ impl Database {
                     Ok(v)
                 }
                 Err(e) => {
-                    self.changes.truncate(mark);
+                    self.changes.back_to(mark);
                     self.store.rollback()?;
                     restore(self);
                     Err(e)
@@ -716,7 +735,7 @@ impl Database {
                     self.in_tx = false;
                     if let Some(c) = self.tx_catalog.take() {
                         self.catalog = c;
-                        self.epoch += 1;
+                        self.schema_moved();
                     }
                     return Err(e);
                 }
@@ -735,13 +754,13 @@ impl Database {
                 self.in_tx = false;
                 if let Some(c) = self.tx_catalog.take() {
                     self.catalog = c;
-                    self.epoch += 1;
+                    self.schema_moved();
                 }
                 Ok(Output::Done)
             }
             other => {
                 self.atomic(true, |db| db.ddl(other))?;
-                self.epoch += 1;
+                self.schema_moved();
                 Ok(Output::Done)
             }
         }

@@ -256,6 +256,7 @@ pub trait OpValue {
 }
 
 impl OpValue for &Value {
+    #[inline(always)]
     fn write(self, w: &mut Writer) {
         w.value(self);
     }
@@ -409,12 +410,24 @@ impl OpsWriter {
         Ok(())
     }
 
-    /// The SET of every column of a row whose values (one whole encoded value each) `value`
-    /// gives by their place in the row, for a table `row` was made for.
-    pub fn set_whole<'v>(
+    /// Where the writer stands (its bytes and ops), for [`OpsWriter::back_to`].
+    pub fn mark(&self) -> (usize, u64) {
+        (self.w.buf.len(), self.n)
+    }
+
+    /// Drops the ops written since `mark` was taken.
+    pub fn back_to(&mut self, mark: (usize, u64)) {
+        debug_assert!(mark.0 >= RECORD_HEAD_ROOM && mark.0 <= self.w.buf.len());
+        self.w.buf.truncate(mark.0.max(RECORD_HEAD_ROOM));
+        self.n = mark.1.min(self.n);
+    }
+
+    /// The SET of every column of a row whose values `value` gives by their place in the row
+    /// (`&Value`s, or values already encoded), for a table `row` was made for.
+    pub fn set_whole<V: OpValue>(
         &mut self,
         row: &WholeRow,
-        value: impl Fn(usize) -> &'v [u8],
+        value: impl Fn(usize) -> V,
     ) -> Result<()> {
         if self.n >= MAX_OPS {
             return Err(Error::InvalidInput(
@@ -423,12 +436,12 @@ impl OpsWriter {
         }
         self.w.raw(&row.head);
         for &at in &row.pk {
-            Encoded(value(at)).write(&mut self.w);
+            value(at).write(&mut self.w);
         }
         self.w.u8(row.cols.len() as u8);
         for &(i, at) in &row.cols {
             self.w.u8(i);
-            Encoded(value(at)).write(&mut self.w);
+            value(at).write(&mut self.w);
         }
         self.n += 1;
         Ok(())
@@ -803,7 +816,7 @@ mod tests {
                     cols.map(|(i, &c)| (i as u32, Encoded(&row[c]))),
                 )
                 .expect("invariant: fits the schema");
-                b.set_whole(&whole, |c| &row[c])
+                b.set_whole(&whole, |c| Encoded(&row[c]))
                     .expect("invariant: fits the schema");
             }
             assert_eq!(a.len(), b.len());

@@ -39,6 +39,7 @@ impl Writer {
         self.varint(b.len() as u64);
         self.raw(b);
     }
+    #[inline(always)]
     pub fn value(&mut self, v: &Value) {
         match v {
             Value::Null => self.u8(0),
