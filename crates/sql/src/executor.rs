@@ -1887,6 +1887,7 @@ pub struct Changes {
     tables: Vec<Rc<str>>,
     /// Where the changes of the tables it takes go instead (the sync layer's ops), and how
     /// many it took in this transaction.
+    #[cfg(feature = "sink")]
     sink: SinkSlot,
     sunk: usize,
 }
@@ -1895,6 +1896,7 @@ pub struct Changes {
 /// sync layer writing its ops at once), instead of [`Changes`] holding them for the commit hook
 /// to read at commit. Every change of a table it takes in a transaction must go to it, in order;
 /// what it takes counts among the transaction's changes ([`Changes::len`]).
+#[cfg(feature = "sink")]
 pub trait CaptureSink {
     /// Takes the insert of `row` (every column) into `t`, or returns false (not a table it
     /// takes).
@@ -1910,9 +1912,11 @@ pub trait CaptureSink {
     fn truncate(&mut self, len: usize);
 }
 
+#[cfg(feature = "sink")]
 #[derive(Default)]
 struct SinkSlot(Option<Box<dyn CaptureSink>>);
 
+#[cfg(feature = "sink")]
 impl std::fmt::Debug for SinkSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_some() { "Sink" } else { "None" })
@@ -2000,13 +2004,17 @@ impl Changes {
         self.sunk
     }
     /// Hands the changes of the tables `sink` takes to it from now on.
+    #[cfg(feature = "sink")]
     pub fn set_sink(&mut self, sink: Box<dyn CaptureSink>) {
         self.sink.0 = Some(sink);
     }
     /// Moves the sink to `other` (a `Changes` that takes this one's place, between
     /// transactions).
     pub fn give_sink(&mut self, other: &mut Changes) {
-        other.sink.0 = self.sink.0.take();
+        #[cfg(feature = "sink")]
+        {
+            other.sink.0 = self.sink.0.take();
+        }
         other.sunk = std::mem::take(&mut self.sunk);
     }
     pub fn mark(&self) -> ChangesMark {
@@ -2022,6 +2030,7 @@ impl Changes {
     }
     fn sink_back_to(&mut self, sunk: usize) {
         if self.sunk > sunk {
+            #[cfg(feature = "sink")]
             if let Some(s) = self.sink.0.as_mut() {
                 s.truncate(sunk);
             }
@@ -2139,6 +2148,7 @@ impl Changes {
     /// An insert of `row` setting every column: added to the last entry when that is a run
     /// of such inserts into `t`.
     fn push_insert(&mut self, t: &Table, row: &[Value]) {
+        #[cfg(feature = "sink")]
         if let Some(s) = self.sink.0.as_mut() {
             if s.insert(t, row) {
                 self.sunk += 1;
@@ -2163,6 +2173,7 @@ impl Changes {
     }
 
     fn push_delete(&mut self, t: &Table, row: &[Value]) {
+        #[cfg(feature = "sink")]
         if let Some(s) = self.sink.0.as_mut() {
             if s.delete(t, row) {
                 self.sunk += 1;
@@ -2197,6 +2208,7 @@ impl Changes {
         if self.columns.len() == c0 {
             return;
         }
+        #[cfg(feature = "sink")]
         if let Some(s) = self.sink.0.as_mut() {
             let value = |c: usize| new(c).unwrap_or(&old[c]);
             if s.set(t, &value, &self.columns[c0..]) {
@@ -2244,6 +2256,7 @@ impl Changes {
         if self.columns.len() == c0 && self.adds.len() == a0 {
             return;
         }
+        #[cfg(feature = "sink")]
         if let (Some(s), true) = (self.sink.0.as_mut(), self.adds.len() == a0) {
             if s.set(t, &|c| &row[c], &self.columns[c0..]) {
                 self.columns.truncate(c0);

@@ -79,7 +79,9 @@ pub mod types;
 
 pub use cairn_store::Value;
 pub use error::{Error, Result};
-pub use executor::{CaptureSink, Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
+#[cfg(feature = "sink")]
+pub use executor::CaptureSink;
+pub use executor::{Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
@@ -283,6 +285,7 @@ impl Database {
 
     /// Hands the changes of the replicated tables `sink` takes to it as statements make them
     /// (for the commit hook's own use), instead of holding them for the hook.
+    #[cfg(feature = "sink")]
     pub fn set_capture_sink(&mut self, sink: Box<dyn CaptureSink>) {
         self.changes.set_sink(sink);
     }
