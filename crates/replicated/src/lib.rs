@@ -1501,10 +1501,11 @@ impl Shape {
 
 /// The capture's sink: the changes of a replicated table whose shape allows it (`sinkable`)
 /// are written into its scope's record as the statements make them, rather than held in
-/// `Changes` and read again at commit. Within a transaction a table's changes all come here or
-/// all go to `Changes`, but for one whose definition changed during the transaction: its
-/// changes made before came here and those after go to `Changes` (no shape holds the new
-/// definition until the commit), which the commit writes after them, in order.
+/// `Changes` and read again at commit. A table's changes in a transaction all come here or all
+/// go to `Changes`, but for one whose definition stops qualifying during the transaction (a
+/// UNIQUE index made): its changes made before came here, those after go to `Changes`, and the
+/// commit writes those after these, in order. (A new definition gets its shape at once, from
+/// `CommitHook::schema_changed`.)
 struct Capture(Rc<RefCell<State>>);
 
 impl CaptureSink for Capture {
