@@ -1508,8 +1508,14 @@ impl Shape {
 /// `CommitHook::schema_changed`.)
 struct Capture(Rc<RefCell<State>>);
 
-impl CaptureSink for Capture {
-    fn insert(&mut self, t: &Table, row: &[Value]) -> bool {
+impl Capture {
+    /// The state, the shape of `t` and its scope's writer, with where the writers stood
+    /// logged, when the sink takes a change of `t`.
+    fn take(
+        &self,
+        t: &Table,
+        f: impl FnOnce(&Shape, &mut OpsWriter) -> cairn_sync::Result<()>,
+    ) -> bool {
         // Borrowed only while a sync call runs, which makes no captured change.
         let Ok(mut st) = self.0.try_borrow_mut() else {
             return false;
@@ -1518,17 +1524,21 @@ impl CaptureSink for Capture {
             return false;
         };
         let st = &mut *st;
-        let shape = &st.shapes[i];
         let slot = &mut st.scopes.list[scope];
         st.sunk.push(sink_mark(scope, slot));
-        let whole = shape
-            .whole
-            .as_ref()
-            .expect("invariant: a sinkable shape has one");
-        if let Err(e) = writer(slot, SINK_ROOM).set_whole(whole, |c| &row[c]) {
+        if let Err(e) = f(&st.shapes[i], writer(slot, SINK_ROOM)) {
             st.sink_error.get_or_insert(sink_err(e));
         }
         true
+    }
+}
+
+impl CaptureSink for Capture {
+    fn insert(&mut self, t: &Table, row: &[Value]) -> bool {
+        self.take(t, |shape, w| {
+            let whole = (shape.whole.as_ref()).expect("invariant: a sinkable shape has one");
+            w.set_whole(whole, |c| &row[c])
+        })
     }
 
     fn set<'v>(
@@ -1537,45 +1547,22 @@ impl CaptureSink for Capture {
         value: &dyn Fn(usize) -> &'v Value,
         columns: &[usize],
     ) -> bool {
-        let Ok(mut st) = self.0.try_borrow_mut() else {
-            return false;
-        };
-        let Some((i, scope)) = st.sink_target(t) else {
-            return false;
-        };
-        let st = &mut *st;
-        let shape = &st.shapes[i];
-        let slot = &mut st.scopes.list[scope];
-        st.sunk.push(sink_mark(scope, slot));
-        // As the commit records a SET: its last-writer-wins columns, none if it set only
-        // key columns.
-        if !columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
-            return true;
-        }
-        let pk = shape.pk_cols.iter().map(|&c| value(c));
-        let set = (columns.iter()).filter_map(|&c| shape.lww_cols[c].map(|i| (i, value(c))));
-        if let Err(e) = writer(slot, SINK_ROOM).set(&shape.schema, pk, set) {
-            st.sink_error.get_or_insert(sink_err(e));
-        }
-        true
+        self.take(t, |shape, w| {
+            // As the commit records a SET: its last-writer-wins columns, none if it set only
+            // key columns.
+            if !columns.iter().any(|&c| shape.lww_cols[c].is_some()) {
+                return Ok(());
+            }
+            let pk = shape.pk_cols.iter().map(|&c| value(c));
+            let set = (columns.iter()).filter_map(|&c| shape.lww_cols[c].map(|i| (i, value(c))));
+            w.set(&shape.schema, pk, set)
+        })
     }
 
     fn delete(&mut self, t: &Table, row: &[Value]) -> bool {
-        let Ok(mut st) = self.0.try_borrow_mut() else {
-            return false;
-        };
-        let Some((i, scope)) = st.sink_target(t) else {
-            return false;
-        };
-        let st = &mut *st;
-        let shape = &st.shapes[i];
-        let slot = &mut st.scopes.list[scope];
-        st.sunk.push(sink_mark(scope, slot));
-        let pk = shape.pk_cols.iter().map(|&c| &row[c]);
-        if let Err(e) = writer(slot, SINK_ROOM).delete(&shape.schema, pk) {
-            st.sink_error.get_or_insert(sink_err(e));
-        }
-        true
+        self.take(t, |shape, w| {
+            w.delete(&shape.schema, shape.pk_cols.iter().map(|&c| &row[c]))
+        })
     }
 
     fn truncate(&mut self, len: usize) {

@@ -65,6 +65,65 @@ fn sync_pair(a: &mut Node, b: &mut Node) -> usize {
     panic!("sync did not settle");
 }
 
+/// How many seeds the simulation tests run: `CAIRN_REPLICATED_SEEDS`, or 20.
+fn seeds() -> u64 {
+    std::env::var("CAIRN_REPLICATED_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+}
+
+/// The numbers of seed `seed` (xorshift): each call, one below its argument.
+fn numbers(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    }
+}
+
+/// Two databases with one key pair, `run` on each: the first with `false`, the second `true`.
+fn one_key_pair(run: impl Fn(&mut Node, bool)) -> (Node, Node) {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    let key = a.sync.export_key(&mut a.db).unwrap();
+    b.sync.import_key(&mut b.db, &key).unwrap();
+    run(&mut a, false);
+    run(&mut b, true);
+    (a, b)
+}
+
+/// The messages `n` sends a new peer with `schema` until neither has more to say (the records,
+/// sealed into signed blocks), and the peer's state digest then; the peer's rows by `all` must
+/// be `n`'s.
+fn sent_to_new_peer(n: &mut Node, schema: &str, all: &str) -> (Vec<Vec<u8>>, [u8; 32]) {
+    let mut peer = Node::memory();
+    peer.exec(schema);
+    let (ln, hello) = n.sync.connect(&mut n.db).unwrap();
+    let (lp, hello_p) = peer.sync.connect(&mut peer.db).unwrap();
+    let mut out = vec![];
+    let mut to_n = peer.sync.receive(&mut peer.db, lp, &hello).unwrap();
+    to_n.insert(0, hello_p);
+    for _ in 0..100 {
+        let mut to_p = Vec::new();
+        for m in to_n.drain(..) {
+            to_p.extend(n.sync.receive(&mut n.db, ln, &m).unwrap());
+        }
+        to_p.extend(n.sync.poll(&mut n.db, ln).unwrap());
+        if to_p.is_empty() {
+            break;
+        }
+        for m in to_p {
+            to_n.extend(peer.sync.receive(&mut peer.db, lp, &m).unwrap());
+            out.push(m);
+        }
+    }
+    assert_eq!(peer.rows(all), n.rows(all));
+    (out, peer.sync.state_digest(&mut peer.db).unwrap())
+}
+
 const TODO: &str =
     "CREATE TABLE todo (id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL, \
                     done INTEGER DEFAULT 0, likes INTEGER DEFAULT 0) REPLICATED (COUNTER likes)";
@@ -556,10 +615,7 @@ fn sync_waits_for_an_open_transaction() {
 /// sync in random pairs; after a last round of syncs every table and digest is identical.
 #[test]
 fn random_writes_on_three_replicas_converge() {
-    let seeds: u64 = std::env::var("CAIRN_REPLICATED_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let seeds = seeds();
     // The second table makes titles UNIQUE: replicas writing the same title clash, and every
     // replica must show the same one of the clashing rows.
     let unique = TODO.replace("title TEXT NOT NULL", "title TEXT NOT NULL UNIQUE");
@@ -568,13 +624,7 @@ fn random_writes_on_three_replicas_converge() {
     let plain = TODO.replace(" (COUNTER likes)", "");
     let tables = [TODO.to_string(), unique, plain];
     for (seed, ddl) in (0..seeds).flat_map(|s| tables.iter().map(move |t| (s, t.clone()))) {
-        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = numbers(seed);
         let mut nodes: Vec<Node> = (0..3).map(|_| Node::memory()).collect();
         let owner = {
             let n = &mut nodes[0];
@@ -1503,12 +1553,7 @@ fn updates_made_in_place_record_what_the_general_path_records() {
             .is_err());
         node.exec("UPDATE t SET x = 'after' WHERE id = 'd'; COMMIT");
     };
-    let mut a = Node::memory();
-    let mut b = Node::memory();
-    let key = a.sync.export_key(&mut a.db).unwrap();
-    b.sync.import_key(&mut b.db, &key).unwrap();
-    run(&mut a, false);
-    run(&mut b, true);
+    let (mut a, mut b) = one_key_pair(run);
     let all = "SELECT * FROM t ORDER BY id";
     assert_eq!(a.rows(all), b.rows(all));
     assert_eq!(
@@ -1517,33 +1562,8 @@ fn updates_made_in_place_record_what_the_general_path_records() {
     );
 
     // What each sends a new peer: the records, sealed into signed blocks.
-    let sent = |n: &mut Node| {
-        let mut peer = Node::memory();
-        peer.exec(SCHEMA);
-        let (ln, hello) = n.sync.connect(&mut n.db).unwrap();
-        let (lp, hello_p) = peer.sync.connect(&mut peer.db).unwrap();
-        let mut out = vec![];
-        let mut to_n = peer.sync.receive(&mut peer.db, lp, &hello).unwrap();
-        to_n.insert(0, hello_p);
-        for _ in 0..100 {
-            let mut to_p = Vec::new();
-            for m in to_n.drain(..) {
-                to_p.extend(n.sync.receive(&mut n.db, ln, &m).unwrap());
-            }
-            to_p.extend(n.sync.poll(&mut n.db, ln).unwrap());
-            if to_p.is_empty() {
-                break;
-            }
-            for m in to_p {
-                to_n.extend(peer.sync.receive(&mut peer.db, lp, &m).unwrap());
-                out.push(m);
-            }
-        }
-        assert_eq!(peer.rows(all), n.rows(all));
-        (out, peer.sync.state_digest(&mut peer.db).unwrap())
-    };
-    let (from_a, digest_a) = sent(&mut a);
-    let (from_b, digest_b) = sent(&mut b);
+    let (from_a, digest_a) = sent_to_new_peer(&mut a, SCHEMA, all);
+    let (from_b, digest_b) = sent_to_new_peer(&mut b, SCHEMA, all);
     assert!(from_a.iter().map(Vec::len).sum::<usize>() > 1000);
     assert!(
         from_a == from_b,
@@ -2476,18 +2496,9 @@ fn a_new_database_s_first_transaction_is_recorded_under_the_key_it_saves() {
 fn the_sink_records_what_the_commit_records_from_the_captured_rows() {
     const TABLE: &str =
         "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER, x TEXT, u INTEGER) REPLICATED";
-    let seeds: u64 = std::env::var("CAIRN_REPLICATED_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let seeds = seeds();
     for seed in 0..seeds {
-        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = numbers(seed);
         let mut script = Vec::new();
         let mut open = false;
         for _ in 0..40 {
@@ -2532,40 +2543,11 @@ fn the_sink_records_what_the_commit_records_from_the_captured_rows() {
                 }
             }
         };
-        let mut a = Node::memory();
-        let mut b = Node::memory();
-        let key = a.sync.export_key(&mut a.db).unwrap();
-        b.sync.import_key(&mut b.db, &key).unwrap();
-        run(&mut a, false);
-        run(&mut b, true);
+        let (mut a, mut b) = one_key_pair(run);
         let all = "SELECT id, n, x FROM t ORDER BY id";
         assert_eq!(a.rows(all), b.rows(all), "seed {seed}");
-        let sent = |n: &mut Node| {
-            let mut peer = Node::memory();
-            peer.exec(TABLE);
-            let (ln, hello) = n.sync.connect(&mut n.db).unwrap();
-            let (lp, hello_p) = peer.sync.connect(&mut peer.db).unwrap();
-            let mut out = vec![];
-            let mut to_n = peer.sync.receive(&mut peer.db, lp, &hello).unwrap();
-            to_n.insert(0, hello_p);
-            for _ in 0..100 {
-                let mut to_p = Vec::new();
-                for m in to_n.drain(..) {
-                    to_p.extend(n.sync.receive(&mut n.db, ln, &m).unwrap());
-                }
-                to_p.extend(n.sync.poll(&mut n.db, ln).unwrap());
-                if to_p.is_empty() {
-                    break;
-                }
-                for m in to_p {
-                    to_n.extend(peer.sync.receive(&mut peer.db, lp, &m).unwrap());
-                    out.push(m);
-                }
-            }
-            assert_eq!(peer.rows(all), n.rows(all), "seed {seed}");
-            out
-        };
-        let (from_a, from_b) = (sent(&mut a), sent(&mut b));
+        let (from_a, _) = sent_to_new_peer(&mut a, TABLE, all);
+        let (from_b, _) = sent_to_new_peer(&mut b, TABLE, all);
         assert!(
             from_a.iter().map(Vec::len).sum::<usize>() > 500,
             "seed {seed}"
