@@ -1889,6 +1889,7 @@ pub struct Changes {
     /// many it took in this transaction.
     #[cfg(feature = "sink")]
     sink: SinkSlot,
+    #[cfg(feature = "sink")]
     sunk: usize,
 }
 
@@ -2001,7 +2002,10 @@ impl Changes {
         self.len
     }
     fn sunk(&self) -> usize {
-        self.sunk
+        #[cfg(feature = "sink")]
+        return self.sunk;
+        #[cfg(not(feature = "sink"))]
+        0
     }
     /// Hands the changes of the tables `sink` takes to it from now on.
     #[cfg(feature = "sink")]
@@ -2014,8 +2018,9 @@ impl Changes {
         #[cfg(feature = "sink")]
         {
             other.sink.0 = self.sink.0.take();
+            other.sunk = std::mem::take(&mut self.sunk);
         }
-        other.sunk = std::mem::take(&mut self.sunk);
+        let _ = other;
     }
     pub fn mark(&self) -> ChangesMark {
         ChangesMark {
@@ -2029,13 +2034,14 @@ impl Changes {
         self.sink_back_to(m.sunk);
     }
     fn sink_back_to(&mut self, sunk: usize) {
+        #[cfg(feature = "sink")]
         if self.sunk > sunk {
-            #[cfg(feature = "sink")]
             if let Some(s) = self.sink.0.as_mut() {
                 s.truncate(sunk);
             }
             self.sunk = sunk;
         }
+        let _ = sunk;
     }
     pub fn clear(&mut self) {
         self.truncate(0);

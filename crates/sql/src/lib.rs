@@ -238,7 +238,9 @@ pub trait CommitHook {
     /// Whether the commit that `before_commit` prepared reached the storage.
     fn after_commit(&mut self, committed: bool);
     /// The schema changed (a table made, altered or dropped, or a transaction that did so
-    /// rolled back): `catalog` is the new one, and the next commit's stamp is another.
+    /// rolled back): `catalog` is the new one, and the next commit's stamp is another. (For
+    /// the capture's sink, in the builds that have one.)
+    #[cfg(feature = "sink")]
     fn schema_changed(&mut self, _catalog: &Catalog) {}
 }
 
@@ -482,9 +484,10 @@ impl Database {
         self.last_rowid
     }
 
-    /// A new schema epoch, which the commit hook hears of.
+    /// A new schema epoch, which the commit hook hears of in builds with the capture sink.
     fn schema_moved(&mut self) {
         self.epoch += 1;
+        #[cfg(feature = "sink")]
         if let Some(h) = self.hook.as_mut() {
             h.schema_changed(&self.catalog);
         }
