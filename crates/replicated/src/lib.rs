@@ -398,7 +398,7 @@ impl Sync {
             let now = (st.now)();
             st.replica_mut()
                 .purge(now, &scope, &t.name, pk.to_vec())
-                .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+                .map_err(refused)?;
             st.persist(db.storage_mut())
         })();
         match r {
@@ -1026,7 +1026,6 @@ impl State {
         if let Some(e) = self.sink_error.take() {
             return Err(e);
         }
-        let sync_err = |e: cairn_sync::Error| Error::Sync("SYNC_REFUSED", e.to_string());
         let total = changes.held();
         // The last table's shape, sync schema and (without a scope column) scope: a run of
         // changes is mostly to one table.
@@ -1041,7 +1040,7 @@ impl State {
                         Some(i) => i,
                         None => {
                             if replica.table(name).is_none() {
-                                return Err(sync_err(cairn_sync::Error::InvalidInput(format!(
+                                return Err(refused(cairn_sync::Error::InvalidInput(format!(
                                     "table {name} is not registered"
                                 ))));
                             }
@@ -1088,7 +1087,7 @@ impl State {
             let Some(cairn_sql::SetPart { columns, adds }) = set_part else {
                 writer(&mut scopes.list[scope], room)
                     .delete(schema, pk)
-                    .map_err(sync_err)?;
+                    .map_err(refused)?;
                 continue;
             };
             // Every column set (an insert, or an update that changed them all), in column
@@ -1099,7 +1098,7 @@ impl State {
                 debug_assert!(columns.iter().enumerate().all(|(i, &c)| i == c));
                 writer(&mut scopes.list[scope], room)
                     .set_whole(whole, |c| Encoded(row.value(c)))
-                    .map_err(sync_err)?;
+                    .map_err(refused)?;
                 continue;
             }
             // An insert sets every column but the counters; one with no other column records
@@ -1110,13 +1109,13 @@ impl State {
                     .filter_map(|&c| shape.lww_cols[c].map(|i| (i, Encoded(row.value(c)))));
                 writer(&mut scopes.list[scope], room)
                     .set(schema, pk.clone(), set)
-                    .map_err(sync_err)?;
+                    .map_err(refused)?;
             }
             for &(c, d) in adds {
                 if let Some(i) = shape.sync_cols[c] {
                     writer(&mut scopes.list[scope], room)
                         .add(schema, pk.clone(), i, d)
-                        .map_err(sync_err)?;
+                        .map_err(refused)?;
                 }
             }
         }
@@ -1149,7 +1148,7 @@ impl State {
                         let record = (seq, hlc, bytes);
                         persist::save_written(store, saved, chain, record, &mut tail_changed)
                     })
-                    .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))?;
+                    .map_err(refused)?;
                 if let Some(r) = saved_now {
                     // Not pending until the commit is stored (`after_commit`).
                     *uncommitted += 1;
@@ -1163,7 +1162,7 @@ impl State {
             persist::end_written(store, replica, saved, tail_changed)?;
         } else {
             let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
-            persist::save_from(store, replica, saved, Some(&mut chains), tail_changed)?;
+            persist::save(store, replica, saved, Some(&mut chains), tail_changed)?;
         }
         // A table the capture took that has a UNIQUE index now (made inside the transaction:
         // the capture took its changes as one with none). Its scope is named after it.
@@ -1288,9 +1287,7 @@ fn full_row(t: &Table, pk: &[Value], vals: Vec<Value>) -> Vec<Value> {
 /// A scope value as it appears in a scope name.
 /// A value the SQL layer captured, in the wire encoding.
 fn decoded(b: &[u8]) -> Result<Value> {
-    cairn_sync::wire::Reader::new(b)
-        .value()
-        .map_err(|e| Error::Sync("SYNC_REFUSED", e.to_string()))
+    cairn_sync::wire::Reader::new(b).value().map_err(refused)
 }
 
 fn scope_value(v: &Value) -> String {
@@ -1527,7 +1524,7 @@ impl Capture {
         let slot = &mut st.scopes.list[scope];
         st.sunk.push(sink_mark(scope, slot));
         if let Err(e) = f(&st.shapes[i], writer(slot, SINK_ROOM)) {
-            st.sink_error.get_or_insert(sink_err(e));
+            st.sink_error.get_or_insert(refused(e));
         }
         true
     }
@@ -1575,7 +1572,8 @@ impl CaptureSink for Capture {
 /// The room a record the capture starts has for its ops: for a few rows (it grows past that).
 const SINK_ROOM: usize = 16;
 
-fn sink_err(e: cairn_sync::Error) -> Error {
+/// A local write or sync step the replica refused (`SYNC_REFUSED`).
+fn refused(e: cairn_sync::Error) -> Error {
     Error::Sync("SYNC_REFUSED", e.to_string())
 }
 
@@ -1600,15 +1598,9 @@ impl CommitHook for Hook {
     ) -> Result<Vec<Correction>> {
         let mut st = self.0.borrow_mut();
         if st.stale.is_some() {
-            if st.sink_on == Some(true) {
-                // The capture began on a state known to be current, and nothing makes it
-                // stale inside a transaction; were it so, reading it again would drop the
-                // transaction's ops.
-                return Err(Error::Sync(
-                    "SYNC_REFUSED",
-                    "the sync state changed during the transaction; run it again".into(),
-                ));
-            }
+            // Marking the state stale makes the capture decide again, and it takes nothing
+            // from a stale state: reading it again drops no op of this transaction.
+            debug_assert!(st.sink_on != Some(true));
             // The in-memory state is ahead of the store after a failed commit: rebuild it
             // from what is on disk (this transaction has not touched the sync trees yet).
             st.reload(&*store, catalog)?;

@@ -631,19 +631,8 @@ impl State {
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
         let State { replica, saved, .. } = self;
         let replica = replica.as_ref().expect("invariant: persist after ensure");
-        save(store, replica, saved, None)
+        save(store, replica, saved, None, false)
     }
-}
-
-/// Writes what changed since the last save; `local`, right after a local commit, names the
-/// chains its records went to.
-pub(crate) fn save(
-    store: &mut dyn Storage,
-    replica: &Replica,
-    saved: &mut Saved,
-    local: Option<&mut dyn Iterator<Item = &ChainKey>>,
-) -> Result<()> {
-    save_from(store, replica, saved, local, false)
 }
 
 /// Whether a local commit's records can be saved one by one as the replica takes them
@@ -660,7 +649,7 @@ pub(crate) fn can_save_written(replica: &Replica, saved: &Saved) -> bool {
 /// as [`Replica::commit_written_from`] gives them) when the chain is saved up to the record
 /// before it; false, with nothing saved, when it is not so (the chain's first record, say):
 /// `save` then saves what is left. After every record of the commit, [`end_written`] (or
-/// `save`, passing it `tail_changed`) ends the save. Only while [`can_save_written`] holds.
+/// [`save`], passing it `tail_changed`) ends the save. Only while [`can_save_written`] holds.
 pub(crate) fn save_written(
     store: &mut dyn Storage,
     saved: &mut Saved,
@@ -722,8 +711,10 @@ fn save_clock(store: &mut dyn Storage, replica: &Replica, saved: &mut Saved) -> 
     Ok(())
 }
 
-/// [`save`], the tail already changed if `tail_changed` (by [`save_written`]).
-pub(crate) fn save_from(
+/// Writes what changed since the last save; `local`, right after a local commit, names the
+/// chains its records went to; the tail already changed if `tail_changed` (by
+/// [`save_written`]).
+pub(crate) fn save(
     store: &mut dyn Storage,
     replica: &Replica,
     saved: &mut Saved,
@@ -754,10 +745,7 @@ pub(crate) fn save_from(
                 let log = replica
                     .chain(key)
                     .ok_or_else(|| corrupt("chain", "a local commit's chain is missing"))?;
-                if !save_appended(store, saved, key, log, &mut tail_changed)? {
-                    history_dropped |=
-                        save_chain(store, saved, key, log, false, &mut tail_changed)?;
-                }
+                history_dropped |= save_chain(store, saved, key, log, false, &mut tail_changed)?;
             }
         }
         None => {
@@ -979,33 +967,6 @@ fn save_chain(
         save_pending(store, saved, key, log, r, &mut pfx, tail_changed)?;
     }
     Ok(dropped)
-}
-
-/// The save after a local commit in the common case: the chain's saved mark differs from the
-/// chain only by its last pending record, new (no block sealed, nothing compacted since). Saves
-/// that record and moves the mark; false, saving nothing, when the chain is not in that state
-/// (`save_chain` then looks at all of it).
-fn save_appended(
-    store: &mut dyn Storage,
-    saved: &mut Saved,
-    key: &ChainKey,
-    log: &ChainLog,
-    tail_changed: &mut bool,
-) -> Result<bool> {
-    let (Some(m), Some(r)) = (saved.marks.get_mut(key), log.pending.last()) else {
-        return Ok(false);
-    };
-    // The chain's pending seqs are consecutive: with the last one next after the mark, it is
-    // the only one not saved.
-    if r.seq != m.pending_upto + 1
-        || m.base != log.base.as_ref().map_or(0, |c| c.seq)
-        || m.blocks_upto != log.blocks.last().map_or(0, |b| b.last_seq())
-    {
-        return Ok(false);
-    }
-    m.pending_upto = r.seq;
-    save_pending(store, saved, key, log, r, &mut None, tail_changed)?;
-    Ok(true)
 }
 
 /// Saves pending record `r` of chain `key` (`pfx` caches the chain's prefix of log keys).

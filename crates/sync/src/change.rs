@@ -381,11 +381,7 @@ impl OpsWriter {
                 format!("{}: primary key arity", schema.name),
             ));
         }
-        if self.n >= MAX_OPS {
-            return Err(Error::InvalidInput(
-                "too many ops in one record; split the commit".into(),
-            ));
-        }
+        self.room_for_op()?;
         self.w.u8(kind as u8);
         self.w.bytes(schema.name.as_bytes());
         self.w.varint(n as u64);
@@ -393,6 +389,16 @@ impl OpsWriter {
             v.write(&mut self.w);
         }
         self.n += 1;
+        Ok(())
+    }
+
+    /// A record holds at most `MAX_OPS` ops.
+    fn room_for_op(&self) -> Result<()> {
+        if self.n >= MAX_OPS {
+            return Err(Error::InvalidInput(
+                "too many ops in one record; split the commit".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -429,11 +435,7 @@ impl OpsWriter {
         row: &WholeRow,
         value: impl Fn(usize) -> V,
     ) -> Result<()> {
-        if self.n >= MAX_OPS {
-            return Err(Error::InvalidInput(
-                "too many ops in one record; split the commit".into(),
-            ));
-        }
+        self.room_for_op()?;
         self.w.raw(&row.head);
         for &at in &row.pk {
             value(at).write(&mut self.w);
