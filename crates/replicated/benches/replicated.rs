@@ -284,7 +284,7 @@ fn main() {
                     ("then connect", shared),
                 ] {
                     if !v.is_empty() {
-                        println!("{name:<66} {what} {:.1} ms", median(v));
+                        println!("{name:<66} {what} {:.3} ms", median(v));
                     }
                 }
                 for (what, v) in [("plain", &sizes[0]), ("replicated", &sizes[1])] {
@@ -298,8 +298,8 @@ fn main() {
                 continue;
             }
             let (p, r) = (median(plain), median(repl));
-            println!("{name:<66} {p:>9.1} {r:>12.1} {:>6.2}x", r / p);
-            out.push_str(&format!("| {name} | {p:.1} | {r:.1} | {:.2}x |\n", r / p));
+            println!("{name:<66} {p:>9.2} {r:>12.2} {:>6.2}x", r / p);
+            out.push_str(&format!("| {name} | {p:.2} | {r:.2} | {:.2}x |\n", r / p));
         }
     }
     let _ = std::fs::remove_file(&path);
