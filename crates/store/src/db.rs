@@ -3,7 +3,8 @@
 //! **Commit** (`Shared::commit`): write the changed trees' roots into the catalog, bring the free
 //! tree up to date (a small fixed-point loop, since changing the free tree allocates and frees
 //! pages itself), write every page this transaction owns, then one superblock that names the new
-//! roots and lists every page written since the last flush with its checksum, then one flush.
+//! roots and lists every page written since the last flush (in runs of adjacent pages, each with
+//! a checksum), then one flush.
 //! A crash that keeps the superblock but loses a page is caught at open by that list, and the
 //! other slot (the last flushed superblock, never overwritten before the next flush) wins.
 //!
@@ -51,11 +52,18 @@ use crate::page::{self, LeafValue};
 use crate::pager::{IdMap, Page, Pager};
 
 pub const MAGIC: [u8; 8] = *b"cairnDB\0";
-pub const FORMAT_VERSION: u32 = 3;
-/// Where the commit list starts: after the root bytes' length (version 3), and in a version 2
-/// superblock, which has no root bytes, right after the header.
+pub const FORMAT_VERSION: u32 = 4;
+/// Where the commit list starts: after the root bytes' length (versions 3 and 4), and in a
+/// version 2 superblock, which has no root bytes, right after the header.
 const SB_LIST: usize = 68;
 const SB_LIST_V2: usize = 64;
+/// A commit list entry: a run of adjacent pages (version 4); one page (versions 2 and 3).
+const ENTRY: usize = 16;
+const ENTRY_V3: usize = 12;
+
+/// A commit list entry: a run of `count` adjacent pages from `first`, and its checksum (the
+/// page's own for one page, else [`run_checksum`] of the pages').
+type Run = (u32, u32, u64);
 
 /// When a commit is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,13 +83,16 @@ pub enum Durability {
 /// transaction allocated spill: a committed page it changes under its own number stays
 /// held until the commit). Memory is therefore bounded by
 /// `(cache_pages + dirty_pages) * page_size` plus one root-to-leaf path per open cursor, whatever
-/// the file size.
+/// the file size. A commit's superblock names at most `list_bytes` (4 MiB) of the pages written
+/// since the last flush, which is what an open after a crash reads to check them; a commit with
+/// more flushes its pages first (two flushes instead of one).
 #[derive(Debug, Clone)]
 pub struct Options {
     pub page_size: usize,
     pub cache_pages: usize,
     pub durability: Durability,
     pub dirty_pages: usize,
+    pub list_bytes: usize,
 }
 
 impl Default for Options {
@@ -91,6 +102,7 @@ impl Default for Options {
             cache_pages: 2048,
             durability: Durability::Full,
             dirty_pages: 8192,
+            list_bytes: 4 << 20,
         }
     }
 }
@@ -267,6 +279,8 @@ pub(crate) struct Shared<F> {
     run: Vec<u8>,
     sb: Vec<u8>,
     list: Vec<(u32, u64)>,
+    runs: Vec<Run>,
+    sums: Vec<u8>,
     /// The last write transaction's maps, emptied, for the next one: a fresh map grows through
     /// several rehashes, which a one-row commit would pay every time.
     spare: Option<Spare>,
@@ -677,7 +691,7 @@ fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
     }
 }
 
-fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[(u32, u64)]) -> Vec<u8> {
+fn encode_superblock(ps: usize, slot: usize, s: &State, list: &[Run]) -> Vec<u8> {
     let mut b = Vec::new();
     encode_superblock_into(&mut b, ps, slot, s, list, &[]);
     b
@@ -690,18 +704,18 @@ fn encode_superblock_into(
     ps: usize,
     slot: usize,
     s: &State,
-    list: &[(u32, u64)],
+    list: &[Run],
     root: &[u8],
 ) {
     assert!(
-        root.len() <= root_meta_room(ps) && SB_LIST + 12 * list.len() + root.len() <= ps,
+        root.len() <= root_meta_room(ps) && SB_LIST + ENTRY * list.len() + root.len() <= ps,
         "invariant: the root bytes and the commit list fit the superblock"
     );
     if b.len() == ps {
         // The buffer holds the last superblock (written here, so it fits): zeroes past its
         // list and before its root bytes, which stay zeroes.
         let old_root = page::get_u32(b, 64) as usize;
-        let used = SB_LIST + 12 * page::get_u32(b, 60) as usize;
+        let used = SB_LIST + ENTRY * page::get_u32(b, 60) as usize;
         b[..used].fill(0);
         if old_root > 0 {
             b[ps - old_root..].fill(0);
@@ -721,9 +735,11 @@ fn encode_superblock_into(
     page::put_u64(b, 52, s.free_len);
     page::put_u32(b, 60, list.len() as u32);
     page::put_u32(b, 64, root.len() as u32);
-    for (i, (id, sum)) in list.iter().enumerate() {
-        page::put_u32(b, SB_LIST + 12 * i, *id);
-        page::put_u64(b, SB_LIST + 12 * i + 4, *sum);
+    for (i, &(first, count, sum)) in list.iter().enumerate() {
+        let at = SB_LIST + ENTRY * i;
+        page::put_u32(b, at, first);
+        page::put_u32(b, at + 4, count);
+        page::put_u64(b, at + 8, sum);
     }
     if !root.is_empty() {
         b[ps - root.len()..].copy_from_slice(root);
@@ -732,9 +748,19 @@ fn encode_superblock_into(
     page::put_u64(b, 8, sum);
 }
 
-/// How many pages a superblock's commit list can name beside `root` root bytes.
+/// How many runs a superblock's commit list can name beside `root` root bytes.
 fn list_capacity(ps: usize, root: usize) -> usize {
-    (ps - SB_LIST - root) / 12
+    (ps - SB_LIST - root) / ENTRY
+}
+
+/// The checksum of a run of more than one page: XXH64, seed 0, of the pages' checksums
+/// (`u64` little-endian, in page order), which `scratch` is used to hold.
+fn run_checksum(sums: impl Iterator<Item = u64>, scratch: &mut Vec<u8>) -> u64 {
+    scratch.clear();
+    for sum in sums {
+        scratch.extend_from_slice(&sum.to_le_bytes());
+    }
+    xxh64(scratch, 0)
 }
 
 /// The most root bytes a superblock holds: a quarter of the page, so that the commit list keeps
@@ -745,7 +771,7 @@ pub(crate) fn root_meta_room(ps: usize) -> usize {
 
 struct Slot {
     state: State,
-    list: Vec<(u32, u64)>,
+    list: Vec<Run>,
     root: Vec<u8>,
 }
 
@@ -755,8 +781,9 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         return Err(SlotError::NoMagic);
     }
     let version = page::get_u32(b, 16);
-    // Version 2 differs only in the superblock: no root bytes, the list 4 bytes earlier.
-    if version != FORMAT_VERSION && version != 2 && version != 0 {
+    // Versions 2 and 3 differ only in the superblock: version 3 names one page a list entry,
+    // version 2 also has no root bytes and its list starts 4 bytes earlier.
+    if version != FORMAT_VERSION && version != 3 && version != 2 && version != 0 {
         return Err(SlotError::Version(version));
     }
     if xxh64(&b[16..ps], slot as u64) != page::get_u64(b, 8) {
@@ -779,8 +806,8 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         free_len: page::get_u64(b, 52),
     };
     let n = page::get_u32(b, 60) as usize;
-    let (at, root, capacity) = if version == 2 {
-        (SB_LIST_V2, 0, (ps - SB_LIST_V2) / 12)
+    let (at, root, entry) = if version == 2 {
+        (SB_LIST_V2, 0, ENTRY_V3)
     } else {
         let r = page::get_u32(b, 64) as usize;
         if r > root_meta_room(ps) {
@@ -788,21 +815,32 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
                 "{r} root bytes, more than a quarter of the page"
             )));
         }
-        (SB_LIST, r, list_capacity(ps, r))
+        (SB_LIST, r, if version == 3 { ENTRY_V3 } else { ENTRY })
     };
-    if n > capacity {
+    if n > (ps - at - root) / entry {
         return Err(SlotError::Bad(format!(
             "commit list of {n} entries is too long"
         )));
     }
-    let list = (0..n)
-        .map(|i| {
+    let mut list = Vec::with_capacity(n);
+    for i in 0..n {
+        let e = at + entry * i;
+        let run = if entry == ENTRY_V3 {
+            (page::get_u32(b, e), 1, page::get_u64(b, e + 4))
+        } else {
             (
-                page::get_u32(b, at + 12 * i),
-                page::get_u64(b, at + 12 * i + 4),
+                page::get_u32(b, e),
+                page::get_u32(b, e + 4),
+                page::get_u64(b, e + 8),
             )
-        })
-        .collect();
+        };
+        if run.1 == 0 {
+            return Err(SlotError::Bad(format!(
+                "commit list entry {i} names no page"
+            )));
+        }
+        list.push(run);
+    }
     Ok(Slot {
         state,
         list,
@@ -917,6 +955,8 @@ impl<F: BlockFile> Shared<F> {
             run: Vec::new(),
             sb: Vec::new(),
             list: Vec::new(),
+            runs: Vec::new(),
+            sums: Vec::new(),
             spare: None,
             cursor_bufs: Vec::new(),
             committed_trees: None,
@@ -1242,11 +1282,15 @@ impl<F: BlockFile> Shared<F> {
             self.root_set = false;
         }
         let ps = self.pager.page_size;
-        if self.unflushed.len() > list_capacity(ps, self.root_meta.len()) {
-            // Too many pages to name in the superblock: make them (and every earlier commit)
-            // durable first; the superblock then names none. Two flushes, for big commits only.
+        self.list_runs();
+        if self.runs.len() > list_capacity(ps, self.root_meta.len())
+            || self.list.len() * ps > self.opts.list_bytes
+        {
+            // Too much to name in the superblock: make it (and every earlier commit) durable
+            // first; the superblock then names nothing. Two flushes, for big commits only.
             self.pager.file.flush()?;
             self.mark_durable();
+            self.list_runs();
         }
         let slot = 1 - self.durable_slot;
         if self.pager.volatile {
@@ -1366,19 +1410,39 @@ impl<F: BlockFile> Shared<F> {
         Ok(true)
     }
 
-    /// Writes `state`'s superblock, naming every page written since the last flush, into `slot`.
-    fn write_superblock(&mut self, slot: usize, state: &State) -> Result<()> {
-        let ps = self.pager.page_size;
-        let mut list = std::mem::take(&mut self.list);
+    /// Sorts the pages written since the last flush into `list` and names them in `runs` of
+    /// adjacent pages: the commit list.
+    fn list_runs(&mut self) {
+        let list = &mut self.list;
         list.clear();
         list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
-        crate::sort::sort(&mut list);
+        crate::sort::sort(list);
+        self.runs.clear();
+        let mut i = 0;
+        while i < list.len() {
+            let first = list[i].0;
+            let mut j = i + 1;
+            while j < list.len() && list[j].0 == list[j - 1].0 + 1 {
+                j += 1;
+            }
+            let sum = if j == i + 1 {
+                list[i].1
+            } else {
+                run_checksum(list[i..j].iter().map(|p| p.1), &mut self.sums)
+            };
+            self.runs.push((first, (j - i) as u32, sum));
+            i = j;
+        }
+    }
+
+    /// Writes `state`'s superblock into `slot`, naming the runs [`Shared::list_runs`] made.
+    fn write_superblock(&mut self, slot: usize, state: &State) -> Result<()> {
+        let ps = self.pager.page_size;
         let mut sb = std::mem::take(&mut self.sb);
-        encode_superblock_into(&mut sb, ps, slot, state, &list, &self.root_meta);
+        encode_superblock_into(&mut sb, ps, slot, state, &self.runs, &self.root_meta);
         let r = self.pager.file.write((slot * ps) as u64, &sb);
         self.sb = sb;
-        self.last_list = list.len();
-        self.list = list;
+        self.last_list = self.runs.len();
         r
     }
 
@@ -1392,6 +1456,7 @@ impl<F: BlockFile> Shared<F> {
         self.pager.write_back()?;
         if self.sb_unwritten {
             self.unflushed.clear();
+            self.list_runs();
             let state = self.state;
             self.write_superblock(0, &state)?;
             self.write_superblock(1, &state)?;
@@ -2050,20 +2115,47 @@ impl<F: BlockFile> Db<F> {
     }
 }
 
+/// Reads every page a commit list names: each must hold its own checksum, and each run the
+/// checksum the list gives it.
 fn verify_list<F: BlockFile>(
     pager: &mut Pager<F>,
-    list: &[(u32, u64)],
+    list: &[Run],
 ) -> std::result::Result<(), String> {
+    // Pages read a call: a run is read in a few large reads, not one a page.
+    const AT_ONCE: u32 = 32;
     let ps = pager.page_size;
-    let mut buf = vec![0u8; ps];
-    for &(id, sum) in list {
-        pager.reads += 1;
-        if pager.file.read(id as u64 * ps as u64, &mut buf).is_err() {
-            return Err(format!("page {id} of the last commit is missing"));
+    let mut buf = Vec::new();
+    let mut sums = Vec::new();
+    let mut scratch = Vec::new();
+    for &(first, count, sum) in list {
+        sums.clear();
+        let mut at = first;
+        let end = first + count;
+        while at < end {
+            let n = (end - at).min(AT_ONCE);
+            buf.resize(n as usize * ps, 0);
+            pager.reads += u64::from(n);
+            if pager.file.read(at as u64 * ps as u64, &mut buf).is_err() {
+                return Err(format!(
+                    "pages {at}..{} of the last commit are missing",
+                    at + n
+                ));
+            }
+            for (i, page) in buf.chunks_exact(ps).enumerate() {
+                let id = at + i as u32;
+                let own = page::get_u64(page, 0);
+                if crate::pager::page_checksum(id, page) != own || (count == 1 && own != sum) {
+                    return Err(format!(
+                        "page {id} of the last commit did not reach the disk intact"
+                    ));
+                }
+                sums.push(own);
+            }
+            at += n;
         }
-        if page::get_u64(&buf, 0) != sum || crate::pager::page_checksum(id, &buf) != sum {
+        if count > 1 && run_checksum(sums.iter().copied(), &mut scratch) != sum {
             return Err(format!(
-                "page {id} of the last commit did not reach the disk intact"
+                "pages {first}..{end} of the last commit did not all reach the disk (one holds an older write)"
             ));
         }
     }

@@ -30,6 +30,8 @@ struct Inner {
     pending: Vec<Pending>,
     /// Count of mutating calls (write, set_len, flush) so far.
     ops: u64,
+    /// Count of flushes that succeeded.
+    flushes: u64,
     /// The mutating call (counted from 0) that fails; with `sticky`, every call after it fails too.
     fail_at: Option<u64>,
     sticky: bool,
@@ -88,6 +90,11 @@ impl FaultFile {
     /// The number of mutating calls made so far.
     pub fn ops(&self) -> u64 {
         self.lock().ops
+    }
+
+    /// The number of flushes that succeeded so far.
+    pub fn flushes(&self) -> u64 {
+        self.lock().flushes
     }
 
     /// The bytes reads see now.
@@ -192,6 +199,7 @@ impl BlockFile for FaultFile {
         Self::step(&mut i)?;
         i.durable = i.written.bytes().to_vec();
         i.pending.clear();
+        i.flushes += 1;
         Ok(())
     }
 

@@ -18,6 +18,7 @@ fn opts(durability: Durability, dirty_pages: usize) -> Options {
         cache_pages: 16,
         durability,
         dirty_pages,
+        ..Options::default()
     }
 }
 
@@ -209,7 +210,11 @@ fn crash_everywhere_with(
     per: u32,
     mode: Mode,
 ) -> usize {
-    let o = opts(durability, dirty_pages);
+    crash_everywhere_in(opts(durability, dirty_pages), per, mode)
+}
+
+fn crash_everywhere_in(o: Options, per: u32, mode: Mode) -> usize {
+    let durability = o.durability;
     let relaxed = durability == Durability::Relaxed;
     let states = states(per, mode);
     // A dry run counts the calls the workload makes.
@@ -280,11 +285,18 @@ fn relaxed_durability_loses_only_a_suffix_of_commits() {
 
 #[test]
 fn commits_too_big_for_the_page_list_survive_a_crash_at_every_call() {
-    // 80 changes a commit write more pages than a 512-byte superblock can list (37, or 26
-    // beside a full room of root bytes), so these commits flush their pages first and then the
-    // superblock.
-    assert!(crash_everywhere(Durability::Full, 4096, 80) > 200);
-    assert!(crash_everywhere(Durability::Relaxed, 4096, 80) > 200);
+    // 80 changes a commit write 20 to 50 pages, more than a list of 8 KiB of pages names, so
+    // these commits flush their pages first and then the superblock; and with 12 changes a
+    // commit, some write more and some fewer (one flush).
+    for (per, images) in [(80, 200), (12, 100)] {
+        for durability in [Durability::Full, Durability::Relaxed] {
+            let o = Options {
+                list_bytes: 16 * 512,
+                ..opts(durability, 4096)
+            };
+            assert!(crash_everywhere_in(o, per, Mode::Plain) > images);
+        }
+    }
 }
 
 #[test]

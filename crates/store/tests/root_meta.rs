@@ -1,5 +1,6 @@
-//! The root bytes (format version 3): a caller's bytes kept in the superblock with each commit,
-//! and version 2 files, which have none, opened and carried on.
+//! The root bytes (format version 3 on): a caller's bytes kept in the superblock with each
+//! commit; version 2 files, which have none, and version 3 files, whose commit list names one
+//! page an entry, opened and carried on.
 
 use cairn_store::fault::{CrashMode, FaultFile};
 use cairn_store::{xxh64, Db, MemoryFile, Options, TreeKind};
@@ -135,23 +136,126 @@ fn a_memory_database_hands_back_its_root_bytes() {
     assert_eq!(db.root_meta(), b"kept");
 }
 
+/// The pages a version 4 superblock's commit list names, one by one, with the checksum each
+/// page holds (what a version 2 or 3 list names them with).
+fn listed_pages(image: &[u8], slot: usize, ps: usize) -> Vec<(u32, u64)> {
+    let b = &image[slot * ps..(slot + 1) * ps];
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let mut out = Vec::new();
+    for i in 0..u32_at(60) as usize {
+        let (first, count) = (u32_at(68 + 16 * i), u32_at(68 + 16 * i + 4));
+        for id in first..first + count {
+            let at = id as usize * ps;
+            out.push((
+                id,
+                u64::from_le_bytes(image[at..at + 8].try_into().unwrap()),
+            ));
+        }
+    }
+    out
+}
+
 /// Rewrites both superblocks of `image` as version 2 wrote them: no root bytes, the commit
-/// list at offset 64.
+/// list at offset 64, one page an entry.
 fn as_version_2(image: &mut [u8], ps: usize) {
     for slot in 0..2 {
+        let pages = listed_pages(image, slot, ps);
         let b = &mut image[slot * ps..(slot + 1) * ps];
         assert_eq!(
             u32::from_le_bytes(b[64..68].try_into().unwrap()),
             0,
             "no root bytes"
         );
-        let n = u32::from_le_bytes(b[60..64].try_into().unwrap()) as usize;
-        b.copy_within(68..68 + 12 * n, 64);
-        b[64 + 12 * n..].fill(0);
+        b[60..].fill(0);
+        b[60..64].copy_from_slice(&(pages.len() as u32).to_le_bytes());
+        for (i, (id, sum)) in pages.iter().enumerate() {
+            b[64 + 12 * i..68 + 12 * i].copy_from_slice(&id.to_le_bytes());
+            b[68 + 12 * i..76 + 12 * i].copy_from_slice(&sum.to_le_bytes());
+        }
         b[16..20].copy_from_slice(&2u32.to_le_bytes());
         let sum = xxh64(&b[16..], slot as u64);
         b[8..16].copy_from_slice(&sum.to_le_bytes());
     }
+}
+
+/// Rewrites both superblocks of `image` as version 3 wrote them: the root bytes kept, the
+/// commit list one page an entry.
+fn as_version_3(image: &mut [u8], ps: usize) {
+    for slot in 0..2 {
+        let pages = listed_pages(image, slot, ps);
+        let b = &mut image[slot * ps..(slot + 1) * ps];
+        let r = u32::from_le_bytes(b[64..68].try_into().unwrap()) as usize;
+        assert!(68 + 12 * pages.len() + r <= ps, "the list fits version 3's");
+        b[68..ps - r].fill(0);
+        b[60..64].copy_from_slice(&(pages.len() as u32).to_le_bytes());
+        for (i, (id, sum)) in pages.iter().enumerate() {
+            b[68 + 12 * i..72 + 12 * i].copy_from_slice(&id.to_le_bytes());
+            b[72 + 12 * i..80 + 12 * i].copy_from_slice(&sum.to_le_bytes());
+        }
+        b[16..20].copy_from_slice(&3u32.to_le_bytes());
+        let sum = xxh64(&b[16..], slot as u64);
+        b[8..16].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+fn versions(image: &[u8], ps: usize) -> Vec<u32> {
+    (0..2)
+        .map(|s| u32::from_le_bytes(image[s * ps + 16..s * ps + 20].try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_version_3_file_opens_with_its_root_bytes_and_goes_on_in_version_4() {
+    // Durable commits, each slot naming one (with a commit list) and root bytes in both.
+    let f = FaultFile::new();
+    let db = Db::create(f.clone(), opts()).unwrap();
+    for i in 0..30u32 {
+        put(
+            &db,
+            format!("k{i:03}").as_bytes(),
+            Some(format!("root {i}").as_bytes()),
+        );
+    }
+    let mut image = f.durable_bytes();
+    drop(db);
+    let listed: Vec<usize> = (0..2).map(|s| listed_pages(&image, s, 512).len()).collect();
+    assert!(listed.iter().all(|&n| n > 1), "{listed:?}");
+    as_version_3(&mut image, 512);
+    assert_eq!(versions(&image, 512), [3, 3]);
+    let f = FaultFile::from_bytes(image.clone());
+    let db = Db::open(f.clone(), opts()).unwrap();
+    assert!(db.recovery_note().is_none(), "{:?}", db.recovery_note());
+    assert_eq!(keys(&db), 30);
+    assert_eq!(db.root_meta(), b"root 29");
+    assert!(db.check().unwrap().is_ok());
+    // A version 3 list is checked page by page: a page of the newest commit damaged, open
+    // falls back to the commit before, with a note.
+    let newest = (0..2)
+        .max_by_key(|&s| u64::from_le_bytes(image[s * 512 + 24..s * 512 + 32].try_into().unwrap()))
+        .unwrap();
+    let b = &image[newest * 512..];
+    let id = u32::from_le_bytes(b[68..72].try_into().unwrap()) as usize;
+    let mut damaged = image.clone();
+    damaged[id * 512 + 100] ^= 1;
+    let older = Db::open(MemoryFile::from_bytes(damaged), opts()).unwrap();
+    assert!(older
+        .recovery_note()
+        .is_some_and(|n| n.contains(&format!("page {id}"))));
+    assert_eq!(keys(&older), 29);
+    assert_eq!(older.root_meta(), b"root 28");
+    // Its next commit writes version 4, and the file opens as that.
+    put(&db, b"new", None);
+    let image = f.durable_bytes();
+    assert!(
+        versions(&image, 512).contains(&4),
+        "{:?}",
+        versions(&image, 512)
+    );
+    let db = Db::open(MemoryFile::from_bytes(image), opts()).unwrap();
+    assert!(db.recovery_note().is_none(), "{:?}", db.recovery_note());
+    assert_eq!(keys(&db), 31);
+    assert_eq!(db.root_meta(), b"root 29");
+    assert!(db.check().unwrap().is_ok());
 }
 
 #[test]
@@ -171,13 +275,14 @@ fn a_version_2_file_opens_and_takes_root_bytes() {
     assert_eq!(keys(&db), 30);
     assert_eq!(db.root_meta(), b"", "a version 2 file has none");
     assert!(db.check().unwrap().is_ok());
-    // Its next commits write version 3 superblocks, root bytes and all.
+    // Its next commits write version 4 superblocks, root bytes and all.
     put(&db, b"new", Some(b"root"));
     let image = f.durable_bytes();
-    let versions: Vec<u32> = (0..2)
-        .map(|s| u32::from_le_bytes(image[s * 512 + 16..s * 512 + 20].try_into().unwrap()))
-        .collect();
-    assert!(versions.contains(&3), "{versions:?}");
+    assert!(
+        versions(&image, 512).contains(&4),
+        "{:?}",
+        versions(&image, 512)
+    );
     let db = Db::open(MemoryFile::from_bytes(image), opts()).unwrap();
     assert_eq!(keys(&db), 31);
     assert_eq!(db.root_meta(), b"root");
