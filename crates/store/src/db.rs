@@ -61,9 +61,18 @@ const SB_LIST_V2: usize = 64;
 const ENTRY: usize = 16;
 const ENTRY_V3: usize = 12;
 
-/// A commit list entry: a run of `count` adjacent pages from `first`, and its checksum (the
-/// page's own for one page, else [`run_checksum`] of the pages').
+/// A commit list entry: a run of `count` adjacent pages from `first`, and its checksum
+/// ([`run_sum`] of the pages' own).
 type Run = (u32, u32, u64);
+
+/// A run's checksum, folded page by page from the pages' own checksums in page order: the
+/// first page's, then `(sum ^ next).wrapping_mul(RUN_MIX)` for each page after it. A run of
+/// one page has that page's checksum; any page of another write changes the result (each
+/// step is a bijection of the sum so far).
+fn run_sum(sum: u64, next: u64) -> u64 {
+    (sum ^ next).wrapping_mul(RUN_MIX)
+}
+const RUN_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// When a commit is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +289,6 @@ pub(crate) struct Shared<F> {
     sb: Vec<u8>,
     list: Vec<(u32, u64)>,
     runs: Vec<Run>,
-    sums: Vec<u8>,
     /// The last write transaction's maps, emptied, for the next one: a fresh map grows through
     /// several rehashes, which a one-row commit would pay every time.
     spare: Option<Spare>,
@@ -753,18 +761,8 @@ fn list_capacity(ps: usize, root: usize) -> usize {
     (ps - SB_LIST - root) / ENTRY
 }
 
-/// The checksum of a run of more than one page: XXH64, seed 0, of the pages' checksums
-/// (`u64` little-endian, in page order), which `scratch` is used to hold.
-fn run_checksum(sums: impl Iterator<Item = u64>, scratch: &mut Vec<u8>) -> u64 {
-    scratch.clear();
-    for sum in sums {
-        scratch.extend_from_slice(&sum.to_le_bytes());
-    }
-    xxh64(scratch, 0)
-}
-
 /// The most root bytes a superblock holds: a quarter of the page, so that the commit list keeps
-/// most of its room (250 pages at 4 KiB beside a full room of root bytes).
+/// most of its room (187 runs at 4 KiB beside a full room of root bytes).
 pub(crate) fn root_meta_room(ps: usize) -> usize {
     ps / 4
 }
@@ -835,9 +833,7 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
             )
         };
         if run.1 == 0 {
-            return Err(SlotError::Bad(format!(
-                "commit list entry {i} names no page"
-            )));
+            return Err(SlotError::Bad("a commit list entry names no page".into()));
         }
         list.push(run);
     }
@@ -956,7 +952,6 @@ impl<F: BlockFile> Shared<F> {
             sb: Vec::new(),
             list: Vec::new(),
             runs: Vec::new(),
-            sums: Vec::new(),
             spare: None,
             cursor_bufs: Vec::new(),
             committed_trees: None,
@@ -1418,20 +1413,14 @@ impl<F: BlockFile> Shared<F> {
         list.extend(self.unflushed.iter().map(|(&k, &v)| (k, v)));
         crate::sort::sort(list);
         self.runs.clear();
-        let mut i = 0;
-        while i < list.len() {
-            let first = list[i].0;
-            let mut j = i + 1;
-            while j < list.len() && list[j].0 == list[j - 1].0 + 1 {
-                j += 1;
+        for &(id, sum) in list.iter() {
+            match self.runs.last_mut() {
+                Some(run) if run.0.checked_add(run.1) == Some(id) => {
+                    run.1 += 1;
+                    run.2 = run_sum(run.2, sum);
+                }
+                _ => self.runs.push((id, 1, sum)),
             }
-            let sum = if j == i + 1 {
-                list[i].1
-            } else {
-                run_checksum(list[i..j].iter().map(|p| p.1), &mut self.sums)
-            };
-            self.runs.push((first, (j - i) as u32, sum));
-            i = j;
         }
     }
 
@@ -2121,41 +2110,26 @@ fn verify_list<F: BlockFile>(
     pager: &mut Pager<F>,
     list: &[Run],
 ) -> std::result::Result<(), String> {
-    // Pages read a call: a run is read in a few large reads, not one a page.
-    const AT_ONCE: u32 = 32;
     let ps = pager.page_size;
-    let mut buf = Vec::new();
-    let mut sums = Vec::new();
-    let mut scratch = Vec::new();
+    let mut buf = vec![0u8; ps];
     for &(first, count, sum) in list {
-        sums.clear();
-        let mut at = first;
-        let end = first + count;
-        while at < end {
-            let n = (end - at).min(AT_ONCE);
-            buf.resize(n as usize * ps, 0);
-            pager.reads += u64::from(n);
-            if pager.file.read(at as u64 * ps as u64, &mut buf).is_err() {
+        let mut got = 0;
+        for id in first..first.saturating_add(count) {
+            pager.reads += 1;
+            if pager.file.read(id as u64 * ps as u64, &mut buf).is_err()
+                || crate::pager::page_checksum(id, &buf) != page::get_u64(&buf, 0)
+            {
                 return Err(format!(
-                    "pages {at}..{} of the last commit are missing",
-                    at + n
+                    "page {id} of the last commit did not reach the disk intact"
                 ));
             }
-            for (i, page) in buf.chunks_exact(ps).enumerate() {
-                let id = at + i as u32;
-                let own = page::get_u64(page, 0);
-                if crate::pager::page_checksum(id, page) != own || (count == 1 && own != sum) {
-                    return Err(format!(
-                        "page {id} of the last commit did not reach the disk intact"
-                    ));
-                }
-                sums.push(own);
-            }
-            at += n;
+            let own = page::get_u64(&buf, 0);
+            got = if id == first { own } else { run_sum(got, own) };
         }
-        if count > 1 && run_checksum(sums.iter().copied(), &mut scratch) != sum {
+        if got != sum {
             return Err(format!(
-                "pages {first}..{end} of the last commit did not all reach the disk (one holds an older write)"
+                "pages {first}..{} of the last commit did not all reach the disk",
+                first + count
             ));
         }
     }
