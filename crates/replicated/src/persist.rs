@@ -964,7 +964,11 @@ fn save_chain(
         pending.partition_point(|r| r.seq <= from.pending_upto)
     };
     for r in &log.pending[new_pending..] {
-        save_pending(store, saved, key, log, r, &mut pfx, tail_changed)?;
+        save_pending(store, saved, key, r, &mut pfx, tail_changed)?;
+    }
+    // Then the local records not hashed yet, as they were written.
+    for (seq, hlc, bytes) in log.written().filter(|w| w.0 > from.pending_upto) {
+        save_record(store, saved, key, seq, hlc, bytes, &mut pfx, tail_changed)?;
     }
     Ok(dropped)
 }
@@ -974,23 +978,15 @@ fn save_pending(
     store: &mut dyn Storage,
     saved: &mut Saved,
     key: &ChainKey,
-    log: &ChainLog,
     r: &Record,
     pfx: &mut Option<Vec<u8>>,
     tail_changed: &mut bool,
 ) -> Result<()> {
-    // A local commit's record is saved as it was written.
+    // Room for a typical op, to spare the regrowth of a large record.
     let mut w = Writer::new();
-    let bytes = match log.written_bytes(r.seq) {
-        Some(b) => b,
-        None => {
-            // Room for a typical op, to spare the regrowth of a large record.
-            w.buf.reserve(16 + 64 * r.ops.len());
-            r.encode(&mut w);
-            &w.buf
-        }
-    };
-    save_record(store, saved, key, r.seq, r.hlc, bytes, pfx, tail_changed)
+    w.buf.reserve(16 + 64 * r.ops.len());
+    r.encode(&mut w);
+    save_record(store, saved, key, r.seq, r.hlc, &w.buf, pfx, tail_changed)
 }
 
 /// Saves pending record `seq` of chain `key`, encoded as `bytes`: to the tail when it is
@@ -1130,10 +1126,7 @@ fn mark_of(log: &ChainLog) -> Mark {
     Mark {
         base: log.base.as_ref().map_or(0, |c| c.seq),
         blocks_upto: log.blocks.last().map_or(0, |b| b.last_seq()),
-        pending_upto: log
-            .pending
-            .last()
-            .map_or_else(|| log.sealed_head().0, |r| r.seq),
+        pending_upto: log.head().0,
     }
 }
 

@@ -264,17 +264,20 @@ impl Checkpoint {
 }
 
 /// What a replica keeps of one chain: a checkpoint below which history was compacted (or came
-/// from a snapshot), the verified blocks after it, and, for its own chains, records not sealed yet.
+/// from a snapshot), the verified blocks after it, and, for its own chains, records not sealed
+/// yet: hashed ones in `pending`, then the local commits' records not hashed yet, kept only as
+/// their encodings (`written`) until `Replica::hash_deferred` decodes them into `pending`.
 #[derive(Debug, Clone, Default)]
 pub struct ChainLog {
     pub base: Option<Checkpoint>,
     pub blocks: Vec<Block>,
     pub pending: Vec<Record>,
-    /// The encodings of this chain's pending records that `Replica::commit_written` wrote and
-    /// that are not hashed yet (by seq, ascending: which of `written_bufs` holds each, where
-    /// it starts and where it ends). Kept with the chain so that a local commit finds its
-    /// chain once.
-    pub(crate) written: Vec<(u64, usize, usize, usize)>,
+    /// The records `Replica::commit_written` wrote that are not hashed yet, after every one of
+    /// `pending`, by seq, ascending: each one's seq, HLC and encoding (which of `written_bufs`
+    /// holds it, where it starts and where it ends). 32 bytes a record, where a `Record` would
+    /// take 104 (a chain holds thousands between syncs). Kept with the chain so that a local
+    /// commit finds its chain once.
+    pub(crate) written: Vec<Written>,
     /// Those encodings: small ones one after the other in shared buffers (one allocation for
     /// many single-row commits rather than one each), a large one in the buffer its writer
     /// filled (not copied).
@@ -284,6 +287,16 @@ pub struct ChainLog {
     pub(crate) in_unhashed: bool,
     /// The same for the replica's `unmerged` map.
     pub(crate) in_unmerged: bool,
+}
+
+/// A local record not hashed yet: see [`ChainLog`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Written {
+    pub seq: u64,
+    pub hlc: u64,
+    pub buf: u32,
+    pub from: u32,
+    pub to: u32,
 }
 
 impl ChainLog {
@@ -303,14 +316,29 @@ impl ChainLog {
         let w = &self.written;
         // Appended in seq order: the newest is the one asked for most.
         let i = match w.last() {
-            Some((s, ..)) if *s == seq => w.len() - 1,
-            _ => w.binary_search_by_key(&seq, |(s, ..)| *s).ok()?,
+            Some(x) if x.seq == seq => w.len() - 1,
+            _ => w.binary_search_by_key(&seq, |x| x.seq).ok()?,
         };
-        let (_, b, start, end) = w[i];
-        Some(&self.written_bufs[b][start..end])
+        Some(self.bytes_of(&w[i]))
     }
-    /// The last record held, sealed or not.
+    pub(crate) fn bytes_of(&self, w: &Written) -> &[u8] {
+        &self.written_bufs[w.buf as usize][w.from as usize..w.to as usize]
+    }
+    /// The local records not hashed yet: their seqs, HLCs and encodings, by seq.
+    pub fn written(&self) -> impl Iterator<Item = (u64, u64, &[u8])> {
+        self.written
+            .iter()
+            .map(move |w| (w.seq, w.hlc, self.bytes_of(w)))
+    }
+    /// How many records are not sealed yet (hashed or not).
+    pub fn unsealed(&self) -> usize {
+        self.pending.len() + self.written.len()
+    }
+    /// The last record held, sealed or not (a record not hashed yet with a zero hash).
     pub fn head(&self) -> (u64, Hash) {
+        if let Some(w) = self.written.last() {
+            return (w.seq, ZERO_HASH);
+        }
         match self.pending.last() {
             Some(r) => (r.seq, r.hash),
             None => self.sealed_head(),

@@ -3,7 +3,7 @@
 //! snapshots, purge, compaction, `verify()`. No I/O: time comes in as `now_ms`, randomness only
 //! through the identity the host made.
 
-use crate::chain::{verify_signatures, Block, ChainKey, ChainLog, Checkpoint};
+use crate::chain::{verify_signatures, Block, ChainKey, ChainLog, Checkpoint, Written};
 use crate::change::{record_hash, Op, OpBody, OpKind, OpsWriter, Payload, Record};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::{physical_ms, Clock, Hlc};
@@ -144,14 +144,15 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
     /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
     pub(crate) unmerged: BTreeMap<ChainKey, u64>,
-    /// Records of `commit_deferred` whose `prev` and `hash` are not computed yet (they hold
-    /// zeros): per chain, the first such seq. They are chained before anything reads a head's
-    /// hash: sealing, a peer's blocks, a non-deferred commit ([`Replica::hash_deferred`]).
+    /// Chains with records of `commit_deferred` not hashed yet (their `prev` and `hash` not
+    /// computed): per chain, the first such seq. They are chained before anything reads a
+    /// head's hash: sealing, a peer's blocks, a non-deferred commit
+    /// ([`Replica::hash_deferred`]).
     pub(crate) unhashed: BTreeMap<ChainKey, u64>,
-    // The unhashed records themselves are kept encoded in their chain (`ChainLog::written`):
-    // in `pending` they are placeholders with their seq and HLC but no ops, decoded (and so
-    // hashed) by `hash_deferred`. A local write keeps its ops as the bytes the host saves, not
-    // as values.
+    // The unhashed records themselves are kept encoded in their chain (`ChainLog::written`,
+    // 32 bytes a record beside its encoding), after the chain's hashed `pending` records, and
+    // decoded (and so hashed) into `pending` by `hash_deferred`. A local write keeps its ops as
+    // the bytes the host saves, not as values.
 }
 
 impl Replica<MemoryRows> {
@@ -235,43 +236,23 @@ impl<S: RowStore> Replica<S> {
         if self.unhashed.is_empty() {
             return;
         }
-        for (key, from) in std::mem::take(&mut self.unhashed) {
+        for (key, _) in std::mem::take(&mut self.unhashed) {
             let Some(log) = self.chains.get_mut(&key) else {
                 continue;
             };
             log.in_unhashed = false;
-            // In seq order, as the pending records are.
-            let mut written = std::mem::take(&mut log.written).into_iter().peekable();
+            let written = std::mem::take(&mut log.written);
             let bufs = std::mem::take(&mut log.written_bufs);
-            let Some(first) = log.pending.first().map(|r| r.seq) else {
-                continue;
-            };
-            // Records before `from` are hashed; a snapshot may have dropped some since.
-            let i = from.saturating_sub(first) as usize;
-            let mut prev = match i.checked_sub(1) {
-                Some(j) => log.pending[j].hash,
-                None => log.sealed_head().1,
-            };
-            for r in log.pending.iter_mut().skip(i) {
-                while written.next_if(|(s, ..)| *s < r.seq).is_some() {}
-                match written.next_if(|(s, ..)| *s == r.seq) {
-                    // Decoding computes the hashes from the bytes, as for a peer's records.
-                    Some((_, b, start, end)) => {
-                        *r = Record::decode(
-                            &mut Reader::new(&bufs[b][start..end]),
-                            &key.0,
-                            &key.1,
-                            r.seq,
-                            prev,
-                        )
-                        .expect("invariant: a written record decodes");
-                    }
-                    None => {
-                        r.prev = prev;
-                        r.hash = record_hash(&key.0, &key.1, r.seq, r.hlc, &prev, &r.ops);
-                    }
-                }
+            // They follow the hashed records, in seq order.
+            let mut prev = log.pending.last().map_or(log.sealed_head().1, |r| r.hash);
+            log.pending.reserve(written.len());
+            for w in &written {
+                // Decoding computes the hashes from the bytes, as for a peer's records.
+                let bytes = &bufs[w.buf as usize][w.from as usize..w.to as usize];
+                let r = Record::decode(&mut Reader::new(bytes), &key.0, &key.1, w.seq, prev)
+                    .expect("invariant: a written record decodes");
                 prev = r.hash;
+                log.pending.push(r);
             }
         }
     }
@@ -683,13 +664,6 @@ impl<S: RowStore> Replica<S> {
         // map it is new to.
         let mut append = |log: &mut ChainLog| {
             let seq = log.head().0 + 1;
-            log.pending.push(Record {
-                seq,
-                hlc,
-                prev: ZERO_HASH,
-                ops: Vec::new(),
-                hash: ZERO_HASH,
-            });
             let len = ops.bytes().len() - start;
             let bufs = &mut log.written_bufs;
             let (b, from, to) = match bufs.last_mut() {
@@ -713,7 +687,13 @@ impl<S: RowStore> Replica<S> {
                 }
             };
             ops.reset();
-            log.written.push((seq, b, from, to));
+            log.written.push(Written {
+                seq,
+                hlc,
+                buf: b as u32,
+                from: from as u32,
+                to: to as u32,
+            });
             if !log.in_unmerged {
                 unmerged.entry(key.clone()).or_insert(seq);
                 log.in_unmerged = true;
@@ -859,6 +839,8 @@ impl<S: RowStore> Replica<S> {
     /// Replaces, in every record held for `scope`, the ops on purged rows with their redacted form.
     fn redact_purged(&mut self, scope: &ScopeId, touched: &[(RowKey, bool)]) {
         self.edits += 1;
+        // Every record it may redact is a `Record` in `pending` or a block.
+        self.hash_deferred();
         let purged: BTreeSet<&RowKey> =
             touched.iter().filter(|(_, p)| *p).map(|(k, _)| k).collect();
         if purged.is_empty() {
@@ -907,11 +889,11 @@ impl<S: RowStore> Replica<S> {
 
     /// Records of this replica's own chains committed and not yet sealed.
     pub fn pending_records(&self) -> usize {
-        self.chains.values().map(|l| l.pending.len()).sum()
+        self.chains.values().map(|l| l.unsealed()).sum()
     }
 
     pub fn has_pending(&self) -> bool {
-        self.chains.values().any(|l| !l.pending.is_empty())
+        self.chains.values().any(|l| l.unsealed() > 0)
     }
 
     /// Verifies and applies blocks from a peer. The blocks must come from `Block::decode` (or
@@ -1285,6 +1267,8 @@ impl<S: RowStore> Replica<S> {
             if cp.seq > held {
                 log.blocks.clear();
                 log.pending.clear();
+                log.written.clear();
+                log.written_bufs.clear();
                 log.base = Some(cp);
             } else if log.hash_at(cp.seq).is_some_and(|h| h != cp.hash) {
                 self.forks.insert(cp.author);
@@ -1542,12 +1526,19 @@ mod tests {
             // What the host is handed is the record as held, to be saved as it is.
             let log = late.chain(&key).expect("invariant: written");
             assert_eq!(log.head().0, seq);
-            assert_eq!(log.pending.last().map(|r| r.hlc), Some(hlc));
+            assert_eq!(log.written().last(), Some((seq, hlc, &bytes[..])));
             assert_eq!(log.written_bytes(seq), Some(&bytes[..]));
+            assert_eq!(log.unsealed() as u64, seq);
             if i % 7 == 3 {
                 late.hash_deferred();
+                // Hashed: decoded into `pending`, nothing left waiting.
+                let log = late.chain(&key).expect("invariant: written");
+                assert_eq!(log.written().count(), 0);
+                assert_eq!(log.pending.last().map(|r| (r.seq, r.hlc)), Some((seq, hlc)));
             }
         }
+        // A record waiting to be hashed costs its encoding and 32 bytes, not a `Record`.
+        assert_eq!(std::mem::size_of::<crate::chain::Written>(), 32);
         late.catch_up();
         let pending = |r: &Replica| r.chain(&key).expect("invariant: written").pending.clone();
         assert_eq!(pending(&now), pending(&late));
