@@ -28,6 +28,17 @@
 //! wrote one row each (outside the timed part): its replica then holds N other authors'
 //! chains and knows N peers, as one that has synced with others does. A partial run.
 //!
+//! The allocator: each sample opens a new database and drops it, and whether glibc then gives
+//! the heap's top back to the system (to fault it in again on the next sample) depends on where
+//! its last allocations happened to land: a change that only moved one (sync's 104-byte
+//! placeholder records gone) made one side of the update workload fault 20,000 more pages over
+//! a run and read 1.29x instead of 1.20x. A database in a running app reuses its heap. So the
+//! full run runs itself again with glibc told to keep what it has (`MALLOC_TRIM_THRESHOLD_`,
+//! `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TOP_PAD_`; the same for both sides); `--malloc-default`
+//! measures with glibc's defaults instead. A partial run takes the allocator as it is started
+//! (a profiler then sees one process); set the variables to match the full run. Other
+//! allocators ignore them.
+//!
 //! `--then-connect` also opens a sync link after each sample (`Sync::connect`: what a local
 //! write leaves for sharing, its records hashed, merged, sealed into a signed block and saved)
 //! and reports its time; count it with `--toggle-collect='replicated::connect'`.
@@ -171,8 +182,36 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// glibc's settings for a bench run (see the module's comment).
+const MALLOC_ENV: [(&str, &str); 3] = [
+    ("MALLOC_TRIM_THRESHOLD_", "1000000000"),
+    ("MALLOC_MMAP_THRESHOLD_", "100000000"),
+    ("MALLOC_TOP_PAD_", "67108864"),
+];
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let malloc_default = args.iter().any(|a| a == "--malloc-default");
+    let full = ![
+        "--only",
+        "--side",
+        "--then-connect",
+        "--file-room",
+        "--in",
+        "--peers",
+    ]
+    .iter()
+    .any(|f| args.iter().any(|a| a == f));
+    if full && !malloc_default && std::env::var_os(MALLOC_ENV[0].0).is_none() {
+        // Run again with the allocator's settings, which glibc reads only at start.
+        let exe = std::env::current_exe().expect("the bench's own path");
+        let status = std::process::Command::new(exe)
+            .args(&args[1..])
+            .envs(MALLOC_ENV)
+            .status()
+            .expect("the bench runs again");
+        std::process::exit(status.code().unwrap_or(1));
+    }
     let samples = args
         .iter()
         .position(|a| a == "--samples")
@@ -218,7 +257,13 @@ fn main() {
          paged store with durability full, over a memory file and over a file on disk (one flush \
          per commit, as in OPFS); median of ",
     );
-    out.push_str(&format!("{samples} samples, the two sides alternating.\n"));
+    out.push_str(&format!("{samples} samples, the two sides alternating; "));
+    out.push_str(if malloc_default {
+        "glibc's allocator as it comes.\n"
+    } else {
+        "glibc told to keep its heap between samples (the bench's comment says why; \
+         `--malloc-default` does not).\n"
+    });
     let path = std::env::temp_dir().join(format!("cairn-replicated-bench-{}", std::process::id()));
     let places: &[(&str, bool)] = if partial {
         &[("", in_file)]
