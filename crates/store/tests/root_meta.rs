@@ -158,41 +158,40 @@ fn listed_pages(image: &[u8], slot: usize, ps: usize) -> Vec<(u32, u64)> {
 /// Rewrites both superblocks of `image` as version 2 wrote them: no root bytes, the commit
 /// list at offset 64, one page an entry.
 fn as_version_2(image: &mut [u8], ps: usize) {
-    for slot in 0..2 {
-        let pages = listed_pages(image, slot, ps);
-        let b = &mut image[slot * ps..(slot + 1) * ps];
-        assert_eq!(
-            u32::from_le_bytes(b[64..68].try_into().unwrap()),
-            0,
-            "no root bytes"
-        );
-        b[60..].fill(0);
-        b[60..64].copy_from_slice(&(pages.len() as u32).to_le_bytes());
-        for (i, (id, sum)) in pages.iter().enumerate() {
-            b[64 + 12 * i..68 + 12 * i].copy_from_slice(&id.to_le_bytes());
-            b[68 + 12 * i..76 + 12 * i].copy_from_slice(&sum.to_le_bytes());
-        }
-        b[16..20].copy_from_slice(&2u32.to_le_bytes());
-        let sum = xxh64(&b[16..], slot as u64);
-        b[8..16].copy_from_slice(&sum.to_le_bytes());
-    }
+    as_version(image, ps, 2);
 }
 
 /// Rewrites both superblocks of `image` as version 3 wrote them: the root bytes kept, the
 /// commit list one page an entry.
 fn as_version_3(image: &mut [u8], ps: usize) {
+    as_version(image, ps, 3);
+}
+
+/// Version 2 or 3's superblocks: the list of one page an entry at `at` (64 in version 2, which
+/// has no root bytes; 68 in version 3).
+fn as_version(image: &mut [u8], ps: usize, version: u32) {
     for slot in 0..2 {
         let pages = listed_pages(image, slot, ps);
         let b = &mut image[slot * ps..(slot + 1) * ps];
         let r = u32::from_le_bytes(b[64..68].try_into().unwrap()) as usize;
-        assert!(68 + 12 * pages.len() + r <= ps, "the list fits version 3's");
-        b[68..ps - r].fill(0);
+        let at = if version == 2 {
+            assert_eq!(r, 0, "no root bytes");
+            64
+        } else {
+            68
+        };
+        assert!(at + 12 * pages.len() + r <= ps, "the list fits");
+        b[60..ps - r].fill(0);
         b[60..64].copy_from_slice(&(pages.len() as u32).to_le_bytes());
-        for (i, (id, sum)) in pages.iter().enumerate() {
-            b[68 + 12 * i..72 + 12 * i].copy_from_slice(&id.to_le_bytes());
-            b[72 + 12 * i..80 + 12 * i].copy_from_slice(&sum.to_le_bytes());
+        if version == 3 {
+            b[64..68].copy_from_slice(&(r as u32).to_le_bytes());
         }
-        b[16..20].copy_from_slice(&3u32.to_le_bytes());
+        for (i, (id, sum)) in pages.iter().enumerate() {
+            let e = at + 12 * i;
+            b[e..e + 4].copy_from_slice(&id.to_le_bytes());
+            b[e + 4..e + 12].copy_from_slice(&sum.to_le_bytes());
+        }
+        b[16..20].copy_from_slice(&version.to_le_bytes());
         let sum = xxh64(&b[16..], slot as u64);
         b[8..16].copy_from_slice(&sum.to_le_bytes());
     }
@@ -245,6 +244,14 @@ fn a_version_3_file_opens_with_its_root_bytes_and_goes_on_in_version_4() {
     assert_eq!(older.root_meta(), b"root 28");
     // Its next commit writes version 4, and the file opens as that.
     put(&db, b"new", None);
+    let db = reopened_in_version_4(&f);
+    assert_eq!(keys(&db), 31);
+    assert_eq!(db.root_meta(), b"root 29");
+}
+
+/// The file as `f` holds it durably, which a commit of this build wrote: one slot is version 4,
+/// and it opens as that, whole.
+fn reopened_in_version_4(f: &FaultFile) -> Db<MemoryFile> {
     let image = f.durable_bytes();
     assert!(
         versions(&image, 512).contains(&4),
@@ -253,9 +260,8 @@ fn a_version_3_file_opens_with_its_root_bytes_and_goes_on_in_version_4() {
     );
     let db = Db::open(MemoryFile::from_bytes(image), opts()).unwrap();
     assert!(db.recovery_note().is_none(), "{:?}", db.recovery_note());
-    assert_eq!(keys(&db), 31);
-    assert_eq!(db.root_meta(), b"root 29");
     assert!(db.check().unwrap().is_ok());
+    db
 }
 
 #[test]
@@ -277,14 +283,7 @@ fn a_version_2_file_opens_and_takes_root_bytes() {
     assert!(db.check().unwrap().is_ok());
     // Its next commits write version 4 superblocks, root bytes and all.
     put(&db, b"new", Some(b"root"));
-    let image = f.durable_bytes();
-    assert!(
-        versions(&image, 512).contains(&4),
-        "{:?}",
-        versions(&image, 512)
-    );
-    let db = Db::open(MemoryFile::from_bytes(image), opts()).unwrap();
+    let db = reopened_in_version_4(&f);
     assert_eq!(keys(&db), 31);
     assert_eq!(db.root_meta(), b"root");
-    assert!(db.check().unwrap().is_ok());
 }
