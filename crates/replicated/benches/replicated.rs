@@ -39,6 +39,10 @@
 //! (a profiler then sees one process); set the variables to match the full run. Other
 //! allocators ignore them.
 //!
+//! `--reuse` keeps one database a side (in memory) for all the samples of a partial run, each
+//! sample writing rows of its own: the tables grow and the replicated side's unsealed records
+//! accumulate from sample to sample, as between syncs, instead of each sample starting empty.
+//!
 //! `--then-connect` also opens a sync link after each sample (`Sync::connect`: what a local
 //! write leaves for sharing, its records hashed, merged, sealed into a signed block and saved)
 //! and reports its time; count it with `--toggle-collect='replicated::connect'`.
@@ -115,7 +119,11 @@ fn meet_peers(db: &mut Database, sync: &Sync, peers: usize) {
     }
 }
 
+/// Added to every row's number (`--reuse`: each sample writes rows of its own).
+static FIRST_ROW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn id(i: usize) -> Value {
+    let i = i + FIRST_ROW.load(std::sync::atomic::Ordering::Relaxed);
     Value::Text(format!("0190a1b2-c3d4-7e5f-8a6b-{i:012}"))
 }
 
@@ -199,6 +207,7 @@ fn main() {
         "--file-room",
         "--in",
         "--peers",
+        "--reuse",
     ]
     .iter()
     .any(|f| args.iter().any(|a| a == f));
@@ -225,6 +234,7 @@ fn main() {
             .cloned()
     };
     let then_connect = args.iter().any(|a| a == "--then-connect");
+    let reuse = args.iter().any(|a| a == "--reuse");
     let peers = flag("--peers")
         .and_then(|s| s.parse::<usize>().ok())
         .unwrap_or(0);
@@ -234,8 +244,13 @@ fn main() {
     let in_file = flag("--in").is_some_and(|w| w == "file");
     let only = flag("--only");
     let side = flag("--side");
-    let partial =
-        only.is_some() || side.is_some() || then_connect || file_room > 0 || in_file || peers > 0;
+    let partial = only.is_some()
+        || side.is_some()
+        || then_connect
+        || file_room > 0
+        || in_file
+        || peers > 0
+        || reuse;
     let samples = if partial && flag("--samples").is_none() {
         1
     } else {
@@ -289,7 +304,18 @@ fn main() {
             let mut repl = Vec::new();
             let mut shared = Vec::new();
             let mut sizes: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            // `--reuse`: one database a side for every sample (in memory), each sample's rows
+            // new ones, the replicated side's records accumulating as between syncs.
+            let mut kept: [Option<(Database, Sync)>; 2] = if reuse {
+                [Some(open(false, 0, None)), Some(open(true, 0, None))]
+            } else {
+                [None, None]
+            };
             for s in 0..samples {
+                FIRST_ROW.store(
+                    if reuse { s * n } else { 0 },
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 // Alternate which goes first.
                 for r in if s % 2 == 0 {
                     [false, true]
@@ -299,12 +325,20 @@ fn main() {
                     if side.as_ref().is_some_and(|w| (w == "replicated") != r) {
                         continue;
                     }
-                    let (mut db, sync) = open(r, file_room, on_disk.then_some(path.as_path()));
+                    let mut fresh = None;
+                    let (db, sync) = match &mut kept[usize::from(r)] {
+                        Some((db, sync)) => (db, &*sync),
+                        None => {
+                            let (db, sync) =
+                                fresh.insert(open(r, file_room, on_disk.then_some(path.as_path())));
+                            (db, &*sync)
+                        }
+                    };
                     if r && peers > 0 {
-                        meet_peers(&mut db, &sync, peers);
+                        meet_peers(db, sync, peers);
                     }
                     let t = Instant::now();
-                    timed(f, &mut db, n);
+                    timed(f, db, n);
                     let ms = t.elapsed().as_secs_f64() * 1e3;
                     if on_disk && partial {
                         let len = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -312,7 +346,7 @@ fn main() {
                     }
                     if then_connect && r {
                         let t = Instant::now();
-                        connect(&sync, &mut db);
+                        connect(sync, db);
                         shared.push(t.elapsed().as_secs_f64() * 1e3);
                     }
                     if r {
