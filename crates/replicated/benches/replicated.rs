@@ -200,27 +200,6 @@ const MALLOC_ENV: [(&str, &str); 3] = [
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let malloc_default = args.iter().any(|a| a == "--malloc-default");
-    let full = ![
-        "--only",
-        "--side",
-        "--then-connect",
-        "--file-room",
-        "--in",
-        "--peers",
-        "--reuse",
-    ]
-    .iter()
-    .any(|f| args.iter().any(|a| a == f));
-    if full && !malloc_default && std::env::var_os(MALLOC_ENV[0].0).is_none() {
-        // Run again with the allocator's settings, which glibc reads only at start.
-        let exe = std::env::current_exe().expect("the bench's own path");
-        let status = std::process::Command::new(exe)
-            .args(&args[1..])
-            .envs(MALLOC_ENV)
-            .status()
-            .expect("the bench runs again");
-        std::process::exit(status.code().unwrap_or(1));
-    }
     let samples = args
         .iter()
         .position(|a| a == "--samples")
@@ -251,6 +230,16 @@ fn main() {
         || in_file
         || peers > 0
         || reuse;
+    if !partial && !malloc_default && std::env::var_os(MALLOC_ENV[0].0).is_none() {
+        // Run again with the allocator's settings, which glibc reads only at start.
+        let exe = std::env::current_exe().expect("the bench's own path");
+        let status = std::process::Command::new(exe)
+            .args(&args[1..])
+            .envs(MALLOC_ENV)
+            .status()
+            .expect("the bench runs again");
+        std::process::exit(status.code().unwrap_or(1));
+    }
     let samples = if partial && flag("--samples").is_none() {
         1
     } else {

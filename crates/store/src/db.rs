@@ -1277,15 +1277,19 @@ impl<F: BlockFile> Shared<F> {
             self.root_set = false;
         }
         let ps = self.pager.page_size;
-        self.list_runs();
-        if self.runs.len() > list_capacity(ps, self.root_meta.len())
-            || self.list.len() * ps > self.opts.list_bytes
-        {
-            // Too much to name in the superblock: make it (and every earlier commit) durable
-            // first; the superblock then names nothing. Two flushes, for big commits only.
-            self.pager.file.flush()?;
-            self.mark_durable();
+        if !self.pager.volatile {
+            // (A volatile file's pages are not written, so none waits for a flush.)
             self.list_runs();
+            if self.runs.len() > list_capacity(ps, self.root_meta.len())
+                || self.list.len() * ps > self.opts.list_bytes
+            {
+                // Too much to name in the superblock: make it (and every earlier commit)
+                // durable first; the superblock then names nothing. Two flushes, for big
+                // commits only.
+                self.pager.file.flush()?;
+                self.mark_durable();
+                self.list_runs();
+            }
         }
         let slot = 1 - self.durable_slot;
         if self.pager.volatile {

@@ -282,10 +282,9 @@ pub struct ChainLog {
     /// many single-row commits rather than one each), a large one in the buffer its writer
     /// filled (not copied).
     pub(crate) written_bufs: Vec<Vec<u8>>,
-    /// Whether the chain's key is in the replica's `unhashed` map (and so needs no search
-    /// there when a local commit appends to it).
-    pub(crate) in_unhashed: bool,
-    /// The same for the replica's `unmerged` map.
+    /// Whether the chain's key is in the replica's `unmerged` map (and so needs no search
+    /// there when a local commit appends to it). (It is in `unhashed` while `written` holds a
+    /// record.)
     pub(crate) in_unmerged: bool,
 }
 
@@ -297,6 +296,13 @@ pub(crate) struct Written {
     pub buf: u32,
     pub from: u32,
     pub to: u32,
+}
+
+impl Written {
+    /// Its encoding, in its chain's `written_bufs`.
+    pub(crate) fn bytes<'a>(&self, bufs: &'a [Vec<u8>]) -> &'a [u8] {
+        &bufs[self.buf as usize][self.from as usize..self.to as usize]
+    }
 }
 
 impl ChainLog {
@@ -322,7 +328,7 @@ impl ChainLog {
         Some(self.bytes_of(&w[i]))
     }
     pub(crate) fn bytes_of(&self, w: &Written) -> &[u8] {
-        &self.written_bufs[w.buf as usize][w.from as usize..w.to as usize]
+        w.bytes(&self.written_bufs)
     }
     /// The local records not hashed yet: their seqs, HLCs and encodings, by seq.
     pub fn written(&self) -> impl Iterator<Item = (u64, u64, &[u8])> {

@@ -145,10 +145,9 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
     pub(crate) unmerged: BTreeMap<ChainKey, u64>,
     /// Chains with records of `commit_deferred` not hashed yet (their `prev` and `hash` not
-    /// computed): per chain, the first such seq. They are chained before anything reads a
-    /// head's hash: sealing, a peer's blocks, a non-deferred commit
-    /// ([`Replica::hash_deferred`]).
-    pub(crate) unhashed: BTreeMap<ChainKey, u64>,
+    /// computed). They are chained before anything reads a head's hash: sealing, a peer's
+    /// blocks, a non-deferred commit ([`Replica::hash_deferred`]).
+    pub(crate) unhashed: BTreeSet<ChainKey>,
     // The unhashed records themselves are kept encoded in their chain (`ChainLog::written`,
     // 32 bytes a record beside its encoding), after the chain's hashed `pending` records, and
     // decoded (and so hashed) into `pending` by `hash_deferred`. A local write keeps its ops as
@@ -186,7 +185,7 @@ impl<S: RowStore> Replica<S> {
             redactions: 0,
             edits: 0,
             unmerged: BTreeMap::new(),
-            unhashed: BTreeMap::new(),
+            unhashed: BTreeSet::new(),
         }
     }
 
@@ -236,11 +235,10 @@ impl<S: RowStore> Replica<S> {
         if self.unhashed.is_empty() {
             return;
         }
-        for (key, _) in std::mem::take(&mut self.unhashed) {
+        for key in std::mem::take(&mut self.unhashed) {
             let Some(log) = self.chains.get_mut(&key) else {
                 continue;
             };
-            log.in_unhashed = false;
             let written = std::mem::take(&mut log.written);
             let bufs = std::mem::take(&mut log.written_bufs);
             // They follow the hashed records, in seq order.
@@ -248,9 +246,14 @@ impl<S: RowStore> Replica<S> {
             log.pending.reserve(written.len());
             for w in &written {
                 // Decoding computes the hashes from the bytes, as for a peer's records.
-                let bytes = &bufs[w.buf as usize][w.from as usize..w.to as usize];
-                let r = Record::decode(&mut Reader::new(bytes), &key.0, &key.1, w.seq, prev)
-                    .expect("invariant: a written record decodes");
+                let r = Record::decode(
+                    &mut Reader::new(w.bytes(&bufs)),
+                    &key.0,
+                    &key.1,
+                    w.seq,
+                    prev,
+                )
+                .expect("invariant: a written record decodes");
                 prev = r.hash;
                 log.pending.push(r);
             }
@@ -661,7 +664,7 @@ impl<S: RowStore> Replica<S> {
             ..
         } = self;
         // One search of the chains for the seq and the append; the key is cloned only into a
-        // map it is new to.
+        // map or set it is new to.
         let mut append = |log: &mut ChainLog| {
             let seq = log.head().0 + 1;
             let len = ops.bytes().len() - start;
@@ -687,32 +690,32 @@ impl<S: RowStore> Replica<S> {
                 }
             };
             ops.reset();
-            log.written.push(Written {
+            if log.written.is_empty() {
+                unhashed.insert(key.clone());
+            }
+            let w = Written {
                 seq,
                 hlc,
                 buf: b as u32,
                 from: from as u32,
                 to: to as u32,
-            });
+            };
+            log.written.push(w);
             if !log.in_unmerged {
                 unmerged.entry(key.clone()).or_insert(seq);
                 log.in_unmerged = true;
             }
-            if !log.in_unhashed {
-                unhashed.entry(key.clone()).or_insert(seq);
-                log.in_unhashed = true;
-            }
-            (seq, b, from, to)
+            w
         };
         Ok(Some(match chains.get_mut(key) {
             Some(log) => {
-                let (seq, b, from, to) = append(log);
-                written(seq, hlc, &log.written_bufs[b][from..to])
+                let w = append(log);
+                written(w.seq, hlc, log.bytes_of(&w))
             }
             None => {
                 let mut log = ChainLog::default();
-                let (seq, b, from, to) = append(&mut log);
-                let r = written(seq, hlc, &log.written_bufs[b][from..to]);
+                let w = append(&mut log);
+                let r = written(w.seq, hlc, log.bytes_of(&w));
                 chains.insert(key.clone(), log);
                 r
             }
