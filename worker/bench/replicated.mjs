@@ -9,41 +9,28 @@
 // Needs the package built (`node scripts/build.mjs`). Writes bench-browser/results/replicated.json.
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { launch } from '../../tests/browser/harness.mjs';
+import { opt, runPage } from './page.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const b = await launch();
-try {
-  await b.page.goto(`${b.server.url}/worker/bench/replicated.html`);
-  await b.page.waitForFunction(() => window.ready === true);
-  const workloads = opt('--workloads', undefined)?.split(',');
-  const out = await b.page.evaluate(
-    (o) => window.run(o).catch((e) => { throw new Error(`${e.code ?? ''} ${e.message}`); }),
-    { rounds: Number(opt('--rounds', 7)), workloads },
-  );
-  out.chromium = execFileSync(process.env.CHROMIUM ?? '/usr/bin/chromium', ['--version']).toString().trim();
-  out.date = new Date().toISOString();
-  const plain = 'sync build, plain table';
-  const repl = 'sync build, replicated table';
-  const base = 'plain build, plain table';
-  console.log(`${'workload'.padEnd(16)}${'side'.padEnd(32)}${'median ms'.padStart(10)}${'min'.padStart(9)}${'max'.padStart(9)}`);
-  for (const [w, { sides }] of Object.entries(out.workloads)) {
-    for (const [s, v] of Object.entries(sides)) {
-      console.log(`${w.padEnd(16)}${s.padEnd(32)}${v.median.toFixed(2).padStart(10)}${v.min.toFixed(2).padStart(9)}${v.max.toFixed(2).padStart(9)}`);
-    }
-    const ratio = sides[repl].median / sides[plain].median;
-    const build = sides[plain].median / sides[base].median;
-    out.workloads[w].ratio = ratio;
-    out.workloads[w].syncBuild = build;
-    console.log(`${w.padEnd(16)}replicated / plain table ${ratio.toFixed(2)}x; sync build / plain build (plain table) ${build.toFixed(2)}x`);
+const out = await runPage('/worker/bench/replicated.html', {
+  rounds: Number(opt('--rounds', 7)),
+  workloads: opt('--workloads', undefined)?.split(','),
+});
+out.chromium = execFileSync(process.env.CHROMIUM ?? '/usr/bin/chromium', ['--version']).toString().trim();
+out.date = new Date().toISOString();
+const plain = 'sync build, plain table';
+const repl = 'sync build, replicated table';
+const base = 'plain build, plain table';
+console.log(`${'workload'.padEnd(16)}${'side'.padEnd(32)}${'median ms'.padStart(10)}${'min'.padStart(9)}${'max'.padStart(9)}`);
+for (const [w, { sides }] of Object.entries(out.workloads)) {
+  for (const [s, v] of Object.entries(sides)) {
+    console.log(`${w.padEnd(16)}${s.padEnd(32)}${v.median.toFixed(2).padStart(10)}${v.min.toFixed(2).padStart(9)}${v.max.toFixed(2).padStart(9)}`);
   }
-  const file = opt('--out', 'bench-browser/results/replicated.json');
-  mkdirSync('bench-browser/results', { recursive: true });
-  writeFileSync(file, JSON.stringify(out, null, 2) + '\n');
-} finally {
-  await b.close();
+  const ratio = sides[repl].median / sides[plain].median;
+  const build = sides[plain].median / sides[base].median;
+  out.workloads[w].ratio = ratio;
+  out.workloads[w].syncBuild = build;
+  console.log(`${w.padEnd(16)}replicated / plain table ${ratio.toFixed(2)}x; sync build / plain build (plain table) ${build.toFixed(2)}x`);
 }
+const file = opt('--out', 'bench-browser/results/replicated.json');
+mkdirSync('bench-browser/results', { recursive: true });
+writeFileSync(file, JSON.stringify(out, null, 2) + '\n');
