@@ -11,7 +11,7 @@ import { serve } from './server.mjs';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '..');
 
-export async function shot(resultsFile = join(HERE, 'results', 'peers-10k.json'), png = join(HERE, 'results', 'report.png')) {
+export async function shot(resultsFile = join(HERE, 'results', 'all-10k.json'), png = join(HERE, 'results', 'report.png')) {
   const server = await serve({ '/': REPO }, { cache: false });
   const profile = mkdtempSync(join(tmpdir(), 'cairn-report-'));
   const context = await chromium.launchPersistentContext(profile, {
