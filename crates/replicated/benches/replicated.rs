@@ -1,6 +1,7 @@
 //! The cost of recording a change: the same inserts and updates into a plain table and into a
 //! replicated one (same columns, TEXT keys), side by side, on the paged store over a memory
-//! file. Prints medians and the ratio; writes the table of bench-results/replicated.md (the notes
+//! file (volatile: the replicated side's records wait in the replica, written to the store
+//! when it is read whole; `--in file` for a store that writes them with every commit). Prints medians and the ratio; writes the table of bench-results/replicated.md (the notes
 //! below it, from its first `## ` heading, are kept).
 //!
 //!   cargo bench -p cairn-replicated --bench replicated [-- --samples N]
@@ -258,8 +259,10 @@ fn main() {
     let mut out = String::from(
         "# Replicated vs plain writes (native)\n\n`cargo bench -p cairn-replicated --bench replicated`: \
          the same statements on a plain table and on a `REPLICATED` one (TEXT keys, 4 columns), \
-         paged store with durability full, over a memory file and over a file on disk (one flush \
-         per commit, as in OPFS); median of ",
+         paged store with durability full, over a memory file (where the replicated side's \
+         records wait in the replica until the store is read whole: docs/sync.md, \"In memory\") \
+         and over a file on disk (one flush per commit, as in OPFS; each commit writes its \
+         records); median of ",
     );
     out.push_str(&format!("{samples} samples, the two sides alternating; "));
     out.push_str(if malloc_default {

@@ -91,6 +91,20 @@ pub(crate) struct State {
     stale: Option<usize>,
     /// Records the commit being recorded appended to the chains, not yet known to be stored.
     uncommitted: usize,
+    /// The store is volatile ([`Storage::volatile`]: memory): a local commit's records are
+    /// kept in the replica alone, not written to the store's trees with the commit (nothing
+    /// reads them there before the store is read whole: [`CommitHook::flush`] writes them
+    /// then, and every sync call before it begins).
+    defer: bool,
+    /// Over a volatile store, local records are committed that the store does not hold yet.
+    unwritten: bool,
+    /// Where in each scope's chain (its slot in `scopes`) the records of the commit being
+    /// recorded begin (the seq of its first), for a failed commit over a volatile store.
+    uncommitted_from: Vec<(usize, u64)>,
+    /// Set when the state went stale over a volatile store: the head of each of the
+    /// replica's own chains that was committed, which a reload keeps (the store may hold less:
+    /// `defer`).
+    keep: Option<Vec<(ChainKey, u64)>>,
     /// A purge (this replica's or a peer's) committed but zeroing the free pages after it
     /// failed: the next purge or sync call that commits zeroes them again.
     erase_owed: bool,
@@ -112,6 +126,8 @@ impl Sync {
     /// Installs the hook on `db` and loads what the database holds of its replica (nothing is
     /// written until the first replicated commit or sync call).
     pub fn attach(db: &mut Database, now: Clock) -> Result<Sync> {
+        // A hook attached before may hold records the store does not (`State::defer`).
+        db.flush()?;
         let st = Rc::new(RefCell::new(State {
             now,
             replica: None,
@@ -129,6 +145,10 @@ impl Sync {
             stale: None,
             erase_owed: false,
             uncommitted: 0,
+            defer: db.storage().volatile(),
+            unwritten: false,
+            uncommitted_from: Vec::new(),
+            keep: None,
             sink_on: None,
             sunk: Vec::new(),
             sink_last: None,
@@ -490,6 +510,9 @@ impl Sync {
                 "sync calls run between transactions; commit or roll back first".into(),
             ));
         }
+        // Over a volatile store, the local records held in memory alone are written (and
+        // committed) first: a call that fails then reads the state again from the store.
+        db.flush()?;
         if self.st.borrow().stale.is_some() {
             self.reload(db)?;
         }
@@ -532,6 +555,8 @@ impl Sync {
         link: u32,
         f: impl FnOnce(&mut State) -> Result<(Vec<Vec<u8>>, Vec<Event>)>,
     ) -> Result<Vec<Vec<u8>>> {
+        // As in `write`.
+        db.flush()?;
         if self.st.borrow().stale.is_some() {
             self.reload(db)?;
         }
@@ -754,7 +779,9 @@ impl State {
     fn reload(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
         let durable = self.stale.unwrap_or_else(|| self.pending());
         self.stale = Some(durable);
-        self.replica = None;
+        let old = self.replica.take();
+        let keep = self.keep.take();
+        self.unwritten = false;
         self.registered.clear();
         self.registered_for = None;
         self.shapes.clear();
@@ -763,7 +790,17 @@ impl State {
         self.sink_on = None;
         self.saved = persist::Saved::default();
         self.uncommitted = 0;
-        self.load(store, catalog)?;
+        self.uncommitted_from.clear();
+        let kept = match (&old, &keep) {
+            (Some(r), Some(k)) => Some((r, k.as_slice())),
+            _ => None,
+        };
+        if let Err(e) = self.load_keeping(store, catalog, kept) {
+            // Still stale, with what the next attempt keeps.
+            self.replica = old;
+            self.keep = keep;
+            return Err(e);
+        }
         self.shapes_for(catalog);
         self.stale = None;
         Ok(())
@@ -890,8 +927,30 @@ impl State {
     /// The commit the hook recorded did not reach the store: its records are not pending.
     fn abandon_commit(&mut self) {
         let durable = self.pending().saturating_sub(self.uncommitted);
+        if self.defer && self.keep.is_none() {
+            // The store may not hold every committed record: the reload keeps them.
+            self.keep = Some(self.committed_heads());
+        }
         self.mark_stale(durable);
         self.uncommitted = 0;
+        self.uncommitted_from.clear();
+    }
+
+    /// The head of each of the replica's own chains before the commit being recorded.
+    fn committed_heads(&self) -> Vec<(ChainKey, u64)> {
+        let Some(replica) = &self.replica else {
+            return Vec::new();
+        };
+        let me = replica.id();
+        (replica.chains())
+            .filter(|(k, _)| k.0 == me)
+            .map(|(k, log)| {
+                let head = (self.uncommitted_from.iter())
+                    .find(|&&(i, _)| self.scopes.list[i].chain == *k)
+                    .map_or(log.head().0, |&(_, first)| first - 1);
+                (k.clone(), head)
+            })
+            .collect()
     }
 
     pub(crate) fn replica(&self) -> &Replica {
@@ -1125,16 +1184,22 @@ impl State {
             scopes,
             uncommitted,
             saved,
+            defer,
+            unwritten,
+            uncommitted_from,
             ..
         } = self;
         let replica = replica.as_mut().expect("invariant: ensured");
+        let defer = *defer;
         // Each record saved as the replica takes it, when nothing else changed since the
         // last save (the common case); else, or from the first record that cannot, by
-        // `save` after.
-        let mut one_by_one = persist::can_save_written(replica, saved);
+        // `save` after. None over a volatile store: the replica holds the records, and
+        // they are written when the store is read whole (`defer`).
+        let mut one_by_one = !defer && persist::can_save_written(replica, saved);
         let mut tail_changed = false;
         for &i in &scopes.used {
             let ScopeSlot { chain, writers, .. } = &mut scopes.list[i];
+            let mut first = None;
             for w in writers.iter_mut() {
                 // The record is hashed and merged into the rows when next needed (sealing,
                 // a peer's records, a sync call): a local write keeps no per-row state.
@@ -1142,6 +1207,9 @@ impl State {
                 let chain = &*chain;
                 let saved_now = replica
                     .commit_written_from(now, chain, w, |seq, hlc, bytes| {
+                        if defer {
+                            first.get_or_insert(seq);
+                        }
                         if !one_by_one {
                             return Ok(false);
                         }
@@ -1152,13 +1220,18 @@ impl State {
                 if let Some(r) = saved_now {
                     // Not pending until the commit is stored (`after_commit`).
                     *uncommitted += 1;
+                    if let Some(f) = first.take() {
+                        uncommitted_from.push((i, f));
+                    }
                     one_by_one = r?;
                 }
             }
             // One emptied writer (and its buffer) serves the scope's next commit.
             writers.truncate(1);
         }
-        if one_by_one {
+        if defer {
+            *unwritten |= *uncommitted > 0;
+        } else if one_by_one {
             persist::end_written(store, replica, saved, tail_changed)?;
         } else {
             let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
@@ -1606,6 +1679,7 @@ impl CommitHook for Hook {
             st.reload(&*store, catalog)?;
         }
         st.uncommitted = 0;
+        st.uncommitted_from.clear();
         let r = st.record(store, catalog, schema, changes);
         if r.is_err() {
             st.abandon_commit();
@@ -1626,5 +1700,23 @@ impl CommitHook for Hook {
         } else {
             st.abandon_commit();
         }
+    }
+
+    fn unwritten(&self) -> bool {
+        let st = self.0.borrow();
+        st.unwritten || st.keep.is_some()
+    }
+
+    fn flush(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
+        let mut st = self.0.borrow_mut();
+        st.uncommitted = 0;
+        st.uncommitted_from.clear();
+        if st.stale.is_some() {
+            st.reload(&*store, catalog)?;
+        }
+        if st.replica.is_some() {
+            st.persist(store)?;
+        }
+        Ok(())
     }
 }

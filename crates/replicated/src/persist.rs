@@ -14,6 +14,10 @@
 //! last save (tracked per chain in [`Saved`]) and the small meta values that changed are
 //! written. The merged rows are written whole only when history is dropped (compaction, a
 //! snapshot); on open they are rebuilt from those rows and the history held since.
+//!
+//! Over a volatile store (memory) a local commit writes nothing here: its records wait in the
+//! replica until the store is read whole or a sync call begins (`State::defer`), and one save
+//! then writes them all (docs/sync.md, "In memory").
 
 use crate::State;
 use cairn_sql::schema::Catalog;
@@ -399,6 +403,19 @@ fn scan_all(store: &dyn Storage, tree: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
 impl State {
     /// Rebuilds the replica from the database (nothing to do when it has no sync state yet).
     pub(crate) fn load(&mut self, store: &dyn Storage, catalog: &Catalog) -> Result<()> {
+        self.load_keeping(store, catalog, None)
+    }
+
+    /// [`State::load`], then, over a volatile store, the local records `kept` names as
+    /// committed that the store does not hold yet (`State::keep`), from the replica held
+    /// before: each of the replica's own chains from the store's head up to its committed
+    /// one, as pending records not written (the next save writes them).
+    pub(crate) fn load_keeping(
+        &mut self,
+        store: &dyn Storage,
+        catalog: &Catalog,
+        kept: Option<(&Replica, &[(ChainKey, u64)])>,
+    ) -> Result<()> {
         if !has_state(store) {
             return Ok(());
         }
@@ -549,11 +566,39 @@ impl State {
                 log.pending.push(rec);
             }
         }
+        if let Some((_, heads)) = kept {
+            for (key, _) in heads {
+                chains
+                    .entry(chain_prefix(&key.0, &key.1))
+                    .or_insert_with(|| (key.clone(), ChainLog::default()));
+            }
+        }
         let mut marks = BTreeMap::new();
-        for (_, (key, log)) in chains {
+        let mut unwritten = false;
+        for (_, (key, mut log)) in chains {
             marks.insert(key.clone(), mark_of(&log));
+            if let Some((old, heads)) = kept {
+                if let Some(&(_, head)) = heads.iter().find(|(k, _)| *k == key) {
+                    for seq in log.head().0 + 1..=head {
+                        let bytes = old
+                            .chain(&key)
+                            .and_then(|l| record_bytes(l, seq))
+                            .ok_or_else(|| corrupt("chain", "a committed record is missing"))?;
+                        let prev = log.head().1;
+                        let rec =
+                            Record::decode(&mut Reader::new(&bytes), &key.0, &key.1, seq, prev)
+                                .map_err(|e| corrupt("record", e))?;
+                        log.pending.push(rec);
+                        unwritten = true;
+                    }
+                }
+            }
             replica.restore_chain(key, log);
         }
+        if let Some((old, _)) = kept {
+            replica.observe_clock(old.clock());
+        }
+        self.unwritten = unwritten;
         // The rows saved are as of the last time history was dropped; the history held since
         // brings them up to date.
         replica.replay_history();
@@ -631,7 +676,9 @@ impl State {
     pub(crate) fn persist(&mut self, store: &mut dyn Storage) -> Result<()> {
         let State { replica, saved, .. } = self;
         let replica = replica.as_ref().expect("invariant: persist after ensure");
-        save(store, replica, saved, None, false)
+        save(store, replica, saved, None, false)?;
+        self.unwritten = false;
+        Ok(())
     }
 }
 
@@ -1120,6 +1167,25 @@ fn create_readonly(store: &dyn Storage) -> Result<Identity> {
         .get(META, b"identity")?
         .ok_or_else(|| corrupt("identity", "missing"))?;
     Identity::import(&b).map_err(|e| corrupt("identity", e))
+}
+
+/// The encoding of record `seq` of `log` as a pending record's (where it is held: written,
+/// pending or sealed).
+fn record_bytes(log: &ChainLog, seq: u64) -> Option<Vec<u8>> {
+    if let Some(b) = log.written_bytes(seq) {
+        return Some(b.to_vec());
+    }
+    let rec = match log.pending.iter().find(|r| r.seq == seq) {
+        Some(r) => r,
+        None => {
+            let i = log.blocks.partition_point(|b| b.last_seq() < seq);
+            let b = log.blocks.get(i)?;
+            b.records.get(seq.checked_sub(b.first_seq())? as usize)?
+        }
+    };
+    let mut w = Writer::new();
+    rec.encode(&mut w);
+    Some(w.buf)
 }
 
 fn mark_of(log: &ChainLog) -> Mark {

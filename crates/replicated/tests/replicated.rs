@@ -4,7 +4,7 @@
 use cairn_replicated::Sync;
 use cairn_sql::paged::Paged;
 use cairn_sql::{Database, Output, Value};
-use cairn_store::{MemoryFile, Options};
+use cairn_store::{BlockFile, MemoryFile, Options};
 use std::collections::VecDeque;
 
 fn now() -> u64 {
@@ -169,7 +169,7 @@ fn the_declaration_survives_in_the_schema() {
         t.sql()
     );
     // The catalog keeps the SQL and parses it again on open: the same table comes back.
-    let store = n.db.into_storage();
+    let store = n.db.into_storage().unwrap();
     let db = Database::open(store).unwrap();
     assert_eq!(**db.catalog().table("note").unwrap(), *t);
 }
@@ -438,7 +438,43 @@ fn a_table_s_one_scope_is_found_again_after_the_scopes_are_forgotten() {
     );
 }
 
+/// A memory file that does not say it is volatile, as a file on disk or in OPFS: the sync
+/// layer writes its records to the store with every commit (over a volatile one it keeps
+/// them in memory until the store is read whole), which the tests of what the store holds
+/// look at.
+struct OnDisk(MemoryFile);
+
+impl BlockFile for OnDisk {
+    fn len(&self) -> cairn_store::Result<u64> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> cairn_store::Result<()> {
+        self.0.read(offset, buf)
+    }
+    fn write(&mut self, offset: u64, data: &[u8]) -> cairn_store::Result<()> {
+        self.0.write(offset, data)
+    }
+    fn set_len(&mut self, len: u64) -> cairn_store::Result<()> {
+        self.0.set_len(len)
+    }
+    fn flush(&mut self) -> cairn_store::Result<()> {
+        self.0.flush()
+    }
+    fn close(&mut self) -> cairn_store::Result<()> {
+        self.0.close()
+    }
+}
+
+/// A database in `file`, as in a file on disk (see `OnDisk`).
 fn paged(file: MemoryFile) -> Node {
+    let store = Paged::open(OnDisk(file), Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let sync = Sync::attach(&mut db, now).unwrap();
+    Node { db, sync }
+}
+
+/// A database in `file`, in memory (volatile).
+fn volatile(file: MemoryFile) -> Node {
     let store = Paged::open(file, Options::default()).unwrap();
     let mut db = Database::open(Box::new(store)).unwrap();
     let sync = Sync::attach(&mut db, now).unwrap();
@@ -450,7 +486,7 @@ fn close(n: Node) -> MemoryFile {
 }
 
 fn file_of(db: Database) -> MemoryFile {
-    let store = db.into_storage();
+    let store = db.into_storage().unwrap();
     // The storage is a Paged<MemoryFile>; reach the file through an export of its bytes.
     let mut store = store;
     let bytes = store.export().unwrap();
@@ -1363,7 +1399,7 @@ fn the_tail_of_pending_records_works_with_small_pages() {
         ..Options::default()
     };
     let open = |file: MemoryFile| {
-        let store = Paged::open(file, opts.clone()).unwrap();
+        let store = Paged::open(OnDisk(file), opts.clone()).unwrap();
         let mut db = Database::open(Box::new(store)).unwrap();
         let sync = Sync::attach(&mut db, now).unwrap();
         Node { db, sync }
@@ -1833,7 +1869,7 @@ fn known_peers_survive_a_reopen_and_hold_back_compaction() {
 
 /// What a fresh load of `db`'s file reports as pending: records, and whether any.
 fn pending_as_stored(db: &mut Database) -> (usize, bool) {
-    let bytes = db.storage_mut().export().unwrap();
+    let bytes = db.export().unwrap();
     let n = paged(MemoryFile::from_bytes(bytes));
     (n.sync.pending_records(), n.sync.has_pending())
 }
@@ -1889,8 +1925,13 @@ fn b_writes_for_a(a: &mut Node, b: &mut Node) -> cairn_sync::AuthorId {
 /// not counted, and the next commit's record follows the last one kept.
 #[test]
 fn a_failed_commit_is_not_counted_as_pending() {
+    // In a file, and in memory (where the records wait in the replica).
+    a_failed_commit_is_not_counted_as_pending_over(paged(MemoryFile::new()));
+    a_failed_commit_is_not_counted_as_pending_over(volatile(MemoryFile::new()));
+}
+
+fn a_failed_commit_is_not_counted_as_pending_over(mut b: Node) {
     let mut a = Node::memory();
-    let mut b = paged(MemoryFile::new());
     let a_id = b_writes_for_a(&mut a, &mut b);
     b.exec("INSERT INTO todo (id, title) VALUES ('t1', 'kept')");
     assert_eq!(b.sync.pending_records(), 1);
@@ -1955,12 +1996,87 @@ fn a_failed_commit_is_not_counted_as_pending() {
     a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
 }
 
+/// Over a volatile store (memory) a commit's record is kept in the replica alone, not written
+/// to the store's trees, where nothing reads it: the records are written when the store is
+/// read whole (an export, the storage handed back), by every sync call before it begins, and
+/// before another `Sync` is attached. A commit refused among them loses none of those before.
+#[test]
+fn a_volatile_store_writes_its_records_when_read_whole() {
+    let mut a = Node::memory();
+    let mut b = volatile(MemoryFile::new());
+    let a_id = b_writes_for_a(&mut a, &mut b);
+    let insert = |b: &mut Node, from: usize, to: usize| {
+        for i in from..to {
+            b.exec(&format!(
+                "INSERT INTO todo (id, title) VALUES ('v{i:02}', 'in memory')"
+            ));
+        }
+    };
+    let log_before = log_kinds(&b);
+    let root_before = b.db.storage().root_meta().unwrap();
+    insert(&mut b, 0, 20);
+    // (A read hashes the records written so far: those kept below are of both kinds.)
+    b.sync.state_digest(&mut b.db).unwrap();
+    insert(&mut b, 20, 30);
+    assert_eq!(b.sync.pending_records(), 30);
+    assert_eq!(log_kinds(&b), log_before, "no record in the log yet");
+    assert_eq!(b.db.storage().root_meta().unwrap(), root_before);
+    // Refused half-way (its `todo` record made, the `note` one refused): the 30 stay.
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('gone', 'refused with the note')");
+    b.exec("INSERT INTO note (id, body) VALUES ('n1', 'not mine')");
+    let e = b.db.execute("COMMIT", &[]).unwrap_err();
+    assert_eq!(e.code(), "SYNC_REFUSED", "{e}");
+    assert_eq!(b.sync.pending_records(), 30);
+    insert(&mut b, 30, 31);
+    assert_eq!(b.sync.pending_records(), 31);
+    // Not while a transaction is open...
+    b.exec("BEGIN");
+    let e = b.db.export().unwrap_err();
+    assert_eq!(e.code(), "TRANSACTION", "{e}");
+    b.exec("ROLLBACK");
+    // ... but between them: a fresh load of the bytes holds every record committed.
+    let digest = b.sync.state_digest(&mut b.db).unwrap();
+    let mut copy = paged(MemoryFile::from_bytes(b.db.export().unwrap()));
+    assert_eq!(copy.sync.pending_records(), 31);
+    assert_eq!(copy.sync.state_digest(&mut copy.db).unwrap(), digest);
+    assert_eq!(copy.sync.verify(&mut copy.db).unwrap(), Vec::new());
+    assert_eq!(
+        copy.rows("SELECT count(*) FROM todo"),
+        b.rows("SELECT count(*) FROM todo")
+    );
+    // Another `Sync` attached to the database sees those held by the one before.
+    insert(&mut b, 31, 36);
+    b.sync = Sync::attach(&mut b.db, now).unwrap();
+    assert_eq!(b.sync.pending_records(), 36);
+    assert_eq!(b.sync.verify(&mut b.db).unwrap(), Vec::new());
+    // A sync call: A takes every record, none missing from B's chain.
+    insert(&mut b, 36, 40);
+    sync_pair(&mut a, &mut b);
+    let events = a.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    let all = "SELECT id, title FROM todo ORDER BY id";
+    assert_eq!(a.rows(all).len(), 40);
+    assert_eq!(a.rows(all), b.rows(all));
+    // Handed back (`into_storage`) and opened again.
+    insert(&mut b, 40, 45);
+    let digest = b.sync.state_digest(&mut b.db).unwrap();
+    let mut b = volatile(close(b));
+    assert_eq!(b.sync.pending_records(), 5);
+    assert_eq!(b.sync.state_digest(&mut b.db).unwrap(), digest);
+    a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
+}
+
 /// A purge right after a refused commit (nothing in between reads the sync state again) makes
 /// a record that follows the last one kept, not the refused one.
 #[test]
 fn a_purge_after_a_refused_commit_follows_the_last_record_kept() {
+    // In a file, and in memory (where the records wait in the replica).
+    a_purge_after_a_refused_commit_follows_the_last_record_kept_over(paged(MemoryFile::new()));
+    a_purge_after_a_refused_commit_follows_the_last_record_kept_over(volatile(MemoryFile::new()));
+}
+
+fn a_purge_after_a_refused_commit_follows_the_last_record_kept_over(mut b: Node) {
     let mut a = Node::memory();
-    let mut b = paged(MemoryFile::new());
     let a_id = b_writes_for_a(&mut a, &mut b);
     b.exec("INSERT INTO todo (id, title) VALUES ('t1', 'kept'), ('t2', 'purged')");
     b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('t3', 'refused with the note')");
@@ -2229,7 +2345,7 @@ fn small_pages_keep_every_pending_record() {
             page_size,
             ..Options::default()
         };
-        let store = Paged::open(MemoryFile::new(), opts).unwrap();
+        let store = Paged::open(OnDisk(MemoryFile::new()), opts).unwrap();
         let mut db = Database::open(Box::new(store)).unwrap();
         let sync = Sync::attach(&mut db, now).unwrap();
         let mut a = Node { db, sync };

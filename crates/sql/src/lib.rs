@@ -235,8 +235,20 @@ pub trait CommitHook {
         schema: SchemaStamp,
         changes: &Changes,
     ) -> Result<Vec<Correction>>;
-    /// Whether the commit that `before_commit` prepared reached the storage.
+    /// Whether the commit that `before_commit` (or `flush`) prepared reached the storage.
     fn after_commit(&mut self, committed: bool);
+    /// Whether the hook holds in memory alone what it would otherwise have written with the
+    /// commits (it may, over a volatile storage: [`Storage::volatile`]), for
+    /// [`CommitHook::flush`] to write.
+    fn unwritten(&self) -> bool {
+        false
+    }
+    /// Writes what [`CommitHook::unwritten`] says is held in memory alone, inside a
+    /// transaction the database opened for it and commits after ([`Database::flush`]).
+    fn flush(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
+        let _ = (store, catalog);
+        Ok(())
+    }
     /// The schema changed (a table made, altered or dropped, or a transaction that did so
     /// rolled back): `catalog` is the new one, and the next commit's stamp is another. (For
     /// the capture's sink, in the builds that have one.)
@@ -280,7 +292,9 @@ impl Database {
         self.in_tx
     }
 
-    /// Installs the hook that sees commits to replicated tables (one per database).
+    /// Installs the hook that sees commits to replicated tables (one per database). A hook
+    /// that holds anything in memory alone ([`CommitHook::unwritten`]) is to be flushed
+    /// ([`Database::flush`]) before another replaces it.
     pub fn set_commit_hook(&mut self, hook: Box<dyn CommitHook>) {
         self.hook = Some(hook);
     }
@@ -473,11 +487,42 @@ impl Database {
 
     /// Closes the database and hands back its storage (to reopen it, or to inspect it). An
     /// open transaction is rolled back.
-    pub fn into_storage(mut self) -> Box<dyn Storage> {
+    /// What the commit hook holds in memory alone is written first ([`Database::flush`]); the
+    /// error, when that fails (the database is then dropped: call `flush` first to see it with
+    /// the database still open).
+    pub fn into_storage(mut self) -> Result<Box<dyn Storage>> {
         if self.in_tx {
-            let _ = self.store.rollback();
+            self.execute("ROLLBACK", &[])?;
         }
-        self.store
+        self.flush()?;
+        Ok(self.store)
+    }
+
+    /// Has the commit hook write what it holds in memory alone ([`CommitHook::unwritten`]:
+    /// over a volatile storage, the sync layer keeps its records in memory until the storage
+    /// is read whole), in a transaction of its own. [`Database::export`] and
+    /// [`Database::into_storage`] call it; nothing to do without such a hook. Needs no open
+    /// transaction (`TRANSACTION` else, when there is something to write).
+    pub fn flush(&mut self) -> Result<()> {
+        let Some(hook) = self.hook.as_mut().filter(|h| h.unwritten()) else {
+            return Ok(());
+        };
+        if self.in_tx {
+            return Err(Error::Transaction(
+                "the sync layer's records are written between transactions; commit or roll back \
+                 first"
+                    .into(),
+            ));
+        }
+        self.store.begin()?;
+        if let Err(e) = hook.flush(self.store.as_mut(), &self.catalog) {
+            hook.after_commit(false);
+            self.store.rollback()?;
+            return Err(e);
+        }
+        let r = self.store.commit();
+        hook.after_commit(r.is_ok());
+        r
     }
 
     pub fn last_insert_rowid(&self) -> i64 {

@@ -32,8 +32,10 @@ impl Database {
         Ok(problems)
     }
 
-    /// The database as one file's bytes, as of the last commit.
+    /// The database as one file's bytes, as of the last commit (with what the commit hook held
+    /// in memory alone written first: [`Database::flush`]).
     pub fn export(&mut self) -> Result<Vec<u8>> {
+        self.flush()?;
         self.store.export()
     }
 

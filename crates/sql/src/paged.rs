@@ -603,6 +603,10 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.db.as_ref().map_or(0, |d| d.root_meta_room())
     }
 
+    fn volatile(&self) -> bool {
+        self.db.as_ref().is_some_and(|d| d.volatile())
+    }
+
     fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {
         let t = self.write_tree(tree)?;
         if self.logging() {

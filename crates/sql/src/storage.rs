@@ -114,6 +114,13 @@ pub trait Storage {
     fn root_meta_room(&self) -> usize {
         0
     }
+    /// Whether the storage lives in memory only: nothing of it outlives the process but what
+    /// is exported or handed back ([`crate::Database::into_storage`]). A layer above SQL may
+    /// then keep in memory alone what it would write with every commit, and write it when
+    /// the storage is read whole ([`crate::CommitHook::flush`]).
+    fn volatile(&self) -> bool {
+        false
+    }
 
     fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// [`Storage::get`] into a buffer the caller reuses from lookup to lookup; false when the
@@ -460,6 +467,10 @@ impl<'a, I: Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)>> Cursor for MemCursor<'a
 }
 
 impl Storage for Memory {
+    fn volatile(&self) -> bool {
+        true
+    }
+
     fn begin(&mut self) -> Result<()> {
         if self.undo.is_some() {
             return Err(Error::Transaction("a transaction is already open".into()));

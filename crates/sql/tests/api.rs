@@ -165,7 +165,7 @@ fn schema_and_rows_survive_reopening_the_storage() {
          ALTER TABLE t RENAME TO t2;",
     )
     .unwrap();
-    let store = db.into_storage();
+    let store = db.into_storage().unwrap();
     let mut db = Database::open(store).unwrap();
     let o = db
         .execute("SELECT id, v, n FROM t2 WHERE n = 3 ORDER BY id", &[])

@@ -1923,6 +1923,11 @@ impl<F: BlockFile> Db<F> {
         self.shared.borrow().pager.page_size
     }
 
+    /// Whether the file is volatile ([`BlockFile::volatile`]: memory, gone with the process).
+    pub fn volatile(&self) -> bool {
+        self.shared.borrow().pager.volatile
+    }
+
     /// Pages currently held by the cache (never more than `Options::cache_pages`).
     pub fn cached_pages(&self) -> usize {
         self.shared.borrow().pager.cached_pages()
