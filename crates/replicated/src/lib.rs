@@ -1061,6 +1061,30 @@ impl State {
         schema: cairn_sql::SchemaStamp,
         changes: &Changes,
     ) -> Result<Vec<Correction>> {
+        // The common commit: every change taken by the capture as the statements ran (no
+        // counter, scope column or UNIQUE index, so nothing to correct), the catalog as at the
+        // last commit. Its few steps kept together, the rest out of their way.
+        if changes.held() == 0
+            && self.sink_on == Some(true)
+            && self.sink_error.is_none()
+            && self.replica.is_some()
+            && self.registered_for == Some(schema)
+        {
+            self.commit_records(store)?;
+            return Ok(Vec::new());
+        }
+        self.record_held(store, catalog, schema, changes)
+    }
+
+    /// [`State::record`] for any other commit.
+    #[inline(never)]
+    fn record_held(
+        &mut self,
+        store: &mut dyn Storage,
+        catalog: &Catalog,
+        schema: cairn_sql::SchemaStamp,
+        changes: &Changes,
+    ) -> Result<Vec<Correction>> {
         let schema_changed = self.ensure_for(store, catalog, schema)?;
         let sink_was_on = self.sink_on == Some(true);
         let owner = self.owner();
@@ -1178,65 +1202,7 @@ impl State {
                 }
             }
         }
-        let now = (self.now)();
-        let State {
-            replica,
-            scopes,
-            uncommitted,
-            saved,
-            defer,
-            unwritten,
-            uncommitted_from,
-            ..
-        } = self;
-        let replica = replica.as_mut().expect("invariant: ensured");
-        let defer = *defer;
-        // Each record saved as the replica takes it, when nothing else changed since the
-        // last save (the common case); else, or from the first record that cannot, by
-        // `save` after. None over a volatile store: the replica holds the records, and
-        // they are written when the store is read whole (`defer`).
-        let mut one_by_one = !defer && persist::can_save_written(replica, saved);
-        let mut tail_changed = false;
-        for &i in &scopes.used {
-            let ScopeSlot { chain, writers, .. } = &mut scopes.list[i];
-            let mut first = None;
-            for w in writers.iter_mut() {
-                // The record is hashed and merged into the rows when next needed (sealing,
-                // a peer's records, a sync call): a local write keeps no per-row state.
-                // Its bytes are copied out, and the writer, emptied, serves the next commit.
-                let chain = &*chain;
-                let saved_now = replica
-                    .commit_written_from(now, chain, w, |seq, hlc, bytes| {
-                        if defer {
-                            first.get_or_insert(seq);
-                        }
-                        if !one_by_one {
-                            return Ok(false);
-                        }
-                        let record = (seq, hlc, bytes);
-                        persist::save_written(store, saved, chain, record, &mut tail_changed)
-                    })
-                    .map_err(refused)?;
-                if let Some(r) = saved_now {
-                    // Not pending until the commit is stored (`after_commit`).
-                    *uncommitted += 1;
-                    if let Some(f) = first.take() {
-                        uncommitted_from.push((i, f));
-                    }
-                    one_by_one = r?;
-                }
-            }
-            // One emptied writer (and its buffer) serves the scope's next commit.
-            writers.truncate(1);
-        }
-        if defer {
-            *unwritten |= *uncommitted > 0;
-        } else if one_by_one {
-            persist::end_written(store, replica, saved, tail_changed)?;
-        } else {
-            let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
-            persist::save(store, replica, saved, Some(&mut chains), tail_changed)?;
-        }
+        self.commit_records(store)?;
         // A table the capture took that has a UNIQUE index now (made inside the transaction:
         // the capture took its changes as one with none). Its scope is named after it.
         if schema_changed && sink_was_on {
@@ -1305,6 +1271,71 @@ impl State {
             }
         }
         Ok(fixes)
+    }
+
+    /// Appends the records the commit's scopes wrote to their chains, and saves them (over a
+    /// store that is not volatile: `defer`).
+    fn commit_records(&mut self, store: &mut dyn Storage) -> Result<()> {
+        let now = (self.now)();
+        let State {
+            replica,
+            scopes,
+            uncommitted,
+            saved,
+            defer,
+            unwritten,
+            uncommitted_from,
+            ..
+        } = self;
+        let replica = replica.as_mut().expect("invariant: ensured");
+        let defer = *defer;
+        // Each record saved as the replica takes it, when nothing else changed since the
+        // last save (the common case); else, or from the first record that cannot, by
+        // `save` after. None over a volatile store: the replica holds the records, and
+        // they are written when the store is read whole (`defer`).
+        let mut one_by_one = !defer && persist::can_save_written(replica, saved);
+        let mut tail_changed = false;
+        for &i in &scopes.used {
+            let ScopeSlot { chain, writers, .. } = &mut scopes.list[i];
+            let mut first = None;
+            for w in writers.iter_mut() {
+                // The record is hashed and merged into the rows when next needed (sealing,
+                // a peer's records, a sync call): a local write keeps no per-row state.
+                // Its bytes are copied out, and the writer, emptied, serves the next commit.
+                let chain = &*chain;
+                let saved_now = replica
+                    .commit_written_from(now, chain, w, |seq, hlc, bytes| {
+                        if defer {
+                            first.get_or_insert(seq);
+                        }
+                        if !one_by_one {
+                            return Ok(false);
+                        }
+                        let record = (seq, hlc, bytes);
+                        persist::save_written(store, saved, chain, record, &mut tail_changed)
+                    })
+                    .map_err(refused)?;
+                if let Some(r) = saved_now {
+                    // Not pending until the commit is stored (`after_commit`).
+                    *uncommitted += 1;
+                    if let Some(f) = first.take() {
+                        uncommitted_from.push((i, f));
+                    }
+                    one_by_one = r?;
+                }
+            }
+            // One emptied writer (and its buffer) serves the scope's next commit.
+            writers.truncate(1);
+        }
+        if defer {
+            *unwritten |= *uncommitted > 0;
+        } else if one_by_one {
+            persist::end_written(store, replica, saved, tail_changed)?;
+        } else {
+            let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
+            persist::save(store, replica, saved, Some(&mut chains), tail_changed)?;
+        }
+        Ok(())
     }
 }
 
