@@ -2057,12 +2057,18 @@ fn a_volatile_store_writes_its_records_when_read_whole() {
     let all = "SELECT id, title FROM todo ORDER BY id";
     assert_eq!(a.rows(all).len(), 40);
     assert_eq!(a.rows(all), b.rows(all));
-    // Handed back (`into_storage`) and opened again.
+    // Handed back (`into_storage`) with a transaction open, which is rolled back, and opened
+    // again.
     insert(&mut b, 40, 45);
     let digest = b.sync.state_digest(&mut b.db).unwrap();
+    b.exec("BEGIN; INSERT INTO todo (id, title) VALUES ('open', 'rolled back by the close')");
     let mut b = volatile(close(b));
     assert_eq!(b.sync.pending_records(), 5);
     assert_eq!(b.sync.state_digest(&mut b.db).unwrap(), digest);
+    assert_eq!(
+        b.rows("SELECT count(*) FROM todo"),
+        vec![vec![Value::Integer(45)]]
+    );
     a_peer_takes_everything(&mut b, &[TODO, NOTE], a_id);
 }
 
