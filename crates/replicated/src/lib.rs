@@ -113,8 +113,8 @@ pub(crate) struct State {
     /// known and up to date) or every change waits in `Changes` for the commit.
     sink_on: Option<bool>,
     /// Each change the capture took in this transaction, with where its scope's writers
-    /// stood before it (how many, and the last one's mark): a failed statement's are dropped.
-    sunk: Vec<(usize, usize, (usize, u64))>,
+    /// stood before it: a failed statement's are dropped.
+    sunk: Sunk,
     /// The last change's table, as the capture found it: its shape, its scope and the
     /// scopes' epoch then (kept from one transaction to the next).
     sink_last: Option<(usize, usize, u64)>,
@@ -150,7 +150,7 @@ impl Sync {
             uncommitted_from: Vec::new(),
             keep: None,
             sink_on: None,
-            sunk: Vec::new(),
+            sunk: Sunk::default(),
             sink_last: None,
             sink_error: None,
         }));
@@ -910,7 +910,7 @@ impl State {
         }
         // Each scope goes back to where it stood at its first change dropped.
         let mut done: Vec<usize> = Vec::new();
-        for &(scope, writers, mark) in &self.sunk[len..] {
+        for (scope, writers, mark) in self.sunk.from(len) {
             if done.contains(&scope) {
                 continue;
             }
@@ -1626,7 +1626,7 @@ impl Capture {
         };
         let st = &mut *st;
         let slot = &mut st.scopes.list[scope];
-        st.sunk.push(sink_mark(scope, slot));
+        st.sunk.push(scope, slot);
         if let Err(e) = f(&st.shapes[i], writer(slot, SINK_ROOM)) {
             st.sink_error.get_or_insert(refused(e));
         }
@@ -1681,13 +1681,70 @@ fn refused(e: cairn_sync::Error) -> Error {
     Error::Sync("SYNC_REFUSED", e.to_string())
 }
 
-/// Where the writers of scope `scope` (`slot`) stand: how many, and the last one's mark.
-fn sink_mark(scope: usize, slot: &ScopeSlot) -> (usize, usize, (usize, u64)) {
-    (
-        scope,
-        slot.writers.len(),
-        slot.writers.last().map_or((0, 0), |w| w.mark()),
-    )
+/// Where the capture's changes of a transaction left their scopes' writers (`State::sunk`):
+/// for each change, its scope, how many writers the scope had and the last one's mark before
+/// it. Kept as runs of changes to the same writer of a scope, each change then 8 bytes (where
+/// its writer stood past its run's start) rather than 32: a transaction of many rows makes
+/// one run, and its log is a quarter of the memory it went through.
+#[derive(Debug, Default)]
+struct Sunk {
+    /// The change each run begins with, its scope, its writer count and mark then.
+    runs: Vec<(usize, usize, usize, (usize, u64))>,
+    /// Per change, the bytes and ops its writer held past its run's mark before it.
+    at: Vec<(u32, u32)>,
+}
+
+impl Sunk {
+    fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    fn clear(&mut self) {
+        self.runs.clear();
+        self.at.clear();
+    }
+
+    /// Logs a change of scope `scope` (`slot`), before its ops are written.
+    #[inline]
+    fn push(&mut self, scope: usize, slot: &ScopeSlot) {
+        let writers = slot.writers.len();
+        let mark = slot.writers.last().map_or((0, 0), |w| w.mark());
+        if let Some(&(_, s, n, start)) = self.runs.last() {
+            if s == scope && n == writers && mark.0 >= start.0 && mark.1 >= start.1 {
+                let past = (
+                    u32::try_from(mark.0 - start.0),
+                    u32::try_from(mark.1 - start.1),
+                );
+                if let (Ok(bytes), Ok(ops)) = past {
+                    self.at.push((bytes, ops));
+                    return;
+                }
+            }
+        }
+        self.runs.push((self.at.len(), scope, writers, mark));
+        self.at.push((0, 0));
+    }
+
+    /// The changes from `i` on, in order: scope, writer count, mark (those within a run after
+    /// the first change of it dropped, whose scope is the same, are left out).
+    fn from(&self, i: usize) -> impl Iterator<Item = (usize, usize, (usize, u64))> + '_ {
+        let k = self.runs.partition_point(|r| r.0 <= i) - 1;
+        let (_, scope, writers, start) = self.runs[k];
+        let (bytes, ops) = self.at[i];
+        let first = (
+            scope,
+            writers,
+            (start.0 + bytes as usize, start.1 + u64::from(ops)),
+        );
+        std::iter::once(first).chain(self.runs[k + 1..].iter().map(|r| (r.1, r.2, r.3)))
+    }
+
+    /// Drops the changes from `len` on.
+    fn truncate(&mut self, len: usize) {
+        let keep = self.runs.partition_point(|r| r.0 < len);
+        self.runs.truncate(keep);
+        self.at.truncate(len);
+    }
 }
 
 struct Hook(Rc<RefCell<State>>);
