@@ -35,6 +35,17 @@ impl Node {
     }
 }
 
+/// Syncs `a` and `b`, which `b` takes without a complaint, and checks each query reads the same
+/// on both.
+fn synced_alike(a: &mut Node, b: &mut Node, queries: &[&str]) {
+    sync_pair(a, b);
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    for q in queries {
+        assert_eq!(a.rows(q), b.rows(q), "{q}");
+    }
+}
+
 /// Connects `a` and `b` and delivers messages both ways until neither has anything to say.
 /// Returns the number of messages carried.
 fn sync_pair(a: &mut Node, b: &mut Node) -> usize {
@@ -349,27 +360,14 @@ fn failed_statements_in_a_run_take_back_exactly_their_ops() {
     }
     x.exec("COMMIT");
     assert_eq!(x.sync.pending_records(), 2, "one record a scope");
-    sync_pair(&mut x, &mut y);
-    let events = y.sync.take_events();
-    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
-    for q in [
+    let (qa, qb) = (
         "SELECT id, v FROM a ORDER BY id",
         "SELECT id, w FROM b ORDER BY id",
-    ] {
-        assert_eq!(x.rows(q), y.rows(q), "{q}");
-    }
-    assert_eq!(
-        x.rows("SELECT count(*) FROM a"),
-        vec![vec![Value::Integer(60)]]
     );
-    assert_eq!(
-        x.rows("SELECT count(*) FROM b"),
-        vec![vec![Value::Integer(6)]]
-    );
-    assert_eq!(
-        x.sync.state_digest(&mut x.db).unwrap(),
-        y.sync.state_digest(&mut y.db).unwrap()
-    );
+    synced_alike(&mut x, &mut y, &[qa, qb]);
+    assert_eq!((x.rows(qa).len(), x.rows(qb).len()), (60, 6));
+    let digests = [&mut x, &mut y].map(|n| n.sync.state_digest(&mut n.db).unwrap());
+    assert_eq!(digests[0], digests[1]);
 }
 
 #[test]
@@ -434,12 +432,9 @@ fn many_scopes_in_one_transaction_and_across_commits() {
     b.sync
         .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
         .unwrap();
-    sync_pair(&mut a, &mut b);
-    let events = b.sync.take_events();
-    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
     let all = "SELECT id, list, n FROM item ORDER BY id";
+    synced_alike(&mut a, &mut b, &[all]);
     assert_eq!(b.rows(all).len(), 41);
-    assert_eq!(a.rows(all), b.rows(all));
     assert_eq!(
         a.sync.state_digest(&mut a.db).unwrap(),
         b.sync.state_digest(&mut b.db).unwrap()
@@ -482,15 +477,14 @@ fn a_table_s_one_scope_is_found_again_after_the_scopes_are_forgotten() {
     b.exec(TODO);
     b.exec(item);
     b.sync.set_owner(&mut b.db, a_id).unwrap();
-    sync_pair(&mut a, &mut b);
-    let events = b.sync.take_events();
-    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
-    for all in [
-        "SELECT id, title FROM todo ORDER BY id",
-        "SELECT id, list FROM item ORDER BY id",
-    ] {
-        assert_eq!(a.rows(all), b.rows(all), "{all}");
-    }
+    synced_alike(
+        &mut a,
+        &mut b,
+        &[
+            "SELECT id, title FROM todo ORDER BY id",
+            "SELECT id, list FROM item ORDER BY id",
+        ],
+    );
     assert_eq!(b.rows("SELECT id FROM todo").len(), 5);
     assert_eq!(
         a.sync.state_digest(&mut a.db).unwrap(),
@@ -2111,12 +2105,9 @@ fn a_volatile_store_writes_its_records_when_read_whole() {
     assert_eq!(b.sync.verify(&mut b.db).unwrap(), Vec::new());
     // A sync call: A takes every record, none missing from B's chain.
     insert(&mut b, 36, 40);
-    sync_pair(&mut a, &mut b);
-    let events = a.sync.take_events();
-    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
     let all = "SELECT id, title FROM todo ORDER BY id";
+    synced_alike(&mut b, &mut a, &[all]);
     assert_eq!(a.rows(all).len(), 40);
-    assert_eq!(a.rows(all), b.rows(all));
     // Handed back (`into_storage`) with a transaction open, which is rolled back, and opened
     // again.
     insert(&mut b, 40, 45);
