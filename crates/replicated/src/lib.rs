@@ -1318,7 +1318,8 @@ impl State {
                 if let Some(r) = saved_now {
                     // Not pending until the commit is stored (`after_commit`).
                     *uncommitted += 1;
-                    if let Some(f) = first.take() {
+                    // Noted at once, before a later writer of the scope may fail.
+                    if let Some(f) = first.filter(|&f| uncommitted_from.last() != Some(&(i, f))) {
                         uncommitted_from.push((i, f));
                     }
                     one_by_one = r?;
