@@ -486,10 +486,9 @@ impl Database {
     }
 
     /// Closes the database and hands back its storage (to reopen it, or to inspect it). An
-    /// open transaction is rolled back.
-    /// What the commit hook holds in memory alone is written first ([`Database::flush`]); the
-    /// error, when that fails (the database is then dropped: call `flush` first to see it with
-    /// the database still open).
+    /// open transaction is rolled back, then what the commit hook holds in memory alone is
+    /// written ([`Database::flush`]); should that fail, the error comes back instead and the
+    /// database is dropped (call `flush` first to see such an error with the database open).
     pub fn into_storage(mut self) -> Result<Box<dyn Storage>> {
         if self.in_tx {
             // Handed back whatever the rollback says (a store that cannot roll back is
