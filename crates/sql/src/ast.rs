@@ -1,7 +1,7 @@
 //! The abstract syntax tree the parser produces and the planner consumes. Names are kept as
 //! written; the planner resolves them case-insensitively against the catalog.
 
-use cairn_store::Value;
+use cairn_value::Value;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {

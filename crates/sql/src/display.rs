@@ -4,8 +4,8 @@
 use crate::ast::{BinOp, Expr, Param, UnOp};
 use crate::schema::quote_ident;
 use crate::types::fmt_real;
-use cairn_store::text::{join, quote};
-use cairn_store::Value;
+use cairn_value::text::{join, quote};
+use cairn_value::Value;
 
 pub fn value(v: &Value) -> String {
     match v {

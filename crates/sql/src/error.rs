@@ -126,3 +126,10 @@ impl From<cairn_store::Error> for Error {
         Error::Storage(e)
     }
 }
+
+/// A key or record that does not decode comes from the file: the storage engine's `CORRUPT`.
+impl From<cairn_value::Error> for Error {
+    fn from(e: cairn_value::Error) -> Self {
+        Error::Storage(cairn_store::Error::Corrupt(e.0))
+    }
+}

@@ -12,9 +12,9 @@ use crate::storage::Storage;
 use crate::types::{
     self, apply_affinity, arith, to_numeric, to_text, truth, Affinity, ColType, LikeMatcher,
 };
-use cairn_store::codec::{encode_key_value, Field, Fields};
 use cairn_store::hash::FastMap;
-use cairn_store::Value;
+use cairn_value::codec::{encode_key_value, Field, Fields};
+use cairn_value::Value;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
@@ -54,7 +54,7 @@ pub enum Cached {
     Hash(Rc<HashRows>),
     /// An inner join level's row buffers (record, header layout, key looked up), kept from
     /// one outer row's scan to the next, and what its last point get found.
-    Scratch(Vec<u8>, cairn_store::codec::Layout, Vec<u8>, LastGet),
+    Scratch(Vec<u8>, cairn_value::codec::Layout, Vec<u8>, LastGet),
 }
 
 /// An inner join level's last point get, for the next outer row that names the same key
@@ -1221,7 +1221,7 @@ fn round(r: f64, n: usize) -> f64 {
     if r.abs() >= 4_503_599_627_370_496.0 {
         return r;
     }
-    let direct = cairn_store::num::parse_f64(&cairn_store::num::fixed(r, n)).unwrap_or(r);
+    let direct = cairn_value::num::parse_f64(&cairn_value::num::fixed(r, n)).unwrap_or(r);
     let m = 10f64.powi(n as i32);
     let scaled = (r * m).round() / m;
     if scaled.is_finite() && (scaled - r).abs() <= (direct - r).abs() + f64::EPSILON * r.abs() {

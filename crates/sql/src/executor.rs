@@ -16,12 +16,14 @@ use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
 use crate::storage::{Each, Storage, TreeId};
 use crate::types::{self, ColType};
-use cairn_store::codec::{
+use cairn_store::hash::FastMap;
+use cairn_value::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, get_varint, key_integer,
     skip_key_value, Layout, Record,
 };
-use cairn_store::hash::FastMap;
-use cairn_store::Value;
+#[cfg(feature = "sink")]
+use cairn_value::wire::put_value;
+use cairn_value::Value;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::rc::Rc;
@@ -2146,7 +2148,7 @@ impl Changes {
         self.bounds.reserve(row.len());
         self.bytes.reserve(10 * row.len());
         for v in row {
-            put_wire_value(&mut self.bytes, v);
+            put_value(&mut self.bytes, v);
             self.bounds.push(self.bytes.len());
         }
     }
@@ -2237,8 +2239,8 @@ impl Changes {
         self.bounds.push(self.bytes.len());
         for (c, o) in old.iter().enumerate() {
             match new(c) {
-                Some(v) => put_wire_value(&mut self.bytes, v),
-                None if keep(c) => put_wire_value(&mut self.bytes, o),
+                Some(v) => put_value(&mut self.bytes, v),
+                None if keep(c) => put_value(&mut self.bytes, o),
                 None => {}
             }
             self.bounds.push(self.bytes.len());
@@ -2321,42 +2323,6 @@ impl<'a> Iterator for Iter<'a> {
 }
 
 impl ExactSizeIterator for Iter<'_> {}
-
-/// Appends `v` in the sync wire encoding of a value (docs/sync.md sec. 2: a tag byte, then an
-/// integer's zigzag varint, a real's bits little-endian, or a text's or blob's varint length
-/// and bytes), which the sync layer's ops hold. The replicated crate's tests check it against
-/// the sync crate's writer.
-#[inline(always)]
-fn put_wire_value(out: &mut Vec<u8>, v: &Value) {
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-    match v {
-        Value::Null => out.push(0),
-        Value::Integer(i) => {
-            out.push(1);
-            varint(out, ((i << 1) ^ (i >> 63)) as u64);
-        }
-        Value::Real(r) => {
-            out.push(2);
-            out.extend_from_slice(&r.to_bits().to_le_bytes());
-        }
-        Value::Text(s) => {
-            out.push(3);
-            varint(out, s.len() as u64);
-            out.extend_from_slice(s.as_bytes());
-        }
-        Value::Blob(b) => {
-            out.push(4);
-            varint(out, b.len() as u64);
-            out.extend_from_slice(b);
-        }
-    }
-}
 
 /// A row to force into a table: (table, primary key values, the row or None for no row).
 pub type ForcedRow = (Rc<Table>, Vec<Value>, Option<Vec<Value>>);
@@ -2560,8 +2526,8 @@ impl Writer<'_> {
             .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
             .collect();
         match ix {
-            Some(_) => Error::ConstraintUnique(cairn_store::text::join(&names, ", ")),
-            None => Error::ConstraintPrimaryKey(cairn_store::text::join(&names, ", ")),
+            Some(_) => Error::ConstraintUnique(cairn_value::text::join(&names, ", ")),
+            None => Error::ConstraintPrimaryKey(cairn_value::text::join(&names, ", ")),
         }
     }
 

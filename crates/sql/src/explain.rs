@@ -10,7 +10,7 @@
 use crate::plan::{Access, Body, Core, Level, PExpr, QueryPlan, Source};
 use crate::planner;
 use crate::schema::Key;
-use cairn_store::text;
+use cairn_value::text;
 use std::rc::Rc;
 
 fn plural(n: usize, one: &str) -> String {

@@ -169,7 +169,7 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
                 }
                 let text = &sql[start..i];
                 if real {
-                    Tok::Real(cairn_store::num::parse_f64(text).unwrap_or(0.0))
+                    Tok::Real(cairn_value::num::parse_f64(text).unwrap_or(0.0))
                 } else {
                     match text.parse::<i64>() {
                         Ok(n) => Tok::Int(n),
@@ -177,7 +177,7 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
                             Tok::IntMin
                         }
                         Err(_) => {
-                            Tok::Real(cairn_store::num::parse_f64(text).unwrap_or(f64::INFINITY))
+                            Tok::Real(cairn_value::num::parse_f64(text).unwrap_or(f64::INFINITY))
                         }
                     }
                 }

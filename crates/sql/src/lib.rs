@@ -21,13 +21,13 @@
 //! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
 //!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
 //!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
-//!    `cairn_store::codec::encode_key_value` keys it) and reads the row with one
+//!    `cairn_value::codec::encode_key_value` keys it) and reads the row with one
 //!    [`storage::Storage::get`]; a range or an index would instead hand the bounds from
 //!    `index_ranges` to [`storage::Storage::scan_each`], which passes its entries on a leaf at
 //!    a time. At the start of a scan the level's filters
 //!    that compare one column with values fixed for the scan become [`eval::ColTest`]s
 //!    (`RowFilter::new`). For each row (`primary_row`) the record header is walked once
-//!    (`cairn_store::codec::Layout::read`), those tests run on the columns where they lie in
+//!    (`cairn_value::codec::Layout::read`), those tests run on the columns where they lie in
 //!    the page, the other filters on decoded columns ([`eval::eval_bool`]); only a row that
 //!    passes has the rest of what is needed decoded, and the frame is pushed on. The sink
 //!    evaluates the projection and collects the row into [`Output::Rows`].
@@ -48,7 +48,7 @@
 //!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
 //!    whole table) is walked once with the filters tested on each row there, keys named
 //!    outright (`Writer::point_targets`) are visited one by one; only the columns the SET
-//!    expressions read are decoded, and `cairn_store::codec::Fields::rewrite_into` replaces
+//!    expressions read are decoded, and `cairn_value::codec::Fields::rewrite_into` replaces
 //!    the set columns' bytes (in a copy of the record, when the new values are as long as the
 //!    old ones). A replicated table's UPDATE takes this path too when it sets
 //!    no scope column and the table has no counters, its capture fed from the key, scope
@@ -77,7 +77,7 @@ pub mod schema;
 pub mod storage;
 pub mod types;
 
-pub use cairn_store::Value;
+pub use cairn_value::Value;
 pub use error::{Error, Result};
 #[cfg(feature = "sink")]
 pub use executor::CaptureSink;
@@ -428,7 +428,7 @@ impl Database {
             let mut cur = self.store.scan(t.tree, Unbounded, Unbounded, false)?;
             while cur.next()? {
                 rows += 1;
-                let vals = match cairn_store::codec::decode_record(cur.value()) {
+                let vals = match cairn_value::codec::decode_record(cur.value()) {
                     Ok(v) => v,
                     Err(e) => {
                         problems.push(format!("table {}: a row does not decode: {e}", t.name));
@@ -930,7 +930,7 @@ impl Database {
                         false,
                     )?;
                     while cur.next()? {
-                        let rec = cairn_store::codec::Record::new(cur.value())?;
+                        let rec = cairn_value::codec::Record::new(cur.value())?;
                         let mut key = Vec::with_capacity(12 * columns.len() + cur.key().len());
                         let mut has_null = false;
                         for &c in &columns {
@@ -956,7 +956,7 @@ impl Database {
                             .iter()
                             .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
                             .collect();
-                        return Err(Error::ConstraintUnique(cairn_store::text::join(
+                        return Err(Error::ConstraintUnique(cairn_value::text::join(
                             &names, ", ",
                         )));
                     }
@@ -1080,12 +1080,12 @@ impl Database {
                             false,
                         )?;
                         while cur.next()? {
-                            let mut vals = cairn_store::codec::decode_record(cur.value())?;
+                            let mut vals = cairn_value::codec::decode_record(cur.value())?;
                             vals.resize(t.columns.len(), Value::Null);
                             vals.push(default.clone());
                             rows.push((
                                 cur.key().to_vec(),
-                                cairn_store::codec::encode_record(&vals),
+                                cairn_value::codec::encode_record(&vals),
                             ));
                         }
                     }

@@ -5,7 +5,7 @@
 use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::lexer::{tokenize, Tok, Token};
-use cairn_store::Value;
+use cairn_value::Value;
 
 /// A statement's parameters, numbered as SQLite numbers them: in the order they appear in the
 /// text, `?NNN` is NNN, and `?` or a name not seen before takes one more than the largest number
@@ -543,7 +543,7 @@ impl<'a> Parser<'a> {
             words.push(w);
         }
         if !words.is_empty() {
-            let mut tn = cairn_store::text::join(&words, " ");
+            let mut tn = cairn_value::text::join(&words, " ");
             if self.eat_op("(") {
                 tn.push('(');
                 loop {
@@ -1457,7 +1457,7 @@ impl<'a> Parser<'a> {
                         self.expect_op(")")?;
                         Ok(Expr::Cast {
                             expr: Box::new(e),
-                            type_name: cairn_store::text::join(&words, " "),
+                            type_name: cairn_value::text::join(&words, " "),
                         })
                     }
                     _ if matches!(self.peek_at(1), Tok::Op("(")) && !is_reserved(&w)

@@ -4,7 +4,7 @@
 use crate::ast::{BinOp, Conflict};
 use crate::schema::Table;
 use crate::types::{Affinity, Arith, ColType};
-use cairn_store::Value;
+use cairn_value::Value;
 use std::rc::Rc;
 
 /// A planned expression. Columns are slots in the current frame ([`PExpr::Col`]) or in an

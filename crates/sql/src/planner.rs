@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::plan::*;
 use crate::schema::{Catalog, Table};
 use crate::types::{Affinity, Arith, ColType};
-use cairn_store::Value;
+use cairn_value::Value;
 use std::rc::Rc;
 
 struct ScopeTable {

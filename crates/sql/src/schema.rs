@@ -8,9 +8,9 @@ use crate::error::{Error, Result};
 use crate::parser;
 use crate::storage::{Storage, TreeId, SCHEMA_TREE};
 use crate::types::ColType;
-use cairn_store::codec::{decode_record, encode_key, encode_record};
-use cairn_store::text::join;
-use cairn_store::Value;
+use cairn_value::codec::{decode_record, encode_key, encode_record};
+use cairn_value::text::join;
+use cairn_value::Value;
 use std::ops::Bound;
 use std::rc::Rc;
 
@@ -174,7 +174,7 @@ pub fn quote_ident(s: &str) -> String {
     if plain && !parser::is_keyword(s) {
         s.to_string()
     } else {
-        cairn_store::text::quote(s, '"')
+        cairn_value::text::quote(s, '"')
     }
 }
 

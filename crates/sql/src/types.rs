@@ -2,7 +2,7 @@
 //! arithmetic with overflow to real, comparison, truth, number formatting, LIKE and GLOB.
 
 use crate::error::{Error, Result};
-use cairn_store::{num, Value};
+use cairn_value::{num, Value};
 use std::cmp::Ordering;
 
 /// A column's declared type, reduced as SQLite reduces declared types to affinities. cairn
@@ -209,7 +209,7 @@ fn parse_number_prefix(s: &str) -> (Option<Value>, usize) {
             return (Some(Value::Integer(n)), i);
         }
     }
-    (cairn_store::num::parse_f64(text).map(Value::Real), i)
+    (cairn_value::num::parse_f64(text).map(Value::Real), i)
 }
 
 /// A value as a number for arithmetic: text and blobs by their numeric prefix (0 if none),

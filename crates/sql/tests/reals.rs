@@ -1,7 +1,7 @@
 //! REAL to text and round() as the native build computes them, written to a fixture that the
 //! browser tests run through the wasm build (`tests/browser/database.test.mjs`), where the
 //! digits come from JavaScript's `toExponential` and `toFixed` instead of Rust's float
-//! formatting (`cairn_store::num`). `CAIRN_BLESS=1` rewrites the fixture.
+//! formatting (`cairn_value::num`). `CAIRN_BLESS=1` rewrites the fixture.
 
 use cairn_sql::{Database, Value};
 

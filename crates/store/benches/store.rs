@@ -13,8 +13,9 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cairn_store::codec::encode_key;
-use cairn_store::{Db, Durability, Options, StdFile, TreeKind, Value};
+use cairn_store::{Db, Durability, Options, StdFile, TreeKind};
+use cairn_value::codec::encode_key;
+use cairn_value::Value;
 use rusqlite::{params, Connection};
 
 struct Rng(u64);
@@ -297,7 +298,7 @@ fn main() {
                     let (k, v) = rg.entry().unwrap();
                     let w = (v[0] as i64 * 7919) % 100_003;
                     buf.clear();
-                    cairn_store::codec::encode_key_value(&mut buf, &Value::Integer(w), false);
+                    cairn_value::codec::encode_key_value(&mut buf, &Value::Integer(w), false);
                     buf.extend_from_slice(k);
                     spans.push((arena.len() as u32, buf.len() as u32));
                     arena.extend_from_slice(&buf);

@@ -12,7 +12,6 @@
 //! - `btree`: copy-on-write B+tree algorithms over byte keys and values; cursors; bulk build.
 //! - `db`: [`Db`], [`ReadTx`], [`WriteTx`], the catalog (a tree of trees), commit and open.
 //! - `check`: [`Db::check`], the integrity walk, and [`IndexHook`] for index-vs-table checks.
-//! - [`codec`]: how SQL values become keys (order-preserving) and rows (records).
 //!
 //! # Using it
 //! ```
@@ -41,7 +40,7 @@
 //!   are not reused, so long-lived readers make a busy file grow.
 //! - **Tree handles** ([`Tree`]) come from `open_tree`/`create_tree` and are valid only in the
 //!   transaction that returned them (cheap to keep for its duration; no name lookup per call).
-//! - **Keys** are compared bytewise; build them with [`codec::encode_key`]. Row-id tables use the
+//! - **Keys** are compared bytewise; the SQL layer builds them with `cairn_value::codec::encode_key`. Row-id tables use the
 //!   integer key encoding (4 to 6 bytes up to 8192). A key may be at most `(page_size - 32) / 4 -
 //!   13` bytes (1003 at 4 KiB; `TOO_LARGE` beyond); values of any size up to 2 GiB (large ones go
 //!   to overflow pages).
@@ -69,7 +68,6 @@
 
 mod btree;
 mod check;
-pub mod codec;
 pub mod conformance;
 mod db;
 mod error;
@@ -81,7 +79,6 @@ pub mod hash;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
-pub mod num;
 #[cfg(target_arch = "wasm32")]
 mod opfs;
 #[cfg(all(target_arch = "wasm32", feature = "async-opfs"))]
@@ -89,8 +86,6 @@ mod opfs_open;
 mod page;
 mod pager;
 pub mod sort;
-pub mod text;
-pub mod value;
 
 pub use btree::{Each, Replaced, Rewrite, Seek};
 pub use check::{IndexHook, Problem, Report};
@@ -105,4 +100,3 @@ pub use hash::xxh64;
 pub use native::StdFile;
 #[cfg(target_arch = "wasm32")]
 pub use opfs::OpfsFile;
-pub use value::Value;

@@ -2,8 +2,9 @@
 //! Here: a table keyed by an integer row id holding (name, age) records, and an index on name
 //! whose keys are (name, row id), both encoded with `codec`.
 
-use cairn_store::codec::{decode_key, encode_key, encode_record, Record};
-use cairn_store::{Db, IndexHook, MemoryFile, Options, TreeInfo, TreeKind, Value};
+use cairn_store::{Db, IndexHook, MemoryFile, Options, TreeInfo, TreeKind};
+use cairn_value::codec::{decode_key, encode_key, encode_record, Record};
+use cairn_value::Value;
 
 /// The index's metadata holds the indexed column's number.
 struct ColumnIndex;
@@ -18,8 +19,11 @@ impl IndexHook for ColumnIndex {
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> cairn_store::Result<()> {
         let col: usize = std::str::from_utf8(&index.meta).unwrap().parse().unwrap();
-        let v = Record::new(row_value)?.get(col)?;
-        let id = decode_key(row_key)?.remove(0);
+        let corrupt = |e: cairn_value::Error| cairn_store::Error::Corrupt(e.0);
+        let v = Record::new(row_value)
+            .and_then(|r| r.get(col))
+            .map_err(corrupt)?;
+        let id = decode_key(row_key).map_err(corrupt)?.remove(0);
         out.push((encode_key(&[v, id]), Vec::new()));
         Ok(())
     }

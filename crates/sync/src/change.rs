@@ -7,7 +7,7 @@ use crate::hlc::Hlc;
 use crate::identity::AuthorId;
 use crate::scope::ScopeId;
 use crate::wire::{Hash, Reader, Writer};
-use cairn_store::Value;
+use cairn_value::Value;
 
 const OP_TAG: &[u8] = b"cairn-sync op v1";
 const RECORD_TAG: &[u8] = b"cairn-sync record v1";

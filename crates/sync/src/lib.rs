@@ -29,7 +29,7 @@ pub mod replica;
 pub mod scope;
 pub mod wire;
 
-pub use cairn_store::Value;
+pub use cairn_value::Value;
 pub use chain::{Block, ChainKey, ChainLog, Checkpoint};
 pub use change::{Op, OpsWriter, Payload, Record, WholeRow};
 pub use error::{Error, Reason, Result};

@@ -8,7 +8,7 @@ use crate::hlc::Hlc;
 use crate::identity::AuthorId;
 use crate::scope::ScopeId;
 use crate::wire::{value_bytes, Reader, Writer};
-use cairn_store::Value;
+use cairn_value::Value;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 

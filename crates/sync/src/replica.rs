@@ -406,8 +406,8 @@ impl<S: RowStore> Replica<S> {
     pub fn set_op(
         &self,
         table: &str,
-        pk: Vec<cairn_store::Value>,
-        cols: Vec<(&str, cairn_store::Value)>,
+        pk: Vec<cairn_value::Value>,
+        cols: Vec<(&str, cairn_value::Value)>,
     ) -> Result<Op> {
         let schema = self.schema_of(table)?;
         let mut out = Vec::with_capacity(cols.len());
@@ -439,7 +439,7 @@ impl<S: RowStore> Replica<S> {
     pub fn add_op(
         &self,
         table: &str,
-        pk: Vec<cairn_store::Value>,
+        pk: Vec<cairn_value::Value>,
         col: &str,
         delta: i64,
     ) -> Result<Op> {
@@ -463,7 +463,7 @@ impl<S: RowStore> Replica<S> {
     /// What the SQL table should now hold for each of these rows (from `commit` or
     /// `Event::Applied`): `Some(values)` in schema column order to upsert, `None` to delete.
     /// Unique conflicts are not applied here; see `visible`.
-    pub fn materialize(&self, keys: &[RowKey]) -> Vec<(RowKey, Option<Vec<cairn_store::Value>>)> {
+    pub fn materialize(&self, keys: &[RowKey]) -> Vec<(RowKey, Option<Vec<cairn_value::Value>>)> {
         keys.iter()
             .map(|k| {
                 let values = self.tables.get(&k.table).and_then(|schema| {
@@ -782,7 +782,7 @@ impl<S: RowStore> Replica<S> {
         now_ms: u64,
         scope: &ScopeId,
         table: &str,
-        pk: Vec<cairn_store::Value>,
+        pk: Vec<cairn_value::Value>,
     ) -> Result<()> {
         self.edits += 1;
         self.commit(now_ms, scope, vec![Op::new(table, pk, Payload::Purge)])
@@ -1327,7 +1327,7 @@ impl<S: RowStore> Replica<S> {
 mod tests {
     use super::*;
     use crate::change::Payload;
-    use cairn_store::Value;
+    use cairn_value::Value;
 
     #[test]
     fn verify_reports_tampered_history() {

@@ -2,7 +2,8 @@
 //! reader that never panics and never allocates more than the input could hold.
 
 use crate::error::{Error, Result};
-use cairn_store::Value;
+use cairn_value::wire::{put_value, put_varint, put_zigzag};
+use cairn_value::Value;
 
 pub type Hash = [u8; 32];
 pub const ZERO_HASH: Hash = [0; 32];
@@ -22,15 +23,11 @@ impl Writer {
     pub fn u64le(&mut self, v: u64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
+    pub fn varint(&mut self, v: u64) {
+        put_varint(&mut self.buf, v);
     }
     pub fn zigzag(&mut self, v: i64) {
-        self.varint(((v << 1) ^ (v >> 63)) as u64);
+        put_zigzag(&mut self.buf, v);
     }
     pub fn raw(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
@@ -41,25 +38,7 @@ impl Writer {
     }
     #[inline(always)]
     pub fn value(&mut self, v: &Value) {
-        match v {
-            Value::Null => self.u8(0),
-            Value::Integer(i) => {
-                self.u8(1);
-                self.zigzag(*i);
-            }
-            Value::Real(r) => {
-                self.u8(2);
-                self.u64le(r.to_bits());
-            }
-            Value::Text(s) => {
-                self.u8(3);
-                self.bytes(s.as_bytes());
-            }
-            Value::Blob(b) => {
-                self.u8(4);
-                self.bytes(b);
-            }
-        }
+        put_value(&mut self.buf, v);
     }
     pub fn values(&mut self, vs: &[Value]) {
         self.varint(vs.len() as u64);

@@ -522,7 +522,7 @@ impl Database {
                 "CORRUPT",
                 &format!(
                     "the file is damaged: {}",
-                    cairn_store::text::join(&problems, "; ")
+                    cairn_value::text::join(&problems, "; ")
                 ),
                 None,
             ));

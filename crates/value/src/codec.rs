@@ -15,8 +15,8 @@
 //! the lengths before it, without decoding the columns in between (what lets the executor test a
 //! predicate on one column of a row still in its page).
 
-use crate::error::{Error, Result};
-use crate::value::Value;
+use crate::Value;
+use crate::{Error, Result};
 
 const TAG_NULL: u8 = 0x05;
 const TAG_NUM: u8 = 0x10;
@@ -245,7 +245,7 @@ pub fn skip_key_value(key: &[u8]) -> Result<&[u8]> {
         _ => None,
     };
     len.and_then(|n| key.get(n..))
-        .ok_or_else(|| Error::Corrupt("key ends inside a value".into()))
+        .ok_or_else(|| Error::corrupt("key ends inside a value".into()))
 }
 
 /// Decodes one key component from the front of `key`, returning the value and the rest.
@@ -254,13 +254,13 @@ pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
     let byte = |i: usize| -> Result<u8> {
         key.get(i)
             .map(|b| if desc { !*b } else { *b })
-            .ok_or_else(|| Error::Corrupt("key ends inside a value".into()))
+            .ok_or_else(|| Error::corrupt("key ends inside a value".into()))
     };
     match byte(0)? {
         TAG_NULL => Ok((Value::Null, &key[1..])),
         TAG_NUM => {
             let (bits, end, diff, len) = number_parts(key, if desc { 0xFF } else { 0 })
-                .ok_or_else(|| Error::Corrupt("malformed number in key".into()))?;
+                .ok_or_else(|| Error::corrupt("malformed number in key".into()))?;
             let v = match end {
                 REAL_MARK => Value::Real(unordered_f64(bits)),
                 _ => Value::Integer(integer_of(bits, diff)),
@@ -276,7 +276,7 @@ pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
                     match byte(i + 1)? {
                         0xFF => bytes.push(0),
                         0x01 => break,
-                        x => return Err(Error::Corrupt(format!("bad escape {x:#x} in key"))),
+                        x => return Err(Error::corrupt(format!("bad escape {x:#x} in key"))),
                     }
                     i += 2;
                 } else {
@@ -287,13 +287,13 @@ pub fn decode_key_value(key: &[u8], desc: bool) -> Result<(Value, &[u8])> {
             let rest = &key[i + 2..];
             if tag == TAG_TEXT {
                 let s = String::from_utf8(bytes)
-                    .map_err(|_| Error::Corrupt("text in key is not UTF-8".into()))?;
+                    .map_err(|_| Error::corrupt("text in key is not UTF-8".into()))?;
                 Ok((Value::Text(s), rest))
             } else {
                 Ok((Value::Blob(bytes), rest))
             }
         }
-        t => Err(Error::Corrupt(format!("unknown key tag {t:#x}"))),
+        t => Err(Error::corrupt(format!("unknown key tag {t:#x}"))),
     }
 }
 
@@ -337,14 +337,14 @@ pub fn get_varint(buf: &[u8], pos: &mut usize) -> Result<u64> {
     for shift in (0..64).step_by(7) {
         let b = *buf
             .get(*pos)
-            .ok_or_else(|| Error::Corrupt("varint runs past the end".into()))?;
+            .ok_or_else(|| Error::corrupt("varint runs past the end".into()))?;
         *pos += 1;
         v |= ((b & 0x7F) as u64) << shift;
         if b & 0x80 == 0 {
             return Ok(v);
         }
     }
-    Err(Error::Corrupt("varint longer than 10 bytes".into()))
+    Err(Error::corrupt("varint longer than 10 bytes".into()))
 }
 
 // ---- records ----
@@ -386,9 +386,9 @@ fn body_len(st: u64) -> Result<usize> {
         ST_I32 => 4,
         ST_I64 | ST_F64 => 8,
         12.. => (st - 12) / 2,
-        _ => return Err(Error::Corrupt(format!("unknown serial type {st}"))),
+        _ => return Err(Error::corrupt(format!("unknown serial type {st}"))),
     };
-    usize::try_from(n).map_err(|_| Error::Corrupt("column too large".into()))
+    usize::try_from(n).map_err(|_| Error::corrupt("column too large".into()))
 }
 
 /// Encodes a row.
@@ -444,7 +444,7 @@ fn column_count(buf: &[u8], pos: &mut usize) -> Result<usize> {
     usize::try_from(n)
         .ok()
         .filter(|&n| n <= buf.len())
-        .ok_or_else(|| Error::Corrupt(format!("record claims {n} columns")))
+        .ok_or_else(|| Error::corrupt(format!("record claims {n} columns")))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -554,7 +554,7 @@ impl<'a> Record<'a> {
         let b = off
             .checked_add(body_len(st)?)
             .and_then(|end| self.buf.get(off..end))
-            .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+            .ok_or_else(|| Error::corrupt("record column runs past the end".into()))?;
         if st % 2 == 1 {
             text_into(b, out)
         } else {
@@ -574,7 +574,7 @@ impl<'a> Record<'a> {
             off += body_len(st)?;
         }
         if off != self.buf.len() {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "record is {} bytes but its columns take {off}",
                 self.buf.len()
             )));
@@ -672,7 +672,7 @@ impl Layout {
             off = off.saturating_add(len);
         }
         if off > buf.len() - pos {
-            return Err(Error::Corrupt("record columns run past its end".into()));
+            return Err(Error::corrupt("record columns run past its end".into()));
         }
         Ok(Fields {
             at: &self.at,
@@ -726,7 +726,7 @@ impl<'a> Fields<'_, 'a> {
         let b = self.buf.get(off..).unwrap_or(&[]);
         let fixed = |n: usize| {
             b.get(..n)
-                .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))
+                .ok_or_else(|| Error::corrupt("record column runs past the end".into()))
         };
         Ok(match st {
             ST_NULL => Field::Null,
@@ -747,7 +747,7 @@ impl<'a> Fields<'_, 'a> {
                     Field::Blob(v)
                 }
             }
-            _ => return Err(Error::Corrupt(format!("unknown serial type {st}"))),
+            _ => return Err(Error::corrupt(format!("unknown serial type {st}"))),
         })
     }
 
@@ -799,7 +799,7 @@ impl<'a> Fields<'_, 'a> {
                     let b = off
                         .checked_add(len)
                         .and_then(|end| self.buf.get(off..end))
-                        .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+                        .ok_or_else(|| Error::corrupt("record column runs past the end".into()))?;
                     out.extend_from_slice(b);
                 }
             }
@@ -893,7 +893,7 @@ impl<'a> Fields<'_, 'a> {
 #[inline(always)]
 fn text_into(b: &[u8], out: &mut Value) -> Result<()> {
     let s =
-        std::str::from_utf8(b).map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?;
+        std::str::from_utf8(b).map_err(|_| Error::corrupt("text column is not UTF-8".into()))?;
     match out {
         Value::Text(t) => {
             t.clear();
@@ -921,7 +921,7 @@ fn decode_body(st: u64, buf: &[u8], off: usize) -> Result<Value> {
     let b = off
         .checked_add(len)
         .and_then(|end| buf.get(off..end))
-        .ok_or_else(|| Error::Corrupt("record column runs past the end".into()))?;
+        .ok_or_else(|| Error::corrupt("record column runs past the end".into()))?;
     Ok(match st {
         ST_NULL => Value::Null,
         ST_ZERO => Value::Integer(0),
@@ -933,7 +933,7 @@ fn decode_body(st: u64, buf: &[u8], off: usize) -> Result<Value> {
         ST_F64 => Value::Real(f64::from_le_bytes(b.try_into().expect("8 bytes"))),
         st if st % 2 == 1 => Value::Text(
             std::str::from_utf8(b)
-                .map_err(|_| Error::Corrupt("text column is not UTF-8".into()))?
+                .map_err(|_| Error::corrupt("text column is not UTF-8".into()))?
                 .to_owned(),
         ),
         _ => Value::Blob(b.to_vec()),
