@@ -10,6 +10,8 @@ export CARGO_TERM_COLOR=never
 step() { local name=$1; shift; printf '\n== test: %s\n' "$name"; "$@" || { printf '\ntest FAILED at: %s\n' "$name" >&2; exit 1; }; }
 
 step setup bash scripts/setup.sh
+# The docs against the sources: every error code in its table, every file and function a doc names.
+step "docs" node --test tests/docs/
 step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 # The native shell and the relay (tokio) have no wasm build; everything else must lint clean for the browser.
