@@ -24,7 +24,7 @@ pub use database::Database;
 pub use files::*;
 
 // The allocator: talc instead of std's dlmalloc, smaller in the module and faster
-// (docs/size.md, "Ninth round"). The Worker runs the module on one thread.
+// (docs/size.md, "The build"). The Worker runs the module on one thread.
 #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
