@@ -18,7 +18,7 @@
 //!    needs (`name`, `id`), and which of them the level's filters need first (`id`).
 //! 3. The [`Statement`] keeps the plan with the schema epoch it was made for; running it
 //!    again with new parameters skips steps 1 and 2 unless the schema changed.
-//! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
+//! 4. `Database::run` checks the parameter count and calls [`exec::run_query`], which
 //!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
 //!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
 //!    `cairn_value::codec::encode_key_value` keys it) and reads the row with one
@@ -32,7 +32,7 @@
 //!    passes has the rest of what is needed decoded, and the frame is pushed on. The sink
 //!    evaluates the projection and collects the row into [`Output::Rows`].
 //!    `EXPLAIN` prints the plan instead ([`explain`]).
-//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
+//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`exec::Writer`]: it collects its
 //!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
 //!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
 //!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
@@ -52,7 +52,7 @@
 //!    the set columns' bytes (in a copy of the record, when the new values are as long as the
 //!    old ones). A replicated table's UPDATE takes this path too when it sets
 //!    no scope column and the table has no counters, its capture fed from the key, scope
-//!    and set columns read there (`executor::Changes`).
+//!    and set columns read there (`exec::Changes`).
 //!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
 //!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
 //!    back to, so a failed statement has no effect and the transaction stays usable.
@@ -62,8 +62,8 @@
 pub mod ast;
 pub mod display;
 pub mod error;
-pub mod eval;
-pub mod executor;
+
+pub mod exec;
 pub mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -79,13 +79,14 @@ pub mod types;
 
 pub use cairn_value::Value;
 pub use error::{Error, Result};
+pub use exec::eval::set_clock;
 #[cfg(feature = "sink")]
-pub use executor::CaptureSink;
-pub use executor::{Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
+pub use exec::CaptureSink;
+pub use exec::{Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
 pub use storage::{Memory, Storage};
 
 use ast::AlterAction;
-use eval::Cache;
+use exec::eval::{self, Cache};
 use parser::Params;
 use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
 use planner::Planner;
@@ -216,8 +217,8 @@ pub struct Database {
     /// False while rows from a peer are applied (they are not new local changes).
     capture: bool,
     hook: Option<Box<dyn CommitHook>>,
-    /// INSERT's row buffers, kept from one statement to the next (`executor::RowBufs`).
-    bufs: executor::RowBufs,
+    /// INSERT's row buffers, kept from one statement to the next (`exec::RowBufs`).
+    bufs: exec::RowBufs,
 }
 
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
@@ -274,7 +275,7 @@ impl Database {
             changes: Changes::default(),
             capture: true,
             hook: None,
-            bufs: executor::RowBufs::default(),
+            bufs: exec::RowBufs::default(),
         })
     }
 
@@ -317,17 +318,14 @@ impl Database {
 
     /// Makes the tables hold these rows (or none at these keys), unrecorded, inside the open
     /// transaction: for rows merged from peers. Returns the rows left out because they break
-    /// the table's constraints (see `executor::Writer::force_rows`).
-    pub fn force_rows(
-        &mut self,
-        rows: Vec<executor::ForcedRow>,
-    ) -> Result<Vec<executor::RefusedRow>> {
+    /// the table's constraints (see `exec::Writer::force_rows`).
+    pub fn force_rows(&mut self, rows: Vec<exec::ForcedRow>) -> Result<Vec<exec::RefusedRow>> {
         if !self.in_tx {
             return Err(Error::Transaction(
                 "force_rows runs inside a transaction".into(),
             ));
         }
-        let mut w = executor::Writer {
+        let mut w = exec::Writer {
             store: self.store.as_mut(),
             params: &[],
             rng: &self.rng,
@@ -387,7 +385,7 @@ impl Database {
                 for c in corrections {
                     rows.push((self.catalog.table(&c.table)?.clone(), c.pk, c.row));
                 }
-                let mut w = executor::Writer {
+                let mut w = exec::Writer {
                     store: self.store.as_mut(),
                     params: &[],
                     rng: &self.rng,
@@ -675,7 +673,7 @@ impl Database {
                 };
                 Ok(Output::Rows {
                     columns: q.columns.clone(),
-                    rows: executor::collect_rows(q, &cx)?,
+                    rows: exec::collect_rows(q, &cx)?,
                 })
             }
             Prepared::Explain(lines) => Ok(Output::Rows {
@@ -701,8 +699,8 @@ impl Database {
         }
     }
 
-    fn writer<'a>(&'a mut self, params: &'a [Value]) -> executor::Writer<'a> {
-        executor::Writer {
+    fn writer<'a>(&'a mut self, params: &'a [Value]) -> exec::Writer<'a> {
+        exec::Writer {
             store: self.store.as_mut(),
             params,
             rng: &self.rng,
@@ -1111,7 +1109,7 @@ fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
     Ok(out)
 }
 
-fn write_output(res: executor::WriteResult, names: &Rc<[String]>, last: i64) -> Output {
+fn write_output(res: exec::WriteResult, names: &Rc<[String]>, last: i64) -> Output {
     if names.is_empty() {
         Output::Changes {
             changes: res.changes,
