@@ -993,7 +993,100 @@ impl<'c> Planner<'c> {
     }
 
     fn core_query_in_scope(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
-        // FROM: levels and the scope.
+        let (mut levels, frame_len, on_conds) = self.from_levels(c)?;
+        let items = self.output_items(c)?;
+        let mut conjuncts = self.conjuncts(c.where_.as_ref(), &on_conds)?;
+        let is_agg = !c.group_by.is_empty()
+            || items.iter().any(|(e, _)| has_agg(e))
+            || c.having.as_ref().is_some_and(has_agg)
+            || q.order_by.iter().any(|o| has_agg(&o.expr));
+        if c.having.is_some() && !is_agg {
+            return Err(Error::Invalid(
+                "a GROUP BY clause is required before HAVING".into(),
+            ));
+        }
+        let Output {
+            names,
+            width,
+            project,
+            order,
+            mut agg,
+            affinities,
+        } = self.output(c, q, items, is_agg)?;
+
+        reorder_joins(&mut levels, &mut conjuncts);
+        let const_filters = place_conjuncts(&mut levels, conjuncts);
+
+        // Needed columns, from the scope's record of every resolved reference.
+        let scope_tables = &self.scope().tables;
+        let needed: Vec<Vec<bool>> = levels
+            .iter()
+            .map(|l| {
+                scope_tables
+                    .iter()
+                    .find(|t| t.base == l.base)
+                    .map(|t| t.needed.clone())
+                    .unwrap_or_else(|| vec![true; l.width])
+            })
+            .collect();
+        let order_slots = if is_agg {
+            None
+        } else {
+            order_slots(&order, &project, &levels)
+        };
+        let group_slots = group_slots(agg.as_ref(), &levels);
+        let first_order = if is_agg {
+            group_slots.as_deref()
+        } else {
+            order_slots.as_deref()
+        };
+        let order_served = choose_accesses(&mut levels, &needed, first_order);
+
+        let (limit, offset) = self.limits(q)?;
+        let mut ordered = order_served && !c.distinct && !is_agg;
+        if let Some(a) = agg.as_mut() {
+            a.streamed = order_served && group_slots.is_some();
+            // Streamed groups come out in GROUP BY order: an ORDER BY on a prefix of the
+            // GROUP BY columns, ascending, needs no sort.
+            ordered = a.streamed
+                && !c.distinct
+                && order.iter().enumerate().all(|(i, k)| {
+                    matches!(project.get(k.col), Some(PExpr::Col(s)) if *s == i)
+                        && !k.desc
+                        && k.nulls_first
+                });
+        }
+        if !ordered && limit.is_some() && agg.is_none() && !c.distinct {
+            top_k(&mut levels, &order, &project);
+        }
+        Ok(QueryPlan {
+            affinities,
+            columns: names.into(),
+            body: Body::Core(Box::new(Core {
+                moves: movable(&levels, &project, agg.is_some()),
+                levels,
+                frame_len,
+                const_filters,
+                agg,
+                project,
+                distinct: c.distinct,
+                ordered,
+            })),
+            order,
+            width,
+            limit,
+            offset,
+            correlated: false,
+        })
+    }
+
+    /// FROM: a join level per item, its columns added to the scope; with where each level's
+    /// columns start in the frame, the frame's length, and each item's ON condition.
+    #[allow(clippy::type_complexity)]
+    fn from_levels(
+        &mut self,
+        c: &ast::SelectCore,
+    ) -> Result<(Vec<Level>, usize, Vec<(usize, Expr)>)> {
         let mut levels = Vec::new();
         let mut base = 0;
         let mut on_conds: Vec<(usize, Expr)> = Vec::new();
@@ -1037,9 +1130,12 @@ impl<'c> Planner<'c> {
             });
             base += width;
         }
-        let frame_len = base;
+        Ok((levels, base, on_conds))
+    }
 
-        // Output columns (expanding stars) as AST, with names.
+    /// The output columns (stars expanded) as AST, with their names; an aliased item's alias
+    /// enters the scope.
+    fn output_items(&mut self, c: &ast::SelectCore) -> Result<Vec<(Expr, String)>> {
         let mut items: Vec<(Expr, String)> = Vec::new();
         for it in &c.columns {
             match it {
@@ -1084,10 +1180,17 @@ impl<'c> Planner<'c> {
                 }
             }
         }
+        Ok(items)
+    }
 
-        // WHERE and ON conjuncts.
+    /// WHERE and ON split into conjuncts, each bound; an ON conjunct names its level.
+    fn conjuncts(
+        &mut self,
+        where_: Option<&Expr>,
+        on_conds: &[(usize, Expr)],
+    ) -> Result<Vec<(PExpr, Option<usize>)>> {
         let mut conjuncts: Vec<(PExpr, Option<usize>)> = Vec::new();
-        if let Some(w) = &c.where_ {
+        if let Some(w) = where_ {
             if has_agg(w) {
                 return Err(Error::Invalid(
                     "misuse of aggregate function in WHERE".into(),
@@ -1099,24 +1202,27 @@ impl<'c> Planner<'c> {
                 conjuncts.push((self.expr(&p)?, None));
             }
         }
-        for (lvl, on) in &on_conds {
+        for (lvl, on) in on_conds {
             let mut parts = Vec::new();
             split_and(on, &mut parts);
             for p in parts {
                 conjuncts.push((self.expr(&p)?, Some(*lvl)));
             }
         }
+        Ok(conjuncts)
+    }
 
-        let is_agg = !c.group_by.is_empty()
-            || items.iter().any(|(e, _)| has_agg(e))
-            || c.having.as_ref().is_some_and(has_agg)
-            || q.order_by.iter().any(|o| has_agg(&o.expr));
-        if c.having.is_some() && !is_agg {
-            return Err(Error::Invalid(
-                "a GROUP BY clause is required before HAVING".into(),
-            ));
-        }
-
+    /// The output: each item bound (within the aggregate scope when the query aggregates),
+    /// ORDER BY resolved to output positions (an expression not among the items becomes a
+    /// hidden column), and the aggregate plan with group columns and aggregates rewritten
+    /// to the slots of its rows.
+    fn output(
+        &mut self,
+        c: &ast::SelectCore,
+        q: &ast::Select,
+        items: Vec<(Expr, String)>,
+        is_agg: bool,
+    ) -> Result<Output> {
         let width = items.len();
         let names: Vec<String> = items.iter().map(|(_, n)| n.clone()).collect();
         let mut project = Vec::new();
@@ -1235,205 +1341,205 @@ impl<'c> Planner<'c> {
                 having,
             });
         }
-
-        // Join order: inner joins only, greedily (see `join_order`).
-        if levels.len() > 1 && levels.len() <= 8 && levels.iter().all(|l| !l.left) {
-            let order = join_order(&levels, &conjuncts);
-            if order.iter().enumerate().any(|(i, &o)| i != o) {
-                let mut old: Vec<Option<Level>> = levels.into_iter().map(Some).collect();
-                levels = order
-                    .iter()
-                    .map(|&o| old[o].take().expect("a permutation"))
-                    .collect();
-            }
-            // Without LEFT joins, ON is just more WHERE.
-            for c in &mut conjuncts {
-                c.1 = None;
-            }
-        }
-
-        // Place conjuncts on levels.
-        let mut const_filters = Vec::new();
-        let level_of = |slot: usize, levels: &[Level]| {
-            levels
-                .iter()
-                .position(|l| slot >= l.base && slot < l.base + l.width)
-                .unwrap_or(0)
-        };
-        for (e, on_level) in conjuncts {
-            let refs: Vec<usize> = slots(&e)
-                .into_iter()
-                .map(|s| level_of(s, &levels))
-                .collect();
-            let correlated_sub = has_subquery(&e);
-            let max = if correlated_sub && !levels.is_empty() {
-                levels.len() - 1
-            } else {
-                refs.iter().copied().max().unwrap_or(0)
-            };
-            match on_level {
-                Some(l) => {
-                    let l = l.max(max);
-                    levels[l].filters.push(e);
-                }
-                None if levels.is_empty() || (refs.is_empty() && !correlated_sub) => {
-                    const_filters.push(e)
-                }
-                None => {
-                    if levels[max].left {
-                        levels[max].after.push(e);
-                    } else {
-                        levels[max].filters.push(e);
-                    }
-                }
-            }
-        }
-
-        // Needed columns, from the scope's record of every resolved reference.
-        let scope_tables = &self.scope().tables;
-        let needed: Vec<Vec<bool>> = levels
-            .iter()
-            .map(|l| {
-                scope_tables
-                    .iter()
-                    .find(|t| t.base == l.base)
-                    .map(|t| t.needed.clone())
-                    .unwrap_or_else(|| vec![true; l.width])
-            })
-            .collect();
-        let mut order_served = false;
-        // Loops rather than `collect::<Option<Vec<_>>>()`: each such collect is its own copy of
-        // the iterator code in the module.
-        let order_slots: Option<Vec<(usize, bool, bool)>> =
-            if order.is_empty() || is_agg || levels.is_empty() {
-                None
-            } else {
-                let mut slots = Some(Vec::new());
-                for k in &order {
-                    match (level_slot(project.get(k.col), &levels[0]), &mut slots) {
-                        (Some(s), Some(v)) => v.push((s, k.desc, k.nulls_first)),
-                        _ => {
-                            slots = None;
-                            break;
-                        }
-                    }
-                }
-                slots
-            };
-        // GROUP BY over one table whose columns an index orders: stream the groups.
-        let group_slots: Option<Vec<(usize, bool, bool)>> = match &agg {
-            Some(a) if !a.group_by.is_empty() && levels.len() == 1 => {
-                let mut slots = Some(Vec::new());
-                for g in &a.group_by {
-                    match (level_slot(Some(g), &levels[0]), &mut slots) {
-                        (Some(s), Some(v)) => v.push((s, false, true)),
-                        _ => {
-                            slots = None;
-                            break;
-                        }
-                    }
-                }
-                slots
-            }
-            _ => None,
-        };
-        let first_order = if is_agg {
-            group_slots.as_deref()
-        } else {
-            order_slots.as_deref()
-        };
-        for li in 0..levels.len() {
-            let (access, served, consumed) = choose_access(
-                &levels,
-                li,
-                &needed[li],
-                if li == 0 { first_order } else { None },
-            );
-            if li == 0 {
-                order_served = served;
-            }
-            let lvl = &mut levels[li];
-            lvl.access = access;
-            remove_consumed(&mut lvl.filters, consumed);
-            let mut pre = vec![false; lvl.width];
-            let mut all = false;
-            for f in &lvl.filters {
-                if has_subquery(f) {
-                    all = true;
-                }
-                for s in slots(f) {
-                    if s >= lvl.base && s < lvl.base + lvl.width {
-                        pre[s - lvl.base] = true;
-                    }
-                }
-            }
-            if let Access::Hash { .. } = lvl.access {
-                all = true;
-            }
-            for c in 0..lvl.width {
-                if all && needed[li][c] {
-                    pre[c] = true;
-                }
-            }
-            lvl.pre_cols = (0..lvl.width).filter(|&c| pre[c]).collect();
-            lvl.post_cols = (0..lvl.width)
-                .filter(|&c| needed[li][c] && !pre[c])
-                .collect();
-        }
-        let (limit, offset) = self.limits(q)?;
-        let mut ordered = order_served && !c.distinct && !is_agg;
-        if let Some(a) = agg.as_mut() {
-            a.streamed = order_served && group_slots.is_some();
-            // Streamed groups come out in GROUP BY order: an ORDER BY on a prefix of the
-            // GROUP BY columns, ascending, needs no sort.
-            ordered = a.streamed
-                && !c.distinct
-                && order.iter().enumerate().all(|(i, k)| {
-                    matches!(project.get(k.col), Some(PExpr::Col(s)) if *s == i)
-                        && !k.desc
-                        && k.nulls_first
-                });
-        }
-        // Top-k: ORDER BY ... LIMIT over one table, sorted in the executor, whose first sort
-        // key is a plain column of that table.
-        if !ordered && limit.is_some() && agg.is_none() && !c.distinct && levels.len() == 1 {
-            let lvl = &mut levels[0];
-            let first = order
-                .first()
-                .and_then(|k| Some((k, level_slot(project.get(k.col), lvl)?)));
-            if let (Some((k, col)), Source::Table(_), Access::Scan { .. } | Access::Index { .. }) =
-                (first, &lvl.source, &lvl.access)
-            {
-                if let Some(i) = lvl.post_cols.iter().position(|&p| p == col) {
-                    lvl.post_cols.remove(i);
-                    lvl.pre_cols.push(col);
-                    cairn_store::sort::sort(&mut lvl.pre_cols);
-                }
-                if lvl.pre_cols.contains(&col) {
-                    lvl.topk = Some(SortKey { col, ..k.clone() });
-                }
-            }
-        }
-        Ok(QueryPlan {
-            affinities,
-            columns: names.into(),
-            body: Body::Core(Box::new(Core {
-                moves: movable(&levels, &project, agg.is_some()),
-                levels,
-                frame_len,
-                const_filters,
-                agg,
-                project,
-                distinct: c.distinct,
-                ordered,
-            })),
-            order,
+        Ok(Output {
+            names,
             width,
-            limit,
-            offset,
-            correlated: false,
+            project,
+            order,
+            agg,
+            affinities,
         })
     }
+}
+
+/// Join order: inner joins only, greedily (see `join_order`). Without LEFT joins, ON is just
+/// more WHERE, so every conjunct is freed from its level.
+fn reorder_joins(levels: &mut Vec<Level>, conjuncts: &mut [(PExpr, Option<usize>)]) {
+    if levels.len() > 1 && levels.len() <= 8 && levels.iter().all(|l| !l.left) {
+        let order = join_order(levels, conjuncts);
+        if order.iter().enumerate().any(|(i, &o)| i != o) {
+            let mut old: Vec<Option<Level>> =
+                std::mem::take(levels).into_iter().map(Some).collect();
+            *levels = order
+                .iter()
+                .map(|&o| old[o].take().expect("a permutation"))
+                .collect();
+        }
+        // Without LEFT joins, ON is just more WHERE.
+        for c in conjuncts.iter_mut() {
+            c.1 = None;
+        }
+    }
+}
+
+/// Places each conjunct on the first level where every column it reads is bound (an ON
+/// conjunct no earlier than its own level, a LEFT level's after the join); returns those
+/// that read no level.
+fn place_conjuncts(levels: &mut [Level], conjuncts: Vec<(PExpr, Option<usize>)>) -> Vec<PExpr> {
+    let mut const_filters = Vec::new();
+    let level_of = |slot: usize, levels: &[Level]| {
+        levels
+            .iter()
+            .position(|l| slot >= l.base && slot < l.base + l.width)
+            .unwrap_or(0)
+    };
+    for (e, on_level) in conjuncts {
+        let refs: Vec<usize> = slots(&e).into_iter().map(|s| level_of(s, levels)).collect();
+        let correlated_sub = has_subquery(&e);
+        let max = if correlated_sub && !levels.is_empty() {
+            levels.len() - 1
+        } else {
+            refs.iter().copied().max().unwrap_or(0)
+        };
+        match on_level {
+            Some(l) => {
+                let l = l.max(max);
+                levels[l].filters.push(e);
+            }
+            None if levels.is_empty() || (refs.is_empty() && !correlated_sub) => {
+                const_filters.push(e)
+            }
+            None => {
+                if levels[max].left {
+                    levels[max].after.push(e);
+                } else {
+                    levels[max].filters.push(e);
+                }
+            }
+        }
+    }
+    const_filters
+}
+
+/// The first level's columns (with direction and NULLs order) that ORDER BY sorts by, when
+/// every sort key is a plain column of that level.
+// Loops rather than `collect::<Option<Vec<_>>>()`: each such collect is its own copy of
+// the iterator code in the module.
+fn order_slots(
+    order: &[SortKey],
+    project: &[PExpr],
+    levels: &[Level],
+) -> Option<Vec<(usize, bool, bool)>> {
+    if order.is_empty() || levels.is_empty() {
+        None
+    } else {
+        let mut slots = Some(Vec::new());
+        for k in order {
+            match (level_slot(project.get(k.col), &levels[0]), &mut slots) {
+                (Some(s), Some(v)) => v.push((s, k.desc, k.nulls_first)),
+                _ => {
+                    slots = None;
+                    break;
+                }
+            }
+        }
+        slots
+    }
+}
+
+/// GROUP BY over one table whose columns an index orders: the columns, for the groups to be
+/// streamed.
+fn group_slots(agg: Option<&AggPlan>, levels: &[Level]) -> Option<Vec<(usize, bool, bool)>> {
+    match agg {
+        Some(a) if !a.group_by.is_empty() && levels.len() == 1 => {
+            let mut slots = Some(Vec::new());
+            for g in &a.group_by {
+                match (level_slot(Some(g), &levels[0]), &mut slots) {
+                    (Some(s), Some(v)) => v.push((s, false, true)),
+                    _ => {
+                        slots = None;
+                        break;
+                    }
+                }
+            }
+            slots
+        }
+        _ => None,
+    }
+}
+
+/// Chooses each level's access path and splits its needed columns into those its filters
+/// read first and the rest; returns whether the first level's access yields `first_order`.
+fn choose_accesses(
+    levels: &mut [Level],
+    needed: &[Vec<bool>],
+    first_order: Option<&[(usize, bool, bool)]>,
+) -> bool {
+    let mut order_served = false;
+    for li in 0..levels.len() {
+        let (access, served, consumed) = choose_access(
+            levels,
+            li,
+            &needed[li],
+            if li == 0 { first_order } else { None },
+        );
+        if li == 0 {
+            order_served = served;
+        }
+        let lvl = &mut levels[li];
+        lvl.access = access;
+        remove_consumed(&mut lvl.filters, consumed);
+        let mut pre = vec![false; lvl.width];
+        let mut all = false;
+        for f in &lvl.filters {
+            if has_subquery(f) {
+                all = true;
+            }
+            for s in slots(f) {
+                if s >= lvl.base && s < lvl.base + lvl.width {
+                    pre[s - lvl.base] = true;
+                }
+            }
+        }
+        if let Access::Hash { .. } = lvl.access {
+            all = true;
+        }
+        for c in 0..lvl.width {
+            if all && needed[li][c] {
+                pre[c] = true;
+            }
+        }
+        lvl.pre_cols = (0..lvl.width).filter(|&c| pre[c]).collect();
+        lvl.post_cols = (0..lvl.width)
+            .filter(|&c| needed[li][c] && !pre[c])
+            .collect();
+    }
+    order_served
+}
+
+/// Top-k, for an unordered ORDER BY ... LIMIT without aggregates or DISTINCT: marks the
+/// level's first sort key for the executor to keep only the best rows.
+fn top_k(levels: &mut [Level], order: &[SortKey], project: &[PExpr]) {
+    // Top-k: ORDER BY ... LIMIT over one table, sorted in the executor, whose first sort
+    // key is a plain column of that table.
+    if levels.len() == 1 {
+        let lvl = &mut levels[0];
+        let first = order
+            .first()
+            .and_then(|k| Some((k, level_slot(project.get(k.col), lvl)?)));
+        if let (Some((k, col)), Source::Table(_), Access::Scan { .. } | Access::Index { .. }) =
+            (first, &lvl.source, &lvl.access)
+        {
+            if let Some(i) = lvl.post_cols.iter().position(|&p| p == col) {
+                lvl.post_cols.remove(i);
+                lvl.pre_cols.push(col);
+                cairn_store::sort::sort(&mut lvl.pre_cols);
+            }
+            if lvl.pre_cols.contains(&col) {
+                lvl.topk = Some(SortKey { col, ..k.clone() });
+            }
+        }
+    }
+}
+
+/// A core query's bound output (`Planner::output`).
+struct Output {
+    names: Vec<String>,
+    width: usize,
+    project: Vec<PExpr>,
+    order: Vec<SortKey>,
+    agg: Option<AggPlan>,
+    affinities: Vec<Affinity>,
 }
 
 /// Orders inner-joined levels greedily: first the table a constant condition narrows best
