@@ -64,7 +64,7 @@ pub mod display;
 pub mod error;
 
 pub mod exec;
-pub mod explain;
+
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lexer;
@@ -72,7 +72,7 @@ pub mod maintenance;
 pub mod paged;
 pub mod parser;
 pub mod plan;
-pub mod planner;
+
 pub mod schema;
 pub mod storage;
 pub mod types;
@@ -88,8 +88,8 @@ pub use storage::{Memory, Storage};
 use ast::AlterAction;
 use exec::eval::{self, Cache};
 use parser::Params;
+use plan::{explain, Planner};
 use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
-use planner::Planner;
 use schema::{Catalog, Table};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

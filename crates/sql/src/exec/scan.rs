@@ -6,8 +6,8 @@ use crate::exec::eval::{eval, eval_bool, push_norm, Cache, Cached, ColTest, Cx, 
 use crate::exec::query::{collect_rows, scratch_slot, topk_bound};
 use crate::exec::sort::compare_key;
 use crate::exec::{all_true, Sink};
+use crate::plan::prefix_successor;
 use crate::plan::*;
-use crate::planner::prefix_successor;
 use crate::schema::{Key, Table};
 use crate::storage::TreeId;
 use crate::types::ColType;

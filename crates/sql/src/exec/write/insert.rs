@@ -29,7 +29,7 @@ impl Writer<'_> {
             InsertRows::Values(rows)
                 if !rows.iter().flatten().any(|e| {
                     // The common values first, without a walk.
-                    !matches!(e, PExpr::Param(_) | PExpr::Lit(_)) && crate::planner::has_subquery(e)
+                    !matches!(e, PExpr::Param(_) | PExpr::Lit(_)) && crate::plan::has_subquery(e)
                 }) =>
             {
                 Some(rows)
@@ -520,7 +520,7 @@ impl Writer<'_> {
         let width = t.columns.len();
         let mut subquery = false;
         for e in sets.iter().map(|(_, e)| e).chain(w) {
-            crate::planner::walk(e, &mut |x| match x {
+            crate::plan::walk(e, &mut |x| match x {
                 PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => subquery = true,
                 PExpr::Col(c) if *c < width => reads.push(*c),
                 _ => {}

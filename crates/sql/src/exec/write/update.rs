@@ -280,7 +280,7 @@ impl Writer<'_> {
         if !lvl.after.is_empty() || !c.const_filters.is_empty() {
             return Ok(None);
         }
-        if lvl.filters.iter().any(crate::planner::has_subquery) {
+        if lvl.filters.iter().any(crate::plan::has_subquery) {
             return Ok(None);
         }
         match &lvl.access {
