@@ -6,7 +6,7 @@
 //! Take `db.execute("SELECT name FROM users WHERE id = ?", &[Value::Integer(7)])`:
 //!
 //! 1. [`Database::execute`] calls [`Database::prepare`], which hands the text to
-//!    [`parser::parse`]. The parser asks [`lexer::tokenize`] for tokens (each with its line and
+//!    [`parse::parse`]. The parser asks [`lexer::tokenize`] for tokens (each with its line and
 //!    column, for error messages) and builds an [`ast::Statement`] by recursive descent
 //!    (`Parser::statement`, `Parser::select`, precedence climbing in `Parser::binary`).
 //! 2. `Database::plan` runs the [`planner::Planner`] over the AST against the in-memory
@@ -59,18 +59,18 @@
 //!
 //! Errors are one enum, [`Error`], each variant with a stable [`Error::code`].
 
-pub mod ast;
-pub mod display;
+
+
 pub mod error;
 
 pub mod exec;
 
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod lexer;
+
 pub mod maintenance;
 pub mod paged;
-pub mod parser;
+pub mod parse;
 pub mod plan;
 
 pub mod schema;
@@ -85,9 +85,10 @@ pub use exec::CaptureSink;
 pub use exec::{Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
 pub use storage::{Memory, Storage};
 
-use ast::AlterAction;
+use parse::ast::{self, AlterAction};
+use parse::Params;
 use exec::eval::{self, Cache};
-use parser::Params;
+
 use plan::{explain, Planner};
 use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
 use schema::{Catalog, Table};
@@ -544,7 +545,7 @@ impl Database {
 
     /// Parses and plans one statement.
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
-        let (ast, params) = parser::parse(sql)?;
+        let (ast, params) = parse::parse(sql)?;
         self.prepare_ast(sql.to_string(), ast, params)
     }
 
@@ -583,7 +584,7 @@ impl Database {
     /// first error.
     pub fn exec_script(&mut self, sql: &str) -> Result<Vec<Output>> {
         let mut outs = Vec::new();
-        for (ast, text, params) in parser::parse_statements(sql)? {
+        for (ast, text, params) in parse::parse_statements(sql)? {
             let stmt = self.prepare_ast(text, ast, params)?;
             outs.push(self.run(&stmt, &[])?);
         }

@@ -23,7 +23,7 @@ pub use query::{collect_rows, run_query};
 pub use sort::compare_rows;
 pub use write::{ForcedRow, RefusedRow, RowBufs, WriteResult, Writer};
 
-use crate::ast::BinOp;
+use crate::parse::ast::BinOp;
 use crate::error::Result;
 use crate::exec::eval::{eval, eval_bool, Cx};
 use crate::plan::*;

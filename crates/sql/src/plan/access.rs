@@ -1,7 +1,7 @@
 //! Access paths: for each join level, the primary key, an index (covering or not), a hash
 //! join or a scan, from the conjuncts placed on it and the order the query wants; and top-k.
 
-use crate::ast::BinOp;
+use crate::parse::ast::BinOp;
 use crate::plan::walk::{has_subquery, slots};
 use crate::plan::*;
 use crate::schema::Table;

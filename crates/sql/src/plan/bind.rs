@@ -1,7 +1,7 @@
 //! Binding: names resolved to frame slots against the scopes, and AST expressions turned into
 //! plan expressions ([`super::PExpr`]) with functions, affinities and aggregates resolved.
 
-use crate::ast::{self, BinOp, Expr, UnOp};
+use crate::parse::ast::{self, BinOp, Expr, UnOp};
 use crate::error::{Error, Result};
 use crate::plan::planner::Planner;
 use crate::plan::*;

@@ -1,6 +1,6 @@
 //! Join order, and the placement of each WHERE and ON conjunct on a join level.
 
-use crate::ast::BinOp;
+use crate::parse::ast::BinOp;
 use crate::plan::walk::{has_subquery, slots};
 use crate::plan::*;
 

@@ -30,7 +30,7 @@ pub(crate) use access::{access_columns, prefix_successor};
 pub(crate) use planner::Planner;
 pub(crate) use walk::{has_subquery, walk};
 
-use crate::ast::{BinOp, Conflict};
+use crate::parse::ast::{BinOp, Conflict};
 use crate::schema::Table;
 use crate::types::{Affinity, Arith, ColType};
 use cairn_value::Value;

@@ -1,6 +1,6 @@
 //! Filters tested on a column where it lies in the page, without decoding the row.
 
-use crate::ast::BinOp;
+use crate::parse::ast::BinOp;
 use crate::error::{Error, Result};
 use crate::exec::eval::{cmp_truth, compare_truth, conv, eval, text_of, Cx};
 use crate::plan::PExpr;

@@ -1,6 +1,6 @@
 //! The dialect's scalar functions, and the clock and UUIDs some of them read.
 
-use crate::ast::BinOp;
+use crate::parse::ast::BinOp;
 use crate::error::{Error, Result};
 use crate::exec::eval::{compare_op, eval, eval_bool, Cx};
 use crate::plan::{Func, PExpr};

@@ -10,7 +10,7 @@ mod func;
 pub use coltest::ColTest;
 pub use func::{cast, set_clock};
 
-use crate::ast::BinOp;
+use crate::parse::ast::BinOp;
 use crate::error::{Error, Result};
 use crate::exec;
 use crate::exec::eval::func::call;

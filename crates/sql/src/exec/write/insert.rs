@@ -1,6 +1,6 @@
 //! INSERT: rows from VALUES or a query, stored records copied, upserts.
 
-use crate::ast::Conflict;
+use crate::parse::ast::Conflict;
 use crate::error::{Error, Result};
 use crate::exec::eval::{eval, eval_bool, Cache, Cx};
 use crate::exec::query::collect_rows;

@@ -1,6 +1,6 @@
 //! UPDATE and DELETE: their target rows, and rows rewritten where they are stored.
 
-use crate::ast::Conflict;
+use crate::parse::ast::Conflict;
 use crate::error::{Error, Result};
 use crate::exec::capture::same_value;
 use crate::exec::eval::{eval, push_norm, Cache, Cx};
