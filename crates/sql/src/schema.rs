@@ -3,9 +3,9 @@
 //! its kind, name, table, tree id and the SQL that recreates it. Opening a database reads these
 //! rows and parses the SQL again; no row data is touched.
 
-use crate::parse::ast::{self, ColumnDef, Expr};
 use crate::error::{Error, Result};
 use crate::parse;
+use crate::parse::ast::{self, ColumnDef, Expr};
 use crate::storage::{Storage, TreeId, SCHEMA_TREE};
 use crate::types::ColType;
 use cairn_value::codec::{decode_record, encode_key, encode_record};

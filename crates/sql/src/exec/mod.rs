@@ -16,14 +16,10 @@ mod write;
 
 #[cfg(feature = "sink")]
 pub use capture::CaptureSink;
-pub use capture::{
-    same_row, same_value, Change, Changes, ChangesMark, Correction, EncodedRow, SetPart,
-};
+pub use capture::{same_row, Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
 pub use query::{collect_rows, run_query};
-pub use sort::compare_rows;
 pub use write::{ForcedRow, RefusedRow, RowBufs, WriteResult, Writer};
 
-use crate::parse::ast::BinOp;
 use crate::error::Result;
 use crate::exec::eval::{eval, eval_bool, Cx};
 use crate::plan::*;
@@ -78,9 +74,4 @@ fn eval_owned(e: &PExpr, frame: &[Value], cx: &Cx) -> Result<Value> {
         PExpr::Param(i) if *i < cx.params.len() => Ok(cx.params[*i].clone()),
         e => Ok(eval(e, frame, cx)?.into_owned()),
     }
-}
-
-/// Whether a comparison operator is an equality (used by EXPLAIN).
-pub fn is_eq(op: BinOp) -> bool {
-    op == BinOp::Eq
 }

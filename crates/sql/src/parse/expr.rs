@@ -1,10 +1,10 @@
 //! Expressions, by precedence climbing with SQLite's operator precedence.
 
-use crate::parse::ast::*;
 use crate::error::{Error, Result};
+use crate::parse::ast::*;
 use crate::parse::lexer::Tok;
-use cairn_value::Value;
 use crate::parse::parser::{is_reserved, Parser, MAX_CHAIN};
+use cairn_value::Value;
 
 impl Parser<'_> {
     pub fn expr(&mut self) -> Result<Expr> {

@@ -12,4 +12,4 @@ pub(crate) mod lexer;
 mod parser;
 mod query;
 
-pub(crate) use parser::{is_keyword, parse, parse_statements, Params};
+pub use parser::{is_keyword, parse, parse_statements, Params};

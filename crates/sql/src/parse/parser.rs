@@ -2,8 +2,8 @@
 //! for expressions (SQLite's operator precedence). Hand-written rather than generated, because
 //! the wasm download pays for every table a generator would emit.
 
-use crate::parse::ast::*;
 use crate::error::{Error, Result};
+use crate::parse::ast::*;
 use crate::parse::lexer::{tokenize, Tok, Token};
 
 /// A statement's parameters, numbered as SQLite numbers them: in the order they appear in the

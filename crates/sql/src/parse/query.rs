@@ -1,7 +1,7 @@
 //! SELECT (with its WITH, compound and FROM clauses), INSERT, UPDATE and DELETE.
 
-use crate::parse::ast::*;
 use crate::error::{Error, Result};
+use crate::parse::ast::*;
 use crate::parse::lexer::Tok;
 use crate::parse::parser::{is_reserved, Parser};
 

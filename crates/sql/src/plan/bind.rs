@@ -1,8 +1,8 @@
 //! Binding: names resolved to frame slots against the scopes, and AST expressions turned into
 //! plan expressions ([`super::PExpr`]) with functions, affinities and aggregates resolved.
 
-use crate::parse::ast::{self, BinOp, Expr, UnOp};
 use crate::error::{Error, Result};
+use crate::parse::ast::{self, BinOp, Expr, UnOp};
 use crate::plan::planner::Planner;
 use crate::plan::*;
 use crate::types::{Affinity, Arith, ColType};

@@ -2,8 +2,8 @@
 //! order, each in its own module: binding ([`super::bind`]), join order ([`super::join`]),
 //! access paths ([`super::access`]); writes are planned in [`super::write`].
 
-use crate::parse::ast::{self, Expr, SelectItem};
 use crate::error::{Error, Result};
+use crate::parse::ast::{self, Expr, SelectItem};
 use crate::plan::access::{choose_accesses, group_slots, order_slots, top_k};
 use crate::plan::bind::{affinity_of, has_agg, split_and};
 use crate::plan::join::{place_conjuncts, reorder_joins};

@@ -1,7 +1,7 @@
 //! Write plans: INSERT, UPDATE and DELETE, their table scope, targets and RETURNING.
 
-use crate::parse::ast::{self, Expr, SelectItem};
 use crate::error::{Error, Result};
+use crate::parse::ast::{self, Expr, SelectItem};
 use crate::plan::access::{choose_access, remove_consumed};
 use crate::plan::bind::{has_agg, split_and};
 use crate::plan::planner::{Planner, Scope, ScopeTable};

@@ -1,8 +1,8 @@
 //! Filters tested on a column where it lies in the page, without decoding the row.
 
-use crate::parse::ast::BinOp;
 use crate::error::{Error, Result};
 use crate::exec::eval::{cmp_truth, compare_truth, conv, eval, text_of, Cx};
+use crate::parse::ast::BinOp;
 use crate::plan::PExpr;
 use crate::types::{Affinity, LikeMatcher};
 use cairn_value::codec::{Field, Fields};

@@ -1,8 +1,8 @@
 //! The dialect's scalar functions, and the clock and UUIDs some of them read.
 
-use crate::parse::ast::BinOp;
 use crate::error::{Error, Result};
 use crate::exec::eval::{compare_op, eval, eval_bool, Cx};
+use crate::parse::ast::BinOp;
 use crate::plan::{Func, PExpr};
 use crate::types::{self, to_numeric, to_text, Affinity, ColType};
 use cairn_value::Value;

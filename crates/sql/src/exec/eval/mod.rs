@@ -10,10 +10,10 @@ mod func;
 pub use coltest::ColTest;
 pub use func::{cast, set_clock};
 
-use crate::parse::ast::BinOp;
 use crate::error::{Error, Result};
 use crate::exec;
 use crate::exec::eval::func::call;
+use crate::parse::ast::BinOp;
 use crate::plan::{PExpr, QueryPlan};
 use crate::storage::Storage;
 use crate::types::{self, apply_affinity, arith, to_text, truth, Affinity};

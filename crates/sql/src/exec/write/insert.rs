@@ -1,12 +1,12 @@
 //! INSERT: rows from VALUES or a query, stored records copied, upserts.
 
-use crate::parse::ast::Conflict;
 use crate::error::{Error, Result};
 use crate::exec::eval::{eval, eval_bool, Cache, Cx};
 use crate::exec::query::collect_rows;
 use crate::exec::scan::{key_columns, null_frame};
 use crate::exec::write::{inputs_distinct, Upsert, WriteResult, Writer};
 use crate::exec::{eval_owned, eval_row, rowid_value};
+use crate::parse::ast::Conflict;
 use crate::plan::*;
 use crate::schema::{Key, Table};
 use crate::storage::Each;

@@ -214,7 +214,9 @@ impl Writer<'_> {
         let cx = self.cx(cache);
         for (k, ch) in checks.iter().enumerate() {
             if eval_bool(ch, row, &cx)? == Some(false) {
-                return Err(Error::ConstraintCheck(crate::parse::display::expr(&t.checks[k])));
+                return Err(Error::ConstraintCheck(crate::parse::display::expr(
+                    &t.checks[k],
+                )));
             }
         }
         Ok(())

@@ -1,6 +1,5 @@
 //! UPDATE and DELETE: their target rows, and rows rewritten where they are stored.
 
-use crate::parse::ast::Conflict;
 use crate::error::{Error, Result};
 use crate::exec::capture::same_value;
 use crate::exec::eval::{eval, push_norm, Cache, Cx};
@@ -9,6 +8,7 @@ use crate::exec::scan::{
     row_passes, run_levels, Range, RowFilter,
 };
 use crate::exec::write::{PointBufs, PointKeys, Targets, WriteResult, Writer};
+use crate::parse::ast::Conflict;
 use crate::plan::*;
 use crate::schema::{Key, Table};
 use crate::storage::Each;
