@@ -65,7 +65,7 @@ mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 mod maintenance;
-mod paged;
+
 mod parse;
 mod plan;
 mod schema;
@@ -81,12 +81,14 @@ pub use exec::{
     same_row, Change, Changes, ChangesMark, Correction, EncodedRow, ForcedRow, RefusedRow, SetPart,
 };
 pub use maintenance::SchemaEntry;
-pub use paged::Paged;
 pub use parse::display::value as sql_literal;
 pub use parse::lexer::{tokenize, Tok};
 pub use parse::parse_statements;
 pub use schema::{quote_ident, Catalog, Key, Table};
-pub use storage::{conformance, Cursor, Each, Memory, Rewrite, Storage, TreeId, SYSTEM_TREES};
+pub use storage::Paged;
+pub use storage::{
+    conformance, Cursor, Each, Memory, Rewrite, Storage, StorageCore, TreeId, SYSTEM_TREES,
+};
 pub use types::fmt_real;
 
 use exec::eval::{self, Cache};
