@@ -1,63 +1,80 @@
 //! cairn's SQL engine: a hand-written lexer and parser, a planner that uses indexes, and a
-//! push-based executor, over a small byte-oriented storage trait ([`storage::Storage`]).
+//! push-based executor, over a small byte-oriented storage trait ([`StorageCore`], with the
+//! fast paths in [`Storage`]).
+//!
+//! The crate is laid out by stage, each a private module whose `mod.rs` says what it hands on:
+//! `parse/` (text to AST), `plan/` (AST to plan: binding, join order, access paths, write
+//! plans, EXPLAIN), `exec/` (plans run: scans and joins, aggregation, sorting, writes, the
+//! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP,
+//! ALTER), `schema.rs` (the catalog) and `storage/` (the traits and the memory and paged
+//! stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
+//! use.
 //!
 //! # The life of a statement
 //!
 //! Take `db.execute("SELECT name FROM users WHERE id = ?", &[Value::Integer(7)])`:
 //!
 //! 1. [`Database::execute`] calls [`Database::prepare`], which hands the text to
-//!    [`parse::parse`]. The parser asks [`lexer::tokenize`] for tokens (each with its line and
-//!    column, for error messages) and builds an [`ast::Statement`] by recursive descent
-//!    (`Parser::statement`, `Parser::select`, precedence climbing in `Parser::binary`).
-//! 2. `Database::plan` runs the [`planner::Planner`] over the AST against the in-memory
-//!    [`schema::Catalog`]. `Planner::query` resolves names to frame slots
-//!    (`Planner::resolve`), plans expressions (`Planner::expr`) into [`plan::PExpr`], splits
-//!    WHERE into conjuncts, places each on a join level, and picks an access path per level
-//!    (`choose_access`): here `id = ?` matches the primary key, so the level becomes
-//!    `Access::Index { index: None, probes: [[?1]] }`. It also records which columns the query
+//!    `parse::parse`. The parser asks [`tokenize`] (`parse/lexer.rs`) for tokens (each with its
+//!    line and column, for error messages) and builds an `ast::Statement` by recursive descent
+//!    (`Parser::statement` in `parse/parser.rs`, `Parser::select` in `parse/query.rs`,
+//!    precedence climbing in `Parser::binary` in `parse/expr.rs`).
+//! 2. `Database::plan` runs the `Planner` (`plan/planner.rs`) over the AST against the
+//!    in-memory [`Catalog`]. `Planner::query` reaches `Planner::core_query_in_scope`, which
+//!    runs the stages in order: binding (`plan/bind.rs`: `Planner::resolve` resolves names to
+//!    frame slots, `Planner::expr` plans expressions into `plan::PExpr`; `from_levels`,
+//!    `output_items`, `conjuncts` and `output` bind the clauses), join order (`plan/join.rs`:
+//!    `reorder_joins`, then `place_conjuncts` puts each WHERE conjunct on a join level) and
+//!    access paths (`plan/access.rs`: `choose_accesses` calls `choose_access` per level; here
+//!    `id = ?` matches the primary key, so the level becomes
+//!    `Access::Index { index: None, probes: [[?1]] }`). It also records which columns the query
 //!    needs (`name`, `id`), and which of them the level's filters need first (`id`).
 //! 3. The [`Statement`] keeps the plan with the schema epoch it was made for; running it
 //!    again with new parameters skips steps 1 and 2 unless the schema changed.
-//! 4. `Database::run` checks the parameter count and calls [`exec::run_query`], which
-//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
-//!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
-//!    `cairn_value::codec::encode_key_value` keys it) and reads the row with one
-//!    [`storage::Storage::get`]; a range or an index would instead hand the bounds from
-//!    `index_ranges` to [`storage::Storage::scan_each`], which passes its entries on a leaf at
-//!    a time. At the start of a scan the level's filters
-//!    that compare one column with values fixed for the scan become [`eval::ColTest`]s
-//!    (`RowFilter::new`). For each row (`primary_row`) the record header is walked once
+//! 4. `Database::run` checks the parameter count and calls `exec::run_query`
+//!    (`exec/query.rs`), which runs the body (`run_body` -> `run_core`, then `run_levels` in
+//!    `exec/scan.rs`). The equality names the whole primary key, so the level builds that key
+//!    (`point_keys`: the parameter, encoded as `cairn_value::codec::encode_key_value` keys it)
+//!    and reads the row with one [`StorageCore::get`]; a range or an index would instead hand
+//!    the bounds from `index_ranges` to [`Storage::scan_each`], which passes its entries on a
+//!    leaf at a time. At the start of a scan the level's filters that compare one column with
+//!    values fixed for the scan become `ColTest`s (`exec/eval/coltest.rs`, prepared in
+//!    `RowFilter::new`). For each row (`primary_row`) the record header is walked once
 //!    (`cairn_value::codec::Layout::read`), those tests run on the columns where they lie in
-//!    the page, the other filters on decoded columns ([`eval::eval_bool`]); only a row that
-//!    passes has the rest of what is needed decoded, and the frame is pushed on. The sink
-//!    evaluates the projection and collects the row into [`Output::Rows`].
-//!    `EXPLAIN` prints the plan instead ([`explain`]).
-//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`exec::Writer`]: it collects its
-//!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
-//!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
-//!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`); an upsert whose DO UPDATE can
-//!    rewrite the row in place uses [`storage::Storage::put_new_or_rewrite`] instead, which in
-//!    that descent either puts the row or rewrites the one holding its key
-//!    (`Writer::put_upserting`). Its input rows are its targets:
-//!    a SELECT's are read in full first, VALUES rows without a subquery are evaluated one at a
-//!    time as they are inserted. An `INSERT ... SELECT *` whose source rows are already the
-//!    target's copies the stored records (`Writer::insert_copy`).
-//!    An UPDATE that sets no key or indexed column (`plan::WritePlan::keys_only`) rewrites
-//!    each row where it is stored (`Writer::update_in_place`, through
-//!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
-//!    whole table) is walked once with the filters tested on each row there, keys named
-//!    outright (`Writer::point_targets`) are visited one by one; only the columns the SET
-//!    expressions read are decoded, and `cairn_value::codec::Fields::rewrite_into` replaces
-//!    the set columns' bytes (in a copy of the record, when the new values are as long as the
-//!    old ones). A replicated table's UPDATE takes this path too when it sets
-//!    no scope column and the table has no counters, its capture fed from the key, scope
-//!    and set columns read there (`exec::Changes`).
-//!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
-//!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
-//!    back to, so a failed statement has no effect and the transaction stays usable.
+//!    the page, the other filters on decoded columns (`eval_bool`, `exec/eval/mod.rs`); only a
+//!    row that passes has the rest of what is needed decoded, and the frame is pushed on. The
+//!    sink evaluates the projection and collects the row into [`Output::Rows`]. Grouping and
+//!    aggregates are in `exec/aggregate.rs`, ORDER BY's comparison in `exec/sort.rs`.
+//!    `EXPLAIN` prints the plan instead (`plan/explain.rs`).
+//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through `exec::Writer` (`exec/write/`): it
+//!    collects its targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE
+//!    constraints per row and writes records and index entries with [`StorageCore::put`]. An
+//!    INSERT (`exec/write/insert.rs`) stores its record with [`Storage::put_new`], which finds
+//!    a primary key conflict in the same descent of the tree (`Writer::insert_tail`); an upsert
+//!    whose DO UPDATE can rewrite the row in place uses [`Storage::put_new_or_rewrite`]
+//!    instead, which in that descent either puts the row or rewrites the one holding its key
+//!    (`Writer::put_upserting`). Its input rows are its targets: a SELECT's are read in full
+//!    first, VALUES rows without a subquery are evaluated one at a time as they are inserted.
+//!    An `INSERT ... SELECT *` whose source rows are already the target's copies the stored
+//!    records (`Writer::insert_copy`). An UPDATE (`exec/write/update.rs`) that sets no key or
+//!    indexed column (`plan::WritePlan::keys_only`) rewrites each row where it is stored
+//!    (`Writer::update_in_place`, through [`Storage::update_each`]): a range of keys
+//!    (`WHERE id BETWEEN ? AND ?`, the whole table) is walked once with the filters tested on
+//!    each row there, keys named outright (`Writer::point_targets`) are visited one by one;
+//!    only the columns the SET expressions read are decoded, and
+//!    `cairn_value::codec::Fields::rewrite_into` replaces the set columns' bytes (in a copy of
+//!    the record, when the new values are as long as the old ones). A replicated table's
+//!    UPDATE takes this path too when it sets no scope column and the table has no counters,
+//!    its capture fed from the key, scope and set columns read there ([`Changes`],
+//!    `exec/capture.rs`). `Database::atomic` wraps it: outside a transaction it is `begin` ..
+//!    `commit` (or `rollback` on error); inside one, a [`StorageCore::savepoint`] that an
+//!    error rolls back to, so a failed statement has no effect and the transaction stays
+//!    usable. CREATE, DROP and ALTER have no plan: `Database::ddl` (`ddl.rs`) runs them from
+//!    the AST inside the same `atomic`.
 //!
 //! Errors are one enum, [`Error`], each variant with a stable [`Error::code`].
+
+#![forbid(unsafe_code)]
 
 mod ddl;
 mod error;
@@ -162,7 +179,7 @@ impl Statement {
     }
 
     /// How many parameters the statement takes: the largest parameter number (see
-    /// [`parser::Params`]).
+    /// `parse::Params`).
     pub fn param_count(&self) -> usize {
         self.params.count
     }

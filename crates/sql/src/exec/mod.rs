@@ -5,6 +5,13 @@
 //!
 //! Writes (INSERT, UPDATE, DELETE) first collect what they will change, then change it, so a
 //! statement never sees its own writes (no Halloween problem).
+//!
+//! `query.rs` runs a query's body (compound selects, VALUES, each core); `scan.rs` its join
+//! levels (point reads, key ranges, scans, hash joins, filters on the record in the page);
+//! `aggregate.rs` grouping and aggregates; `sort.rs` ORDER BY's comparison; `write/` the
+//! [`Writer`] (`insert.rs`, `update.rs` for UPDATE and DELETE); `capture.rs` the record of
+//! changes to replicated tables that the sync layer turns into ops; `eval/` expressions. It
+//! reads and writes through [`crate::Storage`] alone.
 
 mod aggregate;
 mod capture;
