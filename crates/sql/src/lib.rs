@@ -22,7 +22,7 @@
 //! 2. `Database::plan` runs the `Planner` (`plan/planner.rs`) over the AST against the
 //!    in-memory [`Catalog`]. `Planner::query` reaches `Planner::core_query_in_scope`, which
 //!    runs the stages in order: binding (`plan/bind.rs`: `Planner::resolve` resolves names to
-//!    frame slots, `Planner::expr` plans expressions into `plan::PExpr`; `from_levels`,
+//!    frame slots, `Planner::expr` plans expressions into `plan::PExpr`; `bind_from`,
 //!    `output_items`, `conjuncts` and `output` bind the clauses), join order (`plan/join.rs`:
 //!    `reorder_joins`, then `place_conjuncts` puts each WHERE conjunct on a join level) and
 //!    access paths (`plan/access.rs`: `choose_accesses` calls `choose_access` per level; here

@@ -353,7 +353,7 @@ impl<'c> Planner<'c> {
     }
 
     fn core_query_in_scope(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
-        let (mut levels, frame_len, on_conds) = self.from_levels(c)?;
+        let (mut levels, frame_len, on_conds) = self.bind_from(c)?;
         let items = self.output_items(c)?;
         let mut conjuncts = self.conjuncts(c.where_.as_ref(), &on_conds)?;
         let is_agg = !c.group_by.is_empty()
@@ -443,7 +443,7 @@ impl<'c> Planner<'c> {
     /// FROM: a join level per item, its columns added to the scope; with where each level's
     /// columns start in the frame, the frame's length, and each item's ON condition.
     #[allow(clippy::type_complexity)]
-    fn from_levels(
+    fn bind_from(
         &mut self,
         c: &ast::SelectCore,
     ) -> Result<(Vec<Level>, usize, Vec<(usize, Expr)>)> {
