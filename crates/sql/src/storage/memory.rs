@@ -1,8 +1,10 @@
 //! [`Memory`]: the in-memory store, `BTreeMap`s with an undo log for transactions and
 //! savepoints.
 
-use super::*;
+use super::{Cursor, Storage, StorageCore, TreeId, SCHEMA_TREE};
+use crate::error::{Error, Result};
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -304,7 +306,7 @@ mod tests {
 
     #[test]
     fn memory_passes_the_conformance_suite() {
-        conformance::run(&|| Box::new(Memory::new()));
+        crate::storage::conformance::run(&|| Box::new(Memory::new()));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A store with nothing in it.
 
-use super::*;
+use super::{Cursor, Each, EntryFn, Rewrite, Storage, StorageCore, TreeId};
+use crate::error::{Error, Result};
+use std::ops::Bound;
 
 /// A store with nothing in it, for evaluating expressions that cannot reach one (an UPDATE's or
 /// DELETE's filters and new values, without subqueries, run inside the store's own write). Every
