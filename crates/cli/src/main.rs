@@ -9,7 +9,7 @@
 //! does not exist. A file that cannot be opened (not cairn's, damaged, newer format) ends the run
 //! with exit code 2 and the reason.
 
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
 use cairn_store::{Options, StdFile};
 use std::io::{BufRead, IsTerminal, Write};
@@ -37,9 +37,9 @@ fn text(v: &Value) -> String {
     match v {
         Value::Null => "NULL".into(),
         Value::Integer(i) => i.to_string(),
-        Value::Real(r) => cairn_sql::types::fmt_real(*r),
+        Value::Real(r) => cairn_sql::fmt_real(*r),
         Value::Text(s) => s.clone(),
-        Value::Blob(_) => cairn_sql::display::value(v),
+        Value::Blob(_) => cairn_sql::sql_literal(v),
     }
 }
 
@@ -72,10 +72,10 @@ fn json_value(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Integer(i) => i.to_string(),
-        Value::Real(r) if r.is_finite() => cairn_sql::types::fmt_real(*r),
+        Value::Real(r) if r.is_finite() => cairn_sql::fmt_real(*r),
         Value::Real(_) => "null".into(),
         Value::Text(s) => json_string(s),
-        Value::Blob(_) => json_string(&cairn_sql::display::value(v)),
+        Value::Blob(_) => json_string(&cairn_sql::sql_literal(v)),
     }
 }
 
@@ -175,10 +175,10 @@ fn render(mode: Mode, columns: &[String], rows: &[Vec<Value>]) -> String {
 
 /// Whether `buf` holds a complete statement (ends with `;` outside strings and comments).
 fn complete(buf: &str) -> bool {
-    match cairn_sql::lexer::tokenize(buf) {
+    match cairn_sql::tokenize(buf) {
         Ok(toks) => {
             let n = toks.len();
-            n >= 2 && toks[n - 2].tok == cairn_sql::lexer::Tok::Op(";")
+            n >= 2 && toks[n - 2].tok == cairn_sql::Tok::Op(";")
         }
         // An unterminated string or identifier waits for more input; any other error is
         // complete enough to be reported.
@@ -189,7 +189,7 @@ fn complete(buf: &str) -> bool {
 impl Shell {
     /// Runs SQL text; returns false if a statement failed.
     fn sql(&mut self, sql: &str, out: &mut dyn Write) -> bool {
-        let stmts = match cairn_sql::parser::parse_statements(sql) {
+        let stmts = match cairn_sql::parse_statements(sql) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error {}: {e}", e.code());

@@ -49,7 +49,7 @@
 //! and reports its time; count it with `--toggle-collect='replicated::connect'`.
 
 use cairn_replicated::Sync;
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Database, Value};
 use cairn_store::{Durability, MemoryFile, Options, StdFile};
 use std::time::Instant;

@@ -15,12 +15,12 @@
 
 mod persist;
 
-use cairn_sql::executor::same_row;
-use cairn_sql::schema::{Catalog, Key, Table};
+use cairn_sql::same_row;
 use cairn_sql::{
     CaptureSink, Changes, CommitHook, Correction, Database, EncodedRow, Error, Result, Storage,
     Value,
 };
+use cairn_sql::{Catalog, Key, Table};
 use cairn_sync::change::Encoded;
 use cairn_sync::{
     AuthorId, ChainKey, ColumnKind, Event, Identity, Link, OpsWriter, Replica, RowKey, RowStore,
@@ -386,11 +386,11 @@ impl Sync {
         }
         let where_pk: Vec<String> = pk_cols
             .iter()
-            .map(|&c| format!("{} = ?", cairn_sql::schema::quote_ident(&t.columns[c].name)))
+            .map(|&c| format!("{} = ?", cairn_sql::quote_ident(&t.columns[c].name)))
             .collect();
         let sel = format!(
             "SELECT * FROM {} WHERE {}",
-            cairn_sql::schema::quote_ident(&t.name),
+            cairn_sql::quote_ident(&t.name),
             where_pk.join(" AND ")
         );
         let row = match db.execute(&sel, pk)? {
@@ -399,7 +399,7 @@ impl Sync {
         };
         let del = format!(
             "DELETE FROM {} WHERE {}",
-            cairn_sql::schema::quote_ident(&t.name),
+            cairn_sql::quote_ident(&t.name),
             where_pk.join(" AND ")
         );
         // A failed commit left the state ahead of the store: the purge's record must follow
@@ -635,7 +635,7 @@ impl Sync {
         for k in rows {
             by_table.entry(k.table.clone()).or_default().push(k);
         }
-        let mut all: Vec<cairn_sql::executor::ForcedRow> = Vec::new();
+        let mut all: Vec<cairn_sql::ForcedRow> = Vec::new();
         for (name, keys) in by_table {
             let Ok(t) = catalog.table(&name) else {
                 continue;

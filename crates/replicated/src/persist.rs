@@ -20,8 +20,8 @@
 //! then writes them all (docs/sync.md, "In memory").
 
 use crate::State;
-use cairn_sql::schema::Catalog;
-use cairn_sql::storage::SYSTEM_TREES;
+use cairn_sql::Catalog;
+use cairn_sql::SYSTEM_TREES;
 use cairn_sql::{Error, Result, Storage};
 use cairn_sync::protocol::{decode_vv, encode_vv};
 use cairn_sync::wire::{Reader, Writer};

@@ -2,7 +2,7 @@
 //! between databases over an in-process transport, and convergence.
 
 use cairn_replicated::Sync;
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
 use cairn_store::{BlockFile, MemoryFile, Options};
 use std::collections::VecDeque;
@@ -856,7 +856,7 @@ fn compaction_and_purge_are_kept_across_a_reopen() {
         ))
         .unwrap();
         let st = db.storage();
-        let sys = cairn_sql::storage::SYSTEM_TREES;
+        let sys = cairn_sql::SYSTEM_TREES;
         let mut scanned = 0;
         for tree in (0..8).chain(sys..sys + 8) {
             let Ok(mut cur) = st.scan(
@@ -1028,7 +1028,7 @@ fn varint(b: &mut &[u8]) -> u64 {
 /// the meta tree) or layout 1 (every pending record in the log, no `layout` key); or marks it
 /// with another layout number.
 fn set_layout(file: MemoryFile, layout: u8) -> MemoryFile {
-    let sys = cairn_sql::storage::SYSTEM_TREES;
+    let sys = cairn_sql::SYSTEM_TREES;
     let (meta, log) = (sys + 1, sys + 3);
     let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
     let st = db.storage_mut();
@@ -1205,7 +1205,7 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
         // The first save brought the file to layout 5: no pending record under a meta key or
         // beside the meta tree, the peer B met under its own key and no `peers` value.
-        let meta = cairn_sql::storage::SYSTEM_TREES + 1;
+        let meta = cairn_sql::SYSTEM_TREES + 1;
         let st = a.db.storage();
         assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
         assert_eq!(st.get(meta, b"peers").unwrap(), None, "layout {layout}");
@@ -1491,7 +1491,7 @@ fn the_tail_of_pending_records_works_with_small_pages() {
 /// every kind of value, and a failed statement's capture must be dropped whole.
 #[test]
 fn captured_values_are_in_the_wire_encoding() {
-    use cairn_sql::schema::Catalog;
+    use cairn_sql::Catalog;
     use cairn_sql::{Changes, CommitHook, Correction, Storage};
     use std::cell::RefCell;
     use std::rc::Rc;
@@ -1716,7 +1716,7 @@ impl cairn_sql::CommitHook for Recorder {
     fn before_commit(
         &mut self,
         _: &mut dyn cairn_sql::Storage,
-        _: &cairn_sql::schema::Catalog,
+        _: &cairn_sql::Catalog,
         _: cairn_sql::SchemaStamp,
         changes: &cairn_sql::Changes,
     ) -> cairn_sql::Result<Vec<cairn_sql::Correction>> {
@@ -2418,7 +2418,7 @@ fn small_pages_keep_every_pending_record() {
                 "INSERT INTO todo (id, title) VALUES ('s{i:02}', '{title}')"
             ));
         }
-        let meta = cairn_sql::storage::SYSTEM_TREES + 1;
+        let meta = cairn_sql::SYSTEM_TREES + 1;
         let root = a.db.storage().root_meta().unwrap();
         assert!(root.len() <= page_size / 4, "{page_size}: {}", root.len());
         assert_eq!(root.is_empty(), page_size == 512, "{page_size}");
@@ -2455,7 +2455,7 @@ fn small_pages_keep_every_pending_record() {
 
 /// How many pending records the log holds one a key (kind 2), and how many runs (kind 3).
 fn log_kinds(n: &Node) -> (usize, usize) {
-    let log = cairn_sql::storage::SYSTEM_TREES + 3;
+    let log = cairn_sql::SYSTEM_TREES + 3;
     let st = n.db.storage();
     let mut cur = st
         .scan(
@@ -2490,7 +2490,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// `varint first`, `varint n`, n x `bytes` record), and marks the state layout 4. The tail must
 /// come out longer than `room`.
 fn as_layout_4_tail(file: MemoryFile, room: usize) -> MemoryFile {
-    let sys = cairn_sql::storage::SYSTEM_TREES;
+    let sys = cairn_sql::SYSTEM_TREES;
     let (meta, log) = (sys + 1, sys + 3);
     let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
     let st = db.storage_mut();

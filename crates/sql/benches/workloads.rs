@@ -15,7 +15,7 @@
 //! `BENCH_PROFILE=update-range valgrind --tool=callgrind --toggle-collect='*profiled_run*'
 //! target/release/deps/workloads-<hash>` (the binary `cargo bench --no-run` names).
 
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Database, Statement, Value};
 use cairn_store::hash::FastMap;
 use cairn_store::{MemoryFile, Options, StdFile};

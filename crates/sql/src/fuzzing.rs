@@ -6,7 +6,7 @@ use crate::{Database, Value};
 /// Parses arbitrary bytes as SQL; must never panic.
 pub fn parse_bytes(data: &[u8]) {
     if let Ok(sql) = std::str::from_utf8(data) {
-        let _ = crate::parser::parse_statements(sql);
+        let _ = crate::parse::parse_statements(sql);
     }
 }
 
@@ -30,7 +30,7 @@ pub fn statements_bytes(data: &[u8]) {
     };
     let mut db = Database::memory();
     db.exec_script(SCHEMA).expect("the fuzz schema is valid");
-    if let Ok(stmts) = crate::parser::parse_statements(sql) {
+    if let Ok(stmts) = crate::parse::parse_statements(sql) {
         for (_, text, _) in stmts.into_iter().take(16) {
             if let Ok(stmt) = db.prepare(&text) {
                 let params: Vec<Value> = (0..stmt.param_count().min(8))

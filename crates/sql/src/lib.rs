@@ -1,95 +1,116 @@
 //! cairn's SQL engine: a hand-written lexer and parser, a planner that uses indexes, and a
-//! push-based executor, over a small byte-oriented storage trait ([`storage::Storage`]).
+//! push-based executor, over a small byte-oriented storage trait ([`StorageCore`], with the
+//! fast paths in [`Storage`]).
+//!
+//! The crate is laid out by stage, each a private module whose `mod.rs` says what it hands on:
+//! `parse/` (text to AST), `plan/` (AST to plan: binding, join order, access paths, write
+//! plans, EXPLAIN), `exec/` (plans run: scans and joins, aggregation, sorting, writes, the
+//! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP,
+//! ALTER), `schema.rs` (the catalog) and `storage/` (the traits and the memory and paged
+//! stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
+//! use.
 //!
 //! # The life of a statement
 //!
 //! Take `db.execute("SELECT name FROM users WHERE id = ?", &[Value::Integer(7)])`:
 //!
 //! 1. [`Database::execute`] calls [`Database::prepare`], which hands the text to
-//!    [`parser::parse`]. The parser asks [`lexer::tokenize`] for tokens (each with its line and
-//!    column, for error messages) and builds an [`ast::Statement`] by recursive descent
-//!    (`Parser::statement`, `Parser::select`, precedence climbing in `Parser::binary`).
-//! 2. `Database::plan` runs the [`planner::Planner`] over the AST against the in-memory
-//!    [`schema::Catalog`]. `Planner::query` resolves names to frame slots
-//!    (`Planner::resolve`), plans expressions (`Planner::expr`) into [`plan::PExpr`], splits
-//!    WHERE into conjuncts, places each on a join level, and picks an access path per level
-//!    (`choose_access`): here `id = ?` matches the primary key, so the level becomes
-//!    `Access::Index { index: None, probes: [[?1]] }`. It also records which columns the query
+//!    `parse::parse`. The parser asks [`tokenize`] (`parse/lexer.rs`) for tokens (each with its
+//!    line and column, for error messages) and builds an `ast::Statement` by recursive descent
+//!    (`Parser::statement` in `parse/parser.rs`, `Parser::select` in `parse/query.rs`,
+//!    precedence climbing in `Parser::binary` in `parse/expr.rs`).
+//! 2. `Database::plan` runs the `Planner` (`plan/planner.rs`) over the AST against the
+//!    in-memory [`Catalog`]. `Planner::query` reaches `Planner::core_query_in_scope`, which
+//!    runs the stages in order: binding (`plan/bind.rs`: `Planner::resolve` resolves names to
+//!    frame slots, `Planner::expr` plans expressions into `plan::PExpr`; `bind_from`,
+//!    `output_items`, `conjuncts` and `output` bind the clauses), join order (`plan/join.rs`:
+//!    `reorder_joins`, then `place_conjuncts` puts each WHERE conjunct on a join level) and
+//!    access paths (`plan/access.rs`: `choose_accesses` calls `choose_access` per level; here
+//!    `id = ?` matches the primary key, so the level becomes
+//!    `Access::Index { index: None, probes: [[?1]] }`). It also records which columns the query
 //!    needs (`name`, `id`), and which of them the level's filters need first (`id`).
 //! 3. The [`Statement`] keeps the plan with the schema epoch it was made for; running it
 //!    again with new parameters skips steps 1 and 2 unless the schema changed.
-//! 4. `Database::run` checks the parameter count and calls [`executor::run_query`], which
-//!    runs the body (`run_body` -> `run_core` -> `run_levels`). The equality names the whole
-//!    primary key, so the level builds that key (`point_keys`: the parameter, encoded as
-//!    `cairn_value::codec::encode_key_value` keys it) and reads the row with one
-//!    [`storage::Storage::get`]; a range or an index would instead hand the bounds from
-//!    `index_ranges` to [`storage::Storage::scan_each`], which passes its entries on a leaf at
-//!    a time. At the start of a scan the level's filters
-//!    that compare one column with values fixed for the scan become [`eval::ColTest`]s
-//!    (`RowFilter::new`). For each row (`primary_row`) the record header is walked once
+//! 4. `Database::run` checks the parameter count and calls `exec::run_query`
+//!    (`exec/query.rs`), which runs the body (`run_body` -> `run_core`, then `run_levels` in
+//!    `exec/scan.rs`). The equality names the whole primary key, so the level builds that key
+//!    (`point_keys`: the parameter, encoded as `cairn_value::codec::encode_key_value` keys it)
+//!    and reads the row with one [`StorageCore::get`]; a range or an index would instead hand
+//!    the bounds from `index_ranges` to [`Storage::scan_each`], which passes its entries on a
+//!    leaf at a time. At the start of a scan the level's filters that compare one column with
+//!    values fixed for the scan become `ColTest`s (`exec/eval/coltest.rs`, prepared in
+//!    `RowFilter::new`). For each row (`primary_row`) the record header is walked once
 //!    (`cairn_value::codec::Layout::read`), those tests run on the columns where they lie in
-//!    the page, the other filters on decoded columns ([`eval::eval_bool`]); only a row that
-//!    passes has the rest of what is needed decoded, and the frame is pushed on. The sink
-//!    evaluates the projection and collects the row into [`Output::Rows`].
-//!    `EXPLAIN` prints the plan instead ([`explain`]).
-//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through [`executor::Writer`]: it collects its
-//!    targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE constraints per
-//!    row and writes records and index entries with [`storage::Storage::put`]. An INSERT
-//!    stores its record with [`storage::Storage::put_new`], which finds a primary key conflict
-//!    in the same descent of the tree (`Writer::insert_tail`); an upsert whose DO UPDATE can
-//!    rewrite the row in place uses [`storage::Storage::put_new_or_rewrite`] instead, which in
-//!    that descent either puts the row or rewrites the one holding its key
-//!    (`Writer::put_upserting`). Its input rows are its targets:
-//!    a SELECT's are read in full first, VALUES rows without a subquery are evaluated one at a
-//!    time as they are inserted. An `INSERT ... SELECT *` whose source rows are already the
-//!    target's copies the stored records (`Writer::insert_copy`).
-//!    An UPDATE that sets no key or indexed column (`plan::WritePlan::keys_only`) rewrites
-//!    each row where it is stored (`Writer::update_in_place`, through
-//!    [`storage::Storage::update_each`]): a range of keys (`WHERE id BETWEEN ? AND ?`, the
-//!    whole table) is walked once with the filters tested on each row there, keys named
-//!    outright (`Writer::point_targets`) are visited one by one; only the columns the SET
-//!    expressions read are decoded, and `cairn_value::codec::Fields::rewrite_into` replaces
-//!    the set columns' bytes (in a copy of the record, when the new values are as long as the
-//!    old ones). A replicated table's UPDATE takes this path too when it sets
-//!    no scope column and the table has no counters, its capture fed from the key, scope
-//!    and set columns read there (`executor::Changes`).
-//!    `Database::atomic` wraps it: outside a transaction it is `begin` .. `commit` (or
-//!    `rollback` on error); inside one, a [`storage::Storage::savepoint`] that an error rolls
-//!    back to, so a failed statement has no effect and the transaction stays usable.
+//!    the page, the other filters on decoded columns (`eval_bool`, `exec/eval/mod.rs`); only a
+//!    row that passes has the rest of what is needed decoded, and the frame is pushed on. The
+//!    sink evaluates the projection and collects the row into [`Output::Rows`]. Grouping and
+//!    aggregates are in `exec/aggregate.rs`, ORDER BY's comparison in `exec/sort.rs`.
+//!    `EXPLAIN` prints the plan instead (`plan/explain.rs`).
+//! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through `exec::Writer` (`exec/write/`): it
+//!    collects its targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE
+//!    constraints per row and writes records and index entries with [`StorageCore::put`]. An
+//!    INSERT (`exec/write/insert.rs`) stores its record with [`Storage::put_new`], which finds
+//!    a primary key conflict in the same descent of the tree (`Writer::insert_tail`); an upsert
+//!    whose DO UPDATE can rewrite the row in place uses [`Storage::put_new_or_rewrite`]
+//!    instead, which in that descent either puts the row or rewrites the one holding its key
+//!    (`Writer::put_upserting`). Its input rows are its targets: a SELECT's are read in full
+//!    first, VALUES rows without a subquery are evaluated one at a time as they are inserted.
+//!    An `INSERT ... SELECT *` whose source rows are already the target's copies the stored
+//!    records (`Writer::insert_copy`). An UPDATE (`exec/write/update.rs`) that sets no key or
+//!    indexed column (`plan::WritePlan::keys_only`) rewrites each row where it is stored
+//!    (`Writer::update_in_place`, through [`Storage::update_each`]): a range of keys
+//!    (`WHERE id BETWEEN ? AND ?`, the whole table) is walked once with the filters tested on
+//!    each row there, keys named outright (`Writer::point_targets`) are visited one by one;
+//!    only the columns the SET expressions read are decoded, and
+//!    `cairn_value::codec::Fields::rewrite_into` replaces the set columns' bytes (in a copy of
+//!    the record, when the new values are as long as the old ones). A replicated table's
+//!    UPDATE takes this path too when it sets no scope column and the table has no counters,
+//!    its capture fed from the key, scope and set columns read there ([`Changes`],
+//!    `exec/capture.rs`). `Database::atomic` wraps it: outside a transaction it is `begin` ..
+//!    `commit` (or `rollback` on error); inside one, a [`StorageCore::savepoint`] that an
+//!    error rolls back to, so a failed statement has no effect and the transaction stays
+//!    usable. CREATE, DROP and ALTER have no plan: `Database::ddl` (`ddl.rs`) runs them from
+//!    the AST inside the same `atomic`.
 //!
 //! Errors are one enum, [`Error`], each variant with a stable [`Error::code`].
 
-pub mod ast;
-pub mod display;
-pub mod error;
-pub mod eval;
-pub mod executor;
-pub mod explain;
+#![forbid(unsafe_code)]
+
+mod ddl;
+mod error;
+mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod lexer;
-pub mod maintenance;
-pub mod paged;
-pub mod parser;
-pub mod plan;
-pub mod planner;
-pub mod schema;
-pub mod storage;
-pub mod types;
+mod maintenance;
+
+mod parse;
+mod plan;
+mod schema;
+mod storage;
+mod types;
 
 pub use cairn_value::Value;
 pub use error::{Error, Result};
+pub use exec::eval::set_clock;
 #[cfg(feature = "sink")]
-pub use executor::CaptureSink;
-pub use executor::{Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
-pub use storage::{Memory, Storage};
+pub use exec::CaptureSink;
+pub use exec::{
+    same_row, Change, Changes, ChangesMark, Correction, EncodedRow, ForcedRow, RefusedRow, SetPart,
+};
+pub use maintenance::SchemaEntry;
+pub use parse::display::value as sql_literal;
+pub use parse::lexer::{tokenize, Tok};
+pub use parse::parse_statements;
+pub use schema::{quote_ident, Catalog, Key, Table};
+pub use storage::Paged;
+pub use storage::{
+    conformance, Cursor, Each, Memory, Rewrite, Storage, StorageCore, TreeId, SYSTEM_TREES,
+};
+pub use types::fmt_real;
 
-use ast::AlterAction;
-use eval::Cache;
-use parser::Params;
-use plan::{InsertPlan, PExpr, QueryPlan, WritePlan};
-use planner::Planner;
-use schema::{Catalog, Table};
+use exec::eval::{self, Cache};
+use parse::{ast, Params};
+use plan::{explain, InsertPlan, PExpr, Planner, QueryPlan, WritePlan};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -158,7 +179,7 @@ impl Statement {
     }
 
     /// How many parameters the statement takes: the largest parameter number (see
-    /// [`parser::Params`]).
+    /// `parse::Params`).
     pub fn param_count(&self) -> usize {
         self.params.count
     }
@@ -216,8 +237,8 @@ pub struct Database {
     /// False while rows from a peer are applied (they are not new local changes).
     capture: bool,
     hook: Option<Box<dyn CommitHook>>,
-    /// INSERT's row buffers, kept from one statement to the next (`executor::RowBufs`).
-    bufs: executor::RowBufs,
+    /// INSERT's row buffers, kept from one statement to the next (`exec::RowBufs`).
+    bufs: exec::RowBufs,
 }
 
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
@@ -274,7 +295,7 @@ impl Database {
             changes: Changes::default(),
             capture: true,
             hook: None,
-            bufs: executor::RowBufs::default(),
+            bufs: exec::RowBufs::default(),
         })
     }
 
@@ -317,17 +338,14 @@ impl Database {
 
     /// Makes the tables hold these rows (or none at these keys), unrecorded, inside the open
     /// transaction: for rows merged from peers. Returns the rows left out because they break
-    /// the table's constraints (see `executor::Writer::force_rows`).
-    pub fn force_rows(
-        &mut self,
-        rows: Vec<executor::ForcedRow>,
-    ) -> Result<Vec<executor::RefusedRow>> {
+    /// the table's constraints (see `exec::Writer::force_rows`).
+    pub fn force_rows(&mut self, rows: Vec<exec::ForcedRow>) -> Result<Vec<exec::RefusedRow>> {
         if !self.in_tx {
             return Err(Error::Transaction(
                 "force_rows runs inside a transaction".into(),
             ));
         }
-        let mut w = executor::Writer {
+        let mut w = exec::Writer {
             store: self.store.as_mut(),
             params: &[],
             rng: &self.rng,
@@ -387,7 +405,7 @@ impl Database {
                 for c in corrections {
                     rows.push((self.catalog.table(&c.table)?.clone(), c.pk, c.row));
                 }
-                let mut w = executor::Writer {
+                let mut w = exec::Writer {
                     store: self.store.as_mut(),
                     params: &[],
                     rng: &self.rng,
@@ -546,7 +564,7 @@ impl Database {
 
     /// Parses and plans one statement.
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
-        let (ast, params) = parser::parse(sql)?;
+        let (ast, params) = parse::parse(sql)?;
         self.prepare_ast(sql.to_string(), ast, params)
     }
 
@@ -585,7 +603,7 @@ impl Database {
     /// first error.
     pub fn exec_script(&mut self, sql: &str) -> Result<Vec<Output>> {
         let mut outs = Vec::new();
-        for (ast, text, params) in parser::parse_statements(sql)? {
+        for (ast, text, params) in parse::parse_statements(sql)? {
             let stmt = self.prepare_ast(text, ast, params)?;
             outs.push(self.run(&stmt, &[])?);
         }
@@ -675,7 +693,7 @@ impl Database {
                 };
                 Ok(Output::Rows {
                     columns: q.columns.clone(),
-                    rows: executor::collect_rows(q, &cx)?,
+                    rows: exec::collect_rows(q, &cx)?,
                 })
             }
             Prepared::Explain(lines) => Ok(Output::Rows {
@@ -701,8 +719,8 @@ impl Database {
         }
     }
 
-    fn writer<'a>(&'a mut self, params: &'a [Value]) -> executor::Writer<'a> {
-        executor::Writer {
+    fn writer<'a>(&'a mut self, params: &'a [Value]) -> exec::Writer<'a> {
+        exec::Writer {
             store: self.store.as_mut(),
             params,
             rng: &self.rng,
@@ -818,289 +836,6 @@ impl Database {
             }
         }
     }
-
-    fn name_taken(&self, name: &str) -> bool {
-        self.catalog.tables.contains_key(&name.to_ascii_lowercase())
-            || self.catalog.index_owner(name).is_some()
-    }
-
-    fn ddl(&mut self, stmt: &ast::Statement) -> Result<()> {
-        match stmt {
-            ast::Statement::CreateTable(ct) => {
-                if self
-                    .catalog
-                    .tables
-                    .contains_key(&ct.name.to_ascii_lowercase())
-                {
-                    if ct.if_not_exists {
-                        return Ok(());
-                    }
-                    return Err(Error::AlreadyExists(format!("table {}", ct.name)));
-                }
-                if self.name_taken(&ct.name) {
-                    return Err(Error::AlreadyExists(format!("an index named {}", ct.name)));
-                }
-                if ct.name.to_ascii_lowercase().starts_with("sqlite_") {
-                    return Err(Error::Invalid(format!(
-                        "object name reserved for internal use: {}",
-                        ct.name
-                    )));
-                }
-                let tree = self.catalog.next_tree;
-                let mut next = tree + 1;
-                let t = schema::table_from_ast(ct, tree, &mut next)?;
-                // Plan CHECK and DEFAULT now, so a bad one fails at CREATE, not at INSERT.
-                {
-                    let mut p = Planner::new(&self.catalog);
-                    for c in &t.checks {
-                        p.table_expr(&t, c)?;
-                    }
-                    let empty = Table {
-                        columns: vec![],
-                        indexes: vec![],
-                        checks: vec![],
-                        ..t.clone()
-                    };
-                    for c in &t.columns {
-                        if let Some(d) = &c.default {
-                            p.table_expr(&empty, d)?;
-                        }
-                    }
-                }
-                self.catalog.next_tree = next;
-                self.store.create_tree(t.tree)?;
-                for ix in &t.indexes {
-                    self.store.create_tree(ix.tree)?;
-                }
-                Catalog::save_table(self.store.as_mut(), &t)?;
-                self.catalog
-                    .tables
-                    .insert(t.name.to_ascii_lowercase(), Rc::new(t));
-                Ok(())
-            }
-            ast::Statement::DropTable { name, if_exists } => {
-                let Some(t) = self.catalog.tables.get(&name.to_ascii_lowercase()).cloned() else {
-                    if *if_exists {
-                        return Ok(());
-                    }
-                    return Err(Error::UnknownTable(name.clone()));
-                };
-                self.store.drop_tree(t.tree)?;
-                for ix in &t.indexes {
-                    self.store.drop_tree(ix.tree)?;
-                }
-                Catalog::delete_table_rows(self.store.as_mut(), &t)?;
-                self.catalog.tables.remove(&name.to_ascii_lowercase());
-                Ok(())
-            }
-            ast::Statement::CreateIndex(ci) => {
-                let t = self.catalog.table(&ci.table)?.clone();
-                if self.name_taken(&ci.name) {
-                    if ci.if_not_exists && self.catalog.index_owner(&ci.name).is_some() {
-                        return Ok(());
-                    }
-                    return Err(Error::AlreadyExists(format!("index {}", ci.name)));
-                }
-                let mut columns = Vec::new();
-                for c in &ci.columns {
-                    columns.push(
-                        t.column(c)
-                            .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))?,
-                    );
-                }
-                let tree = self.catalog.next_tree;
-                self.catalog.next_tree += 1;
-                self.store.create_tree(tree)?;
-                let mut t2 = (*t).clone();
-                t2.indexes.push(schema::Index {
-                    name: ci.name.clone(),
-                    columns: columns.clone(),
-                    unique: ci.unique,
-                    tree,
-                    auto: false,
-                });
-                let ix = t2.indexes.len() - 1;
-                // Fill the index from the table's rows.
-                let mut entries = Vec::new();
-                {
-                    let mut cur = self.store.scan(
-                        t.tree,
-                        std::ops::Bound::Unbounded,
-                        std::ops::Bound::Unbounded,
-                        false,
-                    )?;
-                    while cur.next()? {
-                        let rec = cairn_value::codec::Record::new(cur.value())?;
-                        let mut key = Vec::with_capacity(12 * columns.len() + cur.key().len());
-                        let mut has_null = false;
-                        for &c in &columns {
-                            let v = rec.get(c)?;
-                            has_null |= v.is_null();
-                            eval::push_norm(&v, &mut key);
-                        }
-                        let plen = key.len();
-                        key.extend_from_slice(cur.key());
-                        entries.push((key, plen, has_null));
-                    }
-                }
-                // Every key ends with the row's key, so no two are equal: the key alone orders
-                // them, and an unstable sort is as good as a stable one.
-                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                for w in entries.windows(2) {
-                    if ci.unique
-                        && !w[0].2
-                        && w[0].1 == w[1].1
-                        && w[0].0[..w[0].1] == w[1].0[..w[1].1]
-                    {
-                        let names: Vec<String> = columns
-                            .iter()
-                            .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
-                            .collect();
-                        return Err(Error::ConstraintUnique(cairn_value::text::join(
-                            &names, ", ",
-                        )));
-                    }
-                }
-                self.store
-                    .load_keys(tree, &mut entries.iter().map(|e| e.0.as_slice()))?;
-                let _ = ix;
-                Catalog::save_table(self.store.as_mut(), &t2)?;
-                self.catalog
-                    .tables
-                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
-                Ok(())
-            }
-            ast::Statement::DropIndex { name, if_exists } => {
-                let Some((t, i)) = self.catalog.index_owner(name).map(|(t, i)| (t.clone(), i))
-                else {
-                    if *if_exists {
-                        return Ok(());
-                    }
-                    return Err(Error::UnknownIndex(name.clone()));
-                };
-                if t.indexes[i].auto {
-                    return Err(Error::Invalid(format!(
-                        "index {name} belongs to a UNIQUE constraint and cannot be dropped"
-                    )));
-                }
-                self.store.drop_tree(t.indexes[i].tree)?;
-                Catalog::delete_index_row(self.store.as_mut(), name)?;
-                let mut t2 = (*t).clone();
-                t2.indexes.remove(i);
-                self.catalog
-                    .tables
-                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
-                Ok(())
-            }
-            ast::Statement::AlterTable { table, action } => self.alter_table(table, action),
-            _ => Err(Error::Invalid("invariant: not a direct statement".into())),
-        }
-    }
-
-    /// ALTER TABLE, out of line: `ddl` stays small, and a split build (docs/size.md, "The split
-    /// module") leaves it out of the module a page fetches first.
-    #[inline(never)]
-    fn alter_table(&mut self, table: &str, action: &AlterAction) -> Result<()> {
-        let t = self.catalog.table(table)?.clone();
-        match action {
-            AlterAction::RenameTo(to) => {
-                if t.replicated.is_some() {
-                    return Err(Error::NotReplicable(format!(
-                        "table {} is replicated: its name is part of every row's identity \
-                         on every replica, so it cannot be renamed",
-                        t.name
-                    )));
-                }
-                if self.name_taken(to) {
-                    return Err(Error::AlreadyExists(format!("table or index {to}")));
-                }
-                Catalog::delete_table_rows(self.store.as_mut(), &t)?;
-                let mut t2 = (*t).clone();
-                t2.name = to.clone();
-                Catalog::save_table(self.store.as_mut(), &t2)?;
-                self.catalog.tables.remove(&t.name.to_ascii_lowercase());
-                self.catalog
-                    .tables
-                    .insert(to.to_ascii_lowercase(), Rc::new(t2));
-                Ok(())
-            }
-            AlterAction::AddColumn(def) => {
-                if t.column(&def.name).is_some() {
-                    return Err(Error::AlreadyExists(format!("column {}", def.name)));
-                }
-                if def.primary_key || def.unique {
-                    return Err(Error::Invalid(
-                        "cannot add a PRIMARY KEY or UNIQUE column".into(),
-                    ));
-                }
-                let col = schema::column_from_def(def);
-                let default = match &def.default {
-                    Some(d) => {
-                        let mut p = Planner::new(&self.catalog);
-                        let empty = Table {
-                            columns: vec![],
-                            indexes: vec![],
-                            checks: vec![],
-                            ..(*t).clone()
-                        };
-                        let pe = p.table_expr(&empty, d)?;
-                        let cache = Cache::default();
-                        let cx = eval::Cx {
-                            store: self.store.as_ref(),
-                            params: &[],
-                            outer: None,
-                            rng: &self.rng,
-                            cache: &cache,
-                        };
-                        let v = eval::eval(&pe, &[], &cx)?.into_owned();
-                        col.ty.coerce(v, &def.name)?
-                    }
-                    None => Value::Null,
-                };
-                if col.not_null && default.is_null() {
-                    return Err(Error::Invalid(
-                        "cannot add a NOT NULL column with default value NULL".into(),
-                    ));
-                }
-                let mut t2 = (*t).clone();
-                t2.columns.push(col);
-                if let Some(c) = &def.check {
-                    t2.checks.push(c.clone());
-                    Planner::new(&self.catalog).table_expr(&t2, c)?;
-                }
-                if !default.is_null() {
-                    // Rows written before the column existed read as NULL: give them
-                    // the default now.
-                    let mut rows = Vec::new();
-                    {
-                        let mut cur = self.store.scan(
-                            t.tree,
-                            std::ops::Bound::Unbounded,
-                            std::ops::Bound::Unbounded,
-                            false,
-                        )?;
-                        while cur.next()? {
-                            let mut vals = cairn_value::codec::decode_record(cur.value())?;
-                            vals.resize(t.columns.len(), Value::Null);
-                            vals.push(default.clone());
-                            rows.push((
-                                cur.key().to_vec(),
-                                cairn_value::codec::encode_record(&vals),
-                            ));
-                        }
-                    }
-                    for (k, v) in rows {
-                        self.store.put(t.tree, &k, &v)?;
-                    }
-                }
-                Catalog::save_table(self.store.as_mut(), &t2)?;
-                self.catalog
-                    .tables
-                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
-                Ok(())
-            }
-        }
-    }
 }
 
 fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
@@ -1111,7 +846,7 @@ fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
     Ok(out)
 }
 
-fn write_output(res: executor::WriteResult, names: &Rc<[String]>, last: i64) -> Output {
+fn write_output(res: exec::WriteResult, names: &Rc<[String]>, last: i64) -> Output {
     if names.is_empty() {
         Output::Changes {
             changes: res.changes,

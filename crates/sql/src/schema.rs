@@ -3,9 +3,9 @@
 //! its kind, name, table, tree id and the SQL that recreates it. Opening a database reads these
 //! rows and parses the SQL again; no row data is touched.
 
-use crate::ast::{self, ColumnDef, Expr};
 use crate::error::{Error, Result};
-use crate::parser;
+use crate::parse;
+use crate::parse::ast::{self, ColumnDef, Expr};
 use crate::storage::{Storage, TreeId, SCHEMA_TREE};
 use crate::types::ColType;
 use cairn_value::codec::{decode_record, encode_key, encode_record};
@@ -111,7 +111,7 @@ impl Table {
                 s.push_str(" NOT NULL");
             }
             if let Some(d) = &c.default {
-                s.push_str(&format!(" DEFAULT ({})", crate::display::expr(d)));
+                s.push_str(&format!(" DEFAULT ({})", crate::parse::display::expr(d)));
             }
         }
         if let Key::Columns(cols) = &self.key {
@@ -130,7 +130,7 @@ impl Table {
             s.push_str(&format!(", UNIQUE ({})", join(&names, ", ")));
         }
         for c in &self.checks {
-            s.push_str(&format!(", CHECK ({})", crate::display::expr(c)));
+            s.push_str(&format!(", CHECK ({})", crate::parse::display::expr(c)));
         }
         s.push(')');
         if let Some(r) = &self.replicated {
@@ -171,7 +171,7 @@ pub fn quote_ident(s: &str) -> String {
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain && !parser::is_keyword(s) {
+    if plain && !parse::is_keyword(s) {
         s.to_string()
     } else {
         cairn_value::text::quote(s, '"')
@@ -477,7 +477,7 @@ impl Catalog {
         }
         drop(cur);
         for (_, tree, sql) in tables {
-            let (ast::Statement::CreateTable(ct), _) = parser::parse(&sql)? else {
+            let (ast::Statement::CreateTable(ct), _) = parse::parse(&sql)? else {
                 return Err(Error::Storage(cairn_store::Error::Corrupt(
                     "schema row holds no CREATE TABLE".into(),
                 )));
@@ -489,7 +489,7 @@ impl Catalog {
             cat.tables.insert(t.name.to_ascii_lowercase(), Rc::new(t));
         }
         for (table, tree, sql, auto) in indexes {
-            let (ast::Statement::CreateIndex(ci), _) = parser::parse(&sql)? else {
+            let (ast::Statement::CreateIndex(ci), _) = parse::parse(&sql)? else {
                 return Err(Error::Storage(cairn_store::Error::Corrupt(
                     "schema row holds no CREATE INDEX".into(),
                 )));

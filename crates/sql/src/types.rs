@@ -3,7 +3,6 @@
 
 use crate::error::{Error, Result};
 use cairn_value::{num, Value};
-use std::cmp::Ordering;
 
 /// A column's declared type, reduced as SQLite reduces declared types to affinities. cairn
 /// enforces it as SQLite's STRICT tables do (see docs/sql.md).
@@ -366,11 +365,6 @@ pub fn truth(v: &Value) -> Option<bool> {
             _ => Some(false),
         },
     }
-}
-
-/// Compares two non-NULL values of any types in SQLite's order (affinity already applied).
-pub fn compare(a: &Value, b: &Value) -> Ordering {
-    a.total_cmp(b)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

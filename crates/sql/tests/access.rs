@@ -4,7 +4,7 @@
 //! their promises (a key equality is one get, a covering index never touches the table, an
 //! ordered LIMIT stops early, a hash join reads its inner table once).
 
-use cairn_sql::storage::{Cursor, Rewrite, Storage, TreeId};
+use cairn_sql::{Cursor, Rewrite, Storage, StorageCore, TreeId};
 use cairn_sql::{Database, Memory, Result, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ impl Cursor for CountingCursor<'_> {
     }
 }
 
-impl Storage for Counting {
+impl StorageCore for Counting {
     fn begin(&mut self) -> Result<()> {
         self.inner.begin()
     }
@@ -62,9 +62,6 @@ impl Storage for Counting {
     }
     fn rollback_to(&mut self, sp: u64) -> Result<()> {
         self.inner.rollback_to(sp)
-    }
-    fn release(&mut self, sp: u64) -> Result<()> {
-        self.inner.release(sp)
     }
     fn create_tree(&mut self, tree: TreeId) -> Result<()> {
         self.inner.create_tree(tree)
@@ -81,6 +78,29 @@ impl Storage for Counting {
     }
     fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
         self.inner.delete(tree, key)
+    }
+    fn scan<'a>(
+        &'a self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Box<dyn Cursor + 'a>> {
+        self.counts.borrow_mut().entry(tree).or_default().scans += 1;
+        Ok(Box::new(CountingCursor {
+            inner: self.inner.scan(tree, lower, upper, reverse)?,
+            counts: self.counts.clone(),
+            tree,
+        }))
+    }
+    fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>> {
+        self.inner.last_key(tree)
+    }
+}
+
+impl Storage for Counting {
+    fn release(&mut self, sp: u64) -> Result<()> {
+        self.inner.release(sp)
     }
     fn update_each(
         &mut self,
@@ -100,23 +120,6 @@ impl Storage for Counting {
         }
         drop(counts);
         self.inner.update_each(tree, lower, upper, f)
-    }
-    fn scan<'a>(
-        &'a self,
-        tree: TreeId,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> Result<Box<dyn Cursor + 'a>> {
-        self.counts.borrow_mut().entry(tree).or_default().scans += 1;
-        Ok(Box::new(CountingCursor {
-            inner: self.inner.scan(tree, lower, upper, reverse)?,
-            counts: self.counts.clone(),
-            tree,
-        }))
-    }
-    fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>> {
-        self.inner.last_key(tree)
     }
 }
 

@@ -12,7 +12,7 @@
 //!   store instead of `Memory`, where writes take the store's own paths (rows rewritten and
 //!   removed where they are stored).
 
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
 use cairn_store::{MemoryFile, Options};
 

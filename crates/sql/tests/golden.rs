@@ -7,7 +7,7 @@
 //!   each statement's result (rows as `a|b`, `changes=N`, `ok`, or `error CODE: message`).
 //!   `EXPLAIN` cases show plans.
 
-use cairn_sql::{parser, Database, Output, Value};
+use cairn_sql::{parse_statements, Database, Output, Value};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -15,14 +15,14 @@ fn fmt_value(v: &Value) -> String {
     match v {
         Value::Null => "NULL".into(),
         Value::Integer(i) => i.to_string(),
-        Value::Real(r) => cairn_sql::types::fmt_real(*r),
+        Value::Real(r) => cairn_sql::fmt_real(*r),
         Value::Text(s) => s.clone(),
-        Value::Blob(b) => cairn_sql::display::value(&Value::Blob(b.clone())),
+        Value::Blob(b) => cairn_sql::sql_literal(&Value::Blob(b.clone())),
     }
 }
 
 fn run_parse(input: &str) -> String {
-    match parser::parse_statements(input) {
+    match parse_statements(input) {
         Ok(stmts) => stmts
             .iter()
             .map(|(s, ..)| format!("{s:?}"))
@@ -34,7 +34,7 @@ fn run_parse(input: &str) -> String {
 
 fn run_sql(db: &mut Database, input: &str) -> String {
     let mut out = String::new();
-    let stmts = match parser::parse_statements(input) {
+    let stmts = match parse_statements(input) {
         Ok(s) => s,
         Err(e) => return format!("error {}: {e}", e.code()),
     };

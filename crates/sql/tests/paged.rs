@@ -1,7 +1,7 @@
 //! The SQL engine over the real paged store: results survive a reopen, statement atomicity
 //! inside a transaction holds, and a failed commit leaves the last commit and a usable database.
 
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
 use cairn_store::fault::FaultFile;
 use cairn_store::{BlockFile, MemoryFile, Options};
@@ -167,7 +167,7 @@ fn a_failed_commit_keeps_the_last_commit_and_the_database_usable() {
 
 #[test]
 fn paged_store_passes_the_storage_conformance_suite() {
-    cairn_sql::storage::conformance::run(&|| {
+    cairn_sql::conformance::run(&|| {
         Box::new(Paged::open(MemoryFile::new(), Options::default()).expect("open store"))
     });
 }

@@ -4,7 +4,7 @@
 //! reads into the flat array the page gets (`worker/result.js`, docs/protocol.md): one call
 //! across the wasm boundary per statement rather than one per value.
 
-use cairn_sql::paged::Paged;
+use cairn_sql::Paged;
 use cairn_sql::{Output, Statement, Value};
 use cairn_store::{BlockFile, Durability, OpfsFile, Options};
 use js_sys::{Array, Object, Reflect, Uint8Array};
@@ -396,7 +396,7 @@ impl Database {
         };
         let store = Paged::open(Box::new(file) as Box<dyn BlockFile>, opts).map_err(sql_error)?;
         let mut db = cairn_sql::Database::open(Box::new(store)).map_err(sql_error)?;
-        cairn_sql::eval::set_clock(js_now);
+        cairn_sql::set_clock(js_now);
         // random() and uuid7() draw from this; two devices must not share a sequence.
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed)

@@ -7,8 +7,8 @@
 //! reader who knows one knows the other; the join method of every inner level is spelled out,
 //! because cairn has three and SQLite's output leaves it implicit.
 
-use crate::plan::{Access, Body, Core, Level, PExpr, QueryPlan, Source};
-use crate::planner;
+use crate::plan::{access_columns, walk, Access, Body, Core, Level, PExpr, QueryPlan, Source};
+
 use crate::schema::Key;
 use cairn_value::text;
 use std::rc::Rc;
@@ -22,7 +22,7 @@ fn plural(n: usize, one: &str) -> String {
 }
 
 fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
-    planner::walk(e, &mut |x| match x {
+    walk(e, &mut |x| match x {
         PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
         PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
         PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
@@ -89,7 +89,7 @@ fn probes_outer(l: &Level) -> bool {
         .chain(lower.iter().map(|b| &b.0))
         .chain(upper.iter().map(|b| &b.0));
     for e in exprs {
-        planner::walk(e, &mut |x| {
+        walk(e, &mut |x| {
             if matches!(x, PExpr::Col(_)) {
                 outer = true;
             }
@@ -123,7 +123,7 @@ fn access(l: &Level, t: &crate::schema::Table) -> String {
             covering,
             sub_probe,
         } => {
-            let cols = planner::access_columns(t, *index);
+            let cols = access_columns(t, *index);
             let mut conds = Vec::new();
             if sub_probe.is_some() {
                 if let Some(&c) = cols.first() {

@@ -247,7 +247,7 @@ pub enum UnOp {
     BitNot,
 }
 
-/// A parameter with the 1-based number the parser gave it (see [`crate::parser::Params`]).
+/// A parameter with the 1-based number the parser gave it (see [`crate::parse::Params`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
     /// `?` or `?NNN`.

@@ -17,7 +17,7 @@ use std::ops::Bound;
 use cairn_store::{BlockFile, Db, Options, Range, ReadTx, Tree, TreeKind, WriteTx};
 
 use crate::error::{Error, Result};
-use crate::storage::{Cursor, Each, EntryFn, Storage, TreeId, SCHEMA_TREE};
+use crate::storage::{Cursor, Each, EntryFn, Storage, StorageCore, TreeId, SCHEMA_TREE};
 
 enum Undo {
     /// A write to `tree`: its key, then the value it replaced (if `had_old`), are the bytes of
@@ -361,7 +361,7 @@ fn each<F: BlockFile>(range: &mut Range<F>, f: &mut EntryFn) -> Result<bool> {
     range.for_each(f)
 }
 
-impl<F: BlockFile + 'static> Storage for Paged<F> {
+impl<F: BlockFile + 'static> StorageCore for Paged<F> {
     fn begin(&mut self) -> Result<()> {
         if self.in_tx() {
             return Err(Error::Transaction("a transaction is already open".into()));
@@ -371,7 +371,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.tx.replace(Some(tx));
         Ok(())
     }
-
     fn commit(&mut self) -> Result<()> {
         let mut tx = self
             .tx
@@ -388,7 +387,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         }
         Ok(())
     }
-
     fn rollback(&mut self) -> Result<()> {
         if let Some(tx) = self.tx.get_mut().take() {
             tx.rollback();
@@ -396,13 +394,11 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.end_tx();
         Ok(())
     }
-
     fn savepoint(&mut self) -> Result<u64> {
         self.tx_mut()?;
         self.savepoints.push(self.undo.len());
         Ok(self.savepoints.len() as u64 - 1)
     }
-
     fn rollback_to(&mut self, sp: u64) -> Result<()> {
         let sp = usize::try_from(sp).unwrap_or(usize::MAX);
         let Some(&mark) = self.savepoints.get(sp) else {
@@ -462,7 +458,115 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.savepoints.truncate(sp + 1);
         Ok(())
     }
+    fn create_tree(&mut self, tree: TreeId) -> Result<()> {
+        let t = self.tx_mut()?.create_tree(&name(tree), TreeKind::Table)?;
+        self.trees.borrow_mut().insert(tree, t);
+        if self.logging() {
+            self.undo.push(Undo::CreateTree(tree));
+        }
+        Ok(())
+    }
+    fn drop_tree(&mut self, tree: TreeId) -> Result<()> {
+        self.write_tree(tree)?;
+        self.trees.borrow_mut().remove(&tree);
+        if !self.dropped.contains(&tree) {
+            self.dropped.push(tree);
+        }
+        if self.logging() {
+            self.undo.push(Undo::DropTree(tree));
+        }
+        Ok(())
+    }
+    fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read(tree, |r, t| r.get(t, key))
+    }
+    fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {
+        let t = self.write_tree(tree)?;
+        if self.logging() {
+            // One descent: the insert hands back the value it replaced, and says so even when
+            // an error follows the change, so the undo log never misses a write.
+            let mut bytes = std::mem::take(&mut self.undo_bytes);
+            let start = bytes.len();
+            bytes.extend_from_slice(key);
+            let mut replaced = None;
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .replace_appending(t, key, value, &mut bytes, &mut replaced)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            match replaced {
+                Some(had_old) => self.undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: key.len(),
+                    had_old,
+                }),
+                None => bytes.truncate(start),
+            }
+            self.undo_bytes = bytes;
+            return r;
+        }
+        self.tx_mut()?.insert(t, key, value)?;
+        Ok(())
+    }
+    fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
+        let t = self.write_tree(tree)?;
+        if self.logging() {
+            // One descent, as for `put`: the removal appends the value it removed to the log.
+            let mut bytes = std::mem::take(&mut self.undo_bytes);
+            let start = bytes.len();
+            bytes.extend_from_slice(key);
+            let mut removed = false;
+            let r = match self.tx_mut() {
+                Ok(mut tx) => tx
+                    .remove_appending(t, key, &mut bytes, &mut removed)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            if removed {
+                self.undo.push(Undo::Put {
+                    tree,
+                    start,
+                    key_len: key.len(),
+                    had_old: true,
+                });
+            } else {
+                bytes.truncate(start);
+            }
+            self.undo_bytes = bytes;
+            r?;
+            return Ok(removed);
+        }
+        Ok(self.tx_mut()?.remove(t, key)?)
+    }
+    fn scan<'a>(
+        &'a self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Box<dyn Cursor + 'a>> {
+        let range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
+        Ok(Box::new(PagedCursor {
+            range,
+            value: Vec::new(),
+            overflow: false,
+        }))
+    }
+    fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>> {
+        self.read(tree, |r, t| {
+            let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, true)?;
+            if range.next()? {
+                Ok(Some(range.key().to_vec()))
+            } else {
+                Ok(None)
+            }
+        })
+    }
+}
 
+impl<F: BlockFile + 'static> Storage for Paged<F> {
     fn integrity_check(&mut self) -> Result<Vec<String>> {
         if self.in_tx() {
             return Err(Error::Transaction("check needs no open transaction".into()));
@@ -471,7 +575,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         let report = self.db()?.check()?;
         Ok(report.problems.iter().map(|p| p.to_string()).collect())
     }
-
     fn erase_free(&mut self) -> Result<u32> {
         if self.in_tx() {
             return Err(Error::Transaction(
@@ -481,7 +584,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.snapshot.replace(None);
         Ok(self.db()?.erase_free_pages()?)
     }
-
     fn export(&mut self) -> Result<Vec<u8>> {
         if self.in_tx() {
             return Err(Error::Transaction(
@@ -501,7 +603,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.db = Some(Db::open(file, self.opts.clone())?);
         Ok(bytes?)
     }
-
     fn release(&mut self, sp: u64) -> Result<()> {
         let sp = usize::try_from(sp).unwrap_or(usize::MAX);
         if sp < self.savepoints.len() {
@@ -513,40 +614,12 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         }
         Ok(())
     }
-
-    fn create_tree(&mut self, tree: TreeId) -> Result<()> {
-        let t = self.tx_mut()?.create_tree(&name(tree), TreeKind::Table)?;
-        self.trees.borrow_mut().insert(tree, t);
-        if self.logging() {
-            self.undo.push(Undo::CreateTree(tree));
-        }
-        Ok(())
-    }
-
-    fn drop_tree(&mut self, tree: TreeId) -> Result<()> {
-        self.write_tree(tree)?;
-        self.trees.borrow_mut().remove(&tree);
-        if !self.dropped.contains(&tree) {
-            self.dropped.push(tree);
-        }
-        if self.logging() {
-            self.undo.push(Undo::DropTree(tree));
-        }
-        Ok(())
-    }
-
-    fn get(&self, tree: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read(tree, |r, t| r.get(t, key))
-    }
-
     fn get_into(&self, tree: TreeId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.read(tree, |r, t| r.get_into(t, key, out))
     }
-
     fn tree_meta(&self, tree: TreeId) -> Result<Vec<u8>> {
         self.read(tree, |r, t| r.tree_meta(t))
     }
-
     fn set_tree_meta(&mut self, tree: TreeId, meta: &[u8]) -> Result<()> {
         if !self.logging() && self.trees.borrow().get(&tree).is_none() {
             // A tree not open in this transaction is not opened for this: the store changes
@@ -578,7 +651,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.tx_mut()?.set_meta(t, meta)?;
         Ok(())
     }
-
     fn root_meta(&self) -> Result<Vec<u8>> {
         if let Some(tx) = self.tx.borrow().as_ref() {
             return Ok(tx.root_meta()?);
@@ -587,7 +659,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         // of (it is the store's only writer, and drops its snapshot when it begins one).
         Ok(self.db()?.root_meta())
     }
-
     fn set_root_meta(&mut self, meta: &[u8]) -> Result<()> {
         if self.logging() {
             let old = self.tx_mut()?.root_meta()?;
@@ -598,46 +669,12 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.tx_mut()?.set_root_meta(meta)?;
         Ok(())
     }
-
     fn root_meta_room(&self) -> usize {
         self.db.as_ref().map_or(0, |d| d.root_meta_room())
     }
-
     fn volatile(&self) -> bool {
         self.db.as_ref().is_some_and(|d| d.volatile())
     }
-
-    fn put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<()> {
-        let t = self.write_tree(tree)?;
-        if self.logging() {
-            // One descent: the insert hands back the value it replaced, and says so even when
-            // an error follows the change, so the undo log never misses a write.
-            let mut bytes = std::mem::take(&mut self.undo_bytes);
-            let start = bytes.len();
-            bytes.extend_from_slice(key);
-            let mut replaced = None;
-            let r = match self.tx_mut() {
-                Ok(mut tx) => tx
-                    .replace_appending(t, key, value, &mut bytes, &mut replaced)
-                    .map_err(Error::from),
-                Err(e) => Err(e),
-            };
-            match replaced {
-                Some(had_old) => self.undo.push(Undo::Put {
-                    tree,
-                    start,
-                    key_len: key.len(),
-                    had_old,
-                }),
-                None => bytes.truncate(start),
-            }
-            self.undo_bytes = bytes;
-            return r;
-        }
-        self.tx_mut()?.insert(t, key, value)?;
-        Ok(())
-    }
-
     fn update_each(
         &mut self,
         tree: TreeId,
@@ -681,7 +718,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
             None => r,
         }
     }
-
     fn put_new(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool> {
         let t = self.write_tree(tree)?;
         let mut inserted = false;
@@ -692,7 +728,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         r?;
         Ok(inserted)
     }
-
     fn put_new_or_rewrite(
         &mut self,
         tree: TreeId,
@@ -732,12 +767,10 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         }
         r
     }
-
     fn load_keys(&mut self, tree: TreeId, keys: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
         // Through `load_rows`: one instance of the store's bulk build for both.
         self.load_rows(tree, &mut keys.map(|k| (k, &[][..])))
     }
-
     fn load_rows(
         &mut self,
         tree: TreeId,
@@ -754,53 +787,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         self.tx_mut()?.bulk_load(t, rows)?;
         Ok(())
     }
-
-    fn delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool> {
-        let t = self.write_tree(tree)?;
-        if self.logging() {
-            // One descent, as for `put`: the removal appends the value it removed to the log.
-            let mut bytes = std::mem::take(&mut self.undo_bytes);
-            let start = bytes.len();
-            bytes.extend_from_slice(key);
-            let mut removed = false;
-            let r = match self.tx_mut() {
-                Ok(mut tx) => tx
-                    .remove_appending(t, key, &mut bytes, &mut removed)
-                    .map_err(Error::from),
-                Err(e) => Err(e),
-            };
-            if removed {
-                self.undo.push(Undo::Put {
-                    tree,
-                    start,
-                    key_len: key.len(),
-                    had_old: true,
-                });
-            } else {
-                bytes.truncate(start);
-            }
-            self.undo_bytes = bytes;
-            r?;
-            return Ok(removed);
-        }
-        Ok(self.tx_mut()?.remove(t, key)?)
-    }
-
-    fn scan<'a>(
-        &'a self,
-        tree: TreeId,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> Result<Box<dyn Cursor + 'a>> {
-        let range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
-        Ok(Box::new(PagedCursor {
-            range,
-            value: Vec::new(),
-            overflow: false,
-        }))
-    }
-
     fn scan_each(
         &self,
         tree: TreeId,
@@ -811,17 +797,6 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
     ) -> Result<bool> {
         let mut range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
         each(&mut range, f)
-    }
-
-    fn last_key(&self, tree: TreeId) -> Result<Option<Vec<u8>>> {
-        self.read(tree, |r, t| {
-            let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, true)?;
-            if range.next()? {
-                Ok(Some(range.key().to_vec()))
-            } else {
-                Ok(None)
-            }
-        })
     }
 }
 

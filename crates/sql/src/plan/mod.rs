@@ -1,7 +1,36 @@
-//! Plans: what the planner ([`crate::planner`]) hands to the executor ([`crate::executor`]).
+//! The planner: resolves names in an AST statement against the catalog and turns it into a plan
+//! ([`crate::plan`]) for the executor. Choices it makes:
+//!
+//! - WHERE and ON are split into conjuncts; each is checked at the first join level where every
+//!   table it names is bound (LEFT JOIN: WHERE conjuncts on the right side wait until the NULL row
+//!   is decided).
+//! - For each level, an access path: the primary key or a secondary index when equality, IN or
+//!   range conjuncts fit a prefix of its columns; a covering index when the index holds every
+//!   column the query needs; a hash join when an equality join condition has no index; otherwise
+//!   a scan. An index whose order matches ORDER BY is used to skip the sort.
+//! - Only the columns a query needs are decoded, and the columns the level's filters need are
+//!   decoded first, so rows that fail are never fully decoded.
+//!
+//! The plan types live here; the stages that make them are its modules: [`planner`] runs a
+//! SELECT through [`bind`], [`join`] and [`access`]; [`write`] plans INSERT, UPDATE and
+//! DELETE; [`explain`] prints a plan.
+//!
+//! Plans are what the planner hands to the executor ([`crate::exec`]).
 //! Names are resolved to frame slots, functions to [`Func`], tables to access paths.
 
-use crate::ast::{BinOp, Conflict};
+mod access;
+mod bind;
+pub(crate) mod explain;
+mod join;
+mod planner;
+mod walk;
+mod write;
+
+pub(crate) use access::{access_columns, prefix_successor};
+pub(crate) use planner::Planner;
+pub(crate) use walk::{has_subquery, walk};
+
+use crate::parse::ast::{BinOp, Conflict};
 use crate::schema::Table;
 use crate::types::{Affinity, Arith, ColType};
 use cairn_value::Value;

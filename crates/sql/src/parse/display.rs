@@ -1,7 +1,7 @@
 //! SQL text for AST expressions: used to store CHECK and DEFAULT clauses in the catalog and to
 //! name result columns. The output parses back to the same tree.
 
-use crate::ast::{BinOp, Expr, Param, UnOp};
+use crate::parse::ast::{BinOp, Expr, Param, UnOp};
 use crate::schema::quote_ident;
 use crate::types::fmt_real;
 use cairn_value::text::{join, quote};

@@ -1,0 +1,296 @@
+//! DDL: CREATE and DROP of tables and indexes, and ALTER TABLE, run against the catalog and
+//! the storage from the AST (they have no plan). Each runs inside `Database::atomic`, so a
+//! failure leaves the schema as it was.
+
+use crate::error::{Error, Result};
+use crate::exec::eval::{self, Cache};
+use crate::parse::ast::{self, AlterAction};
+use crate::plan::Planner;
+use crate::schema::{self, Catalog, Table};
+use crate::{Database, Value};
+use std::rc::Rc;
+
+impl Database {
+    fn name_taken(&self, name: &str) -> bool {
+        self.catalog.tables.contains_key(&name.to_ascii_lowercase())
+            || self.catalog.index_owner(name).is_some()
+    }
+
+    pub(crate) fn ddl(&mut self, stmt: &ast::Statement) -> Result<()> {
+        match stmt {
+            ast::Statement::CreateTable(ct) => {
+                if self
+                    .catalog
+                    .tables
+                    .contains_key(&ct.name.to_ascii_lowercase())
+                {
+                    if ct.if_not_exists {
+                        return Ok(());
+                    }
+                    return Err(Error::AlreadyExists(format!("table {}", ct.name)));
+                }
+                if self.name_taken(&ct.name) {
+                    return Err(Error::AlreadyExists(format!("an index named {}", ct.name)));
+                }
+                if ct.name.to_ascii_lowercase().starts_with("sqlite_") {
+                    return Err(Error::Invalid(format!(
+                        "object name reserved for internal use: {}",
+                        ct.name
+                    )));
+                }
+                let tree = self.catalog.next_tree;
+                let mut next = tree + 1;
+                let t = schema::table_from_ast(ct, tree, &mut next)?;
+                // Plan CHECK and DEFAULT now, so a bad one fails at CREATE, not at INSERT.
+                {
+                    let mut p = Planner::new(&self.catalog);
+                    for c in &t.checks {
+                        p.table_expr(&t, c)?;
+                    }
+                    let empty = Table {
+                        columns: vec![],
+                        indexes: vec![],
+                        checks: vec![],
+                        ..t.clone()
+                    };
+                    for c in &t.columns {
+                        if let Some(d) = &c.default {
+                            p.table_expr(&empty, d)?;
+                        }
+                    }
+                }
+                self.catalog.next_tree = next;
+                self.store.create_tree(t.tree)?;
+                for ix in &t.indexes {
+                    self.store.create_tree(ix.tree)?;
+                }
+                Catalog::save_table(self.store.as_mut(), &t)?;
+                self.catalog
+                    .tables
+                    .insert(t.name.to_ascii_lowercase(), Rc::new(t));
+                Ok(())
+            }
+            ast::Statement::DropTable { name, if_exists } => {
+                let Some(t) = self.catalog.tables.get(&name.to_ascii_lowercase()).cloned() else {
+                    if *if_exists {
+                        return Ok(());
+                    }
+                    return Err(Error::UnknownTable(name.clone()));
+                };
+                self.store.drop_tree(t.tree)?;
+                for ix in &t.indexes {
+                    self.store.drop_tree(ix.tree)?;
+                }
+                Catalog::delete_table_rows(self.store.as_mut(), &t)?;
+                self.catalog.tables.remove(&name.to_ascii_lowercase());
+                Ok(())
+            }
+            ast::Statement::CreateIndex(ci) => {
+                let t = self.catalog.table(&ci.table)?.clone();
+                if self.name_taken(&ci.name) {
+                    if ci.if_not_exists && self.catalog.index_owner(&ci.name).is_some() {
+                        return Ok(());
+                    }
+                    return Err(Error::AlreadyExists(format!("index {}", ci.name)));
+                }
+                let mut columns = Vec::new();
+                for c in &ci.columns {
+                    columns.push(
+                        t.column(c)
+                            .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))?,
+                    );
+                }
+                let tree = self.catalog.next_tree;
+                self.catalog.next_tree += 1;
+                self.store.create_tree(tree)?;
+                let mut t2 = (*t).clone();
+                t2.indexes.push(schema::Index {
+                    name: ci.name.clone(),
+                    columns: columns.clone(),
+                    unique: ci.unique,
+                    tree,
+                    auto: false,
+                });
+                let ix = t2.indexes.len() - 1;
+                // Fill the index from the table's rows.
+                let mut entries = Vec::new();
+                {
+                    let mut cur = self.store.scan(
+                        t.tree,
+                        std::ops::Bound::Unbounded,
+                        std::ops::Bound::Unbounded,
+                        false,
+                    )?;
+                    while cur.next()? {
+                        let rec = cairn_value::codec::Record::new(cur.value())?;
+                        let mut key = Vec::with_capacity(12 * columns.len() + cur.key().len());
+                        let mut has_null = false;
+                        for &c in &columns {
+                            let v = rec.get(c)?;
+                            has_null |= v.is_null();
+                            eval::push_norm(&v, &mut key);
+                        }
+                        let plen = key.len();
+                        key.extend_from_slice(cur.key());
+                        entries.push((key, plen, has_null));
+                    }
+                }
+                // Every key ends with the row's key, so no two are equal: the key alone orders
+                // them, and an unstable sort is as good as a stable one.
+                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                for w in entries.windows(2) {
+                    if ci.unique
+                        && !w[0].2
+                        && w[0].1 == w[1].1
+                        && w[0].0[..w[0].1] == w[1].0[..w[1].1]
+                    {
+                        let names: Vec<String> = columns
+                            .iter()
+                            .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
+                            .collect();
+                        return Err(Error::ConstraintUnique(cairn_value::text::join(
+                            &names, ", ",
+                        )));
+                    }
+                }
+                self.store
+                    .load_keys(tree, &mut entries.iter().map(|e| e.0.as_slice()))?;
+                let _ = ix;
+                Catalog::save_table(self.store.as_mut(), &t2)?;
+                self.catalog
+                    .tables
+                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
+                Ok(())
+            }
+            ast::Statement::DropIndex { name, if_exists } => {
+                let Some((t, i)) = self.catalog.index_owner(name).map(|(t, i)| (t.clone(), i))
+                else {
+                    if *if_exists {
+                        return Ok(());
+                    }
+                    return Err(Error::UnknownIndex(name.clone()));
+                };
+                if t.indexes[i].auto {
+                    return Err(Error::Invalid(format!(
+                        "index {name} belongs to a UNIQUE constraint and cannot be dropped"
+                    )));
+                }
+                self.store.drop_tree(t.indexes[i].tree)?;
+                Catalog::delete_index_row(self.store.as_mut(), name)?;
+                let mut t2 = (*t).clone();
+                t2.indexes.remove(i);
+                self.catalog
+                    .tables
+                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
+                Ok(())
+            }
+            ast::Statement::AlterTable { table, action } => self.alter_table(table, action),
+            _ => Err(Error::Invalid("invariant: not a direct statement".into())),
+        }
+    }
+
+    /// ALTER TABLE, out of line: `ddl` stays small, and a split build (docs/size.md, "The split
+    /// module") leaves it out of the module a page fetches first.
+    #[inline(never)]
+    fn alter_table(&mut self, table: &str, action: &AlterAction) -> Result<()> {
+        let t = self.catalog.table(table)?.clone();
+        match action {
+            AlterAction::RenameTo(to) => {
+                if t.replicated.is_some() {
+                    return Err(Error::NotReplicable(format!(
+                        "table {} is replicated: its name is part of every row's identity \
+                         on every replica, so it cannot be renamed",
+                        t.name
+                    )));
+                }
+                if self.name_taken(to) {
+                    return Err(Error::AlreadyExists(format!("table or index {to}")));
+                }
+                Catalog::delete_table_rows(self.store.as_mut(), &t)?;
+                let mut t2 = (*t).clone();
+                t2.name = to.clone();
+                Catalog::save_table(self.store.as_mut(), &t2)?;
+                self.catalog.tables.remove(&t.name.to_ascii_lowercase());
+                self.catalog
+                    .tables
+                    .insert(to.to_ascii_lowercase(), Rc::new(t2));
+                Ok(())
+            }
+            AlterAction::AddColumn(def) => {
+                if t.column(&def.name).is_some() {
+                    return Err(Error::AlreadyExists(format!("column {}", def.name)));
+                }
+                if def.primary_key || def.unique {
+                    return Err(Error::Invalid(
+                        "cannot add a PRIMARY KEY or UNIQUE column".into(),
+                    ));
+                }
+                let col = schema::column_from_def(def);
+                let default = match &def.default {
+                    Some(d) => {
+                        let mut p = Planner::new(&self.catalog);
+                        let empty = Table {
+                            columns: vec![],
+                            indexes: vec![],
+                            checks: vec![],
+                            ..(*t).clone()
+                        };
+                        let pe = p.table_expr(&empty, d)?;
+                        let cache = Cache::default();
+                        let cx = eval::Cx {
+                            store: self.store.as_ref(),
+                            params: &[],
+                            outer: None,
+                            rng: &self.rng,
+                            cache: &cache,
+                        };
+                        let v = eval::eval(&pe, &[], &cx)?.into_owned();
+                        col.ty.coerce(v, &def.name)?
+                    }
+                    None => Value::Null,
+                };
+                if col.not_null && default.is_null() {
+                    return Err(Error::Invalid(
+                        "cannot add a NOT NULL column with default value NULL".into(),
+                    ));
+                }
+                let mut t2 = (*t).clone();
+                t2.columns.push(col);
+                if let Some(c) = &def.check {
+                    t2.checks.push(c.clone());
+                    Planner::new(&self.catalog).table_expr(&t2, c)?;
+                }
+                if !default.is_null() {
+                    // Rows written before the column existed read as NULL: give them
+                    // the default now.
+                    let mut rows = Vec::new();
+                    {
+                        let mut cur = self.store.scan(
+                            t.tree,
+                            std::ops::Bound::Unbounded,
+                            std::ops::Bound::Unbounded,
+                            false,
+                        )?;
+                        while cur.next()? {
+                            let mut vals = cairn_value::codec::decode_record(cur.value())?;
+                            vals.resize(t.columns.len(), Value::Null);
+                            vals.push(default.clone());
+                            rows.push((
+                                cur.key().to_vec(),
+                                cairn_value::codec::encode_record(&vals),
+                            ));
+                        }
+                    }
+                    for (k, v) in rows {
+                        self.store.put(t.tree, &k, &v)?;
+                    }
+                }
+                Catalog::save_table(self.store.as_mut(), &t2)?;
+                self.catalog
+                    .tables
+                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,650 @@
+//! Expression evaluation over a frame of values, with SQLite's semantics (three-valued logic,
+//! comparison affinity, overflow to real) and the scalar functions of the dialect.
+//!
+//! [`eval`] returns a `Cow`: a column or a literal is borrowed, not cloned, so testing
+//! `name = 'x'` on a row allocates nothing.
+
+mod coltest;
+mod func;
+
+pub use coltest::ColTest;
+pub use func::{cast, set_clock};
+
+use crate::error::{Error, Result};
+use crate::exec;
+use crate::exec::eval::func::call;
+use crate::parse::ast::BinOp;
+use crate::plan::{PExpr, QueryPlan};
+use crate::storage::Storage;
+use crate::types::{self, apply_affinity, arith, to_text, truth, Affinity};
+use cairn_store::hash::FastMap;
+use cairn_value::codec::encode_key_value;
+use cairn_value::Value;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
+use std::rc::Rc;
+
+/// Results of uncorrelated subqueries, computed once per statement execution, keyed by the
+/// plan's address (plans live as long as the execution).
+pub type HashRows = FastMap<Vec<u8>, Vec<Vec<Value>>>;
+
+/// A set of normalized keys (DISTINCT, UNION, IN): a map to an unused value, of the layout of
+/// GROUP BY's map from keys to groups, so that the wasm module holds the hash table's code once
+/// for both (docs/size.md).
+#[derive(Default)]
+pub struct KeySet(FastMap<Vec<u8>, usize>);
+
+impl KeySet {
+    /// Adds `k`; whether it was not there.
+    pub fn insert(&mut self, k: Vec<u8>) -> bool {
+        self.0.insert(k, 0).is_none()
+    }
+    pub fn contains(&self, k: &[u8]) -> bool {
+        self.0.contains_key(k)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+pub enum Cached {
+    Set {
+        keys: KeySet,
+        has_null: bool,
+    },
+    Value(Value),
+    Rows(Rc<Vec<Vec<Value>>>),
+    /// A hash join's build side: key to the rows (level-relative values) with that key.
+    Hash(Rc<HashRows>),
+    /// An inner join level's row buffers (record, header layout, key looked up), kept from
+    /// one outer row's scan to the next, and what its last point get found.
+    Scratch(Vec<u8>, cairn_value::codec::Layout, Vec<u8>, LastGet),
+}
+
+/// An inner join level's last point get, for the next outer row that names the same key
+/// (the orders of one customer each look the customer up): the key, and whether it found a
+/// row (whose record is still the level's record buffer). Valid only within one execution of
+/// the levels (`exec::run_levels` from the first level clears it), during which nothing
+/// writes to the store: a write runs between executions (an UPDATE's correlated subquery is
+/// one execution per row), never inside one.
+#[derive(Default)]
+pub struct LastGet {
+    pub valid: bool,
+    pub found: bool,
+    pub key: Vec<u8>,
+}
+
+/// The per-statement cache of subquery results and top-k bounds, keyed by plan address.
+/// Looked up once per row by a top-k scan.
+pub type Cache = RefCell<Slots>;
+
+/// The cache's entries: a list searched by key, as a statement holds a few (one per subquery,
+/// top-k level and inner join level); a hash map of its own was code of its own in the wasm
+/// module (docs/size.md).
+#[derive(Default)]
+pub struct Slots(Vec<(usize, Cached)>);
+
+impl Slots {
+    fn at(&self, k: usize) -> Option<usize> {
+        self.0.iter().position(|e| e.0 == k)
+    }
+    pub fn get(&self, k: &usize) -> Option<&Cached> {
+        self.at(*k).map(|i| &self.0[i].1)
+    }
+    pub fn get_mut(&mut self, k: &usize) -> Option<&mut Cached> {
+        self.at(*k).map(|i| &mut self.0[i].1)
+    }
+    pub fn contains_key(&self, k: &usize) -> bool {
+        self.at(*k).is_some()
+    }
+    /// Sets `k`'s entry to `v`, replacing what was there.
+    pub fn insert(&mut self, k: usize, v: Cached) {
+        match self.at(k) {
+            Some(i) => self.0[i].1 = v,
+            None => self.0.push((k, v)),
+        }
+    }
+    pub fn remove(&mut self, k: &usize) -> Option<Cached> {
+        self.at(*k).map(|i| self.0.swap_remove(i).1)
+    }
+}
+
+/// What evaluation needs besides the row: storage for subqueries, parameters, the enclosing
+/// query's row for correlated references, injected randomness and the subquery cache.
+pub struct Cx<'a> {
+    pub store: &'a dyn Storage,
+    pub params: &'a [Value],
+    pub outer: Option<(&'a [Value], &'a Cx<'a>)>,
+    pub rng: &'a Cell<u64>,
+    pub cache: &'a Cache,
+}
+
+impl<'a> Cx<'a> {
+    /// A context for a subquery evaluated for `row` of this one.
+    pub fn nested<'b>(&'b self, row: &'b [Value]) -> Cx<'b> {
+        Cx {
+            store: self.store,
+            params: self.params,
+            outer: Some((row, self)),
+            rng: self.rng,
+            cache: self.cache,
+        }
+    }
+
+    fn outer_row(&self, depth: usize) -> Result<&[Value]> {
+        let mut cx = self;
+        let mut d = depth;
+        loop {
+            let (row, parent) = cx.outer.ok_or_else(|| {
+                Error::Invalid("invariant: outer reference without outer row".into())
+            })?;
+            d -= 1;
+            if d == 0 {
+                return Ok(row);
+            }
+            cx = parent;
+        }
+    }
+
+    /// The next pseudo-random 64-bit value (xorshift64*; seeded by the database owner).
+    pub fn random(&self) -> i64 {
+        let mut x = self.rng.get();
+        if x == 0 {
+            x = 0x9E37_79B9_7F4A_7C15;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D) as i64
+    }
+}
+
+/// A key for grouping and set membership: equal SQL values give equal keys (an integral real
+/// groups with the equal integer).
+pub fn norm_key(vals: &[Value], out: &mut Vec<u8>) {
+    for v in vals {
+        push_norm(v, out);
+    }
+}
+
+pub fn push_norm(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        // An integral REAL in i64's range is the same key as that INTEGER (SQLite compares them
+        // as numbers: DISTINCT, GROUP BY and UNION keep one of 1 and 1.0, and of -2^63 as
+        // either). -2^63 is exact as an f64; 2^63 is past i64::MAX and equals no INTEGER.
+        Value::Real(r) if r.fract() == 0.0 && *r >= i64::MIN as f64 && *r < -(i64::MIN as f64) => {
+            encode_key_value(out, &Value::Integer(*r as i64), false)
+        }
+        v => encode_key_value(out, v, false),
+    }
+}
+
+/// A value as text for LIKE and GLOB, borrowed when it already is text (the common case, so
+/// matching a row allocates nothing).
+fn text_of(v: &Value) -> Option<Cow<'_, str>> {
+    match v {
+        Value::Text(s) => Some(Cow::Borrowed(s.as_str())),
+        v => to_text(v).map(Cow::Owned),
+    }
+}
+
+/// A condition's truth. Comparisons, the usual filter, are answered without building the
+/// 0/1 value `eval` would return.
+pub fn eval_bool(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    if let PExpr::Cmp(op, a, b, la, lb) = e {
+        if !matches!(op, BinOp::Is | BinOp::IsNot) {
+            // A column, literal or parameter on both sides (`b >= ?`, the usual filter) is
+            // compared where it lies, without going through `eval` and its `Cow`.
+            if let (Some(x), Some(y)) = (operand(a, row, cx), operand(b, row, cx)) {
+                return Ok(compare_truth(*op, x, y, *la, *lb));
+            }
+        }
+    }
+    eval_bool_slow(e, row, cx)
+}
+
+/// `eval_bool` for everything but a comparison of two operands: apart, so that the common
+/// case does not pay for this one's stack frame.
+#[inline(never)]
+fn eval_bool_slow(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<bool>> {
+    if let PExpr::Cmp(op, a, b, la, lb) = e {
+        if !matches!(op, BinOp::Is | BinOp::IsNot) {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            return Ok(compare_truth(*op, &x, &y, *la, *lb));
+        }
+    }
+    Ok(truth(&*eval(e, row, cx)?))
+}
+
+static NULL: Value = Value::Null;
+
+/// The value of a column, literal or bound parameter, borrowed; None for anything that must be
+/// computed (or an unbound parameter, which `eval` reports).
+#[inline]
+fn operand<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Option<&'r Value> {
+    match e {
+        PExpr::Col(i) => Some(row.get(*i).unwrap_or(&NULL)),
+        PExpr::Lit(v) => Some(v),
+        PExpr::Param(i) => cx.params.get(*i),
+        _ => None,
+    }
+}
+
+/// The truth of `x op y` for an ordering operator (not IS / IS NOT): unknown when either is NULL.
+#[inline]
+fn compare_truth(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Option<bool> {
+    let o = match (x, y) {
+        (Value::Null, _) | (_, Value::Null) => return None,
+        // Two integers compare as integers unless a TEXT affinity turns one into text.
+        (Value::Integer(i), Value::Integer(j)) if la != Affinity::Text && lb != Affinity::Text => {
+            i.cmp(j)
+        }
+        _ => cmp_aff(x, y, la, lb),
+    };
+    Some(cmp_truth(op, o))
+}
+
+/// Whether ordering `o` of the two sides satisfies comparison `op` (`Ge` for any other).
+fn cmp_truth(op: BinOp, o: Ordering) -> bool {
+    match op {
+        BinOp::Eq => o == Ordering::Equal,
+        BinOp::Ne => o != Ordering::Equal,
+        BinOp::Lt => o == Ordering::Less,
+        BinOp::Le => o != Ordering::Greater,
+        BinOp::Gt => o == Ordering::Greater,
+        _ => o != Ordering::Less,
+    }
+}
+
+/// Evaluates `e` over `row`. A column, literal or parameter is borrowed (`cx` lives at least
+/// as long as the row), so only computed values are allocated.
+pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, Value>> {
+    Ok(match e {
+        PExpr::Lit(v) => Cow::Borrowed(v),
+        PExpr::Col(i) => Cow::Borrowed(row.get(*i).unwrap_or(&Value::Null)),
+        PExpr::Param(i) => Cow::Borrowed(
+            cx.params
+                .get(*i)
+                .ok_or_else(|| Error::ParamCount(format!("parameter {} is not bound", i + 1)))?,
+        ),
+        PExpr::Outer(d, i) => Cow::Owned(cx.outer_row(*d)?.get(*i).cloned().unwrap_or(Value::Null)),
+        // SQLite computes -x as 0 - x (so -0.0 is 0.0).
+        PExpr::Neg(a) => Cow::Owned(arith(
+            types::Arith::Sub,
+            &Value::Integer(0),
+            &*eval(a, row, cx)?,
+        )),
+        PExpr::Pos(a) => eval(a, row, cx)?,
+        PExpr::Not(a) => Cow::Owned(match eval_bool(a, row, cx)? {
+            None => Value::Null,
+            Some(b) => Value::Integer(!b as i64),
+        }),
+        PExpr::BitNot(a) => Cow::Owned(match eval(a, row, cx)?.as_ref() {
+            Value::Null => Value::Null,
+            v => Value::Integer(!types::to_integer(v).unwrap_or(0)),
+        }),
+        PExpr::Arith(op, a, b) => {
+            // A column, literal or parameter operand (`b + 1`) is read where it lies, without
+            // a call to `eval` for it.
+            let (x, y) = match (operand(a, row, cx), operand(b, row, cx)) {
+                (Some(x), Some(y)) => (Cow::Borrowed(x), Cow::Borrowed(y)),
+                _ => (eval(a, row, cx)?, eval(b, row, cx)?),
+            };
+            // Two integers that do not overflow, the common case, without `arith`'s
+            // conversions (which give the same for them).
+            if let (Value::Integer(i), Value::Integer(j)) = (x.as_ref(), y.as_ref()) {
+                let r = match op {
+                    types::Arith::Add => i.checked_add(*j),
+                    types::Arith::Sub => i.checked_sub(*j),
+                    types::Arith::Mul => i.checked_mul(*j),
+                    types::Arith::Div | types::Arith::Rem => None,
+                };
+                if let Some(r) = r {
+                    return Ok(Cow::Owned(Value::Integer(r)));
+                }
+            }
+            Cow::Owned(arith(*op, &x, &y))
+        }
+        PExpr::Concat(a, b) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            Cow::Owned(match (to_text(&x), to_text(&y)) {
+                (Some(mut s), Some(t)) => {
+                    s.push_str(&t);
+                    Value::Text(s)
+                }
+                _ => Value::Null,
+            })
+        }
+        PExpr::Bit(op, a, b) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            if x.is_null() || y.is_null() {
+                return Ok(Cow::Owned(Value::Null));
+            }
+            let (x, y) = (
+                types::to_integer(&x).unwrap_or(0),
+                types::to_integer(&y).unwrap_or(0),
+            );
+            Cow::Owned(Value::Integer(match op {
+                BinOp::BitAnd => x & y,
+                BinOp::BitOr => x | y,
+                BinOp::Shl => shift(x, y),
+                _ => shift(x, y.checked_neg().unwrap_or(i64::MAX)),
+            }))
+        }
+        PExpr::Cmp(op, a, b, la, lb) => {
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            Cow::Owned(compare_op(*op, &x, &y, *la, *lb))
+        }
+        PExpr::And(a, b) => {
+            let x = eval_bool(a, row, cx)?;
+            if x == Some(false) {
+                return Ok(Cow::Owned(Value::Integer(0)));
+            }
+            let y = eval_bool(b, row, cx)?;
+            Cow::Owned(match (x, y) {
+                (_, Some(false)) => Value::Integer(0),
+                (Some(true), Some(true)) => Value::Integer(1),
+                _ => Value::Null,
+            })
+        }
+        PExpr::Or(a, b) => {
+            let x = eval_bool(a, row, cx)?;
+            if x == Some(true) {
+                return Ok(Cow::Owned(Value::Integer(1)));
+            }
+            let y = eval_bool(b, row, cx)?;
+            Cow::Owned(match (x, y) {
+                (_, Some(true)) => Value::Integer(1),
+                (Some(false), Some(false)) => Value::Integer(0),
+                _ => Value::Null,
+            })
+        }
+        PExpr::IsNull(a, neg) => {
+            let n = eval(a, row, cx)?.is_null();
+            Cow::Owned(Value::Integer((n != *neg) as i64))
+        }
+        PExpr::InList(a, list, neg, aff) => {
+            let x = eval(a, row, cx)?;
+            if x.is_null() {
+                return Ok(Cow::Owned(if list.is_empty() {
+                    Value::Integer(*neg as i64)
+                } else {
+                    Value::Null
+                }));
+            }
+            let mut saw_null = false;
+            for item in list {
+                let y = eval(item, row, cx)?;
+                if y.is_null() {
+                    saw_null = true;
+                    continue;
+                }
+                if compare_op(BinOp::Eq, &x, &y, Affinity::None, *aff) == Value::Integer(1) {
+                    return Ok(Cow::Owned(Value::Integer(!*neg as i64)));
+                }
+            }
+            Cow::Owned(if saw_null {
+                Value::Null
+            } else {
+                Value::Integer(*neg as i64)
+            })
+        }
+        PExpr::InSub(a, q, neg, la, lb) => {
+            let x = apply_affinity(eval(a, row, cx)?.into_owned(), *la);
+            Cow::Owned(in_subquery(&x, q, *neg, *lb, row, cx)?)
+        }
+        PExpr::Exists(q, neg) => {
+            let found = match cached(q, cx)? {
+                Some(Cached::Value(v)) => !v.is_null(),
+                _ => {
+                    let mut found = false;
+                    exec::run_query(q, &cx.nested(row), &mut |_| {
+                        found = true;
+                        Ok(false)
+                    })?;
+                    if !q.correlated {
+                        let v = if found {
+                            Value::Integer(1)
+                        } else {
+                            Value::Null
+                        };
+                        cx.cache.borrow_mut().insert(key_of(q), Cached::Value(v));
+                    }
+                    found
+                }
+            };
+            Cow::Owned(Value::Integer((found != *neg) as i64))
+        }
+        PExpr::Scalar(q) => match cached(q, cx)? {
+            Some(Cached::Value(v)) => Cow::Owned(v),
+            _ => {
+                let mut out = Value::Null;
+                exec::run_query(q, &cx.nested(row), &mut |r| {
+                    out = r.first().cloned().unwrap_or(Value::Null);
+                    Ok(false)
+                })?;
+                if !q.correlated {
+                    cx.cache
+                        .borrow_mut()
+                        .insert(key_of(q), Cached::Value(out.clone()));
+                }
+                Cow::Owned(out)
+            }
+        },
+        PExpr::Like {
+            expr,
+            pattern,
+            escape,
+            negated,
+        } => {
+            let (x, p) = (eval(expr, row, cx)?, eval(pattern, row, cx)?);
+            let esc = match escape {
+                Some(e) => match eval(e, row, cx)?.as_ref() {
+                    Value::Null => return Ok(Cow::Owned(Value::Null)),
+                    v => {
+                        let s = to_text(v).unwrap_or_default();
+                        let mut it = s.chars();
+                        match (it.next(), it.next()) {
+                            (Some(c), None) => Some(c),
+                            _ => {
+                                return Err(Error::Invalid(
+                                    "ESCAPE expression must be a single character".into(),
+                                ))
+                            }
+                        }
+                    }
+                },
+                None => None,
+            };
+            match (text_of(&x), text_of(&p)) {
+                (Some(x), Some(p)) => Cow::Owned(Value::Integer(
+                    (types::like(&p, &x, esc) != *negated) as i64,
+                )),
+                _ => Cow::Owned(Value::Null),
+            }
+        }
+        PExpr::Glob {
+            expr,
+            pattern,
+            negated,
+        } => {
+            let (x, p) = (eval(expr, row, cx)?, eval(pattern, row, cx)?);
+            match (text_of(&x), text_of(&p)) {
+                (Some(x), Some(p)) => {
+                    Cow::Owned(Value::Integer((types::glob(&p, &x) != *negated) as i64))
+                }
+                _ => Cow::Owned(Value::Null),
+            }
+        }
+        PExpr::Case {
+            operand,
+            whens,
+            else_,
+        } => {
+            match operand {
+                Some(op) => {
+                    let x = eval(op, row, cx)?;
+                    for (w, t) in whens {
+                        let y = eval(w, row, cx)?;
+                        if compare_op(BinOp::Eq, &x, &y, Affinity::None, Affinity::None)
+                            == Value::Integer(1)
+                        {
+                            return eval(t, row, cx);
+                        }
+                    }
+                }
+                None => {
+                    for (w, t) in whens {
+                        if eval_bool(w, row, cx)? == Some(true) {
+                            return eval(t, row, cx);
+                        }
+                    }
+                }
+            }
+            match else_ {
+                Some(e) => eval(e, row, cx)?,
+                None => Cow::Owned(Value::Null),
+            }
+        }
+        PExpr::Cast(a, ty) => Cow::Owned(cast(eval(a, row, cx)?.into_owned(), *ty)),
+        PExpr::Affine(a, aff) => Cow::Owned(apply_affinity(eval(a, row, cx)?.into_owned(), *aff)),
+        PExpr::Func(f, args) => Cow::Owned(call(*f, args, row, cx)?),
+        PExpr::AggRef(_) => {
+            return Err(Error::Invalid(
+                "misuse of aggregate function outside an aggregate query".into(),
+            ))
+        }
+    })
+}
+
+fn key_of(q: &QueryPlan) -> usize {
+    q as *const QueryPlan as usize
+}
+
+fn cached(q: &QueryPlan, cx: &Cx) -> Result<Option<Cached>> {
+    if q.correlated {
+        return Ok(None);
+    }
+    let c = cx.cache.borrow();
+    Ok(match c.get(&key_of(q)) {
+        Some(Cached::Value(v)) => Some(Cached::Value(v.clone())),
+        _ => None,
+    })
+}
+
+fn in_subquery(
+    x: &Value,
+    q: &Rc<QueryPlan>,
+    neg: bool,
+    aff: Affinity,
+    row: &[Value],
+    cx: &Cx,
+) -> Result<Value> {
+    let k = key_of(q);
+    if q.correlated || !cx.cache.borrow().contains_key(&k) {
+        let mut keys = KeySet::default();
+        let mut has_null = false;
+        exec::run_query(q, &cx.nested(row), &mut |r| {
+            match r.first() {
+                Some(Value::Null) | None => has_null = true,
+                Some(v) => {
+                    let mut kb = Vec::new();
+                    push_norm(&apply_affinity(v.clone(), aff), &mut kb);
+                    keys.insert(kb);
+                }
+            }
+            Ok(true)
+        })?;
+        let set = Cached::Set { keys, has_null };
+        if q.correlated {
+            return Ok(in_result(x, &set, neg));
+        }
+        cx.cache.borrow_mut().insert(k, set);
+    }
+    let c = cx.cache.borrow();
+    let set = c
+        .get(&k)
+        .ok_or_else(|| Error::Invalid("invariant: subquery result cached".into()))?;
+    Ok(in_result(x, set, neg))
+}
+
+fn in_result(x: &Value, set: &Cached, neg: bool) -> Value {
+    let Cached::Set { keys, has_null } = set else {
+        return Value::Null;
+    };
+    if keys.is_empty() && !has_null {
+        return Value::Integer(neg as i64);
+    }
+    if x.is_null() {
+        return Value::Null;
+    }
+    let mut kb = Vec::new();
+    push_norm(x, &mut kb);
+    if keys.contains(&kb) {
+        Value::Integer(!neg as i64)
+    } else if *has_null {
+        Value::Null
+    } else {
+        Value::Integer(neg as i64)
+    }
+}
+
+fn shift(x: i64, by: i64) -> i64 {
+    if by >= 64 {
+        0
+    } else if by >= 0 {
+        ((x as u64) << by) as i64
+    } else if by <= -64 {
+        if x < 0 {
+            -1
+        } else {
+            0
+        }
+    } else {
+        x >> (-by)
+    }
+}
+
+/// A comparison operator on two values, after applying each side's comparison affinity.
+pub fn compare_op(op: BinOp, x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Value {
+    match op {
+        BinOp::Is | BinOp::IsNot => {
+            let eq = match (x.is_null(), y.is_null()) {
+                (true, true) => true,
+                (true, false) | (false, true) => false,
+                _ => cmp_aff(x, y, la, lb) == Ordering::Equal,
+            };
+            Value::Integer((eq == (op == BinOp::Is)) as i64)
+        }
+        _ => {
+            if x.is_null() || y.is_null() {
+                return Value::Null;
+            }
+            let o = cmp_aff(x, y, la, lb);
+            Value::Integer(cmp_truth(op, o) as i64)
+        }
+    }
+}
+
+/// A comparison operand with its affinity applied, when that changes it (None when it does not).
+fn conv(v: &Value, a: Affinity) -> Option<Value> {
+    match (a, v) {
+        (Affinity::None | Affinity::Blob, _) => None,
+        (Affinity::Text, Value::Integer(_) | Value::Real(_)) => Some(apply_affinity(v.clone(), a)),
+        (Affinity::Integer | Affinity::Real | Affinity::Numeric, Value::Text(_)) => {
+            Some(apply_affinity(v.clone(), a))
+        }
+        _ => None,
+    }
+}
+
+fn cmp_aff(x: &Value, y: &Value, la: Affinity, lb: Affinity) -> Ordering {
+    match (conv(x, la), conv(y, lb)) {
+        (None, None) => x.total_cmp(y),
+        (Some(a), None) => a.total_cmp(y),
+        (None, Some(b)) => x.total_cmp(&b),
+        (Some(a), Some(b)) => a.total_cmp(&b),
+    }
+}

@@ -1,0 +1,628 @@
+//! The parser: tokens to an [`crate::parse::ast::Statement`], by recursive descent, with precedence climbing
+//! for expressions (SQLite's operator precedence). Hand-written rather than generated, because
+//! the wasm download pays for every table a generator would emit.
+
+use crate::error::{Error, Result};
+use crate::parse::ast::*;
+use crate::parse::lexer::{tokenize, Tok, Token};
+
+/// A statement's parameters, numbered as SQLite numbers them: in the order they appear in the
+/// text, `?NNN` is NNN, and `?` or a name not seen before takes one more than the largest number
+/// so far; a name seen before keeps its number.
+#[derive(Debug, Default, Clone)]
+pub struct Params {
+    /// Each named parameter (prefix included) with its 0-based position.
+    pub names: Vec<(String, usize)>,
+    /// The largest number: how many values the statement takes.
+    pub count: usize,
+}
+
+/// Parses every statement of `sql`, returning each with the text it was parsed from and its
+/// parameters.
+pub fn parse_statements(sql: &str) -> Result<Vec<(Statement, String, Params)>> {
+    let tokens = tokenize(sql)?;
+    let mut p = Parser::new(sql, tokens);
+    let mut out = Vec::new();
+    loop {
+        while p.eat_op(";") {}
+        if p.peek() == &Tok::Eof {
+            break;
+        }
+        let start = p.pos;
+        let stmt = p.statement()?;
+        let end = p.pos;
+        let text = p.source_text(start, end);
+        out.push((stmt, text, std::mem::take(&mut p.params)));
+        if !p.eat_op(";") && p.peek() != &Tok::Eof {
+            return Err(p.unexpected("';' or the end of input"));
+        }
+    }
+    Ok(out)
+}
+
+/// Parses exactly one statement (a trailing `;` is allowed), returning it with its parameters.
+pub fn parse(sql: &str) -> Result<(Statement, Params)> {
+    let tokens = tokenize(sql)?;
+    let mut p = Parser::new(sql, tokens);
+    if p.peek() == &Tok::Eof {
+        return Err(p.unexpected("a statement"));
+    }
+    let stmt = p.statement()?;
+    while p.eat_op(";") {}
+    if p.peek() != &Tok::Eof {
+        return Err(p.unexpected("the end of the statement"));
+    }
+    Ok((stmt, p.params))
+}
+
+/// Words that cannot be used as a bare identifier or alias, because they would make the grammar
+/// ambiguous (`SELECT a FROM t WHERE ...`: WHERE is not an alias of t).
+const RESERVED: &[&str] = &[
+    "ADD",
+    "ALL",
+    "ALTER",
+    "AND",
+    "AS",
+    "ASC",
+    "BETWEEN",
+    "BY",
+    "CASE",
+    "CAST",
+    "CHECK",
+    "COLLATE",
+    "CONSTRAINT",
+    "CREATE",
+    "CROSS",
+    "DEFAULT",
+    "DELETE",
+    "DESC",
+    "DISTINCT",
+    "DROP",
+    "ELSE",
+    "END",
+    "ESCAPE",
+    "EXCEPT",
+    "EXISTS",
+    "FROM",
+    "GLOB",
+    "GROUP",
+    "HAVING",
+    "IN",
+    "INDEX",
+    "INNER",
+    "INSERT",
+    "INTERSECT",
+    "INTO",
+    "IS",
+    "ISNULL",
+    "JOIN",
+    "LEFT",
+    "LIKE",
+    "LIMIT",
+    "NOT",
+    "NOTNULL",
+    "NULL",
+    "OFFSET",
+    "ON",
+    "OR",
+    "ORDER",
+    "OUTER",
+    "PRIMARY",
+    "REFERENCES",
+    "RETURNING",
+    "SELECT",
+    "SET",
+    "TABLE",
+    "THEN",
+    "UNION",
+    "UNIQUE",
+    "UPDATE",
+    "USING",
+    "VALUES",
+    "WHEN",
+    "WHERE",
+    "WITH",
+];
+
+pub(super) fn is_reserved(w: &str) -> bool {
+    RESERVED.iter().any(|r| r.eq_ignore_ascii_case(w))
+}
+
+/// Whether `w` must be quoted to be used as a name.
+pub fn is_keyword(w: &str) -> bool {
+    is_reserved(w)
+}
+
+pub(super) struct Parser<'a> {
+    pub(super) sql: &'a str,
+    pub(super) tokens: Vec<Token>,
+    pub(super) pos: usize,
+    /// The parameters of the statement being parsed.
+    pub(super) params: Params,
+    /// Nesting depth of expressions and queries, bounded so hostile input cannot overflow the stack.
+    pub(super) depth: u32,
+}
+
+/// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
+/// recursion well inside a small thread stack).
+const MAX_DEPTH: u32 = 100;
+/// How long a chain of binary operators other than AND and OR (`a + b + c ...`) may be: each
+/// link is one more level of recursion in the planner and executor. AND and OR chains are
+/// rebalanced instead (see `balance`), so generated queries may have long OR lists.
+pub(super) const MAX_CHAIN: u32 = 250;
+
+impl<'a> Parser<'a> {
+    fn new(sql: &'a str, tokens: Vec<Token>) -> Self {
+        Parser {
+            sql,
+            tokens,
+            pos: 0,
+            params: Params::default(),
+            depth: 0,
+        }
+    }
+
+    /// The SQL text of tokens `start..end`, as written.
+    pub(super) fn source_text(&self, start: usize, end: usize) -> String {
+        if end <= start {
+            return String::new();
+        }
+        let (s, e) = (self.tokens[start].at, self.tokens[end - 1].end);
+        self.sql[s as usize..e as usize].to_string()
+    }
+
+    pub(super) fn peek(&self) -> &Tok {
+        &self.tokens[self.pos].tok
+    }
+
+    pub(super) fn peek_at(&self, n: usize) -> &Tok {
+        let i = (self.pos + n).min(self.tokens.len() - 1);
+        &self.tokens[i].tok
+    }
+
+    pub(super) fn next(&mut self) -> Tok {
+        let t = self.tokens[self.pos].tok.clone();
+        if self.pos < self.tokens.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    pub(super) fn describe(t: &Tok) -> String {
+        match t {
+            Tok::Word(w) => format!("'{w}'"),
+            Tok::Quoted(w) => format!("\"{w}\""),
+            Tok::Str(s) => format!("string '{s}'"),
+            Tok::Blob(_) => "a blob literal".into(),
+            Tok::Int(n) => format!("number {n}"),
+            Tok::Real(n) => format!("number {}", crate::types::fmt_real(*n)),
+            Tok::IntMin => "number 9223372036854775808".into(),
+            Tok::QParam(_) | Tok::NamedParam(_) => "a parameter".into(),
+            Tok::Op(o) => format!("'{o}'"),
+            Tok::Eof => "the end of input".into(),
+        }
+    }
+
+    /// The parameter numbered `n` (see [`Params`]), which SQLite caps at 32766.
+    pub(super) fn param(&mut self, n: usize, make: impl FnOnce(u32) -> Param) -> Result<Expr> {
+        if n > 32766 {
+            return Err(self.error_here("too many SQL variables"));
+        }
+        self.next();
+        self.params.count = self.params.count.max(n);
+        Ok(Expr::Param(make(n as u32)))
+    }
+
+    pub(super) fn unexpected(&self, expected: &str) -> Error {
+        let t = &self.tokens[self.pos];
+        Error::syntax(
+            t.line,
+            t.col,
+            format!("expected {expected}, found {}", Self::describe(&t.tok)),
+        )
+    }
+
+    pub(super) fn error_here(&self, msg: impl Into<String>) -> Error {
+        let t = &self.tokens[self.pos];
+        Error::syntax(t.line, t.col, msg)
+    }
+
+    pub(super) fn is_kw(&self, kw: &str) -> bool {
+        matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case(kw))
+    }
+
+    pub(super) fn is_kw_at(&self, n: usize, kw: &str) -> bool {
+        matches!(self.peek_at(n), Tok::Word(w) if w.eq_ignore_ascii_case(kw))
+    }
+
+    pub(super) fn eat_kw(&mut self, kw: &str) -> bool {
+        if self.is_kw(kw) {
+            self.next();
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(super) fn expect_kw(&mut self, kw: &str) -> Result<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            Err(self.unexpected(kw))
+        }
+    }
+
+    pub(super) fn eat_op(&mut self, op: &str) -> bool {
+        if matches!(self.peek(), Tok::Op(o) if *o == op) {
+            self.next();
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(super) fn expect_op(&mut self, op: &str) -> Result<()> {
+        if self.eat_op(op) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("'{op}'")))
+        }
+    }
+
+    pub(super) fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error_here("statement nested too deeply"));
+        }
+        Ok(())
+    }
+
+    /// An identifier: a quoted name, or a word that is not reserved.
+    pub(super) fn ident(&mut self) -> Result<String> {
+        match self.peek().clone() {
+            Tok::Quoted(s) => {
+                self.next();
+                Ok(s)
+            }
+            Tok::Word(w) if !is_reserved(&w) => {
+                self.next();
+                Ok(w)
+            }
+            // SQLite accepts a string literal where a name is expected, in some places.
+            Tok::Str(s) => {
+                self.next();
+                Ok(s)
+            }
+            _ => Err(self.unexpected("a name")),
+        }
+    }
+
+    pub(super) fn ident_list(&mut self) -> Result<Vec<String>> {
+        self.expect_op("(")?;
+        let mut v = vec![self.ident()?];
+        while self.eat_op(",") {
+            v.push(self.ident()?);
+        }
+        self.expect_op(")")?;
+        Ok(v)
+    }
+
+    fn statement(&mut self) -> Result<Statement> {
+        if self.eat_kw("EXPLAIN") {
+            if self.eat_kw("QUERY") {
+                self.expect_kw("PLAN")?;
+            }
+            return Ok(Statement::Explain(Box::new(self.statement()?)));
+        }
+        if self.is_kw("SELECT") || self.is_kw("VALUES") || (self.is_kw("WITH")) {
+            let with = self.with_clause()?;
+            if self.is_kw("INSERT") || self.is_kw("REPLACE") {
+                let mut i = self.insert()?;
+                i.with = with;
+                return Ok(Statement::Insert(Box::new(i)));
+            }
+            if self.is_kw("UPDATE") {
+                let mut u = self.update()?;
+                u.with = with;
+                return Ok(Statement::Update(Box::new(u)));
+            }
+            if self.is_kw("DELETE") {
+                let mut d = self.delete()?;
+                d.with = with;
+                return Ok(Statement::Delete(Box::new(d)));
+            }
+            let mut s = self.select_after_with()?;
+            s.with = with;
+            return Ok(Statement::Select(Box::new(s)));
+        }
+        if self.is_kw("INSERT") || self.is_kw("REPLACE") {
+            return Ok(Statement::Insert(Box::new(self.insert()?)));
+        }
+        if self.is_kw("UPDATE") {
+            return Ok(Statement::Update(Box::new(self.update()?)));
+        }
+        if self.is_kw("DELETE") {
+            return Ok(Statement::Delete(Box::new(self.delete()?)));
+        }
+        if self.eat_kw("BEGIN") {
+            let _ = self.eat_kw("DEFERRED") || self.eat_kw("IMMEDIATE") || self.eat_kw("EXCLUSIVE");
+            self.eat_kw("TRANSACTION");
+            return Ok(Statement::Begin);
+        }
+        if self.eat_kw("COMMIT") || self.eat_kw("END") {
+            self.eat_kw("TRANSACTION");
+            return Ok(Statement::Commit);
+        }
+        if self.eat_kw("ROLLBACK") {
+            self.eat_kw("TRANSACTION");
+            return Ok(Statement::Rollback);
+        }
+        if self.eat_kw("CREATE") {
+            let unique = self.eat_kw("UNIQUE");
+            if self.eat_kw("INDEX") {
+                return self.create_index(unique);
+            }
+            if unique {
+                return Err(self.unexpected("INDEX"));
+            }
+            if self.eat_kw("TABLE") {
+                return self.create_table();
+            }
+            return Err(self.unexpected("TABLE or INDEX"));
+        }
+        if self.eat_kw("DROP") {
+            let table = if self.eat_kw("TABLE") {
+                true
+            } else if self.eat_kw("INDEX") {
+                false
+            } else {
+                return Err(self.unexpected("TABLE or INDEX"));
+            };
+            let if_exists = if self.eat_kw("IF") {
+                self.expect_kw("EXISTS")?;
+                true
+            } else {
+                false
+            };
+            let name = self.ident()?;
+            return Ok(if table {
+                Statement::DropTable { name, if_exists }
+            } else {
+                Statement::DropIndex { name, if_exists }
+            });
+        }
+        if self.eat_kw("ALTER") {
+            self.expect_kw("TABLE")?;
+            let table = self.ident()?;
+            if self.eat_kw("RENAME") {
+                self.expect_kw("TO")?;
+                let to = self.ident()?;
+                return Ok(Statement::AlterTable {
+                    table,
+                    action: AlterAction::RenameTo(to),
+                });
+            }
+            if self.eat_kw("ADD") {
+                self.eat_kw("COLUMN");
+                let col = self.column_def()?;
+                return Ok(Statement::AlterTable {
+                    table,
+                    action: AlterAction::AddColumn(col),
+                });
+            }
+            return Err(self.unexpected("RENAME TO or ADD COLUMN"));
+        }
+        Err(self.unexpected("a statement"))
+    }
+
+    fn if_not_exists(&mut self) -> Result<bool> {
+        if self.eat_kw("IF") {
+            self.expect_kw("NOT")?;
+            self.expect_kw("EXISTS")?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn create_index(&mut self, unique: bool) -> Result<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.ident()?;
+        self.expect_kw("ON")?;
+        let table = self.ident()?;
+        self.expect_op("(")?;
+        let mut columns = Vec::new();
+        loop {
+            columns.push(self.ident()?);
+            if self.eat_kw("DESC") {
+                return Err(Error::Unsupported("descending index columns".into()));
+            }
+            self.eat_kw("ASC");
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        Ok(Statement::CreateIndex(CreateIndex {
+            name,
+            table,
+            unique,
+            if_not_exists,
+            columns,
+        }))
+    }
+
+    fn create_table(&mut self) -> Result<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.ident()?;
+        self.expect_op("(")?;
+        let mut t = CreateTable {
+            name,
+            if_not_exists,
+            columns: Vec::new(),
+            primary_key: None,
+            uniques: Vec::new(),
+            checks: Vec::new(),
+            replicated: None,
+        };
+        loop {
+            if self.eat_kw("CONSTRAINT") {
+                self.ident()?;
+            }
+            if self.eat_kw("PRIMARY") {
+                self.expect_kw("KEY")?;
+                if t.primary_key.is_some() {
+                    return Err(self.error_here("a table has at most one PRIMARY KEY"));
+                }
+                t.primary_key = Some(self.ident_list()?);
+            } else if self.eat_kw("UNIQUE") {
+                t.uniques.push(self.ident_list()?);
+            } else if self.eat_kw("CHECK") {
+                self.expect_op("(")?;
+                t.checks.push(self.expr()?);
+                self.expect_op(")")?;
+            } else {
+                if !t.uniques.is_empty() || !t.checks.is_empty() || t.primary_key.is_some() {
+                    return Err(self.unexpected("a table constraint"));
+                }
+                t.columns.push(self.column_def()?);
+            }
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        if self.eat_kw("STRICT") {
+            // cairn's tables are always strict; the word is accepted for SQLite compatibility.
+        }
+        if self.eat_kw("REPLICATED") {
+            let mut r = crate::parse::ast::Replicated::default();
+            if self.eat_op("(") {
+                loop {
+                    if self.eat_kw("SCOPE") {
+                        if r.scope.is_some() {
+                            return Err(self.error_here("a replicated table has at most one SCOPE"));
+                        }
+                        r.scope = Some(self.ident()?);
+                    } else if self.eat_kw("COUNTER") {
+                        r.counters.push(self.ident()?);
+                    } else {
+                        return Err(self.unexpected("SCOPE or COUNTER"));
+                    }
+                    if !self.eat_op(",") {
+                        break;
+                    }
+                }
+                self.expect_op(")")?;
+            }
+            t.replicated = Some(r);
+        }
+        Ok(Statement::CreateTable(t))
+    }
+
+    fn column_def(&mut self) -> Result<ColumnDef> {
+        let name = self.ident()?;
+        let mut type_name = None;
+        // A type is one or more words, optionally with (n) or (n, m).
+        let mut words = Vec::new();
+        while let Tok::Word(w) = self.peek().clone() {
+            if is_reserved(&w)
+                || [
+                    "PRIMARY",
+                    "NOT",
+                    "NULL",
+                    "UNIQUE",
+                    "DEFAULT",
+                    "CHECK",
+                    "CONSTRAINT",
+                    "REFERENCES",
+                    "COLLATE",
+                ]
+                .iter()
+                .any(|k| k.eq_ignore_ascii_case(&w))
+            {
+                break;
+            }
+            self.next();
+            words.push(w);
+        }
+        if !words.is_empty() {
+            let mut tn = cairn_value::text::join(&words, " ");
+            if self.eat_op("(") {
+                tn.push('(');
+                loop {
+                    match self.next() {
+                        Tok::Int(n) => tn.push_str(&n.to_string()),
+                        Tok::Op("-") => tn.push('-'),
+                        Tok::Op("+") => {}
+                        _ => return Err(self.unexpected("a number in the type's size")),
+                    }
+                    if self.eat_op(",") {
+                        tn.push(',');
+                        continue;
+                    }
+                    if matches!(self.peek(), Tok::Int(_)) {
+                        continue;
+                    }
+                    break;
+                }
+                self.expect_op(")")?;
+                tn.push(')');
+            }
+            type_name = Some(tn);
+        }
+        let mut c = ColumnDef {
+            name,
+            type_name,
+            primary_key: false,
+            primary_key_desc: false,
+            not_null: false,
+            unique: false,
+            default: None,
+            check: None,
+        };
+        loop {
+            if self.eat_kw("CONSTRAINT") {
+                self.ident()?;
+            }
+            if self.eat_kw("PRIMARY") {
+                self.expect_kw("KEY")?;
+                if self.eat_kw("DESC") {
+                    c.primary_key_desc = true;
+                } else {
+                    self.eat_kw("ASC");
+                }
+                self.eat_kw("AUTOINCREMENT");
+                c.primary_key = true;
+            } else if self.eat_kw("NOT") {
+                self.expect_kw("NULL")?;
+                c.not_null = true;
+            } else if self.eat_kw("NULL") {
+            } else if self.eat_kw("UNIQUE") {
+                c.unique = true;
+            } else if self.eat_kw("DEFAULT") {
+                let e = if self.eat_op("(") {
+                    let e = self.expr()?;
+                    self.expect_op(")")?;
+                    e
+                } else {
+                    // A signed literal or a bare literal-like term.
+                    self.unary()?
+                };
+                c.default = Some(e);
+            } else if self.eat_kw("CHECK") {
+                self.expect_op("(")?;
+                c.check = Some(self.expr()?);
+                self.expect_op(")")?;
+            } else if self.is_kw("REFERENCES") || self.is_kw("COLLATE") {
+                return Err(Error::Unsupported(format!(
+                    "{} in a column definition",
+                    Self::describe(self.peek())
+                )));
+            } else {
+                break;
+            }
+        }
+        Ok(c)
+    }
+}

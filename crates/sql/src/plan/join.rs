@@ -1,0 +1,165 @@
+//! Join order, and the placement of each WHERE and ON conjunct on a join level.
+
+use crate::parse::ast::BinOp;
+use crate::plan::walk::{has_subquery, slots};
+use crate::plan::*;
+
+/// Join order: inner joins only, greedily (see `join_order`). Without LEFT joins, ON is just
+/// more WHERE, so every conjunct is freed from its level.
+pub(super) fn reorder_joins(levels: &mut Vec<Level>, conjuncts: &mut [(PExpr, Option<usize>)]) {
+    if levels.len() > 1 && levels.len() <= 8 && levels.iter().all(|l| !l.left) {
+        let order = join_order(levels, conjuncts);
+        if order.iter().enumerate().any(|(i, &o)| i != o) {
+            let mut old: Vec<Option<Level>> =
+                std::mem::take(levels).into_iter().map(Some).collect();
+            *levels = order
+                .iter()
+                .map(|&o| old[o].take().expect("a permutation"))
+                .collect();
+        }
+        // Without LEFT joins, ON is just more WHERE.
+        for c in conjuncts.iter_mut() {
+            c.1 = None;
+        }
+    }
+}
+
+/// Places each conjunct on the first level where every column it reads is bound (an ON
+/// conjunct no earlier than its own level, a LEFT level's after the join); returns those
+/// that read no level.
+pub(super) fn place_conjuncts(
+    levels: &mut [Level],
+    conjuncts: Vec<(PExpr, Option<usize>)>,
+) -> Vec<PExpr> {
+    let mut const_filters = Vec::new();
+    let level_of = |slot: usize, levels: &[Level]| {
+        levels
+            .iter()
+            .position(|l| slot >= l.base && slot < l.base + l.width)
+            .unwrap_or(0)
+    };
+    for (e, on_level) in conjuncts {
+        let refs: Vec<usize> = slots(&e).into_iter().map(|s| level_of(s, levels)).collect();
+        let correlated_sub = has_subquery(&e);
+        let max = if correlated_sub && !levels.is_empty() {
+            levels.len() - 1
+        } else {
+            refs.iter().copied().max().unwrap_or(0)
+        };
+        match on_level {
+            Some(l) => {
+                let l = l.max(max);
+                levels[l].filters.push(e);
+            }
+            None if levels.is_empty() || (refs.is_empty() && !correlated_sub) => {
+                const_filters.push(e)
+            }
+            None => {
+                if levels[max].left {
+                    levels[max].after.push(e);
+                } else {
+                    levels[max].filters.push(e);
+                }
+            }
+        }
+    }
+    const_filters
+}
+
+/// Orders inner-joined levels greedily: first the table a constant condition narrows best
+/// (primary key or unique equality, then index equality, then a range), then at each step the
+/// table the placed ones reach best (an equality on its key or an index, then any equality,
+/// which can be hashed), ties kept in the written order. No statistics exist yet, so this
+/// only looks at the shape of the conditions.
+fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usize> {
+    let level_of = |slot: usize| {
+        levels
+            .iter()
+            .position(|l| slot >= l.base && slot < l.base + l.width)
+    };
+    // How well a column can be looked up: 3 primary key/unique, 2 leading index column, 0 not.
+    let lookup = |li: usize, col: usize| -> i32 {
+        let Source::Table(t) = &levels[li].source else {
+            return 0;
+        };
+        let pk = t.key_columns();
+        if pk.len() == 1 && pk[0] == col {
+            return 3;
+        }
+        let mut best = 0;
+        for ix in &t.indexes {
+            if ix.columns.first() == Some(&col) {
+                best = best.max(if ix.unique && ix.columns.len() == 1 {
+                    3
+                } else {
+                    2
+                });
+            }
+        }
+        if pk.first() == Some(&col) {
+            best = best.max(2);
+        }
+        best
+    };
+    // (level, column, other side's levels, op) for each comparison of a column.
+    let mut facts: Vec<(usize, usize, Vec<usize>, BinOp)> = Vec::new();
+    for (e, _) in conjuncts {
+        if let PExpr::Cmp(op, a, b, _, _) = e {
+            for (x, y) in [(a, b), (b, a)] {
+                if let PExpr::Col(s) = **x {
+                    let Some(li) = level_of(s) else { continue };
+                    if has_subquery(y) {
+                        continue;
+                    }
+                    let mut other: Vec<usize> = slots(y).into_iter().filter_map(level_of).collect();
+                    cairn_store::sort::sort(&mut other);
+                    other.dedup();
+                    if other.contains(&li) {
+                        continue;
+                    }
+                    facts.push((li, s - levels[li].base, other, *op));
+                }
+            }
+        }
+    }
+    let mut placed: Vec<usize> = Vec::new();
+    while placed.len() < levels.len() {
+        let mut best: Option<(i32, usize)> = None;
+        for li in 0..levels.len() {
+            if placed.contains(&li) {
+                continue;
+            }
+            let mut score = 0;
+            for (l, col, other, op) in &facts {
+                if *l != li || !other.iter().all(|o| placed.contains(o)) {
+                    continue;
+                }
+                let joined = !other.is_empty();
+                let s = match op {
+                    BinOp::Eq => {
+                        let k = lookup(li, *col);
+                        if k > 0 {
+                            k * 10 + joined as i32
+                        } else if joined {
+                            5
+                        } else {
+                            1
+                        }
+                    }
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge if lookup(li, *col) > 0 => 8,
+                    _ => 1,
+                };
+                score = score.max(s);
+            }
+            // Once something is placed, a table no condition reaches would be a cross product.
+            if !placed.is_empty() && score < 5 {
+                score -= 100;
+            }
+            if best.is_none_or(|b| score > b.0) {
+                best = Some((score, li));
+            }
+        }
+        placed.push(best.expect("an unplaced level").1);
+    }
+    placed
+}
