@@ -24,6 +24,8 @@
 //!   replica's view of the catalog (the tables registered, scope names);
 //! - `persist`: that state in the database's own trees.
 
+#![forbid(unsafe_code)]
+
 mod apply;
 mod capture;
 mod hook;

@@ -46,6 +46,8 @@
 //! `outline` and `reorder`; `split` and `table` are commands of their own modules, and
 //! `outline`, `reorder` and `data` hold the analyses they use.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::process::ExitCode;
