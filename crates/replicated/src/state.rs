@@ -51,8 +51,9 @@ pub(crate) struct State {
     pub(crate) uncommitted: usize,
     /// The store is volatile ([`Storage::volatile`]: memory): a local commit's records are
     /// kept in the replica alone, not written to the store's trees with the commit (nothing
-    /// reads them there before the store is read whole: [`CommitHook::flush`] writes them
-    /// then, and every sync call before it begins).
+    /// reads them there before the store is read whole:
+    /// [`CommitHook::flush`](cairn_sql::CommitHook::flush) writes them then, and every sync
+    /// call before it begins).
     pub(crate) defer: bool,
     /// Over a volatile store, local records are committed that the store does not hold yet.
     pub(crate) unwritten: bool,

@@ -1,6 +1,6 @@
 //! The tail: small pending records kept in the store's root bytes (layout 5), which a commit
 //! writes anyway, rather than in the log tree, until they reach [`TAIL_BYTES`]; then they
-//! move to the log, one value per run ([`super::save`]).
+//! move to the log, one value per run ([`super::save()`]).
 
 use super::corrupt;
 #[cfg(doc)]
