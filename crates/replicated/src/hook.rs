@@ -17,6 +17,7 @@ use cairn_sync::ChainKey;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// The hook `Sync::attach` installs, sharing the state with `Sync` and the capture.
 pub(crate) struct Hook(pub(crate) Rc<RefCell<State>>);
 
 impl CommitHook for Hook {
