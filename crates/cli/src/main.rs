@@ -9,6 +9,8 @@
 //! does not exist. A file that cannot be opened (not cairn's, damaged, newer format) ends the run
 //! with exit code 2 and the reason.
 
+#![forbid(unsafe_code)]
+
 use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
 use cairn_store::{Options, StdFile};

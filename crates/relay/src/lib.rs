@@ -16,6 +16,8 @@
 //!
 //! [`client`] is the Rust side: the handshake, and a replica kept in sync through a relay.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod conn;
 pub mod core;

@@ -1,5 +1,7 @@
 //! `cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate N] [--max-pending N]`
 
+#![forbid(unsafe_code)]
+
 use cairn_relay::frame::hex;
 use cairn_relay::{Limits, Relay, RelayConfig};
 use std::path::PathBuf;

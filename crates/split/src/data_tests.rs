@@ -315,7 +315,7 @@ fn constants_only_moved_functions_use_move_and_come_back_with_the_rest() {
     // the rest calling the primary's functions through a table (`reorder`, `table`).
     let primary = crate::reordered(&std::fs::read(at("primary.wasm")).unwrap()).unwrap();
     let rest = crate::reordered(&std::fs::read(at("rest.wasm")).unwrap()).unwrap();
-    let (primary, rest) = crate::tabled(&primary, &rest).unwrap();
+    let (primary, rest) = crate::table::tabled(&primary, &rest).unwrap();
     for (f, m) in [
         ("primary-shipped.wasm", &primary),
         ("rest-shipped.wasm", &rest),

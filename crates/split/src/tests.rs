@@ -879,7 +879,7 @@ fn split_reordered_and_tabled(copy_bytes: usize, imports: usize) {
         imports,
         "the primary's functions the rest calls"
     );
-    let (primary, rest) = crate::tabled(&primary, &rest).unwrap();
+    let (primary, rest) = crate::table::tabled(&primary, &rest).unwrap();
     for m in [&primary, &rest] {
         wasmparser::Validator::new().validate_all(m).unwrap();
     }
@@ -895,7 +895,7 @@ fn split_reordered_and_tabled(copy_bytes: usize, imports: usize) {
         }
     }
     assert!(
-        exports.iter().any(|n| n == crate::CALLS_TABLE),
+        exports.iter().any(|n| n == crate::table::CALLS_TABLE),
         "{exports:?}"
     );
     assert!(!exports.iter().any(|n| n.starts_with('f')), "{exports:?}");

@@ -17,6 +17,8 @@
 //! 5. [`Replica::compact`] drops history every known peer acknowledged; [`Replica::verify`]
 //!    re-checks everything held.
 
+#![forbid(unsafe_code)]
+
 pub mod chain;
 pub mod change;
 pub mod error;

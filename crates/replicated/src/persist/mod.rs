@@ -1,0 +1,233 @@
+//! The replica's state in the database's own trees (docs/sync.md, "In the database"):
+//!
+//! | tree | key | value |
+//! |---|---|---|
+//! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `subscription` | u8 layout, key export, author, u64le HLC, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `peer/`, `author` | a peer's acknowledged version vector and what it asks for (an older version kept every peer in one value, `peers`, read and moved by the first save) |
+//! | the store's root bytes ([`Storage::root_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] (layout 5) |
+//! | `SYSTEM_TREES + 1` meta, the bytes beside the tree ([`Storage::tree_meta`]) | | the same, in layouts 3 and 4 (moved to the root bytes by the first save) |
+//! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
+//! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records (3) |
+//! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
+//!
+//! Writes are incremental: after each operation only the blocks and records appended since the
+//! last save (tracked per chain in [`Saved`]) and the small meta values that changed are
+//! written. The merged rows are written whole only when history is dropped (compaction, a
+//! snapshot); on open they are rebuilt from those rows and the history held since.
+//!
+//! Over a volatile store (memory) a local commit writes nothing here: its records wait in the
+//! replica until the store is read whole or a sync call begins (`State::defer`), and one save
+//! then writes them all (docs/sync.md, "In memory").
+
+mod load;
+mod save;
+mod tail;
+
+use cairn_sql::SYSTEM_TREES;
+use cairn_sql::{Error, Result, Storage};
+use cairn_sync::wire::Writer;
+use cairn_sync::{AuthorId, ChainKey, ChainLog, Identity, RowKey, ScopeId, Subscription};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use tail::{varint_len, Tail};
+
+pub(crate) use save::{can_save_written, end_written, save, save_written};
+
+const META: u64 = SYSTEM_TREES + 1;
+const ROWS: u64 = SYSTEM_TREES + 2;
+const LOG: u64 = SYSTEM_TREES + 3;
+const WRITERS: u64 = SYSTEM_TREES + 4;
+
+/// The layout of these trees this code writes (meta key `layout`; none means 1, where every
+/// pending record is in the log). A database with a newer layout is refused; an older one is
+/// brought to this layout by the first save. Layout 3 kept small pending records beside the meta
+/// tree (the tail); layout 4 keeps each peer under its own meta key (`PEER`) instead of every peer
+/// in one value; layout 5 keeps the tail in the store's root bytes instead.
+const LAYOUT: u8 = 5;
+/// Layout 2's meta keys of pending records not moved to the log yet: `TAIL` + author + scope +
+/// u64be seq. Read, and moved to the log, when a layout 2 database is opened.
+const TAIL: &[u8] = b"pending/";
+/// Meta keys of peers: this prefix and the peer's id.
+const PEER: &[u8] = b"peer/";
+/// The meta key under which an older version kept every peer in one value.
+const LEGACY_PEERS: &[u8] = b"peers";
+/// How many bytes of pending records the tail (the store's root bytes) holds at most, or the
+/// store's room for root bytes if less: the paged store keeps them in the superblock every
+/// commit writes anyway, up to a quarter of a page (1024 bytes at 4 KiB). 1000 so that a run
+/// moved to the log whole is one cell of a 4 KiB page (its key and value take 11 bytes more
+/// than the run in the tail; a cell takes at most 1014, docs/file-format.md), not a cell and
+/// a half-empty overflow page: a 2 KiB tail moved half as often saved 1.4% of a single
+/// commit's instructions and made the file a quarter larger until the records are sealed.
+const TAIL_BYTES: usize = 1000;
+/// A record larger than this goes to the log directly.
+const TAIL_RECORD: usize = 384;
+const K_CHECKPOINT: u8 = 0;
+const K_BLOCK: u8 = 1;
+const K_PENDING: u8 = 2;
+/// Consecutive pending records moved together from the tail (or layout 2's meta keys); key:
+/// the first one's seq; value: `varint n`, then n x `bytes` record.
+const K_PENDING_RUN: u8 = 3;
+
+/// How far each chain is saved.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct Mark {
+    base: u64,
+    blocks_upto: u64,
+    pending_upto: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Saved {
+    /// A search tree: a database writes few chains, and comparing a key or two is cheaper than
+    /// hashing one (the map's hasher is keyed, for peers' ids).
+    marks: BTreeMap<ChainKey, Mark>,
+    writers: usize,
+    /// `Replica::edits` when the peers were last saved: a save writes those changed since.
+    peers_at: u64,
+    /// The database holds the older `peers` value (every peer in one), which the next full
+    /// save replaces with one key a peer.
+    legacy_peers: bool,
+    /// The clock as saved, or as the saved log implies it (loading takes the newest of the
+    /// saved clock and every HLC of the log).
+    clock: u64,
+    /// The newest HLC of the records written to the log since history was last dropped: a
+    /// clock no newer needs no write of its own (a local commit's clock is its record's).
+    log_clock: u64,
+    redactions: u64,
+    /// Pending records saved in the tail, not yet in the log (at most `tail_room` bytes, the
+    /// smaller of `TAIL_BYTES` and the store's room).
+    tail: Tail,
+    tail_room: usize,
+    /// The tail was read from the meta tree's own bytes (layouts 3 and 4), which the first save
+    /// empties as it writes the tail to the root bytes.
+    meta_tail: bool,
+    /// Runs of pending records saved together in the log: chain, first and last seq.
+    runs: Vec<(ChainKey, u64, u64)>,
+    /// Meta says `layout` 3. A database of an older layout has its layout 2 meta keys of
+    /// pending records (`legacy`) moved to the log and is marked by its first save.
+    layout: bool,
+    legacy: Vec<Vec<u8>>,
+    /// `Replica::edits` when everything but local records was last saved (None before the
+    /// first full save).
+    edits: Option<u64>,
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Storage(cairn_store::Error::Corrupt(format!(
+        "sync state: {what}: {e}"
+    )))
+}
+
+fn has_state(store: &dyn Storage) -> bool {
+    matches!(store.get(META, b"identity"), Ok(Some(_)))
+}
+
+/// The identity, creating the trees and saving a key pair when the database has none: `spare`
+/// if given (made ahead of time), else a new one from the platform's secure randomness.
+/// Inside the caller's transaction.
+pub(crate) fn create(
+    store: &mut dyn Storage,
+    saved: &mut Saved,
+    spare: Option<Identity>,
+) -> Result<Identity> {
+    if let Some(b) = store.get(META, b"identity").ok().flatten() {
+        return Identity::import(&b).map_err(|e| corrupt("identity", e));
+    }
+    for t in [META, ROWS, LOG, WRITERS] {
+        store.create_tree(t)?;
+    }
+    store.put(META, b"layout", &[LAYOUT])?;
+    saved.layout = true;
+    let identity = spare.unwrap_or_else(|| Identity::generate(&mut rand_core::OsRng));
+    put_identity(store, &identity)?;
+    Ok(identity)
+}
+
+pub(crate) fn put_identity(store: &mut dyn Storage, id: &Identity) -> Result<()> {
+    store.put(META, b"identity", &id.export())
+}
+
+pub(crate) fn put_subscription(store: &mut dyn Storage, sub: &Subscription) -> Result<()> {
+    let mut w = Writer::new();
+    sub.encode(&mut w);
+    store.put(META, b"subscription", &w.buf)
+}
+
+pub(crate) fn put_owner(store: &mut dyn Storage, owner: &AuthorId) -> Result<()> {
+    store.put(META, b"owner", &owner.0)
+}
+
+fn chain_prefix(author: &AuthorId, scope: &ScopeId) -> Vec<u8> {
+    let mut w = Writer {
+        buf: Vec::with_capacity(32 + 32 + 10 + scope.name.len()),
+    };
+    w.raw(&author.0);
+    scope.encode(&mut w);
+    w.buf
+}
+
+/// The length of [`chain_prefix`] for `key`.
+fn prefix_len(key: &ChainKey) -> usize {
+    let name = key.1.name.len();
+    32 + 32 + varint_len(name as u64) + name
+}
+
+fn log_key(prefix: &[u8], kind: u8, seq: u64) -> Vec<u8> {
+    // Its room at once: a copy of the prefix alone would be grown by the kind's push.
+    let mut k = Vec::with_capacity(prefix.len() + 9);
+    k.extend_from_slice(prefix);
+    k.push(kind);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn row_key(k: &RowKey) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.bytes(k.table.as_bytes());
+    k.scope.encode(&mut w);
+    w.raw(&k.pk);
+    w.buf
+}
+
+fn scan_all(store: &dyn Storage, tree: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut cur = store.scan(tree, Bound::Unbounded, Bound::Unbounded, false)?;
+    while cur.next()? {
+        out.push((cur.key().to_vec(), cur.value().to_vec()));
+    }
+    Ok(out)
+}
+
+fn create_readonly(store: &dyn Storage) -> Result<Identity> {
+    let b = store
+        .get(META, b"identity")?
+        .ok_or_else(|| corrupt("identity", "missing"))?;
+    Identity::import(&b).map_err(|e| corrupt("identity", e))
+}
+
+/// The encoding of record `seq` of `log` as a pending record's (where it is held: written,
+/// pending or sealed).
+fn record_bytes(log: &ChainLog, seq: u64) -> Option<Vec<u8>> {
+    if let Some(b) = log.written_bytes(seq) {
+        return Some(b.to_vec());
+    }
+    let rec = match log.pending.iter().find(|r| r.seq == seq) {
+        Some(r) => r,
+        None => {
+            let i = log.blocks.partition_point(|b| b.last_seq() < seq);
+            let b = log.blocks.get(i)?;
+            b.records.get(seq.checked_sub(b.first_seq())? as usize)?
+        }
+    };
+    let mut w = Writer::new();
+    rec.encode(&mut w);
+    Some(w.buf)
+}
+
+fn mark_of(log: &ChainLog) -> Mark {
+    Mark {
+        base: log.base.as_ref().map_or(0, |c| c.seq),
+        blocks_upto: log.blocks.last().map_or(0, |b| b.last_seq()),
+        pending_upto: log.head().0,
+    }
+}

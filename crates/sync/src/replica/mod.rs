@@ -1,0 +1,511 @@
+//! A replica: one database's identity, clock, chains, writer lists and merged rows, and the
+//! operations on them — local commits, sealing, verifying and applying what peers send,
+//! snapshots, purge, compaction, `verify()`. No I/O: time comes in as `now_ms`, randomness only
+//! through the identity the host made.
+//!
+//! This module holds the replica's state and its queries (rows, chains, peers, writer lists,
+//! digests); the operations that change it live beside it:
+//! - `local`: this replica's own records (commits, purges) and sealing them into blocks;
+//! - `receive`: verifying and applying a peer's blocks, and joining any record into the rows;
+//! - `history`: `verify()`, compaction, snapshots and their checkpoints.
+//!
+//! The protocol steps over a link (`open_link`, `handle`, `poll`) are in [`crate::link`].
+
+mod history;
+mod local;
+mod receive;
+#[cfg(test)]
+mod tests;
+
+use crate::chain::{ChainKey, ChainLog};
+use crate::change::Record;
+use crate::error::{Error, Reason, Result};
+use crate::hlc::{Clock, Hlc};
+use crate::identity::{AuthorId, Identity};
+use crate::merge::{visible_rows, MemoryRows, RowKey, RowState, RowStore, TableSchema, VisibleRow};
+use crate::protocol::VersionVector;
+use crate::scope::{ScopeId, Subscription, WriterList};
+use crate::wire::{Reader, Writer};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A record whose HLC is further ahead of `now` than this is refused (`CLOCK_SKEW`).
+    pub max_clock_skew_ms: u64,
+    /// Records (or snapshot rows) per page.
+    pub page_records: usize,
+    /// Pages sent ahead of acknowledgements.
+    pub window_pages: usize,
+    /// A page not acknowledged after this long is sent again.
+    pub retransmit_ms: u64,
+    /// What this replica asks its peers for.
+    pub subscription: Subscription,
+    /// An empty replica asks for a snapshot instead of the whole history.
+    pub snapshot_when_empty: bool,
+    /// A snapshot larger than this (rows, all pages) is refused: a peer cannot make this
+    /// replica buffer without bound.
+    pub max_snapshot_rows: usize,
+    /// List the rows each incoming batch changed in `Event::Applied` (the SQL layer needs it;
+    /// a relay does not).
+    pub report_rows: bool,
+    /// Accept ops on tables that are not registered, without a schema check (`UNKNOWN_TABLE`
+    /// and `SCHEMA_MISMATCH` are then never raised for them). A relay stores and forwards the
+    /// tables of every application it serves without knowing their schemas; signatures, chains,
+    /// writers and clocks are still checked. Rows of such tables merge as usual, so
+    /// `state_digest` and snapshots still work; `materialize` and `visible` skip them.
+    pub accept_unknown_tables: bool,
+    /// Serve a peer only the scopes its HELLO key may write to (the owner, or a key in one of
+    /// the scope's signed writer lists: its members), whatever its subscription asks for. A relay
+    /// that authenticated the peer's key sets it so that a user reads only its own scopes.
+    pub serve_members_only: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_clock_skew_ms: 5 * 60 * 1000,
+            page_records: 1000,
+            window_pages: 4,
+            retransmit_ms: 2000,
+            subscription: Subscription::All,
+            snapshot_when_empty: false,
+            max_snapshot_rows: 10_000_000,
+            report_rows: true,
+            accept_unknown_tables: false,
+            serve_members_only: false,
+        }
+    }
+}
+
+/// What happened while handling input, for the application.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Verified records (or snapshot rows) were applied; `rows` (each once, sorted; empty if
+    /// `Config::report_rows` is off) are the rows to re-read (`Replica::materialize`).
+    Applied { records: usize, rows: Vec<RowKey> },
+    /// A block, writer list or snapshot from a peer was refused whole.
+    Rejected {
+        reason: Reason,
+        author: AuthorId,
+        scope: ScopeId,
+        first_seq: u64,
+        detail: String,
+    },
+    /// An author signed two different records at the same place of a chain.
+    Fork {
+        author: AuthorId,
+        scope: ScopeId,
+        seq: u64,
+    },
+    /// The peer told us it refused something we sent.
+    PeerRejected {
+        code: String,
+        author: AuthorId,
+        scope: ScopeId,
+        first_seq: u64,
+    },
+}
+
+/// A problem `verify()` found in stored history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub author: AuthorId,
+    pub scope: ScopeId,
+    pub seq: u64,
+    pub reason: Reason,
+    pub detail: String,
+}
+
+/// What the replica knows of a peer it has met: what the peer acknowledged, and what it asked
+/// for. Compaction keeps whatever some known peer still lacks.
+#[derive(Debug, Clone, Default)]
+pub struct PeerInfo {
+    pub acked: VersionVector,
+    pub want: Subscription,
+}
+
+pub struct Replica<S: RowStore = MemoryRows> {
+    pub(crate) identity: Identity,
+    pub(crate) clock: Clock,
+    pub(crate) config: Config,
+    pub(crate) tables: HashMap<String, TableSchema>,
+    pub(crate) chains: BTreeMap<ChainKey, ChainLog>,
+    /// Every valid list seen, by scope, then by (version, signature): two different lists an
+    /// owner signed with the same version are both kept, so what is authorized does not depend
+    /// on which arrived first.
+    pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<(u64, [u8; 64]), WriterList>>,
+    pub(crate) writers: BTreeMap<ScopeId, BTreeSet<AuthorId>>,
+    /// Lists adopted so far. Chains and lists are never removed, so `(chains.len(),
+    /// lists_added)` changes exactly when what a link may be served can change.
+    pub(crate) lists_added: usize,
+    pub(crate) rows: S,
+    pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
+    /// For each peer, `edits` as it stood after the peer's entry last changed: a host saves
+    /// the peers changed since its last save ([`Replica::peers_changed_since`]), not all.
+    pub(crate) peer_edits: BTreeMap<AuthorId, u64>,
+    pub(crate) forks: BTreeSet<AuthorId>,
+    /// Bumped whenever held records are redacted (a purge): a host that saved them must save
+    /// them again.
+    pub(crate) redactions: u64,
+    /// Bumped by every change to what a host saves (chains, peers, writer lists, forks,
+    /// redactions) other than a local record appended by [`Replica::commit_written_to`]: a host
+    /// that saw the same count at its last save, and has saved every local record since,
+    /// has only the chains those records went to to save again ([`Replica::edits`]).
+    pub(crate) edits: u64,
+    /// Local records written by [`Replica::commit_deferred`] and not yet joined into `rows`:
+    /// per chain, the first such seq. Every path that reads or changes `rows` joins them first
+    /// ([`Replica::merge_deferred`]); readers that cannot (`&self`) refuse to run without it.
+    pub(crate) unmerged: BTreeMap<ChainKey, u64>,
+    /// Chains with records of `commit_deferred` not hashed yet (their `prev` and `hash` not
+    /// computed). They are chained before anything reads a head's hash: sealing, a peer's
+    /// blocks, a non-deferred commit ([`Replica::hash_deferred`]).
+    pub(crate) unhashed: BTreeSet<ChainKey>,
+    // The unhashed records themselves are kept encoded in their chain (`ChainLog::written`,
+    // 32 bytes a record beside its encoding), after the chain's hashed `pending` records, and
+    // decoded (and so hashed) into `pending` by `hash_deferred`. A local write keeps its ops as
+    // the bytes the host saves, not as values.
+}
+
+impl Replica<MemoryRows> {
+    pub fn in_memory(identity: Identity, config: Config) -> Self {
+        Replica::new(identity, config, MemoryRows::default())
+    }
+}
+
+impl<S: RowStore> Replica<S> {
+    pub fn new(identity: Identity, config: Config, rows: S) -> Self {
+        Replica {
+            identity,
+            clock: Clock::new(),
+            config,
+            tables: HashMap::new(),
+            chains: BTreeMap::new(),
+            writer_lists: BTreeMap::new(),
+            writers: BTreeMap::new(),
+            lists_added: 0,
+            rows,
+            peers: BTreeMap::new(),
+            peer_edits: BTreeMap::new(),
+            forks: BTreeSet::new(),
+            redactions: 0,
+            edits: 0,
+            unmerged: BTreeMap::new(),
+            unhashed: BTreeSet::new(),
+        }
+    }
+
+    pub fn id(&self) -> AuthorId {
+        self.identity.id()
+    }
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+    /// The merged rows. Records committed with [`Replica::commit_deferred`] must have been
+    /// merged first ([`Replica::merge_deferred`]).
+    pub fn rows(&self) -> &S {
+        self.merged_rows()
+    }
+    /// `rows`, refusing (a bug, not an input) to hand out rows that lack deferred records.
+    pub(crate) fn merged_rows(&self) -> &S {
+        assert!(
+            self.unmerged.is_empty(),
+            "invariant: deferred records are merged before the rows are read"
+        );
+        &self.rows
+    }
+    /// The encoding (`Record::encode`) of a pending record of `commit_written` not yet hashed,
+    /// for the host that saves it (such a record's `ops` are empty until it is).
+    pub fn written_bytes(&self, key: &ChainKey, seq: u64) -> Option<&[u8]> {
+        self.chains.get(key)?.written_bytes(seq)
+    }
+    /// Whether local records wait to be joined into the rows (see `commit_deferred`).
+    pub fn has_unmerged(&self) -> bool {
+        !self.unmerged.is_empty()
+    }
+    /// Everything [`Replica::commit_deferred`] put off: the records' hashes, then their rows.
+    pub fn catch_up(&mut self) {
+        self.hash_deferred();
+        self.merge_deferred();
+    }
+    /// Computes the `prev` and `hash` of the records [`Replica::commit_deferred`] appended,
+    /// in chain order. The hashes do not depend on when they are taken (a redaction keeps
+    /// each op's hash), so a record hashed late is the record hashed at once.
+    pub fn hash_deferred(&mut self) {
+        if self.unhashed.is_empty() {
+            return;
+        }
+        for key in std::mem::take(&mut self.unhashed) {
+            let Some(log) = self.chains.get_mut(&key) else {
+                continue;
+            };
+            let written = std::mem::take(&mut log.written);
+            let bufs = std::mem::take(&mut log.written_bufs);
+            // They follow the hashed records, in seq order.
+            let mut prev = log.pending.last().map_or(log.sealed_head().1, |r| r.hash);
+            log.pending.reserve(written.len());
+            for w in &written {
+                // Decoding computes the hashes from the bytes, as for a peer's records.
+                let r = Record::decode(
+                    &mut Reader::new(w.bytes(&bufs)),
+                    &key.0,
+                    &key.1,
+                    w.seq,
+                    prev,
+                )
+                .expect("invariant: a written record decodes");
+                prev = r.hash;
+                log.pending.push(r);
+            }
+        }
+    }
+    /// Joins into the rows the records [`Replica::commit_deferred`] left out. Merging is a
+    /// join, so doing it late, and after records that arrived since, gives the same rows.
+    pub fn merge_deferred(&mut self) {
+        if self.unmerged.is_empty() {
+            return;
+        }
+        // The records' ops are decoded with their hashes.
+        self.hash_deferred();
+        let unmerged = std::mem::take(&mut self.unmerged);
+        let mut chains = std::mem::take(&mut self.chains);
+        for (key, from) in unmerged {
+            let Some(log) = chains.get_mut(&key) else {
+                continue;
+            };
+            log.in_unmerged = false;
+            let log = &*log;
+            let records = log
+                .blocks
+                .iter()
+                .flat_map(|b| b.records.iter())
+                .chain(log.pending.iter())
+                .filter(|r| r.seq >= from);
+            for r in records {
+                let touched = self.apply_record_keys(&key.0, &key.1, r, false);
+                debug_assert!(
+                    touched.is_empty(),
+                    "invariant: deferred records purge nothing"
+                );
+            }
+        }
+        self.chains = chains;
+    }
+    pub fn clock(&self) -> Hlc {
+        self.clock.last()
+    }
+    pub fn forks(&self) -> &BTreeSet<AuthorId> {
+        &self.forks
+    }
+    pub fn peers(&self) -> &BTreeMap<AuthorId, PeerInfo> {
+        &self.peers
+    }
+    /// The peers whose entry changed after `edits` stood at that count (see
+    /// [`Replica::edits`]): what a host that saved them all then has to save again.
+    pub fn peers_changed_since(&self, edits: u64) -> impl Iterator<Item = (&AuthorId, &PeerInfo)> {
+        self.peer_edits
+            .iter()
+            .filter(move |(_, &e)| e > edits)
+            .filter_map(|(id, _)| self.peers.get_key_value(id))
+    }
+    /// Notes that peer `id`'s entry changed (after `edits` moved for the change).
+    pub(crate) fn peer_changed(&mut self, id: AuthorId) {
+        self.peer_edits.insert(id, self.edits);
+    }
+    pub fn chain(&self, key: &ChainKey) -> Option<&ChainLog> {
+        self.chains.get(key)
+    }
+    pub fn chains(&self) -> impl Iterator<Item = (&ChainKey, &ChainLog)> {
+        self.chains.iter()
+    }
+
+    // ---- for a host that saves the replica's state and rebuilds it on open ----
+
+    /// Puts back a chain as it was saved (its checkpoint, sealed blocks and pending records).
+    /// Blocks are trusted: they were verified when first received (`verify()` re-checks).
+    pub fn restore_chain(&mut self, key: ChainKey, log: ChainLog) {
+        self.edits += 1;
+        for r in log.pending.iter() {
+            self.clock.observe(r.hlc);
+        }
+        for b in &log.blocks {
+            if let Some(r) = b.records.last() {
+                self.clock.observe(r.hlc);
+            }
+        }
+        self.chains.insert(key, log);
+    }
+    /// Moves the clock to at least `hlc` (the last one saved), so that no new write is ever
+    /// ordered before one made before a restart.
+    pub fn observe_clock(&mut self, hlc: Hlc) {
+        self.clock.observe(hlc);
+    }
+    pub fn restore_peer(&mut self, id: AuthorId, info: PeerInfo) {
+        self.edits += 1;
+        self.peers.insert(id, info);
+        self.peer_changed(id);
+    }
+    pub fn restore_fork(&mut self, id: AuthorId) {
+        self.edits += 1;
+        self.forks.insert(id);
+    }
+    /// How many times held records were redacted (see `restore_chain`: saved copies of them
+    /// must be written again when this moves).
+    pub fn redactions(&self) -> u64 {
+        self.redactions
+    }
+    /// How many times something a host saves changed other than by a local record appended
+    /// with [`Replica::commit_written_to`] (see the field).
+    pub fn edits(&self) -> u64 {
+        self.edits
+    }
+    /// Applies every held record (sealed and pending) to the merged rows again. A host that
+    /// saves the rows only when history is dropped rebuilds the rest this way on open; merging
+    /// is a join, so rows that already contain some of it come out the same.
+    pub fn replay_history(&mut self) {
+        // Every record held is applied below, deferred ones included.
+        self.unmerged.clear();
+        for log in self.chains.values_mut() {
+            log.in_unmerged = false;
+        }
+        self.hash_deferred();
+        let chains = std::mem::take(&mut self.chains);
+        for ((author, scope), log) in &chains {
+            for r in log.blocks.iter().flat_map(|b| b.records.iter()) {
+                self.apply_record(author, scope, r);
+            }
+            for r in &log.pending {
+                self.apply_record(author, scope, r);
+            }
+        }
+        self.chains = chains;
+    }
+    /// The merged rows, for loading them from storage.
+    pub fn rows_mut(&mut self) -> &mut S {
+        self.merge_deferred();
+        &mut self.rows
+    }
+
+    /// Declares a table replicated. Every replica must register the same schema.
+    pub fn register_table(&mut self, schema: TableSchema) -> Result<()> {
+        if schema.pk_len == 0 || schema.pk_len > crate::change::MAX_PK as usize {
+            return Err(Error::InvalidInput(format!(
+                "{}: a replicated table needs a primary key of 1 to 16 columns",
+                schema.name
+            )));
+        }
+        self.tables.insert(schema.name.clone(), schema);
+        Ok(())
+    }
+    pub fn table(&self, name: &str) -> Option<&TableSchema> {
+        self.tables.get(name)
+    }
+
+    fn schema_of(&self, table: &str) -> Result<&TableSchema> {
+        self.tables
+            .get(table)
+            .ok_or_else(|| Error::InvalidInput(format!("table {table} is not replicated")))
+    }
+
+    /// What the SQL table should now hold for each of these rows (from `commit` or
+    /// `Event::Applied`): `Some(values)` in schema column order to upsert, `None` to delete.
+    /// Unique conflicts are not applied here; see `visible`.
+    pub fn materialize(&self, keys: &[RowKey]) -> Vec<(RowKey, Option<Vec<cairn_value::Value>>)> {
+        keys.iter()
+            .map(|k| {
+                let values = self.tables.get(&k.table).and_then(|schema| {
+                    self.merged_rows()
+                        .get(k)
+                        .filter(RowState::is_live)
+                        .map(|row| row.values(schema))
+                });
+                (k.clone(), values)
+            })
+            .collect()
+    }
+
+    /// The chains held and how far (sealed and pending records alike).
+    pub fn version_vector(&self) -> VersionVector {
+        self.chains
+            .iter()
+            .map(|(k, log)| (k.clone(), log.head().0))
+            .filter(|(_, s)| *s > 0)
+            .collect()
+    }
+
+    pub fn may_write(&self, author: &AuthorId, scope: &ScopeId) -> bool {
+        scope.owner == *author || self.writers.get(scope).is_some_and(|w| w.contains(author))
+    }
+
+    /// As the owner of scope `name`, signs and adopts a writer list.
+    pub fn sign_writers(
+        &mut self,
+        name: &[u8],
+        version: u64,
+        writers: Vec<AuthorId>,
+    ) -> WriterList {
+        let list = WriterList::sign(&self.identity, name, version, writers);
+        self.add_writer_list(list.clone())
+            .expect("invariant: a list we signed checks");
+        list
+    }
+
+    /// Adopts a writer list signed by its scope's owner.
+    pub fn add_writer_list(&mut self, list: WriterList) -> Result<bool> {
+        self.edits += 1;
+        list.check()?;
+        let known = self.writer_lists.entry(list.scope.clone()).or_default();
+        if known.contains_key(&(list.version, list.sig)) {
+            return Ok(false);
+        }
+        self.writers
+            .entry(list.scope.clone())
+            .or_default()
+            .extend(list.writers.iter().copied());
+        known.insert((list.version, list.sig), list);
+        self.lists_added += 1;
+        Ok(true)
+    }
+
+    pub fn writer_lists(&self) -> impl Iterator<Item = &WriterList> {
+        self.writer_lists.values().flat_map(|m| m.values())
+    }
+
+    /// The rows of a table as queries see them (unique conflicts resolved), and the rows hidden
+    /// by a unique conflict.
+    pub fn visible(&self, table: &str) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
+        match self.tables.get(table) {
+            Some(schema) => visible_rows(self.merged_rows(), schema),
+            None => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// A digest of every merged row (their full state, versions included): equal digests mean
+    /// identical rows.
+    pub fn state_digest(&self) -> [u8; 32] {
+        self.state_digest_of(&Subscription::All)
+    }
+
+    /// The same digest, over the rows of the scopes a subscription covers.
+    pub fn state_digest_of(&self, want: &Subscription) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        let empty = RowState::default();
+        self.merged_rows().scan(&mut |k, row| {
+            if *row == empty || !want.covers(&k.scope) {
+                return;
+            }
+            let mut w = Writer::new();
+            w.bytes(k.table.as_bytes());
+            k.scope.encode(&mut w);
+            w.bytes(&k.pk);
+            row.encode(&mut w);
+            h.update(&w.buf);
+        });
+        *h.finalize().as_bytes()
+    }
+}

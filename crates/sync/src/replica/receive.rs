@@ -1,0 +1,288 @@
+//! What a peer's blocks do: verified (signatures in one batch, then chain continuity, the
+//! author's right to the scope, the clock, the schema), and applied whole or rejected whole;
+//! and how any record, local or a peer's, joins the merged rows (a purge redacting the history
+//! it touches).
+
+use super::{Event, Replica};
+use crate::chain::{verify_signatures, Block, ChainKey};
+use crate::change::{OpBody, Payload, Record};
+use crate::error::{Error, Reason, Result};
+use crate::hlc::physical_ms;
+use crate::identity::AuthorId;
+use crate::merge::{RowKey, RowState, RowStore, Version};
+use crate::scope::ScopeId;
+use crate::wire::ZERO_HASH;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl<S: RowStore> Replica<S> {
+    /// Joins a record's ops into the rows; returns each touched row and whether it is purged.
+    pub(super) fn apply_record(
+        &mut self,
+        author: &AuthorId,
+        scope: &ScopeId,
+        record: &Record,
+    ) -> Vec<(RowKey, bool)> {
+        self.apply_record_keys(author, scope, record, true)
+    }
+
+    /// [`Replica::apply_record`]; without `want_keys` only the purged rows are returned (the
+    /// others' keys move into the row store).
+    pub(super) fn apply_record_keys(
+        &mut self,
+        author: &AuthorId,
+        scope: &ScopeId,
+        record: &Record,
+        want_keys: bool,
+    ) -> Vec<(RowKey, bool)> {
+        if !want_keys {
+            self.rows.expect_ops(record.ops.len());
+        }
+        let mut out = Vec::with_capacity(if want_keys { record.ops.len() } else { 0 });
+        for (idx, op) in record.ops.iter().enumerate() {
+            let key = RowKey::new(&op.table, scope, &op.pk);
+            let v = Version {
+                hlc: record.hlc,
+                author: *author,
+                seq: record.seq,
+                idx: idx as u32,
+            };
+            let mut purged = false;
+            let mut apply = |row: &mut RowState| {
+                row.apply(op, v);
+                purged = row.purged;
+            };
+            if want_keys {
+                self.rows.update(&key, &mut apply);
+                out.push((key, purged));
+            } else {
+                self.rows.update_owned(key, &mut apply);
+                if purged {
+                    out.push((RowKey::new(&op.table, scope, &op.pk), true));
+                }
+            }
+        }
+        self.clock.observe(record.hlc);
+        out
+    }
+
+    /// Replaces, in every record held for `scope`, the ops on purged rows with their redacted form.
+    pub(super) fn redact_purged(&mut self, scope: &ScopeId, touched: &[(RowKey, bool)]) {
+        self.edits += 1;
+        // Every record it may redact is a `Record` in `pending` or a block.
+        self.hash_deferred();
+        let purged: BTreeSet<&RowKey> =
+            touched.iter().filter(|(_, p)| *p).map(|(k, _)| k).collect();
+        if purged.is_empty() {
+            return;
+        }
+        self.redactions += 1;
+        for ((_, s), log) in self.chains.iter_mut() {
+            if s != scope {
+                continue;
+            }
+            let records = log
+                .blocks
+                .iter_mut()
+                .flat_map(|b| b.records.iter_mut())
+                .chain(log.pending.iter_mut());
+            for rec in records {
+                for op in rec.ops.iter_mut() {
+                    // Only SET and ADD carry values; the PURGE itself must travel intact.
+                    if matches!(op.body, OpBody::Full(Payload::Set(_) | Payload::Add(..)))
+                        && purged.contains(&RowKey::new(&op.table, scope, &op.pk))
+                    {
+                        *op = op.redacted();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Verifies and applies blocks from a peer. The blocks must come from `Block::decode` (or
+    /// `Block::seal`), which compute every record hash from the record's content. Signatures of all blocks are checked in one
+    /// batch; each block is then checked against what is held and applied, or rejected whole.
+    pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
+        self.edits += 1;
+        self.catch_up();
+        let mut events = Vec::new();
+        // A block whose every record is already held with the same hashes is a replay: its
+        // content is exactly what was verified before, so its signature is not checked again
+        // (duplicates are common on a mesh; a signature check is the dearest thing here).
+        let (replays, fresh): (Vec<Block>, Vec<Block>) =
+            blocks.into_iter().partition(|b| self.is_replay(b));
+        for b in replays {
+            events.push(Event::Rejected {
+                reason: Reason::Replay,
+                author: b.author,
+                first_seq: b.first_seq(),
+                detail: format!("records {}..={} already held", b.first_seq(), b.last_seq()),
+                scope: b.scope,
+            });
+        }
+        // A block that cannot follow what is held (nor what earlier blocks of this message
+        // bring) is a gap whatever its signature says: refuse it before paying for a check.
+        let mut heads: BTreeMap<ChainKey, u64> = BTreeMap::new();
+        let mut blocks = Vec::with_capacity(fresh.len());
+        for b in fresh {
+            let held = *heads
+                .entry(b.key())
+                .or_insert_with(|| self.chains.get(&b.key()).map_or(0, |l| l.head().0));
+            if b.first_seq() > held.saturating_add(1) {
+                events.push(Event::Rejected {
+                    reason: Reason::ChainGap,
+                    author: b.author,
+                    first_seq: b.first_seq(),
+                    detail: format!("block starts at {}, held up to {held}", b.first_seq()),
+                    scope: b.scope,
+                });
+                continue;
+            }
+            heads.insert(b.key(), held.max(b.last_seq()));
+            blocks.push(b);
+        }
+        let sig_results = {
+            let refs: Vec<&Block> = blocks.iter().collect();
+            verify_signatures(&refs)
+        };
+        let mut applied_records = 0;
+        let mut applied_rows = Vec::new();
+        for (block, sig) in blocks.into_iter().zip(sig_results) {
+            match self.check_block(now_ms, &block, sig) {
+                Ok(skip) => {
+                    let mut block = block;
+                    if skip > 0 {
+                        block.records.drain(..skip);
+                    }
+                    applied_records += block.records.len();
+                    let mut touched = Vec::new();
+                    for rec in &block.records {
+                        touched.extend(self.apply_record(&block.author, &block.scope, rec));
+                    }
+                    let any_purged = touched.iter().any(|(_, p)| *p);
+                    let key = block.key();
+                    self.chains.entry(key).or_default().blocks.push(block);
+                    if any_purged {
+                        let scope = touched[0].0.scope.clone();
+                        self.redact_purged(&scope, &touched);
+                    }
+                    if self.config.report_rows {
+                        applied_rows.extend(touched.into_iter().map(|(k, _)| k));
+                    }
+                }
+                Err((reason, detail)) => {
+                    if reason == Reason::Fork {
+                        self.forks.insert(block.author);
+                        events.push(Event::Fork {
+                            author: block.author,
+                            scope: block.scope.clone(),
+                            seq: block.first_seq(),
+                        });
+                    }
+                    events.push(Event::Rejected {
+                        reason,
+                        author: block.author,
+                        first_seq: block.first_seq(),
+                        scope: block.scope,
+                        detail,
+                    });
+                }
+            }
+        }
+        if applied_records > 0 {
+            applied_rows.sort_unstable();
+            applied_rows.dedup();
+            events.insert(
+                0,
+                Event::Applied {
+                    records: applied_records,
+                    rows: applied_rows,
+                },
+            );
+        }
+        events
+    }
+
+    fn is_replay(&self, block: &Block) -> bool {
+        self.chains.get(&block.key()).is_some_and(|log| {
+            block.last_seq() <= log.head().0
+                && log.hash_at(block.last_seq()) == Some(block.last_hash())
+        })
+    }
+
+    /// The checks of docs/sync.md sec. 6, in order. Ok(n): the block fits; its first n records
+    /// are already held.
+    fn check_block(
+        &self,
+        now_ms: u64,
+        block: &Block,
+        sig: Result<()>,
+    ) -> std::result::Result<usize, (Reason, String)> {
+        let fail = |e: Error| (e.reason(), e.to_string());
+        if !block.is_well_formed() {
+            return Err((Reason::Malformed, "records not consecutive".into()));
+        }
+        for rec in &block.records {
+            self.check_ops(&rec.ops).map_err(fail)?;
+        }
+        sig.map_err(fail)?;
+        let (held, held_hash) = self
+            .chains
+            .get(&block.key())
+            .map_or((0, ZERO_HASH), |l| l.head());
+        let (first, last) = (block.first_seq(), block.last_seq());
+        if last <= held {
+            let log = self.chains.get(&block.key());
+            return match log.and_then(|l| l.hash_at(last)) {
+                Some(h) if h != block.last_hash() => {
+                    Err((Reason::Fork, format!("two records signed at seq {last}")))
+                }
+                _ => Err((
+                    Reason::Replay,
+                    format!("records {first}..={last} already held"),
+                )),
+            };
+        }
+        if first > held.saturating_add(1) {
+            return Err((
+                Reason::ChainGap,
+                format!("block starts at {first}, held up to {held}"),
+            ));
+        }
+        let skip = (held - (first - 1)) as usize;
+        let link = if skip == 0 {
+            block.prev_hash()
+        } else {
+            block.records[skip - 1].hash
+        };
+        if link != held_hash {
+            return Err((
+                Reason::Fork,
+                format!(
+                    "record {} does not follow the held chain",
+                    held.saturating_add(1)
+                ),
+            ));
+        }
+        if !self.may_write(&block.author, &block.scope) {
+            return Err((
+                Reason::Unauthorized,
+                format!("{:?} may not write to this scope", block.author),
+            ));
+        }
+        let limit = now_ms.saturating_add(self.config.max_clock_skew_ms);
+        if let Some(r) = block.records[skip..]
+            .iter()
+            .find(|r| physical_ms(r.hlc) > limit)
+        {
+            return Err((
+                Reason::ClockSkew,
+                format!(
+                    "record {} is {} ms in the future",
+                    r.seq,
+                    physical_ms(r.hlc) - now_ms
+                ),
+            ));
+        }
+        Ok(skip)
+    }
+}
