@@ -7,8 +7,9 @@
 // sees another's uncommitted writes and never has statements of another mixed into it.
 import * as engine from '../build/wasm/cairn_wasm.js';
 import { restFrom, restLoaded, restLoadedBy } from './split.js';
-import { OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN } from './protocol.js';
-import { Writer, Reader, Full, paramBytes } from './wire.js';
+import {
+  OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN, REQ, DONE, SERVED, HEADER, Writer, Reader, Full, paramBytes,
+} from './protocol.js';
 import { readResult } from './result.js';
 
 // True in cairn-sync-worker.js, which carries cairn-sync.wasm's glue and the sync transports;
@@ -673,14 +674,11 @@ self.onmessage = (event) => {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The shared-memory channel. The page writes a request after the header and bumps REQ; the Worker
-// writes the reply in the same place and sets DONE to the request's number. After a request the
-// Worker blocks for the next one for up to HOT_MS (so a loop of statements costs no event-loop
-// turns), then goes back to its event loop and waits asynchronously.
-const REQ = 0;
-const DONE = 1;
-const SERVED = 2;
-const HEADER = 16;
+// The shared-memory channel (protocol.js has its layout). The page writes a request after the
+// header and bumps REQ; the Worker writes the reply in the same place and sets DONE to the
+// request's number. After a request the Worker blocks for the next one for up to HOT_MS (so a loop
+// of statements costs no event-loop turns), then goes back to its event loop and waits
+// asynchronously.
 const HOT_MS = 2;
 let chan = null;
 let lastSeq = 0;
