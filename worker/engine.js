@@ -9,8 +9,9 @@ import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { MODE_ROWS, MODE_RUN, paramBytes } from './protocol.js';
 import { readResult } from './result.js';
 
-// True in the test build (dist/test/), whose module has the storage layer's block files
-// (esbuild's `define`, scripts/build.mjs); as CAIRN_SYNC, in the sync build.
+// True in the sync build (cairn-sync-worker.js) and in the test build (dist/test/), whose modules
+// have the replica's and the storage layer's block files' exports (esbuild's `define`,
+// scripts/build.mjs).
 /* global CAIRN_SYNC, CAIRN_TESTING */
 
 // The engine's panic hook calls this before the module traps (crates/wasm/src/bindings.rs).
