@@ -118,7 +118,8 @@ export function closeDb() {
   lastSql = null;
 }
 
-// Ops that answer at once.
+// Ops that answer at once. worker.js adds those that span the modules (`close`, `endSession`) and,
+// in the sync build, the transports'.
 export const ops = {
   ping: () => [null],
   exec: (sql) => [needDb().exec(String(sql))],
