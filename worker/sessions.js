@@ -6,10 +6,11 @@
 // never has statements of another mixed into it. A tab that does not own the database sends its
 // requests through the tab that does, with sessions `<tab id>/<session>`; when that tab goes
 // away, `endSession` with its prefix rolls back whatever transaction it left open.
-// False in cairn-worker.js, which has no sync (esbuild's `define`, scripts/build.mjs).
-/* global CAIRN_SYNC, CAIRN_TESTING */
 import { OK, ERR } from './protocol.js';
 import { ops, asyncOps, loaded, stopped, db, busyTimeout, stopEngine } from './engine.js';
+
+// The sync and test builds' flags (engine.js).
+/* global CAIRN_SYNC, CAIRN_TESTING */
 
 let txSession = null; // the session whose transaction is open
 let parked = []; // [msg, timer]: requests waiting for txSession's transaction to end
