@@ -2,15 +2,23 @@
 // wasm-opt) and the page and Worker scripts (esbuild), then prints and records the size of every
 // file a page downloads to open a database.
 //
-//   node scripts/build.mjs [--dev]     --dev skips wasm-opt and minification (faster, larger)
+//   node scripts/build.mjs [--dev | --js]
+//
+//   --dev  skips wasm-opt, the split and minification (faster, larger)
+//   --js   bundles the scripts again over the modules and glue of the last full build (when only
+//          worker/*.js changed): no cargo, no wasm-opt, no split
+//
+// Cargo builds into CARGO_TARGET_DIR when it is set, else target/.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dev = process.argv.includes('--dev');
+const jsOnly = process.argv.includes('--js');
+const target = resolve(root, process.env.CARGO_TARGET_DIR ?? 'target');
 const bin = (name) => join(root, 'node_modules', '.bin', name);
 
 function run(cmd, args, env = {}) {
@@ -72,7 +80,16 @@ mkdirSync(join(root, 'dist'), { recursive: true });
 // tests (the `testing` feature), with its own glue and Worker script; it is not shipped.
 const env = { CARGO_BUILD_JOBS: process.env.CARGO_BUILD_JOBS ?? '2' };
 mkdirSync(join(root, 'dist', 'test'), { recursive: true });
-for (const [features, out, dir] of [
+if (jsOnly) {
+  // The glue is patched and its names shortened in place by the full build, with the modules.
+  for (const f of ['build/wasm/cairn_wasm.js', 'build/wasm-sync/cairn_wasm.js', 'build/wasm-test/cairn_wasm.js', 'dist/cairn-rest.wasm']) {
+    if (!existsSync(join(root, f))) {
+      console.error(`build failed: --js needs a full build first (${f} is missing)`);
+      process.exit(1);
+    }
+  }
+}
+for (const [features, out, dir] of jsOnly ? [] : [
   [[], 'dist/cairn.wasm', 'build/wasm'],
   [['--features', 'sync'], 'dist/cairn-sync.wasm', 'build/wasm-sync'],
   [['--features', 'testing'], 'dist/test/cairn.wasm', 'build/wasm-test'],
@@ -84,13 +101,13 @@ for (const [features, out, dir] of [
   const map = join(root, dir, 'link.map');
   if (!existsSync(map)) {
     for (const f of ['cairn_wasm.wasm', 'deps/cairn_wasm.wasm']) {
-      rmSync(join(root, 'target', 'wasm32-unknown-unknown', 'release', f), { force: true });
+      rmSync(join(target, 'wasm32-unknown-unknown', 'release', f), { force: true });
     }
   }
   run('cargo', ['rustc', '-p', 'cairn-wasm', '--release', '--target', 'wasm32-unknown-unknown', ...features,
     '--', '-C', `link-arg=--Map=${map}`], env);
   run('wasm-bindgen', [
-    'target/wasm32-unknown-unknown/release/cairn_wasm.wasm',
+    join(target, 'wasm32-unknown-unknown', 'release', 'cairn_wasm.wasm'),
     '--target', 'web',
     '--out-dir', dir,
     '--remove-name-section',
@@ -115,9 +132,9 @@ for (const [features, out, dir] of [
 // cairn-rest.wasm, which the Worker fetches the first time the engine calls one of them. The
 // workloads run in Node over an instrumented copy to find them; then the split module is checked
 // against the whole one on those workloads and on statements outside them.
-if (!dev) {
+if (!dev && !jsOnly) {
   run('cargo', ['build', '-q', '-p', 'cairn-split', '--release'], env);
-  const tool = join(root, 'target', 'release', 'cairn-split');
+  const tool = join(target, 'release', 'cairn-split');
   const split = await import('./split.mjs');
   // Each shipped module and the rest of it: the sync module's common part adds two replicas
   // writing to one list and syncing both ways.
@@ -154,7 +171,7 @@ if (!dev) {
 
 // Short names for the glue's imports and for the exports it calls, in each shipped module and
 // the glue its Worker script bundles (scripts/names.mjs).
-try {
+if (!jsOnly) try {
   const { shortImports, shortExports } = await import('./names.mjs');
   for (const [dir, wasm] of [['build/wasm', 'dist/cairn.wasm'], ['build/wasm-sync', 'dist/cairn-sync.wasm']]) {
     shortImports(join(root, dir, 'cairn_wasm.js'), [join(root, wasm)]);

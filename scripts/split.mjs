@@ -14,8 +14,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readResult } from '../worker/result.js';
-import { paramBytes } from '../worker/wire.js';
-import { MODE_ROWS, MODE_RUN, MODE_FIRST } from '../worker/protocol.js';
+import { MODE_ROWS, MODE_RUN, MODE_FIRST, paramBytes } from '../worker/protocol.js';
 import { restFrom, restLoaded, restLoadedBy } from '../worker/split.js';
 import { makeCtx } from '../bench-browser/src/ctx.js';
 

@@ -2,8 +2,10 @@
 // runs in a dedicated Worker over OPFS. One tab owns a database at a time (Web Locks); a second
 // tab that opens the same name sends its statements through the owner over a BroadcastChannel
 // and takes over when the owner goes away (docs/protocol.md, "Tabs").
-import { OK, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN, MODE_FIRST, COL_ARRAY } from './protocol.js';
-import { Writer, Reader, Full } from './wire.js';
+import {
+  OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN, MODE_FIRST, COL_ARRAY, REQ, DONE, SERVED, HEADER, CHANNEL_OPS,
+  Writer, Reader, Full,
+} from './protocol.js';
 
 /** Every error cairn reports: a stable `code`, and a message a person can act on. */
 export class CairnError extends Error {
@@ -21,12 +23,6 @@ const defaultWasmUrl = (sync) => new URL(sync ? './cairn-sync.wasm' : './cairn.w
 // Named here, not only in the Worker, so that a bundler that copies cairn.wasm copies them too.
 const defaultRestUrl = (sync) => new URL(sync ? './cairn-sync-rest.wasm' : './cairn-rest.wasm', import.meta.url);
 
-// Ops that may go through the shared-memory channel: the ones a statement loop is made of.
-const CHANNEL_OPS = new Set(['ping', 'exec', 'execute', 'executePrepared', 'prepare', 'finalize', 'inTransaction']);
-const REQ = 0;
-const DONE = 1;
-const SERVED = 2;
-const HEADER = 16;
 // How long the page spins for a reply on the shared-memory channel before it waits for one, and
 // the longest time the Worker may have taken over the last request for the page to spin again.
 const SPIN_MS = 0.05;
@@ -508,7 +504,7 @@ export class Database extends Queries {
       this.#held = navigator.locks.request(lockName, { ifAvailable: true }, async (lock) => {
         if (lock) return hold();
         const { FollowerLink } = await extra();
-        this.#link = new FollowerLink(this, { CairnError, OK, clientId });
+        this.#link = new FollowerLink(this, { CairnError, clientId });
         first = false;
         resolve();
         // Wait in line to take over when the owner goes away.
@@ -588,7 +584,7 @@ export class Database extends Queries {
       }
       this.#link.send(op, remoteSession, args, []).then(
         (result) => this.bus.postMessage({ t: 'res', to: from, id, reply: [OK, result] }),
-        (e) => this.bus.postMessage({ t: 'res', to: from, id, reply: [1, e.code, e.message, extraOf(e)] }),
+        (e) => this.bus.postMessage({ t: 'res', to: from, id, reply: [ERR, e.code, e.message, extraOf(e)] }),
       );
     }
   }

@@ -1,8 +1,9 @@
 // The parts of the page-side client that a page needs only once it syncs (`Sync`, behind
 // `db.sync`) or once another tab owns the database it opens (`FollowerLink`). worker/client.js
 // imports this module the first time it needs one; the build makes it cairn-extra.js, beside
-// cairn.js (docs/size.md, "The scripts"). It imports nothing: what it needs of the client comes
-// as arguments, so that it never holds a second copy of the client's classes.
+// cairn.js (docs/size.md, "The scripts"). What it needs of the client comes as arguments, so that
+// it never holds a second copy of the client's classes; of the protocol, it takes a constant.
+import { OK } from './protocol.js';
 
 /** A database's replica: its author id and key, who may write to its scopes, and the links
  * that carry the sync protocol to peers (another database, a relay). */
@@ -124,10 +125,9 @@ export class Sync {
 export class FollowerLink {
   #pending = new Map();
   #nextId = 1;
-  constructor(db, { CairnError, OK, clientId }) {
+  constructor(db, { CairnError, clientId }) {
     this.db = db;
     this.error = CairnError;
-    this.ok = OK;
     this.from = clientId;
     this.timer = setInterval(() => this.#resendUnacked(), 250);
   }
@@ -152,7 +152,7 @@ export class FollowerLink {
     else if (m.t === 'res') {
       this.#pending.delete(m.id);
       const [status, a, b, extra] = m.reply;
-      if (status === this.ok) req.resolve(a);
+      if (status === OK) req.resolve(a);
       else req.reject(new this.error(a, b, extra));
     }
   }

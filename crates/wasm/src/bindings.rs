@@ -8,7 +8,7 @@ use crate::database::store_error;
 
 #[wasm_bindgen]
 extern "C" {
-    /// The Worker's (worker/worker.js): keeps a panic's message for the report after the trap.
+    /// The Worker's (worker/engine.js): keeps a panic's message for the report after the trap.
     /// A function of the global scope rather than a property set on it: finding the global
     /// object from wasm takes js-sys's lookup of `globalThis`, `self`, `window` and `global`.
     #[wasm_bindgen(js_namespace = globalThis, js_name = __cairnPanicked)]

@@ -59,7 +59,7 @@ fn strings(lines: &[String]) -> Array {
     out
 }
 
-// Tags of worker/wire.js's encoding, in which the Worker hands over a statement's parameters:
+// Tags of worker/protocol.js's encoding, in which the Worker hands over a statement's parameters:
 // one buffer read here rather than a call across the wasm boundary for each value and each test
 // of its type (docs/protocol.md, "Parameters").
 const P_NULL: u8 = 0;
@@ -440,7 +440,7 @@ impl Database {
         }
     }
 
-    /// Runs a prepared statement with `params` in worker/wire.js's encoding (`ParamReader`;
+    /// Runs a prepared statement with `params` in worker/protocol.js's encoding (`ParamReader`;
     /// empty for none). Returns where in wasm memory its encoded result starts (`Encoder`),
     /// valid until the next call.
     #[wasm_bindgen(js_name = executePrepared)]

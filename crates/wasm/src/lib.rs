@@ -1,7 +1,7 @@
 //! The wasm-bindgen entry that runs inside cairn's dedicated Worker.
 //!
-//! The Worker script (`worker/worker.js`) decodes each message from the page and calls one of the
-//! functions exported here; they answer with plain values and `Uint8Array`s, and a statement with
+//! The Worker's engine host (`worker/engine.js`) calls the functions exported here for the
+//! requests from the page; they answer with plain values and `Uint8Array`s, and a statement with
 //! its result encoded in wasm memory for the Worker to read (`database::Encoder`). Every error
 //! thrown to JavaScript is an `Error` whose `code` property is the stable code of the Rust error
 //! (`cairn_store::Error::code`).

@@ -1,0 +1,262 @@
+// The engine host: loads the wasm engine (and the rest of it, on first use), opens the database
+// over an OPFS file, and runs the requests that call the engine. It knows nothing of sessions, of
+// which request may run when (worker/sessions.js), or of how requests arrive (worker/worker.js).
+//
+// An op gets the request's arguments and returns [result, transfer?]: `ops` answer at once,
+// `asyncOps` wait on the platform.
+import * as engine from '../build/wasm/cairn_wasm.js';
+import { restFrom, restLoaded, restLoadedBy } from './split.js';
+import { MODE_ROWS, MODE_RUN, paramBytes } from './protocol.js';
+import { readResult } from './result.js';
+
+// True in the sync build (cairn-sync-worker.js) and in the test build (dist/test/), whose modules
+// have the replica's and the storage layer's block files' exports (esbuild's `define`,
+// scripts/build.mjs).
+/* global CAIRN_SYNC, CAIRN_TESTING */
+
+// The engine's panic hook calls this before the module traps (crates/wasm/src/bindings.rs).
+self.__cairnPanicked = (message) => {
+  self.__cairnPanic = message;
+};
+
+let ready = null;
+export let loaded = false;
+let wasm = null; // the instance's exports, once loaded
+export let stopped = null; // the panic message, once the engine has trapped
+export let db = null; // the open engine.Database
+export let busyTimeout = 5000;
+
+export const err = (code, message) => Object.assign(new Error(message), { code });
+
+export function needDb() {
+  if (!db) throw err('NOT_OPEN', 'no database is open in this Worker');
+  return db;
+}
+
+/** The engine trapped: nothing more may call it. Returns the panic's message. */
+export function stopEngine(e) {
+  stopped = self.__cairnPanic ?? e.message;
+  return stopped;
+}
+
+/** The engine's module, compiled as it downloads when the server says it is wasm (the glue's own
+ * loader does the same, with more code for cases a Worker does not meet). */
+async function compile(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  if (r.headers.get('Content-Type')?.startsWith('application/wasm')) return WebAssembly.compileStreaming(r);
+  return WebAssembly.compile(await r.arrayBuffer());
+}
+
+/** Loads the engine from `wasmUrl` (default: cairn.wasm beside this script); `restUrl` is where
+ * the rest of it is fetched from on first use. */
+export async function load(wasmUrl, restUrl) {
+  const module = new URL(wasmUrl ?? './cairn.wasm', import.meta.url);
+  ready ??= compile(module).then((m) => engine.initSync({ module: m }));
+  try {
+    wasm = await ready;
+  } catch (e) {
+    ready = null;
+    throw e;
+  }
+  // The rest of the engine, fetched on first use (worker/split.js): unless the page said where,
+  // beside the module, its name with -rest (cairn-rest.wasm, cairn-sync-rest.wasm).
+  const restName = module.pathname.slice(module.pathname.lastIndexOf('/') + 1).replace(/(\.wasm)?$/, '-rest.wasm');
+  restFrom(wasm, new URL(restUrl ?? restName, module));
+  loaded = true;
+}
+
+// Statements run by SQL text are prepared once and kept, up to CACHE of them, least recently used
+// first out. The cache is a Map here rather than in the engine so that a cached statement's text
+// never crosses into wasm (no UTF-8 copy, no hashing there): `execute` is `executePrepared` on the
+// statement's id.
+const CACHE = 64;
+let stmtCache = new Map(); // SQL text -> prepared statement id, oldest first
+
+let lastSql = null; // the text of the statement run last, and its id: a loop skips the Map
+let lastId = 0;
+
+function cachedStatement(d, sql) {
+  if (sql === lastSql) return lastId;
+  let id = stmtCache.get(sql);
+  if (id === undefined) {
+    id = d.prepare(sql);
+    if (stmtCache.size >= CACHE) {
+      const [oldSql, oldId] = stmtCache.entries().next().value;
+      stmtCache.delete(oldSql);
+      d.finalize(oldId);
+      if (oldSql === lastSql) lastSql = null;
+    }
+  } else stmtCache.delete(sql);
+  stmtCache.set(sql, id);
+  lastSql = sql;
+  lastId = id;
+  return id;
+}
+
+/** Runs the prepared statement `stmt` and reads its result as the page gets it. */
+function execute(d, stmt, params, mode) {
+  mode ??= MODE_ROWS;
+  const wire = readResult(wasm.memory, d.executePrepared(stmt, paramBytes(params), mode), mode);
+  return [wire, buffers(wire, mode)];
+}
+
+/** Buffers of a result's typed arrays, to transfer rather than copy (a small one is cheaper to
+ * copy than to detach). Only a result that came column by column has any. */
+function buffers(wire, mode) {
+  if (mode === MODE_RUN || wire[4 + wire[3]] === null) return undefined;
+  const out = [];
+  for (const v of wire) if (ArrayBuffer.isView(v) && v.byteLength >= 1024) out.push(v.buffer);
+  return out;
+}
+
+/** Closes the database and forgets its prepared statements. */
+export function closeDb() {
+  if (db) db.close();
+  db = null;
+  stmtCache = new Map();
+  lastSql = null;
+}
+
+// Ops that answer at once. worker.js adds those that span the modules (`close`, `endSession`) and,
+// in the sync build, the transports'.
+export const ops = {
+  ping: () => [null],
+  exec: (sql) => [needDb().exec(String(sql))],
+  execute: (sql, params, mode) => {
+    const d = needDb();
+    return execute(d, cachedStatement(d, String(sql)), params, mode);
+  },
+  prepare: (sql) => [needDb().prepare(String(sql))],
+  executePrepared: (stmt, params, mode) => execute(needDb(), stmt, params, mode),
+  finalize: (stmt) => [needDb().finalize(stmt)],
+  inTransaction: () => [db ? db.inTransaction() : false],
+  memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength, restLoaded: restLoaded(), restLoadedBy: restLoadedBy() }],
+  check: () => [needDb().check()],
+  schema: () => [needDb().schema()],
+  exportFile: () => {
+    const bytes = needDb().exportBytes();
+    return [bytes, [bytes.buffer]];
+  },
+};
+// A panic on purpose, for the tests: in the test build and the sync build (their modules have it).
+if (CAIRN_SYNC || CAIRN_TESTING) ops.debugPanic = (message) => [engine.debugPanic(String(message))];
+
+// The replica (docs/sync.md): identity and writers. Its transports are worker/transports.js.
+if (CAIRN_SYNC) {
+  Object.assign(ops, {
+    syncId: () => [needDb().syncId()],
+    syncExportKey: () => {
+      const k = needDb().syncExportKey();
+      return [k, [k.buffer]];
+    },
+    syncImportKey: (bytes) => [needDb().syncImportKey(new Uint8Array(bytes))],
+    syncSetOwner: (id) => [needDb().syncSetOwner(String(id))],
+    syncAuthorize: (scope, writers) => [needDb().syncAuthorize(String(scope), Array.from(writers ?? [], String))],
+    syncDigest: () => [needDb().syncDigest()],
+    syncPending: () => [needDb().syncPending()],
+    syncVerify: () => [needDb().syncVerify()],
+  });
+}
+
+// OPFS handles are taken here: it is the only asynchronous step of opening a database, and doing
+// it in JavaScript leaves the engine without promise and closure glue. Errors are mapped by the
+// engine (`opfsError`), to the same codes its own block files use.
+const DIR = 'cairn';
+
+async function opfs(name, step) {
+  try {
+    return await step();
+  } catch (e) {
+    throw engine.opfsError(e, name);
+  }
+}
+
+/** cairn's directory in the origin's OPFS, created on first use. */
+async function directory() {
+  const root = await opfs('/', () => navigator.storage.getDirectory());
+  return opfs(DIR, () => root.getDirectoryHandle(DIR, { create: true }));
+}
+
+/** The exclusive sync access handle of the file `name` (BUSY while another context holds it). */
+async function syncHandle(name, create) {
+  engine.checkName(name);
+  const dir = await directory();
+  const file = await opfs(name, () => dir.getFileHandle(name, { create }));
+  return opfs(name, () => file.createSyncAccessHandle());
+}
+
+// Ops that wait on the platform.
+export const asyncOps = {
+  open: async (name, options = {}) => {
+    if (db) throw err('ALREADY_OPEN', 'this Worker already has a database open');
+    busyTimeout = options.busyTimeout ?? busyTimeout;
+    name = String(name);
+    const durability = String(options.durability ?? 'full');
+    // Before the file is created: a refused open leaves nothing behind.
+    if (durability !== 'full' && durability !== 'relaxed') {
+      throw err('INVALID_INPUT', `durability must be "full" or "relaxed", not ${JSON.stringify(durability)}`);
+    }
+    const handle = await syncHandle(name, options.create !== false);
+    try {
+      db = engine.Database.open(handle, name, durability, options.cachePages ?? 0);
+    } catch (e) {
+      handle.close(); // the engine closes it too once it holds it; a second close does nothing
+      throw e;
+    }
+    return [null];
+  },
+  // Checks the bytes in memory first: nothing is written unless they are a sound database, and
+  // never over an existing one (the caller destroys it first, so nothing is lost).
+  importFile: async (name, bytes) => {
+    name = String(name);
+    const data = new Uint8Array(bytes);
+    engine.Database.checkImport(data);
+    engine.checkName(name);
+    const dir = await directory();
+    for await (const existing of dir.keys()) {
+      if (existing === name) throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first to replace it`);
+    }
+    const handle = await syncHandle(name, true);
+    try {
+      engine.Database.writeImport(handle, name, data);
+    } catch (e) {
+      // A partial copy would be refused on open anyway; do not leave it behind.
+      handle.close();
+      await dir.removeEntry(name).catch(() => {});
+      throw e;
+    }
+    handle.close();
+    return [null];
+  },
+  destroy: async (name) => {
+    name = String(name);
+    engine.checkName(name);
+    const dir = await directory();
+    await opfs(name, () => dir.removeEntry(name));
+    return [null];
+  },
+};
+
+// The storage layer's block files and their conformance suite: only in the test build of the
+// engine (the `testing` feature); elsewhere these ops are UNKNOWN_OP.
+if (CAIRN_TESTING) {
+  Object.assign(ops, {
+    fileRead: (h, at, len) => {
+      const bytes = engine.fileRead(h, at, len);
+      return [bytes, [bytes.buffer]];
+    },
+    fileWrite: (h, at, bytes) => [engine.fileWrite(h, at, new Uint8Array(bytes))],
+    fileLen: (h) => [engine.fileLen(h)],
+    fileSetLen: (h, len) => [engine.fileSetLen(h, len)],
+    fileFlush: (h) => [engine.fileFlush(h)],
+    fileClose: (h) => [engine.fileClose(h)],
+    conformanceCases: () => [engine.conformanceCases()],
+  });
+  Object.assign(asyncOps, {
+    fileOpen: (name, create) => engine.fileOpen(String(name), !!create).then((h) => [h]),
+    fileRemove: (name) => engine.fileRemove(String(name)).then(() => [null]),
+    fileList: () => engine.fileList().then((names) => [names]),
+    conformanceRun: (testCase, file) => engine.conformanceRun(testCase, file).then((r) => [r ?? null]),
+  });
+}
