@@ -3,7 +3,9 @@
 // which request may run when (worker/sessions.js), or of how requests arrive (worker/worker.js).
 //
 // An op gets the request's arguments and returns [result, transfer?]: `ops` answer at once,
-// `asyncOps` wait on the platform.
+// `asyncOps` wait on the platform. A statement's result stays where the engine encoded it until
+// the reply is written (`Encoded`): the shared-memory channel copies it from there, postMessage
+// gets the array `replyResult` builds.
 import * as engine from '../build/wasm/cairn_wasm.js';
 import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { MODE_ROWS, MODE_RUN, paramBytes } from './protocol.js';
@@ -94,20 +96,42 @@ function cachedStatement(d, sql) {
   return id;
 }
 
-/** Runs the prepared statement `stmt` and reads its result as the page gets it. */
-function execute(d, stmt, params, mode) {
-  mode ??= MODE_ROWS;
-  const wire = readResult(wasm.memory, d.executePrepared(stmt, paramBytes(params), mode), mode);
-  return [wire, buffers(wire, mode)];
+/** Parameters already in the engine's encoding: the shared-memory channel's request holds them
+ * so, and they go to the engine as they are. */
+export class EncodedParams {
+  constructor(bytes) {
+    this.bytes = bytes;
+  }
 }
 
-/** Buffers of a result's typed arrays, to transfer rather than copy (a small one is cheaper to
- * copy than to detach). Only a result that came column by column has any. */
-function buffers(wire, mode) {
-  if (mode === MODE_RUN || wire[4 + wire[3]] === null) return undefined;
-  const out = [];
-  for (const v of wire) if (ArrayBuffer.isView(v) && v.byteLength >= 1024) out.push(v.buffer);
-  return out;
+/** A statement's result where the engine encoded it (worker/result.js), until its next call. */
+export class Encoded {
+  constructor(ptr, mode) {
+    this.ptr = ptr;
+    this.mode = mode;
+  }
+}
+
+/** The engine's memory, where an `Encoded` result is. */
+export const wasmMemory = () => wasm.memory;
+
+function execute(d, stmt, params, mode) {
+  mode ??= MODE_ROWS;
+  const bytes = params instanceof EncodedParams ? params.bytes : paramBytes(params);
+  return [new Encoded(d.executePrepared(stmt, bytes, mode), mode)];
+}
+
+/** Makes a reply's `Encoded` result (`out.reply[2]`) the array the page gets by postMessage, and
+ * lists the buffers of its typed arrays to transfer rather than copy (a small one is cheaper to
+ * copy than to detach; only a result that came column by column has any). */
+export function replyResult(out) {
+  const r = out.reply[2];
+  if (!(r instanceof Encoded)) return;
+  const wire = readResult(wasm.memory, r.ptr, r.mode);
+  out.reply[2] = wire;
+  if (r.mode === MODE_RUN || wire[4 + wire[3]] === null) return;
+  out.transfer = [];
+  for (const v of wire) if (ArrayBuffer.isView(v) && v.byteLength >= 1024) out.transfer.push(v.buffer);
 }
 
 /** Closes the database and forgets its prepared statements. */

@@ -268,7 +268,31 @@ export class Reader {
   }
 }
 
-// In the Worker, a statement's parameters cross into wasm as one buffer
+/** Moves `r` past one value without building it. The Worker hands a statement's parameters from
+ * the channel to the engine as they are: the bytes this passes over. */
+export function skip(r) {
+  const tag = r.u8[r.pos++];
+  if (tag === T_I32) r.pos += 4;
+  else if (tag === T_F64 || tag === T_BIGINT) r.pos += 8;
+  else if (tag === T_STR || tag === T_BYTES) skipBytes(r);
+  else if (tag === T_ARRAY || tag === T_OBJECT) {
+    for (let n = r.u32(); n > 0; n--) {
+      if (tag === T_OBJECT) skipBytes(r); // the key
+      skip(r);
+    }
+  } else if (tag === T_F64S || tag === T_I32S) {
+    const n = r.u32();
+    const size = tag === T_F64S ? 8 : 4;
+    r.pos += ((size - (r.pos % size)) % size) + n * size;
+  } else if (tag > T_WIDE) throw new Error(`bad tag ${tag} at ${r.pos - 1} in a shared-memory message`);
+}
+
+function skipBytes(r) {
+  const n = r.u32();
+  r.pos += n;
+}
+
+// In the Worker, a statement's parameters that came by postMessage cross into wasm as one buffer
 // in this encoding, which the engine reads (`ParamReader`, docs/protocol.md): not a call across the
 // boundary for each value and each test of its type. A bigint outside 64 bits is marked for the
 // engine's error.

@@ -5,10 +5,11 @@
 // at a time in arrival order, to the admission of sessions (worker/sessions.js), which runs them
 // on the engine host (worker/engine.js). The sync transports (worker/transports.js) are in
 // cairn-sync-worker.js only.
-import { OK, ERR, RESEND, REPLY_BY_POST, REQ, DONE, SERVED, HEADER, Writer, Reader, Full } from './protocol.js';
-import { ops, asyncOps, load, loaded, stopped, closeDb } from './engine.js';
+import { OK, ERR, RESEND, REPLY_BY_POST, REQ, DONE, SERVED, HEADER, T_ARRAY, Writer, Reader, Full, skip } from './protocol.js';
+import { ops, asyncOps, load, loaded, stopped, closeDb, Encoded, EncodedParams, replyResult, wasmMemory } from './engine.js';
 import { admit, park, runSync, caught, onResume, endSession, endSessions } from './sessions.js';
 import { transportOps, startSealTimer, detachAll, releaseTab } from './transports.js';
+import { writeResult } from './result.js';
 
 // True in cairn-sync-worker.js, which carries cairn-sync.wasm's glue and the sync transports;
 // false in cairn-worker.js, which answers every sync request with NO_SYNC (esbuild's `define`,
@@ -44,6 +45,7 @@ if (CAIRN_SYNC) {
 
 /** Posts a reply; a transfer list only when there is something to transfer. */
 function reply(out) {
+  replyResult(out);
   if (out.transfer?.length) self.postMessage(out.reply, out.transfer);
   else self.postMessage(out.reply);
 }
@@ -145,9 +147,27 @@ function serveChannel() {
   coldWait();
 }
 
+/** The request in the channel, `[id, op, session, ...args]`. A statement's parameters stay as
+ * they are encoded there, and go to the engine so (`EncodedParams`). */
+function readRequest() {
+  const r = new Reader(chan.sab, HEADER);
+  if (r.u8[r.pos] !== T_ARRAY) return r.value();
+  r.pos++;
+  const n = r.u32();
+  const msg = [];
+  for (let i = 0; i < n; i++) {
+    if (i === 4 && (msg[1] === 'execute' || msg[1] === 'executePrepared')) {
+      const start = r.pos;
+      skip(r);
+      msg.push(new EncodedParams(r.u8.subarray(start, r.pos)));
+    } else msg.push(r.value());
+  }
+  return msg;
+}
+
 function serveOne(seq) {
   const start = performance.now();
-  const [id, op, session, ...args] = new Reader(chan.sab, HEADER).value();
+  const [id, op, session, ...args] = readRequest();
   let out;
   const verdict = admit(id, op, session);
   if (verdict === 'park' || (verdict === null && (!(op in ops) || asyncBusy > 0 || queued > 0))) {
@@ -156,7 +176,16 @@ function serveOne(seq) {
   } else out = verdict ?? runSync(id, op, session, args);
   let byPost = false;
   try {
-    new Writer(chan.sab, HEADER).value(out.reply);
+    const w = new Writer(chan.sab, HEADER);
+    const [, status, result] = out.reply;
+    if (result instanceof Encoded) {
+      // A statement's result, from where the engine encoded it to the channel's encoding.
+      w.u8v(T_ARRAY);
+      w.u32(3);
+      w.value(id);
+      w.value(status);
+      writeResult(wasmMemory(), result.ptr, result.mode, w);
+    } else w.value(out.reply);
   } catch (e) {
     if (!(e instanceof Full)) throw e;
     // Too big for the channel: the channel says so, and the reply goes by postMessage. The page
