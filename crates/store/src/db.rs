@@ -53,13 +53,10 @@ use crate::pager::{IdMap, Page, Pager};
 
 pub const MAGIC: [u8; 8] = *b"cairnDB\0";
 pub const FORMAT_VERSION: u32 = 4;
-/// Where the commit list starts: after the root bytes' length (versions 3 and 4), and in a
-/// version 2 superblock, which has no root bytes, right after the header.
+/// Where the commit list starts: after the root bytes' length.
 const SB_LIST: usize = 68;
-const SB_LIST_V2: usize = 64;
-/// A commit list entry: a run of adjacent pages (version 4); one page (versions 2 and 3).
+/// A commit list entry: a run of adjacent pages (first, count, checksum).
 const ENTRY: usize = 16;
-const ENTRY_V3: usize = 12;
 
 /// A commit list entry: a run of `count` adjacent pages from `first`, and its checksum
 /// ([`run_sum`] of the pages' own).
@@ -779,9 +776,9 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         return Err(SlotError::NoMagic);
     }
     let version = page::get_u32(b, 16);
-    // Versions 2 and 3 differ only in the superblock: version 3 names one page a list entry,
-    // version 2 also has no root bytes and its list starts 4 bytes earlier.
-    if version != FORMAT_VERSION && version != 3 && version != 2 && version != 0 {
+    // Any other version is refused whole, before anything else in the slot is read: a newer one
+    // this build cannot know, an older (pre-release) one it no longer reads.
+    if version != FORMAT_VERSION && version != 0 {
         return Err(SlotError::Version(version));
     }
     if xxh64(&b[16..ps], slot as u64) != page::get_u64(b, 8) {
@@ -804,34 +801,25 @@ fn decode_superblock(b: &[u8], slot: usize, ps: usize) -> std::result::Result<Sl
         free_len: page::get_u64(b, 52),
     };
     let n = page::get_u32(b, 60) as usize;
-    let (at, root, entry) = if version == 2 {
-        (SB_LIST_V2, 0, ENTRY_V3)
-    } else {
-        let r = page::get_u32(b, 64) as usize;
-        if r > root_meta_room(ps) {
-            return Err(SlotError::Bad(format!(
-                "{r} root bytes, more than a quarter of the page"
-            )));
-        }
-        (SB_LIST, r, if version == 3 { ENTRY_V3 } else { ENTRY })
-    };
-    if n > (ps - at - root) / entry {
+    let root = page::get_u32(b, 64) as usize;
+    if root > root_meta_room(ps) {
+        return Err(SlotError::Bad(format!(
+            "{root} root bytes, more than a quarter of the page"
+        )));
+    }
+    if n > list_capacity(ps, root) {
         return Err(SlotError::Bad(format!(
             "commit list of {n} entries is too long"
         )));
     }
     let mut list = Vec::with_capacity(n);
     for i in 0..n {
-        let e = at + entry * i;
-        let run = if entry == ENTRY_V3 {
-            (page::get_u32(b, e), 1, page::get_u64(b, e + 4))
-        } else {
-            (
-                page::get_u32(b, e),
-                page::get_u32(b, e + 4),
-                page::get_u64(b, e + 8),
-            )
-        };
+        let e = SB_LIST + ENTRY * i;
+        let run = (
+            page::get_u32(b, e),
+            page::get_u32(b, e + 4),
+            page::get_u64(b, e + 8),
+        );
         if run.1 == 0 {
             return Err(SlotError::Bad("a commit list entry names no page".into()));
         }
