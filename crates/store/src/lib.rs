@@ -66,6 +66,8 @@
 //!   the rows. The free-page set
 //!   is loaded by the first write transaction (one scan of the free tree).
 
+#![forbid(unsafe_code)]
+
 mod btree;
 mod check;
 pub mod conformance;
