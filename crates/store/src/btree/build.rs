@@ -5,7 +5,7 @@ use super::*;
 
 /// Copies the leaf `bulk_build` filled in `leaf` into a fresh page, names that page in the
 /// level's last entry and hands it to `done`.
-pub(super) fn finish_leaf<P: Pages>(
+pub(super) fn finish_leaf<P: PagesMut>(
     p: &mut P,
     leaf: &mut [u8],
     level: &mut [(Vec<u8>, u32)],
@@ -24,7 +24,7 @@ pub(super) fn finish_leaf<P: Pages>(
 /// Builds a tree bottom-up from `(key, value)` pairs in strictly increasing key order, filling
 /// each leaf to about 90% (room for a few later inserts before it splits). `done` is called with
 /// every finished page so the caller can write it out and keep memory bounded.
-pub(crate) fn bulk_build<P: Pages, I, K, V>(
+pub(crate) fn bulk_build<P: PagesMut, I, K, V>(
     p: &mut P,
     items: I,
     done: &mut dyn FnMut(&mut P, u32) -> Result<()>,
@@ -146,11 +146,16 @@ where
 /// Moves every page of the tree at `id` that lies at or past `cutoff` to a fresh page (the
 /// allocator hands out the lowest free page first), rewriting the parents that point at moved
 /// pages. Returns the root's new page. Used by vacuum.
-pub(crate) fn relocate<P: Pages>(p: &mut P, id: u32, cutoff: u32) -> Result<u32> {
+pub(crate) fn relocate<P: PagesMut>(p: &mut P, id: u32, cutoff: u32) -> Result<u32> {
     relocate_at(p, id, cutoff, 0)
 }
 
-pub(super) fn relocate_at<P: Pages>(p: &mut P, id: u32, cutoff: u32, depth: usize) -> Result<u32> {
+pub(super) fn relocate_at<P: PagesMut>(
+    p: &mut P,
+    id: u32,
+    cutoff: u32,
+    depth: usize,
+) -> Result<u32> {
     if id == 0 {
         return Ok(0);
     }

@@ -47,7 +47,7 @@ impl LastLeaf {
 
 /// The leaf the last write used, if the tree is the same and `key` falls in the leaf's range;
 /// `path` gets its path (every page of it owned).
-pub(super) fn reuse_leaf<P: Pages>(
+pub(super) fn reuse_leaf<P: PagesMut>(
     p: &mut P,
     root: u32,
     key: &[u8],
@@ -68,7 +68,7 @@ pub(super) fn reuse_leaf<P: Pages>(
 }
 
 /// Whether the leaf a descent found is to be remembered (see `LastLeaf::misses`).
-pub(super) fn remembering<P: Pages>(p: &mut P) -> bool {
+pub(super) fn remembering<P: PagesMut>(p: &mut P) -> bool {
     let Some(h) = p.last_leaf() else {
         return false;
     };
@@ -84,7 +84,7 @@ pub(super) fn remembering<P: Pages>(p: &mut P) -> bool {
 }
 
 /// Remembers the path `cow_path` just made, for the next write.
-pub(super) fn remember_leaf<P: Pages>(
+pub(super) fn remember_leaf<P: PagesMut>(
     p: &mut P,
     root: u32,
     leaf: u32,
@@ -140,7 +140,7 @@ pub(super) fn remember_leaf<P: Pages>(
 /// the slot the previous one found there (and the one after it: removals in key order) before
 /// a binary search; remembers the slot found. (An insert searches directly: its key is most
 /// often new, where the guess only costs.)
-pub(super) fn search_leaf<P: Pages>(
+pub(super) fn search_leaf<P: PagesMut>(
     p: &mut P,
     leaf: u32,
     key: &[u8],
@@ -166,7 +166,7 @@ pub(super) fn search_leaf<P: Pages>(
 
 /// The owned leaf for `key` and the path to it: the last write's, when `key` falls in it,
 /// else a fresh `cow_path`, remembered for the next write.
-pub(super) fn owned_leaf<P: Pages>(
+pub(super) fn owned_leaf<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -184,7 +184,7 @@ pub(super) fn owned_leaf<P: Pages>(
 
 /// The leaf the last write used, if the tree is the same and `key` falls in the leaf's range
 /// (`reuse_leaf` without the path).
-pub(super) fn last_leaf_for<P: Pages>(p: &mut P, root: u32, key: &[u8]) -> Option<u32> {
+pub(super) fn last_leaf_for<P: PagesMut>(p: &mut P, root: u32, key: &[u8]) -> Option<u32> {
     let h = p.last_leaf()?;
     let inside = h.root != 0
         && h.root == root
@@ -196,7 +196,7 @@ pub(super) fn last_leaf_for<P: Pages>(p: &mut P, root: u32, key: &[u8]) -> Optio
 /// `get` in a write transaction: a key in the leaf the last write used is looked for there,
 /// without a descent (a statement reading the row it has just written, or is about to). Kept
 /// apart from `get` so that reads outside a write transaction pay nothing for it.
-pub(crate) fn get_writing<P: Pages>(
+pub(crate) fn get_writing<P: PagesMut>(
     p: &mut P,
     root: u32,
     key: &[u8],
@@ -208,4 +208,24 @@ pub(crate) fn get_writing<P: Pages>(
         }
     }
     get(p, root, key, out)
+}
+
+/// Looks `key` up in `leaf`; on a hit copies its value into `out`.
+fn get_in_leaf<P: PagesMut>(p: &mut P, leaf: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    let Ok(i) = search_leaf(p, leaf, key)? else {
+        return Ok(false);
+    };
+    let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
+        LeafValue::Inline(v) => {
+            out.clear();
+            out.extend_from_slice(v);
+            None
+        }
+        LeafValue::Overflow(len, first) => Some((len, first)),
+    })?;
+    if let Some((len, first)) = overflow {
+        out.clear();
+        read_overflow(p, len, first, out)?;
+    }
+    Ok(true)
 }

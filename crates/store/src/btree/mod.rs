@@ -1,7 +1,8 @@
 //! Copy-on-write B+tree algorithms over byte keys and byte values. They see pages only through
-//! the [`Pages`] trait (implemented by the database's shared state), so they know nothing of
-//! transactions or files: a write copies every page on its path that this transaction does not
-//! own yet into a fresh page (`cow`) and frees the old one, so the committed tree is never touched.
+//! the [`Pages`] trait (reads; implemented by the database's shared state and its writer) and
+//! [`PagesMut`] (changes; the writer only), so they know nothing of transactions or files: a
+//! write copies every page on its path that this transaction does not own yet into a fresh page
+//! (`cow`) and frees the old one, so the committed tree is never touched.
 //!
 //! Node layout lives in [`crate::page`]; the invariants (`docs/file-format.md`): keys strictly
 //! increase, all leaves are at one depth, and no non-root node is empty.
@@ -46,8 +47,12 @@ pub(crate) trait Pages {
     fn read(&mut self, id: u32) -> Result<Page>;
     /// Runs `f` over page `id` without taking a reference to it (the point-read path).
     fn with_page<R>(&mut self, id: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
+}
+
+/// The pages of the open write transaction: [`Pages`] as it sees them, and the changes it makes.
+pub(crate) trait PagesMut: Pages {
     /// Whether page `id` may be changed where it is (`page_mut`), its number kept: a page the
-    /// transaction owns, or in a volatile file any page (see `Shared::page_mut`).
+    /// transaction owns, or in a volatile file any page (see `Writer::page_mut`).
     fn is_owned(&self, id: u32) -> bool;
     /// An owned page's bytes, for changing.
     fn page_mut(&mut self, id: u32) -> Result<&mut Vec<u8>>;
@@ -57,8 +62,9 @@ pub(crate) trait Pages {
     fn alloc_copy(&mut self, content: &[u8]) -> Result<u32>;
     /// Gives `id` up: reusable at once if this transaction allocated it, else after commit.
     fn free(&mut self, id: u32) -> Result<()>;
-    /// Where the last write of the open write transaction landed (None outside one). An
-    /// implementation must forget it (`LastLeaf::forget`) whenever it allocates or frees a page.
+    /// Where the last write of the transaction landed (None: the implementation keeps no such
+    /// memory). An implementation must forget it (`LastLeaf::forget`) whenever it allocates or
+    /// frees a page.
     fn last_leaf(&mut self) -> Option<&mut LastLeaf>;
 }
 

@@ -44,31 +44,6 @@ pub(crate) fn read_overflow<P: Pages>(
     Ok(())
 }
 
-/// Looks `key` up in `leaf`; on a hit copies its value into `out`.
-pub(super) fn get_in_leaf<P: Pages>(
-    p: &mut P,
-    leaf: u32,
-    key: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<bool> {
-    let Ok(i) = search_leaf(p, leaf, key)? else {
-        return Ok(false);
-    };
-    let overflow = p.with_page(leaf, |pg| match page::leaf_value(pg, i) {
-        LeafValue::Inline(v) => {
-            out.clear();
-            out.extend_from_slice(v);
-            None
-        }
-        LeafValue::Overflow(len, first) => Some((len, first)),
-    })?;
-    if let Some((len, first)) = overflow {
-        out.clear();
-        read_overflow(p, len, first, out)?;
-    }
-    Ok(true)
-}
-
 /// Looks `key` up; on a hit copies its value into `out`.
 pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
     if root == 0 {

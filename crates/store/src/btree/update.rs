@@ -8,7 +8,7 @@ use super::*;
 /// The first entry at or after `from` (`Included`), after it (`Excluded`) or of the tree
 /// (`Unbounded`): its leaf and slot, found without copying or holding any page (the leaf may
 /// be written while the caller walks it). None past the last entry.
-pub(super) fn seek_slot<P: Pages>(
+pub(super) fn seek_slot<P: PagesMut>(
     p: &mut P,
     root: u32,
     from: Bound<&[u8]>,
@@ -46,7 +46,12 @@ pub(super) fn seek_slot<P: Pages>(
 }
 
 /// Key `i` of `leaf`, into `out`.
-pub(super) fn copy_key<P: Pages>(p: &mut P, leaf: u32, i: usize, out: &mut Vec<u8>) -> Result<()> {
+pub(super) fn copy_key<P: PagesMut>(
+    p: &mut P,
+    leaf: u32,
+    i: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     p.with_page(leaf, |pg| {
         out.clear();
         out.extend_from_slice(page::key(pg, i));
@@ -93,7 +98,7 @@ pub(super) fn seek_step(
     }
 }
 
-pub(super) fn seek_in_leaf<P: Pages>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Seen> {
+pub(super) fn seek_in_leaf<P: PagesMut>(p: &mut P, root: u32, from: Bound<&[u8]>) -> Result<Seen> {
     if root == 0 {
         return Ok(Seen::End);
     }
@@ -149,7 +154,7 @@ impl Walk {
     }
 
     /// Descends from `root` to the first entry at or after `from`, recording the branches.
-    fn seek<P: Pages>(
+    fn seek<P: PagesMut>(
         &mut self,
         p: &mut P,
         root: u32,
@@ -175,7 +180,7 @@ impl Walk {
     }
 
     /// The first entry of the leaf after the one the walk leads to; None past the tree's end.
-    fn next_leaf<P: Pages>(&mut self, p: &mut P, root: u32) -> Result<Option<(u32, usize)>> {
+    fn next_leaf<P: PagesMut>(&mut self, p: &mut P, root: u32) -> Result<Option<(u32, usize)>> {
         while self.len > 0 {
             self.len -= 1;
             let (b, idx) = self.at[self.len];
@@ -216,7 +221,7 @@ impl Walk {
 /// an overflow value and the new value, kept by the caller from call to call. Returns how
 /// many entries changed or went; `removed` counts those that went, as they go.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn update_each<P: Pages>(
+pub(crate) fn update_each<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     lower: Bound<&[u8]>,

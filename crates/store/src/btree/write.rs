@@ -6,7 +6,7 @@
 use super::*;
 
 /// Returns an owned copy of `id` (itself if already owned).
-pub(crate) fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
+pub(crate) fn cow<P: PagesMut>(p: &mut P, id: u32) -> Result<u32> {
     if p.is_owned(id) {
         return Ok(id);
     }
@@ -16,7 +16,7 @@ pub(crate) fn cow<P: Pages>(p: &mut P, id: u32) -> Result<u32> {
     Ok(new)
 }
 
-pub(super) fn free_overflow<P: Pages>(p: &mut P, len: usize, first: u32) -> Result<()> {
+pub(super) fn free_overflow<P: PagesMut>(p: &mut P, len: usize, first: u32) -> Result<()> {
     let pages = len.div_ceil(p.page_size() - HDR);
     let mut next = first;
     let mut n = 0;
@@ -34,7 +34,7 @@ pub(super) fn free_overflow<P: Pages>(p: &mut P, len: usize, first: u32) -> Resu
     Ok(())
 }
 
-pub(super) fn write_overflow<P: Pages>(p: &mut P, v: &[u8]) -> Result<u32> {
+pub(super) fn write_overflow<P: PagesMut>(p: &mut P, v: &[u8]) -> Result<u32> {
     let per = p.page_size() - HDR;
     let n = v.len().div_ceil(per);
     let mut ids = Vec::with_capacity(n);
@@ -60,7 +60,7 @@ pub(super) enum Fix {
 
 /// Owned path from the root to the leaf that holds (or would hold) `key`: (branch, child index)
 /// pairs and the leaf. Updates `root` if the root moved.
-pub(crate) fn cow_path<P: Pages>(
+pub(crate) fn cow_path<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -120,7 +120,7 @@ pub(super) fn separator(lo: &[u8], hi: &[u8]) -> Vec<u8> {
 
 /// Splits the owned node `id` whose contents are `cells` (too many for one page) into `id` and a
 /// new right sibling. Returns the separator and the sibling.
-pub(super) fn split<P: Pages, C: AsRef<[u8]>>(
+pub(super) fn split<P: PagesMut, C: AsRef<[u8]>>(
     p: &mut P,
     id: u32,
     kind: u8,
@@ -147,7 +147,7 @@ pub(super) fn split<P: Pages, C: AsRef<[u8]>>(
 }
 
 /// Whether every node on `path` leads to its last child: the path ends at the tree's right edge.
-pub(super) fn rightmost<P: Pages>(p: &mut P, path: &[(u32, usize)]) -> Result<bool> {
+pub(super) fn rightmost<P: PagesMut>(p: &mut P, path: &[(u32, usize)]) -> Result<bool> {
     for &(b, idx) in path {
         if !p.with_page(b, |pg| idx == page::count(pg))? {
             return Ok(false);
@@ -158,7 +158,7 @@ pub(super) fn rightmost<P: Pages>(p: &mut P, path: &[(u32, usize)]) -> Result<bo
 
 /// Inserts a raw cell at `i` of owned node `id`, splitting it if it is full. `path` is the
 /// path from the root to `id` when the caller has it.
-pub(super) fn insert_cell<P: Pages>(
+pub(super) fn insert_cell<P: PagesMut>(
     p: &mut P,
     id: u32,
     i: usize,
@@ -218,7 +218,7 @@ pub(super) fn insert_cell<P: Pages>(
 }
 
 /// Inserts or replaces `key`. Returns whether it was there before.
-pub(crate) fn insert<P: Pages>(
+pub(crate) fn insert<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -231,7 +231,7 @@ pub(crate) fn insert<P: Pages>(
 
 /// `insert`, and when the key was there, its old value appended to `old` (one descent where a
 /// caller that keeps an undo log would otherwise make two).
-pub(crate) fn insert_keeping<P: Pages>(
+pub(crate) fn insert_keeping<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -247,7 +247,7 @@ pub(crate) fn insert_keeping<P: Pages>(
 /// Returns whether it was there; if it was, its value is left as it was. The path to its leaf
 /// is copied either way (a conflict costs the pages it would have written, not a second
 /// descent for every insert that succeeds).
-pub(crate) fn insert_new<P: Pages>(
+pub(crate) fn insert_new<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -259,7 +259,7 @@ pub(crate) fn insert_new<P: Pages>(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) fn insert_inner<P: Pages>(
+pub(super) fn insert_inner<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -323,7 +323,7 @@ pub(super) fn insert_inner<P: Pages>(
 /// before an entry that was there changes. `bufs` hold an overflow value and the new value,
 /// kept by the caller from call to call. None when the key was inserted, else what `f` asked.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn insert_or_rewrite<P: Pages>(
+pub(crate) fn insert_or_rewrite<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -455,7 +455,7 @@ pub(super) fn put_inline(pg: &mut [u8], ps: usize, i: usize, key: &[u8], value: 
 /// Inlined: a part of every insert, which as a call cost it a tenth of its own work.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn place_cell<P: Pages>(
+pub(super) fn place_cell<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     path: &mut Vec<(u32, usize)>,
@@ -488,7 +488,7 @@ pub(super) fn place_cell<P: Pages>(
 }
 
 /// Removes `key`. Returns whether it was there.
-pub(crate) fn remove<P: Pages>(
+pub(crate) fn remove<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -501,7 +501,7 @@ pub(crate) fn remove<P: Pages>(
 
 /// `remove`, appending the removed value to `old` (for a caller's undo log). `removed` is set
 /// as soon as the entry is gone, even when an error follows.
-pub(crate) fn remove_keeping<P: Pages>(
+pub(crate) fn remove_keeping<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     key: &[u8],
@@ -542,7 +542,7 @@ pub(crate) fn remove_keeping<P: Pages>(
 
 /// Removes cell `i` of `leaf` and frees its overflow chain; with `old`, appends the value it
 /// held there first (a write's undo log).
-pub(super) fn take_cell<P: Pages>(
+pub(super) fn take_cell<P: PagesMut>(
     p: &mut P,
     leaf: u32,
     i: usize,
@@ -573,7 +573,7 @@ pub(super) fn underfull(pg: &[u8]) -> bool {
 }
 
 /// Carries a split or a possible underflow from node `id` up the path to the root.
-pub(super) fn fix_up<P: Pages>(
+pub(super) fn fix_up<P: PagesMut>(
     p: &mut P,
     root: &mut u32,
     path: &mut Vec<(u32, usize)>,
@@ -627,7 +627,7 @@ pub(super) fn fix_up<P: Pages>(
 
 /// Merges child `idx` of `parent` with a neighbour, or shares their cells evenly when both do
 /// not fit in one page.
-pub(super) fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
+pub(super) fn rebalance<P: PagesMut>(p: &mut P, parent: u32, idx: usize) -> Result<Fix> {
     // Cells move between leaves and the separator above them changes.
     if let Some(h) = p.last_leaf() {
         h.forget();
@@ -691,11 +691,11 @@ pub(super) fn rebalance<P: Pages>(p: &mut P, parent: u32, idx: usize) -> Result<
 }
 
 /// Frees every page of the tree at `root`.
-pub(crate) fn free_tree<P: Pages>(p: &mut P, root: u32) -> Result<()> {
+pub(crate) fn free_tree<P: PagesMut>(p: &mut P, root: u32) -> Result<()> {
     free_subtree(p, root, 0)
 }
 
-pub(super) fn free_subtree<P: Pages>(p: &mut P, root: u32, depth: usize) -> Result<()> {
+pub(super) fn free_subtree<P: PagesMut>(p: &mut P, root: u32, depth: usize) -> Result<()> {
     if root == 0 {
         return Ok(());
     }
