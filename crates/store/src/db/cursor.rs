@@ -195,7 +195,7 @@ impl<F: BlockFile> Cursor<F> {
             Source::Fixed(..) => true,
             Source::Write { serial, .. } => {
                 let sh = self.shared.borrow();
-                sh.write_state(serial).is_ok_and(|w| w.seq == self.seq)
+                sh.open_write(serial).is_some_and(|w| w.seq == self.seq)
             }
         }
     }

@@ -233,6 +233,12 @@ impl<F: BlockFile> Shared<F> {
         self.w.is_some()
     }
 
+    /// The state of the write transaction numbered `serial` if it is the one open.
+    #[inline]
+    pub(super) fn open_write(&self, serial: u64) -> Option<&WriteState> {
+        self.w.as_ref().filter(|w| w.serial == serial)
+    }
+
     /// The open write transaction numbered `serial`, for a change: its state and the store, as
     /// one [`Writer`]. Fails when that transaction has ended.
     #[inline]
@@ -250,10 +256,7 @@ impl<F: BlockFile> Shared<F> {
     /// its trees asks of it). Fails when that transaction has ended.
     #[inline]
     pub(super) fn write_state(&self, serial: u64) -> Result<&WriteState> {
-        match &self.w {
-            Some(w) if w.serial == serial => Ok(w),
-            _ => Err(ended()),
-        }
+        self.open_write(serial).ok_or_else(ended)
     }
 
     /// The free-page set, from the committed free tree.

@@ -30,7 +30,7 @@ pub struct WriteTx<F: BlockFile> {
 impl<F: BlockFile> Drop for WriteTx<F> {
     fn drop(&mut self) {
         let mut sh = self.shared.borrow_mut();
-        if sh.writer(self.serial).is_ok() {
+        if sh.open_write(self.serial).is_some() {
             sh.rollback();
         }
     }
