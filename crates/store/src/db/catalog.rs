@@ -11,7 +11,7 @@ use crate::file::BlockFile;
 use crate::page;
 
 /// What a tree is for. An index names the table tree its entries are derived from, which is what
-/// lets [`Db::check_with`] compare the two.
+/// lets [`Db::check_with`](crate::Db::check_with) compare the two.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TreeKind {
     Table,
@@ -90,7 +90,7 @@ pub(super) struct CommittedTrees {
     pub(super) infos: Vec<TreeInfo>,
 }
 
-/// What [`Shared::catalog_rewrite_meta`] did.
+/// What [`Writer::catalog_rewrite_meta`] did.
 pub(super) enum MetaRewrite {
     Done,
     Missing,
@@ -159,7 +159,7 @@ impl<F: BlockFile> Writer<'_, F> {
 
     /// Replaces the caller bytes of catalog entry `name` with `meta` within the leaf that holds
     /// the entry, first making the leaf and the branches above it the transaction's if they
-    /// are not: what [`Shared::catalog_put`] does with the entry's other fields kept, without
+    /// are not: what [`Writer::catalog_put`] does with the entry's other fields kept, without
     /// reading the entry out, building its new value apart and inserting it as a new cell.
     /// A caller that sets the bytes on every commit pays for a copy of its bytes into the page.
     /// [`MetaRewrite::Fallback`] when the entry is not inline in its leaf, or its new value does
