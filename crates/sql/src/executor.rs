@@ -21,7 +21,6 @@ use cairn_value::codec::{
     decode_key_value, encode_key, encode_key_value, encode_record_into, get_varint, key_integer,
     skip_key_value, Layout, Record,
 };
-#[cfg(feature = "sink")]
 use cairn_value::wire::put_value;
 use cairn_value::Value;
 use std::cmp::Ordering;
