@@ -131,7 +131,7 @@ impl<F: BlockFile> Checker<'_, F> {
     }
 
     fn read(&mut self, id: u32) -> Option<crate::pager::Page> {
-        match self.sh.pager.read_uncached(id) {
+        match self.sh.st.pager.read_uncached(id) {
             Ok(p) => Some(p),
             Err(Error::Corrupt(m)) => {
                 // read_uncached names the page already.
@@ -399,7 +399,7 @@ impl<F: BlockFile> Db<F> {
         if sh.has_writer() {
             return Err(Error::Busy("check needs no open write transaction".into()));
         }
-        let state = sh.state;
+        let state = sh.st.state;
         let mut c = Checker {
             sh: &mut sh,
             marks: vec![0; state.page_count as usize],
@@ -420,7 +420,7 @@ impl<F: BlockFile> Db<F> {
             );
         }
         let trees = if c.report.problems.is_empty() {
-            match c.sh.catalog_list(state.catalog) {
+            match crate::db::catalog_list(&mut *c.sh, state.catalog) {
                 Ok(t) => t,
                 Err(e) => {
                     c.problem(None, format!("cannot read the catalog: {e}"));

@@ -87,7 +87,7 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedVersion { found, supported } => write!(
                 f,
-                "the file has format version {found}, written by an earlier cairn; this build reads versions 2 to {supported} (export the rows with the build that wrote it)"
+                "the file has format version {found}, written by an earlier cairn: an older, pre-release format this build does not read (it reads version {supported} only; export the rows with the build that wrote it)"
             ),
             Error::AlreadyExists(m) => write!(f, "already exists: {m}"),
             Error::NeedsReopen(m) => {

@@ -30,7 +30,7 @@ pub trait BlockFile {
     /// pages in its cache and writes them, with their checksums, and the superblock only when
     /// it must: on eviction and when the file is handed back (`Db::into_file`); and a write
     /// changes committed pages under their own numbers instead of copying them to new ones
-    /// (`Shared::page_mut`).
+    /// (`Writer::page_mut` in `db`).
     fn volatile(&self) -> bool {
         false
     }

@@ -1,5 +1,6 @@
-//! The free-page set the allocator takes pages from (`Shared::free` in `db`): loaded from the free
-//! tree by the first write transaction, then kept in step with it in memory.
+//! The free-page set the allocator takes pages from (`WriteState::free` in `db`, kept by the
+//! store between write transactions): loaded from the free tree by the first write transaction,
+//! then kept in step with it in memory.
 
 /// The free pages, as a bitmap over page numbers, with a second bitmap that marks which words of
 /// the first are not zero.

@@ -6,12 +6,24 @@
 //! browser's Origin Private File System ([`OpfsFile`], wasm only), and one for fault and crash tests
 //! ([`fault::FaultFile`]). [`conformance`] holds the cases every implementation must pass.
 //!
-//! Above it, one database file of fixed-size pages (`docs/file-format.md` has every byte):
-//! - `pager`: whole-page reads and writes, XXH64 page checksums (`hash`), a bounded CLOCK cache.
+//! Above it, one database file of fixed-size pages (`docs/file-format.md` has every byte), each
+//! layer calling only the ones listed before it:
+//! - `pager`: whole-page reads and writes, XXH64 page checksums (`hash`), a bounded CLOCK cache;
+//!   `free`: the free-page set the allocator takes pages from.
 //! - `page`: the slotted layout of leaf, branch and overflow pages.
-//! - `btree`: copy-on-write B+tree algorithms over byte keys and values; cursors; bulk build.
-//! - `db`: [`Db`], [`ReadTx`], [`WriteTx`], the catalog (a tree of trees), commit and open.
+//! - `btree`: copy-on-write B+tree algorithms over byte keys and values, seeing pages only
+//!   through its `Pages`/`PagesMut` traits: `read` (look-ups, the cursor stack), `write`
+//!   (insert and remove with their splits and fix-ups), `update` (`update_each`), `build`
+//!   (bulk build, relocation for vacuum), `last_leaf` (the fast path from the last write).
+//! - `db`: the database over them: `superblock` (the two slots, the commit list), `open`
+//!   ([`Db::open`], [`Db::create`]), `shared` (the store behind every handle), `writer` (the
+//!   open write transaction's own state and the page allocator), `commit` (commit, flush,
+//!   durability), `catalog` (a tree of trees: [`TreeInfo`]), `read` ([`ReadTx`]), `write`
+//!   ([`WriteTx`]), `cursor` ([`Cursor`], [`Range`]), `vacuum`.
 //! - `check`: [`Db::check`], the integrity walk, and [`IndexHook`] for index-vs-table checks.
+//!
+//! The store knows nothing of SQL: keys and values are bytes. The SQL values and their
+//! encodings are `cairn-value`'s.
 //!
 //! # Using it
 //! ```
@@ -40,8 +52,9 @@
 //!   are not reused, so long-lived readers make a busy file grow.
 //! - **Tree handles** ([`Tree`]) come from `open_tree`/`create_tree` and are valid only in the
 //!   transaction that returned them (cheap to keep for its duration; no name lookup per call).
-//! - **Keys** are compared bytewise; the SQL layer builds them with `cairn_value::codec::encode_key`. Row-id tables use the
-//!   integer key encoding (4 to 6 bytes up to 8192). A key may be at most `(page_size - 32) / 4 -
+//! - **Keys** are compared bytewise; the SQL layer builds them with
+//!   `cairn_value::codec::encode_key`. Row-id tables use the integer key encoding (4 to 6 bytes
+//!   up to 8192). A key may be at most `(page_size - 32) / 4 -
 //!   13` bytes (1003 at 4 KiB; `TOO_LARGE` beyond); values of any size up to 2 GiB (large ones go
 //!   to overflow pages).
 //! - `insert` returns whether the key existed (not the old value: fetch it first if needed);
@@ -62,9 +75,12 @@
 //!   a commit writes nothing: pages wait in the cache and reach the file, with their checksums,
 //!   on eviction or when [`Db::into_file`] hands it back.
 //! - **Open** reads the two superblocks, the pages the last commit wrote (to detect a torn
-//!   commit; at most 335 pages at 4 KiB, fewer beside root bytes) and the catalog root, never
-//!   the rows. The free-page set
-//!   is loaded by the first write transaction (one scan of the free tree).
+//!   commit; at most 4 MiB of them, `Options::list_bytes`) and the catalog root, never the
+//!   rows. The free-page set is loaded by the first write transaction (one scan of the free
+//!   tree). A file of another format version than [`FORMAT_VERSION`] is refused
+//!   (`UNSUPPORTED_VERSION`), never read.
+
+#![forbid(unsafe_code)]
 
 mod btree;
 mod check;

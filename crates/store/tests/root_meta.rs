@@ -1,6 +1,6 @@
-//! The root bytes (format version 3 on): a caller's bytes kept in the superblock with each
-//! commit; version 2 files, which have none, and version 3 files, whose commit list names one
-//! page an entry, opened and carried on.
+//! The root bytes: a caller's bytes kept in the superblock with each commit. And files of the
+//! pre-release formats 2 (no root bytes) and 3 (a commit list of one page an entry), refused
+//! whole at open and left as they are.
 
 use cairn_store::fault::{CrashMode, FaultFile};
 use cairn_store::{xxh64, Db, MemoryFile, Options, TreeKind};
@@ -155,22 +155,10 @@ fn listed_pages(image: &[u8], slot: usize, ps: usize) -> Vec<(u32, u64)> {
     out
 }
 
-/// Rewrites both superblocks of `image` as version 2 wrote them: no root bytes, the commit
-/// list at offset 64, one page an entry.
-fn as_version_2(image: &mut [u8], ps: usize) {
-    as_version(image, ps, 2);
-}
-
-/// Rewrites both superblocks of `image` as version 3 wrote them: the root bytes kept, the
-/// commit list one page an entry.
-fn as_version_3(image: &mut [u8], ps: usize) {
-    as_version(image, ps, 3);
-}
-
-/// Version 2 or 3's superblocks: the list of one page an entry at `at` (64 in version 2, which
-/// has no root bytes; 68 in version 3).
-fn as_version(image: &mut [u8], ps: usize, version: u32) {
-    for slot in 0..2 {
+/// Rewrites the superblocks in `slots` of `image` as version 2 or 3 wrote them: the commit list
+/// one page an entry, at 64 in version 2 (which has no root bytes) and at 68 in version 3.
+fn as_version(image: &mut [u8], ps: usize, version: u32, slots: &[usize]) {
+    for &slot in slots {
         let pages = listed_pages(image, slot, ps);
         let b = &mut image[slot * ps..(slot + 1) * ps];
         let r = u32::from_le_bytes(b[64..68].try_into().unwrap()) as usize;
@@ -203,87 +191,53 @@ fn versions(image: &[u8], ps: usize) -> Vec<u32> {
         .collect()
 }
 
-#[test]
-fn a_version_3_file_opens_with_its_root_bytes_and_goes_on_in_version_4() {
-    // Durable commits, each slot naming one (with a commit list) and root bytes in both.
+/// A file of 30 durable commits, each slot naming one (with a commit list of several pages),
+/// with root bytes in both when `root`.
+fn sample(root: bool) -> Vec<u8> {
     let f = FaultFile::new();
     let db = Db::create(f.clone(), opts()).unwrap();
     for i in 0..30u32 {
+        let r = format!("root {i}");
         put(
             &db,
             format!("k{i:03}").as_bytes(),
-            Some(format!("root {i}").as_bytes()),
+            root.then_some(r.as_bytes()),
         );
     }
-    let mut image = f.durable_bytes();
+    let image = f.durable_bytes();
     drop(db);
     let listed: Vec<usize> = (0..2).map(|s| listed_pages(&image, s, 512).len()).collect();
     assert!(listed.iter().all(|&n| n > 1), "{listed:?}");
-    as_version_3(&mut image, 512);
-    assert_eq!(versions(&image, 512), [3, 3]);
-    let f = FaultFile::from_bytes(image.clone());
-    let db = Db::open(f.clone(), opts()).unwrap();
-    assert!(db.recovery_note().is_none(), "{:?}", db.recovery_note());
-    assert_eq!(keys(&db), 30);
-    assert_eq!(db.root_meta(), b"root 29");
-    assert!(db.check().unwrap().is_ok());
-    // A version 3 list is checked page by page: a page of the newest commit damaged, open
-    // falls back to the commit before, with a note.
-    let newest = (0..2)
-        .max_by_key(|&s| u64::from_le_bytes(image[s * 512 + 24..s * 512 + 32].try_into().unwrap()))
-        .unwrap();
-    let b = &image[newest * 512..];
-    let id = u32::from_le_bytes(b[68..72].try_into().unwrap()) as usize;
-    let mut damaged = image.clone();
-    damaged[id * 512 + 100] ^= 1;
-    let older = Db::open(MemoryFile::from_bytes(damaged), opts()).unwrap();
-    assert!(older
-        .recovery_note()
-        .is_some_and(|n| n.contains(&format!("page {id}"))));
-    assert_eq!(keys(&older), 29);
-    assert_eq!(older.root_meta(), b"root 28");
-    // Its next commit writes version 4, and the file opens as that.
-    put(&db, b"new", None);
-    let db = reopened_in_version_4(&f);
-    assert_eq!(keys(&db), 31);
-    assert_eq!(db.root_meta(), b"root 29");
+    image
 }
 
-/// The file as `f` holds it durably, which a commit of this build wrote: one slot is version 4,
-/// and it opens as that, whole.
-fn reopened_in_version_4(f: &FaultFile) -> Db<MemoryFile> {
-    let image = f.durable_bytes();
-    assert!(
-        versions(&image, 512).contains(&4),
-        "{:?}",
-        versions(&image, 512)
-    );
-    let db = Db::open(MemoryFile::from_bytes(image), opts()).unwrap();
-    assert!(db.recovery_note().is_none(), "{:?}", db.recovery_note());
-    assert!(db.check().unwrap().is_ok());
-    db
-}
-
+/// Formats 2 and 3 were never released: a file in either (both slots, or one beside a version
+/// 4 slot) is refused at open with `UNSUPPORTED_VERSION`, not read, and not written to.
 #[test]
-fn a_version_2_file_opens_and_takes_root_bytes() {
-    // Two durable commits, so each slot names a commit (the older with a commit list).
-    let f = FaultFile::new();
-    let db = Db::create(f.clone(), opts()).unwrap();
-    for i in 0..30u32 {
-        put(&db, format!("k{i:03}").as_bytes(), None);
+fn version_2_and_3_files_are_refused_and_left_as_they_are() {
+    for version in [2u32, 3] {
+        for slots in [&[0, 1][..], &[0], &[1]] {
+            let mut image = sample(version == 3);
+            as_version(&mut image, 512, version, slots);
+            let mut expect = vec![4, 4];
+            for &s in slots {
+                expect[s] = version;
+            }
+            assert_eq!(versions(&image, 512), expect);
+            let f = FaultFile::from_bytes(image.clone());
+            let e = Db::open(f.clone(), opts()).err().unwrap();
+            assert_eq!(e.code(), "UNSUPPORTED_VERSION", "{e}");
+            let m = e.to_string();
+            assert!(
+                m.contains(&format!(
+                    "version {version}, written by an earlier cairn: an older, pre-release \
+                     format this build does not read"
+                )),
+                "{m}"
+            );
+            assert_eq!(f.ops(), 0, "nothing written or flushed");
+            assert_eq!(f.written_bytes(), image, "the file is as it was");
+            assert_eq!(f.durable_bytes(), image);
+        }
     }
-    let mut image = f.durable_bytes();
-    drop(db);
-    as_version_2(&mut image, 512);
-    let f = FaultFile::from_bytes(image);
-    let db = Db::open(f.clone(), opts()).unwrap();
-    assert!(db.recovery_note().is_none(), "{:?}", db.recovery_note());
-    assert_eq!(keys(&db), 30);
-    assert_eq!(db.root_meta(), b"", "a version 2 file has none");
-    assert!(db.check().unwrap().is_ok());
-    // Its next commits write version 4 superblocks, root bytes and all.
-    put(&db, b"new", Some(b"root"));
-    let db = reopened_in_version_4(&f);
-    assert_eq!(keys(&db), 31);
-    assert_eq!(db.root_meta(), b"root");
 }

@@ -1,0 +1,282 @@
+//! Reading a tree: point look-ups (`get`), values and their overflow chains (`read_value`,
+//! `read_overflow`), and [`Stack`], the root-to-leaf position cursors and scans step with. Only
+//! reads pages ([`Pages`]); hands keys and values to the database's cursors and ranges.
+
+use super::*;
+
+/// Reads a value (inline or overflow) into `out`.
+pub(crate) fn read_value<P: Pages>(
+    p: &mut P,
+    leaf: &[u8],
+    i: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    match page::leaf_value(leaf, i) {
+        LeafValue::Inline(v) => out.extend_from_slice(v),
+        LeafValue::Overflow(len, first) => read_overflow(p, len, first, out)?,
+    }
+    Ok(())
+}
+
+pub(crate) fn read_overflow<P: Pages>(
+    p: &mut P,
+    len: usize,
+    first: u32,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.reserve(len);
+    let mut next = first;
+    while out.len() < len {
+        if next == 0 {
+            return Err(page::corrupt(first, "overflow chain ends early"));
+        }
+        let pg = p.read(next)?;
+        expect_kind(next, &pg, KIND_OVERFLOW)?;
+        let used = page::get_u32(&pg, 20) as usize;
+        if used == 0 {
+            return Err(page::corrupt(next, "empty overflow page"));
+        }
+        let take = used.min(len - out.len());
+        out.extend_from_slice(&pg[HDR..HDR + take]);
+        next = page::right(&pg);
+    }
+    Ok(())
+}
+
+/// Looks `key` up; on a hit copies its value into `out`.
+pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    if root == 0 {
+        return Ok(false);
+    }
+    enum Step {
+        Child(u32),
+        Found,
+        Overflow(usize, u32),
+        Missing,
+        Bad(u8),
+    }
+    let mut id = root;
+    for _ in 0..MAX_DEPTH {
+        let step = p.with_page(id, |pg| match page::kind(pg) {
+            KIND_BRANCH => Step::Child(page::child(pg, page::child_index(pg, key))),
+            KIND_LEAF => match page::search(pg, key) {
+                Ok(i) => match page::leaf_value(pg, i) {
+                    LeafValue::Inline(v) => {
+                        out.clear();
+                        out.extend_from_slice(v);
+                        Step::Found
+                    }
+                    LeafValue::Overflow(len, first) => Step::Overflow(len, first),
+                },
+                Err(_) => Step::Missing,
+            },
+            k => Step::Bad(k),
+        })?;
+        match step {
+            Step::Child(c) => id = c,
+            Step::Found => return Ok(true),
+            Step::Missing => return Ok(false),
+            Step::Overflow(len, first) => {
+                out.clear();
+                read_overflow(p, len, first, out)?;
+                return Ok(true);
+            }
+            Step::Bad(k) => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+        }
+    }
+    Err(too_deep(root))
+}
+
+/// A position in a tree: the pages from the root to a leaf, and the index taken in each.
+#[derive(Default)]
+pub(crate) struct Stack {
+    pub levels: Vec<(Page, usize)>,
+}
+
+impl Stack {
+    pub fn valid(&self) -> bool {
+        match self.levels.last() {
+            Some((pg, i)) => page::kind(pg) == KIND_LEAF && *i < page::count(pg),
+            None => false,
+        }
+    }
+
+    pub fn leaf(&self) -> Option<(&Page, usize)> {
+        if !self.valid() {
+            return None;
+        }
+        self.levels.last().map(|(p, i)| (p, *i))
+    }
+
+    fn descend<P: Pages>(
+        &mut self,
+        p: &mut P,
+        mut id: u32,
+        key: Option<&[u8]>,
+        leftmost: bool,
+    ) -> Result<()> {
+        loop {
+            if self.levels.len() > MAX_DEPTH {
+                return Err(too_deep(id));
+            }
+            let pg = p.read(id)?;
+            match page::kind(&pg) {
+                KIND_BRANCH => {
+                    let idx = match key {
+                        Some(k) => page::child_index(&pg, k),
+                        None if leftmost => 0,
+                        None => page::count(&pg),
+                    };
+                    id = page::child(&pg, idx);
+                    self.levels.push((pg, idx));
+                }
+                KIND_LEAF => {
+                    let idx = match key {
+                        Some(_) => 0,
+                        None if leftmost => 0,
+                        None => page::count(&pg).wrapping_sub(1),
+                    };
+                    self.levels.push((pg, idx));
+                    return Ok(());
+                }
+                k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+            }
+        }
+    }
+
+    pub fn first<P: Pages>(&mut self, p: &mut P, root: u32) -> Result<bool> {
+        self.levels.clear();
+        if root == 0 {
+            return Ok(false);
+        }
+        self.descend(p, root, None, true)?;
+        if !self.valid() {
+            self.levels.clear();
+        }
+        Ok(self.valid())
+    }
+
+    pub fn last<P: Pages>(&mut self, p: &mut P, root: u32) -> Result<bool> {
+        self.levels.clear();
+        if root == 0 {
+            return Ok(false);
+        }
+        self.descend(p, root, None, false)?;
+        if !self.valid() {
+            self.levels.clear();
+        }
+        Ok(self.valid())
+    }
+
+    pub fn seek<P: Pages>(&mut self, p: &mut P, root: u32, key: &[u8], op: Seek) -> Result<bool> {
+        self.levels.clear();
+        if root == 0 {
+            return Ok(false);
+        }
+        self.descend(p, root, Some(key), true)?;
+        let Some((pg, slot)) = self.levels.last_mut() else {
+            return Ok(false);
+        };
+        let r = page::search(pg, key);
+        let n = page::count(pg);
+        match op {
+            Seek::Ge | Seek::Gt => {
+                let i = match r {
+                    Ok(i) if op == Seek::Ge => i,
+                    Ok(i) => i + 1,
+                    Err(i) => i,
+                };
+                *slot = i;
+                if i >= n {
+                    *slot = n.saturating_sub(1);
+                    if n == 0 {
+                        self.levels.clear();
+                        return Ok(false);
+                    }
+                    return self.next(p);
+                }
+                Ok(true)
+            }
+            Seek::Le | Seek::Lt => {
+                let i = match r {
+                    Ok(i) if op == Seek::Le => Some(i),
+                    Ok(i) | Err(i) => i.checked_sub(1),
+                };
+                match i {
+                    Some(i) => {
+                        *slot = i;
+                        Ok(true)
+                    }
+                    None => {
+                        *slot = 0;
+                        if n == 0 {
+                            self.levels.clear();
+                            return Ok(false);
+                        }
+                        self.prev(p)
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn next<P: Pages>(&mut self, p: &mut P) -> Result<bool> {
+        let Some((pg, i)) = self.levels.last_mut() else {
+            return Ok(false);
+        };
+        if *i + 1 < page::count(pg) {
+            *i += 1;
+            return Ok(true);
+        }
+        // Climb to the lowest branch with a child to the right, then take its leftmost leaf.
+        let mut depth = self.levels.len() - 1;
+        loop {
+            if depth == 0 {
+                self.levels.clear();
+                return Ok(false);
+            }
+            depth -= 1;
+            let (pg, i) = &mut self.levels[depth];
+            if *i < page::count(pg) {
+                *i += 1;
+                let id = page::child(pg, *i);
+                self.levels.truncate(depth + 1);
+                self.descend(p, id, None, true)?;
+                if self.valid() {
+                    return Ok(true);
+                }
+                return Err(page::corrupt(id, "empty node inside a tree"));
+            }
+        }
+    }
+
+    pub fn prev<P: Pages>(&mut self, p: &mut P) -> Result<bool> {
+        let Some((_, i)) = self.levels.last_mut() else {
+            return Ok(false);
+        };
+        if *i > 0 {
+            *i -= 1;
+            return Ok(true);
+        }
+        let mut depth = self.levels.len() - 1;
+        loop {
+            if depth == 0 {
+                self.levels.clear();
+                return Ok(false);
+            }
+            depth -= 1;
+            let (pg, i) = &mut self.levels[depth];
+            if *i > 0 {
+                *i -= 1;
+                let id = page::child(pg, *i);
+                self.levels.truncate(depth + 1);
+                self.descend(p, id, None, false)?;
+                if self.valid() {
+                    return Ok(true);
+                }
+                return Err(page::corrupt(id, "empty node inside a tree"));
+            }
+        }
+    }
+}
