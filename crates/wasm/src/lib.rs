@@ -9,6 +9,8 @@
 //! The block-file surface (`file_*`, `conformance_*`) exposes OPFS files opened from Rust for the
 //! browser tests of the storage layer; it is built only with the `testing` feature.
 
+#![forbid(unsafe_code)]
+
 #[cfg(target_arch = "wasm32")]
 mod bindings;
 #[cfg(target_arch = "wasm32")]
