@@ -263,7 +263,7 @@ test('the native shell opens a file exported from the browser', () =>
     try {
       const file = join(dir, 'exported.cairn');
       writeFileSync(file, Uint8Array.from(bytes));
-      const out = execFileSync(join(ROOT, 'target/debug/cairn'), [file], {
+      const out = execFileSync(join(resolve(ROOT, process.env.CARGO_TARGET_DIR ?? 'target'), 'debug/cairn'), [file], {
         input: '.mode csv\n.check\nSELECT id, v, r FROM k WHERE v = 2 ORDER BY id;\n',
         encoding: 'utf8',
       });

@@ -15,7 +15,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 async function startRelay() {
   execFileSync('cargo', ['build', '-q', '-p', 'cairn-relay', '--bin', 'cairn-relay'], { cwd: ROOT, stdio: 'inherit' });
   const data = mkdtempSync(join(tmpdir(), 'cairn-relay-'));
-  const child = spawn(join(ROOT, 'target/debug/cairn-relay'), ['--listen', '127.0.0.1:0', '--data', data], {
+  const child = spawn(join(resolve(ROOT, process.env.CARGO_TARGET_DIR ?? 'target'), 'debug/cairn-relay'), ['--listen', '127.0.0.1:0', '--data', data], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const addr = await new Promise((res, rej) => {
