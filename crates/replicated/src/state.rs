@@ -194,7 +194,7 @@ impl State {
     /// transaction), and registers the replicated tables of `catalog`.
     pub(crate) fn ensure(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
         if self.replica.is_none() {
-            let identity = crate::persist::create(store, &mut self.saved, self.spare.take())?;
+            let identity = crate::persist::create(store, self.spare.take())?;
             self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
         }
         self.register(catalog)

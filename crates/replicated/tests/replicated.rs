@@ -1009,169 +1009,38 @@ fn the_clock_survives_a_reopen() {
     );
 }
 
-fn varint(b: &mut &[u8]) -> u64 {
-    let mut v = 0;
-    for shift in (0..64).step_by(7) {
-        let x = b[0];
-        *b = &b[1..];
-        v |= u64::from(x & 0x7f) << shift;
-        if x < 0x80 {
-            break;
-        }
-    }
-    v
-}
-
-/// Rewrites a database's saved sync state as an older cairn would have saved it: layouts 4 and
-/// 3 (the tail beside the meta tree, in its catalog entry, not in the store's root bytes),
-/// layout 2 (small pending records under meta keys `pending/`, chain, u64be seq, not beside
-/// the meta tree) or layout 1 (every pending record in the log, no `layout` key); or marks it
-/// with another layout number.
+/// Marks a database's saved sync state with `layout` (1: no `layout` key), shaped as the
+/// pre-release layouts 1 to 4 kept it as far as it takes to tell them apart: the tail beside
+/// the meta tree (in its catalog entry), not in the store's root bytes.
 fn set_layout(file: MemoryFile, layout: u8) -> MemoryFile {
-    let sys = cairn_sql::SYSTEM_TREES;
-    let (meta, log) = (sys + 1, sys + 3);
-    let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
+    let meta = cairn_sql::SYSTEM_TREES + 1;
+    let store = Paged::open(OnDisk(file), Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
     let st = db.storage_mut();
     st.begin().unwrap();
     if layout <= 4 {
-        // The tail beside the meta tree, the root bytes empty.
         let tail = st.root_meta().unwrap();
         assert!(!tail.is_empty(), "some records wait in the tail");
         st.set_tree_meta(meta, &tail).unwrap();
         st.set_root_meta(&[]).unwrap();
     }
-    if layout <= 2 {
-        // The tail beside the meta tree (layout 3): runs of `author`, `scope`, `varint
-        // first`, `varint n`, n x `bytes` record.
-        let tail = st.tree_meta(meta).unwrap();
-        assert!(!tail.is_empty(), "some records wait in the tail");
-        let mut b = &tail[..];
-        while !b.is_empty() {
-            let start = b;
-            b = &b[32 + 32..];
-            let name_len = varint(&mut b) as usize;
-            b = &b[name_len..];
-            let prefix = &start[..start.len() - b.len()];
-            let first = varint(&mut b);
-            let n = varint(&mut b);
-            for i in 0..n {
-                let len = varint(&mut b) as usize;
-                let mut k = b"pending/".to_vec();
-                k.extend_from_slice(prefix);
-                k.extend_from_slice(&(first + i).to_be_bytes());
-                st.put(meta, &k, &b[..len]).unwrap();
-                b = &b[len..];
-            }
-        }
-        st.set_tree_meta(meta, &[]).unwrap();
-        st.put(meta, b"layout", &[2]).unwrap();
-    }
-    if layout <= 3 {
-        // Peers (layout 4: one meta key each, `peer/` + author) back in one value, `peers`:
-        // `varint n`, n x (author, the key's value).
-        let mut peers = Vec::new();
-        {
-            let mut cur = st
-                .scan(
-                    meta,
-                    std::ops::Bound::Included(&b"peer/"[..]),
-                    std::ops::Bound::Excluded(&b"peer0"[..]),
-                    false,
-                )
-                .unwrap();
-            while cur.next().unwrap() {
-                peers.push((cur.key().to_vec(), cur.value().to_vec()));
-            }
-        }
-        assert!(!peers.is_empty(), "the database has met a peer");
-        let mut v = vec![peers.len() as u8];
-        for (k, value) in &peers {
-            v.extend_from_slice(&k[b"peer/".len()..]);
-            v.extend_from_slice(value);
-            st.delete(meta, k).unwrap();
-        }
-        st.put(meta, b"peers", &v).unwrap();
-    }
-    match layout {
-        2 => {}
-        l if l > 2 => st.put(meta, b"layout", &[l]).unwrap(),
-        _ => {
-            let mut tail = Vec::new();
-            {
-                let end: &[u8] = b"pending0";
-                let mut cur = st
-                    .scan(
-                        meta,
-                        std::ops::Bound::Included(&b"pending/"[..]),
-                        std::ops::Bound::Excluded(end),
-                        false,
-                    )
-                    .unwrap();
-                while cur.next().unwrap() {
-                    tail.push((cur.key().to_vec(), cur.value().to_vec()));
-                }
-            }
-            assert!(!tail.is_empty(), "some records wait in meta");
-            for (k, v) in tail {
-                // Layout 1 key: chain prefix, kind 2 (pending), u64be seq.
-                let rest = &k[b"pending/".len()..];
-                let (prefix, seq) = rest.split_at(rest.len() - 8);
-                let mut lk = prefix.to_vec();
-                lk.push(2);
-                lk.extend_from_slice(seq);
-                st.put(log, &lk, &v).unwrap();
-                st.delete(meta, &k).unwrap();
-            }
-            // Runs moved from meta (kind 3) back to one record a key.
-            let mut runs = Vec::new();
-            {
-                let mut cur = st
-                    .scan(
-                        log,
-                        std::ops::Bound::Unbounded,
-                        std::ops::Bound::Unbounded,
-                        false,
-                    )
-                    .unwrap();
-                while cur.next().unwrap() {
-                    let k = cur.key();
-                    if k[k.len() - 9] == 3 {
-                        runs.push((k.to_vec(), cur.value().to_vec()));
-                    }
-                }
-            }
-            assert!(!runs.is_empty(), "some records were moved from meta");
-            for (k, v) in runs {
-                let (prefix, seq) = k.split_at(k.len() - 9);
-                let first = u64::from_be_bytes(seq[1..].try_into().unwrap());
-                let (n, mut rest) = (v[0] as u64, &v[1..]);
-                assert!(n < 128, "a one-byte count");
-                for i in 0..n {
-                    let len = rest[0] as usize;
-                    assert!(len < 128, "a one-byte length");
-                    let mut lk = prefix.to_vec();
-                    lk.push(2);
-                    lk.extend_from_slice(&(first + i).to_be_bytes());
-                    st.put(log, &lk, &rest[1..1 + len]).unwrap();
-                    rest = &rest[1 + len..];
-                }
-                st.delete(log, &k).unwrap();
-            }
-            st.delete(meta, b"layout").unwrap();
-        }
+    if layout == 1 {
+        st.delete(meta, b"layout").unwrap();
+    } else {
+        st.put(meta, b"layout", &[layout]).unwrap();
     }
     st.commit().unwrap();
     file_of(db)
 }
 
 #[test]
-fn pending_records_survive_a_reopen_in_either_layout() {
+fn pending_records_survive_a_reopen() {
     let mut a = paged(MemoryFile::new());
     a.exec(TODO);
     let mut b = Node::memory();
     b.exec(TODO);
-    // Enough single commits that some pending records have moved from meta to the log and
-    // some have not; then some sealed, and more pending.
+    // Enough single commits that some pending records have moved from the tail to the log
+    // and some have not; then some sealed, and more pending.
     for i in 0..40 {
         a.exec(&format!(
             "INSERT INTO todo (id, title) VALUES ('a{i}', 'one {i}')"
@@ -1189,69 +1058,69 @@ fn pending_records_survive_a_reopen_in_either_layout() {
         ));
     }
     let digest = a.sync.state_digest(&mut a.db).unwrap();
-    let file = close(a);
-    // As saved (layout 5), and as older versions of cairn would have saved it (layouts 4, 3, 2
-    // and 1).
-    for layout in [5, 4, 3, 2, 1] {
-        let file = if layout < 5 {
-            set_layout(file.clone(), layout)
-        } else {
-            file.clone()
-        };
-        let mut a = paged(file);
-        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
-        assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
-        // The chain goes on: B takes every record without a gap or a fork.
-        a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-        // The first save brought the file to layout 5: no pending record under a meta key or
-        // beside the meta tree, the peer B met under its own key and no `peers` value.
-        let meta = cairn_sql::SYSTEM_TREES + 1;
-        let st = a.db.storage();
-        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
-        assert_eq!(st.get(meta, b"peers").unwrap(), None, "layout {layout}");
-        let mut peer_key = b"peer/".to_vec();
-        peer_key.extend_from_slice(&b_id.0);
-        assert!(
-            st.get(meta, &peer_key).unwrap().is_some(),
-            "layout {layout}"
-        );
-        let mut cur = st
-            .scan(
-                meta,
-                std::ops::Bound::Included(&b"pending/"[..]),
-                std::ops::Bound::Excluded(&b"pending0"[..]),
-                false,
-            )
-            .unwrap();
-        assert!(!cur.next().unwrap(), "layout {layout}: meta keys moved");
-        drop(cur);
-        assert!(!st.root_meta().unwrap().is_empty(), "the new record");
-        assert!(st.tree_meta(meta).unwrap().is_empty(), "layout {layout}");
-        let mut b = Node::memory();
-        b.exec(TODO);
-        b.sync
-            .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
-            .unwrap();
-        sync_pair(&mut a, &mut b);
-        let events = b.sync.take_events();
-        assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
-        let all = "SELECT id, title, likes FROM todo ORDER BY id";
-        assert_eq!(b.rows(all).len(), 41);
-        assert_eq!(a.rows(all), b.rows(all));
-        // Reopened once more after the sealing, still whole.
-        let digest = a.sync.state_digest(&mut a.db).unwrap();
-        let mut a = paged(close(a));
-        assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
-        assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    let mut a = paged(close(a));
+    assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    // The chain goes on: B takes every record without a gap or a fork.
+    a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
+    // Layout 5: the peer B met under its own key, the new record in the tail in the root
+    // bytes.
+    let meta = cairn_sql::SYSTEM_TREES + 1;
+    let st = a.db.storage();
+    assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
+    let mut peer_key = b"peer/".to_vec();
+    peer_key.extend_from_slice(&b_id.0);
+    assert!(st.get(meta, &peer_key).unwrap().is_some());
+    assert!(!st.root_meta().unwrap().is_empty(), "the new record");
+    assert!(st.tree_meta(meta).unwrap().is_empty());
+    let mut b = Node::memory();
+    b.exec(TODO);
+    b.sync
+        .set_owner(&mut b.db, a.sync.id(&mut a.db).unwrap())
+        .unwrap();
+    sync_pair(&mut a, &mut b);
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    let all = "SELECT id, title, likes FROM todo ORDER BY id";
+    assert_eq!(b.rows(all).len(), 41);
+    assert_eq!(a.rows(all), b.rows(all));
+    // Reopened once more after the sealing, still whole.
+    let digest = a.sync.state_digest(&mut a.db).unwrap();
+    let mut a = paged(close(a));
+    assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+}
+
+/// A sync state of another layout than 5 is refused at attach with `SYNC_LAYOUT`, not
+/// misread: the pre-release layouts 1 to 4 (1 has no `layout` key) and a newer one. The file
+/// is left as it was.
+#[test]
+fn other_sync_layouts_are_refused_and_left_as_they_are() {
+    let mut a = paged(MemoryFile::new());
+    a.exec(TODO);
+    for i in 0..5 {
+        a.exec(&format!(
+            "INSERT INTO todo (id, title) VALUES ('a{i}', 'one {i}')"
+        ));
     }
-    // A layout this version does not know is refused, not misread.
-    let file = set_layout(file, 9);
-    let store = Paged::open(file, Options::default()).unwrap();
-    let mut db = Database::open(Box::new(store)).unwrap();
-    let e = Sync::attach(&mut db, now)
-        .err()
-        .expect("a newer layout is refused");
-    assert!(e.to_string().contains("layout"), "{e}");
+    let file = close(a);
+    for layout in [1, 2, 3, 4, 9] {
+        let file = set_layout(file.clone(), layout);
+        let before = file.bytes().to_vec();
+        let store = Paged::open(OnDisk(file), Options::default()).unwrap();
+        let mut db = Database::open(Box::new(store)).unwrap();
+        let e = Sync::attach(&mut db, now)
+            .err()
+            .unwrap_or_else(|| panic!("layout {layout} is refused"));
+        assert_eq!(e.code(), "SYNC_LAYOUT", "layout {layout}: {e}");
+        let older = if layout < 5 {
+            "older pre-release"
+        } else {
+            "newer"
+        };
+        assert!(e.to_string().contains(older), "layout {layout}: {e}");
+        assert_eq!(file_of(db).bytes(), &before[..], "layout {layout}");
+    }
 }
 
 /// A row of a table whose only columns besides the key are counters is recorded by its
@@ -2393,8 +2262,8 @@ fn a_sync_call_that_fails_takes_back_its_events_and_its_reply() {
 
 /// With small pages the store's root bytes are few (a quarter of the page: 128 bytes at 512,
 /// 256 at 1024): a record that does not fit the tail with its run's header goes to the log (at
-/// 512 bytes every one of these), a tail of a few records moves often, and every record survives a reopen and reaches a peer; so does
-/// a tail an older layout kept beside the meta tree that is larger than the root bytes hold.
+/// 512 bytes every one of these), a tail of a few records moves often, and every record
+/// survives a reopen and reaches a peer.
 #[test]
 fn small_pages_keep_every_pending_record() {
     for page_size in [512, 1024] {
@@ -2426,15 +2295,10 @@ fn small_pages_keep_every_pending_record() {
         assert!(alone > 0, "{page_size}: records too long for the tail");
         assert_eq!(runs > 0, page_size == 1024, "{page_size}: tails moved");
         let digest = a.sync.state_digest(&mut a.db).unwrap();
-        // As layout 4 kept them: every pending record in a tail beside the meta tree, more
-        // than the root bytes hold, which the first save moves to the log.
-        let file = as_layout_4_tail(close(a), page_size / 4);
-        let mut a = paged(file);
+        let mut a = paged(close(a));
         assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-        let st = a.db.storage();
-        assert!(st.tree_meta(meta).unwrap().is_empty(), "{page_size}");
-        assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
+        assert_eq!(a.db.storage().get(meta, b"layout").unwrap(), Some(vec![5]));
         let digest = a.sync.state_digest(&mut a.db).unwrap();
         let mut a = paged(close(a));
         assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
@@ -2475,98 +2339,6 @@ fn log_kinds(n: &Node) -> (usize, usize) {
         }
     }
     (alone, runs)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Moves every pending record of the root bytes and the log (kind 2, one a key; kind 3, runs)
-/// to one tail beside the meta tree, as layout 4 kept small ones (a run: `author`, `scope`,
-/// `varint first`, `varint n`, n x `bytes` record), and marks the state layout 4. The tail must
-/// come out longer than `room`.
-fn as_layout_4_tail(file: MemoryFile, room: usize) -> MemoryFile {
-    let sys = cairn_sql::SYSTEM_TREES;
-    let (meta, log) = (sys + 1, sys + 3);
-    let mut db = Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
-    let st = db.storage_mut();
-    st.begin().unwrap();
-    let mut pending = std::collections::BTreeMap::new();
-    let mut prefix = None;
-    let mut gone = Vec::new();
-    {
-        let mut cur = st
-            .scan(
-                log,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                false,
-            )
-            .unwrap();
-        while cur.next().unwrap() {
-            let k = cur.key().to_vec();
-            let (p, rest) = k.split_at(k.len() - 9);
-            let seq = u64::from_be_bytes(rest[1..].try_into().unwrap());
-            match rest[0] {
-                2 => {
-                    pending.insert(seq, cur.value().to_vec());
-                }
-                3 => {
-                    let mut v = cur.value();
-                    let n = varint(&mut v);
-                    for i in 0..n {
-                        let len = varint(&mut v) as usize;
-                        pending.insert(seq + i, v[..len].to_vec());
-                        v = &v[len..];
-                    }
-                }
-                _ => continue,
-            }
-            assert!(prefix.get_or_insert_with(|| p.to_vec()) == p, "one chain");
-            gone.push(k);
-        }
-    }
-    for k in gone {
-        st.delete(log, &k).unwrap();
-    }
-    // The root bytes' runs (of the same chain), after the log's.
-    let root = st.root_meta().unwrap();
-    let mut b = &root[..];
-    while !b.is_empty() {
-        b = &b[32 + 32..];
-        let name_len = varint(&mut b) as usize;
-        b = &b[name_len..];
-        let first = varint(&mut b);
-        let n = varint(&mut b);
-        for i in 0..n {
-            let len = varint(&mut b) as usize;
-            pending.insert(first + i, b[..len].to_vec());
-            b = &b[len..];
-        }
-    }
-    st.set_root_meta(&[]).unwrap();
-    let first = *pending.keys().next().expect("pending records");
-    assert_eq!(
-        *pending.keys().last().unwrap(),
-        first + pending.len() as u64 - 1,
-        "consecutive"
-    );
-    let mut tail = prefix.expect("records in the log");
-    put_varint(&mut tail, first);
-    put_varint(&mut tail, pending.len() as u64);
-    for v in pending.values() {
-        put_varint(&mut tail, v.len() as u64);
-        tail.extend_from_slice(v);
-    }
-    assert!(tail.len() > room, "more than the root bytes hold");
-    st.set_tree_meta(meta, &tail).unwrap();
-    st.put(meta, b"layout", &[4]).unwrap();
-    st.commit().unwrap();
-    file_of(db)
 }
 
 /// The changes of a table the capture writes into its records as the statements make them

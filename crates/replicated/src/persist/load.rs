@@ -1,11 +1,11 @@
 //! Reading the replica's state back from the database's trees (at attach, and when the
-//! in-memory state went ahead of the store), whichever layout wrote them.
+//! in-memory state went ahead of the store). Only [`LAYOUT`] is read: a database whose sync
+//! state has another layout is refused before anything is read or written.
 
 use super::tail::Tail;
 use super::{
     chain_prefix, corrupt, create_readonly, has_state, mark_of, record_bytes, scan_all, Saved,
-    K_BLOCK, K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LAYOUT, LEGACY_PEERS, LOG, META, PEER, ROWS,
-    TAIL, WRITERS,
+    K_BLOCK, K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LAYOUT, LOG, META, PEER, ROWS, WRITERS,
 };
 use crate::State;
 use cairn_sql::Catalog;
@@ -38,17 +38,7 @@ impl State {
         if !has_state(store) {
             return Ok(());
         }
-        let layout = store.get(META, b"layout")?;
-        if let Some(l) = &layout {
-            if !matches!(l.as_slice(), [1..=LAYOUT]) {
-                return Err(Error::Sync(
-                    "SYNC_LAYOUT",
-                    format!(
-                        "the sync state was saved in layout {l:?}, newer than this version of cairn reads ({LAYOUT}); open it with a newer cairn"
-                    ),
-                ));
-            }
-        }
+        check_layout(store.get(META, b"layout")?)?;
         let identity = create_readonly(store)?;
         let mut config = cairn_sync::Config::default();
         if let Some(b) = store.get(META, b"subscription")? {
@@ -82,45 +72,16 @@ impl State {
             writers += 1;
         }
         // The log, in key order: per chain its checkpoint, blocks, then pending records (with
-        // those in the tail or, layout 2, in meta keys, by seq).
+        // those in the tail, by seq).
         let mut chains: BTreeMap<Vec<u8>, (ChainKey, ChainLog)> = BTreeMap::new();
         let mut pending: BTreeMap<Vec<u8>, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
         let mut runs = Vec::new();
-        let mut legacy = Vec::new();
-        let mut meta_tail = Vec::new();
-        {
-            let mut end = TAIL.to_vec();
-            *end.last_mut().expect("invariant: a prefix") += 1;
-            let mut cur = store.scan(
-                META,
-                Bound::Included(TAIL),
-                Bound::Excluded(end.as_slice()),
-                false,
-            )?;
-            while cur.next()? {
-                meta_tail.push((cur.key().to_vec(), cur.value().to_vec()));
-            }
-        }
-        for (k, v) in meta_tail {
-            let mut r = Reader::new(&k[TAIL.len()..]);
-            let author = AuthorId(r.array().map_err(|e| corrupt("meta key", e))?);
-            let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("meta key", e))?;
-            let prefix = k[TAIL.len()..TAIL.len() + r.pos()].to_vec();
-            let seq = u64::from_be_bytes(r.array().map_err(|e| corrupt("meta key", e))?);
-            legacy.push(k);
-            chains
-                .entry(prefix.clone())
-                .or_insert_with(|| ((author, scope), ChainLog::default()));
-            pending.entry(prefix).or_default().insert(seq, v);
-        }
-        // The tail: runs of pending records in the root bytes (layout 5) or, layouts 3 and 4,
-        // beside the meta tree (one after the other is a tail too).
-        let meta_area = store.tree_meta(META)?;
-        let meta_tail = !meta_area.is_empty();
-        let mut area = meta_area;
-        if store.root_meta_room() > 0 {
-            area.extend_from_slice(&store.root_meta()?);
-        }
+        // The tail: runs of pending records in the root bytes.
+        let area = if store.root_meta_room() > 0 {
+            store.root_meta()?
+        } else {
+            Vec::new()
+        };
         let tail = Tail::parse(area)?;
         for (key, prefix, first, n, records) in tail.each() {
             let mut r = Reader::new(records);
@@ -225,21 +186,7 @@ impl State {
             let c: [u8; 8] = c.as_slice().try_into().map_err(|e| corrupt("clock", e))?;
             replica.observe_clock(u64::from_le_bytes(c));
         }
-        // Peers: the older single value first, then one key a peer (acknowledgements only
-        // grow, so where both name a peer the larger of each wins).
-        let mut legacy_peers = false;
-        let mut peers: BTreeMap<AuthorId, PeerInfo> = BTreeMap::new();
-        if let Some(p) = store.get(META, LEGACY_PEERS)? {
-            legacy_peers = true;
-            let mut r = Reader::new(&p);
-            let n = r.varint().map_err(|e| corrupt("peers", e))?;
-            for _ in 0..n {
-                let id = AuthorId(r.array().map_err(|e| corrupt("peers", e))?);
-                let acked = decode_vv(&mut r).map_err(|e| corrupt("peers", e))?;
-                let want = Subscription::decode(&mut r).map_err(|e| corrupt("peers", e))?;
-                peers.insert(id, PeerInfo { acked, want });
-            }
-        }
+        // Peers, one key each.
         {
             let mut end = PEER.to_vec();
             *end.last_mut().expect("invariant: not empty") += 1;
@@ -252,42 +199,47 @@ impl State {
                 let mut r = Reader::new(cur.value());
                 let acked = decode_vv(&mut r).map_err(|e| corrupt("peer", e))?;
                 let want = Subscription::decode(&mut r).map_err(|e| corrupt("peer", e))?;
-                match peers.get_mut(&id) {
-                    Some(p) => {
-                        for (k, s) in acked {
-                            let a = p.acked.entry(k).or_insert(0);
-                            *a = (*a).max(s);
-                        }
-                        p.want = want;
-                    }
-                    None => {
-                        peers.insert(id, PeerInfo { acked, want });
-                    }
-                }
+                replica.restore_peer(id, PeerInfo { acked, want });
             }
         }
-        for (id, info) in peers {
-            replica.restore_peer(id, info);
-        }
-        // An older database's peers are all written again by the first save.
-        let peers_at = if legacy_peers { 0 } else { replica.edits() };
         self.saved = Saved {
             marks,
             writers,
-            peers_at,
-            legacy_peers,
+            peers_at: replica.edits(),
             clock: replica.clock(),
             log_clock: 0,
             redactions: 0,
             tail,
             tail_room: 0,
-            meta_tail,
             runs,
-            layout: layout.as_deref() == Some(&[LAYOUT]),
-            legacy,
             edits: None,
         };
         self.replica = Some(replica);
         self.register(catalog)
+    }
+}
+
+/// Refuses a sync state of any layout but [`LAYOUT`] (`SYNC_LAYOUT`): a newer one this build
+/// cannot read, or an older one (no `layout` key: layout 1) from before the first release,
+/// which it does not read.
+fn check_layout(layout: Option<Vec<u8>>) -> Result<()> {
+    let older = |l: &str| {
+        Error::Sync(
+            "SYNC_LAYOUT",
+            format!(
+                "the database's sync state is of an older pre-release layout ({l}) that this version of cairn does not read (it reads layout {LAYOUT})"
+            ),
+        )
+    };
+    match layout.as_deref() {
+        Some([LAYOUT]) => Ok(()),
+        None => Err(older("1")),
+        Some(&[l]) if l < LAYOUT => Err(older(&l.to_string())),
+        Some(l) => Err(Error::Sync(
+            "SYNC_LAYOUT",
+            format!(
+                "the sync state was saved in layout {l:?}, newer than this version of cairn reads ({LAYOUT}); open it with a newer cairn"
+            ),
+        )),
     }
 }

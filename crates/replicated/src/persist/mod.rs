@@ -3,9 +3,8 @@
 //! | tree | key | value |
 //! |---|---|---|
 //! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `subscription` | u8 layout, key export, author, u64le HLC, what this replica asks for |
-//! | `SYSTEM_TREES + 1` meta | `peer/`, `author` | a peer's acknowledged version vector and what it asks for (an older version kept every peer in one value, `peers`, read and moved by the first save) |
-//! | the store's root bytes ([`Storage::root_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] (layout 5) |
-//! | `SYSTEM_TREES + 1` meta, the bytes beside the tree ([`Storage::tree_meta`]) | | the same, in layouts 3 and 4 (moved to the root bytes by the first save) |
+//! | `SYSTEM_TREES + 1` meta | `peer/`, `author` | a peer's acknowledged version vector and what it asks for |
+//! | the store's root bytes ([`Storage::root_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
 //! | `SYSTEM_TREES + 3` log | `author`, `scope`, `u8 kind`, `u64be seq` | checkpoint (0), block (1), pending record (2), run of pending records (3) |
 //! | `SYSTEM_TREES + 4` writers | `scope`, `u64be version`, `sig` | writer list |
@@ -38,19 +37,12 @@ const ROWS: u64 = SYSTEM_TREES + 2;
 const LOG: u64 = SYSTEM_TREES + 3;
 const WRITERS: u64 = SYSTEM_TREES + 4;
 
-/// The layout of these trees this code writes (meta key `layout`; none means 1, where every
-/// pending record is in the log). A database with a newer layout is refused; an older one is
-/// brought to this layout by the first save. Layout 3 kept small pending records beside the meta
-/// tree (the tail); layout 4 keeps each peer under its own meta key (`PEER`) instead of every peer
-/// in one value; layout 5 keeps the tail in the store's root bytes instead.
+/// The layout of these trees this code reads and writes (meta key `layout`). A database whose
+/// sync state has another layout, or none, is refused at attach (`SYNC_LAYOUT`): the older
+/// layouts were pre-release and are not read.
 const LAYOUT: u8 = 5;
-/// Layout 2's meta keys of pending records not moved to the log yet: `TAIL` + author + scope +
-/// u64be seq. Read, and moved to the log, when a layout 2 database is opened.
-const TAIL: &[u8] = b"pending/";
 /// Meta keys of peers: this prefix and the peer's id.
 const PEER: &[u8] = b"peer/";
-/// The meta key under which an older version kept every peer in one value.
-const LEGACY_PEERS: &[u8] = b"peers";
 /// How many bytes of pending records the tail (the store's root bytes) holds at most, or the
 /// store's room for root bytes if less: the paged store keeps them in the superblock every
 /// commit writes anyway, up to a quarter of a page (1024 bytes at 4 KiB). 1000 so that a run
@@ -64,7 +56,7 @@ const TAIL_RECORD: usize = 384;
 const K_CHECKPOINT: u8 = 0;
 const K_BLOCK: u8 = 1;
 const K_PENDING: u8 = 2;
-/// Consecutive pending records moved together from the tail (or layout 2's meta keys); key:
+/// Consecutive pending records moved together from the tail; key:
 /// the first one's seq; value: `varint n`, then n x `bytes` record.
 const K_PENDING_RUN: u8 = 3;
 
@@ -84,9 +76,6 @@ pub(crate) struct Saved {
     writers: usize,
     /// `Replica::edits` when the peers were last saved: a save writes those changed since.
     peers_at: u64,
-    /// The database holds the older `peers` value (every peer in one), which the next full
-    /// save replaces with one key a peer.
-    legacy_peers: bool,
     /// The clock as saved, or as the saved log implies it (loading takes the newest of the
     /// saved clock and every HLC of the log).
     clock: u64,
@@ -98,15 +87,8 @@ pub(crate) struct Saved {
     /// smaller of `TAIL_BYTES` and the store's room).
     tail: Tail,
     tail_room: usize,
-    /// The tail was read from the meta tree's own bytes (layouts 3 and 4), which the first save
-    /// empties as it writes the tail to the root bytes.
-    meta_tail: bool,
     /// Runs of pending records saved together in the log: chain, first and last seq.
     runs: Vec<(ChainKey, u64, u64)>,
-    /// Meta says `layout` 3. A database of an older layout has its layout 2 meta keys of
-    /// pending records (`legacy`) moved to the log and is marked by its first save.
-    layout: bool,
-    legacy: Vec<Vec<u8>>,
     /// `Replica::edits` when everything but local records was last saved (None before the
     /// first full save).
     edits: Option<u64>,
@@ -125,11 +107,7 @@ fn has_state(store: &dyn Storage) -> bool {
 /// The identity, creating the trees and saving a key pair when the database has none: `spare`
 /// if given (made ahead of time), else a new one from the platform's secure randomness.
 /// Inside the caller's transaction.
-pub(crate) fn create(
-    store: &mut dyn Storage,
-    saved: &mut Saved,
-    spare: Option<Identity>,
-) -> Result<Identity> {
+pub(crate) fn create(store: &mut dyn Storage, spare: Option<Identity>) -> Result<Identity> {
     if let Some(b) = store.get(META, b"identity").ok().flatten() {
         return Identity::import(&b).map_err(|e| corrupt("identity", e));
     }
@@ -137,7 +115,6 @@ pub(crate) fn create(
         store.create_tree(t)?;
     }
     store.put(META, b"layout", &[LAYOUT])?;
-    saved.layout = true;
     let identity = spare.unwrap_or_else(|| Identity::generate(&mut rand_core::OsRng));
     put_identity(store, &identity)?;
     Ok(identity)

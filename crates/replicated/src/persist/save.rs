@@ -1,18 +1,17 @@
 //! Writing the replica's state: after each operation, what changed since the last save
 //! ([`Saved`] says how far each chain is saved); a local commit's records one by one as the
-//! replica takes them when nothing else changed. An older layout is brought to this one by
-//! the first save ([`upgrade`]).
+//! replica takes them when nothing else changed.
 
 use super::{
     chain_prefix, corrupt, log_key, mark_of, prefix_len, row_key, Mark, Saved, K_BLOCK,
-    K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LAYOUT, LEGACY_PEERS, LOG, META, PEER, ROWS, TAIL,
-    TAIL_BYTES, TAIL_RECORD, WRITERS,
+    K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LOG, META, PEER, ROWS, TAIL_BYTES, TAIL_RECORD,
+    WRITERS,
 };
 use crate::State;
 use cairn_sql::{Result, Storage};
 use cairn_sync::protocol::encode_vv;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{AuthorId, ChainKey, ChainLog, Record, Replica, RowKey, RowState, ScopeId};
+use cairn_sync::{ChainKey, ChainLog, Record, Replica, RowKey, RowState};
 use std::ops::Bound;
 
 impl State {
@@ -28,10 +27,9 @@ impl State {
 
 /// Whether a local commit's records can be saved one by one as the replica takes them
 /// ([`save_written`]): nothing but local records changed since the last save (as `save`'s
-/// shortcut for local commits asks), which was of this layout.
+/// shortcut for local commits asks).
 pub(crate) fn can_save_written(replica: &Replica, saved: &Saved) -> bool {
-    saved.layout
-        && saved.tail_room != 0
+    saved.tail_room != 0
         && saved.edits == Some(replica.edits())
         && replica.redactions() == saved.redactions
 }
@@ -117,9 +115,6 @@ pub(crate) fn save(
         saved.tail_room = TAIL_BYTES.min(store.root_meta_room());
     }
     let mut tail_changed = tail_changed;
-    if !saved.layout {
-        tail_changed |= upgrade(store, saved)?;
-    }
     // A purge redacted held records: their saved copies are written again.
     let redacted = replica.redactions() != saved.redactions;
     saved.redactions = replica.redactions();
@@ -191,10 +186,6 @@ pub(crate) fn save(
             saved.writers = lists;
         }
         // The peers changed since the last save, one key each.
-        if saved.legacy_peers {
-            store.delete(META, LEGACY_PEERS)?;
-            saved.legacy_peers = false;
-        }
         let mut key = PEER.to_vec();
         let mut w = Writer::new();
         for (id, p) in replica.peers_changed_since(saved.peers_at) {
@@ -445,63 +436,4 @@ fn move_tail(store: &mut dyn Storage, saved: &mut Saved) -> Result<()> {
     }
     saved.tail.clear();
     Ok(())
-}
-
-/// Brings an older layout to this one: layout 2's pending records in meta keys move to the
-/// log (one run value per run of consecutive records of a chain), layouts 3 and 4's tail
-/// leaves the meta tree's bytes for the root bytes (or the log, should the store's room be
-/// smaller than it), and meta says `layout` 5, before anything is saved in the tail, which
-/// older versions would not read. True when the tail is to be written to the root bytes.
-fn upgrade(store: &mut dyn Storage, saved: &mut Saved) -> Result<bool> {
-    let mut tail_changed = false;
-    if saved.meta_tail {
-        store.set_tree_meta(META, &[])?;
-        saved.meta_tail = false;
-        if saved.tail.len() > saved.tail_room {
-            move_tail(store, saved)?;
-        }
-        tail_changed = true;
-    }
-    // Keys sort by chain, then seq.
-    let legacy = std::mem::take(&mut saved.legacy);
-    let mut i = 0;
-    while i < legacy.len() {
-        let mut r = Reader::new(&legacy[i][TAIL.len()..]);
-        let author = AuthorId(r.array().map_err(|e| corrupt("meta key", e))?);
-        let scope = ScopeId::decode(&mut r).map_err(|e| corrupt("meta key", e))?;
-        let plen = r.pos();
-        let prefix = legacy[i][TAIL.len()..TAIL.len() + plen].to_vec();
-        let seq_of = |k: &[u8]| -> Result<u64> {
-            let b: [u8; 8] = k[TAIL.len() + plen..]
-                .try_into()
-                .map_err(|e| corrupt("meta key", e))?;
-            Ok(u64::from_be_bytes(b))
-        };
-        let first = seq_of(&legacy[i])?;
-        let mut j = i + 1;
-        while j < legacy.len()
-            && legacy[j].len() == legacy[i].len()
-            && legacy[j][..TAIL.len() + plen] == legacy[i][..TAIL.len() + plen]
-            && seq_of(&legacy[j])? == first + (j - i) as u64
-        {
-            j += 1;
-        }
-        let mut w = Writer::new();
-        w.varint((j - i) as u64);
-        for k in &legacy[i..j] {
-            let v = store
-                .get(META, k)?
-                .ok_or_else(|| corrupt("pending record", "missing from meta"))?;
-            w.bytes(&v);
-            store.delete(META, k)?;
-        }
-        store.put(LOG, &log_key(&prefix, K_PENDING_RUN, first), &w.buf)?;
-        saved
-            .runs
-            .push(((author, scope), first, first + (j - i) as u64 - 1));
-        i = j;
-    }
-    store.put(META, b"layout", &[LAYOUT])?;
-    saved.layout = true;
-    Ok(tail_changed)
 }
