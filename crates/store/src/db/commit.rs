@@ -264,7 +264,7 @@ impl<F: BlockFile> Writer<'_, F> {
 impl<F: BlockFile> Store<F> {
     /// Makes what `Writer::commit` did the committed state, and keeps the transaction's maps
     /// and buffers for the next one. Cannot fail: the commit is done.
-    pub(super) fn committed(&mut self, mut w: WriteState, done: Done) -> CommitInfo {
+    pub(super) fn committed(&mut self, w: &mut WriteState, done: Done) -> CommitInfo {
         let Done {
             info,
             state,
@@ -293,9 +293,9 @@ impl<F: BlockFile> Store<F> {
         if flushed {
             self.mark_durable();
         }
-        self.spare = Spare::keep(&mut w);
-        let WriteState { free, freed, .. } = w;
-        self.free = Some(free);
+        self.spare = Spare::keep(w);
+        self.free = Some(std::mem::take(&mut w.free));
+        let freed = std::mem::take(&mut w.freed);
         if !freed.is_empty() {
             self.pending.push_back((state.txn, freed));
         }

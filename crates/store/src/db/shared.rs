@@ -325,23 +325,27 @@ impl<F: BlockFile> Shared<F> {
     /// `CommitInfo::changed_trees` is left empty unless `names` (a caller that ignores it saves
     /// a string copy a tree).
     pub(super) fn commit(&mut self, serial: u64, names: bool) -> Result<super::CommitInfo> {
-        let mut w = match self.w.take() {
-            Some(w) if w.serial == serial => w,
-            other => {
-                self.w = other;
-                return Err(ended());
-            }
+        // The state is committed where it lies: moving it out of `self.w` first would copy
+        // the whole struct on every commit.
+        let Some(w) = self.w.as_mut().filter(|w| w.serial == serial) else {
+            return Err(ended());
         };
-        let r = Writer {
+        match (Writer {
             st: &mut self.st,
-            w: &mut w,
-        }
-        .commit(names);
-        match r {
-            Ok(done) => Ok(self.st.committed(w, done)),
+            w,
+        })
+        .commit(names)
+        {
+            Ok(done) => {
+                let info = self.st.committed(w, done);
+                self.w = None;
+                Ok(info)
+            }
             Err(e) => {
                 self.st.poisoned = Some(e.to_string());
-                self.st.roll_back(w);
+                if let Some(w) = self.w.take() {
+                    self.st.roll_back(w);
+                }
                 Err(e)
             }
         }
