@@ -193,21 +193,24 @@ pub(super) fn last_leaf_for<P: PagesMut>(p: &mut P, root: u32, key: &[u8]) -> Op
     inside.then_some(h.leaf)
 }
 
-/// `get` in a write transaction: a key in the leaf the last write used is looked for there,
-/// without a descent (a statement reading the row it has just written, or is about to). Kept
-/// apart from `get` so that reads outside a write transaction pay nothing for it.
-pub(crate) fn get_writing<P: PagesMut>(
+/// `get` in a write transaction, in the leaf the last write used when `key` is within it
+/// (a statement reading the row it has just written, or is about to): `None` when it is not,
+/// and the caller descends with `get`. Kept apart from `get` so that reads outside a write
+/// transaction pay nothing for it; the descent is left to the caller so that it can go
+/// through the pages a read sees (the transaction's own, `Shared`), whose `get` the module
+/// then holds once rather than once more for the writer.
+pub(crate) fn get_in_last_leaf<P: PagesMut>(
     p: &mut P,
     root: u32,
     key: &[u8],
     out: &mut Vec<u8>,
-) -> Result<bool> {
+) -> Result<Option<bool>> {
     if root != 0 {
         if let Some(leaf) = last_leaf_for(p, root, key) {
-            return get_in_leaf(p, leaf, key, out);
+            return get_in_leaf(p, leaf, key, out).map(Some);
         }
     }
-    get(p, root, key, out)
+    Ok(None)
 }
 
 /// Looks `key` up in `leaf`; on a hit copies its value into `out`.

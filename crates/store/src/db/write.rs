@@ -40,17 +40,18 @@ impl<F: BlockFile> WriteTx<F> {
     /// Creates an empty tree named `name`.
     pub fn create_tree(&mut self, name: &str, kind: TreeKind) -> Result<Tree> {
         let mut guard = self.shared.borrow_mut();
-        let sh = &mut guard.writer(self.serial)?;
-        let catalog = sh.w.state.catalog;
-        if name.len() > page::max_key(sh.st.pager.page_size) {
+        let catalog = guard.write_state(self.serial)?.state.catalog;
+        if name.len() > page::max_key(guard.st.pager.page_size) {
             return Err(Error::TooLarge(format!(
                 "tree name of {} bytes",
                 name.len()
             )));
         }
-        if catalog::get(sh, catalog, name)?.is_some() {
+        // Reads go through `Shared` (the transaction's pages; `get_into`).
+        if catalog::get(&mut *guard, catalog, name)?.is_some() {
             return Err(Error::AlreadyExists(format!("tree {name:?}")));
         }
+        let sh = &mut guard.writer(self.serial)?;
         let info = TreeInfo {
             name: name.to_string(),
             kind,
@@ -82,10 +83,10 @@ impl<F: BlockFile> WriteTx<F> {
         };
         let info = match cached {
             Some(info) => info,
-            None => catalog::get(sh, catalog, name)?
+            None => catalog::get(&mut *guard, catalog, name)?
                 .ok_or_else(|| Error::NotFound(format!("tree {name:?}")))?,
         };
-        Ok(sh.handle(info, false))
+        Ok(guard.writer(self.serial)?.handle(info, false))
     }
 
     /// Deletes a tree and frees all its pages.
@@ -194,9 +195,10 @@ impl<F: BlockFile> WriteTx<F> {
         let catalog = sh.w.state.catalog;
         // Room for the entry's fields too, so that replacing the bytes does not reallocate.
         let mut v = Vec::with_capacity(64 + meta.len());
-        if !btree::get(sh, catalog, name.as_bytes(), &mut v)? {
+        if !btree::get(&mut *guard, catalog, name.as_bytes(), &mut v)? {
             return Err(Error::NotFound(format!("tree {name:?}")));
         }
+        let sh = &mut guard.writer(self.serial)?;
         // The entry's fields before the caller's bytes (`TreeInfo::encode`).
         if v.len() < 15 || v.len() < 15 + page::get_u16(&v, 13) {
             return Err(Error::Corrupt(format!(
@@ -214,7 +216,12 @@ impl<F: BlockFile> WriteTx<F> {
         let mut guard = self.shared.borrow_mut();
         let sh = &mut guard.writer(self.serial)?;
         let root = sh.slot(t)?.info.root;
-        btree::get_writing(sh, root, key, out)
+        if let Some(found) = btree::get_in_last_leaf(sh, root, key, out)? {
+            return Ok(found);
+        }
+        // `Shared` reads the transaction's pages as `Writer` does (no read view is set while
+        // this borrow is held), and its `get` is the one reads use: the module holds it once.
+        btree::get(&mut *guard, root, key, out)
     }
 
     pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
