@@ -17,23 +17,7 @@ impl<'c> Planner<'c> {
         tables: &[(&str, &Table)],
         f: impl FnOnce(&mut Self) -> Result<T>,
     ) -> Result<T> {
-        let mut scope = Scope::default();
-        let mut base = 0;
-        for (name, t) in tables {
-            scope.tables.push(ScopeTable {
-                name: name.to_string(),
-                columns: t
-                    .columns
-                    .iter()
-                    .map(|c| (c.name.clone(), c.ty.affinity()))
-                    .collect(),
-                base,
-                needed: vec![false; t.columns.len()],
-                qualified_only: *name == "excluded",
-            });
-            base += t.columns.len();
-        }
-        self.scopes.push(scope);
+        self.scopes.push(table_scope(tables));
         let r = f(self);
         self.scopes.pop();
         r
@@ -380,4 +364,26 @@ impl<'c> Planner<'c> {
     pub fn table_expr(&mut self, t: &Table, e: &Expr) -> Result<PExpr> {
         self.with_table_scope(&[(&t.name.clone(), t)], |p| p.expr(e))
     }
+}
+
+/// The scope of `tables`' columns, one table after the other. Not generic, so the module holds
+/// it once: `with_table_scope`, generic over its callers' closures, is inlined into each.
+fn table_scope(tables: &[(&str, &Table)]) -> Scope {
+    let mut scope = Scope::default();
+    let mut base = 0;
+    for (name, t) in tables {
+        scope.tables.push(ScopeTable {
+            name: name.to_string(),
+            columns: t
+                .columns
+                .iter()
+                .map(|c| (c.name.clone(), c.ty.affinity()))
+                .collect(),
+            base,
+            needed: vec![false; t.columns.len()],
+            qualified_only: *name == "excluded",
+        });
+        base += t.columns.len();
+    }
+    scope
 }
