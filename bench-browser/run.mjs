@@ -29,6 +29,8 @@ const HELP = `usage: node run.mjs [options]
   --rows N           rows in t1 (default 10000; counts scale with it)
   --out NAME         results/NAME.json (or a path ending in .json)
   --extra DIR        also load workload modules (*.mjs) from DIR
+  --base DIR         also run the cairn build in DIR (say, main before a change) as the engine
+                     cairn-base, in the same rounds as cairn: before and after side by side
   --smoke            one sample, every workload, every engine, 200 rows, short probe waits
   --cpu-wait S       cap of the CPU probe's wait before each round (default 30)
   --flush-wait S     cap of the flush probe's wait before each sample (default 10)
@@ -44,7 +46,7 @@ function parse(argv) {
     args: argv, allowPositionals: false,
     options: {
       engines: { type: 'string' }, workloads: { type: 'string' }, samples: { type: 'string' },
-      rows: { type: 'string' }, out: { type: 'string' }, extra: { type: 'string' },
+      rows: { type: 'string' }, out: { type: 'string' }, extra: { type: 'string' }, base: { type: 'string' },
       smoke: { type: 'boolean' }, 'cpu-wait': { type: 'string' }, 'flush-wait': { type: 'string' },
       'ua-memory': { type: 'boolean' }, isolated: { type: 'boolean' }, limit: { type: 'string' }, list: { type: 'boolean' }, help: { type: 'boolean' },
     },
@@ -59,6 +61,7 @@ function parse(argv) {
     rows: Number(values.rows ?? (smoke ? 200 : 10000)),
     out: values.out ?? (smoke ? 'smoke' : `run-${new Date().toISOString().slice(0, 19).replace(/[:T]/g, '-')}`),
     extra: values.extra ? resolve(values.extra) : null,
+    base: values.base ? resolve(values.base) : null,
     cpuWaitMs: 1000 * Number(values['cpu-wait'] ?? (smoke ? 0 : 30)),
     flushWaitMs: 1000 * Number(values['flush-wait'] ?? (smoke ? 1 : 10)),
     uaMemory: !!values['ua-memory'],
@@ -178,6 +181,8 @@ function cairnBuild() {
   const entry = join(dir, 'cairn.js');
   return { dir, entry, present: existsSync(entry) };
 }
+/** What the page passes to an engine's adapter: where a cairn build is served. */
+const engineOptions = (engine) => (engine.startsWith('cairn') ? { entry: `/${engine}/cairn.js` } : {});
 function permutations(xs) {
   if (xs.length <= 1) return [xs];
   return xs.flatMap((x, i) => permutations([...xs.slice(0, i), ...xs.slice(i + 1)]).map((p) => [x, ...p]));
@@ -187,7 +192,7 @@ function permutations(xs) {
 async function runSample({ engine, workload, opts, server, profilesRoot, round }) {
   const profileDir = mkdtempSync(join(profilesRoot, `${engine}-${workload.name}-`));
   const logs = [];
-  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/cairn.js' } : {} };
+  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engineOptions(engine) };
   const t0 = Date.now();
   let result, downloads = null, opfs = null;
   let context = null;
@@ -283,7 +288,7 @@ function toSample(engine, workload, round, result, t0, logs, downloads = null, g
 async function runGroup({ engine, workloads, opts, server, profilesRoot, round }) {
   const out = [];
   const remaining = workloads.slice();
-  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engine === 'cairn' ? { entry: '/cairn/cairn.js' } : {} };
+  const pageOpts = { rows: opts.rows, uaMemory: opts.uaMemory, dbName: 'bench', engineOptions: engineOptions(engine) };
   const asError = (err) => (err.timeout ? { ok: false, timeout: true, error: `abandoned: sample ran ${err.message}` } : { ok: false, phase: 'harness', error: String(err.message || err).split('\n')[0] });
   while (remaining.length) {
     const profileDir = mkdtempSync(join(profilesRoot, `${engine}-group-`));
@@ -354,15 +359,17 @@ function compareChecks(workloads, samples) {
 const fmtMs = (v) => (v == null ? '-' : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
 const kb = (b) => (b / 1024).toFixed(0) + ' KiB';
 function printTable(workloads, engines, summary) {
-  const head = ['workload', ...engines.map((e) => `${e} ms`), ...(engines.includes('cairn') ? ['cairn/best peer'] : [])];
+  const base = engines.includes('cairn') && engines.includes('cairn-base');
+  const head = ['workload', ...engines.map((e) => `${e} ms`), ...(engines.includes('cairn') ? ['cairn/best peer'] : []), ...(base ? ['cairn/base'] : [])];
   const rows = [head];
   for (const w of workloads) {
     const s = summary[w.name];
     const cells = engines.map((e) => (s[e] ? (s[e].status === 'ok' ? fmtMs(s[e].median) : s[e].status) : '-'));
     if (engines.includes('cairn')) {
-      const peers = engines.filter((e) => e !== 'cairn' && s[e]?.median != null).map((e) => s[e].median);
+      const peers = engines.filter((e) => !e.startsWith('cairn') && s[e]?.median != null).map((e) => s[e].median);
       const c = s.cairn?.median;
       cells.push(c != null && peers.length ? (c / Math.min(...peers)).toFixed(2) : '-');
+      if (base) cells.push(c != null && s['cairn-base']?.median != null ? (c / s['cairn-base'].median).toFixed(3) : '-');
     }
     rows.push([w.name, ...cells]);
   }
@@ -401,16 +408,22 @@ export async function main(argv = process.argv.slice(2)) {
     engines = engines.filter((e) => e !== 'cairn');
   }
   if (!engines.length) { console.error('no engine to run'); return 2; }
+  if (opts.base) {
+    if (!existsSync(join(opts.base, 'cairn.js'))) { console.error(`--base: no build at ${join(opts.base, 'cairn.js')}`); return 2; }
+    engines = [...engines, 'cairn-base'];
+  }
   if (!existsSync(CHROMIUM)) { console.error(`no Chromium at ${CHROMIUM} (apt-get install -y chromium)`); return 2; }
 
   await build({ quiet: true });
   const mounts = { '/': BUILD_DIR, '/workloads/': join(HERE, 'workloads') };
   if (opts.extra) mounts['/extra/'] = opts.extra;
   if (cairn.present) mounts['/cairn/'] = cairn.dir;
+  if (opts.base) mounts['/cairn-base/'] = opts.base;
   const server = await serve(mounts);
   const profilesRoot = mkdtempSync(join(tmpdir(), 'cairn-bench-'));
 
   const versions = { ...peerVersions() };
+  if (opts.base) versions['cairn-base'] = 'the build given by --base';
   if (cairn.present) { try { versions.cairn = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version; } catch { versions.cairn = 'unknown'; } }
   const env = {
     chromium: (() => { try { return execFileSync(CHROMIUM, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim(); } catch { return null; } })(),
@@ -497,7 +510,7 @@ export async function main(argv = process.argv.slice(2)) {
 
   const report = {
     name: basename(opts.out).replace(/\.json$/, ''), createdAt: new Date().toISOString(),
-    options: { engines, skipped, workloads: workloads.map((w) => w.name), samples: opts.samples, rows: opts.rows, smoke: opts.smoke, grouped: opts.grouped, extra: opts.extra },
+    options: { engines, skipped, workloads: workloads.map((w) => w.name), samples: opts.samples, rows: opts.rows, smoke: opts.smoke, grouped: opts.grouped, extra: opts.extra, base: !!opts.base },
     env, probes, workloads: workloads.map(({ url, ...w }) => w), downloads, summary,
     checks: { ok: mismatches.length === 0, mismatches }, samples, durationMs: Date.now() - t0,
   };

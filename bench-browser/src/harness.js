@@ -6,7 +6,11 @@ const ENGINES = {
   sqlite: () => import('./engines/sqlite.js'),
   pglite: () => import('./engines/pglite.js'),
   cairn: () => import('./engines/cairn.js'),
+  'cairn-base': () => import('./engines/cairn.js'), // another cairn build (run.mjs --base)
 };
+
+/** The engine whose SQL a workload writes for `engine` (cairn-base is another cairn build). */
+const dialectOf = (engine) => (engine === 'cairn-base' ? 'cairn' : engine);
 
 async function openEngine(engine, name, opts) {
   const adapter = await ENGINES[engine]();
@@ -31,7 +35,7 @@ async function measureMemory(db, opts) {
 let group = null;
 async function runWorkload(db, engine, workloadUrl, opts) {
   const w = (await import(workloadUrl)).default;
-  const ctx = makeCtx(engine, opts.rows);
+  const ctx = makeCtx(dialectOf(engine), opts.rows);
   const tables = w.tables || ['t1', 't2', 'customers', 'orders'];
   const r = await (async () => {
     try { if (w.setup) await w.setup(db, ctx); } catch (e) { return fail('setup', e); }
@@ -103,7 +107,7 @@ window.bench = {
   async reopenPrepare(engine, opts) {
     try {
       const db = await openEngine(engine, opts.dbName || 'bench', opts);
-      await makeCtx(engine, opts.rows).loadT1(db);
+      await makeCtx(dialectOf(engine), opts.rows).loadT1(db);
       await db.close();
       return { ok: true };
     } catch (e) { return fail('setup', e); }
