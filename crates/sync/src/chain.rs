@@ -365,8 +365,14 @@ impl ChainLog {
             return Some(ZERO_HASH);
         }
         let i = self.blocks.partition_point(|b| b.last_seq() < seq);
-        let b = self.blocks.get(i)?;
-        let idx = seq.checked_sub(b.first_seq())? as usize;
-        b.records.get(idx).map(|r| r.hash)
+        if let Some(b) = self.blocks.get(i) {
+            let idx = seq.checked_sub(b.first_seq())? as usize;
+            return b.records.get(idx).map(|r| r.hash);
+        }
+        // A local record not sealed yet (hashed: `Replica::hash_deferred` runs before any
+        // peer's heads are compared).
+        let first = self.pending.first()?.seq;
+        let idx = seq.checked_sub(first)? as usize;
+        self.pending.get(idx).map(|r| r.hash)
     }
 }

@@ -38,6 +38,6 @@ pub use error::{Error, Reason, Result};
 pub use identity::{AuthorId, Identity};
 pub use link::{Link, Output};
 pub use merge::{ColumnKind, MemoryRows, RowKey, RowState, RowStore, TableSchema, Version};
-pub use protocol::{Message, VersionVector};
+pub use protocol::{Heads, Message, VersionVector};
 pub use replica::{Config, Event, Failure, PeerInfo, Replica};
 pub use scope::{ScopeFilter, ScopeId, Subscription, WriterList};

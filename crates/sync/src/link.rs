@@ -6,7 +6,7 @@ use crate::chain::{ChainKey, Checkpoint};
 use crate::error::Reason;
 use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState, RowStore};
-use crate::protocol::{encode_blocks_page, Message, VersionVector};
+use crate::protocol::{encode_blocks_page, seqs, Heads, Message, VersionVector};
 use crate::replica::{Event, PeerInfo, Replica};
 use crate::scope::{ScopeId, Subscription};
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +29,9 @@ pub struct Link {
     snapshot_sent: bool,
     snapshots_made: u64,
     served: Option<Served>,
+    /// Places `(chain, seq)` where the peer said it holds another record than ours, and our
+    /// records from there were sent to it as the proof (once per place and HELLO).
+    proofs_sent: BTreeSet<(ChainKey, u64)>,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -98,7 +101,7 @@ impl<S: RowStore> Replica<S> {
             replica: self.id(),
             wants_snapshot: self.config.snapshot_when_empty && empty,
             want: self.config.subscription.clone(),
-            have: self.version_vector(),
+            have: self.heads(),
         }
         .encode()
     }
@@ -128,8 +131,12 @@ impl<S: RowStore> Replica<S> {
                 have,
             } => {
                 link.peer = Some(replica);
+                let heads = have;
+                let have = seqs(&heads);
                 link.their_have = have.clone();
                 link.sent = have.clone();
+                link.proofs_sent.clear();
+                self.send_fork_proofs(link, &heads);
                 link.their_want = Some(want.clone());
                 link.their_wants_snapshot = wants_snapshot;
                 link.sent_lists.clear();
@@ -190,27 +197,36 @@ impl<S: RowStore> Replica<S> {
                         }
                     }
                 }
+                // A fork found in the peer's blocks: the records held from that place go to
+                // the peer, which finds it in turn (its branch may be the shorter one, which
+                // our head could not show it).
+                for e in &events {
+                    if let Event::Fork { author, scope, seq } = e {
+                        self.send_proof(link, &(*author, scope.clone()), *seq);
+                    }
+                }
                 out.events.extend(events);
-                let ack: VersionVector = chains
+                let ack: Heads = chains
                     .into_iter()
                     .filter_map(|k| {
-                        let s = self.chains.get(&k).map_or(0, |l| l.head().0);
-                        (s > 0).then_some((k, s))
+                        let head = self.chains.get(&k).map_or((0, [0; 32]), |l| l.head());
+                        (head.0 > 0).then_some((k, head))
                     })
                     .collect();
                 out.send.push(Message::Ack(ack).encode());
             }
-            Message::Ack(vv) => {
+            Message::Ack(heads) => {
                 let mut progress = false;
-                for (k, s) in vv {
+                for (k, &(s, _)) in &heads {
                     let cur = link.their_have.entry(k.clone()).or_insert(0);
                     if s > *cur {
                         *cur = s;
                         progress = true;
                     }
-                    let sent = link.sent.entry(k).or_insert(0);
+                    let sent = link.sent.entry(k.clone()).or_insert(0);
                     *sent = (*sent).max(s);
                 }
+                self.send_fork_proofs(link, &heads);
                 if progress {
                     link.last_progress_ms = now_ms;
                 }
@@ -270,7 +286,7 @@ impl<S: RowStore> Replica<S> {
                         all_rows.extend(r);
                     }
                     out.events.extend(self.install_snapshot(cps, all_rows));
-                    out.send.push(Message::Ack(self.version_vector()).encode());
+                    out.send.push(Message::Ack(self.heads()).encode());
                 }
             }
             Message::Reject {
@@ -300,6 +316,35 @@ impl<S: RowStore> Replica<S> {
             link.last_progress_ms = now_ms;
         }
         self.pump(link, now_ms)
+    }
+
+    /// Where the peer ended a chain at a record this replica holds with another hash, the chain's
+    /// author signed two records at one place (a fork), or the peer lies. A head is not signed,
+    /// so nothing is concluded from it: the records held from that place are sent to the peer
+    /// (once per place), whose verification finds the fork, and the peer's records in turn,
+    /// sent the same way, let this replica find it. Either side may hold the longer branch.
+    fn send_fork_proofs(&self, link: &mut Link, heads: &Heads) {
+        for (key, &(seq, hash)) in heads {
+            let Some(log) = self.chains.get(key) else {
+                continue;
+            };
+            if log.hash_at(seq).is_some_and(|h| h != hash) {
+                self.send_proof(link, key, seq);
+            }
+        }
+    }
+
+    /// Sends the peer this replica's records of chain `key` from `seq` on (once per place and
+    /// HELLO): they prove a fork there to it.
+    fn send_proof(&self, link: &mut Link, key: &ChainKey, seq: u64) {
+        let held = self
+            .chains
+            .get(key)
+            .is_some_and(|log| seq >= log.first_held() && seq > 0 && log.sealed_head().0 >= seq);
+        if held && link.proofs_sent.insert((key.clone(), seq)) {
+            let sent = link.sent.entry(key.clone()).or_insert(0);
+            *sent = (*sent).min(seq - 1);
+        }
     }
 
     fn pump(&mut self, link: &mut Link, now_ms: u64) -> Vec<Vec<u8>> {

@@ -7,14 +7,24 @@ use crate::error::{Error, Result};
 use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState};
 use crate::scope::{ScopeId, Subscription, WriterList};
-use crate::wire::{Reader, Writer};
+use crate::wire::{Hash, Reader, Writer};
 
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 const MAGIC: [u8; 2] = *b"CS";
 const MAX_ITEMS: u64 = 1 << 24;
 
 /// A version vector: the seq each chain is held up to.
 pub type VersionVector = std::collections::BTreeMap<ChainKey, u64>;
+
+/// The heads a replica holds: each chain's last seq and the hash of its record there. HELLO and
+/// ACK carry them, so that two replicas holding different records at one place of a chain (a
+/// fork) find out at their next exchange, whichever is longer.
+pub type Heads = std::collections::BTreeMap<ChainKey, (u64, Hash)>;
+
+/// The seqs of `heads`, without their hashes.
+pub fn seqs(heads: &Heads) -> VersionVector {
+    heads.iter().map(|(k, (s, _))| (k.clone(), *s)).collect()
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -22,11 +32,11 @@ pub enum Message {
         replica: AuthorId,
         wants_snapshot: bool,
         want: Subscription,
-        have: VersionVector,
+        have: Heads,
     },
     Writers(Vec<WriterList>),
     Blocks(Vec<Block>),
-    Ack(VersionVector),
+    Ack(Heads),
     Snapshot {
         /// Tells pages of different snapshots apart (a resent snapshot may hold newer rows).
         id: u64,
@@ -62,6 +72,29 @@ pub fn decode_vv(r: &mut Reader) -> Result<VersionVector> {
         vv.insert((a, s), seq);
     }
     Ok(vv)
+}
+
+pub fn encode_heads(w: &mut Writer, heads: &Heads) {
+    w.varint(heads.len() as u64);
+    for ((a, s), (seq, hash)) in heads {
+        w.raw(&a.0);
+        s.encode(w);
+        w.varint(*seq);
+        w.raw(hash);
+    }
+}
+
+pub fn decode_heads(r: &mut Reader) -> Result<Heads> {
+    let n = r.count(98, MAX_ITEMS)?;
+    let mut heads = Heads::new();
+    for _ in 0..n {
+        let a = AuthorId(r.array()?);
+        let s = ScopeId::decode(r)?;
+        let seq = r.varint()?;
+        let hash = r.array()?;
+        heads.insert((a, s), (seq, hash));
+    }
+    Ok(heads)
 }
 
 /// A BLOCKS message made of block parts `(block, from_seq)`, encoded without copying records.
@@ -104,7 +137,7 @@ impl Message {
                 w.raw(&replica.0);
                 w.u8(u8::from(*wants_snapshot));
                 want.encode(&mut w);
-                encode_vv(&mut w, have);
+                encode_heads(&mut w, have);
             }
             Message::Writers(lists) => {
                 w.varint(lists.len() as u64);
@@ -118,7 +151,7 @@ impl Message {
                     b.encode(&mut w);
                 }
             }
-            Message::Ack(vv) => encode_vv(&mut w, vv),
+            Message::Ack(heads) => encode_heads(&mut w, heads),
             Message::Snapshot {
                 id,
                 page,
@@ -176,7 +209,7 @@ impl Message {
                     _ => return Err(Error::Malformed("bad hello flags".into())),
                 };
                 let want = Subscription::decode(&mut r)?;
-                let have = decode_vv(&mut r)?;
+                let have = decode_heads(&mut r)?;
                 Message::Hello {
                     replica,
                     wants_snapshot,
@@ -200,7 +233,7 @@ impl Message {
                 }
                 Message::Blocks(blocks)
             }
-            4 => Message::Ack(decode_vv(&mut r)?),
+            4 => Message::Ack(decode_heads(&mut r)?),
             5 => {
                 let id = r.varint()?;
                 let page = r.varint()?;

@@ -190,8 +190,8 @@ fn mutated_messages_into_a_replica_never_panic() {
     }
     // Hostile numbers in a HELLO and an ACK.
     let a = Identity::from_secret([1; 32]).id();
-    let mut vv = cairn_sync::VersionVector::new();
-    vv.insert((a, ScopeId::new(a, "todo")), u64::MAX);
+    let mut vv = cairn_sync::Heads::new();
+    vv.insert((a, ScopeId::new(a, "todo")), (u64::MAX, [7; 32]));
     for m in [
         Message::Hello {
             replica: a,

@@ -23,7 +23,7 @@ use crate::error::{Error, Reason, Result};
 use crate::hlc::{Clock, Hlc};
 use crate::identity::{AuthorId, Identity};
 use crate::merge::{visible_rows, MemoryRows, RowKey, RowState, RowStore, TableSchema, VisibleRow};
-use crate::protocol::VersionVector;
+use crate::protocol::{Heads, VersionVector};
 use crate::scope::{ScopeId, Subscription, WriterList};
 use crate::wire::{Reader, Writer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -435,6 +435,17 @@ impl<S: RowStore> Replica<S> {
             .iter()
             .map(|(k, log)| (k.clone(), log.head().0))
             .filter(|(_, s)| *s > 0)
+            .collect()
+    }
+
+    /// The chains held, how far, and the hash of the record each ends at (what HELLO and ACK
+    /// carry). Local records are hashed first.
+    pub fn heads(&mut self) -> Heads {
+        self.hash_deferred();
+        self.chains
+            .iter()
+            .map(|(k, log)| (k.clone(), log.head()))
+            .filter(|(_, (s, _))| *s > 0)
             .collect()
     }
 

@@ -1,0 +1,179 @@
+//! Forks (an author that signed two different records at one place of a chain: a cloned
+//! device, a restored backup) are found by every replica that holds one branch, at its next
+//! exchange with a replica that holds another: whichever order the branches arrived in,
+//! whichever branch is longer, equal lengths included. A peer that only claims another head
+//! makes nobody a forker.
+
+mod common;
+
+use cairn_sync::{
+    Config, Event, Heads, Identity, Link, Message, Op, Payload, Replica, ScopeId, Subscription,
+};
+use common::{schemas, text};
+
+const NOW: u64 = 1_700_000_000_000;
+
+fn replica(secret: u8) -> Replica {
+    let mut r = Replica::in_memory(Identity::from_secret([secret; 32]), Config::default());
+    for s in schemas() {
+        r.register_table(s).expect("invariant: valid schema");
+    }
+    r
+}
+
+/// `n` sealed records by `r` in its own scope `todo`, each setting `k{i}` to `title`.
+fn write(r: &mut Replica, n: usize, title: &str) {
+    let scope = ScopeId::new(r.id(), "todo");
+    for i in 0..n {
+        let op = Op::new(
+            "todo",
+            vec![text(format!("k{i}"))],
+            Payload::Set(vec![(0, text(title))]),
+        );
+        r.commit(NOW + i as u64, &scope, vec![op])
+            .expect("invariant: valid commit");
+    }
+    r.seal();
+}
+
+/// Syncs `x` and `y` over one link each way until neither has anything to send; returns the
+/// events each saw.
+fn exchange(x: &mut Replica, y: &mut Replica) -> (Vec<Event>, Vec<Event>) {
+    let (mut lx, mut ly) = (Link::new(), Link::new());
+    let mut to_y = vec![x.open_link(&mut lx, NOW)];
+    let mut to_x = vec![y.open_link(&mut ly, NOW)];
+    let (mut ex, mut ey) = (Vec::new(), Vec::new());
+    for _ in 0..50 {
+        if to_x.is_empty() && to_y.is_empty() {
+            break;
+        }
+        let (mut next_x, mut next_y) = (Vec::new(), Vec::new());
+        for m in to_y.drain(..) {
+            let out = y.handle(&mut ly, NOW, &m);
+            next_x.extend(out.send);
+            ey.extend(out.events);
+        }
+        for m in to_x.drain(..) {
+            let out = x.handle(&mut lx, NOW, &m);
+            next_y.extend(out.send);
+            ex.extend(out.events);
+        }
+        to_x = next_x;
+        to_y = next_y;
+    }
+    assert!(to_x.is_empty() && to_y.is_empty(), "the exchange settles");
+    (ex, ey)
+}
+
+fn delivered(from: &mut Replica, to: &mut Replica) {
+    exchange(from, to);
+}
+
+fn saw_fork(events: &[Event], author: &Identity) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(e, Event::Fork { author: a, .. } if *a == author.id()))
+}
+
+#[test]
+fn branches_of_equal_length_are_found_by_both_holders() {
+    let key = Identity::from_secret([1; 32]);
+    let (mut device, mut clone) = (replica(1), replica(1));
+    write(&mut device, 2, "from the device");
+    write(&mut clone, 2, "from its clone");
+    let (mut x, mut y) = (replica(2), replica(3));
+    delivered(&mut device, &mut x);
+    delivered(&mut clone, &mut y);
+    assert!(x.forks().is_empty() && y.forks().is_empty());
+    // Same seqs, different hashes: version vectors alone would call them equal.
+    assert_eq!(x.version_vector(), y.version_vector());
+    let (ex, ey) = exchange(&mut x, &mut y);
+    assert!(saw_fork(&ex, &key), "x finds the fork: {ex:?}");
+    assert!(saw_fork(&ey, &key), "y finds the fork: {ey:?}");
+    assert!(x.forks().contains(&key.id()) && y.forks().contains(&key.id()));
+    assert!(x.verify().is_empty() && y.verify().is_empty());
+}
+
+#[test]
+fn the_holder_of_either_branch_finds_it_whatever_the_lengths() {
+    let key = Identity::from_secret([1; 32]);
+    for (long, short) in [(3, 1), (1, 3), (5, 2)] {
+        let (mut device, mut clone) = (replica(1), replica(1));
+        write(&mut device, long, "from the device");
+        write(&mut clone, short, "from its clone");
+        let (mut x, mut y) = (replica(2), replica(3));
+        delivered(&mut device, &mut x);
+        delivered(&mut clone, &mut y);
+        let (ex, ey) = exchange(&mut x, &mut y);
+        assert!(saw_fork(&ex, &key), "{long} vs {short}: x finds it: {ex:?}");
+        assert!(saw_fork(&ey, &key), "{long} vs {short}: y finds it: {ey:?}");
+    }
+}
+
+#[test]
+fn three_replicas_that_saw_the_branches_in_opposite_orders_all_find_it() {
+    let key = Identity::from_secret([1; 32]);
+    let (mut device, mut clone) = (replica(1), replica(1));
+    write(&mut device, 2, "from the device");
+    write(&mut clone, 2, "from its clone");
+    let (mut x, mut y, mut z) = (replica(2), replica(3), replica(4));
+    // x: the device's branch first, then the clone's; y: the other way round; z: one only.
+    delivered(&mut device, &mut x);
+    delivered(&mut clone, &mut y);
+    delivered(&mut device, &mut z);
+    let (ex, _) = exchange(&mut clone, &mut x);
+    let (ey, _) = exchange(&mut device, &mut y);
+    assert!(saw_fork(&ex, &key) && saw_fork(&ey, &key));
+    // z met neither the clone nor its branch, only y (which holds it): z finds it too.
+    let (ez, _) = exchange(&mut z, &mut y);
+    assert!(saw_fork(&ez, &key), "z finds the fork through y: {ez:?}");
+    for r in [&x, &y, &z] {
+        assert!(r.forks().contains(&key.id()));
+    }
+}
+
+#[test]
+fn a_head_claimed_without_records_makes_nobody_a_forker() {
+    let key = Identity::from_secret([1; 32]);
+    let mut device = replica(1);
+    write(&mut device, 3, "from the device");
+    let mut x = replica(2);
+    delivered(&mut device, &mut x);
+    // A peer says it holds the device's chain up to seq 2 with another hash, and has nothing to
+    // show for it: x sends it its own records from there, and concludes nothing.
+    let mut heads = Heads::new();
+    heads.insert((key.id(), ScopeId::new(key.id(), "todo")), (2, [9; 32]));
+    let liar = Identity::from_secret([7; 32]);
+    let mut link = Link::new();
+    x.open_link(&mut link, NOW);
+    let hello = Message::Hello {
+        replica: liar.id(),
+        wants_snapshot: false,
+        want: Subscription::All,
+        have: heads.clone(),
+    };
+    let out = x.handle(&mut link, NOW, &hello.encode());
+    assert!(out.events.is_empty(), "{:?}", out.events);
+    assert!(x.forks().is_empty());
+    let blocks: Vec<_> = out
+        .send
+        .iter()
+        .filter_map(|m| match Message::decode(m) {
+            Ok(Message::Blocks(b)) => Some(b),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        blocks.first().map(|b| b.first_seq()),
+        Some(2),
+        "x sends its records from the disputed place"
+    );
+    // Said again in an ACK, the same claim is not answered again (no loop of resends).
+    let again = x.handle(&mut link, NOW, &Message::Ack(heads).encode());
+    assert!(again.events.is_empty() && x.forks().is_empty());
+    assert!(again
+        .send
+        .iter()
+        .all(|m| !matches!(Message::decode(m), Ok(Message::Blocks(_)))));
+}
