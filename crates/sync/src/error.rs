@@ -15,6 +15,8 @@ pub enum Reason {
     Fork,
     Unauthorized,
     ClockSkew,
+    /// A snapshot this replica did not ask for, or from a link it does not take snapshots from.
+    Unsolicited,
 }
 
 impl Reason {
@@ -29,6 +31,7 @@ impl Reason {
             Reason::Fork => "FORK",
             Reason::Unauthorized => "UNAUTHORIZED",
             Reason::ClockSkew => "CLOCK_SKEW",
+            Reason::Unsolicited => "UNSOLICITED",
         }
     }
 
@@ -44,6 +47,7 @@ impl Reason {
             Fork,
             Unauthorized,
             ClockSkew,
+            Unsolicited,
         ]
         .into_iter()
         .find(|r| r.code() == code)

@@ -11,6 +11,10 @@ use crate::replica::{Event, PeerInfo, Replica};
 use crate::scope::{ScopeId, Subscription};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The code of the REJECT that tells a peer its head for a chain is below what this replica
+/// still holds of it (compacted away): docs/sync.md sec. 8.
+pub const COMPACTED: &str = "COMPACTED";
+
 /// The state of one connection to a peer. Dropping it and making a new one is how a cut
 /// connection resumes: the new HELLO says where to restart.
 #[derive(Debug, Default)]
@@ -29,6 +33,15 @@ pub struct Link {
     snapshot_sent: bool,
     snapshots_made: u64,
     served: Option<Served>,
+    /// Whether this replica takes snapshots from the peer ([`Link::snapshot_source`]).
+    snapshot_source: bool,
+    /// Whether it asked the peer for one (a HELLO with the flag) and has not installed it yet.
+    asked_snapshot: bool,
+    /// Whether a snapshot from the peer was installed since its HELLO: pages that come after
+    /// it (duplicates, a retransmission) are dropped, answered with an ACK.
+    snapshot_installed: bool,
+    /// Whether the peer was told that it is behind our compaction point (once per HELLO).
+    told_compacted: bool,
     /// Places `(chain, seq)` where the peer said it holds another record than ours, and our
     /// records from there were sent to it as the proof (once per place and HELLO).
     proofs_sent: BTreeSet<(ChainKey, u64)>,
@@ -63,8 +76,20 @@ pub struct Output {
 }
 
 impl Link {
+    /// A link to a peer this replica takes no snapshot from: it syncs by blocks alone.
     pub fn new() -> Link {
         Link::default()
+    }
+    /// A link to a peer the host chose to bootstrap from (its relay, say): the replica asks it
+    /// for a snapshot when it holds nothing it subscribes to (`Config::snapshot_when_empty`) or
+    /// when the peer says it compacted what the replica lacks, and installs the snapshot it
+    /// asked for. A snapshot's rows are the one thing a replica takes on trust (docs/sync.md
+    /// sec. 8): from no other link is one installed.
+    pub fn snapshot_source() -> Link {
+        Link {
+            snapshot_source: true,
+            ..Link::default()
+        }
     }
     /// Records sent and not acknowledged.
     pub fn in_flight(&self) -> u64 {
@@ -90,16 +115,21 @@ impl Link {
 
 impl<S: RowStore> Replica<S> {
     /// Starts a connection: the HELLO to send.
-    pub fn open_link(&mut self, _link: &mut Link, _now_ms: u64) -> Vec<u8> {
+    pub fn open_link(&mut self, link: &mut Link, _now_ms: u64) -> Vec<u8> {
         self.edits += 1;
         self.seal();
         let empty = !self
             .chains
             .keys()
             .any(|(_, s)| self.config.subscription.covers(s));
+        link.asked_snapshot = link.snapshot_source && self.config.snapshot_when_empty && empty;
+        self.hello(link.asked_snapshot)
+    }
+
+    fn hello(&mut self, wants_snapshot: bool) -> Vec<u8> {
         Message::Hello {
             replica: self.id(),
-            wants_snapshot: self.config.snapshot_when_empty && empty,
+            wants_snapshot,
             want: self.config.subscription.clone(),
             have: self.heads(),
         }
@@ -141,6 +171,7 @@ impl<S: RowStore> Replica<S> {
                 link.their_wants_snapshot = wants_snapshot;
                 link.sent_lists.clear();
                 link.snapshot_sent = false;
+                link.told_compacted = false;
                 link.served = None;
                 link.last_progress_ms = now_ms;
                 self.peers.insert(replica, PeerInfo { acked: have, want });
@@ -250,6 +281,25 @@ impl<S: RowStore> Replica<S> {
                 checkpoints,
                 rows,
             } => {
+                if !link.asked_snapshot && link.snapshot_installed {
+                    // What we hold now, so that a peer whose first ACK was lost stops resending.
+                    out.send.push(Message::Ack(self.heads()).encode());
+                    return out;
+                }
+                if !link.asked_snapshot {
+                    out.events.push(Event::Rejected {
+                        reason: Reason::Unsolicited,
+                        author: link.peer.unwrap_or(AuthorId([0; 32])),
+                        scope: ScopeId::new(AuthorId([0; 32]), b""),
+                        first_seq: 0,
+                        detail: if link.snapshot_source {
+                            "snapshot refused: this replica did not ask for one".into()
+                        } else {
+                            "snapshot refused: this link is not one snapshots are taken from".into()
+                        },
+                    });
+                    return out;
+                }
                 // Pages of another snapshot are forgotten: a resent snapshot may hold newer rows
                 // cut into pages differently, and checkpoints only match their own rows.
                 if link.snapshot_rx.as_ref().map(|rx| rx.id) != Some(id) {
@@ -285,7 +335,13 @@ impl<S: RowStore> Replica<S> {
                         cps.extend(c);
                         all_rows.extend(r);
                     }
-                    out.events.extend(self.install_snapshot(cps, all_rows));
+                    let events = self.install_snapshot(now_ms, cps, all_rows);
+                    // Refused, it is still wanted: the peer may send a sound one (after a
+                    // retransmission or a new HELLO).
+                    link.asked_snapshot =
+                        events.iter().any(|e| matches!(e, Event::Rejected { .. }));
+                    link.snapshot_installed = !link.asked_snapshot;
+                    out.events.extend(events);
                     out.send.push(Message::Ack(self.heads()).encode());
                 }
             }
@@ -294,12 +350,20 @@ impl<S: RowStore> Replica<S> {
                 author,
                 scope,
                 first_seq,
-            } => out.events.push(Event::PeerRejected {
-                code,
-                author,
-                scope,
-                first_seq,
-            }),
+            } => {
+                // The peer dropped history this replica lacks: only a snapshot can help, and
+                // only one asked of a peer the host chose.
+                if code == COMPACTED && link.snapshot_source && !link.asked_snapshot {
+                    link.asked_snapshot = true;
+                    out.send.push(self.hello(true));
+                }
+                out.events.push(Event::PeerRejected {
+                    code,
+                    author,
+                    scope,
+                    first_seq,
+                });
+            }
         }
         out.send.extend(self.pump(link, now_ms));
         out
@@ -399,16 +463,28 @@ impl<S: RowStore> Replica<S> {
             }
             out.push(Message::Writers(lists).encode());
         }
-        // Snapshot if the peer is behind our compaction point, or asked for one while empty.
-        let behind = served.chains.iter().any(|k| {
-            let first = self.chains.get(k).map_or(1, |log| log.first_held());
-            first > 1 && link.sent.get(k).copied().unwrap_or(0) < first - 1
+        // A snapshot goes only to a peer that asked for one. A peer behind our compaction point
+        // that did not is told so (a REJECT `COMPACTED`, once per HELLO): it asks if it takes
+        // snapshots from us, and otherwise syncs those chains with a peer that holds them.
+        let behind = served.chains.iter().find(|k| {
+            let first = self.chains.get(*k).map_or(1, |log| log.first_held());
+            first > 1 && link.sent.get(*k).copied().unwrap_or(0) < first - 1
         });
-        let asked = link.their_wants_snapshot
-            && !link.snapshot_sent
-            && link.their_have.is_empty()
-            && !served.chains.is_empty();
-        if (behind || asked) && !link.snapshot_sent {
+        if let Some(k) = behind.filter(|_| !link.their_wants_snapshot && !link.told_compacted) {
+            link.told_compacted = true;
+            let first = self.chains.get(k).map_or(1, |log| log.first_held());
+            out.push(
+                Message::Reject {
+                    code: COMPACTED.into(),
+                    author: k.0,
+                    scope: k.1.clone(),
+                    first_seq: first,
+                }
+                .encode(),
+            );
+        }
+        let asked = link.their_wants_snapshot && !served.chains.is_empty();
+        if asked && !link.snapshot_sent {
             link.snapshots_made += 1;
             self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);

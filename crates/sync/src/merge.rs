@@ -193,6 +193,10 @@ impl Cells {
     pub fn values(&self) -> impl Iterator<Item = &(Version, Value)> {
         self.0.iter().map(|(_, cell)| cell)
     }
+    /// In column order; the columns stay as they are.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut (Version, Value))> {
+        self.0.iter_mut().map(|(c, cell)| (&*c, cell))
+    }
 }
 
 impl<'a> IntoIterator for &'a Cells {

@@ -61,7 +61,8 @@ fn seeds() -> Vec<Vec<u8>> {
     a.purge(now + 1, &scope, "todo", vec![text("j")])
         .expect("invariant: valid");
     let mut out = Vec::new();
-    let (mut la, mut lb) = (Link::new(), Link::new());
+    // b bootstraps from a: it takes a snapshot from that link.
+    let (mut la, mut lb) = (Link::new(), Link::snapshot_source());
     let mut to_b = vec![a.open_link(&mut la, now)];
     let mut to_a = vec![b.open_link(&mut lb, now)];
     for _ in 0..10 {

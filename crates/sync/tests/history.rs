@@ -18,8 +18,9 @@ fn replica(secret: u8, config: Config) -> Replica {
 }
 
 /// Connects a and b and delivers messages both ways until none is left.
+/// Syncs `a` and `b` until both are quiet; `b` takes snapshots from `a` (it bootstraps from it).
 fn sync(a: &mut Replica, b: &mut Replica, now: u64) {
-    let (mut la, mut lb) = (Link::new(), Link::new());
+    let (mut la, mut lb) = (Link::new(), Link::snapshot_source());
     let mut to_b = vec![a.open_link(&mut la, now)];
     let mut to_a = vec![b.open_link(&mut lb, now)];
     for _ in 0..1000 {

@@ -68,11 +68,12 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// `sync a b`: until both are quiet; `b` takes snapshots from `a` (it bootstraps from it).
 fn sync(w: &mut World, a: &str, b: &str) -> Vec<String> {
     let now = w.now;
     let mut ra = w.replicas.remove(a).expect("replica");
     let mut rb = w.replicas.remove(b).expect("replica");
-    let (mut la, mut lb) = (Link::new(), Link::new());
+    let (mut la, mut lb) = (Link::new(), Link::snapshot_source());
     let mut to_b = vec![ra.open_link(&mut la, now)];
     let mut to_a = vec![rb.open_link(&mut lb, now)];
     let mut out = Vec::new();

@@ -357,7 +357,7 @@ fn a_snapshot_with_a_forged_checkpoint_is_refused_whole() {
         },
     );
     let key = cairn_sync::RowKey::new("todo", &cp.scope, &[text("k9")]);
-    let events = b.install_snapshot(vec![cp], vec![(key, row)]);
+    let events = b.install_snapshot(NOW, vec![cp], vec![(key, row)]);
     assert!(matches!(
         events.as_slice(),
         [Event::Rejected {
@@ -387,7 +387,8 @@ fn an_oversized_snapshot_is_refused() {
     let scope = ScopeId::new(a.id(), "todo");
     a.commit(NOW + 2, &scope, vec![set("k2", "two")])
         .expect("valid");
-    let (mut la, mut lb) = (Link::new(), Link::new());
+    // b bootstraps from a: it asks it for a snapshot.
+    let (mut la, mut lb) = (Link::new(), Link::snapshot_source());
     let hello_b = b.open_link(&mut lb, NOW);
     a.open_link(&mut la, NOW);
     let out = a.handle(&mut la, NOW, &hello_b);

@@ -3,13 +3,16 @@
 //! rows with the checkpoints they stand on.
 
 use super::{Event, Failure, Replica};
+use crate::chain::ChainKey;
 use crate::chain::{verify_signatures, Block, Checkpoint};
 use crate::change::record_hash;
 use crate::error::Reason;
+use crate::hlc::physical_ms;
+use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState, RowStore};
 use crate::scope::ScopeId;
 use crate::wire::ZERO_HASH;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl<S: RowStore> Replica<S> {
     /// Re-checks every stored signature and every hash of every chain held; lists what fails.
@@ -110,6 +113,63 @@ impl<S: RowStore> Replica<S> {
         dropped
     }
 
+    /// What a snapshot's rows may not hold, whoever sent them: a version from the future
+    /// (beyond `max_clock_skew_ms`, as for records: it would order every later write before
+    /// it and raise this replica's clock), by an author who may not write the row's scope, or
+    /// past the head its chain has here or in the snapshot's checkpoints (a write no signed
+    /// history stands for). The first such row, if any.
+    fn check_snapshot_rows<'a>(
+        &self,
+        now_ms: u64,
+        checkpoints: &[Checkpoint],
+        rows: &'a [(RowKey, RowState)],
+    ) -> Option<(Reason, &'a RowKey, String)> {
+        let limit = now_ms.saturating_add(self.config.max_clock_skew_ms);
+        let mut heads: BTreeMap<ChainKey, u64> = BTreeMap::new();
+        for c in checkpoints {
+            let seq = heads.entry((c.author, c.scope.clone())).or_insert(0);
+            *seq = (*seq).max(c.seq);
+        }
+        let head = |author: &AuthorId, scope: &ScopeId| {
+            let key = (*author, scope.clone());
+            let held = self.chains.get(&key).map_or(0, |l| l.head().0);
+            held.max(heads.get(&key).copied().unwrap_or(0))
+        };
+        for (k, row) in rows {
+            let versions = row
+                .cells
+                .into_iter()
+                .map(|(_, (v, _))| v)
+                .chain(row.tombstone.as_ref())
+                .chain(row.counters.values().flat_map(|e| e.keys()));
+            for v in versions {
+                if physical_ms(v.hlc) > limit {
+                    let ahead = physical_ms(v.hlc) - now_ms;
+                    return Some((
+                        Reason::ClockSkew,
+                        k,
+                        format!("a value {ahead} ms in the future"),
+                    ));
+                }
+                if !self.may_write(&v.author, &k.scope) {
+                    return Some((
+                        Reason::Unauthorized,
+                        k,
+                        format!("a value by {:?}, who may not write this scope", v.author),
+                    ));
+                }
+                if v.seq > head(&v.author, &k.scope) {
+                    return Some((
+                        Reason::Malformed,
+                        k,
+                        format!("a value of record {} past its chain's head", v.seq),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     /// The sealed heads of the chains a subscription covers, as checkpoints (for a snapshot).
     pub(crate) fn checkpoints_for(&self, covers: impl Fn(&ScopeId) -> bool) -> Vec<Checkpoint> {
         self.chains
@@ -122,15 +182,27 @@ impl<S: RowStore> Replica<S> {
             .collect()
     }
 
-    /// Installs a snapshot: checks every checkpoint, then moves heads forward and joins rows.
+    /// Installs a snapshot: checks every checkpoint and every row, then moves heads forward and
+    /// joins rows. Refused whole at the first failure.
     pub fn install_snapshot(
         &mut self,
+        now_ms: u64,
         checkpoints: Vec<Checkpoint>,
         rows: Vec<(RowKey, RowState)>,
     ) -> Vec<Event> {
         self.edits += 1;
         self.catch_up();
         let mut events = Vec::new();
+        if let Some((reason, k, detail)) = self.check_snapshot_rows(now_ms, &checkpoints, &rows) {
+            events.push(Event::Rejected {
+                reason,
+                author: k.scope.owner,
+                scope: k.scope.clone(),
+                first_seq: 0,
+                detail: format!("snapshot refused: {detail}"),
+            });
+            return events;
+        }
         for cp in &checkpoints {
             if let Err(e) = cp.check() {
                 events.push(Event::Rejected {
