@@ -172,13 +172,25 @@ impl Sync {
         })
     }
 
-    /// Opens a link to a peer: its id and the HELLO to send.
+    /// Opens a link to a peer: its id and the HELLO to send. No snapshot is taken from the
+    /// peer (docs/sync.md sec. 8): see [`Sync::connect_bootstrap`].
     pub fn connect(&self, db: &mut Database) -> Result<(u32, Vec<u8>)> {
+        self.open_link(db, Link::new())
+    }
+
+    /// Opens a link to a peer this database bootstraps from: one it asks for a snapshot when
+    /// the peer compacted history this database lacks, and takes it from. Rows in a snapshot
+    /// are taken on trust within the bounds docs/sync.md sec. 8 sets: choose a peer that is
+    /// trusted (the application's own relay or server).
+    pub fn connect_bootstrap(&self, db: &mut Database) -> Result<(u32, Vec<u8>)> {
+        self.open_link(db, Link::snapshot_source())
+    }
+
+    fn open_link(&self, db: &mut Database, mut link: Link) -> Result<(u32, Vec<u8>)> {
         self.write(db, |st, store| {
             let id = st.next_link;
             st.next_link += 1;
             let now = (st.now)();
-            let mut link = Link::new();
             let hello = st.replica_mut().open_link(&mut link, now);
             st.links.insert(id, link);
             // open_link seals pending records: save the blocks.

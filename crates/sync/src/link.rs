@@ -9,6 +9,7 @@ use crate::merge::{RowKey, RowState, RowStore};
 use crate::protocol::{encode_blocks_page, seqs, Heads, Message, VersionVector};
 use crate::replica::{Event, PeerInfo, Replica};
 use crate::scope::{ScopeId, Subscription};
+use crate::wire::Hash;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The code of the REJECT that tells a peer its head for a chain is below what this replica
@@ -42,9 +43,17 @@ pub struct Link {
     snapshot_installed: bool,
     /// Whether the peer was told that it is behind our compaction point (once per HELLO).
     told_compacted: bool,
-    /// Places `(chain, seq)` where the peer said it holds another record than ours, and our
-    /// records from there were sent to it as the proof (once per place and HELLO).
-    proofs_sent: BTreeSet<(ChainKey, u64)>,
+    /// For chains the peer was seen to hold alike: the highest seq where its head had our
+    /// record's hash, and how many times our branch of the chain had changed then.
+    agreed: BTreeMap<ChainKey, (u64, u64)>,
+    /// Chains the peer holds another branch of, as far as this replica knows (its heads, its
+    /// FORK refusals): not counted as acknowledged by it.
+    disputed: BTreeSet<ChainKey>,
+    /// The proofs of forks sent to the peer since its HELLO: the chain, the seq they start at,
+    /// the hash of the peer's record they answer (its head, or the end of its blocks), and how
+    /// many times this replica's branch of the chain changed then. Each is sent once: a peer
+    /// that moved to another branch, or a replica that did, makes a new one.
+    proofs_sent: BTreeSet<(ChainKey, u64, Hash, u64)>,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -166,6 +175,8 @@ impl<S: RowStore> Replica<S> {
                 link.their_have = have.clone();
                 link.sent = have.clone();
                 link.proofs_sent.clear();
+                link.disputed.clear();
+                link.agreed.clear();
                 self.send_fork_proofs(link, &heads);
                 link.their_want = Some(want.clone());
                 link.their_wants_snapshot = wants_snapshot;
@@ -174,7 +185,13 @@ impl<S: RowStore> Replica<S> {
                 link.told_compacted = false;
                 link.served = None;
                 link.last_progress_ms = now_ms;
-                self.peers.insert(replica, PeerInfo { acked: have, want });
+                // A chain the peer holds another branch of is not acknowledged: compaction
+                // must keep the records where the branches part, or no one could decide.
+                let acked = have
+                    .into_iter()
+                    .filter(|(k, _)| !link.disputed.contains(k))
+                    .collect();
+                self.peers.insert(replica, PeerInfo { acked, want });
                 self.peer_changed(replica);
             }
             Message::Writers(lists) => {
@@ -200,10 +217,10 @@ impl<S: RowStore> Replica<S> {
                 let events = self.receive_blocks(now_ms, blocks);
                 // The peer holds what it sent: where that is what we hold too (not a fork),
                 // never send it back.
-                for (k, seq, hash) in heads {
-                    if self.chains.get(&k).and_then(|l| l.hash_at(seq)) == Some(hash) {
-                        let sent = link.sent.entry(k).or_insert(0);
-                        *sent = (*sent).max(seq);
+                for (k, seq, hash) in &heads {
+                    if self.chains.get(k).and_then(|l| l.hash_at(*seq)) == Some(*hash) {
+                        let sent = link.sent.entry(k.clone()).or_insert(0);
+                        *sent = (*sent).max(*seq);
                     }
                 }
                 for e in &events {
@@ -228,15 +245,32 @@ impl<S: RowStore> Replica<S> {
                         }
                     }
                 }
-                // A fork found in the peer's blocks: the records held from that place go to
-                // the peer, which finds it in turn (its branch may be the shorter one, which
-                // our head could not show it).
+                // A fork found in the peer's blocks that left this replica on its own branch:
+                // its records go to the peer, from the first held (the peer may not see from
+                // its block where the branches part), and the peer decides in turn.
                 for e in &events {
-                    if let Event::Fork { author, scope, seq } = e {
-                        self.send_proof(link, &(*author, scope.clone()), *seq);
+                    if let Event::Fork { author, scope, .. } = e {
+                        let key = (*author, scope.clone());
+                        // Adopted: this replica now holds the peer's furthest record of it.
+                        let furthest = heads
+                            .iter()
+                            .filter(|(k, _, _)| *k == key)
+                            .max_by_key(|(_, seq, _)| *seq);
+                        let adopted = furthest.is_some_and(|(k, seq, hash)| {
+                            self.chains.get(k).and_then(|l| l.hash_at(*seq)) == Some(*hash)
+                        });
+                        let answers = furthest.map_or([0; 32], |(_, _, hash)| *hash);
+                        if !adopted {
+                            let from = self.chains.get(&key).map_or(1, |l| l.first_held());
+                            self.send_proof(link, &key, from, answers);
+                        }
                     }
                 }
                 out.events.extend(events);
+                let lost = std::mem::take(&mut self.lost);
+                if !lost.is_empty() {
+                    out.send.push(Message::Blocks(lost).encode());
+                }
                 let ack: Heads = chains
                     .into_iter()
                     .filter_map(|k| {
@@ -248,11 +282,20 @@ impl<S: RowStore> Replica<S> {
             }
             Message::Ack(heads) => {
                 let mut progress = false;
-                for (k, &(s, _)) in &heads {
+                for (k, &(s, h)) in &heads {
                     let cur = link.their_have.entry(k.clone()).or_insert(0);
                     if s > *cur {
                         *cur = s;
                         progress = true;
+                    } else if s < *cur
+                        && self.forks.contains(&k.0)
+                        && self.chains.get(k).and_then(|l| l.hash_at(s)) == Some(h)
+                    {
+                        // A forked chain's peer that gave up its branch for a shorter one holds
+                        // less than it acknowledged before: it is sent the rest again.
+                        *cur = s;
+                        link.sent.insert(k.clone(), s);
+                        continue;
                     }
                     let sent = link.sent.entry(k.clone()).or_insert(0);
                     *sent = (*sent).max(s);
@@ -265,6 +308,9 @@ impl<S: RowStore> Replica<S> {
                     let mut moved = !self.peers.contains_key(&p);
                     let info = self.peers.entry(p).or_default();
                     for (k, s) in &link.their_have {
+                        if link.disputed.contains(k) {
+                            continue;
+                        }
                         let a = info.acked.entry(k.clone()).or_insert(0);
                         moved |= *s > *a;
                         *a = (*a).max(*s);
@@ -357,6 +403,11 @@ impl<S: RowStore> Replica<S> {
                     link.asked_snapshot = true;
                     out.send.push(self.hello(true));
                 }
+                // The peer keeps another branch of the chain: its acknowledgements of it do not
+                // count for compaction until the branches agree again.
+                if code == Reason::Fork.code() {
+                    link.disputed.insert((author, scope.clone()));
+                }
                 out.events.push(Event::PeerRejected {
                     code,
                     author,
@@ -392,20 +443,52 @@ impl<S: RowStore> Replica<S> {
             let Some(log) = self.chains.get(key) else {
                 continue;
             };
-            if log.hash_at(seq).is_some_and(|h| h != hash) {
-                self.send_proof(link, key, seq);
+            let branch = self.branch_changes.get(key).copied().unwrap_or(0);
+            match log.hash_at(seq) {
+                Some(h) if h == hash => {
+                    link.disputed.remove(key);
+                    let a = link.agreed.entry(key.clone()).or_insert((0, branch));
+                    if a.1 != branch || a.0 < seq {
+                        *a = (seq, branch);
+                    }
+                }
+                // Another record where the peer ends, or, for a chain known to be forked, a
+                // head past ours that may be on another branch: our records from the last
+                // place the peer was seen to agree with us go to it.
+                Some(_) => {
+                    link.disputed.insert(key.clone());
+                    self.send_proof(link, key, self.agreed_from(link, key), hash);
+                }
+                None if self.forks.contains(&key.0) && seq > log.head().0 => {
+                    self.send_proof(link, key, self.agreed_from(link, key), hash);
+                }
+                None => {}
             }
         }
     }
 
+    /// Where a proof for chain `key` starts: after the last place the peer was seen to hold the
+    /// same record as this replica's branch now, or at the first record held.
+    fn agreed_from(&self, link: &Link, key: &ChainKey) -> u64 {
+        let branch = self.branch_changes.get(key).copied().unwrap_or(0);
+        let first = self.chains.get(key).map_or(1, |l| l.first_held());
+        let agreed = link
+            .agreed
+            .get(key)
+            .filter(|(_, b)| *b == branch)
+            .map_or(0, |(seq, _)| *seq);
+        (agreed + 1).max(first)
+    }
+
     /// Sends the peer this replica's records of chain `key` from `seq` on (once per place and
     /// HELLO): they prove a fork there to it.
-    fn send_proof(&self, link: &mut Link, key: &ChainKey, seq: u64) {
+    fn send_proof(&self, link: &mut Link, key: &ChainKey, seq: u64, answers: Hash) {
         let held = self
             .chains
             .get(key)
             .is_some_and(|log| seq >= log.first_held() && seq > 0 && log.sealed_head().0 >= seq);
-        if held && link.proofs_sent.insert((key.clone(), seq)) {
+        let branch = self.branch_changes.get(key).copied().unwrap_or(0);
+        if held && link.proofs_sent.insert((key.clone(), seq, answers, branch)) {
             let sent = link.sent.entry(key.clone()).or_insert(0);
             *sent = (*sent).min(seq - 1);
         }

@@ -429,7 +429,9 @@ fn col(v: u64) -> Result<u32> {
 
 /// Where merged rows live. The in-memory `MemoryRows` is the model; the SQL layer implements it
 /// over its tables (the state's versions in hidden columns or a side table).
-pub trait RowStore {
+/// Cloned and made empty to keep the rows that history no longer holds (the replica's base,
+/// from which the rows are rebuilt when a fork takes records back).
+pub trait RowStore: Clone + Default {
     /// Runs `f` on the row's state (a default one if the row is new) and keeps the result.
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState));
     /// A record of `ops` ops is about to be applied (a store may make room at once).
@@ -509,8 +511,8 @@ pub struct VisibleRow {
 /// The rows of `table` a query sees, in key order, with unique constraints resolved: live rows
 /// sorted by (age, pk) each stay visible unless an earlier visible row holds the same non-NULL
 /// values in one of the unique column sets. Also returns the rows hidden that way.
-pub fn visible_rows(
-    store: &dyn RowStore,
+pub fn visible_rows<S: RowStore>(
+    store: &S,
     schema: &TableSchema,
 ) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
     let mut live: Vec<(Option<Version>, VisibleRow)> = Vec::new();

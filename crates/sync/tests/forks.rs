@@ -1,8 +1,9 @@
 //! Forks (an author that signed two different records at one place of a chain: a cloned
 //! device, a restored backup) are found by every replica that holds one branch, at its next
-//! exchange with a replica that holds another: whichever order the branches arrived in,
-//! whichever branch is longer, equal lengths included. A peer that only claims another head
-//! makes nobody a forker.
+//! exchange with a replica that holds another, whichever order the branches arrived in and
+//! whichever branch is longer, equal lengths included; and every replica ends on the same
+//! branch (the one whose record where they part has the lower hash), with the same rows. A
+//! peer that only claims another head makes nobody a forker.
 
 mod common;
 
@@ -69,6 +70,15 @@ fn delivered(from: &mut Replica, to: &mut Replica) {
     exchange(from, to);
 }
 
+/// Same heads (hashes included) and same rows, and history that verifies.
+fn assert_same(rs: &mut [&mut Replica]) {
+    let first = (rs[0].heads(), rs[0].state_digest());
+    for r in rs.iter_mut() {
+        assert_eq!((r.heads(), r.state_digest()), first);
+        assert!(r.verify().is_empty(), "{:?}", r.verify());
+    }
+}
+
 fn saw_fork(events: &[Event], author: &Identity) -> bool {
     events
         .iter()
@@ -91,7 +101,7 @@ fn branches_of_equal_length_are_found_by_both_holders() {
     assert!(saw_fork(&ex, &key), "x finds the fork: {ex:?}");
     assert!(saw_fork(&ey, &key), "y finds the fork: {ey:?}");
     assert!(x.forks().contains(&key.id()) && y.forks().contains(&key.id()));
-    assert!(x.verify().is_empty() && y.verify().is_empty());
+    assert_same(&mut [&mut x, &mut y]);
 }
 
 #[test]
@@ -107,28 +117,77 @@ fn the_holder_of_either_branch_finds_it_whatever_the_lengths() {
         let (ex, ey) = exchange(&mut x, &mut y);
         assert!(saw_fork(&ex, &key), "{long} vs {short}: x finds it: {ex:?}");
         assert!(saw_fork(&ey, &key), "{long} vs {short}: y finds it: {ey:?}");
+        assert_same(&mut [&mut x, &mut y]);
     }
 }
 
 #[test]
-fn three_replicas_that_saw_the_branches_in_opposite_orders_all_find_it() {
+fn three_replicas_that_saw_the_branches_in_opposite_orders_end_alike() {
     let key = Identity::from_secret([1; 32]);
     let (mut device, mut clone) = (replica(1), replica(1));
     write(&mut device, 2, "from the device");
     write(&mut clone, 2, "from its clone");
-    let (mut x, mut y, mut z) = (replica(2), replica(3), replica(4));
-    // x: the device's branch first, then the clone's; y: the other way round; z: one only.
+    let (mut x, mut y) = (replica(2), replica(3));
+    // x: the device's branch first, then the clone's; y: the other way round.
     delivered(&mut device, &mut x);
     delivered(&mut clone, &mut y);
-    delivered(&mut device, &mut z);
     let (ex, _) = exchange(&mut clone, &mut x);
     let (ey, _) = exchange(&mut device, &mut y);
     assert!(saw_fork(&ex, &key) && saw_fork(&ey, &key));
-    // z met neither the clone nor its branch, only y (which holds it): z finds it too.
+    assert_same(&mut [&mut x, &mut y]);
+    // z holds the branch that lost, and meets only y: it finds the fork and moves over.
+    // (The device and its clone synced with x and y, so they are on the winner now: the
+    // losing branch is written again, alike, by a fresh replica of the same key.)
+    let (mut fresh_device, mut fresh_clone) = (replica(1), replica(1));
+    write(&mut fresh_device, 2, "from the device");
+    write(&mut fresh_clone, 2, "from its clone");
+    let loser = if x.state_digest() == fresh_device.state_digest() {
+        &mut fresh_clone
+    } else {
+        &mut fresh_device
+    };
+    let mut z = replica(4);
+    delivered(loser, &mut z);
+    assert_ne!(z.state_digest(), y.state_digest());
     let (ez, _) = exchange(&mut z, &mut y);
     assert!(saw_fork(&ez, &key), "z finds the fork through y: {ez:?}");
     for r in [&x, &y, &z] {
         assert!(r.forks().contains(&key.id()));
+    }
+    assert_same(&mut [&mut x, &mut y, &mut z]);
+}
+
+#[test]
+fn the_winner_is_the_same_whichever_side_holds_it() {
+    // Both orders of meeting, and both branches on each side: the rows all end alike, and
+    // they are those of one branch, whole.
+    for swap in [false, true] {
+        let (mut device, mut clone) = (replica(1), replica(1));
+        write(&mut device, 3, "from the device");
+        write(&mut clone, 3, "from its clone");
+        let (mut x, mut y) = (replica(2), replica(3));
+        if swap {
+            delivered(&mut clone, &mut x);
+            delivered(&mut device, &mut y);
+        } else {
+            delivered(&mut device, &mut x);
+            delivered(&mut clone, &mut y);
+        }
+        exchange(&mut x, &mut y);
+        assert_same(&mut [&mut x, &mut y]);
+        let winner = [&device, &clone]
+            .into_iter()
+            .find(|b| b.state_digest() == x.state_digest())
+            .expect("the rows are one branch's, whole");
+        // The forking devices themselves converge too when they sync.
+        let (mut a, mut b) = (replica(1), replica(1));
+        write(&mut a, 3, "from the device");
+        write(&mut b, 3, "from its clone");
+        exchange(&mut a, &mut x);
+        exchange(&mut b, &mut x);
+        exchange(&mut a, &mut x);
+        assert_same(&mut [&mut a, &mut b, &mut x]);
+        assert_eq!(a.state_digest(), winner.state_digest());
     }
 }
 
@@ -166,8 +225,8 @@ fn a_head_claimed_without_records_makes_nobody_a_forker() {
         .collect();
     assert_eq!(
         blocks.first().map(|b| b.first_seq()),
-        Some(2),
-        "x sends its records from the disputed place"
+        Some(1),
+        "x sends its records from after the last place the peer agreed with it (none: the first)"
     );
     // Said again in an ACK, the same claim is not answered again (no loop of resends).
     let again = x.handle(&mut link, NOW, &Message::Ack(heads).encode());

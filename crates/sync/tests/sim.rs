@@ -10,7 +10,8 @@
 mod common;
 
 use cairn_sync::{
-    Config, Event, Link, Op, Payload, Reason, Replica, ScopeFilter, ScopeId, Subscription, Value,
+    Config, Event, Identity, Link, Op, Payload, Reason, Replica, ScopeFilter, ScopeId,
+    Subscription, Value,
 };
 use common::{first_seed, identity, schemas, seed_count, text, Rng};
 
@@ -42,6 +43,8 @@ struct Sim {
     shared: ScopeId,
     keys: Vec<String>,
     bad_events: Vec<String>,
+    /// Whether two replicas share a key (forks are then expected).
+    clone: bool,
 }
 
 const BENIGN: [Reason; 3] = [Reason::Replay, Reason::ChainGap, Reason::Unauthorized];
@@ -63,6 +66,26 @@ impl Sim {
                 r.register_table(s).expect("invariant: schema is valid");
             }
             replicas.push(r);
+        }
+        // With CAIRN_SYNC_CLONES set, a clone: replica n-2 runs on replica 1's key (a restored
+        // backup, a copied device), so the two write forks of each chain they share, and every
+        // replica must still end alike. Off by default: some seeds still end apart or never go
+        // quiet (docs/sync.md sec. 11, "Forks").
+        //
+        let clone = n >= 4 && rng.chance(40) && std::env::var_os("CAIRN_SYNC_CLONES").is_some();
+        if clone {
+            let key = Identity::import(&replicas[1].identity().export()).expect("own export");
+            let cfg = replicas[n - 2].config().clone();
+            let mut r = Replica::in_memory(key, cfg);
+            for s in schemas() {
+                r.register_table(s).expect("invariant: schema is valid");
+            }
+            replicas[n - 2] = r;
+            // Nor snapshots: their rows may hold what a branch later given up wrote, and a
+            // replica cannot take back what it did not get as records (docs/sync.md sec. 11).
+            for r in &mut replicas {
+                r.config_mut().snapshot_when_empty = false;
+            }
         }
         let ids: Vec<_> = replicas.iter().map(|r| r.id()).collect();
         // A partial replica: it asks only for replica 0's scopes (and holds its own writes).
@@ -99,6 +122,7 @@ impl Sim {
             shared,
             keys,
             bad_events: Vec::new(),
+            clone,
         };
         sim.net.links = (0..n)
             .map(|_| (0..n).map(|_| Link::snapshot_source()).collect())
@@ -181,12 +205,19 @@ impl Sim {
     fn check_events(&mut self, at: usize, events: &[Event]) {
         for e in events {
             match e {
+                Event::Rejected {
+                    reason: Reason::Fork,
+                    ..
+                }
+                | Event::Fork { .. }
+                    if self.clone => {}
                 Event::Rejected { reason, detail, .. } if !BENIGN.contains(reason) => {
                     self.bad_events
                         .push(format!("replica {at}: {} {detail}", reason.code()));
                 }
                 Event::Fork { .. } => self.bad_events.push(format!("replica {at}: fork")),
                 // COMPACTED: a replica met after its peer compacted asks it for a snapshot.
+                Event::PeerRejected { code, .. } if code == "FORK" && self.clone => {}
                 Event::PeerRejected { code, .. }
                     if code != "UNAUTHORIZED" && code != "COMPACTED" =>
                 {
@@ -211,6 +242,8 @@ impl Sim {
         } else {
             ScopeId::new(me, format!("todo/owner={i}"))
         };
+        let n = self.replicas.len();
+        let forker = self.clone && (i == 1 || i == n - 2);
         let nops = 1 + self.rng.below(3);
         let mut ops = Vec::new();
         for _ in 0..nops {
@@ -232,7 +265,9 @@ impl Sim {
                     Payload::Add(3, self.rng.below(21) as i64 - 10),
                 ),
                 70..=79 => Op::new("todo", vec![key], Payload::Delete),
-                80..=81 => Op::new("todo", vec![key], Payload::Purge),
+                // Not by the key two replicas share: a purge on a branch that loses stays
+                // applied where it was seen (docs/sync.md sec. 11).
+                80..=81 if !forker => Op::new("todo", vec![key], Payload::Purge),
                 _ => Op::new(
                     "user",
                     vec![key],
@@ -278,7 +313,9 @@ impl Sim {
                     self.connect(i.min(j), i.max(j));
                 }
             }
-            83..=84 => {
+            // Not while a clone writes: a replica that compacted a branch before it met the
+            // other cannot take it back (docs/sync.md sec. 11).
+            83..=84 if !self.clone => {
                 let i = self.rng.below(n as u64) as usize;
                 self.replicas[i].compact();
             }
@@ -365,6 +402,14 @@ impl Sim {
                 covered(r0.version_vector()),
                 "seed {seed}: replica {i} version vector"
             );
+            // The same records, not only as many: heads with their hashes.
+            for (k, _) in covered(r.version_vector()) {
+                assert_eq!(
+                    r.chain(&k).map(|l| l.head()),
+                    r0.chain(&k).map(|l| l.head()),
+                    "seed {seed}: replica {i} holds another branch of a chain"
+                );
+            }
             assert_eq!(
                 r.state_digest_of(&want),
                 r0.state_digest_of(&want),

@@ -183,7 +183,7 @@ fn an_unauthorized_writer_is_refused_until_listed() {
 }
 
 #[test]
-fn a_fork_is_refused_and_reported() {
+fn a_fork_is_reported_and_the_lower_hash_kept() {
     let (mut a, mut b) = (replica(1), replica(2));
     let mut twin = replica(1); // same key, different history: a forking author
     let scope = ScopeId::new(a.id(), "todo");
@@ -192,9 +192,10 @@ fn a_fork_is_refused_and_reported() {
         .expect("invariant: valid");
     twin.seal();
     let forked = twin
-        .chain(&(twin.id(), scope))
+        .chain(&(twin.id(), scope.clone()))
         .and_then(|l| l.blocks.last().cloned())
         .expect("invariant: sealed");
+    let twin_wins = forked.records[0].hash < block.records[0].hash;
     assert_eq!(deliver(&mut b, vec![block]), vec![]);
     let digest = b.state_digest();
     let events = b.receive_blocks(NOW, vec![forked]);
@@ -203,15 +204,24 @@ fn a_fork_is_refused_and_reported() {
         scope: ScopeId::new(a.id(), "todo"),
         seq: 1
     }));
-    assert!(events.iter().any(|e| matches!(
-        e,
-        Event::Rejected {
-            reason: Reason::Fork,
-            ..
-        }
-    )));
     assert!(b.forks().contains(&a.id()));
-    assert_eq!(b.state_digest(), digest);
+    let refused = events.iter().any(|e| {
+        matches!(
+            e,
+            Event::Rejected {
+                reason: Reason::Fork,
+                ..
+            }
+        )
+    });
+    assert_eq!(refused, !twin_wins);
+    if twin_wins {
+        assert_eq!(b.state_digest(), twin.state_digest());
+        assert_eq!(b.heads(), twin.heads());
+    } else {
+        assert_eq!(b.state_digest(), digest);
+    }
+    assert!(b.verify().is_empty());
 }
 
 #[test]

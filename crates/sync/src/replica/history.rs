@@ -2,6 +2,7 @@
 //! what every peer acknowledged (keeping checkpoints), and snapshots hand a peer the merged
 //! rows with the checkpoints they stand on.
 
+use super::receive::apply_ops;
 use super::{Event, Failure, Replica};
 use crate::chain::ChainKey;
 use crate::chain::{verify_signatures, Block, Checkpoint};
@@ -104,11 +105,14 @@ impl<S: RowStore> Replica<S> {
             }
             let last = &log.blocks[n - 1];
             log.base = Some(Checkpoint::of_block(last));
-            dropped += log
-                .blocks
-                .drain(..n)
-                .map(|b| b.records.len())
-                .sum::<usize>();
+            // What the dropped records did now lives in the base alone.
+            let base = self.base.get_or_insert_with(S::default);
+            for b in log.blocks.drain(..n) {
+                dropped += b.records.len();
+                for r in &b.records {
+                    apply_ops(base, &key.0, &key.1, r);
+                }
+            }
         }
         dropped
     }
@@ -249,6 +253,10 @@ impl<S: RowStore> Replica<S> {
         let n = rows.len();
         let mut keys = Vec::new();
         let mut purged = Vec::new();
+        let base = self.base.get_or_insert_with(S::default);
+        for (k, row) in &rows {
+            base.update(k, &mut |mine: &mut RowState| mine.join(row));
+        }
         for (k, row) in rows {
             let mut max_hlc = 0;
             let mut is_purged = false;

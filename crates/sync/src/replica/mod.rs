@@ -139,11 +139,22 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// lists_added)` changes exactly when what a link may be served can change.
     pub(crate) lists_added: usize,
     pub(crate) rows: S,
+    /// What the rows hold that the history held does not: the rows as loaded by the host, the
+    /// snapshots joined, the records compacted away. `rows` is always `base` joined with every
+    /// held record, so the rows can be rebuilt without some of them (a fork's losing branch).
+    /// None while nothing but the held history made the rows.
+    pub(crate) base: Option<S>,
     pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
     /// For each peer, `edits` as it stood after the peer's entry last changed: a host saves
     /// the peers changed since its last save ([`Replica::peers_changed_since`]), not all.
     pub(crate) peer_edits: BTreeMap<AuthorId, u64>,
     pub(crate) forks: BTreeSet<AuthorId>,
+    /// Blocks of a branch this replica held and gave up for a peer's (a fork): sent to that
+    /// peer, which then knows of the fork too.
+    pub(crate) lost: Vec<crate::chain::Block>,
+    /// How many times each chain's records were replaced by another branch: a proof of a fork
+    /// sent to a peer before is sent again after (it is another branch now).
+    pub(crate) branch_changes: BTreeMap<ChainKey, u64>,
     /// Bumped whenever held records are redacted (a purge): a host that saved them must save
     /// them again.
     pub(crate) redactions: u64,
@@ -184,9 +195,12 @@ impl<S: RowStore> Replica<S> {
             writers: BTreeMap::new(),
             lists_added: 0,
             rows,
+            base: None,
             peers: BTreeMap::new(),
             peer_edits: BTreeMap::new(),
             forks: BTreeSet::new(),
+            lost: Vec::new(),
+            branch_changes: BTreeMap::new(),
             redactions: 0,
             edits: 0,
             unmerged: BTreeMap::new(),
@@ -368,6 +382,8 @@ impl<S: RowStore> Replica<S> {
     /// saves the rows only when history is dropped rebuilds the rest this way on open; merging
     /// is a join, so rows that already contain some of it come out the same.
     pub fn replay_history(&mut self) {
+        // What the host loaded is what history does not give: the base.
+        self.base = Some(self.rows.clone());
         // Every record held is applied below, deferred ones included.
         self.unmerged.clear();
         for log in self.chains.values_mut() {
@@ -384,6 +400,11 @@ impl<S: RowStore> Replica<S> {
             }
         }
         self.chains = chains;
+    }
+    /// The rows held history does not give (see the field): what a host saves to rebuild the
+    /// rows with the history it holds on open. Empty when the history gives them all.
+    pub fn base_rows(&self) -> Option<&S> {
+        self.base.as_ref()
     }
     /// The merged rows, for loading them from storage.
     pub fn rows_mut(&mut self) -> &mut S {

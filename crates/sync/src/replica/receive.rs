@@ -4,7 +4,7 @@
 //! it touches).
 
 use super::{Event, Replica};
-use crate::chain::{verify_signatures, Block, ChainKey};
+use crate::chain::{verify_signatures, Block, ChainKey, MAX_BLOCK_RECORDS};
 use crate::change::{OpBody, Payload, Record};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::physical_ms;
@@ -13,6 +13,40 @@ use crate::merge::{RowKey, RowState, RowStore, Version};
 use crate::scope::ScopeId;
 use crate::wire::ZERO_HASH;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What became of a verified block that forks a chain held.
+enum Fork {
+    /// The branches part before the block, or where history was compacted: undecided here.
+    Unknown,
+    /// The held branch wins at `at`: the block is refused.
+    Ours { at: u64 },
+    /// The block's branch wins at `at`: it replaced the held records from there.
+    Theirs {
+        at: u64,
+        records: usize,
+        rows: Vec<RowKey>,
+    },
+}
+
+/// Joins a record's ops into `rows` (the base, say), nothing else.
+pub(super) fn apply_ops<S: RowStore>(
+    rows: &mut S,
+    author: &AuthorId,
+    scope: &ScopeId,
+    record: &Record,
+) {
+    for (idx, op) in record.ops.iter().enumerate() {
+        let v = Version {
+            hlc: record.hlc,
+            author: *author,
+            seq: record.seq,
+            idx: idx as u32,
+        };
+        rows.update(&RowKey::new(&op.table, scope, &op.pk), &mut |row| {
+            row.apply(op, v)
+        });
+    }
+}
 
 impl<S: RowStore> Replica<S> {
     /// Joins a record's ops into the rows; returns each touched row and whether it is purged.
@@ -76,6 +110,16 @@ impl<S: RowStore> Replica<S> {
             return;
         }
         self.redactions += 1;
+        // The base forgets the values too (a purge is never taken back, fork or not).
+        if let Some(base) = self.base.as_mut() {
+            for k in &purged {
+                if base.get(k).is_some() {
+                    if let Some(now) = self.rows.get(k) {
+                        base.update(k, &mut |row| row.join(&now));
+                    }
+                }
+            }
+        }
         for ((_, s), log) in self.chains.iter_mut() {
             if s != scope {
                 continue;
@@ -103,6 +147,7 @@ impl<S: RowStore> Replica<S> {
     /// batch; each block is then checked against what is held and applied, or rejected whole.
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
         self.edits += 1;
+        self.lost.clear();
         self.catch_up();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
@@ -169,15 +214,43 @@ impl<S: RowStore> Replica<S> {
                         applied_rows.extend(touched.into_iter().map(|(k, _)| k));
                     }
                 }
-                Err((reason, detail)) => {
-                    if reason == Reason::Fork {
-                        self.forks.insert(block.author);
-                        events.push(Event::Fork {
-                            author: block.author,
-                            scope: block.scope.clone(),
-                            seq: block.first_seq(),
-                        });
+                Err((Reason::Fork, detail)) => {
+                    self.forks.insert(block.author);
+                    let (author, scope, first) =
+                        (block.author, block.scope.clone(), block.first_seq());
+                    match self.resolve_fork(block) {
+                        Fork::Theirs { at, records, rows } => {
+                            events.push(Event::Fork {
+                                author,
+                                scope,
+                                seq: at,
+                            });
+                            applied_records += records;
+                            if self.config.report_rows {
+                                applied_rows.extend(rows);
+                            }
+                        }
+                        outcome => {
+                            let seq = match outcome {
+                                Fork::Ours { at } => at,
+                                _ => first,
+                            };
+                            events.push(Event::Fork {
+                                author,
+                                scope: scope.clone(),
+                                seq,
+                            });
+                            events.push(Event::Rejected {
+                                reason: Reason::Fork,
+                                author,
+                                first_seq: first,
+                                scope,
+                                detail,
+                            });
+                        }
                     }
+                }
+                Err((reason, detail)) => {
                     events.push(Event::Rejected {
                         reason,
                         author: block.author,
@@ -200,6 +273,105 @@ impl<S: RowStore> Replica<S> {
             );
         }
         events
+    }
+
+    /// A verified block of another branch of a chain held (docs/sync.md sec. 6, "Forks"):
+    /// of the two records at the first place where the branches part, the one with the lower
+    /// hash wins, on every replica alike. If it is the block's, the held records from there are
+    /// taken back (out of the chain and out of the rows, rebuilt from the base and the history
+    /// left) and the block's put in their place.
+    fn resolve_fork(&mut self, block: Block) -> Fork {
+        let key = block.key();
+        let Some(log) = self.chains.get(&key) else {
+            return Fork::Unknown;
+        };
+        let first = block.first_seq();
+        // The block must start on a record held alike, else the branches part before it (or
+        // where history was compacted away) and this block cannot say where.
+        if first < log.first_held() || log.hash_at(first - 1) != Some(block.prev_hash()) {
+            return Fork::Unknown;
+        }
+        let end = log.head().0.min(block.last_seq());
+        let Some(at) = (first..=end)
+            .find(|&q| log.hash_at(q) != Some(block.records[(q - first) as usize].hash))
+        else {
+            return Fork::Unknown;
+        };
+        let ours = log.hash_at(at).expect("invariant: held up to end");
+        let theirs = block.records[(at - first) as usize].hash;
+        if ours < theirs {
+            return Fork::Ours { at };
+        }
+        // The held records before `at` in the same block (or pending) are signed by the
+        // block's signature too: its head chains back through them.
+        let i = log.blocks.partition_point(|b| b.last_seq() < at);
+        let start = match log.blocks.get(i) {
+            Some(b) => b.first_seq(),
+            None => log.pending.first().map_or(at, |r| r.seq),
+        };
+        let kept = (at - start) as usize;
+        let suffix = block.suffix(at).expect("invariant: at is in the block");
+        if (kept + suffix.records.len()) as u64 > MAX_BLOCK_RECORDS {
+            // Too long to seal under one signature: this replica keeps its branch.
+            return Fork::Ours { at };
+        }
+        let log = self.chains.get_mut(&key).expect("invariant: held");
+        // The losing blocks, cut to where the branches part, go back to the peer that sent the
+        // winner: they prove the fork to it (records not sealed yet prove nothing).
+        self.lost.extend(
+            log.blocks[i..]
+                .iter()
+                .filter_map(|b| b.suffix(at.max(b.first_seq()))),
+        );
+        let mut held: Vec<Record> = log.blocks.drain(i..).flat_map(|b| b.records).collect();
+        held.append(&mut log.pending);
+        let dropped = held.split_off(kept);
+        let mut records = held;
+        let added = suffix.records.len();
+        records.extend(suffix.records);
+        log.blocks.push(Block {
+            author: block.author,
+            scope: block.scope.clone(),
+            records,
+            sig: block.sig,
+        });
+        let mut rows: Vec<RowKey> = dropped
+            .iter()
+            .chain(log.blocks.last().expect("invariant: pushed").records[kept..].iter())
+            .flat_map(|r| {
+                r.ops
+                    .iter()
+                    .map(|op| RowKey::new(&op.table, &block.scope, &op.pk))
+            })
+            .collect();
+        rows.sort_unstable();
+        rows.dedup();
+        self.rebuild_rows();
+        *self.branch_changes.entry(key).or_insert(0) += 1;
+        // Saved copies of the chain are written again, as after a purge.
+        self.redactions += 1;
+        Fork::Theirs {
+            at,
+            records: added,
+            rows,
+        }
+    }
+
+    /// The rows again from the base and every record held (after records were taken back).
+    fn rebuild_rows(&mut self) {
+        self.rows = self.base.clone().unwrap_or_default();
+        let chains = std::mem::take(&mut self.chains);
+        for ((author, scope), log) in &chains {
+            for r in log
+                .blocks
+                .iter()
+                .flat_map(|b| b.records.iter())
+                .chain(log.pending.iter())
+            {
+                self.apply_record_keys(author, scope, r, false);
+            }
+        }
+        self.chains = chains;
     }
 
     fn is_replay(&self, block: &Block) -> bool {
