@@ -274,3 +274,32 @@ test('offline: no attempt until the browser is back online, then one at once', a
     await relay.stop();
   }
 });
+
+test('a token function that throws: TOKEN_UNAVAILABLE, and no connection without a token', async () => {
+  await refusingRelay('TOKEN_EXPIRED');
+  const b = await launch();
+  try {
+    await setup(b.page);
+    await b.page.evaluate((url) => {
+      window.calls = 0;
+      window.relay = db.sync.connectRelay(url, {
+        token: () => {
+          if (++calls === 1) throw new Error('the sign-in server is down');
+          return `token-${calls}`;
+        },
+      });
+    }, fake.url);
+    const s = await b.page.evaluate(() => until('the failed attempt', () => statuses.find((s) => s.relays[0].lastError)));
+    assert.equal(s.relays[0].state, 'waiting');
+    assert.equal(s.relays[0].lastError.code, 'TOKEN_UNAVAILABLE');
+    assert.match(s.relays[0].lastError.message, /the sign-in server is down/);
+    // The next attempt asks again, and only then connects.
+    await waitFor('an attempt with a token', () => fake.connections[0]?.frames.some((f) => readFrame(f).type === 2));
+    assert.deepEqual(framesOf(fake.connections[0]), ['TOKEN token-2', 'AUTH']);
+    await b.page.evaluate(async () => (await relay).close());
+    assert.deepEqual(b.errors, []);
+  } finally {
+    await b.close();
+    await fake.stop();
+  }
+});
