@@ -47,8 +47,6 @@ export class EngineWorker {
   #dead = null;
   /** Called once when the Worker dies or stops itself (code, message). */
   onDeath = null;
-  /** Called with each notice the Worker sends unasked (docs/protocol.md, "Notices"). */
-  onNotice = null;
 
   constructor(options = {}) {
     const workerUrl = options.sync ? options.syncWorkerUrl : options.workerUrl;
@@ -97,6 +95,7 @@ export class EngineWorker {
   }
 
   #reply(msg) {
+    // A notice the Worker sends unasked (docs/protocol.md, "Notices"): `onNotice(notice)`.
     if (msg[0] === 0) return this.onNotice?.(msg.slice(1));
     const req = this.#pending.get(msg[0]);
     if (!req) {

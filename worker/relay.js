@@ -80,6 +80,11 @@ export function attachRelay(urls, options) {
   if (token !== undefined && token !== true && typeof token !== 'string') {
     throw err('INVALID_INPUT', 'a relay token is a string or a function');
   }
+  // Listened for from the first relay on, so that a Worker without sync carries none of this.
+  if (relays.size === 0) {
+    self.removeEventListener?.('online', backOnline);
+    self.addEventListener?.('online', backOnline);
+  }
   const r = new Relay(d, urls, token);
   const handle = (r.handle = nextHandle--);
   relays.set(handle, r);
@@ -304,13 +309,13 @@ function schedule(r, d, wait, now = performance.now()) {
   emitStatus(undefined, now);
 }
 
-// Back online: every relay waiting tries again at once (or when the relay's hint allows).
-self.addEventListener?.('online', () => {
+/** Back online: every relay waiting tries again at once (or when the relay's hint allows). */
+function backOnline() {
   for (const r of relays.values()) {
     if (r.closed || r.ws !== null || r.tokenAsk !== null) continue;
     if (r.offline || r.retry !== null) schedule(r, r.d, Math.max(0, r.notBefore - performance.now()));
   }
-});
+}
 
 function closeRelay(r) {
   r.closed = true;
