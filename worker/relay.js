@@ -243,8 +243,7 @@ function open(r, d, token) {
         if (fatal) {
           c.refused = true;
           r.hint = retryAfter;
-        }
-        else if (DROPS.has(code)) c.awaited = Math.max(0, c.awaited - 1);
+        } else if (DROPS.has(code)) c.awaited = Math.max(0, c.awaited - 1);
         pushEvent('relay', code, message);
         emitStatus();
       }

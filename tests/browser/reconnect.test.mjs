@@ -227,7 +227,7 @@ test('a string token is sent again as it is; no token, no TOKEN frame', async ()
   }
 });
 
-test("a follower tab's token function answers through the owner tab", async () => {
+test("a follower tab's token function answers through the owner tab, and after a take-over", async () => {
   await refusingRelay('TOKEN_EXPIRED');
   const b = await launch();
   try {
@@ -248,6 +248,12 @@ test("a follower tab's token function answers through the owner tab", async () =
     const seen = await second.evaluate(() => until('a status in the follower', () => seen[Object.keys(seen)[0]]?.length >= 2 && seen));
     assert.ok(inOrder(seen[fake.url], ['connecting', 'waiting', 'connecting']), JSON.stringify(seen));
     assert.deepEqual(b.errors, []);
+    // The owner tab goes: the follower takes the database over, joins the relay again in its
+    // own Worker, and its function is asked there.
+    await b.page.close();
+    await second.evaluate(() => until('the take-over', () => db.isOwner));
+    await waitFor('an attempt from the new owner', () => fake.connections[2]?.frames.some((f) => readFrame(f).type === 2));
+    assert.deepEqual(framesOf(fake.connections[2]), ['TOKEN follower-3', 'AUTH']);
   } finally {
     await b.close();
     await fake.stop();
