@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
-import { startRelay, deadPort, fakeRelay, challengeFrame, errorFrame, readFrame } from './relays.mjs';
+import { startRelay, deadPort, fakeRelay, challengeFrame, errorFrame, relayFrame, readFrame } from './relays.mjs';
 
 const DDL = `CREATE TABLE IF NOT EXISTS todo (id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL) REPLICATED`;
 
@@ -309,3 +309,63 @@ test('a token function that throws: TOKEN_UNAVAILABLE, and no connection without
     await fake.stop();
   }
 });
+
+test('failures in a row wait within a bound that doubles from 500 ms', async () => {
+  // A relay that refuses every connection at once, with no hint.
+  const refuser = await fakeRelay((conn) => {
+    conn.send(errorFrame(true, 'TOO_MANY_ERRORS', 'go away'));
+    conn.close();
+  });
+  const b = await launch();
+  try {
+    await setup(b.page);
+    await b.page.evaluate((url) => (window.relay = db.sync.connectRelay(url)), refuser.url);
+    const waits = await b.page.evaluate(() => until('four waits', () => {
+      const w = statuses.filter((s) => s.relays[0]?.state === 'waiting' && s.relays[0].retryInMs !== undefined);
+      return w.length >= 4 && w.slice(0, 4).map((s) => s.relays[0].retryInMs);
+    }, 60000));
+    // Full jitter: the k-th wait in a row is drawn from [0, 500 ms x 2^k).
+    waits.forEach((w, k) => assert.ok(w >= 0 && w <= 500 * 2 ** k, `wait ${k}: ${w} ms (${waits})`));
+    assert.ok(refuser.connections.length >= 4);
+    await b.page.evaluate(async () => (await relay).close());
+  } finally {
+    await b.close();
+    await refuser.stop();
+  }
+});
+
+test('a connection that stayed up starts the waits again from 500 ms', async () => {
+  // Five refusals, then a connection welcomed and held for 7 s (past the 5 s that count as
+  // staying up), then refusals again.
+  const STAYS = 5;
+  await fakeRelay((conn) => {
+    if (held.connections.length - 1 !== STAYS) {
+      conn.send(errorFrame(true, 'TOO_MANY_ERRORS', 'go away'));
+      return conn.close();
+    }
+    conn.send(challengeFrame());
+    conn.onFrame = (f) => {
+      if (readFrame(f).type !== 2) return;
+      conn.send(relayFrame(3, Buffer.alloc(32)));
+      setTimeout(() => conn.close(), 7000);
+    };
+  }).then((f) => (held = f));
+  const b = await launch();
+  try {
+    await setup(b.page);
+    await b.page.evaluate((url) => (window.relay = db.sync.connectRelay(url)), held.url);
+    const waits = await b.page.evaluate((n) => until('the wait after the held connection', () => {
+      const w = statuses.filter((s) => s.relays[0]?.state === 'waiting' && s.relays[0].retryInMs !== undefined);
+      return w.length > n && w.map((s) => s.relays[0].retryInMs);
+    }, 90000), STAYS);
+    const seen = await b.page.evaluate(() => seen);
+    assert.ok(inOrder(seen[held.url], ['connecting', 'waiting', 'connecting', 'connected', 'waiting']), JSON.stringify(seen));
+    // Without the reset this wait would be drawn from [0, 16 s): at most 500 ms one time in 32.
+    assert.ok(waits[STAYS] <= 500, `the wait after the held connection: ${waits[STAYS]} ms (${waits})`);
+    await b.page.evaluate(async () => (await relay).close());
+  } finally {
+    await b.close();
+    await held.stop();
+  }
+});
+let held;
