@@ -547,7 +547,7 @@ export class Database extends Queries {
     // Notices (the sync status, a relay's request for a token) reach this tab and the others.
     worker.onNotice = (n) => {
       this._sync?._notice(n);
-      this.bus?.postMessage({ t: 'sync', n });
+      if (!this.#closed) this.bus?.postMessage({ t: 'sync', n });
     };
     if (previous?.drain) {
       previous.drain(link);
