@@ -115,6 +115,36 @@ export interface SyncEvent {
   detail: string;
 }
 
+/** A relay URL's connection, in `SyncStatus.relays`. */
+export interface RelayStatus {
+  url: string;
+  /** `connecting` (asking for a token, opening, authenticating), `connected` (syncing),
+   * `waiting` (for the next attempt, or to be back online), `closed` (let go of; listed once). */
+  state: 'connecting' | 'connected' | 'waiting' | 'closed';
+  /** The last refusal or failure on this URL: a relay ERROR code, `CONNECTION` or
+   * `TOKEN_UNAVAILABLE`; `retryAfterMs` when the relay asked for a wait. */
+  lastError?: { code: string; message: string; retryAfterMs?: number };
+  /** On the URL tried next: the time until that attempt (none while offline). */
+  retryInMs?: number;
+  /** The last time (`Date.now()`) this relay held everything this database had written. */
+  lastSyncedAt?: number;
+}
+
+/** What `sync.status()` returns and `sync.on('status')` is called with (docs/sync.md 10b). */
+export interface SyncStatus {
+  relays: RelayStatus[];
+  /** This database's records no relay is known to hold yet (0: synced). */
+  pending: number;
+  /** The last time (`Date.now()`) a relay held everything this database had written, or null. */
+  lastSyncedAt: number | null;
+}
+
+export interface RelayOptions {
+  /** Sent to the relay before each authentication: a string (suits tests), or a function called
+   * for a fresh token before each connection attempt (suits apps: tokens expire). */
+  token?: string | (() => string | Promise<string>);
+}
+
 /** A database's replica (docs/sync.md). */
 export interface Sync {
   /** This database's author id: 64 hex digits. */
@@ -137,9 +167,15 @@ export interface Sync {
    * ask: it runs in the owner tab's Worker, once however many tabs ask, until the last of them
    * closes it or goes away; a tab that takes over, or whose engine restarts, joins again. */
   connectChannel(name: string): Promise<{ readonly link: number; close(): Promise<boolean> }>;
-  /** Syncs through a relay over WebSocket; reconnects after a cut. Any tab may ask, shared and
-   * carried over a take-over or an engine restart as `connectChannel` is. */
-  connectRelay(url: string | URL): Promise<{ readonly link: number; close(): Promise<boolean> }>;
+  /** Syncs through a relay over WebSocket, or one of several relays sharing one database (tried
+   * in turn); after a cut, waits (backoff with jitter, the relay's `retry_after_ms`, not while
+   * offline) and tries the next. Any tab may ask, shared and carried over a take-over or an
+   * engine restart as `connectChannel` is. */
+  connectRelay(urls: string | URL | Array<string | URL>, options?: RelayOptions): Promise<{ readonly link: number; close(): Promise<boolean> }>;
+  /** The relays' connections and what is left to sync. */
+  status(): Promise<SyncStatus>;
+  /** Calls `fn` each time the status changes (in any tab); returns the function that stops it. */
+  on(type: 'status', fn: (status: SyncStatus) => void): () => void;
 }
 
 export interface Database extends Queries {

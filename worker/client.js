@@ -95,6 +95,8 @@ export class EngineWorker {
   }
 
   #reply(msg) {
+    // A notice the Worker sends unasked (docs/protocol.md, "Notices"): `onNotice(notice)`.
+    if (msg[0] === 0) return this.onNotice?.(msg.slice(1));
     const req = this.#pending.get(msg[0]);
     if (!req) {
       // A channel request whose reply did not fit: it can arrive before the channel's notice.
@@ -404,7 +406,7 @@ const extra = () => (extras ??= import('./extra.js'));
 
 // The replica's methods (worker/extra.js, `Sync`), each loading it on first use; what a call
 // takes is read at the call, as the methods themselves do.
-const SYNC_METHODS = ['id', 'exportKey', 'setOwner', 'digest', 'pending', 'verify', 'events', 'connect', 'connectChannel', 'connectRelay'];
+const SYNC_METHODS = ['id', 'exportKey', 'setOwner', 'digest', 'pending', 'verify', 'events', 'connect', 'connectChannel', 'connectRelay', 'status'];
 function lazySync(db) {
   let real = null;
   const get = () => (real ??= extra().then((x) => new x.Sync(db, CairnError)));
@@ -417,6 +419,13 @@ function lazySync(db) {
       const ids = Array.from(writerIds, String);
       return get().then((s) => s.authorize(scope, ids));
     },
+    // Synchronous, as a subscription is: the listener is added once the module is loaded.
+    on: (type, fn) => {
+      if (type !== 'status' || typeof fn !== 'function') throw new CairnError('INVALID_INPUT', "sync.on takes 'status' and a function");
+      const off = get().then((s) => s.on(type, fn));
+      return () => void off.then((f) => f());
+    },
+    _notice: (n) => void real?.then((s) => s._notice(n)),
     _reattach: async () => (await real)?._reattach(),
   };
   for (const m of SYNC_METHODS) sync[m] = (...args) => get().then((s) => s[m](...args));
@@ -535,6 +544,11 @@ export class Database extends Queries {
     this._generation++;
     this.#link = link;
     worker.onDeath = (code) => this.#onWorkerDeath(link, code);
+    // Notices (the sync status, a relay's request for a token) reach this tab and the others.
+    worker.onNotice = (n) => {
+      this._sync?._notice(n);
+      if (!this.#closed) this.bus?.postMessage({ t: 'sync', n });
+    };
     if (previous?.drain) {
       previous.drain(link);
       // The channels and relays this tab asked for ran in the old owner's Worker.
@@ -565,6 +579,7 @@ export class Database extends Queries {
       }
       return;
     }
+    if (m.t === 'sync') return void this._sync?._notice(m.n);
     if (m.t === 'ack' || m.t === 'res') {
       if (m.to === clientId) this.#link?.onMessage?.(m);
       return;

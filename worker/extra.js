@@ -75,13 +75,60 @@ export class Sync {
   async connectChannel(name) {
     return this.#transport('syncBus', String(name));
   }
-  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md): the owner tab's Worker
-   * answers the relay's challenge with this database's key, runs the protocol, and reconnects
-   * after a cut. Refusals arrive as events of kind `relay`. Any tab may ask, as for
-   * `connectChannel`, with the same sharing and the same reconnection after a take-over or an
-   * engine restart. Returns `{ link, close() }`. */
-  async connectRelay(url) {
-    return this.#transport('syncRelay', String(url));
+  /** Syncs through a relay (`ws://` or `wss://` URL, docs/relay.md), or one of several relays
+   * that share one database (an array: one connection at a time, moving on to the next URL when
+   * a connection fails or ends). The owner tab's Worker answers the relay's challenge with this
+   * database's key, runs the protocol, and after a cut waits (backoff with jitter, the relay's
+   * `retry_after_ms`, not while offline) before it tries again. `options.token`: a string sent
+   * before every authentication (suits tests), or a function, called for a fresh token before
+   * each attempt (suits apps: tokens expire). Refusals arrive as events of kind `relay`;
+   * `status()` and `on('status')` follow the connections. Any tab may ask, as for
+   * `connectChannel`, with the same sharing (the options of the first call win) and the same
+   * reconnection after a take-over or an engine restart. Returns `{ link, close() }`. */
+  async connectRelay(urls, options = {}) {
+    const list = Array.isArray(urls) ? urls.map(String) : [String(urls)];
+    const token = options?.token;
+    if (token !== undefined && typeof token !== 'string' && typeof token !== 'function') {
+      throw new this.#error('INVALID_INPUT', 'the relay token is a string or a function that returns one');
+    }
+    if (typeof token === 'function') this.#tokens.set(list.join(' '), token);
+    return this.#transport('syncRelay', list, { token: typeof token === 'function' ? true : token });
+  }
+  /** The relays' connections and what is left to sync: `{ relays: [{ url, state, lastError?,
+   * retryInMs?, lastSyncedAt? }], pending, lastSyncedAt }` (docs/sync.md 10b, "Status"). */
+  status() {
+    return this.#send('syncStatus');
+  }
+  /** Calls `fn(status)` each time the status changes; returns the function that stops it. */
+  on(type, fn) {
+    this.#listeners.add(fn); // `type` checked by the caller (worker/client.js), before loading this
+    return () => void this.#listeners.delete(fn);
+  }
+  #listeners = new Set();
+  #tokens = new Map(); // the relays' URLs, joined by spaces -> the page's token function
+  /** A notice from the Worker (docs/protocol.md, "Notices"), in this tab or passed on by the
+   * owner tab. */
+  _notice([kind, a, b]) {
+    if (kind === 'status') {
+      for (const fn of this.#listeners) {
+        try {
+          fn(a);
+        } catch (e) {
+          queueMicrotask(() => { throw e; }); // the page's error, reported as the page's
+        }
+      }
+    } else if (kind === 'token') {
+      const fn = this.#tokens.get(a);
+      if (!fn) return;
+      // Every tab holding a function for these relays answers; the Worker takes the first.
+      Promise.resolve()
+        .then(fn)
+        .then(
+          (token) => this.#send('syncRelayToken', [a, b, typeof token === 'string' ? token : null, 'it returned no string']),
+          (e) => this.#send('syncRelayToken', [a, b, null, String(e?.message ?? e)]),
+        )
+        .catch(() => {});
+    }
   }
 
   #owner(what) {
@@ -92,8 +139,8 @@ export class Sync {
   // Channels and relays this tab asked for, to ask for again from a new owner (this tab after a
   // take-over or an engine restart, or another tab that took over).
   #transports = new Set();
-  async #transport(op, arg) {
-    const t = { op, arg, link: await this.#send(op, [arg]) };
+  async #transport(op, ...args) {
+    const t = { op, args, link: await this.#send(op, args) };
     this.#transports.add(t);
     return {
       get link() {
@@ -113,7 +160,7 @@ export class Sync {
         // The owner's own Worker directly: during a restart, requests through the database wait
         // for the restart, which waits for this.
         const worker = this.#db._ownerWorker();
-        t.link = await (worker ? worker.call(t.op, [t.arg]) : this.#send(t.op, [t.arg]));
+        t.link = await (worker ? worker.call(t.op, t.args) : this.#send(t.op, t.args));
       } catch {
         this.#transports.delete(t); // the database was reopened without sync
       }

@@ -1,16 +1,22 @@
 // The sync transports (docs/sync.md), only in cairn-sync-worker.js: the links that carry the
 // replication protocol's bytes between this database and its peers. A MessagePort handed to the
 // Worker carries one link; a BroadcastChannel, one link to each database on it; a relay's
-// WebSocket (docs/relay.md), one link through the relay. Each link is polled every POLL_MS; the
+// WebSocket (worker/relay.js), one link through the relay. Each link is polled every POLL_MS; the
 // engine's sync state machine decides what to send. Also the sealing of records into signed
 // blocks once statements are idle, and the events the page reads with `sync.events()`.
 import { db, stopped, err, needDb } from './engine.js';
 import { stop, currentSession, lastStatement, tabOf } from './sessions.js';
+import { relays, attachRelay, detachRelay as leaveRelay, giveToken, sealing, syncStatus, emitStatus, resetRelays } from './relay.js';
 
 // A MessagePort handed to this Worker carries one link's messages.
 const links = new Map(); // link id -> { port, timer }
 let syncEvents = [];
-const POLL_MS = 100;
+export const POLL_MS = 100;
+
+/** An event for `sync.events()`: `[kind, code, detail]`. */
+export function pushEvent(kind, code, detail) {
+  syncEvents.push([kind, code, detail]);
+}
 
 function takeSyncEvents() {
   if (db && stopped === null) for (const e of db.syncEvents()) syncEvents.push(e);
@@ -25,9 +31,13 @@ const SEAL_IDLE_MS = 1000;
 let sealTimer = null;
 export function startSealTimer() {
   sealTimer ??= setInterval(() => {
-    if (!db || stopped !== null || performance.now() - lastStatement < SEAL_IDLE_MS) return;
+    if (!db || stopped !== null) return;
+    // The count of pending records changes with commits: the status follows it at this pace.
+    emitStatus();
+    if (performance.now() - lastStatement < SEAL_IDLE_MS) return;
     try {
-      db.syncSeal();
+      const d = db;
+      sealing(d, () => d.syncSeal());
     } catch (e) {
       syncFailed(e);
     }
@@ -35,7 +45,7 @@ export function startSealTimer() {
 }
 
 /** A transport's step failed: an engine trap stops the engine; anything else is an event. */
-function syncFailed(e, kind = 'error') {
+export function syncFailed(e, kind = 'error') {
   if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
   syncEvents.push([kind, (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
 }
@@ -43,7 +53,7 @@ function syncFailed(e, kind = 'error') {
 function attachPort(port) {
   if (!(port instanceof MessagePort)) throw err('INVALID_INPUT', 'sync.connect takes a MessagePort');
   const d = needDb();
-  const [link, hello] = d.syncConnect();
+  const [link, hello] = sealing(d, () => d.syncConnect());
   const send = (msgs) => {
     for (const m of msgs) port.postMessage(m, [m.buffer]);
   };
@@ -51,7 +61,7 @@ function attachPort(port) {
   const step = (f) => {
     if (db !== d || stopped !== null) return detachPort(link);
     try {
-      send(f());
+      send(sealing(d, f));
     } catch (e) {
       syncFailed(e);
     }
@@ -63,76 +73,10 @@ function attachPort(port) {
   return link;
 }
 
-// A relay over WebSocket (docs/relay.md): answer the challenge, then carry sync messages. A cut
-// connection is opened again after a pause, with a new link (HELLO resumes where vectors say).
-let nextRelay = -1; // relay handles are negative, beside the positive link ids of ports
-const relays = new Map(); // handle -> { ws, link, timer, closed }
-
-function attachRelay(url) {
-  const d = needDb();
-  d.syncId(); // the key pair exists before the first challenge
-  const handle = nextRelay--;
-  const r = { ws: null, link: null, timer: null, closed: false, retry: null };
-  relays.set(handle, r);
-  const note = (code, message) => syncEvents.push(['relay', code, message]);
-  const step = (f) => {
-    if (db !== d || stopped !== null) return detachRelay(handle);
-    try {
-      for (const m of f()) r.ws.send(m);
-    } catch (e) {
-      syncFailed(e, 'relay');
-    }
-  };
-  const open = () => {
-    if (r.closed) return;
-    const ws = new WebSocket(url);
-    ws.binaryType = 'arraybuffer';
-    r.ws = ws;
-    ws.onmessage = (e) => {
-      const bytes = new Uint8Array(e.data);
-      if (bytes[0] === 0x43 && bytes[1] === 0x52) {
-        const type = bytes[3];
-        if (type === 1) step(() => [d.syncRelayAuth(bytes)]);
-        else if (type === 3) {
-          step(() => {
-            const [link, hello] = d.syncConnect();
-            r.link = link;
-            r.timer = setInterval(() => step(() => d.syncPoll(link)), POLL_MS);
-            return [hello];
-          });
-        } else if (type === 4) {
-          const text = new TextDecoder();
-          // u8 fatal, text code, text message (varint lengths; codes and messages are short).
-          let at = 5;
-          const str = () => {
-            let n = 0, shift = 0, b;
-            do { b = bytes[at++]; n |= (b & 0x7f) << shift; shift += 7; } while (b & 0x80);
-            const s = text.decode(bytes.subarray(at, at + n));
-            at += n;
-            return s;
-          };
-          const code = str();
-          note(code, str());
-        }
-        return;
-      }
-      if (r.link !== null) step(() => d.syncReceive(r.link, bytes));
-    };
-    ws.onclose = () => {
-      clearInterval(r.timer);
-      if (r.link !== null && db === d && stopped === null) d.syncDisconnect(r.link);
-      r.link = null;
-      if (!r.closed) r.retry = setTimeout(open, 1000);
-    };
-    ws.onerror = () => note('CONNECTION', `cannot reach the relay at ${url}`);
-  };
-  open();
-  return handle;
-}
-
 // A BroadcastChannel: every database on it syncs with every other one (one link per pair).
 // Messages are [from, to, bytes] between instances; to = '' announces (bytes 'hi' or 'bye').
 const buses = new Map(); // handle -> { bc, peers: Map<instance, link>, timer }
+let nextBus = -1; // channel handles are negative, beside the positive link ids of ports
 
 // Channels and relays by what was asked for (`bus <name>`, `relay <url>`): the database joins one
 // once however many tabs ask for it (a follower tab asks through the owner), and leaves it when the
@@ -170,7 +114,7 @@ function releaseTransport(handle, tab, all = false) {
 function attachBus(name) {
   const d = needDb();
   d.syncId();
-  const handle = nextRelay--;
+  const handle = nextBus--;
   const me = crypto.randomUUID();
   const bc = new BroadcastChannel(`cairn-sync:${name}`);
   const peers = new Map();
@@ -182,7 +126,7 @@ function attachBus(name) {
   const linkFor = (peer) => {
     let link = peers.get(peer);
     if (link === undefined) {
-      const [l, hello] = d.syncConnect();
+      const [l, hello] = sealing(d, () => d.syncConnect());
       link = l;
       peers.set(peer, link);
       send(peer, [hello]);
@@ -199,7 +143,7 @@ function attachBus(name) {
           d.syncDisconnect(peers.get(from));
           peers.delete(from);
         }
-      } else if (to === me) send(from, d.syncReceive(linkFor(from), bytes));
+      } else if (to === me) send(from, sealing(d, () => d.syncReceive(linkFor(from), bytes)));
     } catch (err) {
       syncFailed(err);
     }
@@ -208,7 +152,7 @@ function attachBus(name) {
     if (db !== d || stopped !== null) return detachBus(handle);
     for (const [peer, link] of peers) {
       try {
-        send(peer, d.syncPoll(link));
+        send(peer, sealing(d, () => d.syncPoll(link)));
       } catch (err) {
         syncFailed(err);
       }
@@ -232,15 +176,7 @@ function detachBus(handle) {
 
 function detachRelay(handle) {
   if (buses.has(handle)) return detachBus(handle);
-  const r = relays.get(handle);
-  if (!r) return false;
-  r.closed = true;
-  clearInterval(r.timer);
-  clearTimeout(r.retry);
-  relays.delete(handle);
-  if (r.link !== null && db && stopped === null) db.syncDisconnect(r.link);
-  r.ws?.close();
-  return true;
+  return leaveRelay(handle);
 }
 
 function detachPort(link) {
@@ -259,14 +195,30 @@ function detachPort(link) {
 export const transportOps = {
   syncEvents: () => [takeSyncEvents()],
   syncAttach: (port) => [attachPort(port)],
-  syncRelay: (url) => [holdTransport(`relay ${url}`, () => attachRelay(String(url)))],
+  syncRelay: (urls, options) => {
+    const list = relayUrls(urls);
+    return [holdTransport(`relay ${list.join(' ')}`, () => attachRelay(list, options))];
+  },
+  syncRelayToken: (key, attempt, token, message) => [giveToken(String(key), attempt, token, message)],
+  syncStatus: () => [(needDb(), syncStatus())],
   syncBus: (name) => [holdTransport(`bus ${name}`, () => attachBus(String(name)))],
   syncDetach: (link) => [releaseTransport(link, tabOf(currentSession)) ?? detachPort(link)],
 };
 
+/** One relay URL or several, each a `ws:` or `wss:` URL. */
+function relayUrls(urls) {
+  const list = (Array.isArray(urls) ? urls : [urls]).map(String);
+  if (list.length === 0) throw err('INVALID_INPUT', 'connectRelay needs at least one URL');
+  for (const u of list) {
+    if (!/^wss?:\/\/[^\s]+$/i.test(u)) throw err('INVALID_INPUT', `not a relay URL (ws:// or wss://): ${JSON.stringify(u)}`);
+  }
+  return list;
+}
+
 /** Every link, channel and relay let go of (the database closes). */
 export function detachAll() {
-  for (const link of [...links.keys(), ...relays.keys(), ...buses.keys()]) detachPort(link);
+  for (const link of [...links.keys(), ...buses.keys()]) detachPort(link);
+  resetRelays();
 }
 
 /** The channels and relays the tab asked for go with it, unless another tab holds them too. */

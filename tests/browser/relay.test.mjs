@@ -2,39 +2,8 @@
 // through a cairn relay on loopback; edits on each side reach the other and converge.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { launch } from './harness.mjs';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-
-/** Builds and starts a relay on a free loopback port; resolves to { url, stop }. */
-async function startRelay() {
-  execFileSync('cargo', ['build', '-q', '-p', 'cairn-relay', '--bin', 'cairn-relay'], { cwd: ROOT, stdio: 'inherit' });
-  const data = mkdtempSync(join(tmpdir(), 'cairn-relay-'));
-  const child = spawn(join(resolve(ROOT, process.env.CARGO_TARGET_DIR ?? 'target'), 'debug/cairn-relay'), ['--listen', '127.0.0.1:0', '--data', data], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const addr = await new Promise((res, rej) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    child.on('exit', (code) => rej(new Error(`the relay exited (${code}) before listening: ${out}`)));
-  });
-  return {
-    url: `ws://${addr}/`,
-    stop() {
-      child.kill();
-      rmSync(data, { recursive: true, force: true });
-    },
-  };
-}
+import { startRelay } from './relays.mjs';
 
 test('two browser profiles sync through a relay', async () => {
   const relay = await startRelay();
@@ -104,6 +73,6 @@ test('two browser profiles sync through a relay', async () => {
   } finally {
     await one.close();
     await two.close();
-    relay.stop();
+    await relay.stop();
   }
 });

@@ -17,6 +17,16 @@ async function example(): Promise<void> {
     return (await tx.get('SELECT count(*) AS c FROM t'))?.c;
   });
   const problems: string[] = await db.check();
+  const relay = await db.sync.connectRelay(['wss://a.example/', new URL('wss://b.example/')], { token: async () => 'jwt' });
+  await db.sync.connectRelay('ws://127.0.0.1:7070/', { token: 'for-tests' });
+  const off = db.sync.on('status', (s) => {
+    const up = s.relays.filter((r) => r.state === 'connected').length;
+    console.log(up, s.pending === 0 && s.lastSyncedAt !== null, s.relays[0]?.lastError?.code, s.relays[0]?.retryInMs);
+  });
+  const status = await db.sync.status();
+  off();
+  await relay.close();
+  void status.lastSyncedAt;
   const bytes: Uint8Array = await db.export();
   await db.close();
   await importDatabase('copy', bytes);
