@@ -399,3 +399,31 @@ fn a_key_file_beside_the_database_stays_there() {
     drop((db, sync));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file the previous version wrote (layout 5: ten inserts sealed, an update pending, the key
+/// in the file), as the browser test imports it: migrated, it signs as before, its history
+/// verifies, and no byte of it holds the key.
+#[test]
+fn a_layout_5_file_of_the_previous_version_is_migrated() {
+    let bytes = include_bytes!("../../../tests/browser/fixtures/layout5.cairn").to_vec();
+    let key = include_bytes!("../../../tests/browser/fixtures/layout5.key").to_vec();
+    assert!(holds(&bytes, &key), "the fixture keeps its key in the file");
+    let id = cairn_sync::Identity::import(&key).unwrap().id();
+    let keys = MemoryKeys::new();
+    let mut a = open(bytes, &keys);
+    assert_eq!(a.id(), id);
+    assert_eq!(keys.get(), Some(key.clone()));
+    assert_eq!(a.sync.pending_records(), 1);
+    assert_eq!(
+        a.rows("SELECT count(*), sum(likes) FROM todo"),
+        [[Value::Integer(10), Value::Integer(3)]]
+    );
+    assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
+    assert_no_secret(&a.export(), &key, "the previous version's file, migrated");
+    let mut p = new_node();
+    p.exec(TODO);
+    p.sync.set_owner(&mut p.db, id).unwrap();
+    sync_pair(&mut a, &mut p);
+    all_applied(&p);
+    assert_eq!(p.rows(ALL), a.rows(ALL));
+}
