@@ -427,3 +427,91 @@ fn a_layout_5_file_of_the_previous_version_is_migrated() {
     all_applied(&p);
     assert_eq!(p.rows(ALL), a.rows(ALL));
 }
+
+/// A key store that refuses to save while `fail` is set (a full disk, a lost OPFS handle).
+#[derive(Clone)]
+struct Flaky {
+    keys: MemoryKeys,
+    fail: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl KeyStore for Flaky {
+    fn load(&mut self) -> cairn_sql::Result<Option<Vec<u8>>> {
+        self.keys.load()
+    }
+    fn save(&mut self, key: &[u8]) -> cairn_sql::Result<()> {
+        if self.fail.get() {
+            return Err(cairn_sql::Error::Storage(cairn_store::Error::Io(
+                "the key store refused the write".into(),
+            )));
+        }
+        self.keys.save(key)
+    }
+}
+
+/// A key the key store could not save is never used: the commit that would have saved it
+/// fails and leaves nothing, a copy's attach fails and leaves the file as it was, and both go
+/// through once the key store works.
+#[test]
+fn a_key_the_key_store_refused_signs_nothing() {
+    let flaky = Flaky {
+        keys: MemoryKeys::new(),
+        fail: Default::default(),
+    };
+    let attach = |bytes: Vec<u8>, k: &Flaky| {
+        let file = OnDisk(MemoryFile::from_bytes(bytes));
+        let mut db =
+            Database::open(Box::new(Paged::open(file, Options::default()).unwrap())).unwrap();
+        let sync = Sync::attach(&mut db, now, Box::new(k.clone()));
+        (db, sync)
+    };
+    let (mut db, sync) = attach(Vec::new(), &flaky);
+    let sync = sync.unwrap();
+    db.exec_script(TODO).unwrap();
+    flaky.fail.set(true);
+    let e = db
+        .exec_script("INSERT INTO todo (id, title) VALUES ('x', 'one')")
+        .unwrap_err();
+    assert_eq!(e.code(), "IO", "{e}");
+    assert_eq!(flaky.keys.get(), None);
+    assert_eq!(sync.pending_records(), 0);
+    flaky.fail.set(false);
+    db.exec_script("INSERT INTO todo (id, title) VALUES ('x', 'one')")
+        .unwrap();
+    let id = sync.id(&mut db).unwrap();
+    assert_eq!(
+        flaky.keys.get(),
+        Some(sync.export_key(&mut db).unwrap()),
+        "the key that signs is the key saved"
+    );
+    let bytes = db.export().unwrap();
+    drop((db, sync));
+    // The file on a device whose key store fails: refused, the file left as it was.
+    let elsewhere = Flaky {
+        keys: MemoryKeys::new(),
+        fail: std::rc::Rc::new(std::cell::Cell::new(true)),
+    };
+    let (db, sync) = attach(bytes.clone(), &elsewhere);
+    assert_eq!(sync.err().map(|e| e.code()), Some("IO"));
+    let mut store = db.into_storage().unwrap();
+    let left = store.export().unwrap();
+    let st = Database::open(Box::new(
+        Paged::open(OnDisk(MemoryFile::from_bytes(left)), Options::default()).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(
+        st.storage().get(META, b"author").unwrap(),
+        Some(id.0.to_vec())
+    );
+    elsewhere.fail.set(false);
+    let (mut db, sync) = attach(bytes, &elsewhere);
+    let sync = sync.unwrap();
+    let new = sync.id(&mut db).unwrap();
+    assert_ne!(new, id);
+    assert_eq!(
+        elsewhere.keys.get(),
+        Some(sync.export_key(&mut db).unwrap())
+    );
+    // On its own device the first database still signs as before.
+    let _ = flaky;
+}
