@@ -22,7 +22,9 @@
 //! - `apply`: a sync call's protocol step, and what a peer's records do to the SQL tables;
 //! - `state`: the state the capture, the hook and the sync calls share (`State`), and the
 //!   replica's view of the catalog (the tables registered, scope names);
-//! - `persist`: that state in the database's own trees.
+//! - `persist`: that state in the database's own trees;
+//! - `keys`: where the secret key is kept ([`KeyStore`]): outside the database file, which
+//!   names only its author.
 
 #![forbid(unsafe_code)]
 
