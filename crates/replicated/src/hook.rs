@@ -228,7 +228,7 @@ impl State {
                         let record = (seq, hlc, bytes);
                         persist::save_written(store, saved, chain, record, &mut tail_changed)
                     })
-                    .map_err(|e| refused_write(e, chain))?;
+                    .map_err(|e| refused_write(e, replica, chain))?;
                 if let Some(r) = saved_now {
                     // Not pending until the commit is stored (`after_commit`).
                     *uncommitted += 1;

@@ -81,9 +81,13 @@ fn refused(e: cairn_sync::Error) -> Error {
 /// (`UNAUTHORIZED`) says whose scope it is and the ways on: a database copied or imported from
 /// another device has a key of its own and writes to its original owner's scopes
 /// (docs/sync.md 10b, "Which key a database signs with").
-fn refused_write(e: cairn_sync::Error, chain: &cairn_sync::ChainKey) -> Error {
+fn refused_write(
+    e: cairn_sync::Error,
+    replica: &cairn_sync::Replica,
+    chain: &cairn_sync::ChainKey,
+) -> Error {
     match &e {
-        cairn_sync::Error::InvalidInput(m) if m.starts_with("UNAUTHORIZED") => {
+        cairn_sync::Error::InvalidInput(_) if !replica.may_write(&chain.0, &chain.1) => {
             let (me, scope) = (chain.0.to_hex(), &chain.1);
             let name = String::from_utf8_lossy(&scope.name);
             Error::Sync(
