@@ -51,6 +51,14 @@ class MemoryHandle {
   close() {}
 }
 
+// The key file the sync build keeps beside each database (docs/sync.md 10b), one per database
+// handle, kept across a reopen as the Worker keeps cairn-keys/<name>; the plain build ignores it.
+const keys = new WeakMap();
+function keyHandle(handle) {
+  if (!keys.has(handle)) keys.set(handle, new MemoryHandle());
+  return keys.get(handle);
+}
+
 // The engine's randomness (keys, uuid7()) and clock (hybrid logical clocks, uuid7()) the same for
 // every engine: each starts from the same seed and time, so that the profile and the check take
 // the same paths. With regions as the unit, a random key or a timestamp of another length takes
@@ -150,7 +158,7 @@ export async function common(e, rows, sync = false) {
     const handle = new MemoryHandle();
     const name = `${w.name}-${n++}.db`;
     e.glue.checkName(name); // as the Worker does before it opens a file
-    const d = e.glue.Database.open(handle, name, 'full', 0);
+    const d = e.glue.Database.open(handle, name, 'full', 0, keyHandle(handle));
     const db = adapter(e, d);
     const ctx = makeCtx('cairn', rows);
     if (w.setup) await w.setup(db, ctx);
@@ -158,7 +166,7 @@ export async function common(e, rows, sync = false) {
     out.push([w.name, plain(result ?? null), plain(w.check ? await w.check(db, ctx, result) : null)]);
     d.close();
     // Opened again, as every later visit opens it: what a reopen reads, and its tables read back.
-    const again = e.glue.Database.open(handle, `w${n++}`, 'full', 0);
+    const again = e.glue.Database.open(handle, `w${n++}`, 'full', 0, keyHandle(handle));
     const reopened = adapter(e, again);
     out.push([w.name, 'reopened', plain(await reopened.query('SELECT 1 AS one', []))]);
     if (w.check) out.push([w.name, 'reopened', plain(await w.check(reopened, ctx, result))]);
@@ -167,7 +175,7 @@ export async function common(e, rows, sync = false) {
   // What pages do besides the workloads: named parameters, one row, a transaction rolled back.
   for (const name of ['notes', 'My Notes 2024', 'app_data.v2', 'user@example.com']) e.glue.checkName(name);
   const handle = new MemoryHandle();
-  const d = e.glue.Database.open(handle, 'My Notes 2024', 'relaxed', 0);
+  const d = e.glue.Database.open(handle, 'My Notes 2024', 'relaxed', 0, keyHandle(handle));
   const db = adapter(e, d);
   await db.exec('CREATE TABLE notes(id TEXT PRIMARY KEY, body TEXT NOT NULL, at INTEGER)');
   const put = await db.prepare('INSERT INTO notes(id, body, at) VALUES (:id, :body, :at)');
@@ -258,7 +266,7 @@ export async function common(e, rows, sync = false) {
   await db.exec('DROP TABLE pairs');
   d.close();
   // The next visit: the same database opened again, its tables read and written.
-  const again = e.glue.Database.open(handle, 'My Notes 2024', 'full', 0);
+  const again = e.glue.Database.open(handle, 'My Notes 2024', 'full', 0, keyHandle(handle));
   const next = adapter(e, again);
   for (const [sql, params] of [
     ['SELECT body FROM notes WHERE id = ?', ['n3']],
@@ -296,7 +304,7 @@ export async function common(e, rows, sync = false) {
 async function large(e) {
   const out = [];
   const handle = new MemoryHandle();
-  let raw = e.glue.Database.open(handle, 'large.db', 'full', 16);
+  let raw = e.glue.Database.open(handle, 'large.db', 'full', 16, keyHandle(handle));
   let d = adapter(e, raw);
   const key = (i) => `${String((i * 7919) % 100003).padStart(6, '0')}-${'k'.repeat(600)}`;
   await d.exec('CREATE TABLE big(k TEXT PRIMARY KEY, n INTEGER, pad TEXT)');
@@ -339,7 +347,7 @@ async function large(e) {
   };
   await read(d);
   raw.close();
-  raw = e.glue.Database.open(handle, 'large.db', 'full', 16);
+  raw = e.glue.Database.open(handle, 'large.db', 'full', 16, keyHandle(handle));
   d = adapter(e, raw);
   await read(d);
   await d.exec('DROP TABLE wide');
@@ -351,7 +359,7 @@ async function large(e) {
 async function replicas(e) {
   const out = [];
   const handles = [new MemoryHandle(), new MemoryHandle()];
-  const [a, b] = ['replica-a', 'replica-b'].map((name, i) => e.glue.Database.open(handles[i], name, 'full', 0));
+  const [a, b] = ['replica-a', 'replica-b'].map((name, i) => e.glue.Database.open(handles[i], name, 'full', 0, keyHandle(handles[i])));
   const ddl = 'CREATE TABLE todo(id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL, done INTEGER DEFAULT 0, likes INTEGER DEFAULT 0) REPLICATED (COUNTER likes)';
   for (const d of [a, b]) d.exec(ddl);
   const owner = a.syncId();
@@ -391,7 +399,7 @@ async function replicas(e) {
     d.close();
   }
   // The next visit: a replica opened again, read and written.
-  const again = e.glue.Database.open(handles[1], 'replica-b', 'full', 0);
+  const again = e.glue.Database.open(handles[1], 'replica-b', 'full', 0, keyHandle(handles[1]));
   const next = adapter(e, again);
   await next.run('UPDATE todo SET done = 1, likes = likes + 1 WHERE id = ?', ['t5']);
   await next.run("INSERT INTO todo(title) VALUES ('again')", []);
@@ -403,7 +411,7 @@ async function replicas(e) {
 /** Statements outside the common part, each with its result or its error. */
 async function uncommon(e) {
   const out = [];
-  const d = e.glue.Database.open(new MemoryHandle(), 'rest', 'full', 0);
+  const d = e.glue.Database.open(new MemoryHandle(), 'rest', 'full', 0, keyHandle(new MemoryHandle()));
   const db = adapter(e, d);
   const step = async (what, fn) => {
     try {

@@ -149,9 +149,14 @@ export interface RelayOptions {
 export interface Sync {
   /** This database's author id: 64 hex digits. */
   id(): Promise<string>;
+  /** The secret key pair, kept in the database's key file (never in `export()`): to move this
+   * identity to another database. */
   exportKey(): Promise<Uint8Array>;
+  /** Signs as the author of `bytes` (from `exportKey`); refused once this database wrote
+   * changes under its own key. */
   importKey(bytes: Uint8Array | ArrayBuffer): Promise<void>;
-  /** Writes go to the scopes this author owns (default: this database's own id). */
+  /** Writes go to the scopes this author owns (default: this database's own id; for a database
+   * imported or copied from another, which signs with a key of its own, that database's author). */
   setOwner(ownerId: string): Promise<void>;
   /** As the owner of `scope`, lets these authors write to it. */
   authorize(scope: string, writerIds: Iterable<string>): Promise<void>;

@@ -196,18 +196,34 @@ async function opfs(name, step) {
   }
 }
 
-/** cairn's directory in the origin's OPFS, created on first use. */
-async function directory() {
+// A replicated database's secret key is kept in a file of its own, never in the database's file
+// (docs/sync.md 10b): `cairn-keys/<name>` beside `cairn/<name>`, in a directory of its own so that
+// no database name can be a key file's. What reads the database (export) never reads it.
+const KEYS = 'cairn-keys';
+
+/** cairn's directory (or with `dirName`, its key directory) in the origin's OPFS, created on first
+ * use. */
+async function directory(dirName = DIR) {
   const root = await opfs('/', () => navigator.storage.getDirectory());
-  return opfs(DIR, () => root.getDirectoryHandle(DIR, { create: true }));
+  return opfs(dirName, () => root.getDirectoryHandle(dirName, { create: true }));
 }
 
 /** The exclusive sync access handle of the file `name` (BUSY while another context holds it). */
-async function syncHandle(name, create) {
+async function syncHandle(name, create, dirName = DIR) {
   engine.checkName(name);
-  const dir = await directory();
+  const dir = await directory(dirName);
   const file = await opfs(name, () => dir.getFileHandle(name, { create }));
   return opfs(name, () => file.createSyncAccessHandle());
+}
+
+/** Removes the key file of the database `name`, if there is one. */
+async function removeKey(name) {
+  const dir = await directory(KEYS);
+  try {
+    await dir.removeEntry(name);
+  } catch (e) {
+    if (e?.name !== 'NotFoundError') throw engine.opfsError(e, `the key file of ${name}`);
+  }
 }
 
 // Ops that wait on the platform.
@@ -222,16 +238,30 @@ export const asyncOps = {
       throw err('INVALID_INPUT', `durability must be "full" or "relaxed", not ${JSON.stringify(durability)}`);
     }
     const handle = await syncHandle(name, options.create !== false);
+    // The sync build's key store: the key file, created empty, held while the database is open.
+    let keyHandle;
+    if (CAIRN_SYNC) {
+      try {
+        keyHandle = await syncHandle(name, true, KEYS);
+      } catch (e) {
+        handle.close();
+        throw e;
+      }
+    }
     try {
-      db = engine.Database.open(handle, name, durability, options.cachePages ?? 0);
+      db = engine.Database.open(handle, name, durability, options.cachePages ?? 0, keyHandle);
     } catch (e) {
-      handle.close(); // the engine closes it too once it holds it; a second close does nothing
+      // The engine closes them too once it holds them; a second close does nothing.
+      handle.close();
+      keyHandle?.close();
       throw e;
     }
     return [null];
   },
   // Checks the bytes in memory first: nothing is written unless they are a sound database, and
-  // never over an existing one (the caller destroys it first, so nothing is lost).
+  // never over an existing one (the caller destroys it first, so nothing is lost). A key file left
+  // under the name (no database has it) is removed: an imported database signs with a key of its
+  // own until `importKey` (docs/sync.md 10b).
   importFile: async (name, bytes) => {
     name = String(name);
     const data = new Uint8Array(bytes);
@@ -241,6 +271,7 @@ export const asyncOps = {
     for await (const existing of dir.keys()) {
       if (existing === name) throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first to replace it`);
     }
+    await removeKey(name);
     const handle = await syncHandle(name, true);
     try {
       engine.Database.writeImport(handle, name, data);
@@ -258,6 +289,7 @@ export const asyncOps = {
     engine.checkName(name);
     const dir = await directory();
     await opfs(name, () => dir.removeEntry(name));
+    await removeKey(name);
     return [null];
   },
 };

@@ -21,11 +21,13 @@ export class Sync {
   id() {
     return this.#send('syncId');
   }
-  /** The key pair, to move this identity to another device. Keep it secret. */
+  /** The key pair, to move this identity to another device. Keep it secret: it is kept in the
+   * database's key file, never in its file, so `export()` does not carry it. */
   exportKey() {
     return this.#send('syncExportKey');
   }
-  /** Takes an exported key pair (refused once this database has written changes of its own). */
+  /** Takes an exported key pair (refused once this database has written changes of its own): how
+   * an imported database signs as the author it was exported from, rather than as its own. */
   importKey(bytes) {
     const copy = new Uint8Array(bytes).slice();
     return this.#send('syncImportKey', [copy.buffer], [copy.buffer]);

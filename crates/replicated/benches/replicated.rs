@@ -79,7 +79,7 @@ fn open(replicated: bool, file_room: usize, path: Option<&std::path::Path>) -> (
         }
     }
     .unwrap();
-    let sync = Sync::attach(&mut db, now).unwrap();
+    let sync = Sync::attach(&mut db, now, Box::new(cairn_replicated::MemoryKeys::new())).unwrap();
     let tail = if replicated { " REPLICATED" } else { "" };
     db.exec_script(&format!(
         "CREATE TABLE t (id TEXT PRIMARY KEY, a INTEGER, b INTEGER, c TEXT){tail}"

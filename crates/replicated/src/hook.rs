@@ -8,7 +8,7 @@
 use crate::apply::full_row;
 use crate::capture::ScopeSlot;
 use crate::persist;
-use crate::refused;
+use crate::refused_write;
 use crate::state::State;
 use cairn_sql::same_row;
 use cairn_sql::Catalog;
@@ -228,7 +228,7 @@ impl State {
                         let record = (seq, hlc, bytes);
                         persist::save_written(store, saved, chain, record, &mut tail_changed)
                     })
-                    .map_err(refused)?;
+                    .map_err(|e| refused_write(e, replica, chain))?;
                 if let Some(r) = saved_now {
                     // Not pending until the commit is stored (`after_commit`).
                     *uncommitted += 1;

@@ -22,13 +22,16 @@
 //! - `apply`: a sync call's protocol step, and what a peer's records do to the SQL tables;
 //! - `state`: the state the capture, the hook and the sync calls share (`State`), and the
 //!   replica's view of the catalog (the tables registered, scope names);
-//! - `persist`: that state in the database's own trees.
+//! - `persist`: that state in the database's own trees;
+//! - `keys`: where the secret key is kept ([`KeyStore`]): outside the database file, which
+//!   names only its author.
 
 #![forbid(unsafe_code)]
 
 mod apply;
 mod capture;
 mod hook;
+mod keys;
 mod persist;
 mod state;
 
@@ -41,6 +44,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 
 pub use cairn_sync::Failure;
+pub use keys::{FileKeys, KeyStore, MemoryKeys};
 pub use state::sync_schema;
 
 /// Where the time comes from (milliseconds since 1970): the host's clock.
@@ -73,17 +77,63 @@ fn refused(e: cairn_sync::Error) -> Error {
     Error::Sync("SYNC_REFUSED", e.to_string())
 }
 
+/// A local commit the replica refused. One to a scope this database's key may not write to
+/// (`UNAUTHORIZED`) says whose scope it is and the ways on: a database copied or imported from
+/// another device has a key of its own and writes to its original owner's scopes
+/// (docs/sync.md 10b, "Which key a database signs with").
+fn refused_write(
+    e: cairn_sync::Error,
+    replica: &cairn_sync::Replica,
+    chain: &cairn_sync::ChainKey,
+) -> Error {
+    match &e {
+        cairn_sync::Error::InvalidInput(_) if !replica.may_write(&chain.0, &chain.1) => {
+            let (me, scope) = (chain.0.to_hex(), &chain.1);
+            let name = String::from_utf8_lossy(&scope.name);
+            Error::Sync(
+                "SYNC_REFUSED",
+                format!(
+                    "UNAUTHORIZED: this database's key {me} may not write to scope {name:?} of \
+                     owner {owner}. A database imported or copied from another device has a key \
+                     of its own: let the owner list it (sync.authorize({name:?}, [{me:?}]) on \
+                     the owner's database, then sync), or write to scopes of this key's own \
+                     (sync.setOwner(this key's id)), or sign as the owner \
+                     (sync.importKey(the owner's exported key))",
+                    owner = scope.owner.to_hex()
+                ),
+            )
+        }
+        _ => refused(e),
+    }
+}
+
 impl Sync {
-    /// Installs the hook on `db` and loads what the database holds of its replica (nothing is
-    /// written until the first replicated commit or sync call).
-    pub fn attach(db: &mut Database, now: Clock) -> Result<Sync> {
+    /// Installs the hook on `db` and loads what the database holds of its replica, with its
+    /// secret key from `keys` (the host's key store: never the database file). Nothing is
+    /// written until the first replicated commit or sync call, but for the key: a layout-5
+    /// database's key moves from the file to `keys` (and the file's free pages are zeroed),
+    /// and a database whose author's key `keys` does not hold (a copy, an import) takes and
+    /// saves a new one (docs/sync.md 10b).
+    pub fn attach(db: &mut Database, now: Clock, keys: Box<dyn KeyStore>) -> Result<Sync> {
         // A hook attached before may hold records the store does not (`State::defer`).
         db.flush()?;
-        let st = State::open(db.storage(), db.catalog(), now)?;
-        let st = Rc::new(RefCell::new(st));
-        db.set_commit_hook(Box::new(hook::Hook(st.clone())));
-        db.set_capture_sink(Box::new(capture::Capture(st.clone())));
-        Ok(Sync { st })
+        let st = State::open(db.storage(), db.catalog(), now, keys)?;
+        let fix = st.key_fix.is_some();
+        let sync = Sync {
+            st: Rc::new(RefCell::new(st)),
+        };
+        if fix {
+            sync.write(db, |_, _| Ok(()))?;
+            if sync.st.borrow().erase_owed {
+                // The pages that held the key, left by copy-on-write; owed again should this
+                // fail (the next purge or sync call that commits).
+                let r = db.storage_mut().erase_free();
+                sync.st.borrow_mut().erase_owed = r.is_err();
+            }
+        }
+        db.set_commit_hook(Box::new(hook::Hook(sync.st.clone())));
+        db.set_capture_sink(Box::new(capture::Capture(sync.st.clone())));
+        Ok(sync)
     }
 
     /// This device's author id (creating the key pair on first use).
@@ -114,7 +164,7 @@ impl Sync {
                     "this database already wrote changes under its own key; import the key into a new database".into(),
                 ));
             }
-            persist::put_identity(store, &identity)?;
+            persist::put_identity(store, &mut *st.keys, &identity)?;
             // Read again below (and, should that fail, at the next use).
             let pending = st.pending();
             st.mark_stale(pending);
@@ -419,7 +469,7 @@ impl Sync {
     fn read<T>(&self, db: &mut Database, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
         {
             let mut st = self.st.borrow_mut();
-            if st.replica.is_some() && st.stale.is_none() {
+            if st.replica.is_some() && st.stale.is_none() && st.key_fix.is_none() {
                 st.replica_mut().catch_up();
                 return f(&mut st);
             }

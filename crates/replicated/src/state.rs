@@ -4,8 +4,8 @@
 //! catalog: the tables registered with it and the names of the scopes rows go to.
 
 use crate::capture::{Scopes, Shape, Sunk};
-use crate::persist::Saved;
-use crate::{sync_err, Clock, SyncEvent};
+use crate::persist::{KeyFix, Saved};
+use crate::{sync_err, Clock, KeyStore, SyncEvent};
 use cairn_sql::{Catalog, Key, Table};
 use cairn_sql::{Error, Result, SchemaStamp, Storage, Value};
 use cairn_sync::{AuthorId, ChainKey, ColumnKind, Identity, Link, Replica, TableSchema};
@@ -24,6 +24,12 @@ pub(crate) struct State {
     /// transaction commits: a failed one leaves a new key to be made next time, never a key
     /// used but not saved.
     pub(crate) spare: Option<Identity>,
+    /// Where the secret key is kept (never in the database file).
+    pub(crate) keys: Box<dyn KeyStore>,
+    /// What must be saved of the key before the replica writes (a layout-5 key to move, a new
+    /// key for a database whose author's key is not in the key store): `settle_key`, which
+    /// attach and every write call first.
+    pub(crate) key_fix: Option<KeyFix>,
     /// The owner of the scopes local writes go to (this device's key unless set).
     pub(crate) owner: Option<AuthorId>,
     /// Table definitions registered with the replica, by name: the catalog's definition (held,
@@ -84,11 +90,18 @@ pub(crate) struct State {
 impl State {
     /// The state of a database at attach: what `store` holds of its replica, or a key pair
     /// made for the first replicated commit or sync call to save.
-    pub(crate) fn open(store: &dyn Storage, catalog: &Catalog, now: Clock) -> Result<State> {
+    pub(crate) fn open(
+        store: &dyn Storage,
+        catalog: &Catalog,
+        now: Clock,
+        keys: Box<dyn KeyStore>,
+    ) -> Result<State> {
         let mut st = State {
             now,
             replica: None,
             spare: None,
+            keys,
+            key_fix: None,
             owner: None,
             registered: Vec::new(),
             registered_for: None,
@@ -194,9 +207,10 @@ impl State {
     /// transaction), and registers the replicated tables of `catalog`.
     pub(crate) fn ensure(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
         if self.replica.is_none() {
-            let identity = crate::persist::create(store, self.spare.take())?;
+            let identity = crate::persist::create(store, &mut *self.keys, self.spare.take())?;
             self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
         }
+        self.settle_key(store)?;
         self.register(catalog)
     }
 
@@ -208,7 +222,7 @@ impl State {
         catalog: &Catalog,
         schema: SchemaStamp,
     ) -> Result<bool> {
-        if self.replica.is_some() && self.registered_for == Some(schema) {
+        if self.replica.is_some() && self.registered_for == Some(schema) && self.key_fix.is_none() {
             return Ok(false);
         }
         self.registered_for = None;

@@ -1,7 +1,7 @@
 //! Replicated SQL tables: declaration, recording, persistence in the database file, sync
 //! between databases over an in-process transport, and convergence.
 
-use cairn_replicated::Sync;
+use cairn_replicated::{MemoryKeys, Sync};
 use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
 use cairn_store::{BlockFile, MemoryFile, Options};
@@ -14,13 +14,19 @@ fn now() -> u64 {
 struct Node {
     db: Database,
     sync: Sync,
+    /// The key store of the device the database is on.
+    keys: MemoryKeys,
+}
+
+/// Attaches the sync layer to `db`, whose key store is `keys`.
+fn node(mut db: Database, keys: MemoryKeys) -> Node {
+    let sync = Sync::attach(&mut db, now, Box::new(keys.clone())).unwrap();
+    Node { db, sync, keys }
 }
 
 impl Node {
     fn memory() -> Node {
-        let mut db = Database::memory();
-        let sync = Sync::attach(&mut db, now).unwrap();
-        Node { db, sync }
+        node(Database::memory(), MemoryKeys::new())
     }
     fn exec(&mut self, sql: &str) {
         self.db
@@ -520,24 +526,48 @@ impl BlockFile for OnDisk {
     }
 }
 
+/// A database's file and the key store of the device it was on: what reopening it there
+/// takes. A file alone (`MemoryFile`) arrives on another device, whose key store is empty.
+#[derive(Clone)]
+struct Closed {
+    file: MemoryFile,
+    keys: MemoryKeys,
+}
+
+impl From<MemoryFile> for Closed {
+    fn from(file: MemoryFile) -> Closed {
+        Closed {
+            file,
+            keys: MemoryKeys::new(),
+        }
+    }
+}
+
+impl Closed {
+    fn bytes(&self) -> &[u8] {
+        self.file.bytes()
+    }
+}
+
 /// A database in `file`, as in a file on disk (see `OnDisk`).
-fn paged(file: MemoryFile) -> Node {
+fn paged(file: impl Into<Closed>) -> Node {
+    let Closed { file, keys } = file.into();
     let store = Paged::open(OnDisk(file), Options::default()).unwrap();
-    let mut db = Database::open(Box::new(store)).unwrap();
-    let sync = Sync::attach(&mut db, now).unwrap();
-    Node { db, sync }
+    node(Database::open(Box::new(store)).unwrap(), keys)
 }
 
 /// A database in `file`, in memory (volatile).
-fn volatile(file: MemoryFile) -> Node {
+fn volatile(file: impl Into<Closed>) -> Node {
+    let Closed { file, keys } = file.into();
     let store = Paged::open(file, Options::default()).unwrap();
-    let mut db = Database::open(Box::new(store)).unwrap();
-    let sync = Sync::attach(&mut db, now).unwrap();
-    Node { db, sync }
+    node(Database::open(Box::new(store)).unwrap(), keys)
 }
 
-fn close(n: Node) -> MemoryFile {
-    file_of(n.db)
+fn close(n: Node) -> Closed {
+    Closed {
+        file: file_of(n.db),
+        keys: n.keys,
+    }
 }
 
 fn file_of(db: Database) -> MemoryFile {
@@ -853,7 +883,7 @@ fn compaction_and_purge_are_kept_across_a_reopen() {
     let mut a = paged(a_file);
     {
         let db = Database::open(Box::new(
-            Paged::open(c_file.clone(), Options::default()).unwrap(),
+            Paged::open(c_file.file.clone(), Options::default()).unwrap(),
         ))
         .unwrap();
         let st = db.storage();
@@ -1011,14 +1041,21 @@ fn the_clock_survives_a_reopen() {
 }
 
 /// Marks a database's saved sync state with `layout` (1: no `layout` key), shaped as the
-/// pre-release layouts 1 to 4 kept it as far as it takes to tell them apart: the tail beside
-/// the meta tree (in its catalog entry), not in the store's root bytes.
-fn set_layout(file: MemoryFile, layout: u8) -> MemoryFile {
+/// layouts 1 to 5 kept it as far as it takes to tell them apart: the secret key in the file
+/// (meta `identity`, from the key store of the device it was on) in place of `author`; and for
+/// the pre-release layouts 1 to 4 the tail beside the meta tree (in its catalog entry), not in
+/// the store's root bytes.
+fn set_layout(file: Closed, layout: u8) -> MemoryFile {
     let meta = cairn_sql::SYSTEM_TREES + 1;
-    let store = Paged::open(OnDisk(file), Options::default()).unwrap();
+    let store = Paged::open(OnDisk(file.file), Options::default()).unwrap();
     let mut db = Database::open(Box::new(store)).unwrap();
     let st = db.storage_mut();
     st.begin().unwrap();
+    if layout <= 5 {
+        let key = file.keys.get().expect("a key saved");
+        st.put(meta, b"identity", &key).unwrap();
+        st.delete(meta, b"author").unwrap();
+    }
     if layout <= 4 {
         let tail = st.root_meta().unwrap();
         assert!(!tail.is_empty(), "some records wait in the tail");
@@ -1064,11 +1101,11 @@ fn pending_records_survive_a_reopen() {
     assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
     // The chain goes on: B takes every record without a gap or a fork.
     a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-    // Layout 5: the peer B met under its own key, the new record in the tail in the root
+    // Layout 6: the peer B met under its own key, the new record in the tail in the root
     // bytes.
     let meta = cairn_sql::SYSTEM_TREES + 1;
     let st = a.db.storage();
-    assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![5]));
+    assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![6]));
     let mut peer_key = b"peer/".to_vec();
     peer_key.extend_from_slice(&b_id.0);
     assert!(st.get(meta, &peer_key).unwrap().is_some());
@@ -1092,7 +1129,7 @@ fn pending_records_survive_a_reopen() {
     assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
 }
 
-/// A sync state of another layout than 5 is refused at attach with `SYNC_LAYOUT`, not
+/// A sync state of another layout than 5 or 6 is refused at attach with `SYNC_LAYOUT`, not
 /// misread: the pre-release layouts 1 to 4 (1 has no `layout` key) and a newer one. The file
 /// is left as it was.
 #[test]
@@ -1106,11 +1143,12 @@ fn other_sync_layouts_are_refused_and_left_as_they_are() {
     }
     let file = close(a);
     for layout in [1, 2, 3, 4, 9] {
+        let keys = file.keys.clone();
         let file = set_layout(file.clone(), layout);
         let before = file.bytes().to_vec();
         let store = Paged::open(OnDisk(file), Options::default()).unwrap();
         let mut db = Database::open(Box::new(store)).unwrap();
-        let e = Sync::attach(&mut db, now)
+        let e = Sync::attach(&mut db, now, Box::new(keys))
             .err()
             .unwrap_or_else(|| panic!("layout {layout} is refused"));
         assert_eq!(e.code(), "SYNC_LAYOUT", "layout {layout}: {e}");
@@ -1239,16 +1277,17 @@ fn crash_workload(db: &mut Database, sync: &Sync) -> cairn_sql::Result<()> {
 #[test]
 fn pending_records_survive_a_crash_at_every_write() {
     use cairn_store::fault::{CrashMode, FaultFile};
-    let base = {
+    let (base, keys) = {
         let mut a = paged(MemoryFile::new());
         a.exec(TODO);
         a.exec("INSERT INTO todo (id, title) VALUES ('base', 'before the crash')");
-        close(a).into_bytes()
+        let c = close(a);
+        (c.file.into_bytes(), c.keys)
     };
     let open = |file: FaultFile| {
         let store = Paged::open(file, Options::default()).unwrap();
         let mut db = Database::open(Box::new(store)).unwrap();
-        let sync = Sync::attach(&mut db, now).unwrap();
+        let sync = Sync::attach(&mut db, now, Box::new(keys.clone())).unwrap();
         (db, sync)
     };
     // The writes the whole workload makes.
@@ -1273,7 +1312,10 @@ fn pending_records_survive_a_crash_at_every_write() {
         };
         let image = file.crash_image(mode);
         drop((db, sync));
-        let mut a = paged(MemoryFile::from_bytes(image));
+        let mut a = paged(Closed {
+            file: MemoryFile::from_bytes(image),
+            keys: keys.clone(),
+        });
         assert!(a.sync.verify(&mut a.db).unwrap().is_empty(), "write {k}");
         let rows = a.rows(all);
         // The inserts that committed are a prefix of the workload's.
@@ -1322,13 +1364,11 @@ fn the_tail_of_pending_records_works_with_small_pages() {
         page_size: 512,
         ..Options::default()
     };
-    let open = |file: MemoryFile| {
-        let store = Paged::open(OnDisk(file), opts.clone()).unwrap();
-        let mut db = Database::open(Box::new(store)).unwrap();
-        let sync = Sync::attach(&mut db, now).unwrap();
-        Node { db, sync }
+    let open = |file: Closed| {
+        let store = Paged::open(OnDisk(file.file), opts.clone()).unwrap();
+        node(Database::open(Box::new(store)).unwrap(), file.keys)
     };
-    let mut a = open(MemoryFile::new());
+    let mut a = open(MemoryFile::new().into());
     a.exec(TODO);
     for i in 0..30 {
         a.exec(&format!(
@@ -1791,10 +1831,14 @@ fn known_peers_survive_a_reopen_and_hold_back_compaction() {
     assert_eq!(c.rows(all).len(), 2);
 }
 
-/// What a fresh load of `db`'s file reports as pending: records, and whether any.
-fn pending_as_stored(db: &mut Database) -> (usize, bool) {
-    let bytes = db.export().unwrap();
-    let n = paged(MemoryFile::from_bytes(bytes));
+/// What a fresh load of `n`'s file (on the same device) reports as pending: records, and
+/// whether any.
+fn pending_as_stored(n: &mut Node) -> (usize, bool) {
+    let bytes = n.db.export().unwrap();
+    let n = paged(Closed {
+        file: MemoryFile::from_bytes(bytes),
+        keys: n.keys.clone(),
+    });
     (n.sync.pending_records(), n.sync.has_pending())
 }
 
@@ -1803,7 +1847,7 @@ fn assert_pending_as_stored(n: &mut Node, after: &str) {
     let reported = (n.sync.pending_records(), n.sync.has_pending());
     assert_eq!(
         reported,
-        pending_as_stored(&mut n.db),
+        pending_as_stored(n),
         "after {after}: pending as reported, as stored"
     );
 }
@@ -1960,7 +2004,10 @@ fn a_volatile_store_writes_its_records_when_read_whole() {
     b.exec("ROLLBACK");
     // ... but between them: a fresh load of the bytes holds every record committed.
     let digest = b.sync.state_digest(&mut b.db).unwrap();
-    let mut copy = paged(MemoryFile::from_bytes(b.db.export().unwrap()));
+    let mut copy = paged(Closed {
+        file: MemoryFile::from_bytes(b.db.export().unwrap()),
+        keys: b.keys.clone(),
+    });
     assert_eq!(copy.sync.pending_records(), 31);
     assert_eq!(copy.sync.state_digest(&mut copy.db).unwrap(), digest);
     assert_eq!(copy.sync.verify(&mut copy.db).unwrap(), Vec::new());
@@ -1970,7 +2017,7 @@ fn a_volatile_store_writes_its_records_when_read_whole() {
     );
     // Another `Sync` attached to the database sees those held by the one before.
     insert(&mut b, 31, 36);
-    b.sync = Sync::attach(&mut b.db, now).unwrap();
+    b.sync = Sync::attach(&mut b.db, now, Box::new(b.keys.clone())).unwrap();
     assert_eq!(b.sync.pending_records(), 36);
     assert_eq!(b.sync.verify(&mut b.db).unwrap(), Vec::new());
     // A sync call: A takes every record, none missing from B's chain.
@@ -2032,9 +2079,7 @@ fn a_purge_after_a_refused_commit_follows_the_last_record_kept_over(mut b: Node)
 /// A node over a file whose writes can be made to fail.
 fn faulty(file: cairn_store::fault::FaultFile) -> Node {
     let store = Paged::open(file, Options::default()).unwrap();
-    let mut db = Database::open(Box::new(store)).unwrap();
-    let sync = Sync::attach(&mut db, now).unwrap();
-    Node { db, sync }
+    node(Database::open(Box::new(store)).unwrap(), MemoryKeys::new())
 }
 
 /// A commit, a seal or a purge whose write to the file fails leaves the pending count as the
@@ -2273,9 +2318,7 @@ fn small_pages_keep_every_pending_record() {
             ..Options::default()
         };
         let store = Paged::open(OnDisk(MemoryFile::new()), opts).unwrap();
-        let mut db = Database::open(Box::new(store)).unwrap();
-        let sync = Sync::attach(&mut db, now).unwrap();
-        let mut a = Node { db, sync };
+        let mut a = node(Database::open(Box::new(store)).unwrap(), MemoryKeys::new());
         a.exec(TODO);
         for i in 0..25 {
             // Every third title too long for a 1024-byte page's tail.
@@ -2299,7 +2342,7 @@ fn small_pages_keep_every_pending_record() {
         let mut a = paged(close(a));
         assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);
         a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-        assert_eq!(a.db.storage().get(meta, b"layout").unwrap(), Some(vec![5]));
+        assert_eq!(a.db.storage().get(meta, b"layout").unwrap(), Some(vec![6]));
         let digest = a.sync.state_digest(&mut a.db).unwrap();
         let mut a = paged(close(a));
         assert_eq!(a.sync.state_digest(&mut a.db).unwrap(), digest);

@@ -364,14 +364,24 @@ fn byte_arrays(v: Vec<Vec<u8>>) -> Array {
 #[wasm_bindgen]
 impl Database {
     /// Opens the database in `handle`, the `FileSystemSyncAccessHandle` the Worker took for the
-    /// file `name` in cairn's OPFS directory (`name` is for messages). The database owns the
-    /// handle from here on, also when opening fails.
+    /// file `name` in cairn's OPFS directory (`name` is for messages). With sync, `key_handle`
+    /// is the sync access handle of the database's key file (`cairn-keys/<name>`), its key
+    /// store (docs/sync.md 10b); the plain build takes none. The database owns the handles
+    /// from here on, also when opening fails.
     pub fn open(
         handle: JsValue,
         name: &str,
         durability: &str,
         cache_pages: u32,
+        key_handle: JsValue,
     ) -> Result<Database, JsValue> {
+        #[cfg(feature = "sync")]
+        let keys = cairn_replicated::FileKeys::new(OpfsFile::from_handle(
+            key_handle,
+            &format!("the key file of {name}"),
+        ));
+        #[cfg(not(feature = "sync"))]
+        let _ = key_handle;
         let file = OpfsFile::from_handle(handle, name);
         let durability = match durability {
             "full" => Durability::Full,
@@ -410,7 +420,8 @@ impl Database {
             })?;
         db.set_random_seed(u64::from_le_bytes(seed) | 1);
         #[cfg(feature = "sync")]
-        let sync = cairn_replicated::Sync::attach(&mut db, js_now).map_err(sql_error)?;
+        let sync =
+            cairn_replicated::Sync::attach(&mut db, js_now, Box::new(keys)).map_err(sql_error)?;
         Ok(Database {
             db,
             stmts: Vec::new(),

@@ -1,15 +1,15 @@
 //! Reading the replica's state back from the database's trees (at attach, and when the
-//! in-memory state went ahead of the store). Only [`LAYOUT`] is read: a database whose sync
-//! state has another layout is refused before anything is read or written.
+//! in-memory state went ahead of the store). Only layouts 5 and 6 are read (`check_layout`): a
+//! database whose sync state has another layout is refused before anything is read or written.
 
 use super::tail::Tail;
 use super::{
-    chain_prefix, corrupt, create_readonly, has_state, mark_of, record_bytes, scan_all, Saved,
-    K_BLOCK, K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LAYOUT, LOG, META, PEER, ROWS, WRITERS,
+    chain_prefix, corrupt, has_state, mark_of, record_bytes, scan_all, KeyFix, Saved, K_BLOCK,
+    K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LOG, META, PEER, ROWS, WRITERS,
 };
 use crate::State;
 use cairn_sql::Catalog;
-use cairn_sql::{Error, Result, Storage};
+use cairn_sql::{Result, Storage};
 use cairn_sync::protocol::decode_vv;
 use cairn_sync::wire::Reader;
 use cairn_sync::{
@@ -38,8 +38,12 @@ impl State {
         if !has_state(store) {
             return Ok(());
         }
-        check_layout(store.get(META, b"layout")?)?;
-        let identity = create_readonly(store)?;
+        let identity = self.load_identity(store)?;
+        // A database taking a new key (a copy, an import) drops the records its previous
+        // author committed and did not seal: no key here can sign them. The database they were
+        // written on seals and shares them; this one takes them back from it. `settle_key`
+        // then rewrites the chains without them.
+        let unsignable = matches!(self.key_fix, Some(KeyFix::New { .. }));
         let mut config = cairn_sync::Config::default();
         if let Some(b) = store.get(META, b"subscription")? {
             config.subscription = Subscription::decode(&mut Reader::new(&b))
@@ -136,6 +140,9 @@ impl State {
             }
         }
         for (prefix, records) in pending {
+            if unsignable {
+                continue;
+            }
             let ((author, scope), log) = chains
                 .get_mut(&prefix)
                 .expect("invariant: every pending record's chain is listed");
@@ -216,30 +223,5 @@ impl State {
         };
         self.replica = Some(replica);
         self.register(catalog)
-    }
-}
-
-/// Refuses a sync state of any layout but [`LAYOUT`] (`SYNC_LAYOUT`): a newer one this build
-/// cannot read, or an older one (no `layout` key: layout 1) from before the first release,
-/// which it does not read.
-fn check_layout(layout: Option<Vec<u8>>) -> Result<()> {
-    let older = |l: &str| {
-        Error::Sync(
-            "SYNC_LAYOUT",
-            format!(
-                "the database's sync state is of an older pre-release layout ({l}) that this version of cairn does not read (it reads layout {LAYOUT})"
-            ),
-        )
-    };
-    match layout.as_deref() {
-        Some([LAYOUT]) => Ok(()),
-        None => Err(older("1")),
-        Some(&[l]) if l < LAYOUT => Err(older(&l.to_string())),
-        Some(l) => Err(Error::Sync(
-            "SYNC_LAYOUT",
-            format!(
-                "the sync state was saved in layout {l:?}, newer than this version of cairn reads ({LAYOUT}); open it with a newer cairn"
-            ),
-        )),
     }
 }

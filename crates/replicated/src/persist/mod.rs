@@ -2,7 +2,7 @@
 //!
 //! | tree | key | value |
 //! |---|---|---|
-//! | `SYSTEM_TREES + 1` meta | `layout`, `identity`, `owner`, `clock`, `subscription` | u8 layout, key export, author, u64le HLC, what this replica asks for |
+//! | `SYSTEM_TREES + 1` meta | `layout`, `author`, `owner`, `clock`, `subscription` | u8 layout, this database's author (the key pair is in the key store), owner, u64le HLC, what this replica asks for |
 //! | `SYSTEM_TREES + 1` meta | `peer/`, `author` | a peer's acknowledged version vector and what it asks for |
 //! | the store's root bytes ([`Storage::root_meta`]) | | small pending records, until they reach [`TAIL_BYTES`] |
 //! | `SYSTEM_TREES + 2` rows | `bytes table`, `scope`, pk encoding | `RowState` encoding, as of the last time history was dropped |
@@ -14,6 +14,10 @@
 //! written. The merged rows are written whole only when history is dropped (compaction, a
 //! snapshot); on open they are rebuilt from those rows and the history held since.
 //!
+//! The secret key is never written here: the host's key store ([`crate::KeyStore`]) holds it,
+//! and a layout-5 database, which held it under meta `identity`, is migrated at attach
+//! (`State::settle_key`).
+//!
 //! Over a volatile store (memory) a local commit writes nothing here: its records wait in the
 //! replica until the store is read whole or a sync call begins (`State::defer`), and one save
 //! then writes them all (docs/sync.md, "In memory").
@@ -22,6 +26,7 @@ mod load;
 mod save;
 mod tail;
 
+use crate::{KeyStore, State};
 use cairn_sql::SYSTEM_TREES;
 use cairn_sql::{Error, Result, Storage};
 use cairn_sync::wire::Writer;
@@ -37,10 +42,12 @@ const ROWS: u64 = SYSTEM_TREES + 2;
 const LOG: u64 = SYSTEM_TREES + 3;
 const WRITERS: u64 = SYSTEM_TREES + 4;
 
-/// The layout of these trees this code reads and writes (meta key `layout`). A database whose
-/// sync state has another layout, or none, is refused at attach (`SYNC_LAYOUT`): the older
-/// layouts were pre-release and are not read.
-const LAYOUT: u8 = 5;
+/// The layout of these trees this code writes (meta key `layout`). A database whose sync state
+/// has another layout, or none, is refused at attach (`SYNC_LAYOUT`), but for
+/// [`KEY_INSIDE`], which attach migrates: the older layouts were pre-release and are not read.
+const LAYOUT: u8 = 6;
+/// The layout that kept the secret key in the file (meta `identity`); layout 6 less that.
+const KEY_INSIDE: u8 = 5;
 /// Meta keys of peers: this prefix and the peer's id.
 const PEER: &[u8] = b"peer/";
 /// How many bytes of pending records the tail (the store's root bytes) holds at most, or the
@@ -101,27 +108,162 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 fn has_state(store: &dyn Storage) -> bool {
-    matches!(store.get(META, b"identity"), Ok(Some(_)))
+    matches!(store.get(META, b"layout"), Ok(Some(_)))
+        || matches!(store.get(META, b"identity"), Ok(Some(_)))
 }
 
-/// The identity, creating the trees and saving a key pair when the database has none: `spare`
-/// if given (made ahead of time), else a new one from the platform's secure randomness.
-/// Inside the caller's transaction.
-pub(crate) fn create(store: &mut dyn Storage, spare: Option<Identity>) -> Result<Identity> {
-    if let Some(b) = store.get(META, b"identity").ok().flatten() {
-        return Identity::import(&b).map_err(|e| corrupt("identity", e));
+/// What the key store and the database's meta need before the replica may sign: made at load,
+/// saved by [`State::settle_key`] in a storage transaction.
+pub(crate) enum KeyFix {
+    /// A layout-5 database: its key moves from the file to the key store.
+    Migrate,
+    /// The key store holds no key of the database's author (a copy, an import, a key file
+    /// lost): the replica took a new one, to be saved.
+    New { previous: AuthorId },
+}
+
+/// The key pair of a database with sync state, and what must be saved before it is used.
+fn identity_of(store: &dyn Storage, keys: &mut dyn KeyStore) -> Result<(Identity, Option<KeyFix>)> {
+    if check_layout(store.get(META, b"layout")?)? == KEY_INSIDE {
+        let b = store
+            .get(META, b"identity")?
+            .ok_or_else(|| corrupt("identity", "missing"))?;
+        let identity = Identity::import(&b).map_err(|e| corrupt("identity", e))?;
+        return Ok((identity, Some(KeyFix::Migrate)));
     }
+    let a = store
+        .get(META, b"author")?
+        .ok_or_else(|| corrupt("author", "missing"))?;
+    let author = AuthorId(a.as_slice().try_into().map_err(|e| corrupt("author", e))?);
+    // Bytes that are not a key, or another author's key, are not this database's: it signs
+    // with a new key, never with one its history does not name.
+    if let Some(b) = keys.load()? {
+        if let Ok(identity) = Identity::import(&b) {
+            if identity.id() == author {
+                return Ok((identity, None));
+            }
+        }
+    }
+    let fresh = Identity::generate(&mut rand_core::OsRng);
+    Ok((fresh, Some(KeyFix::New { previous: author })))
+}
+
+/// Saves `identity` as this database's: the secret to the key store, then its author in the
+/// meta tree, inside the caller's transaction (a crash before the commit leaves a key the
+/// database does not name, which the next attach replaces).
+fn save_key(store: &mut dyn Storage, keys: &mut dyn KeyStore, identity: &Identity) -> Result<()> {
+    keys.save(&identity.export())?;
+    store.put(META, b"author", &identity.id().0)
+}
+
+/// Refuses a sync state of any layout but [`LAYOUT`] and [`KEY_INSIDE`] (`SYNC_LAYOUT`): a
+/// newer one this build cannot read, or an older one (no `layout` key: layout 1) from before
+/// the first release, which it does not read. Returns the layout.
+fn check_layout(layout: Option<Vec<u8>>) -> Result<u8> {
+    let older = |l: &str| {
+        Error::Sync(
+            "SYNC_LAYOUT",
+            format!(
+                "the database's sync state is of an older pre-release layout ({l}) that this version of cairn does not read (it reads layouts {KEY_INSIDE} and {LAYOUT})"
+            ),
+        )
+    };
+    match layout.as_deref() {
+        Some(&[l]) if l == LAYOUT || l == KEY_INSIDE => Ok(l),
+        None => Err(older("1")),
+        Some(&[l]) if l < LAYOUT => Err(older(&l.to_string())),
+        Some(l) => Err(Error::Sync(
+            "SYNC_LAYOUT",
+            format!(
+                "the sync state was saved in layout {l:?}, newer than this version of cairn reads ({LAYOUT}); open it with a newer cairn"
+            ),
+        )),
+    }
+}
+
+/// Creates the trees and saves `identity` (the key pair made at attach, or a new one), when
+/// the database has no sync state yet. Inside the caller's transaction.
+pub(crate) fn create(
+    store: &mut dyn Storage,
+    keys: &mut dyn KeyStore,
+    spare: Option<Identity>,
+) -> Result<Identity> {
     for t in [META, ROWS, LOG, WRITERS] {
         store.create_tree(t)?;
     }
     store.put(META, b"layout", &[LAYOUT])?;
     let identity = spare.unwrap_or_else(|| Identity::generate(&mut rand_core::OsRng));
-    put_identity(store, &identity)?;
+    save_key(store, keys, &identity)?;
     Ok(identity)
 }
 
-pub(crate) fn put_identity(store: &mut dyn Storage, id: &Identity) -> Result<()> {
-    store.put(META, b"identity", &id.export())
+impl State {
+    /// Reads the key pair of a database with sync state (from the key store, or for layout 5
+    /// from the file), noting in `key_fix` what must be saved before it is used.
+    pub(crate) fn load_identity(&mut self, store: &dyn Storage) -> Result<Identity> {
+        let (identity, fix) = identity_of(store, &mut *self.keys)?;
+        self.key_fix = fix;
+        Ok(identity)
+    }
+
+    /// Saves what `key_fix` says, inside the caller's transaction: a layout-5 key moved to the
+    /// key store (the free pages that held it are then owed a zeroing, `erase_owed`), or a new
+    /// key made for a database whose author's key is not here. A new author of a database its
+    /// previous author wrote to keeps writing to that author's scopes (meta `owner`, unless one
+    /// is set), as a writer the owner must list.
+    pub(crate) fn settle_key(&mut self, store: &mut dyn Storage) -> Result<()> {
+        let Some(fix) = self.key_fix.take() else {
+            return Ok(());
+        };
+        let r = (|| {
+            let replica = self
+                .replica
+                .as_ref()
+                .expect("invariant: a fix has a replica");
+            save_key(store, &mut *self.keys, replica.identity())?;
+            match &fix {
+                KeyFix::Migrate => {
+                    store.delete(META, b"identity")?;
+                    store.put(META, b"layout", &[LAYOUT])?;
+                }
+                KeyFix::New { previous } => {
+                    let wrote = replica
+                        .chains()
+                        .any(|((a, s), _)| a == previous || s.owner == *previous);
+                    if self.owner.is_none() && wrote {
+                        put_owner(store, previous)?;
+                        self.owner = Some(*previous);
+                    }
+                    // The previous author's unsealed records were left out at load: every
+                    // chain is written again, as after a purge, without them.
+                    self.saved.redactions = replica.redactions().wrapping_add(1);
+                    save(store, replica, &mut self.saved, None, false)?;
+                }
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => {
+                if matches!(fix, KeyFix::Migrate) {
+                    self.erase_owed = true;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.key_fix = Some(fix);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Replaces this database's key pair with `identity` (inside the caller's transaction).
+pub(crate) fn put_identity(
+    store: &mut dyn Storage,
+    keys: &mut dyn KeyStore,
+    identity: &Identity,
+) -> Result<()> {
+    save_key(store, keys, identity)
 }
 
 pub(crate) fn put_subscription(store: &mut dyn Storage, sub: &Subscription) -> Result<()> {
@@ -173,13 +315,6 @@ fn scan_all(store: &dyn Storage, tree: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         out.push((cur.key().to_vec(), cur.value().to_vec()));
     }
     Ok(out)
-}
-
-fn create_readonly(store: &dyn Storage) -> Result<Identity> {
-    let b = store
-        .get(META, b"identity")?
-        .ok_or_else(|| corrupt("identity", "missing"))?;
-    Identity::import(&b).map_err(|e| corrupt("identity", e))
 }
 
 /// The encoding of record `seq` of `log` as a pending record's (where it is held: written,
