@@ -160,6 +160,9 @@ export interface Sync {
   setOwner(ownerId: string): Promise<void>;
   /** As the owner of `scope`, lets these authors write to it. */
   authorize(scope: string, writerIds: Iterable<string>): Promise<void>;
+  /** As the owner of `scope`, removes these authors from its writers: each keeps what this
+   * database holds of its writes there; its later records are refused on every replica. */
+  revoke(scope: string, writerIds: Iterable<string>): Promise<void>;
   digest(): Promise<string>;
   /** Records committed here and not yet signed; they are sealed before they leave on a link,
    * or once statements have been idle for a second. */

@@ -419,6 +419,10 @@ function lazySync(db) {
       const ids = Array.from(writerIds, String);
       return get().then((s) => s.authorize(scope, ids));
     },
+    revoke: (scope, writerIds) => {
+      const ids = Array.from(writerIds, String);
+      return get().then((s) => s.revoke(scope, ids));
+    },
     // Synchronous, as a subscription is: the listener is added once the module is loaded.
     on: (type, fn) => {
       if (type !== 'status' || typeof fn !== 'function') throw new CairnError('INVALID_INPUT', "sync.on takes 'status' and a function");

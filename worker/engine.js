@@ -177,6 +177,7 @@ if (CAIRN_SYNC) {
     syncImportKey: (bytes) => [needDb().syncImportKey(new Uint8Array(bytes))],
     syncSetOwner: (id) => [needDb().syncSetOwner(String(id))],
     syncAuthorize: (scope, writers) => [needDb().syncAuthorize(String(scope), Array.from(writers ?? [], String))],
+    syncRevoke: (scope, writers) => [needDb().syncRevoke(String(scope), Array.from(writers ?? [], String))],
     syncDigest: () => [needDb().syncDigest()],
     syncPending: () => [needDb().syncPending()],
     syncVerify: () => [needDb().syncVerify()],

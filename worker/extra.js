@@ -41,6 +41,11 @@ export class Sync {
   authorize(scope, writerIds) {
     return this.#send('syncAuthorize', [String(scope), Array.from(writerIds, String)]);
   }
+  /** As a scope's owner, removes `writerIds` from its writers: each keeps what this database
+   * holds of its writes there; its later ones are refused on every replica. */
+  revoke(scope, writerIds) {
+    return this.#send('syncRevoke', [String(scope), Array.from(writerIds, String)]);
+  }
   /** Equal on two replicas that hold the same changes. */
   digest() {
     return this.#send('syncDigest');

@@ -24,6 +24,8 @@ async function example(): Promise<void> {
     console.log(up, s.pending === 0 && s.lastSyncedAt !== null, s.relays[0]?.lastError?.code, s.relays[0]?.retryInMs);
   });
   const status = await db.sync.status();
+  await db.sync.authorize('todo', [await db.sync.id()]);
+  await db.sync.revoke('todo', new Set(['a1b2']));
   off();
   await relay.close();
   void status.lastSyncedAt;

@@ -208,18 +208,48 @@ impl Sync {
                 .max()
                 .unwrap_or(0)
                 + 1;
-            // Lists only grow: keep everyone listed before.
+            // Keep everyone who may write now (not those revoked since they were listed).
+            let scope = cairn_sync::ScopeId::new(st.replica().id(), name);
             let mut all: BTreeSet<AuthorId> = st
                 .replica()
                 .writer_lists()
-                .filter(|l| l.scope.name == name.as_bytes() && l.scope.owner == st.replica().id())
+                .filter(|l| l.scope == scope)
                 .flat_map(|l| l.writers.iter().copied())
+                .filter(|a| st.replica().may_write(a, &scope))
                 .collect();
             all.extend(writers);
             st.replica_mut()
                 .sign_writers(name.as_bytes(), version, all.into_iter().collect());
             st.persist(store)
         })
+    }
+
+    /// As the owner of scope `name`, removes `writers` from the authors allowed to write to it
+    /// (docs/sync.md sec. 8, "Revocation"): each keeps what this database holds of its writes
+    /// there; its later records are refused on every replica, and taken back where they were
+    /// applied (the SQL rows they touched are read again from the rest).
+    pub fn revoke(&self, db: &mut Database, name: &str, writers: Vec<AuthorId>) -> Result<()> {
+        self.write_sql(db, u32::MAX, |st| {
+            let me = st.replica().id();
+            let version = st
+                .replica()
+                .writer_lists()
+                .filter(|l| l.scope.name == name.as_bytes() && l.scope.owner == me)
+                .map(|l| l.version)
+                .max()
+                .unwrap_or(0)
+                + 1;
+            st.replica_mut()
+                .revoke_writers(name.as_bytes(), version, &writers);
+            let rows = st.replica_mut().take_revoked_rows();
+            let events = if rows.is_empty() {
+                Vec::new()
+            } else {
+                vec![cairn_sync::Event::Applied { records: 0, rows }]
+            };
+            Ok((Vec::new(), events))
+        })?;
+        Ok(())
     }
 
     /// Opens a link to a peer: its id and the HELLO to send. No snapshot is taken from the

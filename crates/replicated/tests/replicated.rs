@@ -2591,3 +2591,53 @@ fn a_cloned_device_forks_and_every_replica_ends_alike() {
         assert!(n.db.check().unwrap().is_empty());
     }
 }
+
+/// An owner revokes a writer (docs/sync.md sec. 8, "Revocation"): what the owner held of its
+/// writes stays; what it wrote beyond leaves every SQL table it reached, its own included, and
+/// its next write is refused.
+#[test]
+fn a_revoked_writer_s_later_rows_leave_every_table() {
+    let mut owner = paged(MemoryFile::new());
+    let mut writer = Node::memory();
+    let mut other = Node::memory();
+    for n in [&mut owner, &mut writer, &mut other] {
+        n.exec(TODO);
+    }
+    let owner_id = owner.sync.id(&mut owner.db).unwrap();
+    let writer_id = writer.sync.id(&mut writer.db).unwrap();
+    owner
+        .sync
+        .authorize(&mut owner.db, "todo", vec![writer_id])
+        .unwrap();
+    writer.sync.set_owner(&mut writer.db, owner_id).unwrap();
+    other.sync.set_owner(&mut other.db, owner_id).unwrap();
+    sync_pair(&mut owner, &mut writer);
+    writer.exec("INSERT INTO todo (id, title) VALUES ('w1', 'kept')");
+    sync_pair(&mut owner, &mut writer);
+    // Written after the owner last heard from the writer: reaches `other` only.
+    writer.exec("INSERT INTO todo (id, title) VALUES ('w2', 'too late')");
+    writer.exec("UPDATE todo SET title = 'changed late' WHERE id = 'w1'");
+    sync_pair(&mut writer, &mut other);
+    let all = "SELECT id, title FROM todo ORDER BY id";
+    assert_eq!(other.rows(all).len(), 2);
+    owner
+        .sync
+        .revoke(&mut owner.db, "todo", vec![writer_id])
+        .unwrap();
+    sync_pair(&mut owner, &mut other);
+    sync_pair(&mut owner, &mut writer);
+    let kept = vec![vec![Value::Text("w1".into()), Value::Text("kept".into())]];
+    for n in [&mut owner, &mut other, &mut writer] {
+        assert_eq!(n.rows(all), kept);
+        assert!(n.sync.verify(&mut n.db).unwrap().is_empty());
+    }
+    let e = writer
+        .db
+        .exec_script("INSERT INTO todo (id, title) VALUES ('w3', 'after')")
+        .unwrap_err();
+    assert_eq!(e.code(), "SYNC_REFUSED", "{e}");
+    // Across a reopen the owner keeps the revocation.
+    let mut owner = paged(close(owner));
+    assert_eq!(owner.rows(all), kept);
+    assert!(owner.sync.verify(&mut owner.db).unwrap().is_empty());
+}

@@ -207,6 +207,17 @@ impl<S: RowStore> Replica<S> {
                         });
                     }
                 }
+                let rows = self.take_revoked_rows();
+                if !rows.is_empty() {
+                    out.events.push(Event::Applied {
+                        records: 0,
+                        rows: if self.config.report_rows {
+                            rows
+                        } else {
+                            Vec::new()
+                        },
+                    });
+                }
             }
             Message::Blocks(blocks) => {
                 let chains: BTreeSet<_> = blocks.iter().map(|b| b.key()).collect();

@@ -7,7 +7,10 @@ use crate::wire::{Reader, Writer};
 
 pub const MAX_SCOPE_NAME: usize = 1024;
 pub const WRITERS_FORMAT: u8 = 1;
+/// A writer list that also removes writers (docs/sync.md sec. 8, "Revocation").
+pub const WRITERS_FORMAT_V2: u8 = 2;
 const WRITERS_TAG: &[u8] = b"cairn-sync writers v1";
+const WRITERS_TAG_V2: &[u8] = b"cairn-sync writers v2";
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ScopeId {
@@ -117,20 +120,59 @@ pub struct WriterList {
     pub scope: ScopeId,
     pub version: u64,
     pub writers: Vec<AuthorId>,
+    /// Writers removed by this list, each with the last seq of its chain in the scope that
+    /// stays valid (docs/sync.md sec. 8, "Revocation"). A list with removals is format 2.
+    pub removed: Vec<(AuthorId, u64)>,
     pub sig: [u8; 64],
 }
 
 impl WriterList {
-    fn message(scope: &ScopeId, version: u64, writers: &[AuthorId]) -> Vec<u8> {
+    fn message(
+        scope: &ScopeId,
+        version: u64,
+        writers: &[AuthorId],
+        removed: &[(AuthorId, u64)],
+    ) -> Vec<u8> {
         let mut w = Writer::new();
-        w.raw(WRITERS_TAG);
+        w.raw(if removed.is_empty() {
+            WRITERS_TAG
+        } else {
+            WRITERS_TAG_V2
+        });
         scope.encode(&mut w);
         w.u64le(version);
         w.u64le(writers.len() as u64);
         for a in writers {
             w.raw(&a.0);
         }
+        if !removed.is_empty() {
+            w.u64le(removed.len() as u64);
+            for (a, cut) in removed {
+                w.raw(&a.0);
+                w.u64le(*cut);
+            }
+        }
         w.buf
+    }
+
+    /// Signs a list for a scope `owner` owns that also removes writers, each with the last seq
+    /// of its chain in the scope that stays valid.
+    pub fn sign_removing(
+        owner: &Identity,
+        name: impl AsRef<[u8]>,
+        version: u64,
+        writers: Vec<AuthorId>,
+        removed: Vec<(AuthorId, u64)>,
+    ) -> WriterList {
+        let scope = ScopeId::new(owner.id(), name);
+        let sig = owner.sign(&Self::message(&scope, version, &writers, &removed));
+        WriterList {
+            scope,
+            version,
+            writers,
+            removed,
+            sig,
+        }
     }
 
     /// Signs a list for a scope `owner` owns.
@@ -140,19 +182,12 @@ impl WriterList {
         version: u64,
         writers: Vec<AuthorId>,
     ) -> WriterList {
-        let scope = ScopeId::new(owner.id(), name);
-        let sig = owner.sign(&Self::message(&scope, version, &writers));
-        WriterList {
-            scope,
-            version,
-            writers,
-            sig,
-        }
+        Self::sign_removing(owner, name, version, writers, Vec::new())
     }
 
     pub fn check(&self) -> Result<()> {
         if self.scope.owner.verify(
-            &Self::message(&self.scope, self.version, &self.writers),
+            &Self::message(&self.scope, self.version, &self.writers, &self.removed),
             &self.sig,
         ) {
             Ok(())
@@ -165,18 +200,30 @@ impl WriterList {
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        w.u8(WRITERS_FORMAT);
+        w.u8(if self.removed.is_empty() {
+            WRITERS_FORMAT
+        } else {
+            WRITERS_FORMAT_V2
+        });
         self.scope.encode(w);
         w.varint(self.version);
         w.varint(self.writers.len() as u64);
         for a in &self.writers {
             w.raw(&a.0);
         }
+        if !self.removed.is_empty() {
+            w.varint(self.removed.len() as u64);
+            for (a, cut) in &self.removed {
+                w.raw(&a.0);
+                w.varint(*cut);
+            }
+        }
         w.raw(&self.sig);
     }
 
     pub fn decode(r: &mut Reader) -> Result<WriterList> {
-        if r.u8()? != WRITERS_FORMAT {
+        let format = r.u8()?;
+        if format != WRITERS_FORMAT && format != WRITERS_FORMAT_V2 {
             return Err(Error::Malformed("unsupported writer list format".into()));
         }
         let scope = ScopeId::decode(r)?;
@@ -186,11 +233,24 @@ impl WriterList {
         for _ in 0..n {
             writers.push(AuthorId(r.array()?));
         }
+        let mut removed = Vec::new();
+        if format == WRITERS_FORMAT_V2 {
+            let m = r.count(33, 1 << 16)?;
+            if m == 0 {
+                return Err(Error::Malformed(
+                    "a format 2 writer list removes no one".into(),
+                ));
+            }
+            for _ in 0..m {
+                removed.push((AuthorId(r.array()?), r.varint()?));
+            }
+        }
         let sig = r.array()?;
         Ok(WriterList {
             scope,
             version,
             writers,
+            removed,
             sig,
         })
     }

@@ -593,6 +593,20 @@ impl Database {
             .authorize(&mut self.db, scope, writers)
             .map_err(sql_error)
     }
+    /// `writers` as for `syncAuthorize`.
+    #[wasm_bindgen(js_name = syncRevoke)]
+    pub fn sync_revoke(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
+        let list = writers
+            .dyn_ref::<Array>()
+            .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
+        let mut writers = Vec::new();
+        for w in list.iter() {
+            writers.push(author(&w.as_string().unwrap_or_default())?);
+        }
+        self.sync
+            .revoke(&mut self.db, scope, writers)
+            .map_err(sql_error)
+    }
     /// Opens a link: `[id, hello]`.
     #[wasm_bindgen(js_name = syncConnect)]
     pub fn sync_connect(&mut self) -> Result<Array, JsValue> {

@@ -155,7 +155,7 @@ impl<S: RowStore> Replica<S> {
                         format!("a value {ahead} ms in the future"),
                     ));
                 }
-                if !self.may_write(&v.author, &k.scope) {
+                if v.seq > self.write_limit(&v.author, &k.scope) {
                     return Some((
                         Reason::Unauthorized,
                         k,

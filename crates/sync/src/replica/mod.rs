@@ -134,7 +134,8 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// owner signed with the same version are both kept, so what is authorized does not depend
     /// on which arrived first.
     pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<(u64, [u8; 64]), WriterList>>,
-    pub(crate) writers: BTreeMap<ScopeId, BTreeSet<AuthorId>>,
+    /// Rows whose records a writer list's removals took back, for the host to re-read.
+    pub(crate) revoked_rows: Vec<RowKey>,
     /// Lists adopted so far. Chains and lists are never removed, so `(chains.len(),
     /// lists_added)` changes exactly when what a link may be served can change.
     pub(crate) lists_added: usize,
@@ -192,7 +193,7 @@ impl<S: RowStore> Replica<S> {
             tables: HashMap::new(),
             chains: BTreeMap::new(),
             writer_lists: BTreeMap::new(),
-            writers: BTreeMap::new(),
+            revoked_rows: Vec::new(),
             lists_added: 0,
             rows,
             base: None,
@@ -470,8 +471,38 @@ impl<S: RowStore> Replica<S> {
             .collect()
     }
 
+    /// Whether `author` may write to `scope` now: its owner, or a writer its lists hold and have
+    /// not removed (a scope's members).
     pub fn may_write(&self, author: &AuthorId, scope: &ScopeId) -> bool {
-        scope.owner == *author || self.writers.get(scope).is_some_and(|w| w.contains(author))
+        self.write_limit(author, scope) == u64::MAX
+    }
+
+    /// How far `author`'s chain in `scope` may go (docs/sync.md sec. 8, "Revocation"): every
+    /// seq for the owner and a listed writer (`u64::MAX`), up to the cut a later list set for
+    /// a writer it removed, none (0) for anyone else. It depends on the set of lists held, not
+    /// on the order they came in.
+    pub fn write_limit(&self, author: &AuthorId, scope: &ScopeId) -> u64 {
+        if scope.owner == *author {
+            return u64::MAX;
+        }
+        let Some(lists) = self.writer_lists.get(scope) else {
+            return 0;
+        };
+        let listed = lists
+            .values()
+            .filter(|l| l.writers.contains(author))
+            .map(|l| l.version)
+            .max();
+        let cut = lists
+            .values()
+            .filter(|l| listed.is_none_or(|v| l.version >= v))
+            .filter_map(|l| l.removed.iter().find(|(a, _)| a == author).map(|(_, c)| *c))
+            .min();
+        match (listed, cut) {
+            (_, Some(cut)) => cut,
+            (Some(_), None) => u64::MAX,
+            (None, None) => 0,
+        }
     }
 
     /// As the owner of scope `name`, signs and adopts a writer list.
@@ -495,13 +526,57 @@ impl<S: RowStore> Replica<S> {
         if known.contains_key(&(list.version, list.sig)) {
             return Ok(false);
         }
-        self.writers
-            .entry(list.scope.clone())
-            .or_default()
-            .extend(list.writers.iter().copied());
+        let scope = list.scope.clone();
+        let removes = !list.removed.is_empty();
         known.insert((list.version, list.sig), list);
         self.lists_added += 1;
+        if removes {
+            self.take_back_revoked(&scope);
+        }
         Ok(true)
+    }
+
+    /// As the owner of scope `name`, signs and adopts a list that removes `removed` from its
+    /// writers: each may keep its chain in the scope up to what this replica holds of it now
+    /// (its cut); its later records are refused, and taken back where they were applied.
+    pub fn revoke_writers(
+        &mut self,
+        name: &[u8],
+        version: u64,
+        removed: &[AuthorId],
+    ) -> WriterList {
+        let scope = ScopeId::new(self.id(), name);
+        self.catch_up();
+        let writers: Vec<AuthorId> = self
+            .writer_lists
+            .get(&scope)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .flat_map(|l| l.writers.iter().copied())
+            .filter(|a| !removed.contains(a) && self.may_write(a, &scope))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let cuts = removed
+            .iter()
+            .map(|a| {
+                let held = self
+                    .chains
+                    .get(&(*a, scope.clone()))
+                    .map_or(0, |l| l.sealed_head().0);
+                (*a, held.min(self.write_limit(a, &scope)))
+            })
+            .collect();
+        let list = WriterList::sign_removing(&self.identity, name, version, writers, cuts);
+        self.add_writer_list(list.clone())
+            .expect("invariant: a list we signed checks");
+        list
+    }
+
+    /// Rows of scope `scope` a list's removals took back (to re-read, as after `Event::Applied`),
+    /// since the last call.
+    pub fn take_revoked_rows(&mut self) -> Vec<RowKey> {
+        std::mem::take(&mut self.revoked_rows)
     }
 
     pub fn writer_lists(&self) -> impl Iterator<Item = &WriterList> {

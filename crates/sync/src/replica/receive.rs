@@ -357,6 +357,46 @@ impl<S: RowStore> Replica<S> {
         }
     }
 
+    /// Takes back the records of every chain in `scope` past what the scope's lists now allow
+    /// its author (a removed writer's records past its cut): whole held blocks, so that every
+    /// replica keeps the same records (blocks end where their author sealed). The rows are
+    /// rebuilt; the rows touched wait in `revoked_rows`.
+    pub(super) fn take_back_revoked(&mut self, scope: &ScopeId) {
+        self.catch_up();
+        let keys: Vec<ChainKey> = self
+            .chains
+            .keys()
+            .filter(|(_, s)| s == scope)
+            .cloned()
+            .collect();
+        let mut touched = Vec::new();
+        for key in keys {
+            let limit = self.write_limit(&key.0, scope);
+            let log = self.chains.get_mut(&key).expect("invariant: listed above");
+            if log.head().0 <= limit {
+                continue;
+            }
+            let keep = log.blocks.partition_point(|b| b.last_seq() <= limit);
+            let dropped = log
+                .blocks
+                .drain(keep..)
+                .flat_map(|b| b.records)
+                .chain(log.pending.drain(..));
+            for r in dropped {
+                touched.extend(r.ops.iter().map(|op| RowKey::new(&op.table, scope, &op.pk)));
+            }
+            *self.branch_changes.entry(key).or_insert(0) += 1;
+        }
+        if touched.is_empty() {
+            return;
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        self.rebuild_rows();
+        self.redactions += 1;
+        self.revoked_rows.extend(touched);
+    }
+
     /// The rows again from the base and every record held (after records were taken back).
     fn rebuild_rows(&mut self) {
         self.rows = self.base.clone().unwrap_or_default();
@@ -435,10 +475,18 @@ impl<S: RowStore> Replica<S> {
                 ),
             ));
         }
-        if !self.may_write(&block.author, &block.scope) {
+        let limit = self.write_limit(&block.author, &block.scope);
+        if block.last_seq() > limit {
             return Err((
                 Reason::Unauthorized,
-                format!("{:?} may not write to this scope", block.author),
+                if limit == 0 {
+                    format!("{:?} may not write to this scope", block.author)
+                } else {
+                    format!(
+                        "{:?} was removed from this scope's writers after record {limit}",
+                        block.author
+                    )
+                },
             ));
         }
         let limit = now_ms.saturating_add(self.config.max_clock_skew_ms);
