@@ -87,7 +87,7 @@ async fn run_client(
     bench: Arc<Bench>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut conn = connect(&url, &identity)
+    let mut conn = connect(&url, &identity, None)
         .await
         .expect("client authenticates");
     let mut link = Link::new();
@@ -211,6 +211,7 @@ async fn run(n: usize, setup: Setup) {
                 data: dir.clone(),
                 postgres: postgres.clone(),
                 limits: Limits::default(),
+                auth: None,
             })
             .await
             .expect("relay starts"),

@@ -68,10 +68,13 @@ impl Outbox {
 }
 
 pub enum Command {
-    /// An authenticated connection: make its link and send the relay's HELLO.
+    /// An authenticated connection: bind its key to the token's user (if tokens are
+    /// required), then send WELCOME, make its link and send the relay's HELLO.
     Open {
         id: u64,
         key: AuthorId,
+        /// The token's `sub`, when the relay requires tokens.
+        user: Option<String>,
         out: Outbox,
     },
     /// A sync message from connection `id` (decoded once already by the connection task, which
@@ -216,7 +219,20 @@ impl Core {
         let mut go_on = true;
         for cmd in batch {
             match cmd {
-                Command::Open { id, key, out } => {
+                Command::Open { id, key, user, out } => {
+                    if let Some(user) = user {
+                        let owner = self.store.bind_key(&key, &user)?;
+                        if owner != user {
+                            self.metrics.refused(Code::Forbidden);
+                            out.send(Out::Close(Refusal::new(
+                                Code::Forbidden,
+                                true,
+                                "this device key belongs to another user",
+                            )));
+                            continue;
+                        }
+                    }
+                    out.send(Out::Frame(Frame::Welcome { key }.encode()));
                     let mut link = Link::new();
                     sends.push((id, self.replica.open_link(&mut link, now)));
                     self.conns.insert(id, Conn { key, link, out });

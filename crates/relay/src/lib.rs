@@ -7,7 +7,9 @@
 //!    through `Replica::add_writer_list` and `Replica::receive_blocks`) and accepts connections.
 //! 2. [`http::route`] peeks each request: `/health` and `/metrics` are answered there; a
 //!    WebSocket goes to [`conn::serve`], which sends a CHALLENGE ([`frame::Frame`]), checks the
-//!    AUTH signature, then checks every frame's size, the write rate and the HELLO's key.
+//!    app's TOKEN when the relay requires one ([`auth::AuthConfig::check`]) and the AUTH
+//!    signature, then checks every frame's size, the write rate and the HELLO's key. The core
+//!    binds the key to the token's user ([`store::Durable::bind_key`]) before its WELCOME.
 //! 3. The sync message goes to the [`core::Core`] thread, which runs `Replica::handle` over the
 //!    connection's `Link` (signatures, chains, writer lists and clocks checked as any replica
 //!    does), stores what was applied ([`store::Store::persist`]) in one commit per batch, and
@@ -18,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod client;
 pub mod conn;
 pub mod core;
@@ -30,6 +33,7 @@ pub mod pg;
 pub mod server;
 pub mod store;
 
+pub use auth::AuthConfig;
 pub use error::{Error, Result};
 pub use frame::{Code, Frame, Refusal};
 pub use server::{Limits, Relay, RelayConfig};

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::store::{chain_hash, feed, unsaved, Durable, LoadReport};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{Block, Identity, Replica, WriterList};
+use cairn_sync::{AuthorId, Block, Identity, Replica, WriterList};
 use rand_core::RngCore;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS cairn_relay_blocks (
     block bytea NOT NULL,
     UNIQUE (chain, first_seq)
 );
+CREATE TABLE IF NOT EXISTS cairn_relay_users (key bytea PRIMARY KEY, app_user text NOT NULL);
 INSERT INTO cairn_relay_meta (key, value) VALUES ('schema', '\\x31') ON CONFLICT DO NOTHING;
 ";
 
@@ -302,6 +303,15 @@ impl Durable for PgStore {
         }
     }
 
+    fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String> {
+        // Insert if absent, then read: whichever relay inserted first decides, for all of them.
+        self.reconnect_if_closed()?;
+        match self.bind_once(key, user) {
+            Err(_) if self.reconnect_if_closed()? => self.bind_once(key, user),
+            r => r,
+        }
+    }
+
     fn recoverable(&self) -> bool {
         true
     }
@@ -312,6 +322,25 @@ impl Durable for PgStore {
 }
 
 impl PgStore {
+    fn bind_once(&mut self, key: &AuthorId, user: &str) -> Result<String> {
+        let key = key.0.to_vec();
+        let client = &self.client;
+        self.rt
+            .block_on(async {
+                client
+                    .execute(
+                        "INSERT INTO cairn_relay_users (key, app_user) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&key, &user],
+                    )
+                    .await?;
+                let row = client
+                    .query_one("SELECT app_user FROM cairn_relay_users WHERE key = $1", &[&key])
+                    .await?;
+                Ok::<String, tokio_postgres::Error>(row.get(0))
+            })
+            .map_err(pg)
+    }
+
     fn refresh_once(
         &mut self,
         replica: &mut Replica,

@@ -1,6 +1,7 @@
 //! Starting and stopping a relay: open the store on the core thread, rebuild the replica from it,
 //! bind the port, accept connections (HTTP or WebSocket) and tick the core.
 
+use crate::auth::AuthConfig;
 use crate::core::{Command, Core};
 use crate::error::{Error, Result};
 use crate::frame::hex;
@@ -52,6 +53,8 @@ pub struct RelayConfig {
     /// A PostgreSQL connection string: keep blocks there instead (feature `postgres`).
     pub postgres: Option<String>,
     pub limits: Limits,
+    /// Require a token of the app's users before AUTH (`--auth-secret`, `--auth-jwks`).
+    pub auth: Option<AuthConfig>,
 }
 
 /// Opens the configured store; on the core thread, where it will be used.
@@ -82,6 +85,7 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     pub relay_id: AuthorId,
     pub limits: Limits,
+    pub auth: Option<AuthConfig>,
     pub next_conn: AtomicU64,
 }
 
@@ -157,6 +161,7 @@ impl Relay {
             metrics,
             relay_id,
             limits: config.limits.clone(),
+            auth: config.auth.clone(),
             next_conn: AtomicU64::new(1),
         });
         #[cfg(feature = "postgres")]

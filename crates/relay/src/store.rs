@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use cairn_store::{Db, Durability, Options, StdFile, TreeKind};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{Block, Event, Identity, Reason, Replica, WriterList};
+use cairn_sync::{AuthorId, Block, Event, Identity, Reason, Replica, WriterList};
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::path::Path;
@@ -17,6 +17,8 @@ const STORE_FORMAT: u8 = 1;
 const META: &str = "meta";
 const WRITERS: &str = "writers";
 const BLOCKS: &str = "blocks";
+/// Device key -> the app user it is bound to (docs/relay.md sec. 4).
+const USERS: &str = "users";
 /// Blocks fed to `receive_blocks` at once while loading: one signature batch each.
 const LOAD_BATCH: usize = 256;
 
@@ -38,6 +40,9 @@ pub trait Durable {
     ) -> Result<LoadReport> {
         Ok(LoadReport::default())
     }
+    /// Binds device `key` to the app's `user` unless it is bound already; returns the user it
+    /// is bound to now (another user's name: the key is not this user's).
+    fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String>;
     /// Whether a failure may pass (a database server that restarts): the core then closes its
     /// connections, refuses new ones and retries, instead of stopping. False for the file.
     fn recoverable(&self) -> bool {
@@ -144,9 +149,17 @@ impl Store {
             tx.insert(meta, b"identity", &identity.export())?;
             tx.create_tree(WRITERS, TreeKind::Table)?;
             tx.create_tree(BLOCKS, TreeKind::Table)?;
+            tx.create_tree(USERS, TreeKind::Table)?;
             tx.commit()?;
             db
         };
+        // A file made before users were bound has no such tree: an added tree that older
+        // relays ignore, so the format stays 1.
+        if db.begin_read()?.open_tree(USERS).is_err() {
+            let mut tx = db.begin_write()?;
+            tx.create_tree(USERS, TreeKind::Table)?;
+            tx.commit()?;
+        }
         let r = db.begin_read()?;
         let meta = r.open_tree(META)?;
         match r.get(meta, b"format")?.as_deref() {
@@ -242,6 +255,21 @@ impl Durable for Store {
             *h = (*h).max(b.last_seq());
         }
         Ok(n)
+    }
+
+    fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String> {
+        let r = self.db.begin_read()?;
+        let t = r.open_tree(USERS)?;
+        if let Some(v) = r.get(t, &key.0)? {
+            return String::from_utf8(v)
+                .map_err(|_| Error::Corrupt("a bound user that is not UTF-8".into()));
+        }
+        drop(r);
+        let mut tx = self.db.begin_write()?;
+        let t = tx.open_tree(USERS)?;
+        tx.insert(t, &key.0, user.as_bytes())?;
+        tx.commit()?;
+        Ok(user.to_string())
     }
 
     fn close(self: Box<Self>) -> Result<()> {
