@@ -2,7 +2,7 @@
 //! `Replica::open_link`, `handle` and `poll` take bytes and time in and give bytes and events
 //! out. A transport only carries the bytes.
 
-use crate::chain::{ChainKey, Checkpoint};
+use crate::chain::{Block, ChainKey, Checkpoint};
 use crate::error::Reason;
 use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState, RowStore};
@@ -355,15 +355,18 @@ impl<S: RowStore> Replica<S> {
             out.push(Message::Writers(lists).encode());
         }
         // Snapshot if the peer is behind our compaction point, or asked for one while empty.
-        let behind = served.chains.iter().any(|k| {
-            let first = self.chains.get(k).map_or(1, |log| log.first_held());
-            first > 1 && link.sent.get(k).copied().unwrap_or(0) < first - 1
-        });
+        // History in a block source is never behind: it is served as blocks (below).
+        let stored = self.has_block_source();
+        let behind = !stored
+            && served.chains.iter().any(|k| {
+                let first = self.chains.get(k).map_or(1, |log| log.first_held());
+                first > 1 && link.sent.get(k).copied().unwrap_or(0) < first - 1
+            });
         let asked = link.their_wants_snapshot
             && !link.snapshot_sent
             && link.their_have.is_empty()
             && !served.chains.is_empty();
-        if (behind || asked) && !link.snapshot_sent {
+        if (behind || asked) && !link.snapshot_sent && self.config.merge_rows {
             link.snapshots_made += 1;
             self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);
@@ -384,14 +387,43 @@ impl<S: RowStore> Replica<S> {
             }
             let mut blocks = Vec::new();
             let mut n = 0;
-            for k in &served.chains {
+            // Blocks read back from the block source for this page, per chain, before the
+            // chain's blocks in memory (read first: the page borrows the chains after).
+            let mut from_store: Vec<(usize, Vec<Block>)> = Vec::new();
+            if stored {
+                for (i, k) in served.chains.iter().enumerate() {
+                    if n >= page {
+                        break;
+                    }
+                    let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
+                    let read = self.stored_blocks(k, from, page - n);
+                    for b in &read {
+                        n += (b.last_seq() - from.max(b.first_seq())) as usize + 1;
+                    }
+                    if !read.is_empty() {
+                        from_store.push((i, read));
+                    }
+                }
+                n = 0;
+            }
+            let mut from_store = from_store.iter().peekable();
+            for (i, k) in served.chains.iter().enumerate() {
                 if n >= page {
                     break;
                 }
                 let Some(log) = self.chains.get(k) else {
                     continue;
                 };
-                let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
+                let mut from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
+                if let Some((_, read)) = from_store.next_if(|(j, _)| *j == i) {
+                    for b in read {
+                        let part_from = from.max(b.first_seq());
+                        n += (b.last_seq() - part_from) as usize + 1;
+                        link.sent.insert(k.clone(), b.last_seq());
+                        blocks.push((b, part_from));
+                        from = b.last_seq() + 1;
+                    }
+                }
                 if from < log.first_held() {
                     continue; // only a snapshot can help; sent above
                 }

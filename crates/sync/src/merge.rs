@@ -437,6 +437,10 @@ pub trait RowStore {
     fn get(&self, key: &RowKey) -> Option<RowState>;
     /// Every row, in key order.
     fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState));
+    /// Where the host keeps released history (a relay's store), if it does (`replica::source`).
+    fn block_source(&mut self) -> Option<&mut dyn crate::replica::BlockSource> {
+        None
+    }
 }
 
 /// The in-memory model. A hash map: replication applies an op per record, and with keys that

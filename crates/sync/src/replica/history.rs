@@ -131,6 +131,18 @@ impl<S: RowStore> Replica<S> {
         self.edits += 1;
         self.catch_up();
         let mut events = Vec::new();
+        if !self.config.merge_rows {
+            if let Some(cp) = checkpoints.first() {
+                events.push(Event::Rejected {
+                    reason: Reason::Malformed,
+                    author: cp.author,
+                    scope: cp.scope.clone(),
+                    first_seq: cp.seq,
+                    detail: "snapshot refused: this replica keeps no rows".into(),
+                });
+            }
+            return events;
+        }
         for cp in &checkpoints {
             if let Err(e) = cp.check() {
                 events.push(Event::Rejected {

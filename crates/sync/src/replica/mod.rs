@@ -14,8 +14,11 @@
 mod history;
 mod local;
 mod receive;
+mod source;
 #[cfg(test)]
 mod tests;
+
+pub use source::{BlockSource, NoRows};
 
 use crate::chain::{ChainKey, ChainLog};
 use crate::change::Record;
@@ -54,6 +57,10 @@ pub struct Config {
     /// writers and clocks are still checked. Rows of such tables merge as usual, so
     /// `state_digest` and snapshots still work; `materialize` and `visible` skip them.
     pub accept_unknown_tables: bool,
+    /// Join records into merged rows. Off for a host that only verifies, stores and forwards
+    /// blocks (a relay): rows are then never built, and such a replica refuses to install or
+    /// serve snapshots (a peer behind its checkpoints gets blocks from its `BlockSource`).
+    pub merge_rows: bool,
     /// Serve a peer only the scopes its HELLO key may write to (the owner, or a key in one of
     /// the scope's signed writer lists: its members), whatever its subscription asks for. A relay
     /// that authenticated the peer's key sets it so that a user reads only its own scopes.
@@ -72,6 +79,7 @@ impl Default for Config {
             max_snapshot_rows: 10_000_000,
             report_rows: true,
             accept_unknown_tables: false,
+            merge_rows: true,
             serve_members_only: false,
         }
     }

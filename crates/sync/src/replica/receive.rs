@@ -34,6 +34,10 @@ impl<S: RowStore> Replica<S> {
         record: &Record,
         want_keys: bool,
     ) -> Vec<(RowKey, bool)> {
+        if !self.config.merge_rows {
+            self.clock.observe(record.hlc);
+            return Vec::new();
+        }
         if !want_keys {
             self.rows.expect_ops(record.ops.len());
         }
