@@ -7,8 +7,8 @@
 
 use crate::frame::{Code, Frame, Refusal};
 use crate::metrics::Metrics;
-use crate::store::Durable;
-use cairn_sync::{AuthorId, Event, Link, Reason, Replica, ScopeId};
+use crate::source::{release_stored, RelayReplica, SharedStore};
+use cairn_sync::{AuthorId, Event, Link, Reason, ScopeId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -107,8 +107,8 @@ struct Conn {
 }
 
 pub struct Core {
-    replica: Replica,
-    store: Box<dyn Durable>,
+    replica: RelayReplica,
+    store: SharedStore,
     conns: HashMap<u64, Conn>,
     metrics: Arc<Metrics>,
     /// A recoverable store failed: connections are refused until it works again.
@@ -116,7 +116,7 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(replica: Replica, store: Box<dyn Durable>, metrics: Arc<Metrics>) -> Core {
+    pub fn new(replica: RelayReplica, store: SharedStore, metrics: Arc<Metrics>) -> Core {
         Core {
             replica,
             store,
@@ -146,7 +146,7 @@ impl Core {
             match self.handle_batch(batch) {
                 Ok(true) => {}
                 Ok(false) => break,
-                Err(e) if self.store.recoverable() => self.store_failed(&e),
+                Err(e) if self.store.borrow().recoverable() => self.store_failed(&e),
                 Err(e) => {
                     for c in self.conns.values() {
                         let refusal = Refusal::new(Code::Internal, true, e.to_string());
@@ -157,7 +157,13 @@ impl Core {
                 }
             }
         }
-        self.store.close()?;
+        // The replica's block source holds the other handle on the store.
+        let Core { replica, store, .. } = self;
+        drop(replica);
+        match std::rc::Rc::try_unwrap(store) {
+            Ok(store) => store.into_inner().close()?,
+            Err(_) => panic!("invariant: only the core and its replica hold the store"),
+        }
         result
     }
 
@@ -180,8 +186,12 @@ impl Core {
     /// what is stored, so nothing is lost or written twice), then reads everything again:
     /// other relays may have stored blocks whose notifications this one missed.
     fn recover(&mut self, now: u64) -> crate::Result<()> {
-        self.store.persist(&self.replica)?;
-        let report = self.store.refresh(&mut self.replica, now, 1, i64::MAX)?;
+        self.store.borrow_mut().persist(&self.replica)?;
+        let report = self
+            .store
+            .borrow_mut()
+            .refresh(&mut self.replica, now, 1, i64::MAX)?;
+        release_stored(&mut self.replica, &self.store);
         self.metrics
             .records_in
             .fetch_add(report.records as u64, Relaxed);
@@ -221,7 +231,7 @@ impl Core {
             match cmd {
                 Command::Open { id, key, user, out } => {
                     if let Some(user) = user {
-                        let owner = self.store.bind_key(&key, &user)?;
+                        let owner = self.store.borrow_mut().bind_key(&key, &user)?;
                         if owner != user {
                             self.metrics.refused(Code::Forbidden);
                             out.send(Out::Close(Refusal::new(
@@ -283,7 +293,11 @@ impl Core {
                     }
                 }
                 Command::Refresh { from, to } => {
-                    let report = self.store.refresh(&mut self.replica, now, from, to)?;
+                    let report =
+                        self.store
+                            .borrow_mut()
+                            .refresh(&mut self.replica, now, from, to)?;
+                    release_stored(&mut self.replica, &self.store);
                     self.metrics
                         .records_in
                         .fetch_add(report.records as u64, Relaxed);
@@ -299,7 +313,9 @@ impl Core {
         if !touched.is_empty() {
             // Stored before any ACK or forwarded page leaves: an acknowledged block is on disk.
             let t = std::time::Instant::now();
-            self.store.persist(&self.replica)?;
+            self.store.borrow_mut().persist(&self.replica)?;
+            // Stored: the replica keeps the heads, the store the blocks.
+            release_stored(&mut self.replica, &self.store);
             self.metrics
                 .store_us
                 .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
@@ -333,6 +349,16 @@ impl Core {
         }
         let lag: u64 = self.conns.values().map(|c| c.link.in_flight()).sum();
         self.metrics.lag_records.store(lag, Relaxed);
+        let source = &mut self.replica.rows_mut().source;
+        self.metrics.blocks_read.store(source.reads, Relaxed);
+        self.metrics
+            .block_cache_bytes
+            .store(source.cached_bytes() as u64, Relaxed);
+        // A history read that failed (the store, or a stored block that does not decode):
+        // handled as any store failure.
+        if let Some(e) = source.take_failure() {
+            return Err(e);
+        }
         Ok(go_on)
     }
 }

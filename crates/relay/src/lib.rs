@@ -31,6 +31,7 @@ pub mod metrics;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod server;
+pub mod source;
 pub mod store;
 
 pub use auth::AuthConfig;

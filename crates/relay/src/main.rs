@@ -1,5 +1,5 @@
 //! `cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate N]
-//! [--max-pending N] [(--auth-secret FILE | --auth-jwks FILE) [--auth-audience AUD] [--auth-issuer ISS]]`
+//! [--max-pending N] [--block-cache BYTES] [(--auth-secret FILE | --auth-jwks FILE) [--auth-audience AUD] [--auth-issuer ISS]]`
 
 #![forbid(unsafe_code)]
 
@@ -7,7 +7,7 @@ use cairn_relay::frame::hex;
 use cairn_relay::{AuthConfig, Limits, Relay, RelayConfig};
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES] [(--auth-secret FILE | --auth-jwks FILE) [--auth-audience AUD] [--auth-issuer ISS]]";
+const USAGE: &str = "usage: cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES] [--block-cache BYTES] [(--auth-secret FILE | --auth-jwks FILE) [--auth-audience AUD] [--auth-issuer ISS]]";
 
 fn parse(args: &[String]) -> Result<RelayConfig, String> {
     let mut listen = None;
@@ -40,6 +40,7 @@ fn parse(args: &[String]) -> Result<RelayConfig, String> {
             "--max-message" => limits.max_message = number(value()?)? as usize,
             "--write-rate" => limits.write_rate = number(value()?)?.min(u32::MAX as u64) as u32,
             "--max-pending" => limits.max_pending = number(value()?)?.max(1) as usize,
+            "--block-cache" => limits.block_cache = number(value()?)? as usize,
             "--auth-secret" | "--auth-jwks" => {
                 if auth.is_some() {
                     return Err("--auth-secret and --auth-jwks: one of them, once".into());

@@ -9,10 +9,11 @@
 
 use crate::core::Command;
 use crate::error::{Error, Result};
-use crate::store::{chain_hash, feed, unsaved, Durable, LoadReport};
+use crate::source::RelayReplica;
+use crate::store::{chain_hash, feed, stored_block, unsaved, Durable, LoadReport};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{AuthorId, Block, Identity, Replica, WriterList};
+use cairn_sync::{AuthorId, Block, Checkpoint, Identity, WriterList};
 use rand_core::RngCore;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -129,7 +130,7 @@ impl PgStore {
         Ok(true)
     }
 
-    fn load_lists(&mut self, replica: &mut Replica, report: &mut LoadReport) -> Result<()> {
+    fn load_lists(&mut self, replica: &mut RelayReplica, report: &mut LoadReport) -> Result<()> {
         self.reconnect_if_closed()?;
         let rows = self
             .rt
@@ -159,41 +160,26 @@ impl PgStore {
         Ok(())
     }
 
+    /// Feeds the blocks of rows `from..=to` (another relay's commit) to the replica, verified.
     fn load_blocks(
         &mut self,
-        replica: &mut Replica,
+        replica: &mut RelayReplica,
         now_ms: u64,
-        range: Option<(i64, i64)>,
+        (from, to): (i64, i64),
         report: &mut LoadReport,
     ) -> Result<()> {
         self.reconnect_if_closed()?;
         let rows = self
             .rt
-            .block_on(async {
-                match range {
-                    Some((from, to)) => {
-                        self.client
-                            .query(
-                                "SELECT block FROM cairn_relay_blocks WHERE id BETWEEN $1 AND $2 ORDER BY chain, first_seq",
-                                &[&from, &to],
-                            )
-                            .await
-                    }
-                    None => {
-                        self.client
-                            .query("SELECT block FROM cairn_relay_blocks ORDER BY chain, first_seq", &[])
-                            .await
-                    }
-                }
-            })
+            .block_on(self.client.query(
+                "SELECT block FROM cairn_relay_blocks WHERE id BETWEEN $1 AND $2 ORDER BY chain, first_seq",
+                &[&from, &to],
+            ))
             .map_err(pg)?;
         let mut blocks = Vec::with_capacity(rows.len());
         for row in rows {
             let bytes: Vec<u8> = row.get(0);
-            match Block::from_bytes(&bytes) {
-                Ok(b) => blocks.push(b),
-                Err(_) => report.refused += 1,
-            }
+            blocks.push(stored_block(&bytes)?);
         }
         // What the database holds, from its rows: not the replica's heads, which may include
         // blocks this relay's clients brought in the same batch and `persist` has yet to store.
@@ -202,6 +188,32 @@ impl PgStore {
             *h = (*h).max(b.last_seq());
         }
         feed(replica, now_ms, blocks, report);
+        Ok(())
+    }
+
+    /// Sets every chain's head from its last stored block (one row per chain, through the
+    /// `(chain, first_seq)` index): at start, and when notifications were missed.
+    fn load_heads(&mut self, replica: &mut RelayReplica, report: &mut LoadReport) -> Result<()> {
+        self.reconnect_if_closed()?;
+        let rows = self
+            .rt
+            .block_on(self.client.query(
+                "SELECT DISTINCT ON (chain) block FROM cairn_relay_blocks ORDER BY chain, first_seq DESC",
+                &[],
+            ))
+            .map_err(pg)?;
+        for row in rows {
+            let bytes: Vec<u8> = row.get(0);
+            let head = stored_block(&bytes)?;
+            let cp = Checkpoint::of_block(&head);
+            report.blocks += 1;
+            report.records += cp.seq as usize;
+            let h = self.heads.entry(head.key()).or_insert(0);
+            *h = (*h).max(cp.seq);
+            replica
+                .restore_head(cp)
+                .expect("invariant: the relay's replica has a block source");
+        }
         Ok(())
     }
 
@@ -245,14 +257,60 @@ impl PgStore {
 }
 
 impl Durable for PgStore {
-    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
+    fn load_into(&mut self, replica: &mut RelayReplica, _now_ms: u64) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         self.load_lists(replica, &mut report)?;
-        self.load_blocks(replica, now_ms, None, &mut report)?;
+        self.load_heads(replica, &mut report)?;
         Ok(report)
     }
 
-    fn persist(&mut self, replica: &Replica) -> Result<usize> {
+    fn stored_head(&self, key: &ChainKey) -> u64 {
+        self.heads.get(key).copied().unwrap_or(0)
+    }
+
+    fn read_blocks(
+        &mut self,
+        key: &ChainKey,
+        from: u64,
+        upto: u64,
+        max_records: usize,
+    ) -> Result<Vec<(Block, usize)>> {
+        let chain = chain_hash(key).to_vec();
+        let (from, upto) = (from as i64, upto.min(i64::MAX as u64) as i64);
+        // Blocks hold at least one record each: `max_records` rows are always enough.
+        let limit = max_records.clamp(1, 100_000) as i64;
+        const READ: &str = "SELECT block FROM cairn_relay_blocks WHERE chain = $1 \
+            AND first_seq <= $3 AND first_seq >= COALESCE((SELECT max(first_seq) \
+            FROM cairn_relay_blocks WHERE chain = $1 AND first_seq <= $2), 0) \
+            ORDER BY first_seq LIMIT $4";
+        self.reconnect_if_closed()?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&chain, &from, &upto, &limit];
+        let rows = match self.rt.block_on(self.client.query(READ, &params)) {
+            Err(_) if self.reconnect_if_closed()? => {
+                self.rt.block_on(self.client.query(READ, &params))
+            }
+            r => r,
+        }
+        .map_err(pg)?;
+        let mut out = Vec::new();
+        let mut n = 0;
+        for row in rows {
+            if n >= max_records.max(1) {
+                break;
+            }
+            let bytes: Vec<u8> = row.get(0);
+            let b = stored_block(&bytes)?;
+            if b.last_seq() as i64 > upto {
+                break;
+            }
+            n += b.records.len();
+            out.push((b, bytes.len()));
+        }
+        Ok(out)
+    }
+
+    fn persist(&mut self, replica: &RelayReplica) -> Result<usize> {
         let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
         if new_lists.is_empty() && new_blocks.is_empty() {
             return Ok(0);
@@ -291,7 +349,7 @@ impl Durable for PgStore {
 
     fn refresh(
         &mut self,
-        replica: &mut Replica,
+        replica: &mut RelayReplica,
         now_ms: u64,
         from: i64,
         to: i64,
@@ -343,25 +401,24 @@ impl PgStore {
 
     fn refresh_once(
         &mut self,
-        replica: &mut Replica,
+        replica: &mut RelayReplica,
         now_ms: u64,
         from: i64,
         to: i64,
     ) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         self.load_lists(replica, &mut report)?;
-        if from <= to {
-            self.load_blocks(replica, now_ms, Some((from, to)), &mut report)?;
+        let everything = from <= 1 && to == i64::MAX;
+        if from <= to && !everything {
+            self.load_blocks(replica, now_ms, (from, to), &mut report)?;
         }
-        if report.refused > 0 {
-            // A notification was missed (a gap): take everything in again; what is held
-            // already is a replay, not checked twice. What the first pass applied still counts
-            // (`records_in`); what is refused is what the second pass refuses.
-            let mut again = LoadReport::default();
-            self.load_blocks(replica, now_ms, None, &mut again)?;
-            report.blocks += again.blocks;
-            report.records += again.records;
-            report.refused = again.refused;
+        if everything || report.refused > 0 {
+            // Notifications were missed (a gap, or a lost LISTEN): take every chain's stored
+            // head instead. The rows are this relay's own store, verified when they were
+            // stored; what the replica refused of the range is counted, not held against it.
+            let mut heads = LoadReport::default();
+            self.load_heads(replica, &mut heads)?;
+            report.refused = 0;
         }
         Ok(report)
     }
