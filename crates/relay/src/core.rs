@@ -186,11 +186,16 @@ impl Core {
     /// what is stored, so nothing is lost or written twice), then reads everything again:
     /// other relays may have stored blocks whose notifications this one missed.
     fn recover(&mut self, now: u64) -> crate::Result<()> {
-        self.store.borrow_mut().persist(&self.replica)?;
+        let purged = self.store.borrow_mut().persist(&self.replica)?;
+        self.replica.rows_mut().source.add_purged(purged);
         let report = self
             .store
             .borrow_mut()
             .refresh(&mut self.replica, now, 1, i64::MAX)?;
+        self.replica
+            .rows_mut()
+            .source
+            .add_purged(report.purged.clone());
         release_stored(&mut self.replica, &self.store);
         self.metrics
             .records_in
@@ -297,6 +302,10 @@ impl Core {
                         self.store
                             .borrow_mut()
                             .refresh(&mut self.replica, now, from, to)?;
+                    self.replica
+                        .rows_mut()
+                        .source
+                        .add_purged(report.purged.clone());
                     release_stored(&mut self.replica, &self.store);
                     self.metrics
                         .records_in
@@ -313,7 +322,8 @@ impl Core {
         if !touched.is_empty() {
             // Stored before any ACK or forwarded page leaves: an acknowledged block is on disk.
             let t = std::time::Instant::now();
-            self.store.borrow_mut().persist(&self.replica)?;
+            let purged = self.store.borrow_mut().persist(&self.replica)?;
+            self.replica.rows_mut().source.add_purged(purged);
             // Stored: the replica keeps the heads, the store the blocks.
             release_stored(&mut self.replica, &self.store);
             self.metrics

@@ -9,11 +9,11 @@
 
 use crate::core::Command;
 use crate::error::{Error, Result};
-use crate::source::RelayReplica;
+use crate::source::{decode_row, encode_row, purges, RelayReplica};
 use crate::store::{chain_hash, feed, stored_block, unsaved, Durable, LoadReport};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{AuthorId, Block, Checkpoint, Identity, WriterList};
+use cairn_sync::{AuthorId, Block, Checkpoint, Identity, RowKey, WriterList};
 use rand_core::RngCore;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS cairn_relay_blocks (
     UNIQUE (chain, first_seq)
 );
 CREATE TABLE IF NOT EXISTS cairn_relay_users (key bytea PRIMARY KEY, app_user text NOT NULL);
+CREATE TABLE IF NOT EXISTS cairn_relay_purged (hash bytea PRIMARY KEY, row_key bytea NOT NULL);
 INSERT INTO cairn_relay_meta (key, value) VALUES ('schema', '\\x31') ON CONFLICT DO NOTHING;
 ";
 
@@ -136,6 +137,17 @@ impl PgStore {
             .rt
             .block_on(
                 self.client
+                    .query("SELECT row_key FROM cairn_relay_purged", &[]),
+            )
+            .map_err(pg)?;
+        for row in rows {
+            let bytes: Vec<u8> = row.get(0);
+            report.purged.push(decode_row(&bytes)?);
+        }
+        let rows = self
+            .rt
+            .block_on(
+                self.client
                     .query("SELECT list FROM cairn_relay_writers", &[]),
             )
             .map_err(pg)?;
@@ -218,7 +230,12 @@ impl PgStore {
     }
 
     /// One transaction: the lists and blocks, then the NOTIFY naming the inserted rows.
-    fn store_rows(&mut self, lists: &[Vec<u8>], blocks: &[(Vec<u8>, i64, Vec<u8>)]) -> Result<()> {
+    fn store_rows(
+        &mut self,
+        lists: &[Vec<u8>],
+        blocks: &[(Vec<u8>, i64, Vec<u8>)],
+        purged: &[Vec<u8>],
+    ) -> Result<()> {
         let instance = &self.instance;
         let client = &mut self.client;
         self.rt
@@ -245,6 +262,14 @@ impl PgStore {
                         from = from.min(id);
                         to = to.max(id);
                     }
+                }
+                for row in purged {
+                    let hash = blake3::hash(row).as_bytes().to_vec();
+                    tx.execute(
+                        "INSERT INTO cairn_relay_purged (hash, row_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&hash, row],
+                    )
+                    .await?;
                 }
                 // Delivered to listeners when (and only if) the transaction commits.
                 let payload = format!("{instance} {from} {to}");
@@ -310,11 +335,13 @@ impl Durable for PgStore {
         Ok(out)
     }
 
-    fn persist(&mut self, replica: &RelayReplica) -> Result<usize> {
+    fn persist(&mut self, replica: &RelayReplica) -> Result<Vec<RowKey>> {
         let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
         if new_lists.is_empty() && new_blocks.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let purged = purges(new_blocks.iter().map(|(_, b)| *b));
+        let rows: Vec<Vec<u8>> = purged.iter().map(encode_row).collect();
         let lists: Vec<Vec<u8>> = new_lists
             .iter()
             .map(|l| {
@@ -330,21 +357,20 @@ impl Durable for PgStore {
         // Safe to run twice: rows already there are skipped (`ON CONFLICT DO NOTHING`), and a
         // transaction cut by a lost connection either committed whole or not at all.
         self.reconnect_if_closed()?;
-        let result = self.store_rows(&lists, &blocks);
+        let result = self.store_rows(&lists, &blocks, &rows);
         if result.is_err() && self.reconnect_if_closed()? {
-            self.store_rows(&lists, &blocks)?;
+            self.store_rows(&lists, &blocks, &rows)?;
         } else {
             result?;
         }
         for l in new_lists {
             self.lists.insert(l.sig);
         }
-        let n = new_blocks.len();
         for (key, b) in new_blocks {
             let h = self.heads.entry(key).or_insert(0);
             *h = (*h).max(b.last_seq());
         }
-        Ok(n)
+        Ok(purged)
     }
 
     fn refresh(

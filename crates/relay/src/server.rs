@@ -147,6 +147,7 @@ impl Relay {
                         let report = store
                             .borrow_mut()
                             .load_into(&mut replica, crate::core::now_ms())?;
+                        replica.rows_mut().source.add_purged(report.purged.clone());
                         Ok((store, replica, report))
                     });
                 match opened {

@@ -7,9 +7,11 @@
 use crate::error::Error;
 use crate::store::{chain_hash, Durable};
 use cairn_sync::chain::ChainKey;
-use cairn_sync::{Block, BlockSource, NoRows, Replica};
+use cairn_sync::change::{OpBody, Payload};
+use cairn_sync::wire::{Reader, Writer};
+use cairn_sync::{Block, BlockSource, NoRows, Replica, RowKey, ScopeId};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 /// The relay's replica: no merged rows, history in the store.
@@ -31,6 +33,9 @@ pub struct Source {
     failure: Option<Error>,
     /// Blocks read from the store (cache misses), for the metrics.
     pub reads: u64,
+    /// Rows purged by a stored record: their values are erased from every block served
+    /// (docs/sync.md sec. 8), though the stored bytes keep them.
+    purged: BTreeSet<RowKey>,
 }
 
 impl Source {
@@ -43,6 +48,32 @@ impl Source {
             capacity,
             failure: None,
             reads: 0,
+            purged: BTreeSet::new(),
+        }
+    }
+
+    /// Rows purged by records now stored.
+    pub fn add_purged(&mut self, rows: impl IntoIterator<Item = RowKey>) {
+        self.purged.extend(rows);
+    }
+
+    /// Replaces the ops on purged rows with their redacted form, as a replica that applied the
+    /// purge does with its history (the hashes, and so the signatures, still verify).
+    fn redact(&self, b: &mut Block) {
+        if !self.purged.iter().any(|k| k.scope == b.scope) {
+            return;
+        }
+        for rec in &mut b.records {
+            for op in &mut rec.ops {
+                // Only SET and ADD carry values; the PURGE itself must travel intact.
+                if matches!(op.body, OpBody::Full(Payload::Set(_) | Payload::Add(..)))
+                    && self
+                        .purged
+                        .contains(&RowKey::new(&op.table, &b.scope, &op.pk))
+                {
+                    *op = op.redacted();
+                }
+            }
         }
     }
 
@@ -111,6 +142,7 @@ impl BlockSource for Source {
         let n: usize = out.iter().map(|b| b.records.len()).sum();
         let next = out.last().map_or(from, |b| b.last_seq() + 1);
         if n >= max || next > upto {
+            out.iter_mut().for_each(|b| self.redact(b));
             return Ok(out);
         }
         let read = self
@@ -124,6 +156,7 @@ impl BlockSource for Source {
                     self.remember(chain, &b, size);
                     out.push(b);
                 }
+                out.iter_mut().for_each(|b| self.redact(b));
                 Ok(out)
             }
             Err(e) => {
@@ -150,4 +183,38 @@ pub fn release_stored(replica: &mut RelayReplica, store: &SharedStore) {
             .release_stored(&key, head)
             .expect("invariant: the relay's replica has a block source");
     }
+}
+
+/// The rows that PURGE ops of `blocks` purge.
+pub fn purges<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> Vec<RowKey> {
+    let mut out = Vec::new();
+    for b in blocks {
+        for rec in &b.records {
+            for op in &rec.ops {
+                if matches!(op.body, OpBody::Full(Payload::Purge)) {
+                    out.push(RowKey::new(&op.table, &b.scope, &op.pk));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A purged row as stored: `bytes table`, `scope`, `bytes pk` (docs/relay.md sec. 6).
+pub fn encode_row(k: &RowKey) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.bytes(k.table.as_bytes());
+    k.scope.encode(&mut w);
+    w.bytes(&k.pk);
+    w.buf
+}
+
+pub fn decode_row(bytes: &[u8]) -> crate::Result<RowKey> {
+    let corrupt = |e: cairn_sync::Error| Error::Corrupt(format!("a stored purged row: {e}"));
+    let mut r = Reader::new(bytes);
+    let table = r.text().map_err(corrupt)?;
+    let scope = ScopeId::decode(&mut r).map_err(corrupt)?;
+    let pk = r.bytes().map_err(corrupt)?.to_vec();
+    r.finish().map_err(corrupt)?;
+    Ok(RowKey { table, scope, pk })
 }

@@ -6,11 +6,11 @@
 //! (`Durable::read_blocks`, through [`crate::source::Source`]).
 
 use crate::error::{Error, Result};
-use crate::source::RelayReplica;
+use crate::source::{decode_row, encode_row, purges, RelayReplica};
 use cairn_store::{Db, Durability, Options, Seek, StdFile, TreeKind};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{AuthorId, Block, Checkpoint, Event, Identity, Reason, WriterList};
+use cairn_sync::{AuthorId, Block, Checkpoint, Event, Identity, Reason, RowKey, WriterList};
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::path::Path;
@@ -22,6 +22,8 @@ const WRITERS: &str = "writers";
 const BLOCKS: &str = "blocks";
 /// Device key -> the app user it is bound to (docs/relay.md sec. 4).
 const USERS: &str = "users";
+/// Rows purged by stored records: their values are redacted from the blocks served.
+const PURGED: &str = "purged";
 /// Blocks fed to `receive_blocks` at once (another relay's, on PostgreSQL): one signature
 /// batch each.
 const LOAD_BATCH: usize = 256;
@@ -34,8 +36,9 @@ pub trait Durable {
     /// and each chain's head (the last stored block's seq, hash and signature: trusted as
     /// stored, since it was verified before it was stored). The blocks stay in the store.
     fn load_into(&mut self, replica: &mut RelayReplica, now_ms: u64) -> Result<LoadReport>;
-    /// Stores, in one transaction, what the replica holds and the store does not.
-    fn persist(&mut self, replica: &RelayReplica) -> Result<usize>;
+    /// Stores, in one transaction, what the replica holds and the store does not, with the rows
+    /// its records purge. Returns those rows.
+    fn persist(&mut self, replica: &RelayReplica) -> Result<Vec<RowKey>>;
     /// Takes in what other relays sharing the store added (ids `from..=to` of their commit);
     /// nothing for a store only this relay writes.
     fn refresh(
@@ -89,6 +92,8 @@ pub struct LoadReport {
     /// Stored items the replica refused on the way back in (a damaged or tampered list, a block
     /// of another relay that does not follow what this one holds).
     pub refused: usize,
+    /// Rows purged by stored records (at start all of them; on a refresh, all again).
+    pub purged: Vec<RowKey>,
 }
 
 /// The blocks tree key: the chain's hash (author and scope, which may be 1 KiB, do not fit in
@@ -182,15 +187,18 @@ impl Store {
             tx.create_tree(WRITERS, TreeKind::Table)?;
             tx.create_tree(BLOCKS, TreeKind::Table)?;
             tx.create_tree(USERS, TreeKind::Table)?;
+            tx.create_tree(PURGED, TreeKind::Table)?;
             tx.commit()?;
             db
         };
-        // A file made before users were bound has no such tree: an added tree that older
-        // relays ignore, so the format stays 1.
-        if db.begin_read()?.open_tree(USERS).is_err() {
-            let mut tx = db.begin_write()?;
-            tx.create_tree(USERS, TreeKind::Table)?;
-            tx.commit()?;
+        // A file made before users were bound, or purges kept, lacks their trees: trees that
+        // older relays ignore, added here, so the format stays 1.
+        for tree in [USERS, PURGED] {
+            if db.begin_read()?.open_tree(tree).is_err() {
+                let mut tx = db.begin_write()?;
+                tx.create_tree(tree, TreeKind::Table)?;
+                tx.commit()?;
+            }
         }
         let r = db.begin_read()?;
         let meta = r.open_tree(META)?;
@@ -239,6 +247,11 @@ impl Durable for Store {
                 }
                 _ => report.refused += 1,
             }
+        }
+        let t = r.open_tree(PURGED)?;
+        let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, false)?;
+        while range.next()? {
+            report.purged.push(decode_row(range.entry()?.1)?);
         }
         let t = r.open_tree(BLOCKS)?;
         let mut c = r.cursor(t)?;
@@ -307,12 +320,13 @@ impl Durable for Store {
     }
 
     /// Writes, in one commit, every writer list and block the replica holds that is not on disk
-    /// yet. Returns the number of blocks written.
-    fn persist(&mut self, replica: &RelayReplica) -> Result<usize> {
+    /// yet, and the rows they purge.
+    fn persist(&mut self, replica: &RelayReplica) -> Result<Vec<RowKey>> {
         let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
         if new_lists.is_empty() && new_blocks.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let purged = purges(new_blocks.iter().map(|(_, b)| *b));
         let mut tx = self.db.begin_write()?;
         let wt = tx.open_tree(WRITERS)?;
         for l in &new_lists {
@@ -324,16 +338,20 @@ impl Durable for Store {
         for (key, b) in &new_blocks {
             tx.insert(bt, &block_key(key, b.first_seq()), &b.to_bytes())?;
         }
+        let pt = tx.open_tree(PURGED)?;
+        for k in &purged {
+            let row = encode_row(k);
+            tx.insert(pt, blake3::hash(&row).as_bytes(), &row)?;
+        }
         tx.commit()?;
         for l in new_lists {
             self.lists.insert(l.sig);
         }
-        let n = new_blocks.len();
         for (key, b) in new_blocks {
             let h = self.heads.entry(key).or_insert(0);
             *h = (*h).max(b.last_seq());
         }
-        Ok(n)
+        Ok(purged)
     }
 
     fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String> {

@@ -153,3 +153,80 @@ async fn a_stored_block_that_does_not_decode_is_corrupt() {
     carol.stop().await;
     let _ = relay.shutdown().await;
 }
+
+/// Every sync frame a new member gets from the relay until it holds `records` records of
+/// `chain`, concatenated.
+async fn served(url: &str, member: u8, chain: &cairn_sync::ChainKey, records: u64) -> Vec<u8> {
+    use cairn_relay::client::{self, Incoming};
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message as Ws;
+    let mut conn = client::connect(url, &key(member), None)
+        .await
+        .expect("connects");
+    let mut r = app(member);
+    let mut link = cairn_sync::Link::new();
+    let hello = r.open_link(&mut link, now());
+    conn.socket
+        .send(Ws::Binary(hello.into()))
+        .await
+        .expect("send");
+    let mut all = Vec::new();
+    let give_up = tokio::time::Instant::now() + DEADLINE;
+    while r.version_vector().get(chain).copied().unwrap_or(0) < records {
+        let m = tokio::time::timeout_at(give_up, client::recv(&mut conn.socket))
+            .await
+            .expect("served in time");
+        let Incoming::Sync(bytes) = m else {
+            panic!("unexpected {m:?}");
+        };
+        all.extend_from_slice(&bytes);
+        for out in r.handle(&mut link, now(), &bytes).send {
+            conn.socket
+                .send(Ws::Binary(out.into()))
+                .await
+                .expect("send");
+        }
+    }
+    assert!(r.verify().is_empty());
+    all
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purged_values_are_not_served_from_the_store() {
+    let dir = temp_dir("purge");
+    let relay = start_relay(&dir, Limits::default()).await;
+    let scope = ScopeId::new(key(1).id(), "todo/list=purge");
+    let chain = (key(1).id(), scope.clone());
+    let alice = peer(1, app(1), &relay.url());
+    let bob = peer(2, app(2), &relay.url());
+    alice.with(|r| {
+        r.sign_writers(&scope.name, 1, vec![key(2).id(), key(3).id()]);
+        write(r, &scope, 1, "the secret value");
+        write(r, &scope, 2, "a kept value");
+    });
+    wait_until("bob syncs", || converged(&[&alice, &bob])).await;
+    alice.with(|r| {
+        r.purge(now(), &scope, "todo", vec![cairn_sync::Value::Integer(1)])
+            .expect("purge")
+    });
+    wait_until("bob gets the purge", || converged(&[&alice, &bob])).await;
+    bob.stop().await;
+    alice.stop().await;
+
+    // Carol joins later and reads the history from the store: the purged value is not in any
+    // frame (its op travels redacted, and still verifies); the others are.
+    let frames = served(&relay.url(), 3, &chain, 3).await;
+    assert!(contains(&frames, b"a kept value"));
+    assert!(!contains(&frames, b"the secret value"));
+    // After a restart too: the purged rows are kept in the store.
+    relay.shutdown().await.expect("clean shutdown");
+    let relay = start_relay(&dir, Limits::default()).await;
+    let frames = served(&relay.url(), 3, &chain, 3).await;
+    assert!(contains(&frames, b"a kept value"));
+    assert!(!contains(&frames, b"the secret value"));
+    relay.shutdown().await.expect("clean shutdown");
+}
