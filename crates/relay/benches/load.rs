@@ -413,13 +413,16 @@ async fn memory(bin: &str, blocks: usize) {
     let reader = Identity::from_secret(secret(1_000_000));
     let per = blocks / WRITERS;
     let schema = || TableSchema::new("todo", 1).lww("title");
-    let mut writers = Vec::new();
+    // Every writer sends one page at a time: what is in flight towards the relay is then the
+    // same whatever it has stored.
+    let config = cairn_sync::Config {
+        window_pages: 1,
+        ..cairn_sync::Config::default()
+    };
+    let mut prepared = Vec::new();
     for w in 0..WRITERS {
         let id = Identity::from_secret(secret(w));
-        let mut r = Replica::in_memory(
-            Identity::from_secret(secret(w)),
-            cairn_sync::Config::default(),
-        );
+        let mut r = Replica::in_memory(Identity::from_secret(secret(w)), config.clone());
         r.register_table(schema()).expect("invariant");
         let name = format!("todo/w{w}");
         r.sign_writers(name.as_bytes(), 1, vec![reader.id()]);
@@ -436,8 +439,13 @@ async fn memory(bin: &str, blocks: usize) {
             r.commit(now_ms(), &scope, vec![op]).expect("own scope");
             r.seal();
         }
-        writers.push(SyncPeer::spawn(r, id, url.clone()));
+        prepared.push((r, id));
     }
+    let t = Instant::now();
+    let writers: Vec<SyncPeer> = prepared
+        .into_iter()
+        .map(|(r, id)| SyncPeer::spawn(r, id, url.clone()))
+        .collect();
     let total = (per * WRITERS) as u64;
     let acked = |p: &SyncPeer| {
         let r = p.replica();
@@ -466,7 +474,6 @@ async fn memory(bin: &str, blocks: usize) {
                 .ok()
         }
     };
-    let t = Instant::now();
     loop {
         if health(&url).await == Some(total) {
             break;

@@ -21,8 +21,8 @@ pub type RelayReplica = Replica<NoRows<Source>>;
 pub type SharedStore = Rc<RefCell<Box<dyn Durable>>>;
 
 /// Reads released blocks back from the store for the replica's links, through a cache of at
-/// most `capacity` bytes of block encodings (first in, first out: clients catching up on one
-/// chain read the same blocks one after the other).
+/// most `capacity` bytes of decoded blocks (as estimated by [`held_size`]; first in, first out:
+/// clients catching up on one chain read the same blocks one after the other).
 pub struct Source {
     store: SharedStore,
     cache: BTreeMap<([u8; 32], u64), (Block, usize)>,
@@ -151,8 +151,9 @@ impl BlockSource for Source {
             .read_blocks(key, next, upto, max - n);
         match read {
             Ok(blocks) => {
-                for (b, size) in blocks {
+                for (b, encoded) in blocks {
                     self.reads += 1;
+                    let size = held_size(&b, encoded);
                     self.remember(chain, &b, size);
                     out.push(b);
                 }
@@ -217,4 +218,11 @@ pub fn decode_row(bytes: &[u8]) -> crate::Result<RowKey> {
     let pk = r.bytes().map_err(corrupt)?.to_vec();
     r.finish().map_err(corrupt)?;
     Ok(RowKey { table, scope, pk })
+}
+
+/// What a decoded block takes in memory, about: its encoding (the values, keys and hashes it
+/// holds) plus the structures around each record and op.
+pub fn held_size(b: &Block, encoded: usize) -> usize {
+    let ops: usize = b.records.iter().map(|r| r.ops.len()).sum();
+    encoded + 160 + 128 * b.records.len() + 128 * ops
 }
