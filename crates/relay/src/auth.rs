@@ -288,3 +288,29 @@ pub fn parse_key(h: &str) -> Option<AuthorId> {
     }
     Some(AuthorId(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_64_hex_digits_and_nothing_else() {
+        let k = "ab".repeat(32);
+        assert_eq!(parse_key(&k), Some(AuthorId([0xab; 32])));
+        assert_eq!(parse_key(&k.to_uppercase()), Some(AuthorId([0xab; 32])));
+        // `from_str_radix` alone would take a sign: "+f" is not a hex byte.
+        assert_eq!(parse_key(&format!("+f{}", "00".repeat(31))), None);
+        assert_eq!(parse_key(&"ab".repeat(31)), None);
+        assert_eq!(parse_key(&format!("{}zz", "00".repeat(31))), None);
+    }
+
+    #[test]
+    fn a_short_secret_and_a_jwks_without_keys_are_refused() {
+        assert_eq!(
+            AuthConfig::secret(b"short").map(|_| ()).unwrap_err().code(),
+            "INVALID_INPUT"
+        );
+        assert!(AuthConfig::jwks(r#"{"keys":[]}"#).is_err());
+        assert!(AuthConfig::jwks("not json").is_err());
+    }
+}

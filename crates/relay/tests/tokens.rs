@@ -305,3 +305,107 @@ async fn a_relay_without_tokens_ignores_one() {
     );
     relay.shutdown().await.expect("clean shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_takes_its_secret_audience_and_issuer_from_flags() {
+    let dir = temp_dir("token-flags");
+    let secret = dir.join("relay-secret");
+    let mut bytes = SECRET.to_vec();
+    bytes.push(b'\n'); // as `echo ... > file` writes it
+    std::fs::write(&secret, bytes).expect("write secret");
+    let data = dir.join("data");
+    let (mut child, addr) = spawn_relay_binary(&[
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--data".as_ref(),
+        data.as_os_str(),
+        "--auth-secret".as_ref(),
+        secret.as_os_str(),
+        "--auth-audience".as_ref(),
+        AUD.as_ref(),
+        "--auth-issuer".as_ref(),
+        ISS.as_ref(),
+    ] as &[&std::ffi::OsStr]);
+    let url = format!("ws://{addr}/");
+    assert_eq!(
+        try_connect(&url, &key(1), None).await,
+        Err("TOKEN_REQUIRED".into())
+    );
+    assert_eq!(
+        try_connect(&url, &key(1), Some(&hs256(&claims("alice")))).await,
+        Ok(())
+    );
+    let other_aud = hs256(&json!({ "sub": "alice", "exp": now_s() + 60, "aud": "x", "iss": ISS }));
+    assert_eq!(
+        try_connect(&url, &key(1), Some(&other_aud)).await,
+        Err("BAD_TOKEN".into())
+    );
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+
+    // A secret too short to resist guessing is refused at start.
+    std::fs::write(&secret, b"short").expect("write secret");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-relay"))
+        .args(["--listen", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .arg("--auth-secret")
+        .arg(&secret)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 32 bytes"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_token_or_one_after_auth_is_malformed() {
+    use cairn_relay::client::Incoming;
+    use cairn_relay::frame::auth_message;
+    use cairn_relay::Frame;
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as Ws;
+    let dir = temp_dir("token-twice");
+    let relay = relay_with(&dir, AuthConfig::secret(SECRET).expect("secret")).await;
+    let mut s = client::open(&relay.url()).await.expect("open");
+    let (nonce, relay_id, _) = client::challenge(&mut s).await.expect("challenge");
+    let token = Frame::Token {
+        token: hs256(&claims("alice")),
+    }
+    .encode();
+    s.send(Ws::Binary(token.clone().into()))
+        .await
+        .expect("send");
+    s.send(Ws::Binary(token.clone().into()))
+        .await
+        .expect("send");
+    match client::recv(&mut s).await {
+        Incoming::Refusal(r) => assert_eq!((r.code.as_str(), r.fatal), ("MALFORMED", false)),
+        other => panic!("{other:?}"),
+    }
+    let alice = key(1);
+    let sig = alice.sign(&auth_message(&nonce, &relay_id));
+    let auth = Frame::Auth {
+        key: alice.id(),
+        sig,
+    };
+    s.send(Ws::Binary(auth.encode().into()))
+        .await
+        .expect("send");
+    match s.next().await {
+        Some(Ok(Ws::Binary(b))) => {
+            assert_eq!(Frame::decode(&b), Ok(Frame::Welcome { key: alice.id() }))
+        }
+        other => panic!("expected WELCOME, got {other:?}"),
+    }
+    s.send(Ws::Binary(token.into())).await.expect("send");
+    loop {
+        match client::recv(&mut s).await {
+            Incoming::Sync(_) => continue, // the relay's HELLO
+            Incoming::Refusal(r) => {
+                assert_eq!((r.code.as_str(), r.fatal), ("MALFORMED", false));
+                break;
+            }
+            Incoming::Closed => panic!("closed"),
+        }
+    }
+    relay.shutdown().await.expect("clean shutdown");
+}
