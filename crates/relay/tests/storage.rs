@@ -230,3 +230,56 @@ async fn purged_values_are_not_served_from_the_store() {
     assert!(!contains(&frames, b"the secret value"));
     relay.shutdown().await.expect("clean shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_below_the_head_is_caught_against_the_stored_history() {
+    use cairn_relay::client::{self, Incoming};
+    use cairn_sync::Message;
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message as Ws;
+    let dir = temp_dir("fork-stored");
+    history(&dir, 20).await;
+    let relay = start_relay(&dir, Limits::default()).await;
+    // A clone of alice's device (her key, none of her history) signs another record 1 in the
+    // same scope and sends it: the relay holds only the head (20), and reads record 1 back
+    // from its file to compare.
+    let scope = ScopeId::new(key(1).id(), "todo/list=long");
+    let mut clone = app(1);
+    write(&mut clone, &scope, 1, "another branch");
+    clone.seal();
+    let branch = clone
+        .chain(&(key(1).id(), scope.clone()))
+        .expect("written")
+        .blocks
+        .clone();
+    let mut conn = client::connect(&relay.url(), &key(1), None)
+        .await
+        .expect("connects");
+    let mut link = cairn_sync::Link::new();
+    let hello = clone.open_link(&mut link, now());
+    conn.socket
+        .send(Ws::Binary(hello.into()))
+        .await
+        .expect("send");
+    let page = Message::Blocks(branch).encode();
+    conn.socket
+        .send(Ws::Binary(page.into()))
+        .await
+        .expect("send");
+    let code = loop {
+        match client::recv(&mut conn.socket).await {
+            Incoming::Sync(bytes) => {
+                if let Ok(Message::Reject {
+                    code, first_seq: 1, ..
+                }) = Message::decode(&bytes)
+                {
+                    break code;
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(code, "FORK");
+    assert!(relay.metrics().verification_failures.load(Relaxed) >= 1);
+    relay.shutdown().await.expect("clean shutdown");
+}

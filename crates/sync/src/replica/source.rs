@@ -13,6 +13,7 @@ use super::Replica;
 use crate::chain::{Block, ChainKey, Checkpoint};
 use crate::error::{Error, Result};
 use crate::merge::{RowKey, RowState, RowStore};
+use crate::wire::Hash;
 
 /// Where a host keeps the blocks its replica released.
 pub trait BlockSource {
@@ -87,6 +88,25 @@ impl<S: RowStore> Replica<S> {
             log.base = Some(head);
         }
         Ok(())
+    }
+
+    /// The hash of record `seq` of chain `key` when it was released to the block source (below
+    /// the chain's checkpoint, no longer in memory): a peer's block ending there is a replay if
+    /// it matches, a fork if not. `None` when held in memory, not released, or not readable.
+    pub(crate) fn released_hash_at(&mut self, key: &ChainKey, seq: u64) -> Option<Hash> {
+        let log = self.chains.get(key)?;
+        let base = log.base.as_ref()?.seq;
+        if seq == 0 || seq >= base || log.hash_at(seq).is_some() {
+            return None;
+        }
+        let blocks = self
+            .rows
+            .block_source()?
+            .blocks_from(key, seq, base, 1)
+            .ok()?;
+        let b = blocks.first()?;
+        let idx = seq.checked_sub(b.first_seq())? as usize;
+        b.records.get(idx).map(|r| r.hash)
     }
 
     /// Whether older history comes from a [`BlockSource`]: a peer behind the checkpoints is
@@ -278,6 +298,50 @@ mod tests {
             events
                 .iter()
                 .all(|e| !matches!(e, crate::replica::Event::Applied { .. })),
+            "{events:?}"
+        );
+
+        // A clone of the writer (same key) signs other records at seqs the relay released: a
+        // fork, found by reading the stored record, not taken for a replay.
+        let mut clone = writer(1);
+        let op = Op::new(
+            "t",
+            vec![Value::Integer(7)],
+            Payload::Set(vec![(0, Value::Integer(-7))]),
+        );
+        clone.commit(1000, &scope, vec![op]).expect("commit");
+        clone.seal();
+        let branch = clone.chain(&key).expect("written").blocks.clone();
+        let events = relay.receive_blocks(1000, branch.clone());
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                crate::replica::Event::Rejected {
+                    reason: crate::error::Reason::Fork,
+                    ..
+                }
+            )),
+            "{events:?}"
+        );
+        assert!(relay.forks().contains(&w.id()));
+        // The genuine stored block is still a replay.
+        let stored = relay
+            .rows
+            .source
+            .blocks
+            .values()
+            .next()
+            .expect("stored")
+            .clone();
+        let events = relay.receive_blocks(1000, vec![stored]);
+        assert!(
+            events.iter().all(|e| matches!(
+                e,
+                crate::replica::Event::Rejected {
+                    reason: crate::error::Reason::Replay,
+                    ..
+                }
+            )),
             "{events:?}"
         );
 
