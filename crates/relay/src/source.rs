@@ -145,10 +145,16 @@ impl BlockSource for Source {
             out.iter_mut().for_each(|b| self.redact(b));
             return Ok(out);
         }
-        let read = self
-            .store
-            .borrow_mut()
-            .read_blocks(key, next, upto, max - n);
+        // The store is busy while it feeds another relay's rows (PostgreSQL) to the replica:
+        // those are blocks of the shared store, verified when stored, and a block of them that
+        // ends in released history is then taken as the replay it is.
+        let Ok(mut store) = self.store.try_borrow_mut() else {
+            return Err(cairn_sync::Error::InvalidInput(
+                "the store is feeding the replica".into(),
+            ));
+        };
+        let read = store.read_blocks(key, next, upto, max - n);
+        drop(store);
         match read {
             Ok(blocks) => {
                 for (b, encoded) in blocks {
