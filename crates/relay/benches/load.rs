@@ -186,7 +186,8 @@ async fn empty_tables(url: &str) {
     tokio::spawn(conn);
     client
         .batch_execute(
-            "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks",
+            "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks, \
+             cairn_relay_users, cairn_relay_purged",
         )
         .await
         .expect("empties the relay tables");

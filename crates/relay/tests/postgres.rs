@@ -119,7 +119,8 @@ async fn two_relays_share_one_database_and_a_restart_loads_it() {
         tokio::spawn(conn);
         client
             .batch_execute(
-                "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks",
+                "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks, \
+                 cairn_relay_users, cairn_relay_purged",
             )
             .await
             .expect("clean slate");
