@@ -17,6 +17,15 @@
 //!
 //! Relay and clients share one process and the machine's cores: the figures are what one relay
 //! sustains while its clients run beside it, not a ceiling of the relay alone.
+//!
+//! With `--memory [BLOCKS]` (default 20000) it measures the relay's memory against what it
+//! stored instead, at BLOCKS and at ten times BLOCKS: the relay binary runs as a child process
+//! on a fresh directory; 20 writers store BLOCKS one-record blocks through it (each in its own
+//! scope, readable by one reader key); the relay is killed and started again on its file; then
+//! a new reader syncs the whole history through it. It prints the relay's resident memory
+//! (`VmRSS` of `/proc/PID/status`) after storing, after the restart and after serving
+//! everything, its peak (`VmHWM`), and the time the restart took. `--relay-bin PATH` runs
+//! another build of the relay (an older one, to compare).
 
 use cairn_relay::client::{connect, recv, Incoming};
 use cairn_relay::{Limits, Relay, RelayConfig};
@@ -87,7 +96,7 @@ async fn run_client(
     bench: Arc<Bench>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut conn = connect(&url, &identity)
+    let mut conn = connect(&url, &identity, None)
         .await
         .expect("client authenticates");
     let mut link = Link::new();
@@ -177,7 +186,8 @@ async fn empty_tables(url: &str) {
     tokio::spawn(conn);
     client
         .batch_execute(
-            "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks",
+            "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks, \
+             cairn_relay_users, cairn_relay_purged",
         )
         .await
         .expect("empties the relay tables");
@@ -211,6 +221,7 @@ async fn run(n: usize, setup: Setup) {
                 data: dir.clone(),
                 postgres: postgres.clone(),
                 limits: Limits::default(),
+                auth: None,
             })
             .await
             .expect("relay starts"),
@@ -348,8 +359,196 @@ async fn run(n: usize, setup: Setup) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `VmRSS` and `VmHWM` of a process, in MiB.
+fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Starts the relay binary on `dir`; returns it, its WebSocket URL and the seconds until it
+/// listened.
+fn spawn_relay(bin: &str, dir: &std::path::Path) -> (std::process::Child, String, f64) {
+    use std::io::BufRead;
+    let t = Instant::now();
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--write-rate",
+            "1000000",
+            "--data",
+        ])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the relay binary starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("invariant: piped"))
+        .read_line(&mut line)
+        .expect("reads the first line");
+    let addr = line
+        .strip_prefix("listening on ")
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, format!("ws://{addr}/"), t.elapsed().as_secs_f64())
+}
+
+const WRITERS: usize = 20;
+
+async fn memory(bin: &str, blocks: usize) {
+    use cairn_relay::client::SyncPeer;
+    let dir = std::env::temp_dir().join(format!(
+        "cairn-relay-memory-{}-{blocks}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut relay, url, _) = spawn_relay(bin, &dir);
+    let reader = Identity::from_secret(secret(1_000_000));
+    let per = blocks / WRITERS;
+    let schema = || TableSchema::new("todo", 1).lww("title");
+    // Every writer sends one page at a time: what is in flight towards the relay is then the
+    // same whatever it has stored.
+    let config = cairn_sync::Config {
+        window_pages: 1,
+        ..cairn_sync::Config::default()
+    };
+    let mut prepared = Vec::new();
+    for w in 0..WRITERS {
+        let id = Identity::from_secret(secret(w));
+        let mut r = Replica::in_memory(Identity::from_secret(secret(w)), config.clone());
+        r.register_table(schema()).expect("invariant");
+        let name = format!("todo/w{w}");
+        r.sign_writers(name.as_bytes(), 1, vec![reader.id()]);
+        let scope = ScopeId::new(id.id(), name);
+        // One record a block, as when every commit is synced at once.
+        for i in 0..per {
+            let op = r
+                .set_op(
+                    "todo",
+                    vec![Value::Integer(i as i64)],
+                    vec![("title", Value::Text(format!("item {i} of writer {w}")))],
+                )
+                .expect("invariant: valid op");
+            r.commit(now_ms(), &scope, vec![op]).expect("own scope");
+            r.seal();
+        }
+        prepared.push((r, id));
+    }
+    let t = Instant::now();
+    let writers: Vec<SyncPeer> = prepared
+        .into_iter()
+        .map(|(r, id)| SyncPeer::spawn(r, id, url.clone()))
+        .collect();
+    let total = (per * WRITERS) as u64;
+    let acked = |p: &SyncPeer| {
+        let r = p.replica();
+        let vv = r.version_vector();
+        vv.values().sum::<u64>()
+    };
+    // A writer's records are stored once the relay acknowledged them; its HELLO on a new
+    // connection then asks for nothing. Wait until the relay reports them all held.
+    let health = |url: &str| {
+        let addr = url
+            .trim_start_matches("ws://")
+            .trim_end_matches('/')
+            .to_string();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(&addr).await.ok()?;
+            s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await
+                .ok()?;
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.ok()?;
+            let records = out.split("\"records\":").nth(1)?;
+            records
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse::<u64>()
+                .ok()
+        }
+    };
+    loop {
+        if health(&url).await == Some(total) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "the relay never held every block"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let store_s = t.elapsed().as_secs_f64();
+    let (stored_rss, stored_hwm) = memory_mib(relay.id());
+    for w in writers {
+        w.stop().await;
+    }
+    relay.kill().expect("kill");
+    relay.wait().expect("reaped");
+    let file_mib = std::fs::metadata(dir.join(cairn_relay::store::FILE_NAME))
+        .map_or(0.0, |m| m.len() as f64 / 1048576.0);
+
+    let (mut relay, url, start_s) = spawn_relay(bin, &dir);
+    let (start_rss, _) = memory_mib(relay.id());
+    let mut r = Replica::in_memory(
+        Identity::from_secret(secret(1_000_000)),
+        cairn_sync::Config::default(),
+    );
+    r.register_table(schema()).expect("invariant");
+    let t = Instant::now();
+    let peer = SyncPeer::spawn(r, reader, url.clone());
+    loop {
+        if acked(&peer) == total {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "the reader never got everything"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let serve_s = t.elapsed().as_secs_f64();
+    let (served_rss, served_hwm) = memory_mib(relay.id());
+    peer.stop().await;
+    relay.kill().expect("kill");
+    relay.wait().expect("reaped");
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "{total} blocks stored ({file_mib:.1} MiB file) by {WRITERS} writers in {store_s:.1} s: relay RSS {stored_rss:.1} MiB (peak {stored_hwm:.1})"
+    );
+    println!(
+        "  restart in {start_s:.2} s: RSS {start_rss:.1} MiB; one reader synced all {total} in {serve_s:.1} s: RSS {served_rss:.1} MiB (peak since restart {served_hwm:.1})"
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--memory") {
+        let blocks = args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000usize);
+        let bin = args
+            .iter()
+            .position(|a| a == "--relay-bin")
+            .and_then(|j| args.get(j + 1).cloned())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_cairn-relay").to_string());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("invariant: a runtime");
+        for scale in [1, 10] {
+            runtime.block_on(memory(&bin, blocks * scale));
+        }
+        return;
+    }
     let ns: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let ns = if ns.is_empty() { vec![50, 200] } else { ns };
     let setups = if args.iter().any(|a| a == "--two-relays") {

@@ -104,16 +104,31 @@ pub async fn challenge(socket: &mut Socket) -> Result<([u8; 32], AuthorId, u32),
 }
 
 /// Connects and authenticates with `identity` (the replica's own key: the relay checks that its
-/// HELLO names the same key).
-pub async fn connect(url: &str, identity: &Identity) -> Result<Connection, ConnectError> {
+/// HELLO names the same key). `token` is the app's token for its user (a JWT from the app's
+/// server), sent in a TOKEN frame before AUTH; a relay that requires no token ignores it.
+pub async fn connect(
+    url: &str,
+    identity: &Identity,
+    token: Option<&str>,
+) -> Result<Connection, ConnectError> {
     let mut socket = open(url).await?;
     let (nonce, relay, max_message) = challenge(&mut socket).await?;
+    let io = |e: tokio_tungstenite::tungstenite::Error| ConnectError::Io(e.to_string());
+    if let Some(token) = token {
+        let frame = Frame::Token {
+            token: token.to_string(),
+        };
+        socket
+            .send(Ws::Binary(frame.encode().into()))
+            .await
+            .map_err(io)?;
+    }
     let sig = identity.sign(&auth_message(&nonce, &relay));
     let key = identity.id();
     socket
         .send(Ws::Binary(Frame::Auth { key, sig }.encode().into()))
         .await
-        .map_err(|e| ConnectError::Io(e.to_string()))?;
+        .map_err(io)?;
     match socket.next().await {
         Some(Ok(Ws::Binary(b))) => match Frame::decode(&b) {
             Ok(Frame::Welcome { key: k }) if k == key => Ok(Connection {
@@ -143,6 +158,8 @@ struct PeerState {
     messages_in: AtomicU64,
     /// Index in the URL list of the relay last connected to (or tried).
     relay: AtomicUsize,
+    /// The app's token, sent at every connect (`SyncPeer::set_token` renews it).
+    token: Mutex<Option<String>>,
 }
 
 /// A replica synced through a relay by a background task.
@@ -156,17 +173,23 @@ impl SyncPeer {
     /// Starts syncing `replica` through the relay at `url`; `identity` must be the replica's
     /// key (passed separately because the replica keeps its own and does not lend it out).
     pub fn spawn(replica: Replica, identity: Identity, url: String) -> SyncPeer {
-        SyncPeer::spawn_failover(replica, identity, vec![url])
+        SyncPeer::spawn_failover(replica, identity, vec![url], None)
     }
 
     /// As [`SyncPeer::spawn`], over several relays that share one store (PostgreSQL): it
     /// connects to the first, and whenever a connection fails or ends, tries the next one in
     /// the list (wrapping around). Every relay holds what any of them acknowledged, so a new
-    /// HELLO resumes where the version vectors say, whichever relay answers.
+    /// HELLO resumes where the version vectors say, whichever relay answers. `token` is the
+    /// app's token for its user, for relays that require one (see [`connect`]).
     ///
     /// # Panics
     /// If `urls` is empty.
-    pub fn spawn_failover(replica: Replica, identity: Identity, urls: Vec<String>) -> SyncPeer {
+    pub fn spawn_failover(
+        replica: Replica,
+        identity: Identity,
+        urls: Vec<String>,
+        token: Option<String>,
+    ) -> SyncPeer {
         assert!(!urls.is_empty(), "SyncPeer needs at least one relay URL");
         let state = Arc::new(PeerState {
             replica: Mutex::new(replica),
@@ -176,6 +199,7 @@ impl SyncPeer {
             connects: AtomicU64::new(0),
             messages_in: AtomicU64::new(0),
             relay: AtomicUsize::new(0),
+            token: Mutex::new(token),
         });
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(run(state.clone(), identity, urls, stop_rx));
@@ -205,6 +229,13 @@ impl SyncPeer {
     /// Events from `handle` (applied, rejected, forks), taken.
     pub fn take_events(&self) -> Vec<Event> {
         std::mem::take(&mut self.state.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the token used from the next connection on (a token about to expire, or one
+    /// the relay refused with `TOKEN_EXPIRED`: the task keeps retrying until it gets one).
+    pub fn set_token(&self, token: Option<String>) {
+        *self.state.token.lock().unwrap_or_else(|e| e.into_inner()) = token;
+        self.state.wake.notify_one();
     }
 
     /// Successful handshakes so far (more than one: it reconnected).
@@ -246,8 +277,13 @@ async fn run(
             return;
         }
         state.relay.store(at, Relaxed);
+        let token = state
+            .token
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let conn = tokio::select! {
-            c = connect(&urls[at], &identity) => c,
+            c = connect(&urls[at], &identity, token.as_deref()) => c,
             _ = stop.changed() => return,
         };
         // A relay that fails or drops the connection: the next one is tried after the pause.

@@ -3,6 +3,7 @@
 //! ERROR frames with stable codes; most leave the connection open, so a client that made one
 //! mistake keeps being served.
 
+use crate::auth::User;
 use crate::core::{Command, Out, Outbox};
 use crate::frame::{auth_message, Code, Frame, Refusal, RELAY_MAGIC, SYNC_MAGIC};
 use crate::server::Shared;
@@ -61,8 +62,15 @@ impl Bucket {
 }
 
 enum Phase {
-    Challenged { nonce: [u8; 32], strikes: u32 },
-    Authenticated { key: AuthorId },
+    Challenged {
+        nonce: [u8; 32],
+        strikes: u32,
+        /// The user of a valid TOKEN, when the relay requires tokens.
+        user: Option<User>,
+    },
+    Authenticated {
+        key: AuthorId,
+    },
 }
 
 pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
@@ -133,7 +141,11 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
         }
         .encode(),
     ));
-    let mut phase = Phase::Challenged { nonce, strikes: 0 };
+    let mut phase = Phase::Challenged {
+        nonce,
+        strikes: 0,
+        user: None,
+    };
     let deadline = tokio::time::Instant::now() + shared.limits.auth_timeout;
     let mut bucket = Bucket::new(shared.limits.write_rate);
     let mut rate_strikes = 0u32;
@@ -212,16 +224,62 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
             continue;
         }
         match (&mut phase, bytes.get(..2)) {
-            (Phase::Challenged { nonce, strikes }, Some(m)) if m == RELAY_MAGIC => {
+            (
+                Phase::Challenged {
+                    nonce,
+                    strikes,
+                    user,
+                },
+                Some(m),
+            ) if m == RELAY_MAGIC => {
                 let (code, msg) = match Frame::decode(&bytes) {
+                    // A relay that requires no token ignores one: the same client code serves
+                    // both kinds of relay.
+                    Ok(Frame::Token { .. }) if shared.auth.is_none() => continue,
+                    Ok(Frame::Token { token }) if user.is_none() => {
+                        let auth = shared.auth.as_ref().expect("invariant: checked above");
+                        match auth.check(&token) {
+                            Ok(u) => {
+                                *user = Some(u);
+                                continue;
+                            }
+                            Err(e) => {
+                                refuse(&outbox, e.code, true, &e.message, 0);
+                                break;
+                            }
+                        }
+                    }
+                    Ok(Frame::Token { .. }) => {
+                        (Code::Malformed, "one TOKEN per connection".to_string())
+                    }
+                    Ok(Frame::Auth { .. }) if shared.auth.is_some() && user.is_none() => {
+                        refuse(
+                            &outbox,
+                            Code::TokenRequired,
+                            true,
+                            "this relay requires a TOKEN frame before AUTH",
+                            0,
+                        );
+                        break;
+                    }
                     Ok(Frame::Auth { key, sig }) => {
                         if key.verify(&auth_message(nonce, &shared.relay_id), &sig) {
-                            outbox.send(Out::Frame(Frame::Welcome { key }.encode()));
+                            if user.as_ref().is_some_and(|u| !u.allows(&key)) {
+                                refuse(
+                                    &outbox,
+                                    Code::Forbidden,
+                                    true,
+                                    "the token's cairn_keys do not include this key",
+                                    0,
+                                );
+                                break;
+                            }
                             metrics.connections.fetch_add(1, Relaxed);
                             metrics.connections_total.fetch_add(1, Relaxed);
                             let _ = shared.core.send(Command::Open {
                                 id,
                                 key,
+                                user: user.take().map(|u| u.sub),
                                 out: outbox.clone(),
                             });
                             phase = Phase::Authenticated { key };
@@ -231,7 +289,7 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                     }
                     Ok(_) => (
                         Code::Malformed,
-                        "only AUTH is expected from a client now".into(),
+                        "only TOKEN or AUTH is expected from a client now".into(),
                     ),
                     Err(e) => (Code::Malformed, e),
                 };

@@ -7,8 +7,8 @@
 
 use crate::frame::{Code, Frame, Refusal};
 use crate::metrics::Metrics;
-use crate::store::Durable;
-use cairn_sync::{AuthorId, Event, Link, Reason, Replica, ScopeId};
+use crate::source::{release_stored, RelayReplica, SharedStore};
+use cairn_sync::{AuthorId, Event, Link, Reason, ScopeId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -68,10 +68,13 @@ impl Outbox {
 }
 
 pub enum Command {
-    /// An authenticated connection: make its link and send the relay's HELLO.
+    /// An authenticated connection: bind its key to the token's user (if tokens are
+    /// required), then send WELCOME, make its link and send the relay's HELLO.
     Open {
         id: u64,
         key: AuthorId,
+        /// The token's `sub`, when the relay requires tokens.
+        user: Option<String>,
         out: Outbox,
     },
     /// A sync message from connection `id` (decoded once already by the connection task, which
@@ -104,8 +107,8 @@ struct Conn {
 }
 
 pub struct Core {
-    replica: Replica,
-    store: Box<dyn Durable>,
+    replica: RelayReplica,
+    store: SharedStore,
     conns: HashMap<u64, Conn>,
     metrics: Arc<Metrics>,
     /// A recoverable store failed: connections are refused until it works again.
@@ -113,7 +116,7 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(replica: Replica, store: Box<dyn Durable>, metrics: Arc<Metrics>) -> Core {
+    pub fn new(replica: RelayReplica, store: SharedStore, metrics: Arc<Metrics>) -> Core {
         Core {
             replica,
             store,
@@ -143,7 +146,7 @@ impl Core {
             match self.handle_batch(batch) {
                 Ok(true) => {}
                 Ok(false) => break,
-                Err(e) if self.store.recoverable() => self.store_failed(&e),
+                Err(e) if self.store.borrow().recoverable() => self.store_failed(&e),
                 Err(e) => {
                     for c in self.conns.values() {
                         let refusal = Refusal::new(Code::Internal, true, e.to_string());
@@ -154,7 +157,13 @@ impl Core {
                 }
             }
         }
-        self.store.close()?;
+        // The replica's block source holds the other handle on the store.
+        let Core { replica, store, .. } = self;
+        drop(replica);
+        match std::rc::Rc::try_unwrap(store) {
+            Ok(store) => store.into_inner().close()?,
+            Err(_) => panic!("invariant: only the core and its replica hold the store"),
+        }
         result
     }
 
@@ -177,8 +186,17 @@ impl Core {
     /// what is stored, so nothing is lost or written twice), then reads everything again:
     /// other relays may have stored blocks whose notifications this one missed.
     fn recover(&mut self, now: u64) -> crate::Result<()> {
-        self.store.persist(&self.replica)?;
-        let report = self.store.refresh(&mut self.replica, now, 1, i64::MAX)?;
+        let purged = self.store.borrow_mut().persist(&self.replica)?;
+        self.replica.rows_mut().source.add_purged(purged);
+        let report = self
+            .store
+            .borrow_mut()
+            .refresh(&mut self.replica, now, 1, i64::MAX)?;
+        self.replica
+            .rows_mut()
+            .source
+            .add_purged(report.purged.clone());
+        release_stored(&mut self.replica, &self.store);
         self.metrics
             .records_in
             .fetch_add(report.records as u64, Relaxed);
@@ -216,7 +234,20 @@ impl Core {
         let mut go_on = true;
         for cmd in batch {
             match cmd {
-                Command::Open { id, key, out } => {
+                Command::Open { id, key, user, out } => {
+                    if let Some(user) = user {
+                        let owner = self.store.borrow_mut().bind_key(&key, &user)?;
+                        if owner != user {
+                            self.metrics.refused(Code::Forbidden);
+                            out.send(Out::Close(Refusal::new(
+                                Code::Forbidden,
+                                true,
+                                "this device key belongs to another user",
+                            )));
+                            continue;
+                        }
+                    }
+                    out.send(Out::Frame(Frame::Welcome { key }.encode()));
                     let mut link = Link::new();
                     sends.push((id, self.replica.open_link(&mut link, now)));
                     self.conns.insert(id, Conn { key, link, out });
@@ -267,7 +298,15 @@ impl Core {
                     }
                 }
                 Command::Refresh { from, to } => {
-                    let report = self.store.refresh(&mut self.replica, now, from, to)?;
+                    let report =
+                        self.store
+                            .borrow_mut()
+                            .refresh(&mut self.replica, now, from, to)?;
+                    self.replica
+                        .rows_mut()
+                        .source
+                        .add_purged(report.purged.clone());
+                    release_stored(&mut self.replica, &self.store);
                     self.metrics
                         .records_in
                         .fetch_add(report.records as u64, Relaxed);
@@ -283,7 +322,10 @@ impl Core {
         if !touched.is_empty() {
             // Stored before any ACK or forwarded page leaves: an acknowledged block is on disk.
             let t = std::time::Instant::now();
-            self.store.persist(&self.replica)?;
+            let purged = self.store.borrow_mut().persist(&self.replica)?;
+            self.replica.rows_mut().source.add_purged(purged);
+            // Stored: the replica keeps the heads, the store the blocks.
+            release_stored(&mut self.replica, &self.store);
             self.metrics
                 .store_us
                 .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
@@ -317,6 +359,16 @@ impl Core {
         }
         let lag: u64 = self.conns.values().map(|c| c.link.in_flight()).sum();
         self.metrics.lag_records.store(lag, Relaxed);
+        let source = &mut self.replica.rows_mut().source;
+        self.metrics.blocks_read.store(source.reads, Relaxed);
+        self.metrics
+            .block_cache_bytes
+            .store(source.cached_bytes() as u64, Relaxed);
+        // A history read that failed (the store, or a stored block that does not decode):
+        // handled as any store failure.
+        if let Some(e) = source.take_failure() {
+            return Err(e);
+        }
         Ok(go_on)
     }
 }

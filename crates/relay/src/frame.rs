@@ -23,10 +23,13 @@ pub enum Code {
     TooSlow,
     TooManyErrors,
     Internal,
+    TokenRequired,
+    BadToken,
+    TokenExpired,
 }
 
 impl Code {
-    pub const ALL: [Code; 9] = [
+    pub const ALL: [Code; 12] = [
         Code::AuthRequired,
         Code::BadSignature,
         Code::TooLarge,
@@ -36,6 +39,9 @@ impl Code {
         Code::TooSlow,
         Code::TooManyErrors,
         Code::Internal,
+        Code::TokenRequired,
+        Code::BadToken,
+        Code::TokenExpired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +55,9 @@ impl Code {
             Code::TooSlow => "TOO_SLOW",
             Code::TooManyErrors => "TOO_MANY_ERRORS",
             Code::Internal => "INTERNAL",
+            Code::TokenRequired => "TOKEN_REQUIRED",
+            Code::BadToken => "BAD_TOKEN",
+            Code::TokenExpired => "TOKEN_EXPIRED",
         }
     }
 
@@ -106,6 +115,10 @@ pub enum Frame {
         key: AuthorId,
     },
     Error(Refusal),
+    /// The app's token for its user (a JWT), sent after CHALLENGE and before AUTH.
+    Token {
+        token: String,
+    },
 }
 
 impl Frame {
@@ -139,6 +152,10 @@ impl Frame {
                 w.bytes(r.code.as_bytes());
                 w.bytes(r.message.as_bytes());
                 w.raw(&r.retry_after_ms.to_le_bytes());
+            }
+            Frame::Token { token } => {
+                w.u8(5);
+                w.bytes(token.as_bytes());
             }
         }
         w.buf
@@ -188,6 +205,9 @@ impl Frame {
                     retry_after_ms,
                 })
             }
+            5 => Frame::Token {
+                token: r.text().map_err(err)?,
+            },
             t => return Err(format!("unknown relay frame type {t}")),
         };
         r.finish().map_err(err)?;
@@ -228,6 +248,9 @@ mod tests {
                 key: AuthorId([2; 32]),
             },
             Frame::Error(Refusal::new(Code::RateLimited, false, "slow down")),
+            Frame::Token {
+                token: "a.b.c".into(),
+            },
         ];
         for f in frames {
             let bytes = f.encode();

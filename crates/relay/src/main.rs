@@ -1,18 +1,21 @@
-//! `cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate N] [--max-pending N]`
+//! `cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate N]
+//! [--max-pending N] [--block-cache BYTES] [(--auth-secret FILE | --auth-jwks FILE) [--auth-audience AUD] [--auth-issuer ISS]]`
 
 #![forbid(unsafe_code)]
 
 use cairn_relay::frame::hex;
-use cairn_relay::{Limits, Relay, RelayConfig};
+use cairn_relay::{AuthConfig, Limits, Relay, RelayConfig};
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES]";
+const USAGE: &str = "usage: cairn-relay --listen ADDR (--data DIR | --postgres URL) [--max-message BYTES] [--write-rate RECORDS_PER_S] [--max-pending FRAMES] [--block-cache BYTES] [(--auth-secret FILE | --auth-jwks FILE) [--auth-audience AUD] [--auth-issuer ISS]]";
 
 fn parse(args: &[String]) -> Result<RelayConfig, String> {
     let mut listen = None;
     let mut data = None;
     let mut postgres = None;
     let mut limits = Limits::default();
+    let mut auth: Option<AuthConfig> = None;
+    let (mut audience, mut issuer) = (None, None);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -37,10 +40,37 @@ fn parse(args: &[String]) -> Result<RelayConfig, String> {
             "--max-message" => limits.max_message = number(value()?)? as usize,
             "--write-rate" => limits.write_rate = number(value()?)?.min(u32::MAX as u64) as u32,
             "--max-pending" => limits.max_pending = number(value()?)?.max(1) as usize,
+            "--block-cache" => limits.block_cache = number(value()?)? as usize,
+            "--auth-secret" | "--auth-jwks" => {
+                if auth.is_some() {
+                    return Err("--auth-secret and --auth-jwks: one of them, once".into());
+                }
+                let path = PathBuf::from(value()?);
+                let config = if flag == "--auth-secret" {
+                    AuthConfig::secret_file(&path)
+                } else {
+                    AuthConfig::jwks_file(&path)
+                };
+                auth = Some(config.map_err(|e| e.to_string())?);
+            }
+            "--auth-audience" => audience = Some(value()?),
+            "--auth-issuer" => issuer = Some(value()?),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
+    if (audience.is_some() || issuer.is_some()) && auth.is_none() {
+        return Err("--auth-audience and --auth-issuer need --auth-secret or --auth-jwks".into());
+    }
+    let auth = auth.map(|mut a| {
+        if let Some(aud) = audience {
+            a = a.audience(aud);
+        }
+        if let Some(iss) = issuer {
+            a = a.issuer(iss);
+        }
+        a
+    });
     Ok(RelayConfig {
         listen: listen.ok_or_else(|| format!("--listen is required\n{USAGE}"))?,
         data: match (&data, &postgres) {
@@ -50,6 +80,7 @@ fn parse(args: &[String]) -> Result<RelayConfig, String> {
         },
         postgres,
         limits,
+        auth,
     })
 }
 

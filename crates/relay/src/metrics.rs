@@ -24,6 +24,9 @@ pub struct Metrics {
     pub store_errors: AtomicU64,
     /// 1 while the store is unreachable and connections are refused.
     pub store_down: AtomicU64,
+    /// Stored blocks read back for clients (cache misses), and the cache's size.
+    pub blocks_read: AtomicU64,
+    pub block_cache_bytes: AtomicU64,
     refusals: [AtomicU64; Code::ALL.len()],
 }
 
@@ -127,6 +130,18 @@ impl Metrics {
             "gauge",
             "1 while the store is unreachable and connections are refused",
             self.store_down.load(Relaxed),
+        );
+        line(
+            "cairn_relay_blocks_read_total",
+            "counter",
+            "stored blocks read back from the store for clients (block cache misses)",
+            self.blocks_read.load(Relaxed),
+        );
+        line(
+            "cairn_relay_block_cache_bytes",
+            "gauge",
+            "bytes of stored blocks held in the block cache",
+            self.block_cache_bytes.load(Relaxed),
         );
         out.push_str("# HELP cairn_relay_refusals_total ERROR frames sent, by code\n");
         out.push_str("# TYPE cairn_relay_refusals_total counter\n");

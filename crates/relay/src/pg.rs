@@ -9,10 +9,11 @@
 
 use crate::core::Command;
 use crate::error::{Error, Result};
-use crate::store::{chain_hash, feed, unsaved, Durable, LoadReport};
+use crate::source::{decode_row, encode_row, purges, RelayReplica};
+use crate::store::{chain_hash, feed, stored_block, unsaved, Durable, LoadReport};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{Block, Identity, Replica, WriterList};
+use cairn_sync::{AuthorId, Block, Checkpoint, Identity, RowKey, WriterList};
 use rand_core::RngCore;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -33,6 +34,8 @@ CREATE TABLE IF NOT EXISTS cairn_relay_blocks (
     block bytea NOT NULL,
     UNIQUE (chain, first_seq)
 );
+CREATE TABLE IF NOT EXISTS cairn_relay_users (key bytea PRIMARY KEY, app_user text NOT NULL);
+CREATE TABLE IF NOT EXISTS cairn_relay_purged (hash bytea PRIMARY KEY, row_key bytea NOT NULL);
 INSERT INTO cairn_relay_meta (key, value) VALUES ('schema', '\\x31') ON CONFLICT DO NOTHING;
 ";
 
@@ -128,8 +131,19 @@ impl PgStore {
         Ok(true)
     }
 
-    fn load_lists(&mut self, replica: &mut Replica, report: &mut LoadReport) -> Result<()> {
+    fn load_lists(&mut self, replica: &mut RelayReplica, report: &mut LoadReport) -> Result<()> {
         self.reconnect_if_closed()?;
+        let rows = self
+            .rt
+            .block_on(
+                self.client
+                    .query("SELECT row_key FROM cairn_relay_purged", &[]),
+            )
+            .map_err(pg)?;
+        for row in rows {
+            let bytes: Vec<u8> = row.get(0);
+            report.purged.push(decode_row(&bytes)?);
+        }
         let rows = self
             .rt
             .block_on(
@@ -158,41 +172,26 @@ impl PgStore {
         Ok(())
     }
 
+    /// Feeds the blocks of rows `from..=to` (another relay's commit) to the replica, verified.
     fn load_blocks(
         &mut self,
-        replica: &mut Replica,
+        replica: &mut RelayReplica,
         now_ms: u64,
-        range: Option<(i64, i64)>,
+        (from, to): (i64, i64),
         report: &mut LoadReport,
     ) -> Result<()> {
         self.reconnect_if_closed()?;
         let rows = self
             .rt
-            .block_on(async {
-                match range {
-                    Some((from, to)) => {
-                        self.client
-                            .query(
-                                "SELECT block FROM cairn_relay_blocks WHERE id BETWEEN $1 AND $2 ORDER BY chain, first_seq",
-                                &[&from, &to],
-                            )
-                            .await
-                    }
-                    None => {
-                        self.client
-                            .query("SELECT block FROM cairn_relay_blocks ORDER BY chain, first_seq", &[])
-                            .await
-                    }
-                }
-            })
+            .block_on(self.client.query(
+                "SELECT block FROM cairn_relay_blocks WHERE id BETWEEN $1 AND $2 ORDER BY chain, first_seq",
+                &[&from, &to],
+            ))
             .map_err(pg)?;
         let mut blocks = Vec::with_capacity(rows.len());
         for row in rows {
             let bytes: Vec<u8> = row.get(0);
-            match Block::from_bytes(&bytes) {
-                Ok(b) => blocks.push(b),
-                Err(_) => report.refused += 1,
-            }
+            blocks.push(stored_block(&bytes)?);
         }
         // What the database holds, from its rows: not the replica's heads, which may include
         // blocks this relay's clients brought in the same batch and `persist` has yet to store.
@@ -204,8 +203,39 @@ impl PgStore {
         Ok(())
     }
 
+    /// Sets every chain's head from its last stored block (one row per chain, through the
+    /// `(chain, first_seq)` index): at start, and when notifications were missed.
+    fn load_heads(&mut self, replica: &mut RelayReplica, report: &mut LoadReport) -> Result<()> {
+        self.reconnect_if_closed()?;
+        let rows = self
+            .rt
+            .block_on(self.client.query(
+                "SELECT DISTINCT ON (chain) block FROM cairn_relay_blocks ORDER BY chain, first_seq DESC",
+                &[],
+            ))
+            .map_err(pg)?;
+        for row in rows {
+            let bytes: Vec<u8> = row.get(0);
+            let head = stored_block(&bytes)?;
+            let cp = Checkpoint::of_block(&head);
+            report.blocks += 1;
+            report.records += cp.seq as usize;
+            let h = self.heads.entry(head.key()).or_insert(0);
+            *h = (*h).max(cp.seq);
+            replica
+                .restore_head(cp)
+                .expect("invariant: the relay's replica has a block source");
+        }
+        Ok(())
+    }
+
     /// One transaction: the lists and blocks, then the NOTIFY naming the inserted rows.
-    fn store_rows(&mut self, lists: &[Vec<u8>], blocks: &[(Vec<u8>, i64, Vec<u8>)]) -> Result<()> {
+    fn store_rows(
+        &mut self,
+        lists: &[Vec<u8>],
+        blocks: &[(Vec<u8>, i64, Vec<u8>)],
+        purged: &[Vec<u8>],
+    ) -> Result<()> {
         let instance = &self.instance;
         let client = &mut self.client;
         self.rt
@@ -233,6 +263,14 @@ impl PgStore {
                         to = to.max(id);
                     }
                 }
+                for row in purged {
+                    let hash = blake3::hash(row).as_bytes().to_vec();
+                    tx.execute(
+                        "INSERT INTO cairn_relay_purged (hash, row_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&hash, row],
+                    )
+                    .await?;
+                }
                 // Delivered to listeners when (and only if) the transaction commits.
                 let payload = format!("{instance} {from} {to}");
                 tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
@@ -244,18 +282,66 @@ impl PgStore {
 }
 
 impl Durable for PgStore {
-    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
+    fn load_into(&mut self, replica: &mut RelayReplica, _now_ms: u64) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         self.load_lists(replica, &mut report)?;
-        self.load_blocks(replica, now_ms, None, &mut report)?;
+        self.load_heads(replica, &mut report)?;
         Ok(report)
     }
 
-    fn persist(&mut self, replica: &Replica) -> Result<usize> {
+    fn stored_head(&self, key: &ChainKey) -> u64 {
+        self.heads.get(key).copied().unwrap_or(0)
+    }
+
+    fn read_blocks(
+        &mut self,
+        key: &ChainKey,
+        from: u64,
+        upto: u64,
+        max_records: usize,
+    ) -> Result<Vec<(Block, usize)>> {
+        let chain = chain_hash(key).to_vec();
+        let (from, upto) = (from as i64, upto.min(i64::MAX as u64) as i64);
+        // Blocks hold at least one record each: `max_records` rows are always enough.
+        let limit = max_records.clamp(1, 100_000) as i64;
+        const READ: &str = "SELECT block FROM cairn_relay_blocks WHERE chain = $1 \
+            AND first_seq <= $3 AND first_seq >= COALESCE((SELECT max(first_seq) \
+            FROM cairn_relay_blocks WHERE chain = $1 AND first_seq <= $2), 0) \
+            ORDER BY first_seq LIMIT $4";
+        self.reconnect_if_closed()?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&chain, &from, &upto, &limit];
+        let rows = match self.rt.block_on(self.client.query(READ, &params)) {
+            Err(_) if self.reconnect_if_closed()? => {
+                self.rt.block_on(self.client.query(READ, &params))
+            }
+            r => r,
+        }
+        .map_err(pg)?;
+        let mut out = Vec::new();
+        let mut n = 0;
+        for row in rows {
+            if n >= max_records.max(1) {
+                break;
+            }
+            let bytes: Vec<u8> = row.get(0);
+            let b = stored_block(&bytes)?;
+            if b.last_seq() as i64 > upto {
+                break;
+            }
+            n += b.records.len();
+            out.push((b, bytes.len()));
+        }
+        Ok(out)
+    }
+
+    fn persist(&mut self, replica: &RelayReplica) -> Result<Vec<RowKey>> {
         let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
         if new_lists.is_empty() && new_blocks.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let purged = purges(new_blocks.iter().map(|(_, b)| *b));
+        let rows: Vec<Vec<u8>> = purged.iter().map(encode_row).collect();
         let lists: Vec<Vec<u8>> = new_lists
             .iter()
             .map(|l| {
@@ -271,26 +357,25 @@ impl Durable for PgStore {
         // Safe to run twice: rows already there are skipped (`ON CONFLICT DO NOTHING`), and a
         // transaction cut by a lost connection either committed whole or not at all.
         self.reconnect_if_closed()?;
-        let result = self.store_rows(&lists, &blocks);
+        let result = self.store_rows(&lists, &blocks, &rows);
         if result.is_err() && self.reconnect_if_closed()? {
-            self.store_rows(&lists, &blocks)?;
+            self.store_rows(&lists, &blocks, &rows)?;
         } else {
             result?;
         }
         for l in new_lists {
             self.lists.insert(l.sig);
         }
-        let n = new_blocks.len();
         for (key, b) in new_blocks {
             let h = self.heads.entry(key).or_insert(0);
             *h = (*h).max(b.last_seq());
         }
-        Ok(n)
+        Ok(purged)
     }
 
     fn refresh(
         &mut self,
-        replica: &mut Replica,
+        replica: &mut RelayReplica,
         now_ms: u64,
         from: i64,
         to: i64,
@@ -298,6 +383,15 @@ impl Durable for PgStore {
         // Reading again is harmless (what is held is a replay): retry once on a new connection.
         match self.refresh_once(replica, now_ms, from, to) {
             Err(_) if self.reconnect_if_closed()? => self.refresh_once(replica, now_ms, from, to),
+            r => r,
+        }
+    }
+
+    fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String> {
+        // Insert if absent, then read: whichever relay inserted first decides, for all of them.
+        self.reconnect_if_closed()?;
+        match self.bind_once(key, user) {
+            Err(_) if self.reconnect_if_closed()? => self.bind_once(key, user),
             r => r,
         }
     }
@@ -312,27 +406,45 @@ impl Durable for PgStore {
 }
 
 impl PgStore {
+    fn bind_once(&mut self, key: &AuthorId, user: &str) -> Result<String> {
+        let key = key.0.to_vec();
+        let client = &self.client;
+        self.rt
+            .block_on(async {
+                client
+                    .execute(
+                        "INSERT INTO cairn_relay_users (key, app_user) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&key, &user],
+                    )
+                    .await?;
+                let row = client
+                    .query_one("SELECT app_user FROM cairn_relay_users WHERE key = $1", &[&key])
+                    .await?;
+                Ok::<String, tokio_postgres::Error>(row.get(0))
+            })
+            .map_err(pg)
+    }
+
     fn refresh_once(
         &mut self,
-        replica: &mut Replica,
+        replica: &mut RelayReplica,
         now_ms: u64,
         from: i64,
         to: i64,
     ) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         self.load_lists(replica, &mut report)?;
-        if from <= to {
-            self.load_blocks(replica, now_ms, Some((from, to)), &mut report)?;
+        let everything = from <= 1 && to == i64::MAX;
+        if from <= to && !everything {
+            self.load_blocks(replica, now_ms, (from, to), &mut report)?;
         }
-        if report.refused > 0 {
-            // A notification was missed (a gap): take everything in again; what is held
-            // already is a replay, not checked twice. What the first pass applied still counts
-            // (`records_in`); what is refused is what the second pass refuses.
-            let mut again = LoadReport::default();
-            self.load_blocks(replica, now_ms, None, &mut again)?;
-            report.blocks += again.blocks;
-            report.records += again.records;
-            report.refused = again.refused;
+        if everything || report.refused > 0 {
+            // Notifications were missed (a gap, or a lost LISTEN): take every chain's stored
+            // head instead. The rows are this relay's own store, verified when they were
+            // stored; what the replica refused of the range is counted, not held against it.
+            let mut heads = LoadReport::default();
+            self.load_heads(replica, &mut heads)?;
+            report.refused = 0;
         }
         Ok(report)
     }

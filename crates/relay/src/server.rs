@@ -1,15 +1,19 @@
 //! Starting and stopping a relay: open the store on the core thread, rebuild the replica from it,
 //! bind the port, accept connections (HTTP or WebSocket) and tick the core.
 
+use crate::auth::AuthConfig;
 use crate::core::{Command, Core};
 use crate::error::{Error, Result};
 use crate::frame::hex;
 use crate::http::{self, Route};
 use crate::metrics::Metrics;
+use crate::source::{SharedStore, Source};
 use crate::store::{Durable, LoadReport, Store};
-use cairn_sync::{AuthorId, Config, Replica};
+use cairn_sync::{AuthorId, Config, NoRows, Replica};
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +35,8 @@ pub struct Limits {
     pub max_pending: usize,
     /// Time a client has to answer the challenge (`AUTH_REQUIRED`, fatal, after it).
     pub auth_timeout: Duration,
+    /// Bytes of stored blocks kept in memory for clients catching up (`--block-cache`).
+    pub block_cache: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +46,7 @@ impl Default for Limits {
             write_rate: 5000,
             max_pending: 1024,
             auth_timeout: Duration::from_secs(10),
+            block_cache: 16 << 20,
         }
     }
 }
@@ -52,6 +59,8 @@ pub struct RelayConfig {
     /// A PostgreSQL connection string: keep blocks there instead (feature `postgres`).
     pub postgres: Option<String>,
     pub limits: Limits,
+    /// Require a token of the app's users before AUTH (`--auth-secret`, `--auth-jwks`).
+    pub auth: Option<AuthConfig>,
 }
 
 /// Opens the configured store; on the core thread, where it will be used.
@@ -82,6 +91,7 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     pub relay_id: AuthorId,
     pub limits: Limits,
+    pub auth: Option<AuthConfig>,
     pub next_conn: AtomicU64,
 }
 
@@ -101,6 +111,7 @@ pub fn replica_config() -> Config {
         accept_unknown_tables: true,
         serve_members_only: true,
         report_rows: false,
+        merge_rows: false,
         ..Config::default()
     }
 }
@@ -128,9 +139,15 @@ impl Relay {
             .name("cairn-relay-core".into())
             .spawn(move || {
                 let opened =
-                    open_store(&store_config, &core_instance).and_then(|(mut store, identity)| {
-                        let mut replica = Replica::in_memory(identity, replica_config());
-                        let report = store.load_into(&mut replica, crate::core::now_ms())?;
+                    open_store(&store_config, &core_instance).and_then(|(store, identity)| {
+                        let store: SharedStore = Rc::new(RefCell::new(store));
+                        let source = Source::new(store.clone(), store_config.limits.block_cache);
+                        let mut replica =
+                            Replica::new(identity, replica_config(), NoRows { source });
+                        let report = store
+                            .borrow_mut()
+                            .load_into(&mut replica, crate::core::now_ms())?;
+                        replica.rows_mut().source.add_purged(report.purged.clone());
                         Ok((store, replica, report))
                     });
                 match opened {
@@ -157,6 +174,7 @@ impl Relay {
             metrics,
             relay_id,
             limits: config.limits.clone(),
+            auth: config.auth.clone(),
             next_conn: AtomicU64::new(1),
         });
         #[cfg(feature = "postgres")]

@@ -1,13 +1,16 @@
 //! The relay's disk: one cairn store database holding its identity, every writer list and every
-//! block its replica accepted, in their sync byte encodings (docs/relay.md sec. 6). On start the
-//! stored lists and blocks go back through `Replica::add_writer_list` and
-//! `Replica::receive_blocks`, so what the relay serves after a restart is verified again.
+//! block its replica accepted, in their sync byte encodings, and the device keys bound to app
+//! users (docs/relay.md sec. 6). On start the stored lists go back through
+//! `Replica::add_writer_list`, and each chain's head is set from its last stored block
+//! (`Replica::restore_head`); the blocks themselves are read when a client needs them
+//! (`Durable::read_blocks`, through [`crate::source::Source`]).
 
 use crate::error::{Error, Result};
-use cairn_store::{Db, Durability, Options, StdFile, TreeKind};
+use crate::source::{decode_row, encode_row, purges, RelayReplica};
+use cairn_store::{Db, Durability, Options, Seek, StdFile, TreeKind};
 use cairn_sync::chain::ChainKey;
 use cairn_sync::wire::{Reader, Writer};
-use cairn_sync::{Block, Event, Identity, Reason, Replica, WriterList};
+use cairn_sync::{AuthorId, Block, Checkpoint, Event, Identity, Reason, RowKey, WriterList};
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::path::Path;
@@ -17,27 +20,51 @@ const STORE_FORMAT: u8 = 1;
 const META: &str = "meta";
 const WRITERS: &str = "writers";
 const BLOCKS: &str = "blocks";
-/// Blocks fed to `receive_blocks` at once while loading: one signature batch each.
+/// Device key -> the app user it is bound to (docs/relay.md sec. 4).
+const USERS: &str = "users";
+/// Rows purged by stored records: their values are redacted from the blocks served.
+const PURGED: &str = "purged";
+/// Blocks fed to `receive_blocks` at once (another relay's, on PostgreSQL): one signature
+/// batch each.
 const LOAD_BATCH: usize = 256;
 
 /// Where the relay keeps what it accepted: the cairn file here, or PostgreSQL (`pg`, feature
-/// `postgres`). The core calls it on its own thread, between batches.
+/// `postgres`). The core calls it on its own thread, between batches; the replica's block
+/// source ([`crate::source::Source`]) reads through it while a link is served.
 pub trait Durable {
-    /// Feeds everything stored to the replica's verification path.
-    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport>;
-    /// Stores, in one transaction, what the replica holds and the store does not.
-    fn persist(&mut self, replica: &Replica) -> Result<usize>;
+    /// Loads what the replica needs at start: every writer list (verified again: they are few)
+    /// and each chain's head (the last stored block's seq, hash and signature: trusted as
+    /// stored, since it was verified before it was stored). The blocks stay in the store.
+    fn load_into(&mut self, replica: &mut RelayReplica, now_ms: u64) -> Result<LoadReport>;
+    /// Stores, in one transaction, what the replica holds and the store does not, with the rows
+    /// its records purge. Returns those rows.
+    fn persist(&mut self, replica: &RelayReplica) -> Result<Vec<RowKey>>;
     /// Takes in what other relays sharing the store added (ids `from..=to` of their commit);
     /// nothing for a store only this relay writes.
     fn refresh(
         &mut self,
-        _replica: &mut Replica,
+        _replica: &mut RelayReplica,
         _now_ms: u64,
         _from: i64,
         _to: i64,
     ) -> Result<LoadReport> {
         Ok(LoadReport::default())
     }
+    /// The last seq of chain `key` in the store (0 if none).
+    fn stored_head(&self, key: &ChainKey) -> u64;
+    /// Stored blocks of chain `key`, in seq order, from the one holding record `from` on, none
+    /// past `upto`, with about `max_records` records (at least one block if there is one), each
+    /// with the length of its encoding. A stored block that does not decode is `CORRUPT`.
+    fn read_blocks(
+        &mut self,
+        key: &ChainKey,
+        from: u64,
+        upto: u64,
+        max_records: usize,
+    ) -> Result<Vec<(Block, usize)>>;
+    /// Binds device `key` to the app's `user` unless it is bound already; returns the user it
+    /// is bound to now (another user's name: the key is not this user's).
+    fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String>;
     /// Whether a failure may pass (a database server that restarts): the core then closes its
     /// connections, refuses new ones and retries, instead of stopping. False for the file.
     fn recoverable(&self) -> bool {
@@ -58,19 +85,34 @@ pub struct Store {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LoadReport {
     pub lists: usize,
+    /// Blocks read: at start one per chain (its head); on a refresh, those fed to the replica.
     pub blocks: usize,
+    /// Records held: at start, the sum of the chains' heads; on a refresh, records applied.
     pub records: usize,
-    /// Stored items the replica refused on the way back in (a damaged or tampered file).
+    /// Stored items the replica refused on the way back in (a damaged or tampered list, a block
+    /// of another relay that does not follow what this one holds).
     pub refused: usize,
+    /// Rows purged by stored records (at start all of them; on a refresh, all again).
+    pub purged: Vec<RowKey>,
 }
 
 /// The blocks tree key: the chain's hash (author and scope, which may be 1 KiB, do not fit in
 /// a key) then the first seq, big-endian so a chain's blocks sort in seq order.
 fn block_key(author_scope: &ChainKey, first_seq: u64) -> [u8; 40] {
+    block_key_of(&chain_hash(author_scope), first_seq)
+}
+
+fn block_key_of(chain: &[u8; 32], first_seq: u64) -> [u8; 40] {
     let mut key = [0u8; 40];
-    key[..32].copy_from_slice(&chain_hash(author_scope));
+    key[..32].copy_from_slice(chain);
     key[32..].copy_from_slice(&first_seq.to_be_bytes());
     key
+}
+
+/// A stored block, decoded; one that does not decode is `CORRUPT` (the relay wrote it).
+pub fn stored_block(bytes: &[u8]) -> Result<Block> {
+    Block::from_bytes(bytes)
+        .map_err(|e| Error::Corrupt(format!("a stored block does not decode: {e}")))
 }
 
 /// BLAKE3 of `author || scope encoding`: a chain's fixed-size name in a store.
@@ -82,7 +124,7 @@ pub fn chain_hash(key: &ChainKey) -> [u8; 32] {
 }
 
 /// Feeds decoded blocks to the replica in batches, counting what it applied and refused.
-pub fn feed(replica: &mut Replica, now_ms: u64, blocks: Vec<Block>, report: &mut LoadReport) {
+pub fn feed(replica: &mut RelayReplica, now_ms: u64, blocks: Vec<Block>, report: &mut LoadReport) {
     let mut it = blocks.into_iter().peekable();
     while it.peek().is_some() {
         let batch: Vec<Block> = it.by_ref().take(LOAD_BATCH).collect();
@@ -99,7 +141,7 @@ pub fn feed(replica: &mut Replica, now_ms: u64, blocks: Vec<Block>, report: &mut
 
 /// The blocks and lists a replica holds past what a store has (`heads`, `lists`).
 pub fn unsaved<'a>(
-    replica: &'a Replica,
+    replica: &'a RelayReplica,
     heads: &HashMap<ChainKey, u64>,
     lists: &HashSet<[u8; 64]>,
 ) -> (Vec<&'a WriterList>, Vec<(ChainKey, &'a Block)>) {
@@ -144,9 +186,20 @@ impl Store {
             tx.insert(meta, b"identity", &identity.export())?;
             tx.create_tree(WRITERS, TreeKind::Table)?;
             tx.create_tree(BLOCKS, TreeKind::Table)?;
+            tx.create_tree(USERS, TreeKind::Table)?;
+            tx.create_tree(PURGED, TreeKind::Table)?;
             tx.commit()?;
             db
         };
+        // A file made before users were bound, or purges kept, lacks their trees: trees that
+        // older relays ignore, added here, so the format stays 1.
+        for tree in [USERS, PURGED] {
+            if db.begin_read()?.open_tree(tree).is_err() {
+                let mut tx = db.begin_write()?;
+                tx.create_tree(tree, TreeKind::Table)?;
+                tx.commit()?;
+            }
+        }
         let r = db.begin_read()?;
         let meta = r.open_tree(META)?;
         match r.get(meta, b"format")?.as_deref() {
@@ -175,9 +228,10 @@ impl Store {
 }
 
 impl Durable for Store {
-    /// Feeds every stored list, then every stored block (chain by chain, in seq order), to the
-    /// replica's public verification path.
-    fn load_into(&mut self, replica: &mut Replica, now_ms: u64) -> Result<LoadReport> {
+    /// Feeds every stored list to the replica's verification path, then sets each chain's
+    /// head from its last stored block: found by seeking from the end of the blocks tree,
+    /// chain by chain, so a start reads one block per chain whatever the history's length.
+    fn load_into(&mut self, replica: &mut RelayReplica, _now_ms: u64) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         let r = self.db.begin_read()?;
         let t = r.open_tree(WRITERS)?;
@@ -194,33 +248,85 @@ impl Durable for Store {
                 _ => report.refused += 1,
             }
         }
-        let t = r.open_tree(BLOCKS)?;
+        let t = r.open_tree(PURGED)?;
         let mut range = r.range(t, Bound::Unbounded, Bound::Unbounded, false)?;
-        let mut batch = Vec::with_capacity(LOAD_BATCH);
         while range.next()? {
-            let (_, value) = range.entry()?;
-            match Block::from_bytes(value) {
-                Ok(b) => batch.push(b),
-                Err(_) => report.refused += 1,
-            }
-            if batch.len() >= LOAD_BATCH {
-                feed(replica, now_ms, std::mem::take(&mut batch), &mut report);
-            }
+            report.purged.push(decode_row(range.entry()?.1)?);
         }
-        feed(replica, now_ms, batch, &mut report);
-        for (key, log) in replica.chains() {
-            self.heads.insert(key.clone(), log.head().0);
+        let t = r.open_tree(BLOCKS)?;
+        let mut c = r.cursor(t)?;
+        let mut at = c.last()?;
+        while at {
+            let (key, value) = c.entry()?;
+            let mut chain = [0u8; 32];
+            chain.copy_from_slice(
+                key.get(..32).ok_or_else(|| {
+                    Error::Corrupt("a blocks key shorter than a chain hash".into())
+                })?,
+            );
+            let head = stored_block(value)?;
+            let cp = Checkpoint::of_block(&head);
+            report.blocks += 1;
+            report.records += cp.seq as usize;
+            self.heads.insert(head.key(), cp.seq);
+            replica
+                .restore_head(cp)
+                .expect("invariant: the relay's replica has a block source");
+            at = c.seek(&block_key_of(&chain, 0), Seek::Lt)?;
         }
         Ok(report)
     }
 
+    fn stored_head(&self, key: &ChainKey) -> u64 {
+        self.heads.get(key).copied().unwrap_or(0)
+    }
+
+    fn read_blocks(
+        &mut self,
+        key: &ChainKey,
+        from: u64,
+        upto: u64,
+        max_records: usize,
+    ) -> Result<Vec<(Block, usize)>> {
+        let chain = chain_hash(key);
+        let r = self.db.begin_read()?;
+        let t = r.open_tree(BLOCKS)?;
+        // The block holding `from`: the last one of the chain starting at or before it.
+        let mut c = r.cursor(t)?;
+        let start = match c.seek(&block_key_of(&chain, from), Seek::Le)? {
+            true => match c.key() {
+                Some(k) if k.len() == 40 && k[..32] == chain => {
+                    u64::from_be_bytes(k[32..].try_into().expect("invariant: 8 bytes"))
+                }
+                _ => 0,
+            },
+            false => 0,
+        };
+        let lo = block_key_of(&chain, start);
+        let hi = block_key_of(&chain, upto);
+        let mut range = r.range(t, Bound::Included(&lo[..]), Bound::Included(&hi[..]), false)?;
+        let mut out = Vec::new();
+        let mut n = 0;
+        while n < max_records.max(1) && range.next()? {
+            let (_, value) = range.entry()?;
+            let b = stored_block(value)?;
+            if b.last_seq() > upto {
+                break;
+            }
+            n += b.records.len();
+            out.push((b, value.len()));
+        }
+        Ok(out)
+    }
+
     /// Writes, in one commit, every writer list and block the replica holds that is not on disk
-    /// yet. Returns the number of blocks written.
-    fn persist(&mut self, replica: &Replica) -> Result<usize> {
+    /// yet, and the rows they purge.
+    fn persist(&mut self, replica: &RelayReplica) -> Result<Vec<RowKey>> {
         let (new_lists, new_blocks) = unsaved(replica, &self.heads, &self.lists);
         if new_lists.is_empty() && new_blocks.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let purged = purges(new_blocks.iter().map(|(_, b)| *b));
         let mut tx = self.db.begin_write()?;
         let wt = tx.open_tree(WRITERS)?;
         for l in &new_lists {
@@ -232,16 +338,35 @@ impl Durable for Store {
         for (key, b) in &new_blocks {
             tx.insert(bt, &block_key(key, b.first_seq()), &b.to_bytes())?;
         }
+        let pt = tx.open_tree(PURGED)?;
+        for k in &purged {
+            let row = encode_row(k);
+            tx.insert(pt, blake3::hash(&row).as_bytes(), &row)?;
+        }
         tx.commit()?;
         for l in new_lists {
             self.lists.insert(l.sig);
         }
-        let n = new_blocks.len();
         for (key, b) in new_blocks {
             let h = self.heads.entry(key).or_insert(0);
             *h = (*h).max(b.last_seq());
         }
-        Ok(n)
+        Ok(purged)
+    }
+
+    fn bind_key(&mut self, key: &AuthorId, user: &str) -> Result<String> {
+        let r = self.db.begin_read()?;
+        let t = r.open_tree(USERS)?;
+        if let Some(v) = r.get(t, &key.0)? {
+            return String::from_utf8(v)
+                .map_err(|_| Error::Corrupt("a bound user that is not UTF-8".into()));
+        }
+        drop(r);
+        let mut tx = self.db.begin_write()?;
+        let t = tx.open_tree(USERS)?;
+        tx.insert(t, &key.0, user.as_bytes())?;
+        tx.commit()?;
+        Ok(user.to_string())
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -160,7 +160,7 @@ async fn bad_clients_are_refused_with_their_reason_while_honest_ones_sync() {
         .clone();
     let page = Message::Blocks(vec![block]).encode();
     assert!(page.len() < MAX_MESSAGE);
-    let mut conn = client::connect(&url, &key(6))
+    let mut conn = client::connect(&url, &key(6), None)
         .await
         .expect("flooder authenticates");
     send(&mut conn.socket, hello(6)).await;

@@ -100,6 +100,7 @@ async fn start_pg(url: &str) -> Relay {
         data: Default::default(),
         postgres: Some(url.to_string()),
         limits: Limits::default(),
+        auth: None,
     })
     .await
     .expect("relay starts on postgres")
@@ -118,7 +119,8 @@ async fn two_relays_share_one_database_and_a_restart_loads_it() {
         tokio::spawn(conn);
         client
             .batch_execute(
-                "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks",
+                "DROP TABLE IF EXISTS cairn_relay_meta, cairn_relay_writers, cairn_relay_blocks, \
+                 cairn_relay_users, cairn_relay_purged",
             )
             .await
             .expect("clean slate");
@@ -195,6 +197,7 @@ async fn clients_fail_over_when_a_relay_is_killed_mid_sync() {
             app_with(secret, small.clone()),
             key(secret),
             urls.iter().map(|u| u.to_string()).collect(),
+            None,
         )
     };
     let alice = on(1, [&a, &b]);
@@ -287,9 +290,9 @@ async fn relays_recover_when_postgres_restarts() {
     let url = fresh_database(&base, "cairn_relay_restart").await;
     let a = start_pg(&url).await;
     let b = start_pg(&url).await;
-    let alice = SyncPeer::spawn_failover(app(1), key(1), vec![a.url(), b.url()]);
-    let bob = SyncPeer::spawn_failover(app(2), key(2), vec![b.url(), a.url()]);
-    let carol = SyncPeer::spawn_failover(app(3), key(3), vec![a.url(), b.url()]);
+    let alice = SyncPeer::spawn_failover(app(1), key(1), vec![a.url(), b.url()], None);
+    let bob = SyncPeer::spawn_failover(app(2), key(2), vec![b.url(), a.url()], None);
+    let carol = SyncPeer::spawn_failover(app(3), key(3), vec![a.url(), b.url()], None);
     let all = [&alice, &bob, &carol];
     let scope = ScopeId::new(key(1).id(), "todo/list=restart");
     alice.with(|r| {
@@ -400,4 +403,57 @@ async fn writes_through_both_relays_at_once_are_all_stored() {
     a.shutdown().await.expect("clean shutdown");
     b.shutdown().await.expect("clean shutdown");
     assert_database_holds(&url, 300, digest, 2).await;
+}
+
+/// A device key bound to one app user through one relay is refused to another user through the
+/// other relay on the same database: the binding lives in the shared `cairn_relay_users`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_bound_through_one_relay_is_refused_to_another_user_through_the_other() {
+    let Ok(base) = std::env::var("CAIRN_RELAY_POSTGRES_URL") else {
+        eprintln!("CAIRN_RELAY_POSTGRES_URL is not set: run scripts/relay-postgres-test.sh");
+        return;
+    };
+    let url = fresh_database(&base, "cairn_relay_users").await;
+    const SECRET: &[u8] = b"a shared secret of at least 32 bytes";
+    let start = || {
+        Relay::start(RelayConfig {
+            listen: "127.0.0.1:0".parse().expect("invariant: valid address"),
+            data: Default::default(),
+            postgres: Some(url.clone()),
+            limits: Limits::default(),
+            auth: Some(cairn_relay::AuthConfig::secret(SECRET).expect("secret")),
+        })
+    };
+    let a = start().await.expect("relay a");
+    let b = start().await.expect("relay b");
+    let token = |sub: &str| {
+        let exp = now() / 1000 + 600;
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::default(),
+            &serde_json::json!({ "sub": sub, "exp": exp }),
+            &jsonwebtoken::EncodingKey::from_secret(SECRET).expect("secret"),
+        )
+        .expect("token")
+    };
+    let code =
+        |r: Result<cairn_relay::client::Connection, cairn_relay::client::ConnectError>| match r {
+            Ok(_) => "OK".to_string(),
+            Err(cairn_relay::client::ConnectError::Refused(r)) => r.code,
+            Err(e) => panic!("{e}"),
+        };
+    let connect = cairn_relay::client::connect;
+    assert_eq!(
+        code(connect(&a.url(), &key(1), Some(&token("alice"))).await),
+        "OK"
+    );
+    assert_eq!(
+        code(connect(&b.url(), &key(1), Some(&token("mallory"))).await),
+        "FORBIDDEN"
+    );
+    assert_eq!(
+        code(connect(&b.url(), &key(1), Some(&token("alice"))).await),
+        "OK"
+    );
+    a.shutdown().await.expect("clean shutdown");
+    b.shutdown().await.expect("clean shutdown");
 }

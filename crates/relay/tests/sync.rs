@@ -174,7 +174,7 @@ async fn a_cut_page_is_refused_and_a_cut_connection_resumes() {
     // applied and the connection stays usable.
     let log = a.chain(&(a.id(), scope.clone())).expect("written").clone();
     let page = Message::Blocks(log.blocks[..5].to_vec()).encode();
-    let mut conn = cairn_relay::client::connect(&relay.url(), &key(1))
+    let mut conn = cairn_relay::client::connect(&relay.url(), &key(1), None)
         .await
         .expect("alice authenticates");
     use futures_util::SinkExt;

@@ -39,5 +39,5 @@ pub use identity::{AuthorId, Identity};
 pub use link::{Link, Output};
 pub use merge::{ColumnKind, MemoryRows, RowKey, RowState, RowStore, TableSchema, Version};
 pub use protocol::{Heads, Message, VersionVector};
-pub use replica::{Config, Event, Failure, PeerInfo, Replica};
+pub use replica::{BlockSource, Config, Event, Failure, NoRows, PeerInfo, Replica};
 pub use scope::{ScopeFilter, ScopeId, Subscription, WriterList};

@@ -2,7 +2,7 @@
 //! `Replica::open_link`, `handle` and `poll` take bytes and time in and give bytes and events
 //! out. A transport only carries the bytes.
 
-use crate::chain::{ChainKey, Checkpoint};
+use crate::chain::{Block, ChainKey, Checkpoint};
 use crate::error::Reason;
 use crate::identity::AuthorId;
 use crate::merge::{RowKey, RowState, RowStore};
@@ -560,9 +560,11 @@ impl<S: RowStore> Replica<S> {
         // A snapshot goes only to a peer that asked for one. A peer behind our compaction point
         // that did not is told so (a REJECT `COMPACTED`, once per HELLO): it asks if it takes
         // snapshots from us, and otherwise syncs those chains with a peer that holds them.
+        // History in a block source is never behind: it is served as blocks (below).
+        let stored = self.has_block_source();
         let behind = served.chains.iter().find(|k| {
             let first = self.chains.get(*k).map_or(1, |log| log.first_held());
-            first > 1 && link.sent.get(*k).copied().unwrap_or(0) < first - 1
+            !stored && first > 1 && link.sent.get(*k).copied().unwrap_or(0) < first - 1
         });
         if let Some(k) = behind.filter(|_| !link.their_wants_snapshot && !link.told_compacted) {
             link.told_compacted = true;
@@ -578,7 +580,7 @@ impl<S: RowStore> Replica<S> {
             );
         }
         let asked = link.their_wants_snapshot && !served.chains.is_empty();
-        if asked && !link.snapshot_sent {
+        if asked && !link.snapshot_sent && self.config.merge_rows {
             link.snapshots_made += 1;
             self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);
@@ -599,14 +601,43 @@ impl<S: RowStore> Replica<S> {
             }
             let mut blocks = Vec::new();
             let mut n = 0;
-            for k in &served.chains {
+            // Blocks read back from the block source for this page, per chain, before the
+            // chain's blocks in memory (read first: the page borrows the chains after).
+            let mut from_store: Vec<(usize, Vec<Block>)> = Vec::new();
+            if stored {
+                for (i, k) in served.chains.iter().enumerate() {
+                    if n >= page {
+                        break;
+                    }
+                    let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
+                    let read = self.stored_blocks(k, from, page - n);
+                    for b in &read {
+                        n += (b.last_seq() - from.max(b.first_seq())) as usize + 1;
+                    }
+                    if !read.is_empty() {
+                        from_store.push((i, read));
+                    }
+                }
+                n = 0;
+            }
+            let mut from_store = from_store.iter().peekable();
+            for (i, k) in served.chains.iter().enumerate() {
                 if n >= page {
                     break;
                 }
                 let Some(log) = self.chains.get(k) else {
                     continue;
                 };
-                let from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
+                let mut from = link.sent.get(k).copied().unwrap_or(0).saturating_add(1);
+                if let Some((_, read)) = from_store.next_if(|(j, _)| *j == i) {
+                    for b in read {
+                        let part_from = from.max(b.first_seq());
+                        n += (b.last_seq() - part_from) as usize + 1;
+                        link.sent.insert(k.clone(), b.last_seq());
+                        blocks.push((b, part_from));
+                        from = b.last_seq() + 1;
+                    }
+                }
                 if from < log.first_held() {
                     continue; // only a snapshot can help; sent above
                 }

@@ -429,9 +429,7 @@ fn col(v: u64) -> Result<u32> {
 
 /// Where merged rows live. The in-memory `MemoryRows` is the model; the SQL layer implements it
 /// over its tables (the state's versions in hidden columns or a side table).
-/// Cloned and made empty to keep the rows that history no longer holds (the replica's base,
-/// from which the rows are rebuilt when a fork takes records back).
-pub trait RowStore: Clone + Default {
+pub trait RowStore {
     /// Runs `f` on the row's state (a default one if the row is new) and keeps the result.
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState));
     /// A record of `ops` ops is about to be applied (a store may make room at once).
@@ -443,6 +441,13 @@ pub trait RowStore: Clone + Default {
     fn get(&self, key: &RowKey) -> Option<RowState>;
     /// Every row, in key order.
     fn scan(&self, f: &mut dyn FnMut(&RowKey, &RowState));
+    /// Replaces every row with those of `base` (none if None): the rows are rebuilt from it when
+    /// records are taken back (a fork, a revocation).
+    fn reset(&mut self, base: Option<&MemoryRows>);
+    /// Where the host keeps released history (a relay's store), if it does (`replica::source`).
+    fn block_source(&mut self) -> Option<&mut dyn crate::replica::BlockSource> {
+        None
+    }
 }
 
 /// The in-memory model. A hash map: replication applies an op per record, and with keys that
@@ -454,6 +459,9 @@ pub struct MemoryRows {
 }
 
 impl RowStore for MemoryRows {
+    fn reset(&mut self, base: Option<&MemoryRows>) {
+        self.rows = base.map(|b| b.rows.clone()).unwrap_or_default();
+    }
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState)) {
         if let Some(row) = self.rows.get_mut(key) {
             f(row);

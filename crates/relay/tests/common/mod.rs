@@ -27,6 +27,7 @@ pub async fn start_relay(dir: &std::path::Path, limits: Limits) -> Relay {
         data: dir.to_path_buf(),
         postgres: None,
         limits,
+        auth: None,
     })
     .await
     .expect("relay starts")

@@ -10,7 +10,7 @@ use crate::change::record_hash;
 use crate::error::Reason;
 use crate::hlc::physical_ms;
 use crate::identity::AuthorId;
-use crate::merge::{RowKey, RowState, RowStore};
+use crate::merge::{MemoryRows, RowKey, RowState, RowStore};
 use crate::scope::ScopeId;
 use crate::wire::ZERO_HASH;
 use std::collections::{BTreeMap, BTreeSet};
@@ -106,7 +106,7 @@ impl<S: RowStore> Replica<S> {
             let last = &log.blocks[n - 1];
             log.base = Some(Checkpoint::of_block(last));
             // What the dropped records did now lives in the base alone.
-            let base = self.base.get_or_insert_with(S::default);
+            let base = self.base.get_or_insert_with(MemoryRows::default);
             for b in log.blocks.drain(..n) {
                 dropped += b.records.len();
                 for r in &b.records {
@@ -197,6 +197,18 @@ impl<S: RowStore> Replica<S> {
         self.edits += 1;
         self.catch_up();
         let mut events = Vec::new();
+        if !self.config.merge_rows {
+            if let Some(cp) = checkpoints.first() {
+                events.push(Event::Rejected {
+                    reason: Reason::Malformed,
+                    author: cp.author,
+                    scope: cp.scope.clone(),
+                    first_seq: cp.seq,
+                    detail: "snapshot refused: this replica keeps no rows".into(),
+                });
+            }
+            return events;
+        }
         if let Some((reason, k, detail)) = self.check_snapshot_rows(now_ms, &checkpoints, &rows) {
             events.push(Event::Rejected {
                 reason,
@@ -253,7 +265,7 @@ impl<S: RowStore> Replica<S> {
         let n = rows.len();
         let mut keys = Vec::new();
         let mut purged = Vec::new();
-        let base = self.base.get_or_insert_with(S::default);
+        let base = self.base.get_or_insert_with(MemoryRows::default);
         for (k, row) in &rows {
             base.update(k, &mut |mine: &mut RowState| mine.join(row));
         }

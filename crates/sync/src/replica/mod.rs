@@ -14,8 +14,11 @@
 mod history;
 mod local;
 mod receive;
+mod source;
 #[cfg(test)]
 mod tests;
+
+pub use source::{BlockSource, NoRows};
 
 use crate::chain::{ChainKey, ChainLog};
 use crate::change::Record;
@@ -54,6 +57,10 @@ pub struct Config {
     /// writers and clocks are still checked. Rows of such tables merge as usual, so
     /// `state_digest` and snapshots still work; `materialize` and `visible` skip them.
     pub accept_unknown_tables: bool,
+    /// Join records into merged rows. Off for a host that only verifies, stores and forwards
+    /// blocks (a relay): rows are then never built, and such a replica refuses to install or
+    /// serve snapshots (a peer behind its checkpoints gets blocks from its `BlockSource`).
+    pub merge_rows: bool,
     /// Serve a peer only the scopes its HELLO key may write to (the owner, or a key in one of
     /// the scope's signed writer lists: its members), whatever its subscription asks for. A relay
     /// that authenticated the peer's key sets it so that a user reads only its own scopes.
@@ -72,6 +79,7 @@ impl Default for Config {
             max_snapshot_rows: 10_000_000,
             report_rows: true,
             accept_unknown_tables: false,
+            merge_rows: true,
             serve_members_only: false,
         }
     }
@@ -144,7 +152,7 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// snapshots joined, the records compacted away. `rows` is always `base` joined with every
     /// held record, so the rows can be rebuilt without some of them (a fork's losing branch).
     /// None while nothing but the held history made the rows.
-    pub(crate) base: Option<S>,
+    pub(crate) base: Option<MemoryRows>,
     pub(crate) peers: BTreeMap<AuthorId, PeerInfo>,
     /// For each peer, `edits` as it stood after the peer's entry last changed: a host saves
     /// the peers changed since its last save ([`Replica::peers_changed_since`]), not all.
@@ -384,7 +392,11 @@ impl<S: RowStore> Replica<S> {
     /// is a join, so rows that already contain some of it come out the same.
     pub fn replay_history(&mut self) {
         // What the host loaded is what history does not give: the base.
-        self.base = Some(self.rows.clone());
+        let mut base = MemoryRows::default();
+        self.rows.scan(&mut |k, row| {
+            base.rows.insert(k.clone(), row.clone());
+        });
+        self.base = (!base.rows.is_empty()).then_some(base);
         // Every record held is applied below, deferred ones included.
         self.unmerged.clear();
         for log in self.chains.values_mut() {
@@ -404,7 +416,7 @@ impl<S: RowStore> Replica<S> {
     }
     /// The rows held history does not give (see the field): what a host saves to rebuild the
     /// rows with the history it holds on open. Empty when the history gives them all.
-    pub fn base_rows(&self) -> Option<&S> {
+    pub fn base_rows(&self) -> Option<&MemoryRows> {
         self.base.as_ref()
     }
     /// The merged rows, for loading them from storage.

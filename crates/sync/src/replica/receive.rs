@@ -68,6 +68,10 @@ impl<S: RowStore> Replica<S> {
         record: &Record,
         want_keys: bool,
     ) -> Vec<(RowKey, bool)> {
+        if !self.config.merge_rows {
+            self.clock.observe(record.hlc);
+            return Vec::new();
+        }
         if !want_keys {
             self.rows.expect_ops(record.ops.len());
         }
@@ -189,10 +193,15 @@ impl<S: RowStore> Replica<S> {
             let refs: Vec<&Block> = blocks.iter().collect();
             verify_signatures(&refs)
         };
+        // Hashes of records released to a block source, where a block ends inside them.
+        let released: Vec<_> = blocks
+            .iter()
+            .map(|b| self.released_hash_at(&b.key(), b.last_seq()))
+            .collect();
         let mut applied_records = 0;
         let mut applied_rows = Vec::new();
-        for (block, sig) in blocks.into_iter().zip(sig_results) {
-            match self.check_block(now_ms, &block, sig) {
+        for ((block, sig), released) in blocks.into_iter().zip(sig_results).zip(released) {
+            match self.check_block(now_ms, &block, sig, released) {
                 Ok(skip) => {
                     let mut block = block;
                     if skip > 0 {
@@ -399,7 +408,7 @@ impl<S: RowStore> Replica<S> {
 
     /// The rows again from the base and every record held (after records were taken back).
     fn rebuild_rows(&mut self) {
-        self.rows = self.base.clone().unwrap_or_default();
+        self.rows.reset(self.base.as_ref());
         let chains = std::mem::take(&mut self.chains);
         for ((author, scope), log) in &chains {
             for r in log
@@ -422,12 +431,14 @@ impl<S: RowStore> Replica<S> {
     }
 
     /// The checks of docs/sync.md sec. 6, in order. Ok(n): the block fits; its first n records
-    /// are already held.
+    /// are already held. `released`: the hash held at the block's last seq when that record
+    /// was released to a block source.
     fn check_block(
         &self,
         now_ms: u64,
         block: &Block,
         sig: Result<()>,
+        released: Option<crate::wire::Hash>,
     ) -> std::result::Result<usize, (Reason, String)> {
         let fail = |e: Error| (e.reason(), e.to_string());
         if !block.is_well_formed() {
@@ -444,7 +455,7 @@ impl<S: RowStore> Replica<S> {
         let (first, last) = (block.first_seq(), block.last_seq());
         if last <= held {
             let log = self.chains.get(&block.key());
-            return match log.and_then(|l| l.hash_at(last)) {
+            return match log.and_then(|l| l.hash_at(last)).or(released) {
                 Some(h) if h != block.last_hash() => {
                     Err((Reason::Fork, format!("two records signed at seq {last}")))
                 }
