@@ -7,6 +7,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
 import { startRelay, deadPort, fakeRelay, challengeFrame, errorFrame, relayFrame, readFrame } from './relays.mjs';
+import { createHmac, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const DDL = `CREATE TABLE IF NOT EXISTS todo (id TEXT PRIMARY KEY DEFAULT (uuid7()), title TEXT NOT NULL) REPLICATED`;
 
@@ -369,3 +373,53 @@ test('a connection that stayed up starts the waits again from 500 ms', async () 
   }
 });
 let held;
+
+/** An HS256 JWT for `sub`, valid for an hour, signed with `secret` (as an app server makes one). */
+function jwt(secret, sub) {
+  const b64 = (x) => Buffer.from(typeof x === 'string' ? x : JSON.stringify(x)).toString('base64url');
+  const body = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64({ sub, exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+  return `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`;
+}
+
+test("the real relay with tokens: the app's token lets a device in, a forged one is BAD_TOKEN", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cairn-secret-'));
+  const secret = randomBytes(32);
+  writeFileSync(join(dir, 'secret'), secret);
+  const relay = await startRelay({ args: ['--auth-secret', join(dir, 'secret')] });
+  const one = await launch();
+  const two = await launch();
+  try {
+    const id1 = await setup(one.page);
+    const id2 = await setup(two.page);
+    await one.page.evaluate((id2) => db.sync.authorize('todo', [id2]), id2);
+    await two.page.evaluate((id1) => db.sync.setOwner(id1), id1);
+    const good = jwt(secret, 'alice');
+    await one.page.evaluate(([url, token]) => db.sync.connectRelay(url, { token: async () => token }), [relay.url, good]);
+    await one.page.evaluate(() => db.run("INSERT INTO todo (id, title) VALUES ('t1', 'through a token')"));
+    await one.page.evaluate(() => until('acknowledged through the relay', async () => {
+      const s = await db.sync.status();
+      return s.relays[0].state === 'connected' && s.pending === 0 && s.lastSyncedAt !== null;
+    }));
+    // The second device, with a token signed by another secret: refused, nothing synced.
+    const forged = jwt(randomBytes(32), 'alice');
+    await two.page.evaluate(async ([url, token]) => {
+      window.forgedRelay = await db.sync.connectRelay(url, { token });
+    }, [relay.url, forged]);
+    const refused = await two.page.evaluate(() => until('refused', async () => {
+      const r = (await db.sync.status()).relays[0];
+      return r.lastError && r;
+    }));
+    assert.equal(refused.lastError.code, 'BAD_TOKEN');
+    assert.notEqual(refused.state, 'connected');
+    assert.deepEqual(await two.page.evaluate(() => db.query('SELECT id FROM todo')), []);
+    // With a token the app made for it, it gets in and syncs.
+    await two.page.evaluate(() => window.forgedRelay.close());
+    await two.page.evaluate(([url, token]) => db.sync.connectRelay(url, { token }), [relay.url, jwt(secret, 'bob')]);
+    await two.page.evaluate(() => until('the row arrives', async () => (await db.query('SELECT id FROM todo')).length === 1));
+  } finally {
+    await one.close();
+    await two.close();
+    await relay.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

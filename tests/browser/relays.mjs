@@ -13,14 +13,14 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /**
  * Builds and starts a relay on a loopback port (`port` 0: a free one), over the data directory
- * `data` (default: a new one); resolves to { url, port, data, stop({ keepData }) }. `stop`
+ * `data` (default: a new one), with more flags in `args`; resolves to { url, port, data, stop({ keepData }) }. `stop`
  * kills the process (SIGKILL: as a crash would) and waits for it to be gone.
  */
-export async function startRelay({ port = 0, data } = {}) {
+export async function startRelay({ port = 0, data, args = [] } = {}) {
   execFileSync('cargo', ['build', '-q', '-p', 'cairn-relay', '--bin', 'cairn-relay'], { cwd: ROOT, stdio: 'inherit' });
   const dir = data ?? mkdtempSync(join(tmpdir(), 'cairn-relay-'));
   const bin = join(resolve(ROOT, process.env.CARGO_TARGET_DIR ?? 'target'), 'debug/cairn-relay');
-  const child = spawn(bin, ['--listen', `127.0.0.1:${port}`, '--data', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(bin, ['--listen', `127.0.0.1:${port}`, '--data', dir, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise((res) => child.on('exit', res));
   const addr = await new Promise((res, rej) => {
     let out = '';
