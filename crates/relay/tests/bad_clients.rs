@@ -360,3 +360,88 @@ async fn a_client_that_stops_reading_is_cut_off_while_others_sync() {
     bob.stop().await;
     relay.shutdown().await.expect("clean shutdown");
 }
+
+/// Two attacks on trust beside the blocks (docs/sync.md sec. 6 and 8): a client pushes a
+/// snapshot nobody asked for (rows rewriting alice's), and a clone of alice's key forks her chain
+/// through the relay. The relay takes neither; the honest clients keep their rows and converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsolicited_snapshot_and_a_forked_chain_change_nothing_for_honest_clients() {
+    let dir = temp_dir("trust");
+    let relay = start_relay(&dir, Limits::default()).await;
+    let url = relay.url();
+    let scope = ScopeId::new(key(1).id(), "todo/list=trust");
+    let alice = peer(1, app(1), &url);
+    let bob = peer(2, app(2), &url);
+    alice.with(|r| {
+        r.sign_writers(&scope.name, 1, vec![key(2).id()]);
+        write(r, &scope, 1, "alice's");
+    });
+    wait_until("bob syncs", || converged(&[&alice, &bob])).await;
+    let digest = bob.replica().state_digest();
+
+    // 1. Mallory, authenticated as herself, sends a snapshot of alice's scope: her row at a
+    //    version signed by nobody.
+    let mut conn = client::connect(&url, &key(5), None)
+        .await
+        .expect("mallory authenticates");
+    send(&mut conn.socket, hello(5)).await;
+    let mut row = cairn_sync::RowState::default();
+    let planted = cairn_sync::Op::new(
+        "todo",
+        vec![cairn_sync::Value::Integer(1)],
+        cairn_sync::Payload::Set(vec![(0, cairn_sync::Value::Text("planted".into()))]),
+    );
+    row.apply(
+        &planted,
+        cairn_sync::Version {
+            hlc: u64::MAX >> 1,
+            author: key(5).id(),
+            seq: 1,
+            idx: 0,
+        },
+    );
+    let key_of = cairn_sync::RowKey::new("todo", &scope, &[cairn_sync::Value::Integer(1)]);
+    let snapshot = Message::Snapshot {
+        id: 1,
+        page: 0,
+        last: true,
+        checkpoints: vec![],
+        rows: vec![(key_of, row)],
+    };
+    send(&mut conn.socket, snapshot.encode()).await;
+
+    // 2. A clone of alice's key, with a branch of her chain of its own.
+    let mut twin = app(1);
+    twin.add_writer_list(alice.with(|r| r.writer_lists().next().cloned().expect("listed")))
+        .expect("alice's list");
+    write(&mut twin, &scope, 1, "the clone's");
+    let twin = peer(1, twin, &url);
+    let mut seen = Vec::new();
+    wait_until("the clone hears of the fork", || {
+        seen.extend(twin.take_events());
+        seen.iter().any(|e| {
+            matches!(e, cairn_sync::Event::PeerRejected { code, .. } if code == "FORK")
+                || matches!(e, cairn_sync::Event::Fork { .. })
+        })
+    })
+    .await;
+
+    // The honest clients: the same rows as before, both, and each other's next writes.
+    alice.with(|r| write(r, &scope, 2, "after"));
+    wait_until("alice and bob converge", || converged(&[&alice, &bob])).await;
+    let bob_rows = format!("{:?}", bob.replica().visible("todo").0);
+    assert!(
+        !bob_rows.contains("planted") && !bob_rows.contains("clone"),
+        "{bob_rows}"
+    );
+    assert_ne!(
+        bob.replica().state_digest(),
+        digest,
+        "alice's next write arrived"
+    );
+    assert_verified(&[&alice, &bob]);
+    twin.stop().await;
+    alice.stop().await;
+    bob.stop().await;
+    relay.shutdown().await.expect("clean shutdown");
+}
