@@ -354,6 +354,18 @@ fn author(hex: &str) -> Result<cairn_sync::AuthorId, JsValue> {
     })
 }
 
+/// An array of author ids (the Worker makes each a string), read here rather than taken as
+/// `Vec<String>`: wasm-bindgen's conversion of a string array is more glue.
+#[cfg(feature = "sync")]
+fn authors(writers: &JsValue) -> Result<Vec<cairn_sync::AuthorId>, JsValue> {
+    let list = writers
+        .dyn_ref::<Array>()
+        .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
+    list.iter()
+        .map(|w| author(&w.as_string().unwrap_or_default()))
+        .collect()
+}
+
 #[cfg(feature = "sync")]
 fn byte_arrays(v: Vec<Vec<u8>>) -> Array {
     v.into_iter()
@@ -578,17 +590,10 @@ impl Database {
         let owner = author(owner)?;
         self.sync.set_owner(&mut self.db, owner).map_err(sql_error)
     }
-    /// `writers` is an array of author ids (the Worker makes each a string), read here rather
-    /// than taken as `Vec<String>`: wasm-bindgen's conversion of a string array is more glue.
+    /// `writers`: an array of author ids.
     #[wasm_bindgen(js_name = syncAuthorize)]
     pub fn sync_authorize(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
-        let list = writers
-            .dyn_ref::<Array>()
-            .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
-        let mut writers = Vec::new();
-        for w in list.iter() {
-            writers.push(author(&w.as_string().unwrap_or_default())?);
-        }
+        let writers = authors(&writers)?;
         self.sync
             .authorize(&mut self.db, scope, writers)
             .map_err(sql_error)
@@ -596,13 +601,7 @@ impl Database {
     /// `writers` as for `syncAuthorize`.
     #[wasm_bindgen(js_name = syncRevoke)]
     pub fn sync_revoke(&mut self, scope: &str, writers: JsValue) -> Result<(), JsValue> {
-        let list = writers
-            .dyn_ref::<Array>()
-            .ok_or_else(|| error("INVALID_INPUT", "writers must be an array", None))?;
-        let mut writers = Vec::new();
-        for w in list.iter() {
-            writers.push(author(&w.as_string().unwrap_or_default())?);
-        }
+        let writers = authors(&writers)?;
         self.sync
             .revoke(&mut self.db, scope, writers)
             .map_err(sql_error)
