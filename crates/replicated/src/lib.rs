@@ -200,14 +200,7 @@ impl Sync {
     /// As the owner of scope `name`, signs the list of other authors allowed to write to it.
     pub fn authorize(&self, db: &mut Database, name: &str, writers: Vec<AuthorId>) -> Result<()> {
         self.write(db, |st, store| {
-            let version = st
-                .replica()
-                .writer_lists()
-                .filter(|l| l.scope.name == name.as_bytes() && l.scope.owner == st.replica().id())
-                .map(|l| l.version)
-                .max()
-                .unwrap_or(0)
-                + 1;
+            let version = st.replica().next_writers_version(name.as_bytes());
             // Keep everyone who may write now (not those revoked since they were listed).
             let scope = cairn_sync::ScopeId::new(st.replica().id(), name);
             let mut all: BTreeSet<AuthorId> = st
@@ -230,15 +223,7 @@ impl Sync {
     /// applied (the SQL rows they touched are read again from the rest).
     pub fn revoke(&self, db: &mut Database, name: &str, writers: Vec<AuthorId>) -> Result<()> {
         self.write_sql(db, u32::MAX, |st| {
-            let me = st.replica().id();
-            let version = st
-                .replica()
-                .writer_lists()
-                .filter(|l| l.scope.name == name.as_bytes() && l.scope.owner == me)
-                .map(|l| l.version)
-                .max()
-                .unwrap_or(0)
-                + 1;
+            let version = st.replica().next_writers_version(name.as_bytes());
             st.replica_mut()
                 .revoke_writers(name.as_bytes(), version, &writers);
             let rows = st.replica_mut().take_revoked_rows();

@@ -458,9 +458,13 @@ impl<S: RowStore> Replica<S> {
             match log.hash_at(seq) {
                 Some(h) if h == hash => {
                     link.disputed.remove(key);
-                    let a = link.agreed.entry(key.clone()).or_insert((0, branch));
-                    if a.1 != branch || a.0 < seq {
-                        *a = (seq, branch);
+                    // Every ACK names its chains: the key is copied only the first time.
+                    match link.agreed.get_mut(key) {
+                        Some(a) if a.1 != branch || a.0 < seq => *a = (seq, branch),
+                        Some(_) => {}
+                        None => {
+                            link.agreed.insert(key.clone(), (seq, branch));
+                        }
                     }
                 }
                 // Another record where the peer ends, or, for a chain known to be forked, a

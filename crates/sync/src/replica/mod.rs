@@ -517,6 +517,17 @@ impl<S: RowStore> Replica<S> {
         }
     }
 
+    /// The version the next writer list of this replica's own scope `name` takes: one past
+    /// the highest held.
+    pub fn next_writers_version(&self, name: &[u8]) -> u64 {
+        let scope = ScopeId::new(self.id(), name);
+        self.writer_lists
+            .get(&scope)
+            .and_then(|m| m.keys().map(|(v, _)| *v).max())
+            .unwrap_or(0)
+            + 1
+    }
+
     /// As the owner of scope `name`, signs and adopts a writer list.
     pub fn sign_writers(
         &mut self,

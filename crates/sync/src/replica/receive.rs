@@ -28,6 +28,16 @@ enum Fork {
     },
 }
 
+/// The version of op `idx` of `record` by `author`: its place in the LWW order.
+fn version_of(record: &Record, author: &AuthorId, idx: usize) -> Version {
+    Version {
+        hlc: record.hlc,
+        author: *author,
+        seq: record.seq,
+        idx: idx as u32,
+    }
+}
+
 /// Joins a record's ops into `rows` (the base, say), nothing else.
 pub(super) fn apply_ops<S: RowStore>(
     rows: &mut S,
@@ -36,12 +46,7 @@ pub(super) fn apply_ops<S: RowStore>(
     record: &Record,
 ) {
     for (idx, op) in record.ops.iter().enumerate() {
-        let v = Version {
-            hlc: record.hlc,
-            author: *author,
-            seq: record.seq,
-            idx: idx as u32,
-        };
+        let v = version_of(record, author, idx);
         rows.update(&RowKey::new(&op.table, scope, &op.pk), &mut |row| {
             row.apply(op, v)
         });
@@ -78,12 +83,7 @@ impl<S: RowStore> Replica<S> {
         let mut out = Vec::with_capacity(if want_keys { record.ops.len() } else { 0 });
         for (idx, op) in record.ops.iter().enumerate() {
             let key = RowKey::new(&op.table, scope, &op.pk);
-            let v = Version {
-                hlc: record.hlc,
-                author: *author,
-                seq: record.seq,
-                idx: idx as u32,
-            };
+            let v = version_of(record, author, idx);
             let mut purged = false;
             let mut apply = |row: &mut RowState| {
                 row.apply(op, v);
@@ -355,10 +355,8 @@ impl<S: RowStore> Replica<S> {
             .collect();
         rows.sort_unstable();
         rows.dedup();
-        self.rebuild_rows();
+        self.took_back();
         *self.branch_changes.entry(key).or_insert(0) += 1;
-        // Saved copies of the chain are written again, as after a purge.
-        self.redactions += 1;
         Fork::Theirs {
             at,
             records: added,
@@ -401,13 +399,14 @@ impl<S: RowStore> Replica<S> {
         }
         touched.sort_unstable();
         touched.dedup();
-        self.rebuild_rows();
-        self.redactions += 1;
+        self.took_back();
         self.revoked_rows.extend(touched);
     }
 
-    /// The rows again from the base and every record held (after records were taken back).
-    fn rebuild_rows(&mut self) {
+    /// After records were taken out of chains: the rows again from the base and every record
+    /// held, and the saved copies of the chains written again (as after a purge).
+    fn took_back(&mut self) {
+        self.redactions += 1;
         self.rows.reset(self.base.as_ref());
         let chains = std::mem::take(&mut self.chains);
         for ((author, scope), log) in &chains {
