@@ -6,6 +6,7 @@ use crate::change::{Op, Payload};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::Hlc;
 use crate::identity::AuthorId;
+use crate::owner::{resolve, KeyIndex};
 use crate::scope::ScopeId;
 use crate::wire::{value_bytes, Reader, Writer};
 use cairn_value::Value;
@@ -448,6 +449,31 @@ pub trait RowStore {
     fn block_source(&mut self) -> Option<&mut dyn crate::replica::BlockSource> {
         None
     }
+    /// The scopes other than `key.scope` holding a row of its table with its primary key (sec.
+    /// 7, "One row, one owner"). A store may name a scope that turns out to hold none.
+    fn other_scopes(&self, key: &RowKey) -> Vec<ScopeId> {
+        let mut out = Vec::new();
+        self.scan(&mut |k, _| {
+            if k.table == key.table && k.pk == key.pk && k.scope != key.scope {
+                out.push(k.scope.clone());
+            }
+        });
+        out
+    }
+    /// Whether a scope other than `scope` holds rows of `table` (asked at every local commit).
+    fn table_elsewhere(&self, table: &str, scope: &ScopeId) -> bool {
+        self.table_scopes(table).iter().any(|s| s != scope)
+    }
+    /// The scopes holding rows of `table`.
+    fn table_scopes(&self, table: &str) -> Vec<ScopeId> {
+        let mut out: Vec<ScopeId> = Vec::new();
+        self.scan(&mut |k, _| {
+            if k.table == table && !out.contains(&k.scope) {
+                out.push(k.scope.clone());
+            }
+        });
+        out
+    }
 }
 
 /// The in-memory model. A hash map: replication applies an op per record, and with keys that
@@ -455,12 +481,38 @@ pub trait RowStore {
 /// them; scans, rare, sort.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryRows {
-    pub rows: HashMap<RowKey, RowState>,
+    rows: HashMap<RowKey, RowState>,
+    /// Where each key's rows are (`RowStore::other_scopes`): every key of `rows` is in it.
+    index: KeyIndex,
+}
+
+impl MemoryRows {
+    /// Keeps `row` under `key` (a host loading saved rows).
+    pub fn insert(&mut self, key: RowKey, row: RowState) {
+        if !self.rows.contains_key(&key) {
+            self.index.add(&key);
+        }
+        self.rows.insert(key, row);
+    }
+    /// Every row, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (&RowKey, &RowState)> {
+        self.rows.iter()
+    }
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+    /// The row under `key`, not copied.
+    pub fn row(&self, key: &RowKey) -> Option<&RowState> {
+        self.rows.get(key)
+    }
 }
 
 impl RowStore for MemoryRows {
     fn reset(&mut self, base: Option<&MemoryRows>) {
-        self.rows = base.map(|b| b.rows.clone()).unwrap_or_default();
+        *self = base.cloned().unwrap_or_default();
     }
     fn update(&mut self, key: &RowKey, f: &mut dyn FnMut(&mut RowState)) {
         if let Some(row) = self.rows.get_mut(key) {
@@ -470,9 +522,19 @@ impl RowStore for MemoryRows {
             f(&mut row);
             // A redacted op on a row never seen leaves nothing; keep no empty entry for it.
             if row != RowState::default() {
+                self.index.add(key);
                 self.rows.insert(key.clone(), row);
             }
         }
+    }
+    fn other_scopes(&self, key: &RowKey) -> Vec<ScopeId> {
+        self.index.others(key)
+    }
+    fn table_scopes(&self, table: &str) -> Vec<ScopeId> {
+        self.index.table_scopes(table)
+    }
+    fn table_elsewhere(&self, table: &str, scope: &ScopeId) -> bool {
+        self.index.table_elsewhere(table, scope)
     }
     fn expect_ops(&mut self, ops: usize) {
         // Room at once for a large record into a smaller map (a first bulk load, say) instead
@@ -491,6 +553,7 @@ impl RowStore for MemoryRows {
                 f(&mut row);
                 // As in `update`: no empty entry for a row never seen.
                 if row != RowState::default() {
+                    self.index.add(e.key());
                     e.insert(row);
                 }
             }
@@ -523,11 +586,11 @@ pub fn visible_rows<S: RowStore>(
     store: &S,
     schema: &TableSchema,
 ) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
-    let mut live: Vec<(Option<Version>, VisibleRow)> = Vec::new();
+    let mut live: Vec<(crate::owner::Age, VisibleRow)> = Vec::new();
     store.scan(&mut |k, row| {
         if k.table == schema.name && row.is_live() {
             live.push((
-                row.created(),
+                crate::owner::age(row),
                 VisibleRow {
                     key: k.clone(),
                     pk: k.pk_values(),
@@ -536,14 +599,43 @@ pub fn visible_rows<S: RowStore>(
             ));
         }
     });
-    if schema.unique.is_empty() {
-        return (live.into_iter().map(|(_, r)| r).collect(), Vec::new());
+    let (mut shown, mut hidden) = (Vec::new(), Vec::new());
+    // One row per key, when the table has rows in several scopes (sec. 7, "One row, one
+    // owner"); unique constraints then hold among the rows shown.
+    if store.table_scopes(&schema.name).len() > 1 {
+        live.sort_by(|a, b| (&a.1.key.pk, &a.1.key.scope).cmp(&(&b.1.key.pk, &b.1.key.scope)));
+        let mut rest = Vec::with_capacity(live.len());
+        let mut rows = live.into_iter().peekable();
+        while let Some(first) = rows.next() {
+            let mut same = vec![first];
+            while let Some(next) = rows.next_if(|r| r.1.key.pk == same[0].1.key.pk) {
+                same.push(next);
+            }
+            if same.len() == 1 {
+                rest.extend(same);
+                continue;
+            }
+            let owner = resolve(same.iter().map(|(c, r)| (*c, r.key.clone())).collect());
+            for row in same {
+                if owner.shown.as_ref() == Some(&row.1.key) {
+                    rest.push(row);
+                } else {
+                    hidden.push(row.1);
+                }
+            }
+        }
+        live = rest;
     }
+    if schema.unique.is_empty() {
+        shown.extend(live.into_iter().map(|(_, r)| r));
+        shown.sort_by(|a, b| a.key.cmp(&b.key));
+        return (shown, hidden);
+    }
+    // Unique conflicts rank rows by their first write alone.
     live.sort_by(|a, b| {
-        (a.0, &a.1.key.pk, &a.1.key.scope).cmp(&(b.0, &b.1.key.pk, &b.1.key.scope))
+        (a.0 .1, &a.1.key.pk, &a.1.key.scope).cmp(&(b.0 .1, &b.1.key.pk, &b.1.key.scope))
     });
     let mut taken: HashMap<(usize, Vec<Vec<u8>>), ()> = HashMap::new();
-    let (mut shown, mut hidden) = (Vec::new(), Vec::new());
     for (_, row) in live {
         let keys: Vec<(usize, Vec<Vec<u8>>)> = schema
             .unique

@@ -75,7 +75,7 @@ fn merge_is_independent_of_order_and_grouping() {
             // Split between two replicas, then join one into the other (a snapshot).
             let cut = rng.below(n as u64 + 1) as usize;
             let (mut left, right) = (apply(&shuffled[..cut]), apply(&shuffled[cut..]));
-            for (k, r) in &right.rows {
+            for (k, r) in right.iter() {
                 left.update(k, &mut |mine| mine.join(r));
             }
             assert_eq!(digest(&left), reference, "seed {seed}: join");

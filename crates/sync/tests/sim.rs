@@ -415,14 +415,12 @@ impl Sim {
                 r0.state_digest_of(&want),
                 "seed {seed}: replica {i} rows differ:\n{:?}\nvs\n{:?}",
                 r.rows()
-                    .rows
                     .iter()
-                    .filter(|(k, v)| want.covers(&k.scope) && r0.rows().rows.get(*k) != Some(*v))
+                    .filter(|(k, v)| want.covers(&k.scope) && r0.rows().row(k) != Some(*v))
                     .collect::<Vec<_>>(),
                 r0.rows()
-                    .rows
                     .iter()
-                    .filter(|(k, v)| want.covers(&k.scope) && r.rows().rows.get(*k) != Some(*v))
+                    .filter(|(k, v)| want.covers(&k.scope) && r.rows().row(k) != Some(*v))
                     .collect::<Vec<_>>(),
             );
             assert!(
@@ -443,6 +441,27 @@ impl Sim {
                     self.replicas[0].visible(t),
                     "seed {seed}: {t}"
                 );
+            }
+        }
+        // One row per key, and never a row of one owner's scopes over a key another owner's
+        // scopes hold: the private scopes write the shared scope's keys (sec. 7).
+        for t in ["todo", "user"] {
+            let r0 = &self.replicas[0];
+            let (shown, hidden) = r0.visible(t);
+            let mut pks: Vec<_> = shown.iter().map(|r| r.key.pk.clone()).collect();
+            pks.sort();
+            pks.dedup();
+            assert_eq!(
+                pks.len(),
+                shown.len(),
+                "seed {seed}: {t}: a key shown twice"
+            );
+            for row in &shown {
+                let owners = hidden
+                    .iter()
+                    .filter(|h| h.key.pk == row.key.pk)
+                    .any(|h| h.key.scope.owner != row.key.scope.owner);
+                assert!(!owners, "seed {seed}: {t}: a key of two owners shown");
             }
         }
         // Unique emails among visible users.

@@ -394,9 +394,9 @@ impl<S: RowStore> Replica<S> {
         // What the host loaded is what history does not give: the base.
         let mut base = MemoryRows::default();
         self.rows.scan(&mut |k, row| {
-            base.rows.insert(k.clone(), row.clone());
+            base.insert(k.clone(), row.clone());
         });
-        self.base = (!base.rows.is_empty()).then_some(base);
+        self.base = (!base.is_empty()).then_some(base);
         // Every record held is applied below, deferred ones included.
         self.unmerged.clear();
         for log in self.chains.values_mut() {
@@ -606,8 +606,76 @@ impl<S: RowStore> Replica<S> {
         self.writer_lists.values().flat_map(|m| m.values())
     }
 
-    /// The rows of a table as queries see them (unique conflicts resolved), and the rows hidden
-    /// by a unique conflict.
+    /// Which row the table shows for `key`'s table and primary key (docs/sync.md sec. 7, "One
+    /// row, one owner"); `None` when no other scope holds a row with that key (the key's own
+    /// row, if live, is then the one).
+    pub fn key_owner(&self, key: &RowKey) -> Option<crate::owner::KeyOwner> {
+        let rows = self.merged_rows();
+        if rows.other_scopes(key).is_empty() {
+            return None;
+        }
+        Some(crate::owner::key_owner(rows, key))
+    }
+
+    /// The scopes holding a live row of `table` with primary key `pk`, whether the table shows
+    /// it or not (sec. 7): where an owner may delete or purge a row its table hides.
+    pub fn key_scopes(&mut self, table: &str, pk: &[cairn_value::Value]) -> Vec<ScopeId> {
+        self.catch_up();
+        let probe = RowKey::new(table, &ScopeId::new(AuthorId([0; 32]), ""), pk);
+        let mut scopes = self.rows.other_scopes(&probe);
+        scopes.retain(|s| {
+            let k = RowKey {
+                table: probe.table.clone(),
+                scope: s.clone(),
+                pk: probe.pk.clone(),
+            };
+            self.rows.get(&k).is_some_and(|r| r.is_live())
+        });
+        scopes
+    }
+
+    /// Whether a local record in `scope` may write a key the table shows from another scope:
+    /// the table named by the scope (sec. 8's convention, `table` or `table/...`) has rows in a
+    /// scope other than `scope`. Cheap; when it is false, `shadowed_write` finds nothing.
+    pub fn may_shadow(&self, scope: &ScopeId) -> bool {
+        let name = scope.name.split(|&b| b == b'/').next().unwrap_or_default();
+        let Ok(table) = std::str::from_utf8(name) else {
+            return false;
+        };
+        self.rows.table_elsewhere(table, scope)
+    }
+
+    /// The first row the local records appended to each chain after the seq given wrote and
+    /// left live, but that its table does not show (another scope's row is the key's, sec. 7):
+    /// every replica would hide it. Merges what is deferred first.
+    pub fn shadowed_write(
+        &mut self,
+        since: &[(ChainKey, u64)],
+    ) -> Option<(RowKey, crate::owner::KeyOwner)> {
+        self.catch_up();
+        for (chain, from) in since {
+            let Some(log) = self.chains.get(chain) else {
+                continue;
+            };
+            for r in log.pending.iter().filter(|r| r.seq > *from) {
+                for op in &r.ops {
+                    let k = RowKey::new(&op.table, &chain.1, &op.pk);
+                    if !self.rows.get(&k).is_some_and(|row| row.is_live()) {
+                        continue;
+                    }
+                    if let Some(owner) = self.key_owner(&k) {
+                        if owner.shown.as_ref() != Some(&k) {
+                            return Some((k, owner));
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The rows of a table as queries see them (one row per key, unique conflicts resolved),
+    /// and the rows hidden by a key written in several scopes or by a unique conflict.
     pub fn visible(&self, table: &str) -> (Vec<VisibleRow>, Vec<VisibleRow>) {
         match self.tables.get(table) {
             Some(schema) => visible_rows(self.merged_rows(), schema),
