@@ -8,8 +8,8 @@ use crate::{Sync, SyncEvent};
 use cairn_sql::ForcedRow;
 use cairn_sql::{Catalog, Table};
 use cairn_sql::{Database, Result, Value};
-use cairn_sync::{Event, RowKey, RowStore};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use cairn_sync::{Event, RowKey};
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Sync {
     /// Like `write`, for protocol input: `f` returns messages to send and events; rows the
@@ -106,6 +106,7 @@ impl Sync {
             by_table.entry(k.table.clone()).or_default().push(k);
         }
         let mut all: Vec<ForcedRow> = Vec::new();
+        let mut contested: Vec<Vec<RowKey>> = Vec::new();
         for (name, keys) in by_table {
             let Ok(t) = catalog.table(&name) else {
                 continue;
@@ -114,7 +115,6 @@ impl Sync {
             let unique = t.indexes.iter().any(|i| i.unique);
             let st = self.st.borrow();
             let replica = st.replica.as_ref().expect("invariant: ensured");
-            let mut gone = Vec::new();
             if unique {
                 // Rows hidden by a clash go, every visible row is (re)put: which of two
                 // clashing rows shows depends on rows this batch did not touch.
@@ -124,49 +124,45 @@ impl Sync {
                 }
                 for (k, v) in replica.materialize(&keys) {
                     if v.is_none() {
-                        gone.push(k);
+                        all.push((t.clone(), k.pk_values(), None));
                     }
                 }
                 for r in visible {
                     let row = full_row(&t, &r.pk, r.values);
                     all.push((t.clone(), r.pk, Some(row)));
                 }
-            } else {
-                for (k, v) in replica.materialize(&keys) {
-                    match v {
-                        Some(vals) => {
-                            let pk = k.pk_values();
-                            let row = full_row(&t, &pk, vals);
-                            all.push((t.clone(), pk, Some(row)));
-                        }
-                        None => gone.push(k),
-                    }
+                contested.extend(keys.iter().filter_map(|k| two_owners(replica, k)));
+                continue;
+            }
+            // One entry a key: rows of several scopes with one key are one row of the table.
+            let mut done: BTreeSet<&[u8]> = BTreeSet::new();
+            for (i, (k, v)) in replica.materialize(&keys).into_iter().enumerate() {
+                // `materialize` answers in the order asked.
+                if !done.insert(&keys[i].pk) {
+                    continue;
                 }
-            }
-            // With a scope column, one key may live in another scope (the row moved): a
-            // tombstone in the old scope must not delete it.
-            let scoped = t.replicated.as_ref().is_some_and(|r| r.scope.is_some());
-            let mut live: HashMap<Vec<u8>, RowKey> = HashMap::new();
-            if scoped && !gone.is_empty() {
-                replica.rows().scan(&mut |k, row| {
-                    if k.table == t.name && row.is_live() {
-                        live.insert(k.pk.clone(), k.clone());
-                    }
-                });
-            }
-            for k in gone {
-                match live.get(&k.pk) {
-                    Some(other) => {
-                        if let Some((_, Some(vals))) =
-                            replica.materialize(std::slice::from_ref(other)).pop()
-                        {
-                            let pk = other.pk_values();
-                            let row = full_row(&t, &pk, vals);
-                            all.push((t.clone(), pk, Some(row)));
+                // A key other scopes hold too (a row moved by its scope column, or written
+                // in another owner's scope): the table shows the row the rule of docs/sync.md
+                // sec. 7 picks, alike on every replica, or none.
+                let (key, vals) = match replica.key_owner(&k) {
+                    None => (k, v),
+                    Some(owner) => {
+                        if owner.shown.is_none() && owner.hidden.len() > 1 {
+                            contested.push(owner.hidden);
+                        }
+                        match owner.shown {
+                            Some(shown) if shown == k => (k, v),
+                            Some(shown) => {
+                                let vals = replica.materialize(std::slice::from_ref(&shown));
+                                (shown, vals.into_iter().next().and_then(|(_, v)| v))
+                            }
+                            None => (k, None),
                         }
                     }
-                    None => all.push((t.clone(), k.pk_values(), None)),
-                }
+                };
+                let pk = key.pk_values();
+                let row = vals.map(|vals| full_row(&t, &pk, vals));
+                all.push((t.clone(), pk, row));
             }
         }
         // Deletes first, so a put never clashes with a row this batch removes.
@@ -176,6 +172,15 @@ impl Sync {
         // merged state and out of the table, on every replica alike.
         let refused = db.force_rows(all)?;
         let mut st = self.st.borrow_mut();
+        contested.sort();
+        contested.dedup();
+        for rows in contested {
+            st.events.push(SyncEvent {
+                kind: "row_refused",
+                code: "UNAUTHORIZED".into(),
+                detail: two_owners_detail(&rows),
+            });
+        }
         for (t, _, e) in refused {
             st.events.push(SyncEvent {
                 kind: "row_refused",
@@ -185,6 +190,27 @@ impl Sync {
         }
         Ok(())
     }
+}
+
+/// The live rows of `k`'s key when scopes of different owners hold it (none is shown).
+fn two_owners(replica: &cairn_sync::Replica, k: &RowKey) -> Option<Vec<RowKey>> {
+    let owner = replica.key_owner(k)?;
+    (owner.shown.is_none() && owner.hidden.len() > 1).then_some(owner.hidden)
+}
+
+fn two_owners_detail(rows: &[RowKey]) -> String {
+    let scopes: Vec<String> = (rows.iter())
+        .map(|k| {
+            let name = String::from_utf8_lossy(&k.scope.name);
+            format!("{name} of {}", &k.scope.owner.to_hex()[..12])
+        })
+        .collect();
+    format!(
+        "{}: a row with key {:?} is written in scopes of different owners ({}): the table shows none of them",
+        rows[0].table,
+        rows[0].pk_values(),
+        scopes.join(", ")
+    )
 }
 
 fn event(e: Event) -> SyncEvent {

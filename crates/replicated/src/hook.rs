@@ -80,6 +80,43 @@ impl CommitHook for Hook {
     }
 }
 
+/// `SYNC_REFUSED` for a write to a key another scope's row holds.
+fn shadowed(key: &cairn_sync::RowKey, owner: &cairn_sync::KeyOwner) -> cairn_sql::Error {
+    let scope = |s: &cairn_sync::ScopeId| {
+        format!(
+            "{:?} of owner {}",
+            String::from_utf8_lossy(&s.name),
+            &s.owner.to_hex()[..12]
+        )
+    };
+    let why = match &owner.shown {
+        Some(k) => format!(
+            "the table's row with this key is the one in scope {}",
+            scope(&k.scope)
+        ),
+        None => {
+            let others: Vec<String> = (owner.hidden.iter())
+                .filter(|k| **k != *key)
+                .map(|k| scope(&k.scope))
+                .collect();
+            format!(
+                "scope {} of another owner holds this key, so no replica shows either row",
+                others.join(", ")
+            )
+        }
+    };
+    cairn_sql::Error::Sync(
+        "SYNC_REFUSED",
+        format!(
+            "UNAUTHORIZED: {}: a write of key {:?} in scope {}: {why} (docs/sync.md sec. 7, \
+             \"One row, one owner\"); give the row a key of its own",
+            key.table,
+            key.pk_values(),
+            scope(&key.scope)
+        ),
+    )
+}
+
 impl State {
     /// Turns a transaction's row changes into one record per scope.
     fn record(
@@ -98,10 +135,38 @@ impl State {
             && self.replica.is_some()
             && self.registered_for == Some(schema)
         {
+            let since = self.shadow_risk();
             self.commit_records(store)?;
+            self.check_owners(since)?;
             return Ok(Vec::new());
         }
         self.record_held(store, catalog, schema, changes)
+    }
+
+    /// Where this commit's records start in each chain it writes, when one of them may write
+    /// a key its table shows from another scope (`Replica::may_shadow`); else none to check.
+    fn shadow_risk(&self) -> Option<Vec<(ChainKey, u64)>> {
+        let replica = self.replica.as_ref()?;
+        let used = self.scopes.used.iter().map(|&i| &self.scopes.list[i].chain);
+        if !used.clone().any(|k| replica.may_shadow(&k.1)) {
+            return None;
+        }
+        Some(
+            used.map(|k| (k.clone(), replica.chain(k).map_or(0, |l| l.head().0)))
+                .collect(),
+        )
+    }
+
+    /// Refuses a commit that wrote a row its table would not show, on this replica as on every
+    /// other: a key another scope's row holds (docs/sync.md sec. 7, "One row, one owner").
+    fn check_owners(&mut self, since: Option<Vec<(ChainKey, u64)>>) -> Result<()> {
+        let Some(since) = since else {
+            return Ok(());
+        };
+        match self.replica_mut().shadowed_write(&since) {
+            None => Ok(()),
+            Some((key, owner)) => Err(shadowed(&key, &owner)),
+        }
     }
 
     /// [`State::record`] for any other commit.
@@ -116,7 +181,9 @@ impl State {
         let schema_changed = self.ensure_for(store, catalog, schema)?;
         let sink_was_on = self.sink_on == Some(true);
         let (finals, mut unique_tables) = self.write_held(catalog, changes)?;
+        let since = self.shadow_risk();
         self.commit_records(store)?;
+        self.check_owners(since)?;
         // A table the capture took that has a UNIQUE index now (made inside the transaction:
         // the capture took its changes as one with none). Its scope is named after it.
         if schema_changed && sink_was_on {

@@ -388,8 +388,8 @@ impl Sync {
             where_pk.join(" AND ")
         );
         let row = match db.execute(&sel, pk)? {
-            Output::Rows { mut rows, .. } if !rows.is_empty() => rows.swap_remove(0),
-            _ => return Ok(false),
+            Output::Rows { mut rows, .. } if !rows.is_empty() => Some(rows.swap_remove(0)),
+            _ => None,
         };
         let del = format!(
             "DELETE FROM {} WHERE {}",
@@ -408,15 +408,45 @@ impl Sync {
             let catalog = db.catalog().clone();
             let mut st = self.st.borrow_mut();
             st.ensure(db.storage_mut(), &catalog)?;
-            let scope = ScopeId::new(st.owner(), State::scope_name(&t, &row).as_bytes());
+            let owner = st.owner();
+            let scope = match &row {
+                Some(row) => ScopeId::new(owner, State::scope_name(&t, row).as_bytes()),
+                // A row the table hides (its key is held by another owner's scope too, docs/
+                // sync.md sec. 7): the one in this database's owner's scopes.
+                None => match (st.replica_mut().key_scopes(&t.name, pk).into_iter())
+                    .find(|s| s.owner == owner)
+                {
+                    Some(scope) => scope,
+                    None => return Ok(None),
+                },
+            };
             let now = (st.now)();
             st.replica_mut()
                 .purge(now, &scope, &t.name, pk.to_vec())
                 .map_err(refused)?;
-            st.persist(db.storage_mut())
+            st.persist(db.storage_mut())?;
+            // Another scope's row with this key the table hid may show now.
+            let key = cairn_sync::RowKey::new(&t.name, &scope, pk);
+            let shown = (st.replica().key_owner(&key))
+                .and_then(|o| o.shown)
+                .and_then(|k| st.replica().materialize(&[k]).pop())
+                .and_then(|(_, v)| v);
+            Ok(Some(shown.map(|vals| apply::full_row(&t, pk, vals))))
         })();
+        let r = match r {
+            Ok(Some(Some(row))) => db
+                .force_rows(vec![(t.clone(), pk.to_vec(), Some(row))])
+                .map(|_| Some(())),
+            Ok(Some(None)) => Ok(Some(())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
         match r {
-            Ok(()) => {
+            Ok(None) => {
+                db.execute("ROLLBACK", &[])?;
+                Ok(false)
+            }
+            Ok(Some(())) => {
                 if let Err(e) = db.execute("COMMIT", &[]) {
                     // The tombstone's record is in memory only.
                     self.st.borrow_mut().mark_stale(durable);

@@ -2641,3 +2641,149 @@ fn a_revoked_writer_s_later_rows_leave_every_table() {
     assert_eq!(owner.rows(all), kept);
     assert!(owner.sync.verify(&mut owner.db).unwrap().is_empty());
 }
+
+/// The table's rows, as text.
+fn todo_rows(n: &mut Node) -> Vec<Vec<Value>> {
+    n.rows("SELECT id, title FROM todo ORDER BY id")
+}
+
+/// A key writing, in a scope of its own, a row whose key the owner's scope holds neither
+/// replaces the owner's row nor, deleting it, deletes it: on the owner, on a third replica and
+/// on the writer alike (docs/sync.md sec. 7, "One row, one owner").
+#[test]
+fn a_foreign_scope_cannot_replace_or_delete_a_row_it_does_not_own() {
+    let (mut a, mut b, mut m) = (Node::memory(), Node::memory(), Node::memory());
+    for n in [&mut a, &mut b, &mut m] {
+        n.exec(TODO);
+    }
+    a.exec("INSERT INTO todo (id, title) VALUES ('x', 'mine'), ('y', 'also mine')");
+    // Written and deleted in the writer's own scope before it ever saw the owner's row.
+    m.exec("INSERT INTO todo (id, title) VALUES ('x', 'forged')");
+    m.exec("DELETE FROM todo WHERE id = 'x'");
+    sync_pair(&mut m, &mut b);
+    sync_pair(&mut a, &mut b);
+    sync_pair(&mut a, &mut m);
+    let want = vec![
+        vec![Value::Text("x".into()), Value::Text("mine".into())],
+        vec![Value::Text("y".into()), Value::Text("also mine".into())],
+    ];
+    for n in [&mut a, &mut b, &mut m] {
+        assert_eq!(todo_rows(n), want);
+    }
+    // Written again and kept: the key is held by scopes of two owners, and no replica shows
+    // either row; each receiver says why.
+    let mut m2 = Node::memory();
+    m2.exec(TODO);
+    m2.exec("INSERT INTO todo (id, title) VALUES ('y', 'forged')");
+    sync_pair(&mut m2, &mut b);
+    sync_pair(&mut a, &mut b);
+    sync_pair(&mut a, &mut m2);
+    let want = vec![vec![Value::Text("x".into()), Value::Text("mine".into())]];
+    for n in [&mut a, &mut b, &mut m2] {
+        assert_eq!(todo_rows(n), want);
+    }
+    for n in [&mut a, &mut b] {
+        let events = n.sync.take_events();
+        let refused: Vec<_> = events.iter().filter(|e| e.kind == "row_refused").collect();
+        assert!(!refused.is_empty(), "{events:?}");
+        assert!(
+            refused.iter().all(|e| e.code == "UNAUTHORIZED"),
+            "{refused:?}"
+        );
+    }
+    // Neither may write the key while both hold it: every replica would hide the write.
+    for n in [&mut a, &mut m2] {
+        let e = (n.db)
+            .execute("INSERT INTO todo (id, title) VALUES ('y', 'again')", &[])
+            .unwrap_err();
+        assert_eq!(e.code(), "SYNC_REFUSED", "{e}");
+        assert!(e.to_string().contains("UNAUTHORIZED"), "{e}");
+        assert_eq!(todo_rows(n), want);
+    }
+    // Once the other owner's row goes, the owner's shows again, everywhere.
+    m2.sync
+        .purge(&mut m2.db, "todo", &[Value::Text("y".into())])
+        .unwrap();
+    sync_pair(&mut m2, &mut b);
+    sync_pair(&mut a, &mut b);
+    let want = vec![
+        vec![Value::Text("x".into()), Value::Text("mine".into())],
+        vec![Value::Text("y".into()), Value::Text("also mine".into())],
+    ];
+    assert_eq!(todo_rows(&mut a), want);
+    assert_eq!(todo_rows(&mut b), want);
+}
+
+/// A database that holds another owner's row may not write it: its write would go to a scope
+/// of its own owner, which every replica would hide. Refused at commit, nothing kept.
+#[test]
+fn a_write_to_another_owner_s_row_is_refused_at_commit() {
+    let (mut a, mut m) = (Node::memory(), Node::memory());
+    a.exec(TODO);
+    m.exec(TODO);
+    a.exec("INSERT INTO todo (id, title) VALUES ('x', 'mine')");
+    sync_pair(&mut a, &mut m);
+    let before = todo_rows(&mut m);
+    assert_eq!(before.len(), 1);
+    let pending = m.sync.pending_records();
+    for sql in [
+        "UPDATE todo SET title = 'taken' WHERE id = 'x'",
+        "UPDATE todo SET likes = likes + 1 WHERE id = 'x'",
+    ] {
+        let e = m.db.execute(sql, &[]).unwrap_err();
+        assert_eq!(e.code(), "SYNC_REFUSED", "{sql}: {e}");
+        assert!(e.to_string().contains("\"todo\" of owner"), "{e}");
+        assert_eq!(todo_rows(&mut m), before);
+        assert_eq!(m.sync.pending_records(), pending);
+    }
+    // Its own rows it writes as before.
+    m.exec("INSERT INTO todo (id, title) VALUES ('z', 'of my own')");
+    m.exec("UPDATE todo SET title = 'still mine' WHERE id = 'z'");
+    sync_pair(&mut a, &mut m);
+    assert_eq!(todo_rows(&mut a), todo_rows(&mut m));
+    assert_eq!(todo_rows(&mut a).len(), 2);
+}
+
+/// Within one owner's scopes a key's row is the first written: a row moved to another list on
+/// one device while another device edits it in the old one shows once, the same everywhere.
+#[test]
+fn a_row_moved_while_edited_elsewhere_shows_once_and_alike() {
+    let ddl = "CREATE TABLE item (id TEXT PRIMARY KEY, list TEXT NOT NULL, name TEXT) \
+               REPLICATED (SCOPE list)";
+    for edit_first in [false, true] {
+        let mut a = Node::memory();
+        let mut b = Node::memory();
+        a.exec(ddl);
+        b.exec(ddl);
+        let a_id = a.sync.id(&mut a.db).unwrap();
+        let b_id = b.sync.id(&mut b.db).unwrap();
+        a.sync
+            .authorize(&mut a.db, "item/list=home", vec![b_id])
+            .unwrap();
+        a.sync
+            .authorize(&mut a.db, "item/list=work", vec![b_id])
+            .unwrap();
+        b.sync.set_owner(&mut b.db, a_id).unwrap();
+        a.exec("INSERT INTO item VALUES ('1', 'home', 'lamp')");
+        sync_pair(&mut a, &mut b);
+        let (mover, editor) = if edit_first {
+            (&mut a, &mut b)
+        } else {
+            (&mut b, &mut a)
+        };
+        editor.exec("UPDATE item SET name = 'red lamp' WHERE id = '1'");
+        mover.exec("UPDATE item SET list = 'work' WHERE id = '1'");
+        sync_pair(&mut a, &mut b);
+        let all = "SELECT id, list, name FROM item ORDER BY id";
+        for n in [&mut a, &mut b] {
+            let events = n.sync.take_events();
+            assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+        }
+        assert_eq!(a.rows(all), b.rows(all), "edit first: {edit_first}");
+        assert_eq!(a.rows(all).len(), 1, "{:?}", a.rows(all));
+        // And the row is writable where it shows.
+        a.exec("UPDATE item SET name = 'lamp again' WHERE id = '1'");
+        sync_pair(&mut a, &mut b);
+        assert_eq!(a.rows(all), b.rows(all));
+    }
+}

@@ -63,7 +63,6 @@ impl State {
             let state = RowState::decode(&mut Reader::new(&v)).map_err(|e| corrupt("row", e))?;
             replica
                 .rows_mut()
-                .rows
                 .insert(RowKey { table, scope, pk }, state);
         }
         let mut writers = 0;

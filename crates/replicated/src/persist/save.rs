@@ -160,7 +160,7 @@ pub(crate) fn save(
         // The base alone: the history held rebuilds the rest on open, and a fork may take
         // some of it back (docs/sync.md sec. 6).
         let base = replica.base_rows();
-        let mut rows: Vec<(&RowKey, &RowState)> = base.iter().flat_map(|b| b.rows.iter()).collect();
+        let mut rows: Vec<(&RowKey, &RowState)> = base.iter().flat_map(|b| b.iter()).collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (k, state) in rows {
             let mut w = Writer::new();
