@@ -6,7 +6,7 @@ use crate::change::{Op, Payload};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::Hlc;
 use crate::identity::AuthorId;
-use crate::owner::{resolve, KeyIndex};
+use crate::owner::{resolve, Added, KeyIndex};
 use crate::scope::ScopeId;
 use crate::wire::{value_bytes, Reader, Writer};
 use cairn_value::Value;
@@ -489,10 +489,18 @@ pub struct MemoryRows {
 impl MemoryRows {
     /// Keeps `row` under `key` (a host loading saved rows).
     pub fn insert(&mut self, key: RowKey, row: RowState) {
-        if !self.rows.contains_key(&key) {
-            self.index.add(&key);
+        let added = (!self.rows.contains_key(&key)).then(|| self.index.add(&key));
+        self.rows.insert(key.clone(), row);
+        if added == Some(Added::KeyTable) {
+            self.key_table(&key.table);
         }
-        self.rows.insert(key, row);
+    }
+    /// Indexes the keys of `table`, which has rows in a second scope from now on.
+    #[cold]
+    fn key_table(&mut self, table: &str) {
+        for k in self.rows.keys().filter(|k| k.table == table) {
+            self.index.add_key(k);
+        }
     }
     /// Every row, in no order.
     pub fn iter(&self) -> impl Iterator<Item = (&RowKey, &RowState)> {
@@ -522,8 +530,10 @@ impl RowStore for MemoryRows {
             f(&mut row);
             // A redacted op on a row never seen leaves nothing; keep no empty entry for it.
             if row != RowState::default() {
-                self.index.add(key);
                 self.rows.insert(key.clone(), row);
+                if self.index.add(key) == Added::KeyTable {
+                    self.key_table(&key.table);
+                }
             }
         }
     }
@@ -553,8 +563,13 @@ impl RowStore for MemoryRows {
                 f(&mut row);
                 // As in `update`: no empty entry for a row never seen.
                 if row != RowState::default() {
-                    self.index.add(e.key());
-                    e.insert(row);
+                    if self.index.add(e.key()) == Added::KeyTable {
+                        let table = e.key().table.clone();
+                        e.insert(row);
+                        self.key_table(&table);
+                    } else {
+                        e.insert(row);
+                    }
                 }
             }
         }

@@ -10,21 +10,57 @@ use crate::merge::{RowKey, RowState, RowStore, Version};
 use crate::scope::ScopeId;
 use std::collections::hash_map::{Entry, RandomState};
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
-/// Which scopes hold rows of each `(table, pk)` and of each table. Keys are kept as a keyed
-/// 64-bit hash of `(table, pk)` (peers choose those bytes): a hash two keys share only makes a
-/// caller look for a row that is not there.
+/// Which scopes hold rows of each table and, for a table with rows in more than one scope, of
+/// each of its keys (a table of one scope, the common case, pays for no key index). Keys are
+/// kept as a keyed 64-bit hash of `(table, pk)` (peers choose those bytes): a hash two keys
+/// share only makes a caller look for a row that is not there.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyIndex {
     hasher: RandomState,
     /// Scopes by number, and each one's number: a key's entry holds numbers, not scopes.
     scopes: Vec<ScopeId>,
     numbers: HashMap<ScopeId, u32>,
-    /// The number of the scope of the last row added (rows come in runs of one scope).
-    last: Option<u32>,
-    keys: HashMap<u64, Slot>,
-    tables: HashMap<String, Vec<u32>>,
+    tables: HashMap<String, TableScopes>,
+    /// The table and scope of the last row added, and whether its table is keyed (rows come
+    /// in runs of one table and scope).
+    last: Option<(String, u32, bool)>,
+    keys: HashMap<u64, Slot, BuildHasherDefault<Prehashed>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct TableScopes {
+    scopes: Vec<u32>,
+    /// Whether the table's keys are in `KeyIndex::keys` (from its second scope on).
+    keyed: bool,
+}
+
+/// What [`KeyIndex::add`] asks of the store.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Added {
+    Done,
+    /// The table has rows in a second scope from now on: the store gives every row of the
+    /// table it holds to [`KeyIndex::add_key`] (once).
+    KeyTable,
+}
+
+/// The hasher of `KeyIndex::keys`, whose keys are hashes already (keyed ones).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// The scopes holding a key: almost always one.
@@ -37,10 +73,7 @@ enum Slot {
 
 impl KeyIndex {
     fn number(&mut self, scope: &ScopeId) -> u32 {
-        if let Some(n) = self.last.filter(|&n| self.scopes[n as usize] == *scope) {
-            return n;
-        }
-        let n = match self.numbers.get(scope) {
+        match self.numbers.get(scope) {
             Some(&n) => n,
             None => {
                 let n = self.scopes.len() as u32;
@@ -48,9 +81,7 @@ impl KeyIndex {
                 self.numbers.insert(scope.clone(), n);
                 n
             }
-        };
-        self.last = Some(n);
-        n
+        }
     }
 
     fn hash(&self, table: &str, pk: &[u8]) -> u64 {
@@ -58,8 +89,51 @@ impl KeyIndex {
     }
 
     /// Notes a row the store holds from now on.
-    pub(crate) fn add(&mut self, key: &RowKey) {
+    pub(crate) fn add(&mut self, key: &RowKey) -> Added {
+        if let Some((table, n, keyed)) = &self.last {
+            if *table == key.table && self.scopes[*n as usize] == key.scope {
+                if *keyed {
+                    let n = *n;
+                    self.add_hash(key, n);
+                }
+                return Added::Done;
+            }
+        }
         let n = self.number(&key.scope);
+        let t = match self.tables.get_mut(key.table.as_str()) {
+            Some(t) => t,
+            None => self.tables.entry(key.table.clone()).or_default(),
+        };
+        if !t.scopes.contains(&n) {
+            t.scopes.push(n);
+        }
+        let added = if t.scopes.len() > 1 && !t.keyed {
+            t.keyed = true;
+            Added::KeyTable
+        } else {
+            if t.keyed {
+                self.add_hash(key, n);
+            }
+            Added::Done
+        };
+        let keyed = self.tables[key.table.as_str()].keyed;
+        match &mut self.last {
+            Some(last) => {
+                last.0.clone_from(&key.table);
+                (last.1, last.2) = (n, keyed);
+            }
+            None => self.last = Some((key.table.clone(), n, keyed)),
+        }
+        added
+    }
+
+    /// Notes a row of a keyed table held before it was keyed (see [`Added::KeyTable`]).
+    pub(crate) fn add_key(&mut self, key: &RowKey) {
+        let n = self.number(&key.scope);
+        self.add_hash(key, n);
+    }
+
+    fn add_hash(&mut self, key: &RowKey, n: u32) {
         let h = self.hash(&key.table, &key.pk);
         match self.keys.entry(h) {
             Entry::Vacant(e) => {
@@ -78,20 +152,13 @@ impl KeyIndex {
                 }
             },
         }
-        match self.tables.get_mut(key.table.as_str()) {
-            Some(v) => {
-                if !v.contains(&n) {
-                    v.push(n);
-                }
-            }
-            None => {
-                self.tables.insert(key.table.clone(), vec![n]);
-            }
-        }
     }
 
     /// Scopes other than `key.scope` that may hold a row with its table and key.
     pub(crate) fn others(&self, key: &RowKey) -> Vec<ScopeId> {
+        if !self.tables.get(key.table.as_str()).is_some_and(|t| t.keyed) {
+            return Vec::new();
+        }
         match self.keys.get(&self.hash(&key.table, &key.pk)) {
             None | Some(Slot::One(_)) => Vec::new(),
             Some(Slot::Many(v)) => (v.iter())
@@ -103,11 +170,12 @@ impl KeyIndex {
     }
 
     pub(crate) fn table_elsewhere(&self, table: &str, scope: &ScopeId) -> bool {
-        (self.tables.get(table).into_iter().flatten()).any(|&n| self.scopes[n as usize] != *scope)
+        (self.tables.get(table).into_iter().flat_map(|t| &t.scopes))
+            .any(|&n| self.scopes[n as usize] != *scope)
     }
 
     pub(crate) fn table_scopes(&self, table: &str) -> Vec<ScopeId> {
-        (self.tables.get(table).into_iter().flatten())
+        (self.tables.get(table).into_iter().flat_map(|t| &t.scopes))
             .map(|&n| self.scopes[n as usize].clone())
             .collect()
     }
