@@ -54,6 +54,10 @@ pub struct Link {
     /// many times this replica's branch of the chain changed then. Each is sent once: a peer
     /// that moved to another branch, or a replica that did, makes a new one.
     proofs_sent: BTreeSet<(ChainKey, u64, Hash, u64)>,
+    /// For each chain whose branch changed here (`Replica::branch_changes`), the count the
+    /// peer was last told of (by HELLO or ACK): when it moves, the peer is told where the chain
+    /// ends now, for it may believe this replica holds records it took back.
+    announced: BTreeMap<ChainKey, u64>,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -112,7 +116,11 @@ impl Link {
     /// it again: what a retransmission timeout does, and what a host does at once when a reply
     /// it was given never went out (the call that made it failed).
     pub fn rewind(&mut self) {
-        self.sent = self.their_have.clone();
+        // Where a proof of a fork lowered `sent` below what the peer holds (of its branch),
+        // the proof stays to be sent.
+        self.sent = (self.their_have.iter())
+            .map(|(k, &have)| (k.clone(), self.sent.get(k).map_or(have, |&s| s.min(have))))
+            .collect();
         self.snapshot_sent = false;
         self.sent_lists.clear();
     }
@@ -132,10 +140,12 @@ impl<S: RowStore> Replica<S> {
             .keys()
             .any(|(_, s)| self.config.subscription.covers(s));
         link.asked_snapshot = link.snapshot_source && self.config.snapshot_when_empty && empty;
-        self.hello(link.asked_snapshot)
+        let wants = link.asked_snapshot;
+        self.hello(link, wants)
     }
 
-    fn hello(&mut self, wants_snapshot: bool) -> Vec<u8> {
+    fn hello(&mut self, link: &mut Link, wants_snapshot: bool) -> Vec<u8> {
+        link.announced.clone_from(&self.branch_changes);
         Message::Hello {
             replica: self.id(),
             wants_snapshot,
@@ -294,14 +304,19 @@ impl<S: RowStore> Replica<S> {
             Message::Ack(heads) => {
                 let mut progress = false;
                 for (k, &(s, h)) in &heads {
+                    let ours = self.chains.get(k).and_then(|l| l.hash_at(s)) == Some(h);
+                    if !ours && self.forks.contains(&k.0) {
+                        // A head on another branch (or past ours) of a chain known to be forked
+                        // says nothing of what the peer holds of ours (an ACK overtaken by one
+                        // sent after the peer moved to our branch is such a one):
+                        // `send_fork_proofs` below answers it.
+                        continue;
+                    }
                     let cur = link.their_have.entry(k.clone()).or_insert(0);
                     if s > *cur {
                         *cur = s;
                         progress = true;
-                    } else if s < *cur
-                        && self.forks.contains(&k.0)
-                        && self.chains.get(k).and_then(|l| l.hash_at(s)) == Some(h)
-                    {
+                    } else if s < *cur && self.forks.contains(&k.0) {
                         // A forked chain's peer that gave up its branch for a shorter one holds
                         // less than it acknowledged before: it is sent the rest again.
                         *cur = s;
@@ -412,7 +427,7 @@ impl<S: RowStore> Replica<S> {
                 // only one asked of a peer the host chose.
                 if code == COMPACTED && link.snapshot_source && !link.asked_snapshot {
                     link.asked_snapshot = true;
-                    out.send.push(self.hello(true));
+                    out.send.push(self.hello(link, true));
                 }
                 // The peer keeps another branch of the chain: its acknowledgements of it do not
                 // count for compaction until the branches agree again.
@@ -546,6 +561,22 @@ impl<S: RowStore> Replica<S> {
                     .collect(),
             },
         };
+        // Chains this replica took records of back since the peer last heard where they end
+        // (a fork decided against its branch): the peer may count on records no longer here,
+        // and sends them again once it knows (see `Message::Ack` above).
+        if link.announced != self.branch_changes {
+            let moved: Heads = (self.branch_changes.iter())
+                .filter(|&(k, b)| link.announced.get(k) != Some(b) && serves(self, &k.1))
+                .filter_map(|(k, _)| {
+                    let head = self.chains.get(k).map(|l| l.head())?;
+                    (head.0 > 0).then(|| (k.clone(), head))
+                })
+                .collect();
+            link.announced.clone_from(&self.branch_changes);
+            if !moved.is_empty() {
+                out.push(Message::Ack(moved).encode());
+            }
+        }
         // Writer lists first: blocks by listed writers are refused without them.
         let lists: Vec<_> = served
             .list_scopes

@@ -2,8 +2,10 @@
 //! unique conflicts) in a shared scope (writer list signed by its owner) and in private scopes,
 //! over a seeded network that delays, drops, duplicates, reorders, partitions and cuts links;
 //! replicas compact now and then, one replica may ask for a subset of the scopes, and a late
-//! empty replica joins (by snapshot or by history).
-//! After healing, every replica holds identical rows and `verify()` passes.
+//! empty replica joins (by snapshot or by history). In some runs two replicas share one key
+//! (a cloned device): both keep writing, so the chains they share fork again and again.
+//! After healing, every replica holds identical rows and tables, the same branch of every
+//! chain, and `verify()` passes.
 //!
 //! `CAIRN_SYNC_SEEDS=n` runs more seeds; `CAIRN_SYNC_SEED=s CAIRN_SYNC_SEEDS=1` replays one.
 
@@ -67,12 +69,10 @@ impl Sim {
             }
             replicas.push(r);
         }
-        // With CAIRN_SYNC_CLONES set, a clone: replica n-2 runs on replica 1's key (a restored
-        // backup, a copied device), so the two write forks of each chain they share, and every
-        // replica must still end alike. Off by default: some seeds still end apart or never go
-        // quiet (docs/sync.md sec. 11, "Forks").
-        //
-        let clone = n >= 4 && rng.chance(40) && std::env::var_os("CAIRN_SYNC_CLONES").is_some();
+        // A clone in some runs: replica n-2 runs on replica 1's key (a restored backup, a copied
+        // device), so the two write forks of each chain they share, and every replica must
+        // still end alike.
+        let clone = n >= 4 && rng.chance(40);
         if clone {
             let key = Identity::import(&replicas[1].identity().export()).expect("own export");
             let cfg = replicas[n - 2].config().clone();
