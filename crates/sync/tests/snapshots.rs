@@ -7,7 +7,7 @@
 mod common;
 
 use cairn_sync::{
-    Config, Event, Identity, Link, Message, Op, Payload, Reason, Replica, ScopeId, Value,
+    Config, Event, Identity, Link, Message, Op, Payload, Reason, Replica, RowStore, ScopeId, Value,
 };
 use common::{schemas, text};
 
@@ -239,4 +239,50 @@ fn the_genuine_snapshot_after_refusals_still_installs() {
     let events = b.handle(&mut link, NOW, &page).events;
     assert_eq!(refusals(&events), vec![]);
     assert_eq!(b.state_digest(), a.state_digest());
+}
+
+/// Every byte of a snapshot page flipped in turn: the page is refused whole, or what it
+/// installs stays within what the signed checkpoints bound (sec. 8): the same heads as the
+/// source, no clock past the receiver's skew bound, every version by the scope's one writer at
+/// a record its head reaches. What a flip can still change is a value under a genuine version,
+/// or the shape of a row: the trust sec. 11 names.
+#[test]
+fn a_byte_flipped_at_every_offset_of_a_snapshot_page_is_refused_or_bounded() {
+    let mut a = compacted();
+    let page = snapshot_of(&mut a);
+    let heads = a.version_vector();
+    let writer = a.id();
+    let bound = ((NOW + Config::default().max_clock_skew_ms) << 16) | 0xffff;
+    let (mut refused, mut installed) = (0, 0);
+    for at in 0..page.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut flipped = page.clone();
+            flipped[at] ^= bit;
+            let mut b = replica(2, true);
+            let events = offer(&mut b, &mut Link::snapshot_source(), &mut a, &flipped);
+            if !refusals(&events).is_empty() || b.version_vector().is_empty() {
+                refused += 1;
+                continue;
+            }
+            installed += 1;
+            assert_eq!(
+                b.version_vector(),
+                heads,
+                "offset {at}: heads past the checkpoints"
+            );
+            assert!(b.clock() <= bound, "offset {at}: clock {}", b.clock());
+            b.rows().scan(&mut |k, row| {
+                let versions = (row.cells.iter().map(|(_, (v, _))| *v)).chain(row.tombstone);
+                for v in versions {
+                    assert_eq!(v.author, writer, "offset {at}: {k:?}");
+                    assert!(v.seq <= heads[&(writer, k.scope.clone())], "offset {at}");
+                }
+            });
+        }
+    }
+    assert!(refused > 0);
+    eprintln!(
+        "{} flips: {refused} refused, {installed} installed within the bounds",
+        2 * page.len()
+    );
 }
