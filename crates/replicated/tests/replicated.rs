@@ -2787,3 +2787,32 @@ fn a_row_moved_while_edited_elsewhere_shows_once_and_alike() {
         assert_eq!(a.rows(all), b.rows(all));
     }
 }
+
+/// Rows a peer's changes brought into the tables count as what a commit changed
+/// (`Database::take_changed`), as the application's own statements do: a live query over the
+/// table runs again.
+#[test]
+fn rows_applied_from_a_peer_are_reported_as_changed() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    one_owner(&mut a, &mut b);
+    a.exec("INSERT INTO todo (id, title) VALUES ('x', 'one'), ('y', 'two')");
+    sync_pair(&mut a, &mut b);
+    b.db.take_changed();
+    a.exec("UPDATE todo SET title = 'ONE' WHERE id = 'x'");
+    a.exec("DELETE FROM todo WHERE id = 'y'");
+    a.exec("INSERT INTO todo (id, title) VALUES ('z', 'three')");
+    sync_pair(&mut a, &mut b);
+    let c = b.db.take_changed();
+    assert_eq!(
+        c.tables,
+        vec![cairn_sql::TableChange {
+            table: "todo".into(),
+            inserted: 1,
+            updated: 1,
+            deleted: 1
+        }],
+        "{c:?}"
+    );
+    assert!(c.commits >= 1);
+}

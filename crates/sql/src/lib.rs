@@ -88,6 +88,7 @@ mod plan;
 mod schema;
 mod storage;
 mod types;
+mod watch;
 
 pub use cairn_value::Value;
 pub use error::{Error, Result};
@@ -107,6 +108,7 @@ pub use storage::{
     conformance, Cursor, Each, Memory, Rewrite, Storage, StorageCore, TreeId, SYSTEM_TREES,
 };
 pub use types::fmt_real;
+pub use watch::{Changed, TableChange};
 
 use exec::eval::{self, Cache};
 use parse::{ast, Params};
@@ -239,6 +241,10 @@ pub struct Database {
     hook: Option<Box<dyn CommitHook>>,
     /// INSERT's row buffers, kept from one statement to the next (`exec::RowBufs`).
     bufs: exec::RowBufs,
+    /// What this transaction changed so far, and what committed since the host last asked
+    /// (`take_changed`).
+    tx_changed: watch::Changed,
+    changed: watch::Changed,
 }
 
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
@@ -296,6 +302,8 @@ impl Database {
             capture: true,
             hook: None,
             bufs: exec::RowBufs::default(),
+            tx_changed: watch::Changed::default(),
+            changed: watch::Changed::default(),
         })
     }
 
@@ -352,7 +360,7 @@ impl Database {
             capture: None,
             bufs: &mut self.bufs,
         };
-        w.force_rows(rows)
+        w.force_rows(rows, &mut self.tx_changed)
     }
 
     /// The storage, for a layer that keeps its own trees beside the tables (tree ids at or
@@ -412,7 +420,7 @@ impl Database {
                     capture: None,
                     bufs: &mut self.bufs,
                 };
-                w.force_rows(rows).map(|_| ())
+                w.force_rows(rows, &mut self.tx_changed).map(|_| ())
             });
         let hook = self.hook.as_mut().expect("invariant: checked above");
         if let Err(e) = fixed {
@@ -705,14 +713,18 @@ impl Database {
                 if let Some(r) = res.last_rowid {
                     self.last_rowid = r;
                 }
+                let inserted = res.changes - res.updated;
+                self.note_rows(&plan.table.name, inserted, res.updated, 0);
                 Ok(write_output(res, &plan.returning_names, self.last_rowid))
             }
             Prepared::Update(plan, checks) => {
                 let res = self.atomic(false, |db| db.writer(params).update(plan, checks))?;
+                self.note_rows(&plan.table.name, 0, res.changes, 0);
                 Ok(write_output(res, &plan.returning_names, self.last_rowid))
             }
             Prepared::Delete(plan) => {
                 let res = self.atomic(false, |db| db.writer(params).delete(plan))?;
+                self.note_rows(&plan.table.name, 0, 0, res.changes);
                 Ok(write_output(res, &plan.returning_names, self.last_rowid))
             }
             Prepared::Direct => self.direct(&stmt.ast),
@@ -767,6 +779,7 @@ impl Database {
             match f(self) {
                 Ok(v) => {
                     if let Err(e) = self.commit_store() {
+                        self.tx_changed = watch::Changed::default();
                         restore(self);
                         return Err(e);
                     }
@@ -804,6 +817,7 @@ impl Database {
                 if let Err(e) = self.commit_store() {
                     // The transaction is over either way: nothing of it was committed.
                     self.in_tx = false;
+                    self.tx_changed = watch::Changed::default();
                     if let Some(c) = self.tx_catalog.take() {
                         self.catalog = c;
                         self.schema_moved();
@@ -812,6 +826,7 @@ impl Database {
                 }
                 self.in_tx = false;
                 self.tx_catalog = None;
+                self.changed.commit(&mut self.tx_changed);
                 Ok(Output::Done)
             }
             ast::Statement::Rollback => {
@@ -822,6 +837,7 @@ impl Database {
                 }
                 self.store.rollback()?;
                 self.changes.clear();
+                self.tx_changed = watch::Changed::default();
                 self.in_tx = false;
                 if let Some(c) = self.tx_catalog.take() {
                     self.catalog = c;
@@ -832,6 +848,10 @@ impl Database {
             other => {
                 self.atomic(true, |db| db.ddl(other))?;
                 self.schema_moved();
+                self.tx_changed.schema = true;
+                if !self.in_tx {
+                    self.changed.commit(&mut self.tx_changed);
+                }
                 Ok(Output::Done)
             }
         }

@@ -70,6 +70,8 @@ pub struct Planner<'c> {
     pub(super) ctes: Vec<Vec<(String, Vec<String>, ast::Select)>>,
     /// Guards alias expansion against `SELECT a AS b, b AS a ... WHERE a`.
     pub(super) alias_depth: usize,
+    /// The tables the statement reads, each once, in the order it names them (live queries).
+    pub(crate) read: Vec<String>,
 }
 
 type SourceInfo = (Source, String, Vec<(String, Affinity)>);
@@ -81,6 +83,7 @@ impl<'c> Planner<'c> {
             scopes: Vec::new(),
             ctes: Vec::new(),
             alias_depth: 0,
+            read: Vec::new(),
         }
     }
 
@@ -297,6 +300,9 @@ impl<'c> Planner<'c> {
                     return Ok((Source::Query(Rc::new(plan)), alias, columns));
                 }
                 let t = self.catalog.table(name)?.clone();
+                if !self.read.contains(&t.name) {
+                    self.read.push(t.name.clone());
+                }
                 let alias = item.alias.clone().unwrap_or_else(|| t.name.clone());
                 let columns = t
                     .columns

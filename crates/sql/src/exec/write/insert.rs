@@ -365,7 +365,9 @@ impl Writer<'_> {
                             w.as_ref(),
                             cache,
                         )? {
-                            res.changes += u64::from(changed.unwrap_or(false));
+                            let n = u64::from(changed.unwrap_or(false));
+                            res.changes += n;
+                            res.updated += n;
                             return Ok(false);
                         }
                     }
@@ -396,6 +398,7 @@ impl Writer<'_> {
                         &mut rec,
                     )? {
                         res.changes += 1;
+                        res.updated += 1;
                         self.returning(&p.returning, &new, cache, res)?;
                     }
                     return Ok(false);
@@ -462,6 +465,7 @@ impl Writer<'_> {
         match direct {
             Some(Some(changed)) => {
                 res.changes += u64::from(changed);
+                res.updated += u64::from(changed);
                 Ok(None)
             }
             Some(None) => Ok(Some(true)),

@@ -26,6 +26,8 @@ use std::rc::Rc;
 #[derive(Debug, Default)]
 pub struct WriteResult {
     pub changes: u64,
+    /// Of `changes`, the rows an upsert's DO UPDATE rewrote (the others were inserted).
+    pub updated: u64,
     pub last_rowid: Option<i64>,
     pub returned: Vec<Vec<Value>>,
 }
@@ -400,7 +402,12 @@ impl Writer<'_> {
     /// do not block each other: every row that differs goes first, then the new ones are put.
     /// A row that breaks NOT NULL, type or UNIQUE constraints is left out (as every replica
     /// would leave it out); returns those, with the constraint's error.
-    pub fn force_rows(&mut self, rows: Vec<ForcedRow>) -> Result<Vec<RefusedRow>> {
+    /// Counts what it changed in `changed`.
+    pub fn force_rows(
+        &mut self,
+        rows: Vec<ForcedRow>,
+        changed: &mut crate::watch::Changed,
+    ) -> Result<Vec<RefusedRow>> {
         let mut puts = Vec::new();
         for (t, pk, row) in rows {
             let key = match &t.key {
@@ -413,7 +420,8 @@ impl Writer<'_> {
                 }
                 Key::Rowid(_) => encode_key(&pk),
             };
-            if self.store.get(t.tree, &key)?.is_some() {
+            let existed = self.store.get(t.tree, &key)?.is_some();
+            if existed {
                 let old = self.load_row(&t, &key)?;
                 if row.as_ref().is_some_and(|r| same_row(r, &old)) {
                     continue;
@@ -421,22 +429,29 @@ impl Writer<'_> {
                 self.delete_row(&t, &key, &old)?;
             }
             if let Some(row) = row {
-                puts.push((t, pk, key, row));
+                puts.push((t, pk, key, row, existed));
+            } else if existed {
+                changed.add(&t.name, 0, 0, 1);
             }
         }
         let mut refused = Vec::new();
         let cache = Cache::default();
-        for (t, pk, key, mut row) in puts {
+        for (t, pk, key, mut row, existed) in puts {
+            // A row refused leaves the table without the row it had.
+            let gone = u64::from(existed);
             if let Err(e) = self.check_row(&t, &mut row, &[], &cache) {
+                changed.add(&t.name, 0, 0, gone);
                 refused.push((t, pk, e));
                 continue;
             }
             if let Some((ix, _)) = self.find_conflict(&t, &key, &row, &[])? {
                 let e = Self::unique_error(&t, ix);
+                changed.add(&t.name, 0, 0, gone);
                 refused.push((t, pk, e));
                 continue;
             }
             self.put_row(&t, &key, &row)?;
+            changed.add(&t.name, 1 - gone, gone, 0);
         }
         Ok(refused)
     }
