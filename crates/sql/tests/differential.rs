@@ -402,7 +402,7 @@ impl ExprGen<'_> {
             };
         }
         let d = depth - 1;
-        match r.below(24) {
+        match r.below(25) {
             0 => format!(
                 "({} {} {})",
                 self.expr(r, d),
@@ -486,6 +486,36 @@ impl ExprGen<'_> {
                 r.pick(&["&", "|"]),
                 self.expr(r, d)
             ),
+            // Dates: a time value (a date literal, or any expression: numbers are Julian days,
+            // text is parsed or is NULL), then a modifier.
+            24 => {
+                let value = if r.chance(50) {
+                    format!(
+                        "'{:04}-{:02}-{:02} {:02}:{:02}'",
+                        1990 + r.below(50),
+                        1 + r.below(12),
+                        1 + r.below(31),
+                        r.below(24),
+                        r.below(60)
+                    )
+                } else {
+                    self.expr(r, d)
+                };
+                let modifier = match r.below(6) {
+                    0 => format!("'{:+} days'", r.below(800) as i64 - 400),
+                    1 => format!("'{:+} months'", r.below(30) as i64 - 15),
+                    2 => format!("'{:+}.5 hours'", r.below(50) as i64 - 25),
+                    3 => r
+                        .pick(&["'start of month'", "'start of year'", "'end of month'"])
+                        .to_string(),
+                    4 => format!("'weekday {}'", r.below(7)),
+                    _ => self.expr(r, d),
+                };
+                format!(
+                    "{}({value}, {modifier})",
+                    r.pick(&["date", "time", "datetime", "julianday", "unixepoch"])
+                )
+            }
             _ => self.col(r),
         }
     }

@@ -125,6 +125,7 @@ pub(super) fn split_and(e: &Expr, out: &mut Vec<Expr>) {
 }
 
 fn scalar_func(name: &str, n: usize) -> Result<Func> {
+    use crate::exec::eval::DateFn;
     let (f, ok) = match name {
         "abs" => (Func::Abs, n == 1),
         "sign" => (Func::Sign, n == 1),
@@ -148,6 +149,12 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
         "hex" => (Func::Hex, n == 1),
         "random" => (Func::Random, n == 0),
         "uuid7" => (Func::Uuid7, n == 0),
+        "date" => (Func::Date(DateFn::Date), true),
+        "time" => (Func::Date(DateFn::Time), true),
+        "datetime" => (Func::Date(DateFn::DateTime), true),
+        "julianday" => (Func::Date(DateFn::JulianDay), true),
+        "unixepoch" => (Func::Date(DateFn::UnixEpoch), true),
+        "strftime" => (Func::Date(DateFn::Strftime), n >= 1),
         _ => return Err(Error::UnknownFunction(name.to_string())),
     };
     if !ok {

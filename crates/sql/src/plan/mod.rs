@@ -112,6 +112,8 @@ pub enum Func {
     Random,
     Uuid7,
     Sign,
+    /// `date`, `time`, `datetime`, `julianday`, `unixepoch`, `strftime`.
+    Date(crate::exec::eval::DateFn),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,19 @@ pub fn set_clock(f: fn() -> u64) {
     let _ = CLOCK.set(f);
 }
 
+/// The time `'now'` reads: the same for every call in one statement, as in SQLite (kept in
+/// the statement's cache, under a key no plan has).
+fn statement_now(cx: &Cx) -> i64 {
+    const NOW: usize = 0;
+    if let Some(crate::exec::eval::Cached::Value(Value::Integer(ms))) = cx.cache.borrow().get(&NOW)
+    {
+        return *ms;
+    }
+    let ms = now_ms() as i64;
+    (cx.cache.borrow_mut()).insert(NOW, crate::exec::eval::Cached::Value(Value::Integer(ms)));
+    ms
+}
+
 fn now_ms() -> u64 {
     if let Some(f) = CLOCK.get() {
         return f();
@@ -164,6 +177,12 @@ fn call_rare(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
     use Value::*;
     let a0 = || arg(args, 0, row, cx);
     Ok(match f {
+        Func::Date(which) => {
+            let vals = (args.iter())
+                .map(|a| eval(a, row, cx).map(Cow::into_owned))
+                .collect::<Result<Vec<_>>>()?;
+            super::datetime::call(which, &vals, &mut || statement_now(cx))
+        }
         Func::Sign => match to_numeric(&*a0()?) {
             Integer(i) => Integer(i.signum()),
             Real(r) => Integer(if r > 0.0 {

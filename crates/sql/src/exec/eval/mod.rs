@@ -5,9 +5,11 @@
 //! `name = 'x'` on a row allocates nothing.
 
 mod coltest;
+mod datetime;
 mod func;
 
 pub use coltest::ColTest;
+pub use datetime::DateFn;
 pub use func::{cast, set_clock};
 
 use crate::error::{Error, Result};
