@@ -10,6 +10,7 @@ import * as engine from '../build/wasm/cairn_wasm.js';
 import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { MODE_ROWS, MODE_RUN, paramBytes } from './protocol.js';
 import { readResult } from './result.js';
+import { MEMORY, memoryHandle } from './memory.js';
 
 // True in the sync build (cairn-sync-worker.js) and in the test build (dist/test/), whose modules
 // have the replica's and the storage layer's block files' exports (esbuild's `define`,
@@ -162,7 +163,32 @@ export const ops = {
     const bytes = needDb().exportBytes();
     return [bytes, [bytes.buffer]];
   },
+  // An export in pieces, for a page that shows its progress: the whole file as of the last
+  // commit is taken at once, then handed over a piece at a time.
+  exportBegin: () => {
+    const bytes = needDb().exportBytes();
+    outgoing.set(++lastExport, bytes);
+    return [{ id: lastExport, total: bytes.length }];
+  },
+  exportChunk: (id, at, len) => {
+    const bytes = outgoing.get(id);
+    if (!bytes) throw err('INVALID_INPUT', `no export ${id} is under way`);
+    const piece = bytes.slice(at, at + len);
+    if (at + len >= bytes.length) outgoing.delete(id);
+    return [piece, [piece.buffer]];
+  },
+  // An import's pieces, in order (`importBegin` first, `importEnd` after).
+  importChunk: (bytes) => {
+    if (!incoming) throw err('INVALID_INPUT', 'no import is under way: send importBegin first');
+    incoming.parts.push(new Uint8Array(bytes));
+    incoming.size += bytes.byteLength;
+    return [incoming.size];
+  },
 };
+
+const outgoing = new Map(); // export id -> the file's bytes, until its last piece is taken
+let lastExport = 0;
+let incoming = null; // the import under way: { name, replace, parts, size }
 // A panic on purpose, for the tests: in the test build and the sync build (their modules have it).
 if (CAIRN_SYNC || CAIRN_TESTING) ops.debugPanic = (message) => [engine.debugPanic(String(message))];
 
@@ -227,6 +253,70 @@ async function removeKey(name) {
   }
 }
 
+/** Where databases live: OPFS in the browser. The Node.js Worker (worker/node-worker.js) puts
+ * node:fs files in its place; the ops below call only these. */
+export const storage = {
+  /** The handles of the database `name` (and in the sync build, of its key file). */
+  async open(name, create) {
+    const handle = await syncHandle(name, create);
+    // The sync build's key store: the key file, created empty, held while the database is open.
+    if (!CAIRN_SYNC) return { handle };
+    try {
+      return { handle, keyHandle: await syncHandle(name, true, KEYS) };
+    } catch (e) {
+      handle.close();
+      throw e;
+    }
+  },
+  async exists(name) {
+    engine.checkName(name);
+    const dir = await directory();
+    for await (const existing of dir.keys()) if (existing === name) return true;
+    return false;
+  },
+  // A key file left under the name (no database has it) is removed: an imported database signs
+  // with a key of its own until `importKey` (docs/sync.md 10b).
+  async write(name, data) {
+    const handle = await syncHandle(name, true);
+    try {
+      await removeKey(name);
+      handle.truncate(0);
+      engine.Database.writeImport(handle, name, data);
+    } catch (e) {
+      // A partial copy would be refused on open anyway; do not leave it behind.
+      handle.close();
+      await (await directory()).removeEntry(name).catch(() => {});
+      throw e;
+    }
+    handle.close();
+  },
+  async remove(name) {
+    engine.checkName(name);
+    const dir = await directory();
+    await opfs(name, () => dir.removeEntry(name));
+    await removeKey(name);
+  },
+};
+
+/** Refuses an import under `name` before any byte of it is taken: a bad name, and an existing
+ * database unless `replace`. */
+async function importable(name, replace) {
+  if (name === MEMORY) throw err('INVALID_NAME', `${MEMORY} is a database in memory; it cannot be imported into`);
+  if (!replace && (await storage.exists(name))) {
+    throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first, or import with { replace: true }`);
+  }
+}
+
+// Checks the bytes in memory first: nothing is written unless they are a sound database, and an
+// existing one is replaced only with `replace` (else the caller destroys it first, so nothing is
+// lost). Until the check passes, the database under that name is untouched.
+async function importBytes(name, data, replace) {
+  engine.Database.checkImport(data);
+  await importable(name, replace);
+  await storage.write(name, data);
+  return [null];
+}
+
 // Ops that wait on the platform.
 export const asyncOps = {
   open: async (name, options = {}) => {
@@ -238,17 +328,9 @@ export const asyncOps = {
     if (durability !== 'full' && durability !== 'relaxed') {
       throw err('INVALID_INPUT', `durability must be "full" or "relaxed", not ${JSON.stringify(durability)}`);
     }
-    const handle = await syncHandle(name, options.create !== false);
-    // The sync build's key store: the key file, created empty, held while the database is open.
-    let keyHandle;
-    if (CAIRN_SYNC) {
-      try {
-        keyHandle = await syncHandle(name, true, KEYS);
-      } catch (e) {
-        handle.close();
-        throw e;
-      }
-    }
+    const { handle, keyHandle } = name === MEMORY
+      ? { handle: memoryHandle(), keyHandle: CAIRN_SYNC ? memoryHandle() : undefined }
+      : await storage.open(name, options.create !== false);
     try {
       db = engine.Database.open(handle, name, durability, options.cachePages ?? 0, keyHandle);
     } catch (e) {
@@ -259,38 +341,30 @@ export const asyncOps = {
     }
     return [null];
   },
-  // Checks the bytes in memory first: nothing is written unless they are a sound database, and
-  // never over an existing one (the caller destroys it first, so nothing is lost). A key file left
-  // under the name (no database has it) is removed: an imported database signs with a key of its
-  // own until `importKey` (docs/sync.md 10b).
-  importFile: async (name, bytes) => {
+  importFile: (name, bytes, options = {}) => importBytes(String(name), new Uint8Array(bytes), !!options.replace),
+  // An import in pieces (`importChunk`), which the page sends as it reads them: refused at once
+  // for a name it cannot have, checked whole at `importEnd`.
+  importBegin: async (name, options = {}) => {
     name = String(name);
-    const data = new Uint8Array(bytes);
-    engine.Database.checkImport(data);
-    engine.checkName(name);
-    const dir = await directory();
-    for await (const existing of dir.keys()) {
-      if (existing === name) throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first to replace it`);
-    }
-    await removeKey(name);
-    const handle = await syncHandle(name, true);
-    try {
-      engine.Database.writeImport(handle, name, data);
-    } catch (e) {
-      // A partial copy would be refused on open anyway; do not leave it behind.
-      handle.close();
-      await dir.removeEntry(name).catch(() => {});
-      throw e;
-    }
-    handle.close();
+    await importable(name, !!options.replace);
+    incoming = { name, replace: !!options.replace, parts: [], size: 0 };
     return [null];
+  },
+  importEnd: async () => {
+    if (!incoming) throw err('INVALID_INPUT', 'no import is under way: send importBegin first');
+    const { name, replace, parts, size } = incoming;
+    incoming = null;
+    const data = new Uint8Array(size);
+    let at = 0;
+    for (const p of parts.splice(0)) {
+      data.set(p, at);
+      at += p.length;
+    }
+    return importBytes(name, data, replace);
   },
   destroy: async (name) => {
     name = String(name);
-    engine.checkName(name);
-    const dir = await directory();
-    await opfs(name, () => dir.removeEntry(name));
-    await removeKey(name);
+    if (name !== MEMORY) await storage.remove(name);
     return [null];
   },
 };
