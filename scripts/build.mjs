@@ -219,9 +219,10 @@ copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
 // Node.js (`cairn-db/node`): the page side bundled with a worker_threads thread in place of the
 // Worker global (worker/node-thread.js), and the Worker's scripts with node:fs files in place of
 // OPFS (worker/node-worker.js); both load the same cairn.wasm and cairn-rest.wasm from disk.
+// Nothing there is downloaded: worker/extra.js is bundled in, not kept a file of its own.
 const node = { ...common, platform: 'node', minify: false };
 await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node.js')], outfile: join(root, 'dist/node.js'),
-  inject: [join(root, 'worker/node-thread.js')], plugins: [extraFile] });
+  inject: [join(root, 'worker/node-thread.js')] });
 await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node-worker.js')], outfile: join(root, 'dist/cairn-node-worker.js'),
   define: { CAIRN_SYNC: 'false', CAIRN_TESTING: 'false' }, plugins: [glueOf('build/wasm')],
   logOverride: { 'import-is-undefined': 'silent' } });

@@ -651,12 +651,11 @@ export class Database extends Queries {
   /** The database file as bytes, as of the last commit; with `onProgress`, in pieces, calling
    * it with `{ done, total }` (bytes) after each. */
   async export({ onProgress } = {}) {
-    if (typeof onProgress !== 'function') return this._send('exportFile', this._session, []);
     const { id, total } = await this._send('exportBegin', this._session, []);
+    if (!onProgress) return this._send('exportChunk', this._session, [id, 0, total]);
     const out = new Uint8Array(total);
     for (let done = 0; done < total; ) {
       const piece = await this._send('exportChunk', this._session, [id, done, CHUNK]);
-      if (piece.length === 0) throw new CairnError('INTERNAL', `the export stopped at ${done} of ${total} bytes`);
       out.set(piece, done);
       done += piece.length;
       onProgress({ done, total });
@@ -708,95 +707,19 @@ async function withWorker(options, fn) {
   }
 }
 
-// Imports and exports go in pieces of this size: each is transferred to (or from) the Worker on
-// its own, so the page never holds a second copy of a large file nor clones one in one piece.
+// Exports with progress go in pieces of this size: each is transferred from the Worker on its own.
 const CHUNK = 1 << 20;
-
-/** The bytes of `source` as a Uint8Array over them (no copy), or null when it is not bytes. */
-function bytesOf(source) {
-  if (source instanceof ArrayBuffer) return new Uint8Array(source);
-  if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-  if (Array.isArray(source)) return Uint8Array.from(source);
-  return null;
-}
-
-/** The pieces of a ReadableStream, or of any async iterable of bytes (a Node.js stream). */
-async function* piecesOf(source) {
-  if (typeof source.getReader === 'function') {
-    const reader = source.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
-        yield value;
-      }
-    } finally {
-      reader.releaseLock();
-    }
-  }
-  yield* source;
-}
 
 /**
  * Writes `source` (bytes, or a ReadableStream of them) as the database `name`, in pieces sent to
  * the Worker as they come, calling `onProgress({ done, total })` after each. The whole file is
  * checked before anything is written: bytes that are not a sound cairn database are refused, and
  * a database already under `name` is refused too unless `replace: true`, and stays as it was
- * when the import fails. A stream's `total` is what `options.total` says (else null).
+ * when the import fails. A stream's `total` is what `options.total` says (else null). The code is
+ * in cairn-extra.js (worker/extra.js), loaded on the first import.
  */
-export async function importDatabase(name, source, options = {}) {
-  const { onProgress, replace = false } = options;
-  const bytes = bytesOf(source);
-  const stream = bytes === null && typeof source === 'object' && source !== null &&
-    (typeof source.getReader === 'function' || Symbol.asyncIterator in source);
-  if (bytes === null && !stream) {
-    throw new CairnError('INVALID_INPUT', 'import takes bytes (a Uint8Array or ArrayBuffer) or a ReadableStream of them');
-  }
-  const total = bytes ? bytes.length : (options.total ?? null);
-  return withWorker(options, async (w) => {
-    await w.call('importBegin', [String(name), { replace: !!replace }]);
-    let done = 0;
-    const send = async (piece) => {
-      done = await w.call('importChunk', [piece.buffer], [piece.buffer]);
-      onProgress?.({ done, total });
-    };
-    if (bytes) {
-      for (let at = 0; at < bytes.length; at += CHUNK) await send(bytes.slice(at, at + CHUNK));
-    } else {
-      // Small pieces (a file stream's are 64 KiB) are gathered up to CHUNK before they are sent.
-      let held = [];
-      let heldBytes = 0;
-      const flush = async () => {
-        const piece = new Uint8Array(heldBytes);
-        let at = 0;
-        for (const h of held) {
-          piece.set(h, at);
-          at += h.length;
-        }
-        held = [];
-        heldBytes = 0;
-        await send(piece);
-      };
-      try {
-        for await (const value of piecesOf(source)) {
-          const v = bytesOf(value);
-          if (v === null) throw new CairnError('INVALID_INPUT', 'the import stream gave something other than bytes');
-          held.push(v.slice());
-          heldBytes += v.length;
-          if (heldBytes >= CHUNK) await flush();
-        }
-      } catch (e) {
-        if (e instanceof CairnError) throw e;
-        throw new CairnError('IMPORT_INCOMPLETE', `the import stream failed after ${done + heldBytes} bytes: ${e?.message ?? e}; nothing was written`);
-      }
-      if (heldBytes > 0) await flush();
-    }
-    if (total !== null && done !== total) {
-      throw new CairnError('IMPORT_INCOMPLETE', `the import stream ended after ${done} of ${total} bytes; nothing was written`);
-    }
-    await w.call('importEnd');
-  });
-}
+export const importDatabase = (name, source, options = {}) =>
+  extra().then((x) => x.importDatabase(name, source, options, { CairnError, withWorker }));
 export { importDatabase as import };
 
 /** Deletes the database `name`. Fails with BUSY while a tab has it open. */

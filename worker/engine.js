@@ -159,12 +159,8 @@ export const ops = {
   memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength, restLoaded: restLoaded(), restLoadedBy: restLoadedBy() }],
   check: () => [needDb().check()],
   schema: () => [needDb().schema()],
-  exportFile: () => {
-    const bytes = needDb().exportBytes();
-    return [bytes, [bytes.buffer]];
-  },
-  // An export in pieces, for a page that shows its progress: the whole file as of the last
-  // commit is taken at once, then handed over a piece at a time.
+  // An export: the whole file as of the last commit is taken at once, then handed over in one
+  // piece or, for a page that shows its progress, a piece at a time.
   exportBegin: () => {
     const bytes = needDb().exportBytes();
     outgoing.set(++lastExport, bytes);
@@ -172,14 +168,12 @@ export const ops = {
   },
   exportChunk: (id, at, len) => {
     const bytes = outgoing.get(id);
-    if (!bytes) throw err('INVALID_INPUT', `no export ${id} is under way`);
     const piece = bytes.slice(at, at + len);
     if (at + len >= bytes.length) outgoing.delete(id);
     return [piece, [piece.buffer]];
   },
   // An import's pieces, in order (`importBegin` first, `importEnd` after).
   importChunk: (bytes) => {
-    if (!incoming) throw err('INVALID_INPUT', 'no import is under way: send importBegin first');
     incoming.parts.push(new Uint8Array(bytes));
     incoming.size += bytes.byteLength;
     return [incoming.size];
@@ -271,8 +265,7 @@ export const storage = {
   async exists(name) {
     engine.checkName(name);
     const dir = await directory();
-    for await (const existing of dir.keys()) if (existing === name) return true;
-    return false;
+    return dir.getFileHandle(name).then(() => true, () => false);
   },
   // A key file left under the name (no database has it) is removed: an imported database signs
   // with a key of its own until `importKey` (docs/sync.md 10b).
@@ -307,16 +300,6 @@ async function importable(name, replace) {
   }
 }
 
-// Checks the bytes in memory first: nothing is written unless they are a sound database, and an
-// existing one is replaced only with `replace` (else the caller destroys it first, so nothing is
-// lost). Until the check passes, the database under that name is untouched.
-async function importBytes(name, data, replace) {
-  engine.Database.checkImport(data);
-  await importable(name, replace);
-  await storage.write(name, data);
-  return [null];
-}
-
 // Ops that wait on the platform.
 export const asyncOps = {
   open: async (name, options = {}) => {
@@ -341,7 +324,6 @@ export const asyncOps = {
     }
     return [null];
   },
-  importFile: (name, bytes, options = {}) => importBytes(String(name), new Uint8Array(bytes), !!options.replace),
   // An import in pieces (`importChunk`), which the page sends as it reads them: refused at once
   // for a name it cannot have, checked whole at `importEnd`.
   importBegin: async (name, options = {}) => {
@@ -351,7 +333,6 @@ export const asyncOps = {
     return [null];
   },
   importEnd: async () => {
-    if (!incoming) throw err('INVALID_INPUT', 'no import is under way: send importBegin first');
     const { name, replace, parts, size } = incoming;
     incoming = null;
     const data = new Uint8Array(size);
@@ -360,7 +341,13 @@ export const asyncOps = {
       data.set(p, at);
       at += p.length;
     }
-    return importBytes(name, data, replace);
+    // Checked in memory first: nothing is written unless they are a sound database, and an
+    // existing one is replaced only with `replace` (else the caller destroys it first, so nothing
+    // is lost). Until the check passes, the database under that name is untouched.
+    engine.Database.checkImport(data);
+    await importable(name, replace);
+    await storage.write(name, data);
+    return [null];
   },
   destroy: async (name) => {
     name = String(name);
