@@ -221,6 +221,8 @@ async function opfs(name, step) {
 // (docs/sync.md 10b): `cairn-keys/<name>` beside `cairn/<name>`, in a directory of its own so that
 // no database name can be a key file's. What reads the database (export) never reads it.
 const KEYS = 'cairn-keys';
+// An import is written whole here first, then moved over the database's name.
+const STAGE = 'cairn-import';
 
 /** cairn's directory (or with `dirName`, its key directory) in the origin's OPFS, created on first
  * use. */
@@ -267,21 +269,25 @@ export const storage = {
     const dir = await directory();
     return dir.getFileHandle(name).then(() => true, () => false);
   },
-  // A key file left under the name (no database has it) is removed: an imported database signs
-  // with a key of its own until `importKey` (docs/sync.md 10b).
+  // Written and flushed under cairn-import/ first, then moved over the name: the file under it is
+  // the old one or the whole new one. The database's key file is removed: an imported database
+  // signs with a key of its own until `importKey` (docs/sync.md 10b).
   async write(name, data) {
-    const handle = await syncHandle(name, true);
+    const stage = await directory(STAGE);
     try {
+      const staged = await syncHandle(name, true, STAGE);
+      staged.truncate(0);
+      engine.Database.writeImport(staged, name, data);
+      staged.close();
+      // BUSY while a Worker holds the database.
+      (await syncHandle(name, true)).close();
       await removeKey(name);
-      handle.truncate(0);
-      engine.Database.writeImport(handle, name, data);
-    } catch (e) {
-      // A partial copy would be refused on open anyway; do not leave it behind.
-      handle.close();
-      await (await directory()).removeEntry(name).catch(() => {});
-      throw e;
+      const file = await stage.getFileHandle(name);
+      const dir = await directory();
+      await opfs(name, () => file.move(dir, name));
+    } finally {
+      await stage.removeEntry(name).catch(() => {});
     }
-    handle.close();
   },
   async remove(name) {
     engine.checkName(name);
