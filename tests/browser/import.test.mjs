@@ -125,13 +125,18 @@ test("':memory:' databases in the browser: separate, in no file, no lock", () =>
         owners: [a.isOwner, b.isOwner],
         check: await a.check(),
       };
-      await Promise.all([a.close(), b.close()]);
+      // The sync build's key store is in memory too.
+      const s = await cairn.open(':memory:', { sync: true });
+      out.syncId = await s.sync.id();
+      await Promise.all([a.close(), b.close(), s.close()]);
       const again = await cairn.open(':memory:');
       out.fresh = await attempt(() => again.query('SELECT v FROM m'));
       await again.close();
       const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('cairn', { create: true });
       out.files = [];
       for await (const name of dir.keys()) out.files.push(name);
+      const keys = await (await navigator.storage.getDirectory()).getDirectoryHandle('cairn-keys', { create: true });
+      for await (const name of keys.keys()) out.files.push(name);
       out.destroy = await attempt(() => cairn.destroy(':memory:'));
       return out;
     });
@@ -139,6 +144,7 @@ test("':memory:' databases in the browser: separate, in no file, no lock", () =>
     assert.equal(r.other.code, 'UNKNOWN_TABLE');
     assert.deepEqual(r.owners, [true, true]);
     assert.deepEqual(r.check, []);
+    assert.match(r.syncId, /^[0-9a-f]{64}$/);
     assert.equal(r.fresh.code, 'UNKNOWN_TABLE', 'a closed memory database is gone');
     assert.deepEqual(r.files, [], 'no OPFS file');
     assert.ok(r.destroy.ok);

@@ -202,3 +202,28 @@ test('a database left open does not keep the process alive', () => {
   const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60000 });
   assert.equal(out, 'done\n');
 });
+
+test("the packed package's cairn-db/node in a fresh Node.js app", () => {
+  const app = mkdtempSync(join(tmpdir(), 'cairn-node-app-'));
+  try {
+    execFileSync('npm', ['pack', '--silent', '--pack-destination', app], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const tarball = execFileSync('ls', [app], { encoding: 'utf8' }).split('\n').find((f) => f.endsWith('.tgz'));
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'fresh-node-app', private: true, type: 'module' }));
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', join(app, tarball)], { cwd: app, stdio: 'inherit' });
+    writeFileSync(join(app, 'main.js'), `
+      import { open, CairnError } from 'cairn-db/node';
+      const db = await open('notes.cairn');
+      await db.exec('CREATE TABLE note (id INTEGER PRIMARY KEY, body TEXT)');
+      await db.run('INSERT INTO note (body) VALUES (?)', ['from node']);
+      let code = null;
+      try { await db.query('SELEC'); } catch (e) { code = e instanceof CairnError ? e.code : 'not a CairnError'; }
+      console.log(JSON.stringify({ rows: await db.query('SELECT id, body FROM note'), code, check: await db.check() }));
+      await db.close();
+    `);
+    const out = JSON.parse(execFileSync(process.execPath, ['main.js'], { cwd: app, encoding: 'utf8', timeout: 60000 }));
+    assert.deepEqual(out, { rows: [{ id: 1, body: 'from node' }], code: 'SYNTAX', check: [] });
+    assert.ok(existsSync(join(app, 'notes.cairn')), 'the file is where the app ran');
+  } finally {
+    rmSync(app, { recursive: true, force: true });
+  }
+});
