@@ -104,7 +104,7 @@ Object.assign(storage, {
       } catch {
         // already gone
       }
-      throw err('IO', e.message);
+      throw e.code ? e : err(e.name === 'QuotaExceededError' ? 'QUOTA_EXCEEDED' : 'IO', e.message);
     }
   },
   async remove(path) {
