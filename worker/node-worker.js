@@ -3,10 +3,14 @@
 // is the file's absolute path (worker/node.js resolves it). The engine reads and writes the file
 // through an object with a sync access handle's methods over a file descriptor, and flushes it
 // with fdatasync where it flushes an OPFS file: a commit is durable when it resolves.
+//
+// As an OPFS sync access handle is exclusive, a database file is held by one process at a time:
+// `<file>.lock` holds the process id of its holder, and another process's open, import over it or
+// destroy is BUSY while that process lives (a lock left by a process that died is taken over).
 import { openFiles } from './node-globals.js';
 import { storage, err } from './engine.js';
 import './worker.js';
-import { closeSync, constants, fdatasyncSync, fstatSync, ftruncateSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fdatasyncSync, fstatSync, ftruncateSync, fsyncSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 // The platform's error as the engine maps a browser's (crates/store/src/opfs.rs, by `name`).
@@ -19,8 +23,52 @@ function fsCall(path, f) {
   }
 }
 
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+};
+
+const unlinkQuietly = (file) => {
+  try {
+    unlinkSync(file);
+  } catch {
+    // already gone
+  }
+};
+
+/** Takes the lock of the database file `path` for this process, or fails with BUSY. A lock of
+ * this process is its own to take again: within the process, worker/node.js lets one open
+ * database hold a file. */
+function lock(path) {
+  const file = `${path}.lock`;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      return () => unlinkQuietly(file);
+    } catch (e) {
+      if (e.code === 'ENOENT') throw err('NOT_FOUND', `${path}: no such directory`);
+      if (e.code !== 'EEXIST') throw err('IO', `${file}: ${e.message}`);
+    }
+    let pid;
+    try {
+      pid = Number(readFileSync(file, 'utf8'));
+    } catch {
+      continue; // let go meanwhile
+    }
+    if (pid !== process.pid && pid > 0 && alive(pid)) {
+      throw err('BUSY', `${path} is open in process ${pid} (its lock: ${file}); close it there first`);
+    }
+    unlinkQuietly(file);
+  }
+  throw err('BUSY', `${path}: its lock ${file} keeps changing hands`);
+}
+
 /** An open file as the engine's block file: the methods of a sync access handle it calls. */
-function fileHandle(path, fd) {
+function fileHandle(path, fd, unlock) {
   const h = {
     getSize: () => fsCall(path, () => fstatSync(fd).size),
     read: (buf, { at = 0 } = {}) => fsCall(path, () => {
@@ -42,6 +90,7 @@ function fileHandle(path, fd) {
     close() {
       if (!openFiles.delete(h)) return;
       closeSync(fd);
+      unlock();
     },
   };
   openFiles.add(h);
@@ -61,22 +110,33 @@ function syncDir(path) {
   }
 }
 
-function openFile(path, create) {
+function openFile(path, create, unlock = () => {}) {
   let fd;
   try {
     fd = openSync(path, constants.O_RDWR | (create ? constants.O_CREAT : 0), 0o644);
   } catch (e) {
+    unlock();
     if (e.code === 'ENOENT') throw err('NOT_FOUND', `${path}: no such database${create ? ' (nor its directory)' : ''}`);
     if (e.code === 'EISDIR') throw err('INVALID_NAME', `${path} is a directory`);
     throw err('IO', `${path}: ${e.message}`);
   }
   if (create) syncDir(path);
-  return fileHandle(path, fd);
+  return fileHandle(path, fd, unlock);
+}
+
+/** Runs `f` holding the lock of `path`. */
+async function locked(path, f) {
+  const unlock = lock(path);
+  try {
+    return await f();
+  } finally {
+    unlock();
+  }
 }
 
 Object.assign(storage, {
   async open(path, create) {
-    return { handle: openFile(path, create) };
+    return { handle: openFile(path, create, lock(path)) };
   },
   async exists(path) {
     try {
@@ -87,7 +147,7 @@ Object.assign(storage, {
   },
   // Written beside the file under a temporary name, flushed, then renamed over it: the file
   // under `path` is the old one or the whole new one, also after a crash.
-  async write(path, data) {
+  write: (path, data) => locked(path, () => {
     const tmp = join(dirname(path), `.${basename(path)}.import-${process.pid}`);
     const h = openFile(tmp, true);
     try {
@@ -99,20 +159,16 @@ Object.assign(storage, {
       syncDir(path);
     } catch (e) {
       h.close();
-      try {
-        unlinkSync(tmp);
-      } catch {
-        // already gone
-      }
+      unlinkQuietly(tmp);
       throw e.code ? e : err(e.name === 'QuotaExceededError' ? 'QUOTA_EXCEEDED' : 'IO', e.message);
     }
-  },
-  async remove(path) {
+  }),
+  remove: (path) => locked(path, () => {
     try {
       unlinkSync(path);
     } catch (e) {
       if (e.code === 'ENOENT') throw err('NOT_FOUND', `${path}: no such database`);
       throw err('IO', `${path}: ${e.message}`);
     }
-  },
+  }),
 });

@@ -11,7 +11,7 @@ import { CairnError, open as openDb, importDatabase as importDb, destroy as dest
 const MEMORY = ':memory:';
 
 // Files this process holds open: an OPFS file is held by one Worker at a time, and so is a file
-// here, within the process. Another process is not kept out (docs: README, "In Node.js").
+// here (another process is kept out by the file's lock, worker/node-worker.js).
 const held = new Set();
 
 /** The options for the client: the engine's files beside this script, on disk. */

@@ -227,3 +227,30 @@ test("the packed package's cairn-db/node in a fresh Node.js app", () => {
     rmSync(app, { recursive: true, force: true });
   }
 });
+
+test('a file open in another process is BUSY until that process ends', async () => {
+  const file = join(dir, 'shared.cairn');
+  const { spawn } = await import('node:child_process');
+  const script = `import { open } from ${JSON.stringify(join(ROOT, 'dist/node.js'))};
+    const db = await open(${JSON.stringify(file)}); await db.exec('CREATE TABLE t (a INTEGER)');
+    console.log('ready'); setInterval(() => {}, 1000);`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise((res, rej) => {
+      child.stdout.on('data', (d) => String(d).includes('ready') && res());
+      child.on('exit', (code) => rej(new Error(`the other process exited (${code})`)));
+    });
+    assert.equal((await attempt(() => open(file))).code, 'BUSY');
+    assert.equal((await attempt(() => destroy(file))).code, 'BUSY');
+    assert.equal((await attempt(() => importDatabase(file, new Uint8Array(4096), { replace: true }))).code, 'NOT_A_DATABASE');
+  } finally {
+    child.kill('SIGKILL');
+    await new Promise((res) => (child.exitCode !== null || child.signalCode !== null ? res() : child.on('exit', res)));
+  }
+  // Killed, it left its lock behind: a lock whose process is gone is taken over.
+  assert.ok(existsSync(`${file}.lock`));
+  const db = await open(file);
+  assert.deepEqual(await db.query('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+  await db.close();
+  assert.equal(existsSync(`${file}.lock`), false, 'close() lets go of the lock');
+});
