@@ -227,8 +227,8 @@ export interface ImportOptions extends WorkerOptions {
   total?: number;
 }
 
-/** What `importDatabase` takes: the file's bytes, or a stream of them. */
-export type ImportSource = Uint8Array | ArrayBuffer | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+/** What `importDatabase` takes: the file's bytes, a Blob (a File: read as a stream of its size), or a stream of bytes. */
+export type ImportSource = Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
 
 /** Opens the database `name` in this origin's OPFS (created unless `create: false`); `':memory:'`
  * opens a database in memory, with no file, this tab's alone. */

@@ -711,7 +711,7 @@ async function withWorker(options, fn) {
 const CHUNK = 1 << 20;
 
 /**
- * Writes `source` (bytes, or a ReadableStream of them) as the database `name`, in pieces sent to
+ * Writes `source` (bytes, a Blob, or a ReadableStream of bytes) as the database `name`, in pieces sent to
  * the Worker as they come, calling `onProgress({ done, total })` after each. The whole file is
  * checked before anything is written: bytes that are not a sound cairn database are refused, and
  * a database already under `name` is refused too unless `replace: true`, and stays as it was

@@ -269,12 +269,16 @@ async function* piecesOf(source) {
 
 /** worker/client.js's `importDatabase`, with the client's `CairnError` and `withWorker`. */
 export async function importDatabase(name, source, options, { CairnError, withWorker }) {
+  // A File (from an <input type=file>, say) is read as a stream of known length.
+  if (typeof Blob === 'function' && source instanceof Blob) {
+    return importDatabase(name, source.stream(), { ...options, total: options.total ?? source.size }, { CairnError, withWorker });
+  }
   const { onProgress, replace = false } = options;
   const bytes = bytesOf(source);
   const stream = bytes === null && typeof source === 'object' && source !== null &&
     (typeof source.getReader === 'function' || Symbol.asyncIterator in source);
   if (bytes === null && !stream) {
-    throw new CairnError('INVALID_INPUT', 'import takes bytes (a Uint8Array or ArrayBuffer) or a ReadableStream of them');
+    throw new CairnError('INVALID_INPUT', 'import takes bytes (a Uint8Array or ArrayBuffer), a Blob or a ReadableStream of bytes');
   }
   const total = bytes ? bytes.length : (options.total ?? null);
   return withWorker(options, async (w) => {
@@ -287,19 +291,22 @@ export async function importDatabase(name, source, options, { CairnError, withWo
     if (bytes) {
       for (let at = 0; at < bytes.length; at += CHUNK) await send(bytes.slice(at, at + CHUNK));
     } else {
-      // Small pieces (a file stream's are 64 KiB) are gathered up to CHUNK before they are sent.
+      // A stream's pieces are sent as pieces of CHUNK: small ones (a Node.js file stream's are
+      // 64 KiB) gathered, large ones (a Blob's may be several MiB) cut; `all` sends the tail too.
       let held = [];
       let heldBytes = 0;
-      const flush = async () => {
-        const piece = new Uint8Array(heldBytes);
+      const flush = async (all) => {
+        const joined = new Uint8Array(heldBytes);
         let at = 0;
         for (const h of held) {
-          piece.set(h, at);
+          joined.set(h, at);
           at += h.length;
         }
-        held = [];
-        heldBytes = 0;
-        await send(piece);
+        for (at = 0; joined.length - at >= CHUNK || (all && at < joined.length); at += CHUNK) {
+          await send(joined.slice(at, at + CHUNK));
+        }
+        held = [joined.subarray(at)];
+        heldBytes = joined.length - at;
       };
       try {
         for await (const value of piecesOf(source)) {
@@ -307,13 +314,13 @@ export async function importDatabase(name, source, options, { CairnError, withWo
           if (v === null) throw new CairnError('INVALID_INPUT', 'the import stream gave something other than bytes');
           held.push(v.slice());
           heldBytes += v.length;
-          if (heldBytes >= CHUNK) await flush();
+          if (heldBytes >= CHUNK) await flush(false);
         }
       } catch (e) {
         if (e instanceof CairnError) throw e;
         throw new CairnError('IMPORT_INCOMPLETE', `the import stream failed after ${done + heldBytes} bytes: ${e?.message ?? e}; nothing was written`);
       }
-      if (heldBytes > 0) await flush();
+      if (heldBytes > 0) await flush(true);
     }
     if (total !== null && done !== total) {
       throw new CairnError('IMPORT_INCOMPLETE', `the import stream ended after ${done} of ${total} bytes; nothing was written`);

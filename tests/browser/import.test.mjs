@@ -44,21 +44,28 @@ test('import and export go in pieces, reporting progress in order up to the tota
         },
       });
       await cairn.importDatabase('big2', stream, { total: bytes.length, onProgress: (p) => streamed.push(p) });
+      // A File: read as a stream, its size the total.
+      const fromFile = [];
+      await cairn.importDatabase('big3', new File([bytes], 'backup.cairn'), { onProgress: (p) => fromFile.push(p) });
       const counts = [];
-      for (const name of ['big', 'big2']) {
+      for (const name of ['big', 'big2', 'big3']) {
         const db = await cairn.open(name, { create: false });
         counts.push((await db.get('SELECT count(*) AS n, sum(length(blob)) AS s FROM b')));
         await db.close();
       }
-      return { size: bytes.length, exported, imported, streamed, counts };
+      return { size: bytes.length, exported, imported, streamed, fromFile, counts };
     });
     assert.ok(r.size > 3 << 20, `${r.size} bytes`);
-    for (const steps of [r.exported, r.imported, r.streamed]) {
+    for (const steps of [r.exported, r.imported, r.streamed, r.fromFile]) {
       assert.ok(steps.length >= 3, `${steps.length} steps`);
-      for (let i = 1; i < steps.length; i++) assert.ok(steps[i].done > steps[i - 1].done, JSON.stringify(steps));
+      // In order, each piece at most 1 MiB (one message each).
+      for (let i = 1; i < steps.length; i++) {
+        const piece = steps[i].done - steps[i - 1].done;
+        assert.ok(piece > 0 && piece <= 1 << 20, JSON.stringify(steps));
+      }
       assert.deepEqual(steps.at(-1), { done: r.size, total: r.size });
     }
-    assert.deepEqual(r.counts, [{ n: 48, s: 48 * 65536 }, { n: 48, s: 48 * 65536 }]);
+    assert.deepEqual(r.counts, Array(3).fill({ n: 48, s: 48 * 65536 }));
   }));
 
 test('a corrupt, foreign or cut import leaves the old database as it was', () =>

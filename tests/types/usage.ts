@@ -38,6 +38,7 @@ async function example(): Promise<void> {
   const stream = new ReadableStream<Uint8Array>({ start: (c) => { c.enqueue(bytes); c.close(); } });
   await importDatabase('streamed', stream, { total: bytes.length, workerUrl: '/cairn-worker.js' });
   await importDatabase('pieces', (async function* () { yield bytes; })());
+  await importDatabase('file', new File([new Uint8Array(bytes)], 'backup.cairn'), { onProgress: (p) => seen.push(p.total ?? 0) });
   (await open(':memory:')).close();
   await destroy('copy');
   (await create('other')).close();
