@@ -228,11 +228,12 @@ test("the packed package's cairn-db/node in a fresh Node.js app", () => {
   }
 });
 
-test('a file open in another process is BUSY until that process ends', async () => {
+test('a file open in another process is BUSY until that process ends; its commits stay', async () => {
   const file = join(dir, 'shared.cairn');
   const { spawn } = await import('node:child_process');
   const script = `import { open } from ${JSON.stringify(join(ROOT, 'dist/node.js'))};
     const db = await open(${JSON.stringify(file)}); await db.exec('CREATE TABLE t (a INTEGER)');
+    for (const a of [1, 2, 3]) await db.run('INSERT INTO t VALUES (?)', [a]);
     console.log('ready'); setInterval(() => {}, 1000);`;
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
@@ -247,10 +248,12 @@ test('a file open in another process is BUSY until that process ends', async () 
     child.kill('SIGKILL');
     await new Promise((res) => (child.exitCode !== null || child.signalCode !== null ? res() : child.on('exit', res)));
   }
-  // Killed, it left its lock behind: a lock whose process is gone is taken over.
+  // Killed, it left its lock behind: a lock whose process is gone is taken over, and what it
+  // committed before it was killed is there.
   assert.ok(existsSync(`${file}.lock`));
   const db = await open(file);
-  assert.deepEqual(await db.query('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+  assert.deepEqual(await db.query('SELECT sum(a) AS s FROM t'), [{ s: 6 }]);
+  assert.deepEqual(await db.check(), []);
   await db.close();
   assert.equal(existsSync(`${file}.lock`), false, 'close() lets go of the lock');
 });
