@@ -216,6 +216,17 @@ const extraFile = {
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js'), plugins: [extraFile] });
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/extra.js')], outfile: join(root, 'dist/cairn-extra.js') });
 copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
+// Node.js (`cairn-db/node`): the page side bundled with a worker_threads thread in place of the
+// Worker global (worker/node-thread.js), and the Worker's scripts with node:fs files in place of
+// OPFS (worker/node-worker.js); both load the same cairn.wasm and cairn-rest.wasm from disk.
+// Nothing there is downloaded: worker/extra.js is bundled in, not kept a file of its own.
+const node = { ...common, platform: 'node', minify: false };
+await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node.js')], outfile: join(root, 'dist/node.js'),
+  inject: [join(root, 'worker/node-thread.js')] });
+await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node-worker.js')], outfile: join(root, 'dist/cairn-node-worker.js'),
+  define: { CAIRN_SYNC: 'false', CAIRN_TESTING: 'false' }, plugins: [glueOf('build/wasm')],
+  logOverride: { 'import-is-undefined': 'silent' } });
+copyFileSync(join(root, 'worker/node.d.ts'), join(root, 'dist/node.d.ts'));
 // terser after esbuild on the shipped scripts: its compressor folds what esbuild's minifier
 // leaves (docs/size.md, "The scripts"), 102 bytes gzip off cairn.js and 199 off cairn-worker.js.
 if (!dev) {
@@ -253,7 +264,7 @@ const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) line(r);
 const extraRow = sizeOf('dist/cairn-extra.js');
-line(extraRow, 'fetched when the page syncs or another tab owns the database');
+line(extraRow, 'fetched when the page syncs, imports, or another tab owns the database');
 const syncWorkerRow = sizeOf('dist/cairn-sync-worker.js');
 line(syncWorkerRow, 'instead of cairn-worker.js, with { sync: true }');
 const syncRow = sizeOf('dist/cairn-sync.wasm');

@@ -200,17 +200,44 @@ export interface Database extends Queries {
   schema(): Promise<SchemaEntry[]>;
   /** The engine's memory: the size of the wasm instance's linear memory in bytes. */
   memory(): Promise<{ wasmBytes: number }>;
-  /** The database file as of the last commit. */
-  export(): Promise<Uint8Array>;
+  /** The database file as of the last commit; with `onProgress`, fetched in pieces and reported
+   * after each. */
+  export(options?: ExportOptions): Promise<Uint8Array>;
   close(): Promise<void>;
 }
 
-/** Opens the database `name` in this origin's OPFS (created unless `create: false`). */
+/** Bytes done and the total (null when a stream's length was not given). */
+export interface Progress {
+  done: number;
+  total: number | null;
+}
+
+export interface ExportOptions {
+  onProgress?: (progress: Progress) => void;
+}
+
+export interface ImportOptions extends WorkerOptions {
+  /** Called after each piece the Worker received, in order; the last has `done === total`. */
+  onProgress?: (progress: Progress) => void;
+  /** Replace a database of that name (default: refuse with ALREADY_EXISTS). It stays as it was
+   * when the import fails. */
+  replace?: boolean;
+  /** A stream's length in bytes: the progress's total, and a stream that ends short of it fails
+   * with IMPORT_INCOMPLETE. */
+  total?: number;
+}
+
+/** What `importDatabase` takes: the file's bytes, a Blob (a File: read as a stream of its size), or a stream of bytes. */
+export type ImportSource = Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+
+/** Opens the database `name` in this origin's OPFS (created unless `create: false`); `':memory:'`
+ * opens a database in memory, with no file, this tab's alone. */
 export function open(name: string, options?: OpenOptions): Promise<Database>;
 /** Creates (or opens) the database `name`. */
 export function create(name: string, options?: OpenOptions): Promise<Database>;
-/** Writes `bytes` as the database `name`; refuses bytes that are not a sound cairn database, and an existing name. */
-export function importDatabase(name: string, bytes: Uint8Array | ArrayBuffer, options?: WorkerOptions): Promise<void>;
+/** Writes `source` as the database `name`, in pieces; refuses bytes that are not a sound cairn
+ * database (before anything is written), and an existing name unless `replace`. */
+export function importDatabase(name: string, source: ImportSource, options?: ImportOptions): Promise<void>;
 export { importDatabase as import };
 /** Deletes the database `name`; fails with BUSY while a tab has it open. */
 export function destroy(name: string, options?: WorkerOptions): Promise<void>;

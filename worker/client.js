@@ -305,6 +305,9 @@ function params(p) {
 
 export { COL_ARRAY };
 
+/** The name of a database in memory, with no file: this tab's alone, gone when it closes. */
+const MEMORY = ':memory:';
+
 // ---------------------------------------------------------------------------------------------
 // Connections: how statements reach the engine, in the owner tab or through it.
 
@@ -489,7 +492,8 @@ export class Database extends Queries {
   }
 
   async _connect() {
-    if (!('locks' in navigator)) {
+    // A database in memory is this tab's alone: no lock, no other tab to serve.
+    if (!('locks' in navigator) || this.#name === MEMORY) {
       await this.#becomeOwner();
       return;
     }
@@ -644,9 +648,19 @@ export class Database extends Queries {
     return this._send('check', this._session, []);
   }
 
-  /** The database file as bytes, as of the last commit. */
-  export() {
-    return this._send('exportFile', this._session, []);
+  /** The database file as bytes, as of the last commit; with `onProgress`, in pieces, calling
+   * it with `{ done, total }` (bytes) after each. */
+  async export({ onProgress } = {}) {
+    const { id, total } = await this._send('exportBegin', this._session, []);
+    if (!onProgress) return this._send('exportChunk', this._session, [id, 0, total]);
+    const out = new Uint8Array(total);
+    for (let done = 0; done < total; ) {
+      const piece = await this._send('exportChunk', this._session, [id, done, CHUNK]);
+      out.set(piece, done);
+      done += piece.length;
+      onProgress({ done, total });
+    }
+    return out;
   }
 
   async close() {
@@ -693,11 +707,19 @@ async function withWorker(options, fn) {
   }
 }
 
-/** Writes `bytes` as the database `name`, refusing bytes that are not a valid cairn database. */
-export function importDatabase(name, bytes, options = {}) {
-  const copy = new Uint8Array(bytes).slice();
-  return withWorker(options, (w) => w.call('importFile', [String(name), copy.buffer], [copy.buffer]));
-}
+// Exports with progress go in pieces of this size: each is transferred from the Worker on its own.
+const CHUNK = 1 << 20;
+
+/**
+ * Writes `source` (bytes, a Blob, or a ReadableStream of bytes) as the database `name`, in pieces sent to
+ * the Worker as they come, calling `onProgress({ done, total })` after each. The whole file is
+ * checked before anything is written: bytes that are not a sound cairn database are refused, and
+ * a database already under `name` is refused too unless `replace: true`, and stays as it was
+ * when the import fails. A stream's `total` is what `options.total` says (else null). The code is
+ * in cairn-extra.js (worker/extra.js), loaded on the first import.
+ */
+export const importDatabase = (name, source, options = {}) =>
+  extra().then((x) => x.importDatabase(name, source, options, { CairnError, withWorker }));
 export { importDatabase as import };
 
 /** Deletes the database `name`. Fails with BUSY while a tab has it open. */

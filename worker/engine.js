@@ -10,6 +10,7 @@ import * as engine from '../build/wasm/cairn_wasm.js';
 import { restFrom, restLoaded, restLoadedBy } from './split.js';
 import { MODE_ROWS, MODE_RUN, paramBytes } from './protocol.js';
 import { readResult } from './result.js';
+import { MEMORY, memoryHandle } from './memory.js';
 
 // True in the sync build (cairn-sync-worker.js) and in the test build (dist/test/), whose modules
 // have the replica's and the storage layer's block files' exports (esbuild's `define`,
@@ -158,11 +159,30 @@ export const ops = {
   memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength, restLoaded: restLoaded(), restLoadedBy: restLoadedBy() }],
   check: () => [needDb().check()],
   schema: () => [needDb().schema()],
-  exportFile: () => {
+  // An export: the whole file as of the last commit is taken at once, then handed over in one
+  // piece or, for a page that shows its progress, a piece at a time.
+  exportBegin: () => {
     const bytes = needDb().exportBytes();
-    return [bytes, [bytes.buffer]];
+    outgoing.set(++lastExport, bytes);
+    return [{ id: lastExport, total: bytes.length }];
+  },
+  exportChunk: (id, at, len) => {
+    const bytes = outgoing.get(id);
+    const piece = bytes.slice(at, at + len);
+    if (at + len >= bytes.length) outgoing.delete(id);
+    return [piece, [piece.buffer]];
+  },
+  // An import's pieces, in order (`importBegin` first, `importEnd` after).
+  importChunk: (bytes) => {
+    incoming.parts.push(new Uint8Array(bytes));
+    incoming.size += bytes.byteLength;
+    return [incoming.size];
   },
 };
+
+const outgoing = new Map(); // export id -> the file's bytes, until its last piece is taken
+let lastExport = 0;
+let incoming = null; // the import under way: { name, replace, parts, size }
 // A panic on purpose, for the tests: in the test build and the sync build (their modules have it).
 if (CAIRN_SYNC || CAIRN_TESTING) ops.debugPanic = (message) => [engine.debugPanic(String(message))];
 
@@ -201,6 +221,8 @@ async function opfs(name, step) {
 // (docs/sync.md 10b): `cairn-keys/<name>` beside `cairn/<name>`, in a directory of its own so that
 // no database name can be a key file's. What reads the database (export) never reads it.
 const KEYS = 'cairn-keys';
+// An import is written whole here first, then moved over the database's name.
+const STAGE = 'cairn-import';
 
 /** cairn's directory (or with `dirName`, its key directory) in the origin's OPFS, created on first
  * use. */
@@ -227,6 +249,63 @@ async function removeKey(name) {
   }
 }
 
+/** Where databases live: OPFS in the browser. The Node.js Worker (worker/node-worker.js) puts
+ * node:fs files in its place; the ops below call only these. */
+export const storage = {
+  /** The handles of the database `name` (and in the sync build, of its key file). */
+  async open(name, create) {
+    const handle = await syncHandle(name, create);
+    // The sync build's key store: the key file, created empty, held while the database is open.
+    if (!CAIRN_SYNC) return { handle };
+    try {
+      return { handle, keyHandle: await syncHandle(name, true, KEYS) };
+    } catch (e) {
+      handle.close();
+      throw e;
+    }
+  },
+  async exists(name) {
+    engine.checkName(name);
+    const dir = await directory();
+    return dir.getFileHandle(name).then(() => true, () => false);
+  },
+  // Written and flushed under cairn-import/ first, then moved over the name: the file under it is
+  // the old one or the whole new one. The database's key file is removed: an imported database
+  // signs with a key of its own until `importKey` (docs/sync.md 10b).
+  async write(name, data) {
+    const stage = await directory(STAGE);
+    try {
+      const staged = await syncHandle(name, true, STAGE);
+      staged.truncate(0);
+      engine.Database.writeImport(staged, name, data);
+      staged.close();
+      // BUSY while a Worker holds the database.
+      (await syncHandle(name, true)).close();
+      await removeKey(name);
+      const file = await stage.getFileHandle(name);
+      const dir = await directory();
+      await opfs(name, () => file.move(dir, name));
+    } finally {
+      await stage.removeEntry(name).catch(() => {});
+    }
+  },
+  async remove(name) {
+    engine.checkName(name);
+    const dir = await directory();
+    await opfs(name, () => dir.removeEntry(name));
+    await removeKey(name);
+  },
+};
+
+/** Refuses an import under `name` before any byte of it is taken: a bad name, and an existing
+ * database unless `replace`. */
+async function importable(name, replace) {
+  if (name === MEMORY) throw err('INVALID_NAME', `${MEMORY} is a database in memory; it cannot be imported into`);
+  if (!replace && (await storage.exists(name))) {
+    throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first, or import with { replace: true }`);
+  }
+}
+
 // Ops that wait on the platform.
 export const asyncOps = {
   open: async (name, options = {}) => {
@@ -238,17 +317,9 @@ export const asyncOps = {
     if (durability !== 'full' && durability !== 'relaxed') {
       throw err('INVALID_INPUT', `durability must be "full" or "relaxed", not ${JSON.stringify(durability)}`);
     }
-    const handle = await syncHandle(name, options.create !== false);
-    // The sync build's key store: the key file, created empty, held while the database is open.
-    let keyHandle;
-    if (CAIRN_SYNC) {
-      try {
-        keyHandle = await syncHandle(name, true, KEYS);
-      } catch (e) {
-        handle.close();
-        throw e;
-      }
-    }
+    const { handle, keyHandle } = name === MEMORY
+      ? { handle: memoryHandle(), keyHandle: CAIRN_SYNC ? memoryHandle() : undefined }
+      : await storage.open(name, options.create !== false);
     try {
       db = engine.Database.open(handle, name, durability, options.cachePages ?? 0, keyHandle);
     } catch (e) {
@@ -259,38 +330,34 @@ export const asyncOps = {
     }
     return [null];
   },
-  // Checks the bytes in memory first: nothing is written unless they are a sound database, and
-  // never over an existing one (the caller destroys it first, so nothing is lost). A key file left
-  // under the name (no database has it) is removed: an imported database signs with a key of its
-  // own until `importKey` (docs/sync.md 10b).
-  importFile: async (name, bytes) => {
+  // An import in pieces (`importChunk`), which the page sends as it reads them: refused at once
+  // for a name it cannot have, checked whole at `importEnd`.
+  importBegin: async (name, options = {}) => {
     name = String(name);
-    const data = new Uint8Array(bytes);
+    await importable(name, !!options.replace);
+    incoming = { name, replace: !!options.replace, parts: [], size: 0 };
+    return [null];
+  },
+  importEnd: async () => {
+    const { name, replace, parts, size } = incoming;
+    incoming = null;
+    const data = new Uint8Array(size);
+    let at = 0;
+    for (const p of parts.splice(0)) {
+      data.set(p, at);
+      at += p.length;
+    }
+    // Checked in memory first: nothing is written unless they are a sound database, and an
+    // existing one is replaced only with `replace` (else the caller destroys it first, so nothing
+    // is lost). Until the check passes, the database under that name is untouched.
     engine.Database.checkImport(data);
-    engine.checkName(name);
-    const dir = await directory();
-    for await (const existing of dir.keys()) {
-      if (existing === name) throw err('ALREADY_EXISTS', `a database named ${JSON.stringify(name)} exists; destroy it first to replace it`);
-    }
-    await removeKey(name);
-    const handle = await syncHandle(name, true);
-    try {
-      engine.Database.writeImport(handle, name, data);
-    } catch (e) {
-      // A partial copy would be refused on open anyway; do not leave it behind.
-      handle.close();
-      await dir.removeEntry(name).catch(() => {});
-      throw e;
-    }
-    handle.close();
+    await importable(name, replace);
+    await storage.write(name, data);
     return [null];
   },
   destroy: async (name) => {
     name = String(name);
-    engine.checkName(name);
-    const dir = await directory();
-    await opfs(name, () => dir.removeEntry(name));
-    await removeKey(name);
+    if (name !== MEMORY) await storage.remove(name);
     return [null];
   },
 };

@@ -1,5 +1,6 @@
 // The parts of the page-side client that a page needs only once it syncs (`Sync`, behind
-// `db.sync`) or once another tab owns the database it opens (`FollowerLink`). worker/client.js
+// `db.sync`), once another tab owns the database it opens (`FollowerLink`), or when it imports a
+// database (`importDatabase`). worker/client.js
 // imports this module the first time it needs one; the build makes it cairn-extra.js, beside
 // cairn.js (docs/size.md, "The scripts"). What it needs of the client comes as arguments, so that
 // it never holds a second copy of the client's classes; of the protocol, it takes a constant.
@@ -232,4 +233,98 @@ export class FollowerLink {
     for (const req of this.#pending.values()) req.reject(new this.error('CLOSED', 'the database was closed'));
     this.#pending.clear();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Imports
+
+// An import goes in pieces of this size: each is transferred to the Worker on its own, so the
+// page never holds a second copy of a large file nor clones one in one message.
+const CHUNK = 1 << 20;
+
+/** The bytes of `source` as a Uint8Array over them (no copy), or null when it is not bytes. */
+function bytesOf(source) {
+  if (source instanceof ArrayBuffer) return new Uint8Array(source);
+  if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+  if (Array.isArray(source)) return Uint8Array.from(source);
+  return null;
+}
+
+/** The pieces of a ReadableStream, or of any async iterable of bytes (a Node.js stream). */
+async function* piecesOf(source) {
+  if (typeof source.getReader === 'function') {
+    const reader = source.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        yield value;
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+  yield* source;
+}
+
+/** worker/client.js's `importDatabase`, with the client's `CairnError` and `withWorker`. */
+export async function importDatabase(name, source, options, { CairnError, withWorker }) {
+  // A File (from an <input type=file>, say) is read as a stream of known length.
+  if (typeof Blob === 'function' && source instanceof Blob) {
+    return importDatabase(name, source.stream(), { ...options, total: options.total ?? source.size }, { CairnError, withWorker });
+  }
+  const { onProgress, replace = false } = options;
+  const bytes = bytesOf(source);
+  const stream = bytes === null && typeof source === 'object' && source !== null &&
+    (typeof source.getReader === 'function' || Symbol.asyncIterator in source);
+  if (bytes === null && !stream) {
+    throw new CairnError('INVALID_INPUT', 'import takes bytes (a Uint8Array or ArrayBuffer), a Blob or a ReadableStream of bytes');
+  }
+  const total = bytes ? bytes.length : (options.total ?? null);
+  return withWorker(options, async (w) => {
+    await w.call('importBegin', [String(name), { replace: !!replace }]);
+    let done = 0;
+    const send = async (piece) => {
+      done = await w.call('importChunk', [piece.buffer], [piece.buffer]);
+      onProgress?.({ done, total });
+    };
+    if (bytes) {
+      for (let at = 0; at < bytes.length; at += CHUNK) await send(bytes.slice(at, at + CHUNK));
+    } else {
+      // A stream's pieces are sent as pieces of CHUNK: small ones (a Node.js file stream's are
+      // 64 KiB) gathered, large ones (a Blob's may be several MiB) cut; `all` sends the tail too.
+      let held = [];
+      let heldBytes = 0;
+      const flush = async (all) => {
+        const joined = new Uint8Array(heldBytes);
+        let at = 0;
+        for (const h of held) {
+          joined.set(h, at);
+          at += h.length;
+        }
+        for (at = 0; joined.length - at >= CHUNK || (all && at < joined.length); at += CHUNK) {
+          await send(joined.slice(at, at + CHUNK));
+        }
+        held = [joined.subarray(at)];
+        heldBytes = joined.length - at;
+      };
+      try {
+        for await (const value of piecesOf(source)) {
+          const v = bytesOf(value);
+          if (v === null) throw new CairnError('INVALID_INPUT', 'the import stream gave something other than bytes');
+          held.push(v.slice());
+          heldBytes += v.length;
+          if (heldBytes >= CHUNK) await flush(false);
+        }
+      } catch (e) {
+        if (e instanceof CairnError) throw e;
+        throw new CairnError('IMPORT_INCOMPLETE', `the import stream failed after ${done + heldBytes} bytes: ${e?.message ?? e}; nothing was written`);
+      }
+      if (heldBytes > 0) await flush(true);
+    }
+    if (total !== null && done !== total) {
+      throw new CairnError('IMPORT_INCOMPLETE', `the import stream ended after ${done} of ${total} bytes; nothing was written`);
+    }
+    await w.call('importEnd');
+  });
 }

@@ -136,7 +136,8 @@ $('#import').addEventListener('change', async (e) => {
   try {
     if (db) await db.close();
     db = null;
-    await importDatabase(name, new Uint8Array(await file.arrayBuffer()));
+    // Read as a stream: the page never holds the whole file.
+    await importDatabase(name, file);
     $('#run').elements.db.value = name;
     await openDb();
   } catch (err) {

@@ -16,8 +16,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const CODE = /^[A-Z][A-Z0-9_]{1,}$/;
-// Upper-case literals in worker/ that are not error codes: SQL sent by the client, an HTTP method.
-const IGNORED_JS = new Set(['BEGIN', 'COMMIT', 'ROLLBACK', 'GET']);
+// Upper-case literals in worker/ that are not error codes: SQL sent by the client, an HTTP method,
+// Node.js's error numbers that the Node Worker maps to codes.
+const IGNORED_JS = new Set(['BEGIN', 'COMMIT', 'ROLLBACK', 'GET', 'ENOENT', 'EISDIR', 'EEXIST', 'EPERM']);
 
 function walk(dir, ext, skip = () => false) {
   const out = [];

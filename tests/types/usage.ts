@@ -32,6 +32,14 @@ async function example(): Promise<void> {
   const bytes: Uint8Array = await db.export();
   await db.close();
   await importDatabase('copy', bytes);
+  const seen: number[] = [];
+  const again: Uint8Array = await db.export({ onProgress: ({ done, total }) => seen.push(done, total ?? 0) });
+  await importDatabase('copy', again, { replace: true, onProgress: (p) => seen.push(p.done) });
+  const stream = new ReadableStream<Uint8Array>({ start: (c) => { c.enqueue(bytes); c.close(); } });
+  await importDatabase('streamed', stream, { total: bytes.length, workerUrl: '/cairn-worker.js' });
+  await importDatabase('pieces', (async function* () { yield bytes; })());
+  await importDatabase('file', new File([new Uint8Array(bytes)], 'backup.cairn'), { onProgress: (p) => seen.push(p.total ?? 0) });
+  (await open(':memory:')).close();
   await destroy('copy');
   (await create('other')).close();
   try {

@@ -1,0 +1,52 @@
+// What the Worker's scripts expect of a browser Worker, in a node:worker_threads thread: `self`
+// with postMessage, onmessage and close, `fetch` of the engine's file: URLs, and the synchronous
+// XMLHttpRequest that loads the rest of the engine (worker/split.js). Evaluated before the
+// Worker's own modules (worker/node-worker.js imports it first).
+import { parentPort } from 'node:worker_threads';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** Closed when the thread stops itself (after an engine trap), as a browser closes a Worker's
+ * OPFS handles: the next thread can open the file. */
+export const openFiles = new Set();
+
+globalThis.self = globalThis;
+self.postMessage = (message, transfer) => parentPort.postMessage(message, transfer);
+parentPort.on('message', (data) => self.onmessage?.({ data }));
+self.close = () => {
+  for (const f of openFiles) f.close();
+  process.exit(0);
+};
+
+const readUrl = (url) => {
+  const u = new URL(String(url));
+  if (u.protocol !== 'file:') throw new TypeError(`${u}: in Node.js cairn loads its files from disk (file: URLs)`);
+  return readFileSync(fileURLToPath(u));
+};
+
+const nativeFetch = globalThis.fetch;
+globalThis.fetch = async (url, init) => {
+  if (new URL(String(url)).protocol !== 'file:') return nativeFetch(url, init);
+  try {
+    return new Response(readUrl(url), { headers: { 'Content-Type': 'application/wasm' } });
+  } catch (e) {
+    return new Response(null, { status: e.code === 'ENOENT' ? 404 : 500, statusText: e.message });
+  }
+};
+
+globalThis.XMLHttpRequest = class {
+  status = 0;
+  response = null;
+  open(_method, url) {
+    this.url = url;
+  }
+  send() {
+    try {
+      const b = readUrl(this.url);
+      this.response = b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+      this.status = 200;
+    } catch (e) {
+      this.status = e.code === 'ENOENT' ? 404 : 500;
+    }
+  }
+};
