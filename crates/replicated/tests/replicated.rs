@@ -2816,3 +2816,47 @@ fn rows_applied_from_a_peer_are_reported_as_changed() {
     );
     assert!(c.commits >= 1);
 }
+
+/// What a savepoint rolled back to is not recorded: a peer gets the rest of the transaction.
+#[test]
+fn a_rollback_to_a_savepoint_takes_back_what_it_recorded() {
+    let mut a = Node::memory();
+    let mut b = Node::memory();
+    one_owner(&mut a, &mut b);
+    a.exec(
+        "BEGIN;
+         INSERT INTO todo (id, title) VALUES ('kept', 'one');
+         SAVEPOINT s;
+         INSERT INTO todo (id, title) VALUES ('gone', 'two');
+         UPDATE todo SET title = 'changed' WHERE id = 'kept';
+         ROLLBACK TO s;
+         UPDATE todo SET done = 1 WHERE id = 'kept';
+         RELEASE s;
+         COMMIT;",
+    );
+    // A savepoint that began the transaction: releasing it commits.
+    a.exec(
+        "SAVEPOINT outer_one;
+         INSERT INTO todo (id, title) VALUES ('later', 'three');
+         RELEASE outer_one;",
+    );
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, title, done FROM todo ORDER BY id";
+    assert_eq!(a.rows(all), b.rows(all));
+    assert_eq!(
+        b.rows(all),
+        vec![
+            vec![
+                Value::Text("kept".into()),
+                Value::Text("one".into()),
+                Value::Integer(1)
+            ],
+            vec![
+                Value::Text("later".into()),
+                Value::Text("three".into()),
+                Value::Integer(0)
+            ],
+        ]
+    );
+    assert!(!a.db.in_transaction());
+}

@@ -85,6 +85,7 @@ mod maintenance;
 
 mod parse;
 mod plan;
+mod savepoint;
 mod schema;
 mod storage;
 mod types;
@@ -245,6 +246,8 @@ pub struct Database {
     /// (`take_changed`).
     tx_changed: watch::Changed,
     changed: watch::Changed,
+    /// Open savepoints, oldest first.
+    savepoints: Vec<savepoint::Savepoint>,
 }
 
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
@@ -304,6 +307,7 @@ impl Database {
             bufs: exec::RowBufs::default(),
             tx_changed: watch::Changed::default(),
             changed: watch::Changed::default(),
+            savepoints: Vec::new(),
         })
     }
 
@@ -814,27 +818,18 @@ impl Database {
                         "cannot commit - no transaction is active".into(),
                     ));
                 }
-                if let Err(e) = self.commit_store() {
-                    // The transaction is over either way: nothing of it was committed.
-                    self.in_tx = false;
-                    self.tx_changed = watch::Changed::default();
-                    if let Some(c) = self.tx_catalog.take() {
-                        self.catalog = c;
-                        self.schema_moved();
-                    }
-                    return Err(e);
-                }
-                self.in_tx = false;
-                self.tx_catalog = None;
-                self.changed.commit(&mut self.tx_changed);
-                Ok(Output::Done)
+                self.commit_tx()
             }
+            ast::Statement::Savepoint(name) => self.savepoint(name),
+            ast::Statement::Release(name) => self.release(name),
+            ast::Statement::RollbackTo(name) => self.rollback_to(name),
             ast::Statement::Rollback => {
                 if !self.in_tx {
                     return Err(Error::Transaction(
                         "cannot rollback - no transaction is active".into(),
                     ));
                 }
+                self.savepoints.clear();
                 self.store.rollback()?;
                 self.changes.clear();
                 self.tx_changed = watch::Changed::default();
@@ -855,6 +850,25 @@ impl Database {
                 Ok(Output::Done)
             }
         }
+    }
+
+    /// Commits the open transaction (COMMIT, or RELEASE of the savepoint that began it).
+    fn commit_tx(&mut self) -> Result<Output> {
+        self.savepoints.clear();
+        if let Err(e) = self.commit_store() {
+            // The transaction is over either way: nothing of it was committed.
+            self.in_tx = false;
+            self.tx_changed = watch::Changed::default();
+            if let Some(c) = self.tx_catalog.take() {
+                self.catalog = c;
+                self.schema_moved();
+            }
+            return Err(e);
+        }
+        self.in_tx = false;
+        self.tx_catalog = None;
+        self.changed.commit(&mut self.tx_changed);
+        Ok(Output::Done)
     }
 }
 

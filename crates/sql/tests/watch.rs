@@ -114,3 +114,21 @@ fn a_query_reads_the_tables_it_names_once_each() {
         "UNKNOWN_TABLE"
     );
 }
+
+#[test]
+fn rows_rolled_back_to_a_savepoint_are_not_counted() {
+    let mut db = db();
+    db.exec_script(
+        "SAVEPOINT a;
+         INSERT INTO a VALUES (1, 10, 'x');
+         SAVEPOINT b;
+         INSERT INTO b VALUES ('p', 1);
+         DELETE FROM a;
+         ROLLBACK TO b;
+         UPDATE a SET s = 'y';
+         RELEASE a;",
+    )
+    .unwrap();
+    let c = db.take_changed();
+    assert_eq!((c.tables, c.commits), (vec![change("a", 1, 1, 0)], 1));
+}

@@ -10,13 +10,26 @@ pub enum Statement {
     Update(Box<Update>),
     Delete(Box<Delete>),
     CreateTable(CreateTable),
-    DropTable { name: String, if_exists: bool },
+    DropTable {
+        name: String,
+        if_exists: bool,
+    },
     CreateIndex(CreateIndex),
-    DropIndex { name: String, if_exists: bool },
-    AlterTable { table: String, action: AlterAction },
+    DropIndex {
+        name: String,
+        if_exists: bool,
+    },
+    AlterTable {
+        table: String,
+        action: AlterAction,
+    },
     Begin,
     Commit,
     Rollback,
+    /// `SAVEPOINT name`, `RELEASE [SAVEPOINT] name`, `ROLLBACK [TRANSACTION] TO [SAVEPOINT] name`.
+    Savepoint(String),
+    Release(String),
+    RollbackTo(String),
     Explain(Box<Statement>),
 }
 

@@ -355,7 +355,18 @@ impl<'a> Parser<'a> {
         }
         if self.eat_kw("ROLLBACK") {
             self.eat_kw("TRANSACTION");
+            if self.eat_kw("TO") {
+                self.eat_kw("SAVEPOINT");
+                return Ok(Statement::RollbackTo(self.ident()?));
+            }
             return Ok(Statement::Rollback);
+        }
+        if self.eat_kw("SAVEPOINT") {
+            return Ok(Statement::Savepoint(self.ident()?));
+        }
+        if self.eat_kw("RELEASE") {
+            self.eat_kw("SAVEPOINT");
+            return Ok(Statement::Release(self.ident()?));
         }
         if self.eat_kw("CREATE") {
             let unique = self.eat_kw("UNIQUE");
