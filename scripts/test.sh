@@ -24,5 +24,8 @@ step "relay over PostgreSQL" bash scripts/relay-postgres-test.sh
 step "build and size" node scripts/build.mjs
 step "types" node_modules/.bin/tsc -p tests/types
 step "browser tests" node --test --test-concurrency=1 tests/browser/
+# The packed package in apps built by Vite and webpack 5 with no configuration, and examples/todo
+# (also offline, from a service worker's cache).
+step "bundlers and the example" npm --prefix tests/bundlers test
 # One sample of every workload for every engine, small: proves the harness and its checks, times nothing.
 step "benchmark smoke pass" npm --prefix bench-browser test

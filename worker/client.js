@@ -21,10 +21,11 @@ export class CairnError extends Error {
 // Each file is named by a literal `new URL('./file', import.meta.url)`, and each Worker by a
 // literal `new Worker(new URL(...), { type: 'module' })`: the patterns Vite, webpack 5, Rollup
 // and esbuild's plugins find, emit and rewrite. A computed name (`sync ? a : b`) hides the file
-// from them, and one function per file keeps a minifier from merging two into one.
+// from them, and one function per file keeps a minifier from merging two into one. webpack names
+// a Worker's chunk after its `name`: each has its own.
 const FILES = {
-  worker: () => new Worker(new URL('./cairn-worker.js', import.meta.url), { type: 'module', name: 'cairn' }),
-  syncWorker: () => new Worker(new URL('./cairn-sync-worker.js', import.meta.url), { type: 'module', name: 'cairn' }),
+  worker: () => new Worker(new URL('./cairn-worker.js', import.meta.url), { type: 'module', name: 'cairn-worker' }),
+  syncWorker: () => new Worker(new URL('./cairn-sync-worker.js', import.meta.url), { type: 'module', name: 'cairn-sync-worker' }),
   wasm: () => new URL('./cairn.wasm', import.meta.url),
   syncWasm: () => new URL('./cairn-sync.wasm', import.meta.url),
   // Named here, not only in the Worker, so that a bundler emits them beside the engine.
@@ -59,7 +60,7 @@ export class EngineWorker {
 
   constructor(options = {}) {
     const workerUrl = options.sync ? options.syncWorkerUrl : options.workerUrl;
-    this.#worker = workerUrl !== undefined ? new Worker(workerUrl, { type: 'module', name: 'cairn' })
+    this.#worker = workerUrl !== undefined ? new Worker(workerUrl, { type: 'module', name: 'cairn-worker' })
       : options.sync ? FILES.syncWorker() : FILES.worker();
     this.#worker.onmessage = (e) => this.#reply(e.data);
     this.#worker.onerror = (e) => {
