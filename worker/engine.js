@@ -85,7 +85,9 @@ export function saveState() {
 /** After a trap: whether it was for the rest, and if so the engine as `saved` had it. Memory the
  * call grew stays, unused. */
 export function restoreState(saved) {
-  if (!saved || !takeMissing()) return false;
+  // Read either way: a trap for the rest in a call that saved nothing stops the engine.
+  const missing = takeMissing();
+  if (!saved || !missing) return false;
   new Uint8Array(wasm.memory.buffer).set(saved.bytes);
   globals.forEach((g, i) => {
     if (g.value !== saved.globals[i]) g.value = saved.globals[i];
@@ -98,8 +100,8 @@ export function restoreState(saved) {
 }
 
 /** The error of a statement that needed the rest of the engine when it could not be had. */
-export const restUnavailable = () => err('REST_UNAVAILABLE', `this statement needs the rest of the engine, which could not be fetched ` +
-  `(${restFailure()}); the database is as it was before it. Serve that file, precache it for offline use, or pass restWasmUrl`);
+export const restUnavailable = () => err('REST_UNAVAILABLE', `this needs the rest of the engine, which could not be fetched ` +
+  `(${restFailure() ?? 'not yet there'}); the database is as it was before it. Serve that file, precache it for offline use, or pass restWasmUrl`);
 
 // Statements run by SQL text are prepared once and kept, up to CACHE of them, least recently used
 // first out. The cache is a Map here rather than in the engine so that a cached statement's text

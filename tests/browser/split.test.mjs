@@ -164,3 +164,37 @@ test('a wrong workerUrl or wasmUrl fails open() with a code naming the URL, at o
     assert.equal(r.notWasm.code, 'LOAD_FAILED');
     assert.match(r.notWasm.message, /cairn\.js/);
   }));
+
+test('a statement that needs the rest while it is on its way waits for it, and the others do not', async () => {
+  const b = await launch();
+  let release;
+  const gate = new Promise((r) => { release = r; });
+  // The rest's response is held until the page has run its statements without it.
+  await b.context.route('**/cairn-rest.wasm', async (route) => {
+    await gate;
+    await route.continue();
+  });
+  await b.page.exposeFunction('releaseRest', () => release());
+  try {
+    const r = await b.page.evaluate(async () => {
+      const db = await cairn.open('split-wait-fetch');
+      await db.exec('CREATE TABLE t(a INTEGER)');
+      await db.run('INSERT INTO t VALUES (1)');
+      const rows = await db.query('SELECT a FROM t');
+      const before = await db.memory();
+      const plan = db.query('EXPLAIN SELECT a FROM t');
+      await releaseRest();
+      const explained = (await plan).length;
+      const after = await db.memory();
+      await db.close();
+      return { rows, before, explained, after };
+    });
+    assert.deepEqual(r.rows, [{ a: 1 }]);
+    assert.equal(r.before.restReady, false, 'the common statements ran while the rest was held');
+    assert.ok(r.explained > 0, 'EXPLAIN waited for the rest and ran');
+    assert.equal(r.after.restLoaded, true);
+    assert.deepEqual(b.errors, []);
+  } finally {
+    await b.close();
+  }
+});

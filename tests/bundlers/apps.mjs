@@ -42,7 +42,7 @@ export async function viteBuild(app) {
 }
 
 /** `webpack --mode production` of `app/src/index.js` into `app/dist/main.js` (webpack's defaults),
- * beside a page that loads it. Rejects on an error, returns the warnings. */
+ * beside the app's index.html loading it. Rejects on an error, returns the warnings. */
 export async function webpackBuild(app) {
   const { default: webpack } = await import('webpack');
   const stats = await new Promise((resolve, reject) => {
@@ -53,7 +53,10 @@ export async function webpackBuild(app) {
   });
   const info = stats.toJson({ all: false, errors: true, warnings: true });
   if (stats.hasErrors()) throw new Error(`webpack: ${info.errors.map((e) => e.message).join('\n')}`);
-  writeFileSync(join(app, 'dist', 'index.html'), '<!doctype html><meta charset="utf-8"><script src="./main.js"></script>\n');
+  const html = readFileSync(join(app, 'index.html'), 'utf8');
+  const entry = '<script type="module" src="./src/index.js"></script>';
+  if (!html.includes(entry)) throw new Error(`${app}/index.html does not load ${entry}`);
+  writeFileSync(join(app, 'dist', 'index.html'), html.replace(entry, '<script src="./main.js"></script>'));
   return { out: join(app, 'dist'), warnings: info.warnings.map((w) => w.message) };
 }
 
@@ -76,9 +79,10 @@ export function emitted(dir) {
 
 /** Prints `files` as a table (the figures docs/size.md gives per bundler). */
 export function printFiles(title, files) {
-  const kb = (n) => (n / 1024).toFixed(1).padStart(9);
-  console.log(`\n${title}\n${'file'.padEnd(40)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}`);
-  for (const f of files) console.log(`${f.file.padEnd(40)}${kb(f.raw)}${kb(f.gzip)}`);
+  console.log(`\n${title}\n${'file'.padEnd(40)}${'raw bytes'.padStart(10)}${'gzip -9'.padStart(10)}`);
+  for (const f of files) console.log(`${f.file.padEnd(40)}${String(f.raw).padStart(10)}${String(f.gzip).padStart(10)}`);
+  const sum = (k) => files.reduce((t, f) => t + f[k], 0);
+  console.log(`${'total'.padEnd(40)}${String(sum('raw')).padStart(10)}${String(sum('gzip')).padStart(10)}`);
 }
 
 /** Serves `root` (no isolation headers) and opens Chromium on a fresh profile; `page.goto(path)`

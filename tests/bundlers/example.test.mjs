@@ -1,4 +1,4 @@
-// examples/todo as a user builds it (Vite, the packed package, no configuration), run in Chromium:
+// examples/todo as a user builds it (Vite, or webpack 5; the packed package, no configuration), run in Chromium:
 // to-dos added through the page survive a reload. Then offline: a service worker precaches every
 // file the build emitted (the README's list: the page's scripts, both Worker scripts and the four
 // wasm files), the server is stopped, and the app runs from the cache alone, statements that need
@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { browse, emitted, installPackage, placeApp, printFiles, repo, viteBuild } from './apps.mjs';
+import { browse, emitted, installPackage, placeApp, printFiles, repo, viteBuild, webpackBuild } from './apps.mjs';
 
 let pkg;
 before(() => {
@@ -33,20 +33,16 @@ async function addTodo(page, title) {
 
 const titles = (page) => page.locator('#list li span').allTextContents();
 
-test('the to-do example builds with Vite, runs, and runs offline from a service worker cache', async () => {
-  const app = placeApp(pkg.dir, 'todo', join(repo, 'examples', 'todo'));
-  const out = await viteBuild(app);
-  const files = emitted(out);
-  printFiles('examples/todo, vite build', files);
-  writeFileSync(join(out, 'sw.js'), serviceWorker(['/', ...files.map((f) => `/${f.file}`)]));
-
+// Online, then from the service worker's cache with the server stopped.
+async function runTodo(out, label) {
+  writeFileSync(join(out, 'sw.js'), serviceWorker(['/', ...emitted(out).map((f) => `/${f.file}`)]));
   const b = await browse(out);
   try {
     await b.open('/', 'appReady');
     await addTodo(b.page, 'buy milk');
     await addTodo(b.page, 'write docs');
     await b.open('/', 'appReady');
-    assert.deepEqual(await titles(b.page), ['buy milk', 'write docs'], 'the to-dos survive a reload');
+    assert.deepEqual(await titles(b.page), ['buy milk', 'write docs'], `${label}: the to-dos survive a reload`);
 
     await b.page.evaluate(async () => {
       await navigator.serviceWorker.register('/sw.js');
@@ -58,25 +54,37 @@ test('the to-do example builds with Vite, runs, and runs offline from a service 
     await closed;
     await b.page.reload();
     await b.page.waitForFunction(() => window.appReady === true, null, { timeout: 30_000 });
-    assert.equal(await b.page.evaluate(() => navigator.serviceWorker.controller !== null), true, 'the page is served by the service worker');
+    assert.equal(await b.page.evaluate(() => navigator.serviceWorker.controller !== null), true, `${label}: served by the service worker`);
     assert.deepEqual(await titles(b.page), ['buy milk', 'write docs']);
     await addTodo(b.page, 'offline');
     const r = await b.page.evaluate(async () => {
       const { db } = window.app;
       const plan = await db.query('EXPLAIN SELECT title FROM todo WHERE id = 1');
       const check = await db.check();
-      const upper = await db.get("SELECT group_concat(title, '|') AS all_titles FROM todo");
+      const all = await db.get("SELECT group_concat(title, '|') AS titles FROM todo");
       const bad = await db.query('SELEC').catch((e) => e.code);
-      return { plan: plan.length, check, upper, bad, mem: await db.memory() };
+      return { plan: plan.length, check, all, bad, mem: await db.memory() };
     });
-    assert.ok(r.plan > 0, 'EXPLAIN runs offline');
+    assert.ok(r.plan > 0, `${label}: EXPLAIN runs offline`);
     assert.deepEqual(r.check, []);
-    assert.equal(r.upper.all_titles, 'buy milk|write docs|offline');
-    assert.equal(r.bad, 'SYNTAX', 'an error message (built in the rest) offline');
+    assert.equal(r.all.titles, 'buy milk|write docs|offline');
+    assert.equal(r.bad, 'SYNTAX', `${label}: an error message (built in the rest) offline`);
     assert.equal(r.mem.restLoaded, true);
     // Only the requests before the cut reached the server; none failed.
     assert.deepEqual(b.problems, []);
   } finally {
     await b.context.close();
   }
+}
+
+test('the to-do example builds with Vite, runs, and runs offline from a service worker cache', async () => {
+  const out = await viteBuild(placeApp(pkg.dir, 'todo-vite', join(repo, 'examples', 'todo')));
+  printFiles('examples/todo, vite build', emitted(out));
+  await runTodo(out, 'vite');
+});
+
+test('the to-do example builds with webpack, runs, and runs offline from a service worker cache', async () => {
+  const { out } = await webpackBuild(placeApp(pkg.dir, 'todo-webpack', join(repo, 'examples', 'todo')));
+  printFiles('examples/todo, webpack build', emitted(out));
+  await runTodo(out, 'webpack');
 });
