@@ -150,10 +150,13 @@ test('a wrong workerUrl or wasmUrl fails open() with a code naming the URL, at o
       const wasm = await attempt(() => cairn.open('bad-urls', { wasmUrl: '/dist/no-such-file.wasm' }));
       const notWasm = await attempt(() => cairn.open('bad-urls', { wasmUrl: '/dist/cairn.js' }));
       const syncWorker = await attempt(() => cairn.open('bad-urls', { sync: true, syncWorkerUrl: '/dist/no-such-worker.js' }));
+      // What a server that answers every path with its page gives.
+      const htmlWorker = await attempt(() => cairn.open('bad-urls', { workerUrl: '/tests/browser/page.html' }));
+      const htmlWasm = await attempt(() => cairn.open('bad-urls', { wasmUrl: '/tests/browser/page.html' }));
       // None of them left the database held.
       const db = await cairn.open('bad-urls');
       await db.close();
-      return { worker, wasm, notWasm, syncWorker };
+      return { worker, wasm, notWasm, syncWorker, htmlWorker, htmlWasm };
     });
     assert.equal(r.worker.code, 'WORKER_ERROR', JSON.stringify(r.worker));
     assert.match(r.worker.message, /no-such-worker\.js/);
@@ -163,6 +166,10 @@ test('a wrong workerUrl or wasmUrl fails open() with a code naming the URL, at o
     assert.match(r.wasm.message, /no-such-file\.wasm: HTTP 404/);
     assert.equal(r.notWasm.code, 'LOAD_FAILED');
     assert.match(r.notWasm.message, /cairn\.js/);
+    assert.equal(r.htmlWorker.code, 'WORKER_ERROR', JSON.stringify(r.htmlWorker));
+    assert.match(r.htmlWorker.message, /page\.html/);
+    assert.equal(r.htmlWasm.code, 'LOAD_FAILED', JSON.stringify(r.htmlWasm));
+    assert.match(r.htmlWasm.message, /page\.html/);
   }));
 
 test('a statement that needs the rest while it is on its way waits for it, and the others do not', async () => {
