@@ -24,7 +24,7 @@ async function withPage(fn) {
   }
 }
 
-test('common statements run without the rest of the engine; it is fetched once, EXPLAIN and check() run in it', () =>
+test('common statements run without the rest of the engine; each Worker fetches it once, EXPLAIN and check() run in it', () =>
   withPage(async (page, rest, files) => {
     const r = await page.evaluate(async () => {
       let db = await cairn.open('split');

@@ -1,8 +1,9 @@
-// examples/todo as a user builds it (Vite, or webpack 5; the packed package, no configuration), run in Chromium:
+// examples/todo as a user builds it (Vite, or webpack 5; the packed package, no configuration),
+// run in Chromium:
 // to-dos added through the page survive a reload. Then offline: a service worker precaches every
 // file the build emitted (the README's list: the page's scripts, both Worker scripts and the four
 // wasm files), the server is stopped, and the app runs from the cache alone, statements that need
-// cairn-rest.wasm included.
+// cairn-rest.wasm included. And under Vite's dev server, as `npm run dev` runs it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -87,4 +88,25 @@ test('the to-do example builds with webpack, runs, and runs offline from a servi
   const { out } = await webpackBuild(placeApp(pkg.dir, 'todo-webpack', join(repo, 'examples', 'todo')));
   printFiles('examples/todo, webpack build', emitted(out));
   await runTodo(out, 'webpack');
+});
+
+test("the to-do example runs under Vite's dev server (npm run dev)", async () => {
+  const app = placeApp(pkg.dir, 'todo-dev', join(repo, 'examples', 'todo'));
+  const { createServer } = await import('vite');
+  // The dependency optimizer bundles cairn-db again for the dev server: the Worker and wasm URLs
+  // must survive that too.
+  const server = await createServer({ root: app, configFile: false, logLevel: 'warn', server: { host: '127.0.0.1', port: 0 } });
+  await server.listen();
+  const b = await browse(app);
+  try {
+    await b.page.goto(server.resolvedUrls.local[0]);
+    await b.page.waitForFunction(() => window.appReady === true, null, { timeout: 30_000 });
+    await addTodo(b.page, 'from the dev server');
+    assert.deepEqual(await titles(b.page), ['from the dev server']);
+    assert.ok(await b.page.evaluate(async () => (await window.app.db.query('EXPLAIN SELECT 1')).length > 0));
+    assert.deepEqual(b.problems.filter((p) => !p.endsWith('/favicon.ico')), []);
+  } finally {
+    await b.close();
+    await server.close();
+  }
 });
