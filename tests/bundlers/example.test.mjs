@@ -1,9 +1,9 @@
 // examples/todo as a user builds it (Vite, or webpack 5; the packed package, no configuration),
-// run in Chromium:
-// to-dos added through the page survive a reload. Then offline: a service worker precaches every
-// file the build emitted (the README's list: the page's scripts, both Worker scripts and the four
-// wasm files), the server is stopped, and the app runs from the cache alone, statements that need
-// cairn-rest.wasm included. And under Vite's dev server, as `npm run dev` runs it.
+// run in Chromium: to-dos added through the page survive a reload. Then offline: a service worker
+// precaches every file the build emitted (the README's list: the page's scripts, both Worker
+// scripts and the four wasm files), the server is stopped, and the app runs from the cache alone,
+// statements that need cairn-rest.wasm included. And under Vite's dev server, as `npm run dev`
+// runs it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
