@@ -82,45 +82,49 @@ test('common statements run without the rest of the engine; each Worker fetches 
     assert.ok(!files.has('cairn-extra.js'), [...files].join(', '));
   }));
 
-test('a rest of the engine that cannot be fetched fails the statement with REST_UNAVAILABLE; the database and its transaction stay', () =>
-  withPage(async (page, rest) => {
-    const r = await page.evaluate(async () => {
-      const db = await cairn.open('split-missing', { restWasmUrl: '/dist/no-such-file.wasm' });
-      await db.exec('CREATE TABLE t(a INTEGER)');
-      await db.run('INSERT INTO t VALUES (1)');
-      // The background fetch has failed once the Worker says the rest is not there and no fetch
-      // is under way; a statement that needs it before then waits for that fetch.
-      const tx = db.transaction(async (t) => {
-        await t.run('INSERT INTO t VALUES (2)');
-        const failed = await attempt(() => t.query('EXPLAIN SELECT a FROM t'));
-        const rare = await attempt(() => t.query("SELECT hex('a') AS h"));
-        await t.run('INSERT INTO t VALUES (3)');
-        const inside = await t.query('SELECT a FROM t ORDER BY a');
-        return { failed, rare, inside };
-      });
-      const inTx = await tx;
-      const after = await db.query('SELECT a FROM t ORDER BY a');
-      const mem = await db.memory();
-      const check = await attempt(() => db.check());
-      const again = await attempt(() => db.query('EXPLAIN SELECT a FROM t'));
-      await db.close();
-      // The database reopens from the file with every commit in it.
-      const db2 = await cairn.open('split-missing', { restWasmUrl: '/dist/no-such-file.wasm' });
-      const reopened = await db2.query('SELECT a FROM t ORDER BY a');
-      await db2.close();
-      return { ...inTx, after, mem, check, again, reopened };
-    });
-    assert.equal(r.failed.code, 'REST_UNAVAILABLE', JSON.stringify(r.failed));
-    assert.match(r.failed.message, /no-such-file\.wasm: HTTP 404/);
-    assert.equal(r.rare.code, 'REST_UNAVAILABLE', 'a rarer function is in the rest too');
-    assert.equal(r.check.code, 'REST_UNAVAILABLE');
-    assert.deepEqual(r.inside, [{ a: 1 }, { a: 2 }, { a: 3 }], 'the transaction went on after the failed statements');
-    assert.deepEqual(r.after, [{ a: 1 }, { a: 2 }, { a: 3 }], 'and committed');
-    assert.equal(r.mem.restReady, false);
-    assert.equal(r.again.code, 'REST_UNAVAILABLE');
-    assert.deepEqual(r.reopened, [{ a: 1 }, { a: 2 }, { a: 3 }]);
-    assert.equal(rest.length, 0);
-  }));
+// Over the shared-memory channel (the test page is isolated) and over postMessage.
+for (const channel of ['auto', 'postMessage']) {
+  test(`a rest of the engine that cannot be fetched fails the statement with REST_UNAVAILABLE; the database and its transaction stay (${channel})`, () =>
+    withPage(async (page, rest) => {
+      const r = await page.evaluate(async (channel) => {
+        const db = await cairn.open('split-missing', { channel, restWasmUrl: '/dist/no-such-file.wasm' });
+        await db.exec('CREATE TABLE t(a INTEGER)');
+        await db.run('INSERT INTO t VALUES (1)');
+        // The background fetch has failed once the Worker says the rest is not there and no fetch
+        // is under way; a statement that needs it before then waits for that fetch.
+        const tx = db.transaction(async (t) => {
+          await t.run('INSERT INTO t VALUES (2)');
+          const failed = await attempt(() => t.query('EXPLAIN SELECT a FROM t'));
+          const rare = await attempt(() => t.query("SELECT hex('a') AS h"));
+          await t.run('INSERT INTO t VALUES (3)');
+          const inside = await t.query('SELECT a FROM t ORDER BY a');
+          return { failed, rare, inside };
+        });
+        const inTx = await tx;
+        const after = await db.query('SELECT a FROM t ORDER BY a');
+        const mem = await db.memory();
+        const check = await attempt(() => db.check());
+        const again = await attempt(() => db.query('EXPLAIN SELECT a FROM t'));
+        await db.close();
+        // The database reopens from the file with every commit in it.
+        const db2 = await cairn.open('split-missing', { channel, restWasmUrl: '/dist/no-such-file.wasm' });
+        const reopened = await db2.query('SELECT a FROM t ORDER BY a');
+        await db2.close();
+        return { ...inTx, after, mem, check, again, reopened, via: db.channel };
+      }, channel);
+      assert.equal(r.via, channel === 'auto' ? 'sharedMemory' : 'postMessage');
+      assert.equal(r.failed.code, 'REST_UNAVAILABLE', JSON.stringify(r.failed));
+      assert.match(r.failed.message, /no-such-file\.wasm: HTTP 404/);
+      assert.equal(r.rare.code, 'REST_UNAVAILABLE', 'a rarer function is in the rest too');
+      assert.equal(r.check.code, 'REST_UNAVAILABLE');
+      assert.deepEqual(r.inside, [{ a: 1 }, { a: 2 }, { a: 3 }], 'the transaction went on after the failed statements');
+      assert.deepEqual(r.after, [{ a: 1 }, { a: 2 }, { a: 3 }], 'and committed');
+      assert.equal(r.mem.restReady, false);
+      assert.equal(r.again.code, 'REST_UNAVAILABLE');
+      assert.deepEqual(r.reopened, [{ a: 1 }, { a: 2 }, { a: 3 }]);
+      assert.equal(rest.length, 0);
+    }));
+}
 
 test("preloadRest: 'wait' makes open() wait for the rest, and fail with REST_UNAVAILABLE without it", () =>
   withPage(async (page, rest) => {
@@ -172,36 +176,39 @@ test('a wrong workerUrl or wasmUrl fails open() with a code naming the URL, at o
     assert.match(r.htmlWasm.message, /page\.html/);
   }));
 
-test('a statement that needs the rest while it is on its way waits for it, and the others do not', async () => {
-  const b = await launch();
-  let release;
-  const gate = new Promise((r) => { release = r; });
-  // The rest's response is held until the page has run its statements without it.
-  await b.context.route('**/cairn-rest.wasm', async (route) => {
-    await gate;
-    await route.continue();
-  });
-  await b.page.exposeFunction('releaseRest', () => release());
-  try {
-    const r = await b.page.evaluate(async () => {
-      const db = await cairn.open('split-wait-fetch');
-      await db.exec('CREATE TABLE t(a INTEGER)');
-      await db.run('INSERT INTO t VALUES (1)');
-      const rows = await db.query('SELECT a FROM t');
-      const before = await db.memory();
-      const plan = db.query('EXPLAIN SELECT a FROM t');
-      await releaseRest();
-      const explained = (await plan).length;
-      const after = await db.memory();
-      await db.close();
-      return { rows, before, explained, after };
+for (const channel of ['auto', 'postMessage']) {
+  test(`a statement that needs the rest while it is on its way waits for it, and the others do not (${channel})`, async () => {
+    const b = await launch();
+    let release;
+    const gate = new Promise((r) => { release = r; });
+    // The rest's response is held until the page has run its statements without it.
+    await b.context.route('**/cairn-rest.wasm', async (route) => {
+      await gate;
+      await route.continue();
     });
-    assert.deepEqual(r.rows, [{ a: 1 }]);
-    assert.equal(r.before.restReady, false, 'the common statements ran while the rest was held');
-    assert.ok(r.explained > 0, 'EXPLAIN waited for the rest and ran');
-    assert.equal(r.after.restLoaded, true);
-    assert.deepEqual(b.errors, []);
-  } finally {
-    await b.close();
-  }
-});
+    await b.page.exposeFunction('releaseRest', () => release());
+    try {
+      const r = await b.page.evaluate(async (channel) => {
+        const db = await cairn.open('split-wait-fetch', { channel });
+        await db.exec('CREATE TABLE t(a INTEGER)');
+        await db.run('INSERT INTO t VALUES (1)');
+        const rows = await db.query('SELECT a FROM t');
+        const before = await db.memory();
+        const plan = db.query('EXPLAIN SELECT a FROM t');
+        await releaseRest();
+        const explained = (await plan).length;
+        const after = await db.memory();
+        await db.close();
+        return { rows, before, explained, after, via: db.channel };
+      }, channel);
+      assert.equal(r.via, channel === 'auto' ? 'sharedMemory' : 'postMessage');
+      assert.deepEqual(r.rows, [{ a: 1 }]);
+      assert.equal(r.before.restReady, false, 'the common statements ran while the rest was held');
+      assert.ok(r.explained > 0, 'EXPLAIN waited for the rest and ran');
+      assert.equal(r.after.restLoaded, true);
+      assert.deepEqual(b.errors, []);
+    } finally {
+      await b.close();
+    }
+  });
+}
