@@ -19,8 +19,8 @@ export class CairnError extends Error {
 
 // The Worker without sync carries neither the sync glue nor the transports (docs/size.md).
 // Each file is named by a literal `new URL('./file', import.meta.url)`, and each Worker by a
-// literal `new Worker(new URL(...), { type: 'module' })`: the patterns Vite, webpack 5, Rollup
-// and esbuild's plugins find, emit and rewrite. A computed name (`sync ? a : b`) hides the file
+// literal `new Worker(new URL(...), { type: 'module' })`: the patterns Vite and webpack 5 (and
+// Rollup's and esbuild's plugins for them) find, emit and rewrite. A computed name hides the file
 // from them, and one function per file keeps a minifier from merging two into one. webpack names
 // a Worker's chunk after its `name`: each has its own.
 const FILES = {
