@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing cairn needs, skipping what is already there:
 # the wasm target, rustfmt and clippy, the wasm-bindgen CLI at the version Cargo.lock pins,
-# Debian's Chromium (unless --no-browser), and the npm packages from the lockfiles.
+# Debian's Chromium (unless --no-browser), and the npm packages from the lockfiles (the
+# repository's, the benchmark's, and the bundler tests' Vite and webpack).
 # Fails loudly when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,4 +63,6 @@ npm_ci() { # dir
 }
 npm_ci .
 if [ -f bench-browser/package-lock.json ]; then npm_ci bench-browser; fi
+# Vite and webpack for the bundler tests (tests/bundlers/).
+npm_ci tests/bundlers
 say "ready"

@@ -26,5 +26,8 @@ step "types" node_modules/.bin/tsc -p tests/types
 # cairn-db/node: the same engine in Node.js over node:fs files, and its files in the native shell.
 step "node tests" node --test tests/node/
 step "browser tests" node --test --test-concurrency=1 tests/browser/
+# The packed package in apps built by Vite and webpack 5 with no configuration, and examples/todo
+# (also offline, from a service worker's cache).
+step "bundlers and the example" npm --prefix tests/bundlers test
 # One sample of every workload for every engine, small: proves the harness and its checks, times nothing.
 step "benchmark smoke pass" npm --prefix bench-browser test

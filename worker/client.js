@@ -18,10 +18,20 @@ export class CairnError extends Error {
 }
 
 // The Worker without sync carries neither the sync glue nor the transports (docs/size.md).
-const defaultWorkerUrl = (sync) => new URL(sync ? './cairn-sync-worker.js' : './cairn-worker.js', import.meta.url);
-const defaultWasmUrl = (sync) => new URL(sync ? './cairn-sync.wasm' : './cairn.wasm', import.meta.url);
-// Named here, not only in the Worker, so that a bundler that copies cairn.wasm copies them too.
-const defaultRestUrl = (sync) => new URL(sync ? './cairn-sync-rest.wasm' : './cairn-rest.wasm', import.meta.url);
+// Each file is named by a literal `new URL('./file', import.meta.url)`, and each Worker by a
+// literal `new Worker(new URL(...), { type: 'module' })`: the patterns Vite and webpack 5 (and
+// Rollup's and esbuild's plugins for them) find, emit and rewrite. A computed name hides the file
+// from them, and one function per file keeps a minifier from merging two into one. webpack names
+// a Worker's chunk after its `name`: each has its own.
+const FILES = {
+  worker: () => new Worker(new URL('./cairn-worker.js', import.meta.url), { type: 'module', name: 'cairn-worker' }),
+  syncWorker: () => new Worker(new URL('./cairn-sync-worker.js', import.meta.url), { type: 'module', name: 'cairn-sync-worker' }),
+  wasm: () => new URL('./cairn.wasm', import.meta.url),
+  syncWasm: () => new URL('./cairn-sync.wasm', import.meta.url),
+  // Named here, not only in the Worker, so that a bundler emits them beside the engine.
+  rest: () => new URL('./cairn-rest.wasm', import.meta.url),
+  syncRest: () => new URL('./cairn-sync-rest.wasm', import.meta.url),
+};
 
 // How long the page spins for a reply on the shared-memory channel before it waits for one, and
 // the longest time the Worker may have taken over the last request for the page to spin again.
@@ -50,18 +60,20 @@ export class EngineWorker {
 
   constructor(options = {}) {
     const workerUrl = options.sync ? options.syncWorkerUrl : options.workerUrl;
-    this.#worker = new Worker(workerUrl ?? defaultWorkerUrl(options.sync), { type: 'module', name: 'cairn' });
+    this.#worker = workerUrl !== undefined ? new Worker(workerUrl, { type: 'module', name: 'cairn-worker' })
+      : options.sync ? FILES.syncWorker() : FILES.worker();
     this.#worker.onmessage = (e) => this.#reply(e.data);
     this.#worker.onerror = (e) => {
       e.preventDefault();
-      this.#die('WORKER_ERROR', `the cairn Worker failed: ${e.message || 'it could not start (check workerUrl or syncWorkerUrl)'}`);
+      const url = workerUrl ?? (options.sync ? 'cairn-sync-worker.js beside cairn.js' : 'cairn-worker.js beside cairn.js');
+      this.#die('WORKER_ERROR', `the cairn Worker (${url}) failed: ${e.message || `it could not start (check ${options.sync ? 'syncWorkerUrl' : 'workerUrl'})`}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
-    const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? defaultWasmUrl(options.sync))];
+    const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? (options.sync ? FILES.syncWasm() : FILES.wasm()))];
     // The rest of the engine: where the page says, else beside the module (the Worker's default)
     // when the page moved that, else beside this one.
     const [restUrl, wasmUrl] = options.sync ? [options.syncRestWasmUrl, options.syncWasmUrl] : [options.restWasmUrl, options.wasmUrl];
-    const rest = restUrl ?? (wasmUrl === undefined ? defaultRestUrl(options.sync) : undefined);
+    const rest = restUrl ?? (wasmUrl === undefined ? (options.sync ? FILES.syncRest() : FILES.rest()) : undefined);
     if (rest !== undefined) init.push(String(rest));
     this.ready = this.call('init', init).then(() => this.#attach(options));
   }
@@ -539,14 +551,25 @@ export class Database extends Queries {
   #releaseClient = null;
 
   async #becomeOwner() {
+    const preload = this.#options.preloadRest ?? 'background';
+    if (preload !== 'background' && preload !== 'wait') {
+      throw new CairnError('INVALID_INPUT', `preloadRest must be "background" or "wait", not ${JSON.stringify(preload)}`);
+    }
     const worker = new EngineWorker(this.#options);
-    await worker.ready;
-    await worker.call('open', [this.#name, {
-      create: this.#options.create !== false,
-      durability: this.#options.durability ?? 'full',
-      cachePages: this.#options.cachePages ?? 0,
-      busyTimeout: this.#options.busyTimeout ?? 5000,
-    }]);
+    try {
+      await worker.ready;
+      await worker.call('open', [this.#name, {
+        create: this.#options.create !== false,
+        durability: this.#options.durability ?? 'full',
+        cachePages: this.#options.cachePages ?? 0,
+        busyTimeout: this.#options.busyTimeout ?? 5000,
+      }]);
+      // The Worker fetches the rest of the engine in the background once the database is open.
+      if (preload === 'wait') await worker.call('loadRest');
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
     const previous = this.#link;
     const link = new OwnerLink(this, worker);
     this._generation++;

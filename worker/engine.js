@@ -7,7 +7,7 @@
 // the reply is written (`Encoded`): the shared-memory channel copies it from there, postMessage
 // gets the array `replyResult` builds.
 import * as engine from '../build/wasm/cairn_wasm.js';
-import { restFrom, restLoaded, restLoadedBy } from './split.js';
+import { compile, fetchRest, restFrom, restLoaded, restLoadedBy, restReady, restFailure, takeMissing } from './split.js';
 import { MODE_ROWS, MODE_RUN, paramBytes } from './protocol.js';
 import { readResult } from './result.js';
 import { MEMORY, memoryHandle } from './memory.js';
@@ -42,32 +42,67 @@ export function stopEngine(e) {
   return stopped;
 }
 
-/** The engine's module, compiled as it downloads when the server says it is wasm (the glue's own
- * loader does the same, with more code for cases a Worker does not meet). */
-async function compile(url) {
-  const r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  if (r.headers.get('Content-Type')?.startsWith('application/wasm')) return WebAssembly.compileStreaming(r);
-  return WebAssembly.compile(await r.arrayBuffer());
-}
-
 /** Loads the engine from `wasmUrl` (default: cairn.wasm beside this script); `restUrl` is where
- * the rest of it is fetched from on first use. */
+ * the rest of it is fetched from once the database is open (`fetchRest`). */
 export async function load(wasmUrl, restUrl) {
-  const module = new URL(wasmUrl ?? './cairn.wasm', import.meta.url);
+  // Resolved against the Worker's own URL, not `import.meta.url`: a bundler that takes the
+  // Worker in would see a computed `new URL(..., import.meta.url)` and try to resolve it.
+  const module = new URL(wasmUrl ?? 'cairn.wasm', self.location.href);
   ready ??= compile(module).then((m) => engine.initSync({ module: m }));
   try {
     wasm = await ready;
   } catch (e) {
     ready = null;
-    throw e;
+    throw new Error(`${module}: ${e && e.message ? e.message : e}`);
   }
-  // The rest of the engine, fetched on first use (worker/split.js): unless the page said where,
-  // beside the module, its name with -rest (cairn-rest.wasm, cairn-sync-rest.wasm).
+  // Unless the page said where, the rest is beside the module, its name with -rest
+  // (cairn-rest.wasm, cairn-sync-rest.wasm).
   const restName = module.pathname.slice(module.pathname.lastIndexOf('/') + 1).replace(/(\.wasm)?$/, '-rest.wasm');
   restFrom(wasm, new URL(restUrl ?? restName, module));
+  globals = Object.values(wasm).filter((g) => g instanceof WebAssembly.Global);
   loaded = true;
 }
+
+// While the rest of the engine is not there, a call of the engine may trap for it half-way
+// (worker/split.js). Before each such call the Worker saves what the call may change and puts it
+// back after that trap: the engine's memory, its mutable globals (the stack pointer among them),
+// and the statement cache here. The trapped call's writes to the file are those of a commit that
+// failed before its superblock was flushed, which the format already survives (docs/file-format.md,
+// "A commit that fails"). Once the rest is there, nothing is saved.
+let globals = [];
+
+/** What to put back if the next call of the engine traps for the rest: null once it is there. */
+export function saveState() {
+  if (restReady() || !wasm) return null;
+  return {
+    bytes: new Uint8Array(wasm.memory.buffer).slice(),
+    globals: globals.map((g) => g.value),
+    cache: new Map(stmtCache),
+    lastSql,
+    lastId,
+  };
+}
+
+/** After a trap: whether it was for the rest, and if so the engine as `saved` had it. Memory the
+ * call grew stays, unused. */
+export function restoreState(saved) {
+  // Read either way: a trap for the rest in a call that saved nothing stops the engine.
+  const missing = takeMissing();
+  if (!saved || !missing) return false;
+  new Uint8Array(wasm.memory.buffer).set(saved.bytes);
+  globals.forEach((g, i) => {
+    if (g.value !== saved.globals[i]) g.value = saved.globals[i];
+  });
+  stmtCache = saved.cache;
+  lastSql = saved.lastSql;
+  lastId = saved.lastId;
+  self.__cairnPanic = undefined;
+  return true;
+}
+
+/** The error of a statement that needed the rest of the engine when it could not be had. */
+export const restUnavailable = () => err('REST_UNAVAILABLE', `this needs the rest of the engine, which could not be fetched ` +
+  `(${restFailure() ?? 'not yet there'}); the database is as it was before it. Serve that file, precache it for offline use, or pass restWasmUrl`);
 
 // Statements run by SQL text are prepared once and kept, up to CACHE of them, least recently used
 // first out. The cache is a Map here rather than in the engine so that a cached statement's text
@@ -156,7 +191,7 @@ export const ops = {
   executePrepared: (stmt, params, mode) => execute(needDb(), stmt, params, mode),
   finalize: (stmt) => [needDb().finalize(stmt)],
   inTransaction: () => [db ? db.inTransaction() : false],
-  memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength, restLoaded: restLoaded(), restLoadedBy: restLoadedBy() }],
+  memory: () => [{ wasmBytes: wasm.memory.buffer.byteLength, restReady: restReady(), restLoaded: restLoaded(), restLoadedBy: restLoadedBy() }],
   check: () => [needDb().check()],
   schema: () => [needDb().schema()],
   // An export: the whole file as of the last commit is taken at once, then handed over in one
@@ -328,6 +363,13 @@ export const asyncOps = {
       keyHandle?.close();
       throw e;
     }
+    // The rest of the engine, in the background: no statement need wait for it on the network.
+    void fetchRest();
+    return [null];
+  },
+  // Waits for the rest of the engine (open()'s `preloadRest: 'wait'`).
+  loadRest: async () => {
+    if (await fetchRest()) throw restUnavailable();
     return [null];
   },
   // An import in pieces (`importChunk`), which the page sends as it reads them: refused at once
@@ -339,6 +381,9 @@ export const asyncOps = {
     return [null];
   },
   importEnd: async () => {
+    // The check and the write run in the rest of the engine: it is waited for before the pieces
+    // are taken, so that a retry after it arrives finds them.
+    if (await fetchRest()) throw restUnavailable();
     const { name, replace, parts, size } = incoming;
     incoming = null;
     const data = new Uint8Array(size);

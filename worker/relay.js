@@ -5,7 +5,8 @@
 // jitter, at least the relay's `retry_after_ms`, and not at all while the browser is offline)
 // before it tries the next URL. Also the sync status the page reads with `sync.status()` and is
 // sent on every change (a notice, docs/protocol.md, "Notices").
-import { db, stopped, err, needDb } from './engine.js';
+import { db, stopped, err, needDb, saveState, restoreState, restUnavailable } from './engine.js';
+import { fetchRest } from './split.js';
 import { pushEvent, syncFailed, POLL_MS } from './transports.js';
 
 // Waits between attempts: a random time in [0, min(CAP, BASE * 2^failures)) (full jitter, so
@@ -39,8 +40,18 @@ let lastSyncedAt = null;
 /** Runs `f`, a call into the engine that may seal this database's pending records into blocks,
  * and counts what it sealed as not yet acknowledged. */
 export function sealing(d, f) {
-  const before = d.syncPending();
-  const out = f();
+  // Undone, like a statement, if it needs the rest of the engine while that is missing: the step
+  // fails with REST_UNAVAILABLE (an event), as a step that fails for another reason does.
+  const saved = saveState();
+  let before, out;
+  try {
+    before = d.syncPending();
+    out = f();
+  } catch (e) {
+    if (!restoreState(saved)) throw e;
+    void fetchRest();
+    throw restUnavailable();
+  }
   unacked += Math.max(0, before - d.syncPending());
   return out;
 }

@@ -7,7 +7,8 @@
 // requests through the tab that does, with sessions `<tab id>/<session>`; when that tab goes
 // away, `endSession` with its prefix rolls back whatever transaction it left open.
 import { OK, ERR } from './protocol.js';
-import { ops, asyncOps, loaded, stopped, db, busyTimeout, stopEngine } from './engine.js';
+import { ops, asyncOps, loaded, stopped, db, busyTimeout, stopEngine, saveState, restoreState, restUnavailable } from './engine.js';
+import { fetchRest, restFetching } from './split.js';
 
 // The sync and test builds' flags (engine.js).
 /* global CAIRN_SYNC, CAIRN_TESTING */
@@ -101,13 +102,22 @@ function trackTransaction(session) {
   }
 }
 
-/** Runs an op of `ops` (admitted): the reply and what to transfer with it. */
+/** Runs an op of `ops` (admitted): the reply and what to transfer with it; or `{ wait }` when the
+ * op needed the rest of the engine while it was on its way: the engine is as it was before the
+ * op, and the caller runs it again once `wait` resolves. */
 export function runSync(id, op, session, args) {
+  const saved = saveState();
   try {
     currentSession = session;
     const [result, transfer] = ops[op](...args);
     return { reply: [id, OK, result], transfer };
   } catch (e) {
+    if (restoreState(saved)) {
+      if (restFetching()) return { wait: fetchRest() };
+      // Tried again in the background: a later statement finds it if the network is back.
+      void fetchRest();
+      return caught(id, restUnavailable());
+    }
     return caught(id, e);
   } finally {
     if (statementOps.has(op)) {

@@ -6,7 +6,8 @@
 // on the engine host (worker/engine.js). The sync transports (worker/transports.js) are in
 // cairn-sync-worker.js only.
 import { OK, ERR, RESEND, REPLY_BY_POST, REQ, DONE, SERVED, HEADER, T_ARRAY, Writer, Reader, Full, skip } from './protocol.js';
-import { ops, asyncOps, load, loaded, stopped, closeDb, Encoded, EncodedParams, replyResult, wasmMemory } from './engine.js';
+import { ops, asyncOps, load, loaded, stopped, closeDb, Encoded, EncodedParams, replyResult, wasmMemory, saveState, restoreState, restUnavailable } from './engine.js';
+import { fetchRest } from './split.js';
 import { admit, park, runSync, caught, onResume, endSession, endSessions } from './sessions.js';
 import { transportOps, startSealTimer, detachAll, releaseTab } from './transports.js';
 import { writeResult } from './result.js';
@@ -72,11 +73,17 @@ async function handle(msg) {
   if (verdict === 'park') return park(msg);
   let out = verdict;
   if (!out) {
-    if (op in ops) out = runSync(id, op, session, args);
-    else {
+    if (op in ops) {
+      out = runSync(id, op, session, args);
+      // It needed the rest of the engine, on its way: the requests behind it wait with it.
+      while (out.wait) {
+        await out.wait;
+        out = runSync(id, op, session, args);
+      }
+    } else {
       asyncBusy++;
       try {
-        const [result, transfer] = await asyncOps[op](...args);
+        const [result, transfer] = await runAsync(op, args);
         out = { reply: [id, OK, result], transfer };
       } catch (e) {
         out = caught(id, e);
@@ -86,6 +93,20 @@ async function handle(msg) {
     }
   }
   reply(out);
+}
+
+// An async op (opening a database, importing one) that needs the rest of the engine waits for it:
+// it is not a statement on an open database.
+async function runAsync(op, args) {
+  for (;;) {
+    const saved = saveState();
+    try {
+      return await asyncOps[op](...args);
+    } catch (e) {
+      if (!restoreState(saved)) throw e;
+      if (await fetchRest()) throw restUnavailable();
+    }
+  }
 }
 
 let queue = Promise.resolve();
@@ -103,7 +124,12 @@ function answerNow(msg) {
   if (queued > 0 || asyncBusy > 0 || !loaded || !(op in ops)) return false;
   const verdict = admit(id, op, session);
   if (verdict === 'park') park(msg);
-  else reply(verdict ?? runSync(id, op, session, args));
+  else {
+    const out = verdict ?? runSync(id, op, session, args);
+    // It waits for the rest of the engine in the queue.
+    if (out.wait) return false;
+    reply(out);
+  }
   return true;
 }
 self.onmessage = (event) => {
@@ -174,6 +200,8 @@ function serveOne(seq) {
     // Not now: the page sends it again by postMessage, where it waits its turn.
     out = { reply: [id, RESEND] };
   } else out = verdict ?? runSync(id, op, session, args);
+  // It needed the rest of the engine, on its way: it waits for it by postMessage.
+  if (out.wait) out = { reply: [id, RESEND] };
   let byPost = false;
   try {
     const w = new Writer(chan.sab, HEADER);

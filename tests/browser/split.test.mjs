@@ -1,7 +1,8 @@
 // The engine in two modules (docs/size.md, "The split module"): cairn.wasm opens a database (a
-// new one or one written before) and runs the common statements without fetching
-// cairn-rest.wasm; the first statement that needs the rest fetches it once; a rest that cannot
-// be fetched stops the engine as a panic does, and the database reopens at its last commit.
+// new one or one written before) and runs the common statements without calling into
+// cairn-rest.wasm, which the Worker fetches once in the background after open; a rest that
+// cannot be fetched fails the statements that need it with REST_UNAVAILABLE, and the database,
+// with its open transaction, stays as it was (docs/protocol.md, "The rest of the engine").
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
@@ -23,7 +24,7 @@ async function withPage(fn) {
   }
 }
 
-test('common statements run without the rest of the engine; EXPLAIN and check() fetch it once', () =>
+test('common statements run without the rest of the engine; each Worker fetches it once, EXPLAIN and check() run in it', () =>
   withPage(async (page, rest, files) => {
     const r = await page.evaluate(async () => {
       let db = await cairn.open('split');
@@ -71,7 +72,8 @@ test('common statements run without the rest of the engine; EXPLAIN and check() 
     assert.ok(r.plan > 0, 'EXPLAIN gives its plan');
     assert.deepEqual(r.check, [], 'check() runs in the rest and finds nothing wrong');
     assert.equal(r.bad.code, 'SYNTAX');
-    assert.equal(rest.length, 1, `cairn-rest.wasm is fetched once (fetched: ${rest.join(', ')})`);
+    // Once by each Worker, in the background after open: the database was opened twice.
+    assert.equal(rest.length, 2, `cairn-rest.wasm is fetched once a Worker (fetched: ${rest.join(', ')})`);
     // A page without sync fetches the Worker script and module without it (docs/size.md).
     assert.ok(files.has('cairn-worker.js'), [...files].join(', '));
     assert.deepEqual([...files].filter((f) => f.includes('sync')), [], 'no sync file is fetched');
@@ -80,26 +82,133 @@ test('common statements run without the rest of the engine; EXPLAIN and check() 
     assert.ok(!files.has('cairn-extra.js'), [...files].join(', '));
   }));
 
-test('a rest of the engine that cannot be fetched is INTERNAL, and the database reopens at its last commit', () =>
+// Over the shared-memory channel (the test page is isolated) and over postMessage.
+for (const channel of ['auto', 'postMessage']) {
+  test(`a rest of the engine that cannot be fetched fails the statement with REST_UNAVAILABLE; the database and its transaction stay (${channel})`, () =>
+    withPage(async (page, rest) => {
+      const r = await page.evaluate(async (channel) => {
+        const db = await cairn.open('split-missing', { channel, restWasmUrl: '/dist/no-such-file.wasm' });
+        await db.exec('CREATE TABLE t(a INTEGER)');
+        await db.run('INSERT INTO t VALUES (1)');
+        // The background fetch has failed once the Worker says the rest is not there and no fetch
+        // is under way; a statement that needs it before then waits for that fetch.
+        const tx = db.transaction(async (t) => {
+          await t.run('INSERT INTO t VALUES (2)');
+          const failed = await attempt(() => t.query('EXPLAIN SELECT a FROM t'));
+          const rare = await attempt(() => t.query("SELECT hex('a') AS h"));
+          await t.run('INSERT INTO t VALUES (3)');
+          const inside = await t.query('SELECT a FROM t ORDER BY a');
+          return { failed, rare, inside };
+        });
+        const inTx = await tx;
+        const after = await db.query('SELECT a FROM t ORDER BY a');
+        const mem = await db.memory();
+        const check = await attempt(() => db.check());
+        const again = await attempt(() => db.query('EXPLAIN SELECT a FROM t'));
+        await db.close();
+        // The database reopens from the file with every commit in it.
+        const db2 = await cairn.open('split-missing', { channel, restWasmUrl: '/dist/no-such-file.wasm' });
+        const reopened = await db2.query('SELECT a FROM t ORDER BY a');
+        await db2.close();
+        return { ...inTx, after, mem, check, again, reopened, via: db.channel };
+      }, channel);
+      assert.equal(r.via, channel === 'auto' ? 'sharedMemory' : 'postMessage');
+      assert.equal(r.failed.code, 'REST_UNAVAILABLE', JSON.stringify(r.failed));
+      assert.match(r.failed.message, /no-such-file\.wasm: HTTP 404/);
+      assert.equal(r.rare.code, 'REST_UNAVAILABLE', 'a rarer function is in the rest too');
+      assert.equal(r.check.code, 'REST_UNAVAILABLE');
+      assert.deepEqual(r.inside, [{ a: 1 }, { a: 2 }, { a: 3 }], 'the transaction went on after the failed statements');
+      assert.deepEqual(r.after, [{ a: 1 }, { a: 2 }, { a: 3 }], 'and committed');
+      assert.equal(r.mem.restReady, false);
+      assert.equal(r.again.code, 'REST_UNAVAILABLE');
+      assert.deepEqual(r.reopened, [{ a: 1 }, { a: 2 }, { a: 3 }]);
+      assert.equal(rest.length, 0);
+    }));
+}
+
+test("preloadRest: 'wait' makes open() wait for the rest, and fail with REST_UNAVAILABLE without it", () =>
   withPage(async (page, rest) => {
     const r = await page.evaluate(async () => {
-      const db = await cairn.open('split-missing', { restWasmUrl: '/dist/no-such-file.wasm' });
-      await db.exec('CREATE TABLE t(a INTEGER)');
-      await db.run('INSERT INTO t VALUES (1)');
-      await db.exec('BEGIN');
-      await db.run('INSERT INTO t VALUES (2)');
-      const failed = await attempt(() => db.query('EXPLAIN SELECT a FROM t'));
-      let after = null;
-      for (let i = 0; i < 100; i++) {
-        after = await attempt(() => db.query('SELECT a FROM t ORDER BY a'));
-        if (after.ok) break;
-        await new Promise((res) => setTimeout(res, 20));
-      }
+      const db = await cairn.open('split-wait', { preloadRest: 'wait' });
+      const mem = await db.memory();
       await db.close();
-      return { failed, after };
+      const missing = await attempt(() => cairn.open('split-wait', { preloadRest: 'wait', restWasmUrl: '/dist/no-such-file.wasm' }));
+      // The failed open let the database go: it opens again at once.
+      const again = await cairn.open('split-wait');
+      await again.close();
+      const bad = await attempt(() => cairn.open('split-wait', { preloadRest: 'soon' }));
+      return { mem, missing, bad };
     });
-    assert.equal(r.failed.code, 'INTERNAL');
-    assert.match(r.failed.message, /could not load the rest of the engine/);
-    assert.deepEqual(r.after, { ok: true, value: [{ a: 1 }] }, 'the uncommitted insert must be gone, the committed one kept');
-    assert.equal(rest.length, 0);
+    assert.equal(r.mem.restReady, true, 'open() resolved with the rest there');
+    assert.equal(r.mem.restLoaded, false, 'but nothing called into it yet');
+    assert.equal(r.missing.code, 'REST_UNAVAILABLE');
+    assert.match(r.missing.message, /no-such-file\.wasm/);
+    assert.equal(r.bad.code, 'INVALID_INPUT');
+    assert.ok(rest.length >= 1);
   }));
+
+test('a wrong workerUrl or wasmUrl fails open() with a code naming the URL, at once', () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const worker = await attempt(() => cairn.open('bad-urls', { workerUrl: '/dist/no-such-worker.js' }));
+      const wasm = await attempt(() => cairn.open('bad-urls', { wasmUrl: '/dist/no-such-file.wasm' }));
+      const notWasm = await attempt(() => cairn.open('bad-urls', { wasmUrl: '/dist/cairn.js' }));
+      const syncWorker = await attempt(() => cairn.open('bad-urls', { sync: true, syncWorkerUrl: '/dist/no-such-worker.js' }));
+      // What a server that answers every path with its page gives.
+      const htmlWorker = await attempt(() => cairn.open('bad-urls', { workerUrl: '/tests/browser/page.html' }));
+      const htmlWasm = await attempt(() => cairn.open('bad-urls', { wasmUrl: '/tests/browser/page.html' }));
+      // None of them left the database held.
+      const db = await cairn.open('bad-urls');
+      await db.close();
+      return { worker, wasm, notWasm, syncWorker, htmlWorker, htmlWasm };
+    });
+    assert.equal(r.worker.code, 'WORKER_ERROR', JSON.stringify(r.worker));
+    assert.match(r.worker.message, /no-such-worker\.js/);
+    assert.equal(r.syncWorker.code, 'WORKER_ERROR');
+    assert.match(r.syncWorker.message, /no-such-worker\.js/);
+    assert.equal(r.wasm.code, 'LOAD_FAILED', JSON.stringify(r.wasm));
+    assert.match(r.wasm.message, /no-such-file\.wasm: HTTP 404/);
+    assert.equal(r.notWasm.code, 'LOAD_FAILED');
+    assert.match(r.notWasm.message, /cairn\.js/);
+    assert.equal(r.htmlWorker.code, 'WORKER_ERROR', JSON.stringify(r.htmlWorker));
+    assert.match(r.htmlWorker.message, /page\.html/);
+    assert.equal(r.htmlWasm.code, 'LOAD_FAILED', JSON.stringify(r.htmlWasm));
+    assert.match(r.htmlWasm.message, /page\.html/);
+  }));
+
+for (const channel of ['auto', 'postMessage']) {
+  test(`a statement that needs the rest while it is on its way waits for it, and the others do not (${channel})`, async () => {
+    const b = await launch();
+    let release;
+    const gate = new Promise((r) => { release = r; });
+    // The rest's response is held until the page has run its statements without it.
+    await b.context.route('**/cairn-rest.wasm', async (route) => {
+      await gate;
+      await route.continue();
+    });
+    await b.page.exposeFunction('releaseRest', () => release());
+    try {
+      const r = await b.page.evaluate(async (channel) => {
+        const db = await cairn.open('split-wait-fetch', { channel });
+        await db.exec('CREATE TABLE t(a INTEGER)');
+        await db.run('INSERT INTO t VALUES (1)');
+        const rows = await db.query('SELECT a FROM t');
+        const before = await db.memory();
+        const plan = db.query('EXPLAIN SELECT a FROM t');
+        await releaseRest();
+        const explained = (await plan).length;
+        const after = await db.memory();
+        await db.close();
+        return { rows, before, explained, after, via: db.channel };
+      }, channel);
+      assert.equal(r.via, channel === 'auto' ? 'sharedMemory' : 'postMessage');
+      assert.deepEqual(r.rows, [{ a: 1 }]);
+      assert.equal(r.before.restReady, false, 'the common statements ran while the rest was held');
+      assert.ok(r.explained > 0, 'EXPLAIN waited for the rest and ran');
+      assert.equal(r.after.restLoaded, true);
+      assert.deepEqual(b.errors, []);
+    } finally {
+      await b.close();
+    }
+  });
+}

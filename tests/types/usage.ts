@@ -2,7 +2,7 @@
 import { open, create, destroy, importDatabase, CairnError, type Database, type Row } from '../../worker/cairn';
 
 async function example(): Promise<void> {
-  const db: Database = await open('app', { durability: 'full', channel: 'auto', busyTimeout: 1000 });
+  const db: Database = await open('app', { durability: 'full', channel: 'auto', busyTimeout: 1000, preloadRest: 'wait' });
   await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)');
   const info = await db.run('INSERT INTO t (name) VALUES (?)', ['ada']);
   const id: number | bigint = info.lastInsertRowid;

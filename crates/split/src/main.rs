@@ -31,8 +31,9 @@
 //! (call_indirect $rest (type $t) (local.get 0) ... (i32.const slot))
 //! ```
 //!
-//! `cairn.load` is an import the embedder provides: it instantiates REST (synchronously) against
-//! PRIMARY's exports and sets `loaded`. REST imports PRIMARY's memory, tables and the globals and
+//! `cairn.load` is an import the embedder provides: it sees that REST is instantiated against
+//! PRIMARY's exports (cairn's Worker does that in the background beforehand, `worker/split.js`)
+//! and sets `loaded`, or traps when REST is not there. REST imports PRIMARY's memory, tables and the globals and
 //! functions its functions use (exported by PRIMARY as `m`, `t<i>`, `g<i>`, `f<n>`), defines the
 //! moved functions, and fills PRIMARY's table `rest` (exported as `rest`) with them through an
 //! active element segment. A call from a kept function to a moved one goes through its stub; a
