@@ -198,6 +198,12 @@ fn two_owners(replica: &cairn_sync::Replica, k: &RowKey) -> Option<Vec<RowKey>> 
     (owner.shown.is_none() && owner.hidden.len() > 1).then_some(owner.hidden)
 }
 
+/// A row key's values as SQL literals (no float formatting of Rust's: `sql_literal`).
+pub(crate) fn pk_text(k: &RowKey) -> String {
+    let vals: Vec<String> = k.pk_values().iter().map(cairn_sql::sql_literal).collect();
+    vals.join(", ")
+}
+
 fn two_owners_detail(rows: &[RowKey]) -> String {
     let scopes: Vec<String> = (rows.iter())
         .map(|k| {
@@ -206,9 +212,9 @@ fn two_owners_detail(rows: &[RowKey]) -> String {
         })
         .collect();
     format!(
-        "{}: a row with key {:?} is written in scopes of different owners ({}): the table shows none of them",
+        "{}: a row with key ({}) is written in scopes of different owners ({}): the table shows none of them",
         rows[0].table,
-        rows[0].pk_values(),
+        pk_text(&rows[0]),
         scopes.join(", ")
     )
 }

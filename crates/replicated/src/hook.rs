@@ -108,10 +108,10 @@ fn shadowed(key: &cairn_sync::RowKey, owner: &cairn_sync::KeyOwner) -> cairn_sql
     cairn_sql::Error::Sync(
         "SYNC_REFUSED",
         format!(
-            "UNAUTHORIZED: {}: a write of key {:?} in scope {}: {why} (docs/sync.md sec. 7, \
+            "UNAUTHORIZED: {}: a write of key ({}) in scope {}: {why} (docs/sync.md sec. 7, \
              \"One row, one owner\"); give the row a key of its own",
             key.table,
-            key.pk_values(),
+            crate::apply::pk_text(key),
             scope(&key.scope)
         ),
     )

@@ -105,7 +105,7 @@ fn atof(s: &[u8]) -> Option<f64> {
     if k != t.len() {
         return None;
     }
-    std::str::from_utf8(t).ok()?.parse().ok()
+    cairn_value::num::parse_f64(std::str::from_utf8(t).ok()?)
 }
 
 fn days_of_month(y: i32, m: i32) -> i32 {
@@ -837,23 +837,39 @@ fn thursday(p: &Moment) -> Moment {
     y
 }
 
-/// C's `%.16g`: 16 significant digits, trailing zeros dropped.
+/// C's `%.16g`: 16 significant digits, trailing zeros dropped (the digits from
+/// `num::exp_digits`: no float formatting of Rust's in the module).
 fn g16(x: f64) -> String {
-    let sci = format!("{x:.15e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: String| {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
+    if x == 0.0 || !x.is_finite() {
+        return "0".into();
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    let (digits, exp) = cairn_value::num::exp_digits(x, 16);
+    let trim = |int: &str, frac: &str| {
+        let frac = frac.trim_end_matches('0');
+        if frac.is_empty() {
+            format!("{sign}{int}")
         } else {
-            s
+            format!("{sign}{int}.{frac}")
         }
     };
     if !(-4..16).contains(&exp) {
-        let m = trim(mantissa.to_string());
+        let m = trim(&digits[..1], &digits[1..]);
         return format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
     }
-    trim(format!("{x:.*}", (15 - exp) as usize))
+    if exp >= 0 {
+        let at = exp as usize + 1;
+        trim(&digits[..at], &digits[at..])
+    } else {
+        let zeros = "0".repeat((-exp - 1) as usize);
+        trim("0", &format!("{zeros}{digits}"))
+    }
+}
+
+/// `ms` milliseconds as seconds with three decimals (`-1.500`).
+fn millis(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    format!("{sign}{}.{:03}", ms.abs() / 1000, ms.abs() % 1000)
 }
 
 fn strftime(fmt: &str, mut p: Moment) -> Option<String> {
@@ -870,7 +886,10 @@ fn strftime(fmt: &str, mut p: Moment) -> Option<String> {
         let _ = match chars.next()? {
             'd' => write!(out, "{:02}", p.d),
             'e' => write!(out, "{:2}", p.d),
-            'f' => write!(out, "{:06.3}", p.s.min(59.999)),
+            'f' => {
+                let ms = (p.s.min(59.999) * 1000.0).round() as i64;
+                write!(out, "{:02}.{:03}", ms / 1000, ms % 1000)
+            }
             'F' => write!(out, "{:04}-{:02}-{:02}", p.y, p.mo, p.d),
             'G' => write!(out, "{:04}", thursday(&p).y),
             'g' => write!(out, "{:02}", thursday(&p).y % 100),
@@ -897,7 +916,7 @@ fn strftime(fmt: &str, mut p: Moment) -> Option<String> {
             'R' => write!(out, "{:02}:{:02}", p.h, p.mi),
             's' => {
                 if p.subsec {
-                    write!(out, "{:.3}", (p.jd - UNIX_EPOCH_JD_MS) as f64 / 1000.0)
+                    write!(out, "{}", millis(p.jd - UNIX_EPOCH_JD_MS))
                 } else {
                     write!(out, "{}", p.jd / 1000 - UNIX_EPOCH_JD_MS / 1000)
                 }
