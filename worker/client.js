@@ -49,6 +49,9 @@ export class EngineWorker {
   onDeath = null;
 
   constructor(options = {}) {
+    for (const api of ['Worker', 'WebAssembly']) {
+      if (!(api in globalThis)) throw new CairnError('UNSUPPORTED_BROWSER', `this browser has no ${api}, which cairn runs in (docs/browsers.md)`);
+    }
     const workerUrl = options.sync ? options.syncWorkerUrl : options.workerUrl;
     this.#worker = new Worker(workerUrl ?? defaultWorkerUrl(options.sync), { type: 'module', name: 'cairn' });
     this.#worker.onmessage = (e) => this.#reply(e.data);

@@ -205,6 +205,9 @@ const KEYS = 'cairn-keys';
 /** cairn's directory (or with `dirName`, its key directory) in the origin's OPFS, created on first
  * use. */
 async function directory(dirName = DIR) {
+  if (typeof navigator.storage?.getDirectory !== 'function') {
+    throw err('UNSUPPORTED_BROWSER', 'this browser has no Origin Private File System (navigator.storage.getDirectory), which cairn stores its files in (docs/browsers.md)');
+  }
   const root = await opfs('/', () => navigator.storage.getDirectory());
   return opfs(dirName, () => root.getDirectoryHandle(dirName, { create: true }));
 }
@@ -214,7 +217,17 @@ async function syncHandle(name, create, dirName = DIR) {
   engine.checkName(name);
   const dir = await directory(dirName);
   const file = await opfs(name, () => dir.getFileHandle(name, { create }));
-  return opfs(name, () => file.createSyncAccessHandle());
+  try {
+    if (typeof file.createSyncAccessHandle !== 'function') throw Object.assign(new Error('not a function'), { name: 'NotSupportedError' });
+    return await file.createSyncAccessHandle();
+  } catch (e) {
+    // WebKitGTK and WPE have the method but refuse it: without synchronous writes and flushes
+    // there is no durable commit, so cairn refuses to open rather than run without one.
+    if (e?.name === 'NotSupportedError') {
+      throw err('UNSUPPORTED_BROWSER', `this browser has no OPFS FileSystemSyncAccessHandle (createSyncAccessHandle: ${e.message || e.name}), which cairn needs to write its files (docs/browsers.md)`);
+    }
+    throw engine.opfsError(e, name);
+  }
 }
 
 /** Removes the key file of the database `name`, if there is one. */
