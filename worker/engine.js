@@ -222,11 +222,27 @@ async function syncHandle(name, create, dirName = DIR) {
     return await file.createSyncAccessHandle();
   } catch (e) {
     // WebKitGTK and WPE have the method but refuse it: without synchronous writes and flushes
-    // there is no durable commit, so cairn refuses to open rather than run without one.
-    if (e?.name === 'NotSupportedError') {
-      throw err('UNSUPPORTED_BROWSER', `this browser has no OPFS FileSystemSyncAccessHandle (createSyncAccessHandle: ${e.message || e.name}), which cairn needs to write its files (docs/browsers.md)`);
+    // there is no durable commit, so cairn refuses to open rather than run without one. They
+    // refuse a file with NotSupportedError the first time and InvalidStateError after, so an
+    // InvalidStateError is checked on a scratch file of its own.
+    const refused = e?.name === 'NotSupportedError' ? e : e?.name === 'InvalidStateError' ? await syncHandlesRefused(dir) : null;
+    if (refused) {
+      throw err('UNSUPPORTED_BROWSER', `this browser has no OPFS FileSystemSyncAccessHandle (createSyncAccessHandle: ${refused.message || refused.name}), which cairn needs to write its files (docs/browsers.md)`);
     }
     throw engine.opfsError(e, name);
+  }
+}
+
+/** The NotSupportedError a new file's sync access handle is refused with in `dir`, or null. */
+async function syncHandlesRefused(dir) {
+  const scratch = `.cairn-probe-${Math.random().toString(36).slice(2)}`;
+  try {
+    (await (await dir.getFileHandle(scratch, { create: true })).createSyncAccessHandle()).close();
+    return null;
+  } catch (e) {
+    return e?.name === 'NotSupportedError' ? e : null;
+  } finally {
+    await dir.removeEntry(scratch).catch(() => {});
   }
 }
 
