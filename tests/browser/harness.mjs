@@ -39,7 +39,7 @@ export function skipUnless(only, reason) {
 }
 
 /**
- * Starts the chosen browser on the profile directory `dir` and returns `{ context, page, pid }`:
+ * Starts the chosen browser on the profile directory `dir` and returns `{ context, page }`:
  * `context` has `newPage()`, `setOffline(on)` and `close()`, `page` Playwright's page calls that
  * the tests use. `server` (from startServer) feeds `page.on('request')` on Firefox.
  */
@@ -110,7 +110,7 @@ export async function launch({ isolated = true, profile, port = 0, build } = {})
 }
 
 // A puppeteer page (over BiDi) with the Playwright calls the tests make. Values cross as tagged
-// JSON (below) because BiDi's own serialization drops typed arrays, which the tests return.
+// JSON (`codec`) because BiDi's own serialization drops typed arrays, which the tests return.
 async function firefoxPage(p, server) {
   const listeners = [];
   // 'pageerror' as Playwright means it: an uncaught exception or unhandled rejection in the page.
@@ -129,7 +129,7 @@ async function firefoxPage(p, server) {
   return {
     raw: p,
     async evaluate(fn, arg) {
-      return decode(await p.evaluate(inPage, String(fn), encode(arg)));
+      return decode(await p.evaluate(inPage, String(codec), String(fn), encode(arg)));
     },
     async waitForFunction(fn, arg, { timeout = 30_000 } = {}) {
       await p.waitForFunction(fn, { timeout, polling: 50 }, arg);
@@ -162,7 +162,7 @@ async function firefoxPage(p, server) {
       if (event === 'request') {
         // BiDi reports requests per tab, and a Worker's fetches are not a tab's: the server sees
         // them all. Only the requests of this server, which serves one test at a time.
-        const g = (req) => f({ url: () => new URL(req.url, 'http://127.0.0.1').href });
+        const g = (req) => f({ url: () => new URL(req.url, server.url).href });
         server?.server.on('request', g);
         listeners.push(['request', g]);
       } else if (event === 'pageerror') {
@@ -181,26 +181,11 @@ class PageError extends Error {
   }
 }
 
-// Runs a test's function in the page with its argument, both through tagged JSON.
-async function inPage(src, arg) {
+// Tagged JSON, for values BiDi's serialization loses: typed arrays (as Uint8Array), undefined,
+// NaN, the infinities and -0, bigints, dates. Self-contained: its source also runs in the page.
+function codec() {
   const T = '\u0000cairn';
-  const dec = (v) => {
-    if (Array.isArray(v)) return v.map(dec);
-    if (v === null || typeof v !== 'object') return v;
-    if (T in v) {
-      switch (v[T]) {
-        case 'undefined': return undefined;
-        case 'number': return Number(v.v);
-        case 'bigint': return BigInt(v.v);
-        case 'u8': return new Uint8Array(v.v);
-        case 'date': return new Date(v.v);
-      }
-    }
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, dec(x)]));
-  };
-  const fn = (0, eval)(`(${src})`);
-  const value = await fn(dec(JSON.parse(arg)).v);
-  return JSON.stringify({ v: value }, function (key, x) {
+  const encode = (value) => JSON.stringify({ v: value }, function (key, x) {
     const raw = this[key];
     if (raw === undefined) return { [T]: 'undefined' };
     if (typeof raw === 'number' && (!Number.isFinite(raw) || Object.is(raw, -0))) return { [T]: 'number', v: String(raw) };
@@ -210,34 +195,26 @@ async function inPage(src, arg) {
     if (raw instanceof ArrayBuffer) return { [T]: 'u8', v: Array.from(new Uint8Array(raw)) };
     return x;
   });
-}
-
-const TAG = '\u0000cairn';
-function encode(arg) {
-  return JSON.stringify({ v: arg }, function (key, x) {
-    const raw = this[key];
-    if (raw === undefined) return { [TAG]: 'undefined' };
-    if (typeof raw === 'number' && (!Number.isFinite(raw) || Object.is(raw, -0))) return { [TAG]: 'number', v: String(raw) };
-    if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: String(raw) };
-    if (raw instanceof Uint8Array) return { [TAG]: 'u8', v: Array.from(raw) };
-    return x;
-  });
-}
-
-function decode(json) {
-  const dec = (v) => {
-    if (Array.isArray(v)) return v.map(dec);
+  const revive = (v) => {
+    if (Array.isArray(v)) return v.map(revive);
     if (v === null || typeof v !== 'object') return v;
-    if (TAG in v) {
-      switch (v[TAG]) {
-        case 'undefined': return undefined;
-        case 'number': return Number(v.v);
-        case 'bigint': return BigInt(v.v);
-        case 'u8': return new Uint8Array(v.v);
-        case 'date': return new Date(v.v);
-      }
+    switch (v[T]) {
+      case 'undefined': return undefined;
+      case 'number': return Number(v.v);
+      case 'bigint': return BigInt(v.v);
+      case 'u8': return new Uint8Array(v.v);
+      case 'date': return new Date(v.v);
     }
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, dec(x)]));
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, revive(x)]));
   };
-  return dec(JSON.parse(json)).v;
+  return { encode, decode: (json) => revive(JSON.parse(json)).v };
+}
+const { encode, decode } = codec();
+
+// Runs a test's function (its source) in the page's global scope, as Playwright does, with its
+// argument and result through the codec.
+async function inPage(codecSrc, src, arg) {
+  const { encode, decode } = (0, eval)(`(${codecSrc})`)();
+  const fn = (0, eval)(`(${src})`);
+  return encode(await fn(decode(arg)));
 }
