@@ -118,8 +118,8 @@ test('several relay URLs: a dead one is passed over for the next', async () => {
     assert.ok(inOrder(seen[relay.url], ['connecting', 'connected']), JSON.stringify(seen));
     // The dead URL failed before the live one was tried.
     const statuses = await b.page.evaluate(() => statuses);
-    const deadFailed = statuses.findIndex((x) => x.relays[0].lastError?.code === 'CONNECTION');
-    const liveTried = statuses.findIndex((x) => x.relays[1].state === 'connecting');
+    const deadFailed = statuses.findIndex((x) => x.relays[0]?.lastError?.code === 'CONNECTION');
+    const liveTried = statuses.findIndex((x) => x.relays[1]?.state === 'connecting');
     assert.ok(deadFailed >= 0 && deadFailed < liveTried, JSON.stringify(statuses));
     assert.deepEqual(b.errors, []);
   } finally {
