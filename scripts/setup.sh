@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing cairn needs, skipping what is already there:
 # the wasm target, rustfmt and clippy, the wasm-bindgen CLI at the version Cargo.lock pins,
-# Debian's Chromium (unless --no-browser), and the npm packages from the lockfiles (the
-# repository's, the benchmark's, and the bundler tests' Vite and webpack).
+# Debian's Chromium, firefox-esr and WebKitGTK's WebDriver under Xvfb (unless --no-browser), and
+# the npm packages from the lockfiles (the repository's: playwright-core, puppeteer-core,
+# selenium-webdriver drive the browsers; the benchmark's; the bundler tests' Vite and webpack).
 # Fails loudly when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,11 +45,20 @@ if [ "$have" != "$want" ]; then
     || die "cargo install wasm-bindgen-cli --version $want"
 fi
 
-if [ "$browser" = 1 ] && [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
-  say "installing Debian's chromium"
-  command -v apt-get >/dev/null || die "no apt-get: install Chromium and set CHROMIUM to its path"
-  as_root apt-get update -qq || die "apt-get update"
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null || die "apt-get install chromium"
+# The browsers the tests drive (docs/browsers.md): Chromium, firefox-esr, and WebKitGTK's
+# WebDriver with the X server it runs under. Only the missing ones are installed.
+if [ "$browser" = 1 ]; then
+  missing=()
+  [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
+  [ -x "${FIREFOX:-/usr/bin/firefox-esr}" ] || missing+=(firefox-esr)
+  [ -x "${WEBKIT_DRIVER:-/usr/bin/WebKitWebDriver}" ] || missing+=(webkit2gtk-driver)
+  [ -x /usr/bin/Xvfb ] || missing+=(xvfb)
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing Debian's ${missing[*]}"
+    command -v apt-get >/dev/null || die "no apt-get: install ${missing[*]} (or set CHROMIUM, FIREFOX, WEBKIT_DRIVER to their paths)"
+    as_root apt-get update -qq || die "apt-get update"
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]}"
+  fi
 fi
 
 # npm ci only when the lockfile changed since the last install (a hash of it is kept beside).

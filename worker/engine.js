@@ -262,6 +262,9 @@ const STAGE = 'cairn-import';
 /** cairn's directory (or with `dirName`, its key directory) in the origin's OPFS, created on first
  * use. */
 async function directory(dirName = DIR) {
+  if (typeof navigator.storage?.getDirectory !== 'function') {
+    throw err('UNSUPPORTED_BROWSER', 'this browser has no Origin Private File System (navigator.storage.getDirectory), which cairn stores its files in (docs/browsers.md)');
+  }
   const root = await opfs('/', () => navigator.storage.getDirectory());
   return opfs(dirName, () => root.getDirectoryHandle(dirName, { create: true }));
 }
@@ -271,7 +274,33 @@ async function syncHandle(name, create, dirName = DIR) {
   engine.checkName(name);
   const dir = await directory(dirName);
   const file = await opfs(name, () => dir.getFileHandle(name, { create }));
-  return opfs(name, () => file.createSyncAccessHandle());
+  try {
+    if (typeof file.createSyncAccessHandle !== 'function') throw Object.assign(new Error('not a function'), { name: 'NotSupportedError' });
+    return await file.createSyncAccessHandle();
+  } catch (e) {
+    // WebKitGTK and WPE have the method but refuse it: without synchronous writes and flushes
+    // there is no durable commit, so cairn refuses to open rather than run without one. They
+    // refuse a file with NotSupportedError the first time and InvalidStateError after, so an
+    // InvalidStateError is checked on a scratch file of its own.
+    const refused = e?.name === 'NotSupportedError' ? e : e?.name === 'InvalidStateError' ? await syncHandlesRefused(dir) : null;
+    if (refused) {
+      throw err('UNSUPPORTED_BROWSER', `this browser has no OPFS FileSystemSyncAccessHandle (createSyncAccessHandle: ${refused.message || refused.name}), which cairn needs to write its files (docs/browsers.md)`);
+    }
+    throw engine.opfsError(e, name);
+  }
+}
+
+/** The NotSupportedError a new file's sync access handle is refused with in `dir`, or null. */
+async function syncHandlesRefused(dir) {
+  const scratch = `.cairn-probe-${Math.random().toString(36).slice(2)}`;
+  try {
+    (await (await dir.getFileHandle(scratch, { create: true })).createSyncAccessHandle()).close();
+    return null;
+  } catch (e) {
+    return e?.name === 'NotSupportedError' ? e : null;
+  } finally {
+    await dir.removeEntry(scratch).catch(() => {});
+  }
 }
 
 /** Removes the key file of the database `name`, if there is one. */

@@ -8,8 +8,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { CHROMIUM } from './harness.mjs';
+import { startBrowser } from './harness.mjs';
 import { startServer } from '../../scripts/serve.mjs';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -44,11 +43,8 @@ test('the packed package works in a fresh esbuild app without isolation headers'
 
     server = await startServer({ root: join(app, 'public'), isolated: false });
     const profile = join(dir, 'profile');
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM, headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    const page = context.pages()[0] ?? (await context.newPage());
+    let page;
+    ({ context, page } = await startBrowser(profile));
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     await page.goto(`${server.url}/index.html`);

@@ -2,9 +2,11 @@
 // does not fit fails with QUOTA_EXCEEDED, the last commit stands, and the database stays usable.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch } from './harness.mjs';
+import { launch, skipUnless } from './harness.mjs';
 
-test('quota exhaustion fails the commit with a clear error and the database stays usable', async () => {
+test('quota exhaustion fails the commit with a clear error and the database stays usable', {
+  skip: skipUnless(['chromium'], 'the quota is cut through the Chrome DevTools protocol (Storage.overrideQuotaForOrigin)'),
+}, async () => {
   const b = await launch();
   try {
     const cdp = await b.context.newCDPSession(b.page);
