@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 export const openFiles = new Set();
 
 globalThis.self = globalThis;
+// Where the Worker's script is: the engine's files are found beside it (worker/engine.js).
+self.location = { href: import.meta.url };
 self.postMessage = (message, transfer) => parentPort.postMessage(message, transfer);
 parentPort.on('message', (data) => self.onmessage?.({ data }));
 self.close = () => {
