@@ -76,11 +76,13 @@
 
 #![forbid(unsafe_code)]
 
+mod alter;
 mod ddl;
 mod error;
 mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+mod introspect;
 mod maintenance;
 
 mod parse;
@@ -829,6 +831,7 @@ impl Database {
                 }
                 Ok(Output::Done)
             }
+            ast::Statement::Pragma { name, value } => self.pragma(name, value.as_deref()),
             other => {
                 self.atomic(true, |db| db.ddl(other))?;
                 self.schema_moved();
@@ -841,7 +844,7 @@ impl Database {
 fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
     let mut out = Vec::new();
     for c in &t.checks {
-        out.push(p.table_expr(t, c)?);
+        out.push(p.table_expr(t, &c.expr)?);
     }
     Ok(out)
 }
