@@ -467,6 +467,18 @@ impl std::ops::Index<&str> for Tables {
     }
 }
 
+/// The error for a table the catalog does not hold: one of the tables that describe the schema
+/// (`sqlite_schema`, ...) is there, but only to be read.
+#[inline(never)]
+fn missing_table(name: &str) -> Error {
+    if crate::introspect::table(&Catalog::default(), name).is_some() {
+        return Error::Invalid(format!(
+            "table {name} describes the schema: it can be read, not changed"
+        ));
+    }
+    Error::UnknownTable(name.to_string())
+}
+
 const KIND_TABLE: &str = "table";
 const KIND_INDEX: &str = "index";
 
@@ -474,7 +486,7 @@ impl Catalog {
     pub fn table(&self, name: &str) -> Result<&Rc<Table>> {
         self.tables
             .get(&name.to_ascii_lowercase())
-            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+            .ok_or_else(|| missing_table(name))
     }
 
     /// Finds the table owning the index `name`.
