@@ -246,7 +246,8 @@ fn schema_table(catalog: &Catalog) -> Virtual {
             rows.push((order, row("index", &e.name, e.tree, e.sql)));
         }
     }
-    rows.sort_by_key(|r| r.0);
+    // The keys are distinct, so an unstable sort will do; the store's is small in wasm.
+    cairn_store::sort::sort_by(&mut rows, |a, b| a.0 < b.0);
     Virtual {
         columns: ["type", "name", "tbl_name", "rootpage", "sql"]
             .iter()
@@ -306,8 +307,7 @@ struct IndexEntry {
 /// `sqlite_autoindex_<table>_<n>` with the first number no UNIQUE constraint's index has, which
 /// is the number it was given when the table was made (`schema::table_from_ast`).
 fn index_entries(t: &Table) -> Vec<IndexEntry> {
-    let mut auto: Vec<&crate::schema::Index> = t.indexes.iter().filter(|i| i.auto).collect();
-    auto.sort_by_key(|i| i.tree);
+    let auto = by_tree(t, true);
     let mut out: Vec<IndexEntry> = auto
         .iter()
         .map(|ix| IndexEntry {
@@ -337,9 +337,7 @@ fn index_entries(t: &Table) -> Vec<IndexEntry> {
             },
         );
     }
-    let mut made: Vec<&crate::schema::Index> = t.indexes.iter().filter(|i| !i.auto).collect();
-    made.sort_by_key(|i| i.tree);
-    for ix in made {
+    for ix in by_tree(t, false) {
         out.push(IndexEntry {
             name: ix.name.clone(),
             unique: ix.unique,
@@ -350,6 +348,14 @@ fn index_entries(t: &Table) -> Vec<IndexEntry> {
         });
     }
     out
+}
+
+/// `t`'s constraints' indexes (`auto`) or the others, in the order they were made: by tree
+/// number, which grows with every tree made (a catalog read back lists them by name).
+fn by_tree(t: &Table, auto: bool) -> Vec<&crate::schema::Index> {
+    let mut v: Vec<&crate::schema::Index> = t.indexes.iter().filter(|i| i.auto == auto).collect();
+    cairn_store::sort::sort_by(&mut v, |a, b| a.tree < b.tree);
+    v
 }
 
 /// The user version kept in the storage beside the schema tree (docs/file-format.md): 4 bytes,
