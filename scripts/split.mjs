@@ -449,6 +449,15 @@ async function uncommon(e) {
   await step('alter', () => db.exec("ALTER TABLE t ADD COLUMN z TEXT DEFAULT 'zed'"));
   await step('rename', () => db.exec('ALTER TABLE t RENAME TO t2'));
   await q('SELECT * FROM t2 ORDER BY id');
+  await q('PRAGMA table_info(t2)');
+  await q("SELECT m.name, p.name AS col, p.pk FROM sqlite_schema m, pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY 1, p.cid");
+  await q('SELECT il.name, ii.name AS col FROM pragma_index_list(\'t2\') il JOIN pragma_index_info(il.name) ii ORDER BY il.seq, ii.seqno');
+  await step('user version', () => db.exec('PRAGMA user_version = 3'));
+  await q('PRAGMA user_version');
+  await step('rename column', () => db.exec('ALTER TABLE t2 RENAME COLUMN z TO zz'));
+  await step('drop column', () => db.exec('ALTER TABLE t2 DROP COLUMN zz'));
+  await step('drop indexed column', () => db.exec('ALTER TABLE t2 DROP COLUMN b'));
+  await q('SELECT * FROM t2 ORDER BY id');
   await step('drop index', () => db.exec('DROP INDEX t_b'));
   await step('drop missing', () => db.exec('DROP TABLE missing'));
   await step('export', () => {

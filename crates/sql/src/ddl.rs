@@ -1,17 +1,31 @@
-//! DDL: CREATE and DROP of tables and indexes, and ALTER TABLE, run against the catalog and
-//! the storage from the AST (they have no plan). Each runs inside `Database::atomic`, so a
-//! failure leaves the schema as it was.
+//! DDL: CREATE and DROP of tables and indexes (ALTER TABLE is in `alter.rs`), run against the
+//! catalog and the storage from the AST (they have no plan). Each runs inside
+//! `Database::atomic`, so a failure leaves the schema as it was.
 
 use crate::error::{Error, Result};
-use crate::exec::eval::{self, Cache};
-use crate::parse::ast::{self, AlterAction};
+use crate::exec::eval;
+use crate::parse::ast;
 use crate::plan::Planner;
 use crate::schema::{self, Catalog, Table};
-use crate::{Database, Value};
+use crate::Database;
 use std::rc::Rc;
 
+/// Refuses a name SQLite keeps for its own objects (`sqlite_schema`, the constraints' indexes
+/// `sqlite_autoindex_...`), as SQLite does.
+pub(crate) fn reserved(name: &str) -> Result<()> {
+    if name
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_"))
+    {
+        return Err(Error::Invalid(format!(
+            "object name reserved for internal use: {name}"
+        )));
+    }
+    Ok(())
+}
+
 impl Database {
-    fn name_taken(&self, name: &str) -> bool {
+    pub(crate) fn name_taken(&self, name: &str) -> bool {
         self.catalog.tables.contains_key(&name.to_ascii_lowercase())
             || self.catalog.index_owner(name).is_some()
     }
@@ -32,12 +46,7 @@ impl Database {
                 if self.name_taken(&ct.name) {
                     return Err(Error::AlreadyExists(format!("an index named {}", ct.name)));
                 }
-                if ct.name.to_ascii_lowercase().starts_with("sqlite_") {
-                    return Err(Error::Invalid(format!(
-                        "object name reserved for internal use: {}",
-                        ct.name
-                    )));
-                }
+                reserved(&ct.name)?;
                 let tree = self.catalog.next_tree;
                 let mut next = tree + 1;
                 let t = schema::table_from_ast(ct, tree, &mut next)?;
@@ -45,7 +54,7 @@ impl Database {
                 {
                     let mut p = Planner::new(&self.catalog);
                     for c in &t.checks {
-                        p.table_expr(&t, c)?;
+                        p.table_expr(&t, &c.expr)?;
                     }
                     let empty = Table {
                         columns: vec![],
@@ -55,7 +64,7 @@ impl Database {
                     };
                     for c in &t.columns {
                         if let Some(d) = &c.default {
-                            p.table_expr(&empty, d)?;
+                            p.table_expr(&empty, &d.expr)?;
                         }
                     }
                 }
@@ -93,6 +102,8 @@ impl Database {
                     }
                     return Err(Error::AlreadyExists(format!("index {}", ci.name)));
                 }
+                // The constraints' own indexes have these names.
+                reserved(&ci.name)?;
                 let mut columns = Vec::new();
                 for c in &ci.columns {
                     columns.push(
@@ -186,111 +197,6 @@ impl Database {
             }
             ast::Statement::AlterTable { table, action } => self.alter_table(table, action),
             _ => Err(Error::Invalid("invariant: not a direct statement".into())),
-        }
-    }
-
-    /// ALTER TABLE, out of line: `ddl` stays small, and a split build (docs/size.md, "The split
-    /// module") leaves it out of the module a page fetches first.
-    #[inline(never)]
-    fn alter_table(&mut self, table: &str, action: &AlterAction) -> Result<()> {
-        let t = self.catalog.table(table)?.clone();
-        match action {
-            AlterAction::RenameTo(to) => {
-                if t.replicated.is_some() {
-                    return Err(Error::NotReplicable(format!(
-                        "table {} is replicated: its name is part of every row's identity \
-                         on every replica, so it cannot be renamed",
-                        t.name
-                    )));
-                }
-                if self.name_taken(to) {
-                    return Err(Error::AlreadyExists(format!("table or index {to}")));
-                }
-                Catalog::delete_table_rows(self.store.as_mut(), &t)?;
-                let mut t2 = (*t).clone();
-                t2.name = to.clone();
-                Catalog::save_table(self.store.as_mut(), &t2)?;
-                self.catalog.tables.remove(&t.name.to_ascii_lowercase());
-                self.catalog
-                    .tables
-                    .insert(to.to_ascii_lowercase(), Rc::new(t2));
-                Ok(())
-            }
-            AlterAction::AddColumn(def) => {
-                if t.column(&def.name).is_some() {
-                    return Err(Error::AlreadyExists(format!("column {}", def.name)));
-                }
-                if def.primary_key || def.unique {
-                    return Err(Error::Invalid(
-                        "cannot add a PRIMARY KEY or UNIQUE column".into(),
-                    ));
-                }
-                let col = schema::column_from_def(def);
-                let default = match &def.default {
-                    Some(d) => {
-                        let mut p = Planner::new(&self.catalog);
-                        let empty = Table {
-                            columns: vec![],
-                            indexes: vec![],
-                            checks: vec![],
-                            ..(*t).clone()
-                        };
-                        let pe = p.table_expr(&empty, d)?;
-                        let cache = Cache::default();
-                        let cx = eval::Cx {
-                            store: self.store.as_ref(),
-                            params: &[],
-                            outer: None,
-                            rng: &self.rng,
-                            cache: &cache,
-                        };
-                        let v = eval::eval(&pe, &[], &cx)?.into_owned();
-                        col.ty.coerce(v, &def.name)?
-                    }
-                    None => Value::Null,
-                };
-                if col.not_null && default.is_null() {
-                    return Err(Error::Invalid(
-                        "cannot add a NOT NULL column with default value NULL".into(),
-                    ));
-                }
-                let mut t2 = (*t).clone();
-                t2.columns.push(col);
-                if let Some(c) = &def.check {
-                    t2.checks.push(c.clone());
-                    Planner::new(&self.catalog).table_expr(&t2, c)?;
-                }
-                if !default.is_null() {
-                    // Rows written before the column existed read as NULL: give them
-                    // the default now.
-                    let mut rows = Vec::new();
-                    {
-                        let mut cur = self.store.scan(
-                            t.tree,
-                            std::ops::Bound::Unbounded,
-                            std::ops::Bound::Unbounded,
-                            false,
-                        )?;
-                        while cur.next()? {
-                            let mut vals = cairn_value::codec::decode_record(cur.value())?;
-                            vals.resize(t.columns.len(), Value::Null);
-                            vals.push(default.clone());
-                            rows.push((
-                                cur.key().to_vec(),
-                                cairn_value::codec::encode_record(&vals),
-                            ));
-                        }
-                    }
-                    for (k, v) in rows {
-                        self.store.put(t.tree, &k, &v)?;
-                    }
-                }
-                Catalog::save_table(self.store.as_mut(), &t2)?;
-                self.catalog
-                    .tables
-                    .insert(t2.name.to_ascii_lowercase(), Rc::new(t2));
-                Ok(())
-            }
         }
     }
 }

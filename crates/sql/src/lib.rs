@@ -5,9 +5,10 @@
 //! The crate is laid out by stage, each a private module whose `mod.rs` says what it hands on:
 //! `parse/` (text to AST), `plan/` (AST to plan: binding, join order, access paths, write
 //! plans, EXPLAIN), `exec/` (plans run: scans and joins, aggregation, sorting, writes, the
-//! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP,
-//! ALTER), `schema.rs` (the catalog) and `storage/` (the traits and the memory and paged
-//! stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
+//! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP),
+//! `alter.rs` (ALTER TABLE), `schema.rs` (the catalog), `introspect.rs` (what describes the
+//! schema: `sqlite_schema`, the pragma functions, `PRAGMA`) and `storage/` (the traits and the
+//! memory and paged stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
 //! use.
 //!
 //! # The life of a statement
@@ -70,17 +71,22 @@
 //!    `commit` (or `rollback` on error); inside one, a [`StorageCore::savepoint`] that an
 //!    error rolls back to, so a failed statement has no effect and the transaction stays
 //!    usable. CREATE, DROP and ALTER have no plan: `Database::ddl` (`ddl.rs`) runs them from
-//!    the AST inside the same `atomic`.
+//!    the AST inside the same `atomic`, and so does `Database::pragma` (`introspect.rs`) a
+//!    `PRAGMA` that sets the user version. A query of `sqlite_schema` or of a pragma function
+//!    (`PRAGMA table_info(t)` is parsed as one) reads rows the planner made from the catalog
+//!    (`Planner::introspection`), as it reads a subquery's.
 //!
 //! Errors are one enum, [`Error`], each variant with a stable [`Error::code`].
 
 #![forbid(unsafe_code)]
 
+mod alter;
 mod ddl;
 mod error;
 mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+mod introspect;
 mod maintenance;
 
 mod parse;
@@ -840,6 +846,7 @@ impl Database {
                 }
                 Ok(Output::Done)
             }
+            ast::Statement::Pragma { name, value } => self.pragma(name, value.as_deref()),
             other => {
                 self.atomic(true, |db| db.ddl(other))?;
                 self.schema_moved();
@@ -875,7 +882,7 @@ impl Database {
 fn table_checks(p: &mut Planner, t: &Table) -> Result<Vec<PExpr>> {
     let mut out = Vec::new();
     for c in &t.checks {
-        out.push(p.table_expr(t, c)?);
+        out.push(p.table_expr(t, &c.expr)?);
     }
     Ok(out)
 }

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::parse;
-use crate::parse::ast::{self, ColumnDef, Expr};
+use crate::parse::ast::{self, ColumnDef, DefaultValue, Expr};
 use crate::storage::{Storage, TreeId, SCHEMA_TREE};
 use crate::types::ColType;
 use cairn_value::codec::{decode_record, encode_key, encode_record};
@@ -20,7 +20,15 @@ pub struct Column {
     pub ty: ColType,
     pub decl: Option<String>,
     pub not_null: bool,
-    pub default: Option<Expr>,
+    pub default: Option<DefaultValue>,
+}
+
+/// A CHECK constraint, with the column whose definition holds it (None: a table constraint).
+/// DROP COLUMN drops a column's own CHECKs with it, as SQLite does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub expr: Expr,
+    pub column: Option<usize>,
 }
 
 /// How a table's rows are keyed in its tree.
@@ -49,7 +57,7 @@ pub struct Table {
     pub key: Key,
     pub tree: TreeId,
     /// CHECK constraints, table and column level, over the table's columns.
-    pub checks: Vec<Expr>,
+    pub checks: Vec<Check>,
     pub indexes: Vec<Index>,
     /// Set when the table is a sync replica (`CREATE TABLE ... REPLICATED`).
     pub replicated: Option<Replication>,
@@ -111,7 +119,15 @@ impl Table {
                 s.push_str(" NOT NULL");
             }
             if let Some(d) = &c.default {
-                s.push_str(&format!(" DEFAULT ({})", crate::parse::display::expr(d)));
+                // As written, so that `PRAGMA table_info` shows it as SQLite does; it parsed
+                // as this expression, so in parentheses it parses as the same again.
+                s.push_str(&format!(" DEFAULT ({})", d.text));
+            }
+            for c in self.checks.iter().filter(|c| c.column == Some(i)) {
+                s.push_str(&format!(
+                    " CHECK ({})",
+                    crate::parse::display::expr(&c.expr)
+                ));
             }
         }
         if let Key::Columns(cols) = &self.key {
@@ -129,8 +145,11 @@ impl Table {
                 .collect();
             s.push_str(&format!(", UNIQUE ({})", join(&names, ", ")));
         }
-        for c in &self.checks {
-            s.push_str(&format!(", CHECK ({})", crate::parse::display::expr(c)));
+        for c in self.checks.iter().filter(|c| c.column.is_none()) {
+            s.push_str(&format!(
+                ", CHECK ({})",
+                crate::parse::display::expr(&c.expr)
+            ));
         }
         s.push(')');
         if let Some(r) = &self.replicated {
@@ -176,6 +195,11 @@ pub fn quote_ident(s: &str) -> String {
     } else {
         cairn_value::text::quote(s, '"')
     }
+}
+
+/// The name of the `n`th index a table's constraints make (1-based), as SQLite names it.
+pub fn auto_index_name(table: &str, n: usize) -> String {
+    format!("sqlite_autoindex_{table}_{n}")
 }
 
 pub fn column_from_def(def: &ColumnDef) -> Column {
@@ -258,8 +282,19 @@ pub fn table_from_ast(
         }
         Key::Columns(pk)
     };
-    let mut checks: Vec<Expr> = ct.columns.iter().filter_map(|c| c.check.clone()).collect();
-    checks.extend(ct.checks.iter().cloned());
+    let mut checks: Vec<Check> = Vec::new();
+    for (i, c) in ct.columns.iter().enumerate() {
+        if let Some(e) = &c.check {
+            checks.push(Check {
+                expr: e.clone(),
+                column: Some(i),
+            });
+        }
+    }
+    checks.extend(ct.checks.iter().map(|e| Check {
+        expr: e.clone(),
+        column: None,
+    }));
     let mut uniques: Vec<Vec<usize>> = Vec::new();
     for (i, c) in ct.columns.iter().enumerate() {
         if c.unique {
@@ -269,16 +304,26 @@ pub fn table_from_ast(
     for u in &ct.uniques {
         uniques.push(find_all(u)?);
     }
-    let mut indexes = Vec::new();
-    for (n, cols) in uniques.into_iter().enumerate() {
-        // A UNIQUE constraint on exactly the primary key adds nothing.
-        if cols == Table::key_cols_of(&key) {
+    let mut indexes: Vec<Index> = Vec::new();
+    // The constraints' indexes are numbered as SQLite numbers them: in the order the
+    // definition gives the constraints, a primary key that keys the table by its columns
+    // taking its number too (cairn keeps no index for it; `introspect` names it).
+    let key_cols = Table::key_cols_of(&key);
+    let mut n = 0;
+    for (i, cols) in uniques.into_iter().enumerate() {
+        if i == ct.primary_key_after && matches!(key, Key::Columns(_)) {
+            n += 1;
+        }
+        // A UNIQUE constraint on exactly the primary key, or on an earlier one's columns,
+        // adds nothing.
+        if cols == key_cols || indexes.iter().any(|ix| ix.columns == cols) {
             continue;
         }
         let t = *next_tree;
         *next_tree += 1;
+        n += 1;
         indexes.push(Index {
-            name: format!("{}_autoindex_{}", ct.name, n + 1),
+            name: auto_index_name(&ct.name, n),
             columns: cols,
             unique: true,
             tree: t,
@@ -361,6 +406,9 @@ impl Table {
 pub struct Catalog {
     pub tables: Tables,
     pub next_tree: TreeId,
+    /// `PRAGMA user_version`, kept here (and in the storage) so that a plan that reads it is
+    /// made again when it changes, as with any change to the catalog.
+    pub user_version: i32,
 }
 
 /// The tables by lower-cased name, in name order. A sorted list searched by halves: a catalog is
@@ -419,6 +467,18 @@ impl std::ops::Index<&str> for Tables {
     }
 }
 
+/// The error for a table the catalog does not hold: one of the tables that describe the schema
+/// (`sqlite_schema`, ...) is there, but only to be read.
+#[inline(never)]
+fn missing_table(name: &str) -> Error {
+    if crate::introspect::table(&Catalog::default(), name).is_some() {
+        return Error::Invalid(format!(
+            "table {name} describes the schema: it can be read, not changed"
+        ));
+    }
+    Error::UnknownTable(name.to_string())
+}
+
 const KIND_TABLE: &str = "table";
 const KIND_INDEX: &str = "index";
 
@@ -426,7 +486,7 @@ impl Catalog {
     pub fn table(&self, name: &str) -> Result<&Rc<Table>> {
         self.tables
             .get(&name.to_ascii_lowercase())
-            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+            .ok_or_else(|| missing_table(name))
     }
 
     /// Finds the table owning the index `name`.
@@ -443,6 +503,7 @@ impl Catalog {
     pub fn load(store: &dyn Storage) -> Result<Catalog> {
         let mut cat = Catalog {
             next_tree: 1,
+            user_version: crate::introspect::load_user_version(store)?,
             ..Default::default()
         };
         let mut tables: Vec<(String, TreeId, String)> = Vec::new();

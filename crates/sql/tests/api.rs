@@ -399,3 +399,47 @@ fn insert_select_copying_records_reports_like_row_by_row() {
         ]
     );
 }
+
+/// The schema's tables are made when a statement is planned: a prepared statement that reads
+/// them is planned again after the schema or the user version changes (and after a rollback
+/// that undoes such a change), never answering from an older schema.
+#[test]
+fn prepared_schema_reads_follow_the_schema() {
+    let mut db = Database::memory();
+    db.exec_script("CREATE TABLE t (a INTEGER)").unwrap();
+    let info = db.prepare("SELECT name FROM pragma_table_info(?)").unwrap();
+    let version = db.prepare("PRAGMA user_version").unwrap();
+    let t = [Value::Text("T".into())];
+    let names = |db: &mut Database| rows(info.execute(db, &t).unwrap());
+    let text = |s: &str| vec![Value::Text(s.into())];
+    assert_eq!(names(&mut db), vec![text("a")]);
+    db.execute("ALTER TABLE t ADD COLUMN b TEXT", &[]).unwrap();
+    assert_eq!(names(&mut db), vec![text("a"), text("b")]);
+    db.exec_script("BEGIN; ALTER TABLE t RENAME COLUMN b TO c;")
+        .unwrap();
+    assert_eq!(names(&mut db), vec![text("a"), text("c")]);
+    db.exec_script("ROLLBACK").unwrap();
+    assert_eq!(names(&mut db), vec![text("a"), text("b")]);
+    db.execute("ALTER TABLE t DROP COLUMN a", &[]).unwrap();
+    assert_eq!(names(&mut db), vec![text("b")]);
+
+    assert_eq!(
+        rows(version.execute(&mut db, &[]).unwrap()),
+        vec![vec![Value::Integer(0)]]
+    );
+    db.exec_script("PRAGMA user_version = 12").unwrap();
+    assert_eq!(
+        rows(version.execute(&mut db, &[]).unwrap()),
+        vec![vec![Value::Integer(12)]]
+    );
+    db.exec_script("BEGIN; PRAGMA user_version = 13;").unwrap();
+    assert_eq!(
+        rows(version.execute(&mut db, &[]).unwrap()),
+        vec![vec![Value::Integer(13)]]
+    );
+    db.exec_script("ROLLBACK").unwrap();
+    assert_eq!(
+        rows(version.execute(&mut db, &[]).unwrap()),
+        vec![vec![Value::Integer(12)]]
+    );
+}

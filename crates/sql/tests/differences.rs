@@ -153,3 +153,47 @@ fn nesting_is_bounded() {
         .query_row(&deep, [], |r| r.get::<_, i64>(0))
         .is_ok());
 }
+
+#[test]
+fn the_schema_tables_are_cairns_own_text() {
+    let create = "CREATE TABLE t (k text primary key, n INT default 3, UNIQUE (n))";
+    let mut db = Database::memory();
+    db.execute(create, &[]).unwrap();
+    let s = sqlite();
+    s.execute(create, []).unwrap();
+    // SQLite keeps the statement as written; cairn writes the definition its own way.
+    let sql = "SELECT sql FROM sqlite_schema WHERE name = 't'";
+    let theirs: String = s.query_row(sql, [], |r| r.get(0)).unwrap();
+    assert_eq!(theirs, create);
+    assert_eq!(
+        db.execute(sql, &[]).unwrap().rows(),
+        &[vec![Value::Text(
+            "CREATE TABLE t (k text NOT NULL, n INT DEFAULT (3), PRIMARY KEY (k), UNIQUE (n))"
+                .into()
+        )]]
+    );
+    // The same rows otherwise, rootpage aside.
+    let listing = "SELECT type, name, tbl_name, sql IS NULL FROM sqlite_schema ORDER BY name";
+    let mut stmt = s.prepare(listing).unwrap();
+    let theirs: Vec<Vec<Value>> = stmt
+        .query_map([], |r| {
+            Ok(vec![
+                Value::Text(r.get(0)?),
+                Value::Text(r.get(1)?),
+                Value::Text(r.get(2)?),
+                Value::Integer(r.get(3)?),
+            ])
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(db.execute(listing, &[]).unwrap().rows(), theirs.as_slice());
+    // Without an argument a pragma function lists every table's rows; SQLite's lists none.
+    let all = "SELECT count(*) FROM pragma_table_info";
+    let none: i64 = s.query_row(all, [], |r| r.get(0)).unwrap();
+    assert_eq!(none, 0);
+    assert_eq!(
+        db.execute(all, &[]).unwrap().rows(),
+        &[vec![Value::Integer(2)]]
+    );
+}

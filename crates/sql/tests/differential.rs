@@ -11,6 +11,8 @@
 //! - `corpus_on_the_paged_store` / `random_writes_on_the_paged_store`: the same on the paged
 //!   store instead of `Memory`, where writes take the store's own paths (rows rewritten and
 //!   removed where they are stored).
+//! - `kysely_introspection_queries` / `schema_sql_makes_the_same_definitions`: what an ORM
+//!   reads of the schema (`testscripts/diff/89_introspection.sql` has the rest).
 
 use cairn_sql::Paged;
 use cairn_sql::{Database, Output, Value};
@@ -1120,6 +1122,83 @@ fn parameters_are_numbered_as_in_sqlite() {
         pair.check("SELECT * FROM t");
         pair.check("SELECT * FROM u");
     }
+}
+
+/// A schema for the introspection tests: keys of each kind, UNIQUE constraints, indexes, NOT
+/// NULL, defaults and CHECKs, and columns renamed and dropped after the fact.
+const INTROSPECTED: &str = "
+CREATE TABLE person (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE, name TEXT DEFAULT 'x', born INT CHECK (born > 1900), gone INT);
+CREATE TABLE pet (owner INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT DEFAULT ('cat'), age REAL DEFAULT -1.5, PRIMARY KEY (owner, name), UNIQUE (kind, age));
+CREATE TABLE kysely_migration (name TEXT PRIMARY KEY, timestamp TEXT NOT NULL);
+CREATE INDEX pet_age ON pet (age, kind);
+CREATE UNIQUE INDEX person_name ON person (name);
+ALTER TABLE person RENAME COLUMN born TO birth_year;
+ALTER TABLE person DROP COLUMN gone;
+ALTER TABLE person ADD COLUMN note TEXT DEFAULT '' CHECK (length(note) < 100);
+";
+
+fn introspected(pair: &mut Pair) {
+    for s in split_statements(INTROSPECTED) {
+        pair.check(&s);
+    }
+}
+
+/// The queries Kysely's SQLite introspector sends (`SqliteIntrospector#getTableMetadata`, as
+/// its query compiler writes them, with its parameters) give SQLite's rows.
+#[test]
+fn kysely_introspection_queries() {
+    let mut pair = Pair::new();
+    introspected(&mut pair);
+    let params: Vec<Value> = [
+        "table",
+        "view",
+        "sqlite_%",
+        "kysely_migration",
+        "kysely_migration_lock",
+    ]
+    .iter()
+    .map(|s| Value::Text(s.to_string()))
+    .collect();
+    let tables = r#"select "name", "sql", "type" from "sqlite_master" where "type" in (?, ?) and "name" not like ? and "name" != ? and "name" != ? order by "name""#;
+    // The stored CREATE text is cairn's own: compared as a definition below.
+    let names = tables.replace(r#""sql","#, r#""sql" is null,"#);
+    pair.check2(&names, &names, &params);
+    let columns = format!(
+        r#"with "table_list" as ({tables}) select "tl"."name" as "table", "p"."cid", "p"."name", "p"."type", "p"."notnull", "p"."dflt_value", "p"."pk" from "table_list" as "tl", pragma_table_info(tl.name) as "p" order by "tl"."name", "p"."cid""#
+    );
+    let Res::Rows(_, rows) = pair.check2(&columns, &columns, &params) else {
+        panic!("the introspector's query gives rows");
+    };
+    assert_eq!(rows.len(), 9, "{rows:?}");
+    let with_internal = &params[..3];
+    let all = r#"select "name" from "sqlite_master" where "type" in (?, ?) and "name" not like ? order by "name""#;
+    pair.check2(all, all, with_internal);
+}
+
+/// The CREATE statements `sqlite_schema` gives are cairn's own text, not the statement as
+/// written (docs/sql.md): each of SQLite's, run in a new cairn database, makes the same
+/// definitions as cairn's.
+#[test]
+fn schema_sql_makes_the_same_definitions() {
+    let mut pair = Pair::new();
+    introspected(&mut pair);
+    let read = "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY rowid";
+    let Res::Rows(_, sqlite_rows) = pair.run_sqlite(read, &[]) else {
+        panic!("sqlite_schema reads");
+    };
+    let mut again = Database::memory();
+    for r in &sqlite_rows {
+        if let Value::Text(sql) = &r[3] {
+            let sql = sql.strip_suffix(" STRICT").unwrap_or(sql);
+            again
+                .execute(sql, &[])
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    }
+    let listing = "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY name";
+    let mine = pair.cairn.execute(listing, &[]).expect("cairn lists");
+    assert_eq!(again.execute(listing, &[]).expect("cairn lists"), mine);
+    assert_eq!(mine.rows().len(), sqlite_rows.len());
 }
 
 /// `CAIRN_DIFF_REPLAY=file.sql` replays a statement log (as written on a failure).

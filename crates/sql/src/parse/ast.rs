@@ -23,6 +23,13 @@ pub enum Statement {
         table: String,
         action: AlterAction,
     },
+    /// `PRAGMA name = value` (or `(value)`), and a `PRAGMA` this dialect does not know; the
+    /// pragmas that read (`table_info`, `user_version`, ...) are parsed as the SELECT that
+    /// reads their table-valued function.
+    Pragma {
+        name: String,
+        value: Option<String>,
+    },
     Begin,
     Commit,
     Rollback,
@@ -37,6 +44,8 @@ pub enum Statement {
 pub enum AlterAction {
     AddColumn(ColumnDef),
     RenameTo(String),
+    RenameColumn { from: String, to: String },
+    DropColumn(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +57,9 @@ pub struct CreateTable {
     pub primary_key: Option<Vec<String>>,
     /// Table-level `UNIQUE (a, b)`.
     pub uniques: Vec<Vec<String>>,
+    /// How many UNIQUE constraints (column-level ones, then table-level ones, as written)
+    /// come before the PRIMARY KEY: SQLite numbers the indexes of both in that order.
+    pub primary_key_after: usize,
     pub checks: Vec<Expr>,
     /// `REPLICATED [(SCOPE col, COUNTER col, ...)]` after the column list.
     pub replicated: Option<Replicated>,
@@ -71,8 +83,16 @@ pub struct ColumnDef {
     pub primary_key_desc: bool,
     pub not_null: bool,
     pub unique: bool,
-    pub default: Option<Expr>,
+    pub default: Option<DefaultValue>,
     pub check: Option<Expr>,
+}
+
+/// A column's DEFAULT, with its text as written (inside the parentheses, for the form that has
+/// them), which `PRAGMA table_info` shows as SQLite does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultValue {
+    pub expr: Expr,
+    pub text: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -155,6 +175,11 @@ pub struct FromItem {
 pub enum TableSource {
     Table(String),
     Subquery(Box<Select>),
+    /// A table-valued function, `pragma_table_info('t')`.
+    Function {
+        name: String,
+        args: Vec<Expr>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

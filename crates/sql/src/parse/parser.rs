@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::parse::ast::*;
 use crate::parse::lexer::{tokenize, Tok, Token};
+use cairn_value::Value;
 
 /// A statement's parameters, numbered as SQLite numbers them: in the order they appear in the
 /// text, `?NNN` is NNN, and `?` or a name not seen before takes one more than the largest number
@@ -406,11 +407,28 @@ impl<'a> Parser<'a> {
             self.expect_kw("TABLE")?;
             let table = self.ident()?;
             if self.eat_kw("RENAME") {
+                if self.eat_kw("TO") {
+                    let to = self.ident()?;
+                    return Ok(Statement::AlterTable {
+                        table,
+                        action: AlterAction::RenameTo(to),
+                    });
+                }
+                self.eat_kw("COLUMN");
+                let from = self.ident()?;
                 self.expect_kw("TO")?;
                 let to = self.ident()?;
                 return Ok(Statement::AlterTable {
                     table,
-                    action: AlterAction::RenameTo(to),
+                    action: AlterAction::RenameColumn { from, to },
+                });
+            }
+            if self.eat_kw("DROP") {
+                self.eat_kw("COLUMN");
+                let name = self.ident()?;
+                return Ok(Statement::AlterTable {
+                    table,
+                    action: AlterAction::DropColumn(name),
                 });
             }
             if self.eat_kw("ADD") {
@@ -421,9 +439,98 @@ impl<'a> Parser<'a> {
                     action: AlterAction::AddColumn(col),
                 });
             }
-            return Err(self.unexpected("RENAME TO or ADD COLUMN"));
+            return Err(self.unexpected("RENAME TO, RENAME COLUMN, ADD COLUMN or DROP COLUMN"));
+        }
+        if self.eat_kw("PRAGMA") {
+            return self.pragma();
         }
         Err(self.unexpected("a statement"))
+    }
+
+    /// `PRAGMA [main.]name [= value | (value)]`. The pragmas that read a table of the schema
+    /// become `SELECT * FROM pragma_name(value)` (no value: NULL, which names nothing, as
+    /// SQLite lists nothing for it), and `PRAGMA user_version` reads `pragma_user_version`;
+    /// the rest (setting the user version, and the pragmas cairn does not know) are run as
+    /// [`Statement::Pragma`].
+    fn pragma(&mut self) -> Result<Statement> {
+        let mut name = self.ident()?;
+        if self.eat_op(".") {
+            if !name.eq_ignore_ascii_case("main") {
+                return Err(Error::Invalid(format!("unknown database {name}")));
+            }
+            name = self.ident()?;
+        }
+        let value = if self.eat_op("=") {
+            Some(self.pragma_value()?)
+        } else if self.eat_op("(") {
+            let v = self.pragma_value()?;
+            self.expect_op(")")?;
+            Some(v)
+        } else {
+            None
+        };
+        let lower = name.to_ascii_lowercase();
+        let reads = matches!(
+            lower.as_str(),
+            "table_info"
+                | "table_xinfo"
+                | "index_list"
+                | "index_info"
+                | "index_xinfo"
+                | "foreign_key_list"
+        );
+        let args = if reads {
+            vec![Expr::Literal(value.map_or(Value::Null, Value::Text))]
+        } else if lower == "user_version" && value.is_none() {
+            Vec::new()
+        } else {
+            return Ok(Statement::Pragma { name, value });
+        };
+        let from = vec![FromItem {
+            source: TableSource::Function {
+                name: format!("pragma_{lower}"),
+                args,
+            },
+            alias: None,
+            join: None,
+            on: None,
+        }];
+        Ok(Statement::Select(Box::new(Select {
+            with: None,
+            body: SelectBody::Core(Box::new(SelectCore {
+                distinct: false,
+                columns: vec![SelectItem::All],
+                from,
+                where_: None,
+                group_by: Vec::new(),
+                having: None,
+            })),
+            order_by: Vec::new(),
+            limit: None,
+            offset: None,
+        })))
+    }
+
+    /// A pragma's value as SQLite hands it to the pragma: a number as written (with its sign),
+    /// or a name or string.
+    fn pragma_value(&mut self) -> Result<String> {
+        let sign = if self.eat_op("-") {
+            "-"
+        } else {
+            self.eat_op("+");
+            ""
+        };
+        let start = self.pos;
+        match self.next() {
+            Tok::Int(_) | Tok::Real(_) | Tok::IntMin => {
+                Ok(format!("{sign}{}", self.source_text(start, start + 1)))
+            }
+            Tok::Word(w) | Tok::Quoted(w) | Tok::Str(w) if sign.is_empty() => Ok(w),
+            _ => {
+                self.pos = start;
+                Err(self.unexpected("a pragma's value"))
+            }
+        }
     }
 
     fn if_not_exists(&mut self) -> Result<bool> {
@@ -473,9 +580,12 @@ impl<'a> Parser<'a> {
             columns: Vec::new(),
             primary_key: None,
             uniques: Vec::new(),
+            primary_key_after: 0,
             checks: Vec::new(),
             replicated: None,
         };
+        // UNIQUE constraints so far, for `primary_key_after`.
+        let mut uniques = 0;
         loop {
             if self.eat_kw("CONSTRAINT") {
                 self.ident()?;
@@ -486,8 +596,10 @@ impl<'a> Parser<'a> {
                     return Err(self.error_here("a table has at most one PRIMARY KEY"));
                 }
                 t.primary_key = Some(self.ident_list()?);
+                t.primary_key_after = uniques;
             } else if self.eat_kw("UNIQUE") {
                 t.uniques.push(self.ident_list()?);
+                uniques += 1;
             } else if self.eat_kw("CHECK") {
                 self.expect_op("(")?;
                 t.checks.push(self.expr()?);
@@ -496,7 +608,13 @@ impl<'a> Parser<'a> {
                 if !t.uniques.is_empty() || !t.checks.is_empty() || t.primary_key.is_some() {
                     return Err(self.unexpected("a table constraint"));
                 }
-                t.columns.push(self.column_def()?);
+                let c = self.column_def()?;
+                if c.primary_key {
+                    // The column's own UNIQUE, if any, is the key's index: not counted.
+                    t.primary_key_after = uniques;
+                }
+                uniques += c.unique as usize;
+                t.columns.push(c);
             }
             if !self.eat_op(",") {
                 break;
@@ -534,7 +652,9 @@ impl<'a> Parser<'a> {
     fn column_def(&mut self) -> Result<ColumnDef> {
         let name = self.ident()?;
         let mut type_name = None;
-        // A type is one or more words, optionally with (n) or (n, m).
+        // A type is one or more words, optionally with (n) or (n, m), kept as written (as
+        // SQLite keeps it, for `PRAGMA table_info`).
+        let type_start = self.pos;
         let mut words = Vec::new();
         while let Tok::Word(w) = self.peek().clone() {
             if is_reserved(&w)
@@ -558,29 +678,20 @@ impl<'a> Parser<'a> {
             words.push(w);
         }
         if !words.is_empty() {
-            let mut tn = cairn_value::text::join(&words, " ");
             if self.eat_op("(") {
-                tn.push('(');
                 loop {
                     match self.next() {
-                        Tok::Int(n) => tn.push_str(&n.to_string()),
-                        Tok::Op("-") => tn.push('-'),
-                        Tok::Op("+") => {}
+                        Tok::Int(_) | Tok::Op("-") | Tok::Op("+") => {}
                         _ => return Err(self.unexpected("a number in the type's size")),
                     }
-                    if self.eat_op(",") {
-                        tn.push(',');
-                        continue;
-                    }
-                    if matches!(self.peek(), Tok::Int(_)) {
+                    if self.eat_op(",") || matches!(self.peek(), Tok::Int(_)) {
                         continue;
                     }
                     break;
                 }
                 self.expect_op(")")?;
-                tn.push(')');
             }
-            type_name = Some(tn);
+            type_name = Some(self.source_text(type_start, self.pos));
         }
         let mut c = ColumnDef {
             name,
@@ -612,15 +723,19 @@ impl<'a> Parser<'a> {
             } else if self.eat_kw("UNIQUE") {
                 c.unique = true;
             } else if self.eat_kw("DEFAULT") {
-                let e = if self.eat_op("(") {
-                    let e = self.expr()?;
-                    self.expect_op(")")?;
-                    e
+                let paren = self.eat_op("(");
+                let start = self.pos;
+                let expr = if paren {
+                    self.expr()?
                 } else {
                     // A signed literal or a bare literal-like term.
                     self.unary()?
                 };
-                c.default = Some(e);
+                let text = self.source_text(start, self.pos);
+                if paren {
+                    self.expect_op(")")?;
+                }
+                c.default = Some(DefaultValue { expr, text });
             } else if self.eat_kw("CHECK") {
                 self.expect_op("(")?;
                 c.check = Some(self.expr()?);

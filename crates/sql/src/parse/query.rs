@@ -284,7 +284,23 @@ impl Parser<'_> {
             self.expect_op(")")?;
             TableSource::Subquery(Box::new(q))
         } else {
-            TableSource::Table(self.ident()?)
+            let name = self.ident()?;
+            if self.eat_op("(") {
+                // A table-valued function: `pragma_table_info(t.name)`.
+                let mut args = Vec::new();
+                if !self.eat_op(")") {
+                    loop {
+                        args.push(self.expr()?);
+                        if !self.eat_op(",") {
+                            break;
+                        }
+                    }
+                    self.expect_op(")")?;
+                }
+                TableSource::Function { name, args }
+            } else {
+                TableSource::Table(name)
+            }
         };
         let alias = self.alias()?;
         Ok(FromItem {

@@ -147,6 +147,7 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
         "max" => (Func::Max, n >= 2),
         "typeof" => (Func::Typeof, n == 1),
         "hex" => (Func::Hex, n == 1),
+        "char" => (Func::Char, true),
         "random" => (Func::Random, n == 0),
         "uuid7" => (Func::Uuid7, n == 0),
         "date" => (Func::Date(DateFn::Date), true),

@@ -109,6 +109,7 @@ pub enum Func {
     Max,
     Typeof,
     Hex,
+    Char,
     Random,
     Uuid7,
     Sign,

@@ -3,6 +3,7 @@
 //! access paths ([`super::access`]); writes are planned in [`super::write`].
 
 use crate::error::{Error, Result};
+use crate::introspect;
 use crate::parse::ast::{self, Expr, SelectItem};
 use crate::plan::access::{choose_accesses, group_slots, order_slots, top_k};
 use crate::plan::bind::{affinity_of, has_agg, split_and};
@@ -22,6 +23,8 @@ pub(super) struct ScopeTable {
     pub(super) needed: Vec<bool>,
     /// Found only by a qualified name (`excluded.x` in an upsert).
     pub(super) qualified_only: bool,
+    /// How many of the last columns `*` leaves out (a pragma function's `arg` and `schema`).
+    pub(super) hidden: usize,
 }
 
 #[derive(Default)]
@@ -74,7 +77,9 @@ pub struct Planner<'c> {
     pub(crate) read: Vec<String>,
 }
 
-type SourceInfo = (Source, String, Vec<(String, Affinity)>);
+/// A FROM source as `Planner::plan_from_source` plans it: the source, its name in the query,
+/// its columns and how many of them are hidden.
+type SourceInfo = (Source, String, Vec<(String, Affinity)>, usize);
 
 impl<'c> Planner<'c> {
     pub fn new(catalog: &'c Catalog) -> Self {
@@ -297,9 +302,20 @@ impl<'c> Planner<'c> {
                         .into_iter()
                         .zip(plan.affinities.iter().copied())
                         .collect();
-                    return Ok((Source::Query(Rc::new(plan)), alias, columns));
+                    return Ok((Source::Query(Rc::new(plan)), alias, columns, 0));
                 }
-                let t = self.catalog.table(name)?.clone();
+                let t = match self.catalog.table(name) {
+                    Ok(t) => t.clone(),
+                    Err(e) => {
+                        // The schema's own tables: what a query of them reads is the schema.
+                        let read = self.introspection(name, &item.alias).ok_or(e)?;
+                        let name = name.to_ascii_lowercase();
+                        if !self.read.contains(&name) {
+                            self.read.push(name);
+                        }
+                        return Ok(read);
+                    }
+                };
                 if !self.read.contains(&t.name) {
                     self.read.push(t.name.clone());
                 }
@@ -309,8 +325,11 @@ impl<'c> Planner<'c> {
                     .iter()
                     .map(|c| (c.name.clone(), c.ty.affinity()))
                     .collect();
-                Ok((Source::Table(t), alias, columns))
+                Ok((Source::Table(t), alias, columns, 0))
             }
+            ast::TableSource::Function { name, .. } => self
+                .introspection(name, &item.alias)
+                .ok_or_else(|| Error::UnknownTable(name.clone())),
             ast::TableSource::Subquery(q) => {
                 let saved_scopes = std::mem::take(&mut self.scopes);
                 let plan = self.query(q);
@@ -323,9 +342,32 @@ impl<'c> Planner<'c> {
                     .cloned()
                     .zip(plan.affinities.iter().copied())
                     .collect();
-                Ok((Source::Query(Rc::new(plan)), alias, columns))
+                Ok((Source::Query(Rc::new(plan)), alias, columns, 0))
             }
         }
+    }
+
+    /// One of the tables that describe the schema (`sqlite_schema`, `pragma_table_info`, ...:
+    /// `crate::introspect`), as a subquery of constant rows; None if `name` names none.
+    fn introspection(&self, name: &str, alias: &Option<String>) -> Option<SourceInfo> {
+        let v = introspect::table(self.catalog, name)?;
+        let mut rows = Vec::with_capacity(v.rows.len());
+        for r in v.rows {
+            rows.push(r.into_iter().map(PExpr::Lit).collect());
+        }
+        let names: Vec<String> = v.columns.iter().map(|c| c.0.clone()).collect();
+        let plan = QueryPlan {
+            width: names.len(),
+            columns: names.into(),
+            body: Body::Values(rows),
+            order: Vec::new(),
+            affinities: v.columns.iter().map(|c| c.1).collect(),
+            limit: None,
+            offset: None,
+            correlated: false,
+        };
+        let alias = alias.clone().unwrap_or_else(|| name.to_string());
+        Some((Source::Query(Rc::new(plan)), alias, v.columns, v.hidden))
     }
 
     /// A result column's name: its alias, a column's name as its table declares it (without
@@ -457,7 +499,7 @@ impl<'c> Planner<'c> {
         let mut base = 0;
         let mut on_conds: Vec<(usize, Expr)> = Vec::new();
         for (i, item) in c.from.iter().enumerate() {
-            let (source, name, columns) = self.plan_from_source(item)?;
+            let (source, name, columns, hidden) = self.plan_from_source(item)?;
             let lname = name.clone();
             if self
                 .scope()
@@ -476,9 +518,16 @@ impl<'c> Planner<'c> {
                 columns,
                 base,
                 qualified_only: false,
+                hidden,
             });
             if let Some(on) = &item.on {
                 on_conds.push((i, on.clone()));
+            }
+            if let ast::TableSource::Function { name: f, args } = &item.source {
+                // The arguments select the rows, as a condition on the hidden columns.
+                if let Some(cond) = introspect::argument_condition(f, &name, hidden, args)? {
+                    on_conds.push((i, cond));
+                }
             }
             levels.push(Level {
                 name,
@@ -510,7 +559,7 @@ impl<'c> Planner<'c> {
                         return Err(Error::Invalid("no tables specified for *".into()));
                     }
                     for t in &self.scope().tables {
-                        for (cn, _) in &t.columns {
+                        for (cn, _) in &t.columns[..t.columns.len() - t.hidden] {
                             items.push((
                                 Expr::Column {
                                     table: Some(t.name.clone()),
@@ -528,7 +577,7 @@ impl<'c> Planner<'c> {
                         .iter()
                         .find(|t| t.name.eq_ignore_ascii_case(tn))
                         .ok_or_else(|| Error::UnknownTable(tn.clone()))?;
-                    for (cn, _) in &t.columns {
+                    for (cn, _) in &t.columns[..t.columns.len() - t.hidden] {
                         items.push((
                             Expr::Column {
                                 table: Some(t.name.clone()),

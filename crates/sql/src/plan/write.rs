@@ -136,7 +136,7 @@ impl<'c> Planner<'c> {
             let src = match targets.iter().position(|&t| t == i) {
                 Some(p) if !default_values => ColSource::Input(p),
                 _ => ColSource::Default(match &c.default {
-                    Some(d) => match self.expr(d) {
+                    Some(d) => match self.expr(&d.expr) {
                         Ok(e) => Some(e),
                         Err(e) => {
                             self.scopes.pop();
@@ -386,6 +386,7 @@ fn table_scope(tables: &[(&str, &Table)]) -> Scope {
             base,
             needed: vec![false; t.columns.len()],
             qualified_only: *name == "excluded",
+            hidden: 0,
         });
         base += t.columns.len();
     }

@@ -278,6 +278,22 @@ fn call_rare(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
             }
             Text(s)
         }
+        Func::Char => {
+            // Each argument as an integer, the character with that code point (SQLite's
+            // char(), which schema tools use to build patterns); one that is none is U+FFFD.
+            let mut s = String::with_capacity(args.len());
+            for a in args {
+                let v = eval(a, row, cx)?;
+                let c = types::to_integer(&v).unwrap_or(0);
+                s.push(
+                    u32::try_from(c)
+                        .ok()
+                        .and_then(char::from_u32)
+                        .unwrap_or('\u{FFFD}'),
+                );
+            }
+            Text(s)
+        }
         _ => unreachable!("call handles the other functions"),
     })
 }

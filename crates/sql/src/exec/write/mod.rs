@@ -217,7 +217,7 @@ impl Writer<'_> {
         for (k, ch) in checks.iter().enumerate() {
             if eval_bool(ch, row, &cx)? == Some(false) {
                 return Err(Error::ConstraintCheck(crate::parse::display::expr(
-                    &t.checks[k],
+                    &t.checks[k].expr,
                 )));
             }
         }

@@ -1,0 +1,327 @@
+//! ALTER TABLE: RENAME TO, ADD COLUMN, RENAME COLUMN and DROP COLUMN, with SQLite's rules.
+//! Like the rest of the DDL (`ddl.rs`) they run from the AST inside `Database::atomic`.
+//!
+//! SQLite edits the CREATE statement's text and checks the whole schema against it again;
+//! cairn changes the catalog's table instead (indexes name columns by position, CHECKs by
+//! name) and refuses what SQLite's check would refuse: dropping a column that a key, a UNIQUE
+//! constraint, an index or another column's or the table's CHECK uses. A dropped column's
+//! values leave every row (rows are records of values by position); a rename rewrites no row.
+//! A replicated table refuses both: its columns' names and positions are part of every change
+//! its replicas exchange (docs/sync.md, 10b).
+
+use crate::ddl::reserved;
+use crate::error::{Error, Result};
+use crate::exec::eval::{self, Cache};
+use crate::parse::ast::{AlterAction, ColumnDef, Expr};
+use crate::plan::Planner;
+use crate::schema::{self, Catalog, Check, Key, Table};
+use crate::storage::Each;
+use crate::{Database, Value};
+use cairn_value::codec::{decode_record, encode_record};
+use std::ops::Bound::Unbounded;
+use std::rc::Rc;
+
+impl Database {
+    /// Out of line: `ddl` stays small, and a split build (docs/size.md, "The split module")
+    /// leaves it out of the module a page fetches first.
+    #[inline(never)]
+    pub(crate) fn alter_table(&mut self, table: &str, action: &AlterAction) -> Result<()> {
+        let t = self.catalog.table(table)?.clone();
+        match action {
+            AlterAction::RenameTo(to) => self.rename_table(&t, to),
+            AlterAction::AddColumn(def) => self.add_column(&t, def),
+            AlterAction::RenameColumn { from, to } => self.rename_column(&t, from, to),
+            AlterAction::DropColumn(name) => self.drop_column(&t, name),
+        }
+    }
+
+    fn replace_table(&mut self, t: Table) -> Result<()> {
+        Catalog::save_table(self.store.as_mut(), &t)?;
+        self.catalog
+            .tables
+            .insert(t.name.to_ascii_lowercase(), Rc::new(t));
+        Ok(())
+    }
+
+    fn rename_table(&mut self, t: &Table, to: &str) -> Result<()> {
+        if t.replicated.is_some() {
+            return Err(Error::NotReplicable(format!(
+                "table {} is replicated: its name is part of every row's identity on every \
+                 replica, so it cannot be renamed",
+                t.name
+            )));
+        }
+        if self.name_taken(to) {
+            return Err(Error::AlreadyExists(format!("table or index {to}")));
+        }
+        reserved(to)?;
+        Catalog::delete_table_rows(self.store.as_mut(), t)?;
+        let mut t2 = t.clone();
+        t2.name = to.to_string();
+        // The constraints' indexes are named after the table, and follow it (as in SQLite).
+        let first = schema::auto_index_name(&t.name, 1);
+        let prefix = &first[..first.len() - 1];
+        for ix in t2.indexes.iter_mut().filter(|i| i.auto) {
+            let number = match ix.name.get(..prefix.len()) {
+                Some(p) if p.eq_ignore_ascii_case(prefix) => ix.name[prefix.len()..].parse().ok(),
+                _ => None,
+            };
+            if let Some(n) = number {
+                ix.name = schema::auto_index_name(to, n);
+            }
+        }
+        self.catalog.tables.remove(&t.name.to_ascii_lowercase());
+        self.replace_table(t2)
+    }
+
+    fn add_column(&mut self, t: &Table, def: &ColumnDef) -> Result<()> {
+        if t.column(&def.name).is_some() {
+            return Err(Error::AlreadyExists(format!("column {}", def.name)));
+        }
+        if def.primary_key || def.unique {
+            return Err(Error::Invalid(
+                "cannot add a PRIMARY KEY or UNIQUE column".into(),
+            ));
+        }
+        let col = schema::column_from_def(def);
+        let default = match &def.default {
+            Some(d) => {
+                let mut p = Planner::new(&self.catalog);
+                let empty = Table {
+                    columns: vec![],
+                    indexes: vec![],
+                    checks: vec![],
+                    ..t.clone()
+                };
+                let pe = p.table_expr(&empty, &d.expr)?;
+                let cache = Cache::default();
+                let cx = eval::Cx {
+                    store: self.store.as_ref(),
+                    params: &[],
+                    outer: None,
+                    rng: &self.rng,
+                    cache: &cache,
+                };
+                let v = eval::eval(&pe, &[], &cx)?.into_owned();
+                col.ty.coerce(v, &def.name)?
+            }
+            None => Value::Null,
+        };
+        if col.not_null && default.is_null() {
+            return Err(Error::Invalid(
+                "cannot add a NOT NULL column with default value NULL".into(),
+            ));
+        }
+        let mut t2 = t.clone();
+        t2.columns.push(col);
+        if let Some(c) = &def.check {
+            // A column's CHECKs come before the table's, as a definition lists them.
+            let at = t2
+                .checks
+                .iter()
+                .position(|c| c.column.is_none())
+                .unwrap_or(t2.checks.len());
+            t2.checks.insert(
+                at,
+                Check {
+                    expr: c.clone(),
+                    column: Some(t2.columns.len() - 1),
+                },
+            );
+            Planner::new(&self.catalog).table_expr(&t2, c)?;
+        }
+        if !default.is_null() {
+            // Rows written before the column existed read as NULL: give them the default now.
+            let n = t.columns.len();
+            self.store
+                .update_each(t.tree, Unbounded, Unbounded, &mut |_, v, out| {
+                    let mut vals = decode_record(v)?;
+                    vals.resize(n, Value::Null);
+                    vals.push(default.clone());
+                    out.extend_from_slice(&encode_record(&vals));
+                    Ok(Each::Write)
+                })?;
+        }
+        self.replace_table(t2)
+    }
+
+    fn rename_column(&mut self, t: &Table, from: &str, to: &str) -> Result<()> {
+        if t.replicated.is_some() {
+            return Err(Error::NotReplicable(format!(
+                "table {} is replicated: its columns' names are part of the changes its \
+                 replicas exchange, so a column cannot be renamed",
+                t.name
+            )));
+        }
+        let c = t
+            .column(from)
+            .ok_or_else(|| Error::UnknownColumn(format!("\"{from}\"")))?;
+        if t.columns
+            .iter()
+            .enumerate()
+            .any(|(i, col)| i != c && col.name.eq_ignore_ascii_case(to))
+        {
+            return Err(Error::AlreadyExists(format!("column {to}")));
+        }
+        let mut t2 = t.clone();
+        t2.columns[c].name = to.to_string();
+        for ch in &mut t2.checks {
+            each_column(&mut ch.expr, &mut |table, name| {
+                if names_column(t, table, name, from) {
+                    *name = to.to_string();
+                }
+            });
+        }
+        // Indexes name their columns by position: their CREATE INDEX is written anew.
+        self.replace_table(t2)
+    }
+
+    fn drop_column(&mut self, t: &Table, name: &str) -> Result<()> {
+        if t.replicated.is_some() {
+            return Err(Error::NotReplicable(format!(
+                "table {} is replicated: its columns are part of the changes its replicas \
+                 exchange, so a column cannot be dropped",
+                t.name
+            )));
+        }
+        let c = t
+            .column(name)
+            .ok_or_else(|| Error::UnknownColumn(format!("\"{name}\"")))?;
+        let col = &t.columns[c].name;
+        if t.columns.len() == 1 {
+            return Err(Error::Invalid(format!(
+                "cannot drop column \"{col}\": no other columns exist"
+            )));
+        }
+        if t.key_columns().contains(&c) {
+            return Err(Error::Invalid(format!(
+                "cannot drop PRIMARY KEY column: \"{col}\""
+            )));
+        }
+        if let Some(ix) = t.indexes.iter().find(|i| i.columns.contains(&c)) {
+            return Err(Error::Invalid(if ix.auto {
+                format!("cannot drop UNIQUE column: \"{col}\"")
+            } else {
+                format!(
+                    "error in index {} after drop column: no such column: {col}",
+                    ix.name
+                )
+            }));
+        }
+        for ch in t.checks.iter().filter(|ch| ch.column != Some(c)) {
+            let mut uses = false;
+            each_column(&mut ch.expr.clone(), &mut |table, n| {
+                uses |= names_column(t, table, n, col);
+            });
+            if uses {
+                return Err(Error::Invalid(format!(
+                    "error in table {} after drop column: no such column: {col}",
+                    t.name
+                )));
+            }
+        }
+        self.store
+            .update_each(t.tree, Unbounded, Unbounded, &mut |_, v, out| {
+                let mut vals = decode_record(v)?;
+                if vals.len() <= c {
+                    // Written before the column was added, with no value for it.
+                    return Ok(Each::Keep);
+                }
+                vals.remove(c);
+                out.extend_from_slice(&encode_record(&vals));
+                Ok(Each::Write)
+            })?;
+        let shift = |i: usize| if i > c { i - 1 } else { i };
+        let mut t2 = t.clone();
+        t2.columns.remove(c);
+        t2.key = match &t.key {
+            Key::Rowid(k) => Key::Rowid(k.map(shift)),
+            Key::Columns(k) => Key::Columns(k.iter().map(|&i| shift(i)).collect()),
+        };
+        for ix in &mut t2.indexes {
+            for i in &mut ix.columns {
+                *i = shift(*i);
+            }
+        }
+        t2.checks.retain(|ch| ch.column != Some(c));
+        for ch in &mut t2.checks {
+            ch.column = ch.column.map(shift);
+        }
+        self.replace_table(t2)
+    }
+}
+
+/// Whether the reference `[table.]name` in one of `t`'s CHECKs names its column `column`.
+fn names_column(t: &Table, table: &Option<String>, name: &str, column: &str) -> bool {
+    name.eq_ignore_ascii_case(column)
+        && table
+            .as_deref()
+            .is_none_or(|q| q.eq_ignore_ascii_case(&t.name))
+}
+
+/// Calls `f` on every column reference in `e` (not in subqueries, which a CHECK cannot hold).
+fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut String)) {
+    match e {
+        Expr::Column { table, name } => f(table, name),
+        Expr::Literal(_) | Expr::Param(_) | Expr::Exists { .. } | Expr::Subquery(_) => {}
+        Expr::Unary(_, a)
+        | Expr::IsNull { expr: a, .. }
+        | Expr::Cast { expr: a, .. }
+        | Expr::InSelect { expr: a, .. } => each_column(a, f),
+        Expr::Binary(_, a, b)
+        | Expr::Glob {
+            expr: a,
+            pattern: b,
+            ..
+        } => {
+            each_column(a, f);
+            each_column(b, f);
+        }
+        Expr::Like {
+            expr,
+            pattern,
+            escape,
+            ..
+        } => {
+            each_column(expr, f);
+            each_column(pattern, f);
+            if let Some(x) = escape {
+                each_column(x, f);
+            }
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            each_column(expr, f);
+            each_column(low, f);
+            each_column(high, f);
+        }
+        Expr::InList { expr, list, .. } => {
+            each_column(expr, f);
+            for x in list {
+                each_column(x, f);
+            }
+        }
+        Expr::Case {
+            operand,
+            whens,
+            else_,
+        } => {
+            if let Some(o) = operand {
+                each_column(o, f);
+            }
+            for (a, b) in whens {
+                each_column(a, f);
+                each_column(b, f);
+            }
+            if let Some(x) = else_ {
+                each_column(x, f);
+            }
+        }
+        Expr::Function { args, .. } => {
+            for x in args {
+                each_column(x, f);
+            }
+        }
+    }
+}
