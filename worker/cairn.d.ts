@@ -98,7 +98,11 @@ interface Queries {
   prepare(sql: string): Statement;
 }
 
-export type Transaction = Queries;
+export interface Transaction extends Queries {
+  /** Runs `fn(tx)` in a savepoint of this transaction: released when it resolves; when it throws,
+   * what it did is rolled back and the transaction goes on (the error is rethrown). Nests. */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+}
 
 export interface Statement {
   readonly sql: string;

@@ -414,7 +414,25 @@ class Queries {
   prepare(sql) {
     return new Statement(this._db, this._session, String(sql));
   }
+  /** Inside a transaction (`tx.transaction(fn)`): runs `fn(tx)` in a savepoint, released when it
+   * resolves; when it throws, rolled back to (what it did is undone, the transaction goes on)
+   * and the error rethrown. (`Database` has its own: a transaction.) */
+  async transaction(fn) {
+    const name = `cairn_savepoint_${++savepoints}`;
+    const send = (sql) => this._db._send('exec', this._session, [sql]);
+    await send(`SAVEPOINT ${name}`);
+    let result;
+    try {
+      result = await fn(this);
+    } catch (e) {
+      await send(`ROLLBACK TO ${name}`).then(() => send(`RELEASE ${name}`)).catch(() => {});
+      throw e;
+    }
+    await send(`RELEASE ${name}`);
+    return result;
+  }
 }
+let savepoints = 0;
 
 // What a page needs only once it syncs, or once another tab owns the database it opens, is in
 // cairn-extra.js, fetched then (worker/extra.js; docs/size.md, "The scripts"): a page that

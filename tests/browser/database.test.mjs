@@ -51,6 +51,18 @@ for (const channel of ['postMessage', 'auto']) {
           throw new Error('changed my mind');
         }));
         out.doomed = (await db.get("SELECT count(*) AS n FROM t WHERE name = 'doomed'")).n;
+        // Savepoints: a nested transaction that throws undoes only itself.
+        out.nested = await db.transaction(async (tx) => {
+          await tx.run("INSERT INTO t (name) VALUES ('outer')");
+          const inner = await attempt(() => tx.transaction(async (sp) => {
+            await sp.run("INSERT INTO t (name) VALUES ('inner-undone')");
+            throw new Error('inner changed its mind');
+          }));
+          await tx.transaction(async (sp) => sp.run("INSERT INTO t (name) VALUES ('inner-kept')"));
+          return inner.message;
+        });
+        out.nestedRows = (await db.query("SELECT name FROM t WHERE name IN ('outer', 'inner-undone', 'inner-kept') ORDER BY name")).map((r) => r.name);
+        await db.run("DELETE FROM t WHERE name IN ('outer', 'inner-kept')");
         // Concurrent callers wait for an open transaction instead of joining it.
         let release;
         const gate = new Promise((r) => { release = r; });
@@ -87,6 +99,8 @@ for (const channel of ['postMessage', 'auto']) {
       assert.equal(r.rolledBack.ok, false);
       assert.match(r.rolledBack.message, /changed my mind/);
       assert.equal(r.doomed, 0);
+      assert.match(r.nested, /inner changed its mind/);
+      assert.deepEqual(r.nestedRows, ['inner-kept', 'outer']);
       assert.equal(r.outsideSawCommitted, 1, 'a statement outside the transaction ran inside it');
       assert.equal(r.count, 25);
       assert.deepEqual(r.check, []);

@@ -14,6 +14,7 @@ async function example(): Promise<void> {
   await stmt.finalize();
   const total = await db.transaction(async (tx) => {
     await tx.run('DELETE FROM t WHERE id = ?', [n]);
+    await tx.transaction(async (sp) => sp.run('DELETE FROM t WHERE id = ?', [n + 1]));
     return (await tx.get('SELECT count(*) AS c FROM t'))?.c;
   });
   const problems: string[] = await db.check();
