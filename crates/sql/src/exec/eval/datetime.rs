@@ -220,6 +220,31 @@ impl Moment {
         self.tz = 0;
     }
 
+    /// The moment's date at `h:mi:s` (`start of`, `end of`); false when there is no moment yet.
+    fn set_time_of_day(&mut self, h: i32, mi: i32, s: f64) -> bool {
+        if !self.valid_jd && !self.valid_ymd && !self.valid_hms {
+            return false;
+        }
+        self.compute_ymd();
+        self.valid_hms = true;
+        (self.h, self.mi, self.s) = (h, mi, s);
+        self.raw_s = false;
+        self.tz = 0;
+        self.valid_jd = false;
+        true
+    }
+
+    /// Brings the month into 1..=12, carrying whole years.
+    fn carry_months(&mut self) {
+        let x = if self.mo > 0 {
+            (self.mo - 1) / 12
+        } else {
+            (self.mo - 12) / 12
+        };
+        self.y += x;
+        self.mo -= x * 12;
+    }
+
     fn compute_floor(&mut self) {
         let max = days_of_month(self.y, self.mo);
         self.n_floor = if self.d > max { self.d - max } else { 0 };
@@ -433,15 +458,9 @@ fn modify(z: &[u8], p: &mut Moment, idx: usize) -> bool {
             true
         }
         Some(b'e') if lower.starts_with(b"end of ") => {
-            if !p.valid_jd && !p.valid_ymd && !p.valid_hms {
+            if !p.set_time_of_day(23, 59, 59.999) {
                 return false;
             }
-            p.compute_ymd();
-            p.valid_hms = true;
-            (p.h, p.mi, p.s) = (23, 59, 59.999);
-            p.raw_s = false;
-            p.tz = 0;
-            p.valid_jd = false;
             match &lower[7..] {
                 b"month" => {
                     p.d = 1;
@@ -538,15 +557,9 @@ fn modify(z: &[u8], p: &mut Moment, idx: usize) -> bool {
             true
         }
         Some(b's') if lower.starts_with(b"start of ") => {
-            if !p.valid_jd && !p.valid_ymd && !p.valid_hms {
+            if !p.set_time_of_day(0, 0, 0.0) {
                 return false;
             }
-            p.compute_ymd();
-            p.valid_hms = true;
-            (p.h, p.mi, p.s) = (0, 0, 0.0);
-            p.raw_s = false;
-            p.tz = 0;
-            p.valid_jd = false;
             match &lower[9..] {
                 b"month" => {
                     p.d = 1;
@@ -614,13 +627,7 @@ fn shift(z: &[u8], p: &mut Moment) -> bool {
             p.y += y;
             p.mo += m;
         }
-        let x = if p.mo > 0 {
-            (p.mo - 1) / 12
-        } else {
-            (p.mo - 12) / 12
-        };
-        p.y += x;
-        p.mo -= x * 12;
+        p.carry_months();
         p.compute_floor();
         p.compute_jd();
         p.valid_hms = false;
@@ -690,13 +697,7 @@ fn shift(z: &[u8], p: &mut Moment) -> bool {
             p.compute_ymd_hms();
             if i == 4 {
                 p.mo += r as i32;
-                let x = if p.mo > 0 {
-                    (p.mo - 1) / 12
-                } else {
-                    (p.mo - 12) / 12
-                };
-                p.y += x;
-                p.mo -= x * 12;
+                p.carry_months();
             } else {
                 p.y += r as i32;
             }
