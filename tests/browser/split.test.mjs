@@ -5,7 +5,7 @@
 // with its open transaction, stays as it was (docs/protocol.md, "The rest of the engine").
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch } from './harness.mjs';
+import { launch, skipUnless } from './harness.mjs';
 
 async function withPage(fn) {
   const b = await launch();
@@ -177,7 +177,9 @@ test('a wrong workerUrl or wasmUrl fails open() with a code naming the URL, at o
   }));
 
 for (const channel of ['auto', 'postMessage']) {
-  test(`a statement that needs the rest while it is on its way waits for it, and the others do not (${channel})`, async () => {
+  test(`a statement that needs the rest while it is on its way waits for it, and the others do not (${channel})`, {
+    skip: skipUnless(['chromium'], "the rest's response is held by the driver's request interception (context.route), which the Firefox adapter has not"),
+  }, async () => {
     const b = await launch();
     let release;
     const gate = new Promise((r) => { release = r; });
