@@ -4,7 +4,7 @@
 // that reads a changed table: once per query however many watchers it has, in this Worker, so a
 // commit costs one run per query touched and no round trip. A query's result goes to the pages
 // (a `watch` notice) only when it differs from the one sent last. Called after the commit's reply
-// is out (worker.js), so a watcher learns of a commit after the commit's promise resolved.
+// is out (worker.js): by postMessage, a page sees a commit's reply before its notices.
 import { ops, db, needDb, stopped, saveState, restoreState, wasmMemory, EncodedParams } from './engine.js';
 import { tabOf, stop, currentSession } from './sessions.js';
 import { fetchRest } from './split.js';
