@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { launch, skipUnless } from './harness.mjs';
+import { launch } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -240,7 +240,7 @@ test('a sync apply wakes a watcher, and onChange says it came from sync', async 
   }
 });
 
-test('useQuery (cairn-db/react) re-renders a React list on each change', { skip: skipUnless(['chromium'], 'React is bundled for the Chromium run') }, async () => {
+test('useQuery (cairn-db/react) re-renders a React list on each change', async () => {
   const esbuild = await import('esbuild');
   await esbuild.build({
     entryPoints: [join(root, 'tests/react/app.js')],
