@@ -285,3 +285,30 @@ test('useQuery (cairn-db/react) re-renders a React list on each change', async (
     await b.close();
   }
 });
+
+test('after an engine restart the watchers are asked of the new Worker and go on', async () => {
+  // The panic on purpose is in the test build only.
+  const b = await launch({ build: 'test' });
+  try {
+    await helpers(b.page);
+    const r = await b.page.evaluate(async () => {
+      const db = await cairn.open('watch-restart');
+      await db.exec('CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1)');
+      db.onChange((c) => changes.push(c));
+      db.watch('SELECT a FROM t ORDER BY a', [], log('t'));
+      await until('the first result', () => seen.t.length === 1);
+      const panic = await attempt(() => db._send('debugPanic', 0, ['boom']));
+      await until('the restarted Worker', async () => (await attempt(() => db.query('SELECT 1'))).ok);
+      await db.run('INSERT INTO t VALUES (2)');
+      await until('the insert after the restart', () => seen.t.length === 2);
+      await until('its change', () => changes.length === 1);
+      return { panic: panic.code, seen: seen.t, changes };
+    });
+    assert.equal(r.panic, 'INTERNAL');
+    // The same result from the new Worker was not delivered again.
+    assert.deepEqual(r.seen, [[{ a: 1 }], [{ a: 1 }, { a: 2 }]]);
+    assert.deepEqual(r.changes.map((c) => [c.tables[0].table, c.tables[0].inserted, c.origin]), [['t', 1, 'local']]);
+  } finally {
+    await b.close();
+  }
+});
