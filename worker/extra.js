@@ -279,7 +279,10 @@ export class Live {
    * is asked of it again; a watcher hears of the result only if it differs from its last. */
   _reattach() {
     this.#byId.clear();
-    for (const w of this.#all) void this.#start(w);
+    for (const w of this.#all) {
+      w.id = null; // the old Worker's: the new one may have given it to another watcher
+      void this.#start(w);
+    }
     for (const l of this.#listeners) this.#listen(l);
   }
 }

@@ -98,7 +98,7 @@ export function committed(session) {
 
 /** The tab's watchers and listeners go with it (`endSession` with its prefix). */
 export function dropTab(tab) {
-  for (const [id, q] of byId) if (q.watchers.get(id) === tab) unwatch(id);
+  for (const id of byId.keys()) unwatch(id, tab);
   listening.delete(tab);
 }
 
@@ -109,9 +109,10 @@ export function dropAll() {
   listening.clear();
 }
 
-function unwatch(id) {
+/** Ends the watcher `id` of `tab` (a tab ends only its own). */
+function unwatch(id, tab) {
   const q = byId.get(id);
-  if (!q) return false;
+  if (!q || q.watchers.get(id) !== tab) return false;
   byId.delete(id);
   q.watchers.delete(id);
   if (q.watchers.size === 0) queries.delete(q.key);
@@ -139,7 +140,7 @@ export const watchOps = {
     byId.set(id, q);
     return [[id, wire]];
   },
-  unwatch: (id) => [unwatch(id)],
+  unwatch: (id) => [unwatch(id, tabOf(currentSession))],
   /** `on`: one more `onChange` listener of the session's tab, or one fewer. */
   watchChanges: (on) => {
     const tab = tabOf(currentSession);
