@@ -227,6 +227,9 @@ await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node-worker.js')
   define: { CAIRN_SYNC: 'false', CAIRN_TESTING: 'false' }, plugins: [glueOf('build/wasm')],
   logOverride: { 'import-is-undefined': 'silent' } });
 copyFileSync(join(root, 'worker/node.d.ts'), join(root, 'dist/node.d.ts'));
+// `cairn-db/react`: the hook alone, React left to the page's bundler.
+await esbuild.build({ ...common, entryPoints: [join(root, 'worker/react.js')], outfile: join(root, 'dist/react.js'), external: ['react'] });
+copyFileSync(join(root, 'worker/react.d.ts'), join(root, 'dist/react.d.ts'));
 // terser after esbuild on the shipped scripts: its compressor folds what esbuild's minifier
 // leaves (docs/size.md, "The scripts"), 102 bytes gzip off cairn.js and 199 off cairn-worker.js.
 if (!dev) {
@@ -264,7 +267,7 @@ const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) line(r);
 const extraRow = sizeOf('dist/cairn-extra.js');
-line(extraRow, 'fetched when the page syncs, imports, or another tab owns the database');
+line(extraRow, 'fetched when the page syncs, watches, imports, or another tab owns the database');
 const syncWorkerRow = sizeOf('dist/cairn-sync-worker.js');
 line(syncWorkerRow, 'instead of cairn-worker.js, with { sync: true }');
 const syncRow = sizeOf('dist/cairn-sync.wasm');

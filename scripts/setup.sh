@@ -3,7 +3,8 @@
 # the wasm target, rustfmt and clippy, the wasm-bindgen CLI at the version Cargo.lock pins,
 # Debian's Chromium, firefox-esr and WebKitGTK's WebDriver under Xvfb (unless --no-browser), and
 # the npm packages from the lockfiles (the repository's: playwright-core, puppeteer-core,
-# selenium-webdriver drive the browsers; the benchmark's; the bundler tests' Vite and webpack).
+# selenium-webdriver drive the browsers; the benchmark's; the bundler tests' Vite and webpack;
+# React for the hook's test).
 # Fails loudly when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,4 +76,6 @@ npm_ci .
 if [ -f bench-browser/package-lock.json ]; then npm_ci bench-browser; fi
 # Vite and webpack for the bundler tests (tests/bundlers/).
 npm_ci tests/bundlers
+# React for the test of cairn-db/react (tests/browser/watch.test.mjs).
+npm_ci tests/react
 say "ready"

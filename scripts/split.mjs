@@ -241,6 +241,8 @@ export async function common(e, rows, sync = false) {
     ['SELECT * FROM log WHERE id BETWEEN ? AND ? ORDER BY id', [2, 6]],
     ['SELECT max(id) AS m FROM log', []],
   ]) out.push([sql, plain(await db.query(sql, params))]);
+  // A page's live queries: after each commit, what it changed; when one starts, what it reads.
+  out.push(['live', plain(d.takeChanged()), plain(d.tablesRead('SELECT l.id FROM log AS l JOIN items AS i ON i.id = l.note WHERE l.n > 0'))]);
   // Tables without a declared key (a hidden row id), one of them of a single column.
   await db.exec('CREATE TABLE tags(name TEXT, n INTEGER)');
   await db.exec('CREATE TABLE seen(a INTEGER)');

@@ -199,7 +199,36 @@ export interface Sync {
   on(type: 'status', fn: (status: SyncStatus) => void): () => void;
 }
 
+/** What one commit (or a sync apply) changed, as `onChange` gets it. */
+export interface Change {
+  /** Per table, the rows inserted, updated and deleted. */
+  tables: { table: string; inserted: number; updated: number; deleted: number }[];
+  /** Commits counted (1, or more for a sync apply of several). */
+  commits: number;
+  /** Whether a table or an index was made, altered or dropped. */
+  schema: boolean;
+  /** This tab's commit, another tab's, or rows a peer sent. */
+  origin: 'local' | 'tab' | 'sync';
+}
+
+export interface WatchOptions<M extends 'object' | 'array' | 'columns' = 'object'> {
+  rowMode?: M;
+  /** The query's errors (when it starts, or when it runs again after a commit). Without it they
+   * are thrown as the page's uncaught errors. */
+  onError?: (error: CairnError) => void;
+}
+
+/** Stops a live query or a change listener. */
+export type Unsubscribe = () => void;
+
 export interface Database extends Queries {
+  /** A live query: `cb` gets the result now, then after each commit (this tab's, another tab's,
+   * a sync apply) that changed a table it reads, when the result differs from the last. */
+  watch(sql: string, params: Params | undefined, cb: (rows: Row[]) => void, options?: WatchOptions<'object'>): Unsubscribe;
+  watch(sql: string, params: Params | undefined, cb: (rows: ArrayRows) => void, options: WatchOptions<'array'>): Unsubscribe;
+  watch(sql: string, params: Params | undefined, cb: (rows: ColumnRows) => void, options: WatchOptions<'columns'>): Unsubscribe;
+  /** Calls `cb` after each commit with the tables it changed and where it came from. */
+  onChange(cb: (change: Change) => void): Unsubscribe;
   readonly sync: Sync;
   readonly name: string;
   /** Whether this tab owns the database (its Worker holds the file) or goes through the tab that does. */

@@ -514,6 +514,35 @@ export class Database extends Queries {
     return this.#link instanceof OwnerLink ? this.#link.worker : null;
   }
 
+  /**
+   * A live query: calls `cb(result)` with the result of `sql` now, and again after each commit
+   * (of this tab, another tab, or a sync apply) that changed a table it reads, when the result
+   * differs from the last one. `rowMode` as for `query`; errors go to `onError(error)`, or when
+   * none is given are thrown as the page's uncaught error. Returns the function that stops it.
+   */
+  watch(sql, p, cb, options = {}) {
+    if (typeof cb !== 'function') throw new CairnError('INVALID_INPUT', 'watch(sql, params, callback, options): the callback is not a function');
+    const args = [String(sql), params(p)];
+    const stop = this.#live().then((l) => l.watch(...args, cb, options));
+    return () => void stop.then((s) => s());
+  }
+
+  /** Calls `cb({ tables: [{ table, inserted, updated, deleted }], commits, schema, origin })`
+   * after each commit; `origin` is 'local' (this tab), 'tab' (another tab) or 'sync'. Returns
+   * the function that stops it. */
+  onChange(cb) {
+    if (typeof cb !== 'function') throw new CairnError('INVALID_INPUT', 'onChange takes a function');
+    const off = this.#live().then((l) => l.onChange(cb));
+    return () => void off.then((f) => f());
+  }
+
+  // Live queries are in cairn-extra.js (worker/extra.js, `Live`), loaded on the first watch.
+  #liveP = null;
+  #live() {
+    const tab = () => (this.isOwner ? '' : `${clientId}/`); // as the Worker names this tab's sessions
+    return (this.#liveP ??= extra().then((x) => (this._live = new x.Live(this, { CairnError, decodeRows, tab }))));
+  }
+
   /** Tables and indexes: `[{ type, name, table, sql }]`. */
   schema() {
     return this._send('schema', this._session, []);
@@ -598,9 +627,17 @@ export class Database extends Queries {
     worker.onDeath = (code) => this.#onWorkerDeath(link, code);
     // Notices (the sync status, a relay's request for a token) reach this tab and the others.
     worker.onNotice = (n) => {
+      if (n[0] === 'watch' || n[0] === 'change') {
+        this._live?._notice(n);
+        // A change is every tab's news; a query's result, the watching tab's.
+        if ((n[0] === 'change' || n[1] !== '') && !this.#closed) this.bus?.postMessage({ t: 'live', n });
+        return;
+      }
       this._sync?._notice(n);
       if (!this.#closed) this.bus?.postMessage({ t: 'sync', n });
     };
+    // The live queries ran in the Worker before this one (this tab's, or the old owner's).
+    if (previous) void this._live?._reattach();
     if (previous?.drain) {
       previous.drain(link);
       // The channels and relays this tab asked for ran in the old owner's Worker.
@@ -626,12 +663,14 @@ export class Database extends Queries {
       if (this.#link?.ownerChanged && m.from !== clientId) {
         this._generation++;
         this.#link.ownerChanged();
+        this._live?._reattach();
         // What this tab asked for ran in the old owner's Worker: ask the new one.
         void this._sync?._reattach().catch(() => {});
       }
       return;
     }
     if (m.t === 'sync') return void this._sync?._notice(m.n);
+    if (m.t === 'live') return void this._live?._notice(m.n);
     if (m.t === 'ack' || m.t === 'res') {
       if (m.to === clientId) this.#link?.onMessage?.(m);
       return;

@@ -4,7 +4,7 @@
 // imports this module the first time it needs one; the build makes it cairn-extra.js, beside
 // cairn.js (docs/size.md, "The scripts"). What it needs of the client comes as arguments, so that
 // it never holds a second copy of the client's classes; of the protocol, it takes a constant.
-import { OK } from './protocol.js';
+import { OK, sameResult } from './protocol.js';
 
 /** A database's replica: its author id and key, who may write to its scopes, and the links
  * that carry the sync protocol to peers (another database, a relay). */
@@ -173,6 +173,117 @@ export class Sync {
         this.#transports.delete(t); // the database was reopened without sync
       }
     }
+  }
+}
+
+/** Calls the page's function; what it throws is reported as the page's own error, and does not
+ * stop the other callbacks. */
+function call(fn, arg) {
+  try {
+    fn(arg);
+  } catch (e) {
+    queueMicrotask(() => { throw e; });
+  }
+}
+
+/** A database's live queries and change listeners in this tab (`db.watch`, `db.onChange`). The
+ * owner tab's Worker runs the queries again after each commit (worker/watch.js) and sends a
+ * result only when it changed; this tab's requests, and the notices for it, go through the owner
+ * when another tab owns the database. */
+export class Live {
+  #db;
+  #opts;
+  #byId = new Map(); // the Worker's watch id -> watcher
+  #all = new Set(); // watchers not stopped
+  #listeners = new Set();
+  /** `opts`: `{ CairnError, decodeRows, tab }`, `tab()` the name the Worker gives this tab. */
+  constructor(db, opts) {
+    this.#db = db;
+    this.#opts = opts;
+  }
+  #send(op, args) {
+    return this.#db._send(op, this.#db._session, args);
+  }
+  watch(sql, params, cb, { rowMode, onError } = {}) {
+    const w = { sql, params, cb, rowMode, onError, id: null, last: null, stopped: false, token: null };
+    this.#all.add(w);
+    void this.#start(w);
+    return () => {
+      if (w.stopped) return;
+      w.stopped = true;
+      this.#all.delete(w);
+      if (w.id !== null) this.#unwatch(w.id);
+    };
+  }
+  #unwatch(id) {
+    this.#byId.delete(id);
+    this.#send('unwatch', [id]).catch(() => {});
+  }
+  async #start(w) {
+    const token = (w.token = {});
+    let id, wire;
+    try {
+      [id, wire] = await this.#send('watch', [w.sql, w.params]);
+    } catch (e) {
+      if (!w.stopped && w.token === token) this.#fail(w, e);
+      return;
+    }
+    // Stopped meanwhile, or asked again of a new owner.
+    if (w.stopped || w.token !== token) return this.#unwatch(id);
+    w.id = id;
+    this.#byId.set(id, w);
+    this.#deliver(w, wire);
+  }
+  #deliver(w, wire) {
+    if (w.last && sameResult(w.last, wire)) return;
+    w.last = wire;
+    call(w.cb, this.#opts.decodeRows(wire, w.rowMode));
+  }
+  #fail(w, e) {
+    w.last = null;
+    if (w.onError) call(w.onError, e);
+    else queueMicrotask(() => { throw e; }); // no error path given: the page's uncaught error
+  }
+  onChange(fn) {
+    const l = { fn, on: false };
+    this.#listeners.add(l);
+    this.#listen(l);
+    return () => {
+      if (this.#listeners.delete(l)) this.#send('watchChanges', [false]).catch(() => {});
+    };
+  }
+  // A listener hears of the commits after the Worker took it: a notice that arrives before the
+  // Worker's reply is of a commit made before.
+  #listen(l) {
+    l.on = false;
+    this.#send('watchChanges', [true]).then(() => { l.on = true; }, () => {});
+  }
+  /** A `watch` or `change` notice (docs/protocol.md, "Live queries"), from this tab's Worker or
+   * passed on by the owner tab. */
+  _notice([kind, a, b, wire, e]) {
+    const tab = this.#opts.tab();
+    if (kind === 'change') {
+      const change = { ...b, origin: a === 'sync' ? 'sync' : a === tab ? 'local' : 'tab' };
+      for (const l of this.#listeners) if (l.on) call(l.fn, change);
+      return;
+    }
+    if (a !== tab) return;
+    for (const id of b) {
+      const w = this.#byId.get(id);
+      if (!w) continue;
+      if (e) this.#fail(w, new this.#opts.CairnError(e[0], e[1]));
+      else this.#deliver(w, wire);
+    }
+  }
+  /** A new Worker holds the database (a take-over, an engine restart): every watcher and listener
+   * is asked of it again; a watcher hears of the result only if it differs from its last. */
+  _reattach() {
+    this.#byId.clear();
+    for (const w of this.#all) {
+      w.id = null; // the old Worker's: the new one may have given it to another watcher
+      void this.#start(w);
+    }
+    for (const l of this.#listeners) this.#listen(l);
   }
 }
 

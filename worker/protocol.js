@@ -312,3 +312,13 @@ export function paramBytes(p) {
     }
   }
 }
+
+/** Whether two results (docs/protocol.md, "Results") hold the same columns and values: a live
+ * query's new result that is the same as the last one sent is not sent again. */
+export function sameResult(a, b) {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null ||
+      a.constructor !== b.constructor || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!sameResult(a[i], b[i])) return false;
+  return true;
+}

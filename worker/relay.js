@@ -8,6 +8,7 @@
 import { db, stopped, err, needDb, saveState, restoreState, restUnavailable } from './engine.js';
 import { fetchRest } from './split.js';
 import { pushEvent, syncFailed, POLL_MS } from './transports.js';
+import { committed } from './watch.js';
 
 // Waits between attempts: a random time in [0, min(CAP, BASE * 2^failures)) (full jitter, so
 // that clients cut together by a relay's restart do not come back together), and no less than
@@ -53,6 +54,7 @@ export function sealing(d, f) {
     throw restUnavailable();
   }
   unacked += Math.max(0, before - d.syncPending());
+  committed('sync'); // rows a peer sent, applied
   return out;
 }
 

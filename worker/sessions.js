@@ -29,7 +29,7 @@ export function onResume(f) {
 
 /** Ops that do not read or write the database through a session, and so never wait for one. The
  * block files' ops and `debugPanic` exist only in the builds that have them. */
-const sessionless = new Set(['ping', 'inTransaction', 'memory', 'endSession', 'finalize']);
+const sessionless = new Set(['ping', 'inTransaction', 'memory', 'endSession', 'finalize', 'unwatch', 'watchChanges']);
 if (CAIRN_SYNC || CAIRN_TESTING) sessionless.add('debugPanic');
 // A relay's token and the sync status never wait for a transaction: a connection attempt waits
 // for the token, and a page shows the status while it writes.

@@ -11,6 +11,7 @@ import { fetchRest } from './split.js';
 import { admit, park, runSync, caught, onResume, endSession, endSessions } from './sessions.js';
 import { transportOps, startSealTimer, detachAll, releaseTab } from './transports.js';
 import { writeResult } from './result.js';
+import { watchOps, committed, dropTab, dropAll } from './watch.js';
 
 // True in cairn-sync-worker.js, which carries cairn-sync.wasm's glue and the sync transports;
 // false in cairn-worker.js, which answers every sync request with NO_SYNC (esbuild's `define`,
@@ -18,14 +19,17 @@ import { writeResult } from './result.js';
 /* global CAIRN_SYNC */
 
 // The ops that span the modules.
+Object.assign(ops, watchOps);
 ops.close = () => {
   if (CAIRN_SYNC) detachAll();
+  dropAll();
   closeDb();
   endSessions();
   return [null];
 };
 ops.endSession = (session) => {
   endSession(session);
+  if (typeof session === 'string' && session.endsWith('/')) dropTab(session);
   // The channels and relays a tab asked for go with it, unless another tab holds them too.
   if (CAIRN_SYNC && typeof session === 'string' && session.endsWith('/')) releaseTab(session);
   return [null];
@@ -50,6 +54,9 @@ function reply(out) {
   if (out.transfer?.length) self.postMessage(out.reply, out.transfer);
   else self.postMessage(out.reply);
 }
+
+// The ops that may commit: once their reply is out, live queries run again (worker/watch.js).
+const COMMITS = new Set(['exec', 'execute', 'executePrepared']);
 
 let asyncBusy = 0; // async requests under way (the channel must not overtake them)
 
@@ -93,6 +100,7 @@ async function handle(msg) {
     }
   }
   reply(out);
+  if (COMMITS.has(op)) committed(session);
 }
 
 // An async op (opening a database, importing one) that needs the rest of the engine waits for it:
@@ -129,6 +137,7 @@ function answerNow(msg) {
     // It waits for the rest of the engine in the queue.
     if (out.wait) return false;
     reply(out);
+    if (COMMITS.has(op)) committed(session);
   }
   return true;
 }
@@ -226,4 +235,5 @@ function serveOne(seq) {
   Atomics.store(chan.i32, DONE, seq);
   Atomics.notify(chan.i32, DONE);
   if (byPost) reply(out);
+  if (COMMITS.has(op)) committed(session);
 }

@@ -257,3 +257,26 @@ test('a file open in another process is BUSY until that process ends; its commit
   await db.close();
   assert.equal(existsSync(`${file}.lock`), false, 'close() lets go of the lock');
 });
+
+test('live queries and change listeners in Node.js', async () => {
+  const db = await open(join(dir, 'watch.cairn'));
+  await db.exec('CREATE TABLE t (v INTEGER); CREATE TABLE u (v INTEGER)');
+  const sums = [];
+  const changes = [];
+  db.onChange((c) => changes.push(c));
+  const stop = db.watch('SELECT sum(v) AS s FROM t', [], (rows) => sums.push(rows[0].s));
+  const until = async (f) => {
+    for (let i = 0; i < 400 && !f(); i++) await new Promise((r) => setTimeout(r, 5));
+  };
+  await until(() => sums.length === 1);
+  await db.run('INSERT INTO t VALUES (1)');
+  await db.run('INSERT INTO u VALUES (5)'); // another table: no result
+  await db.run('INSERT INTO t VALUES (2)');
+  await until(() => sums.length === 3 && changes.length === 3);
+  stop();
+  await db.run('INSERT INTO t VALUES (3)');
+  await until(() => changes.length === 4);
+  assert.deepEqual(sums, [null, 1, 3]);
+  assert.deepEqual(changes.map((c) => [c.tables[0].table, c.tables[0].inserted, c.origin]), [['t', 1, 'local'], ['u', 1, 'local'], ['t', 1, 'local'], ['t', 1, 'local']]);
+  await db.close();
+});

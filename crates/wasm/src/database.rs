@@ -493,6 +493,35 @@ impl Database {
         }
     }
 
+    /// What the commits since the last call changed, for live queries (worker/watch.js): empty
+    /// when nothing did, else `[commits, schema, table, inserted, updated, deleted, table, ...]`
+    /// (`schema` 1 when a table or an index was made, altered or dropped). Numbers and strings
+    /// in one array: one call across the boundary, no glue for a struct.
+    #[wasm_bindgen(js_name = takeChanged)]
+    pub fn take_changed(&mut self) -> Array {
+        let out = Array::new();
+        let c = self.db.take_changed();
+        if c.is_empty() {
+            return out;
+        }
+        out.push(&JsValue::from(c.commits as f64));
+        out.push(&JsValue::from(u32::from(c.schema)));
+        for t in c.tables {
+            out.push(&JsValue::from_str(&t.table));
+            for n in [t.inserted, t.updated, t.deleted] {
+                out.push(&JsValue::from(n as f64));
+            }
+        }
+        out
+    }
+
+    /// The tables the query `sql` reads (a live query runs again when one of them changes).
+    #[wasm_bindgen(js_name = tablesRead)]
+    pub fn tables_read(&self, sql: &str) -> Result<Array, JsValue> {
+        let tables = self.db.tables_read(sql).map_err(sql_error)?;
+        Ok(strings(&tables))
+    }
+
     #[wasm_bindgen(js_name = inTransaction)]
     pub fn in_transaction(&self) -> bool {
         self.db.in_transaction()
