@@ -49,6 +49,7 @@ test('Kysely: migrator, typed queries, joins, a rolled-back transaction, introsp
   assert.equal(r.seenInside, 1);
   assert.equal(r.thrown, 'changed my mind');
   assert.equal(r.constraint, 'CONSTRAINT_UNIQUE');
+  assert.deepEqual([r.outside, r.undone], [0, 'undo'], 'a query outside the transaction ran inside it');
   assert.deepEqual(r.people, [{ name: 'Ada', born: 1815 }, { name: 'Alan', born: 1912 }]);
   assert.deepEqual(r.afterCommit, ['Ada', 'Alan', 'Barbara']);
   assert.deepEqual(r.tables, [
@@ -75,6 +76,7 @@ test('Drizzle: bundled migrations, typed queries, joins, a rolled-back transacti
   assert.deepEqual(r.books, [{ title: 'The Dispossessed', done: true }, { title: 'Small Gods', done: true }]);
   assert.equal(r.seenInside, 0);
   assert.equal(r.thrown, 'roll it back');
+  assert.deepEqual([r.outside, r.undone], [0, 'undo'], 'a query outside the transaction ran inside it');
   assert.deepEqual(r.afterRollback, { authors: ['Ursula K. Le Guin', 'Terry Pratchett'], books: 2 });
   assert.deepEqual(r.afterNested, ['Ursula K. Le Guin', 'Terry Pratchett', 'Iain M. Banks']);
   assert.deepEqual(r.tables, ['__drizzle_migrations', 'authors', 'books']);

@@ -73,6 +73,18 @@ export async function run(cairn) {
   } catch (e) {
     out.thrown = e.message;
   }
+  // A query made outside an open transaction waits for it instead of running inside it.
+  let held;
+  const holding = new Promise((r) => { held = r; });
+  const undone = db.transaction(async (tx) => {
+    await tx.insert(authors).values({ name: 'Temp' });
+    held();
+    await new Promise((r) => setTimeout(r, 200));
+    throw new Error('undo');
+  }).catch((e) => e.message);
+  await holding;
+  out.outside = (await db.select().from(authors).where(eq(authors.name, 'Temp'))).length;
+  out.undone = await undone;
   out.afterRollback = {
     authors: (await db.select({ name: authors.name }).from(authors).orderBy(authors.id)).map((r) => r.name),
     books: (await db.select().from(books)).length,

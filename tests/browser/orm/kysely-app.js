@@ -87,6 +87,19 @@ export async function run(cairn) {
   } catch (e) {
     out.constraint = e.code;
   }
+  // A query made outside an open transaction waits for it instead of running inside it: issued
+  // while the transaction holds an uncommitted row, it runs after the rollback and sees none.
+  let held;
+  const holding = new Promise((r) => { held = r; });
+  const undone = db.transaction().execute(async (trx) => {
+    await trx.insertInto('person').values({ name: 'Temp' }).execute();
+    held();
+    await new Promise((r) => setTimeout(r, 200));
+    throw new Error('undo');
+  }).catch((e) => e.message);
+  await holding;
+  out.outside = (await db.selectFrom('person').select('name').where('name', '=', 'Temp').execute()).length;
+  out.undone = await undone;
   out.people = await db.selectFrom('person').select(['name', 'born']).orderBy('id').execute();
   // A controlled transaction, committed, with a savepoint rolled back inside it.
   const trx = await db.startTransaction().execute();
