@@ -2,7 +2,8 @@
 // repository's package.json pins): each one's migrator creates the schema, then typed inserts,
 // selects with joins, updates, deletes, a transaction that throws and rolls back, and the tables
 // listed by introspection. The app code (tests/browser/orm/) is bundled with esbuild, as an app
-// would bundle it; cairn itself is the page's /dist/cairn.js.
+// would bundle it, importing `cairn-db/kysely` and `cairn-db/drizzle` through the package's
+// exports (dist/); cairn itself is the page's /dist/cairn.js.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';

@@ -2,7 +2,7 @@
 // The migrations are as drizzle-kit writes them for an app that bundles them (`migrations.js`).
 import { eq, sql, asc, count } from 'drizzle-orm';
 import { sqliteTable, integer, text } from 'drizzle-orm/sqlite-core';
-import { drizzle, migrate } from '../../../dist/drizzle.js';
+import { drizzle, migrate } from 'cairn-db/drizzle';
 
 const authors = sqliteTable('authors', {
   id: integer('id').primaryKey({ autoIncrement: true }),

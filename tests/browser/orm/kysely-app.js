@@ -2,7 +2,7 @@
 // Each step returns what it saw; the test asserts on it.
 import { Kysely, sql } from 'kysely';
 import { Migrator } from 'kysely/migration';
-import { CairnDialect } from '../../../dist/kysely.js';
+import { CairnDialect } from 'cairn-db/kysely';
 
 const migrations = {
   '001_people': {
