@@ -103,6 +103,8 @@ class CairnConnection {
   }
 
   async end(commit) {
+    // Kysely rolls back after a commit that failed: that transaction has already ended.
+    if (this.#end === null) return;
     const tx = this.#tx;
     this.#end(commit);
     this.#q = this.#db;
