@@ -216,6 +216,9 @@ const extraFile = {
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/client.js')], outfile: join(root, 'dist/cairn.js'), plugins: [extraFile] });
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/extra.js')], outfile: join(root, 'dist/cairn-extra.js') });
 copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
+// `cairn-db/kysely` and `cairn-db/drizzle` import only their library (a peer dependency, which
+// the app's bundler resolves) and take the database as an argument: shipped as written.
+for (const f of ['kysely', 'drizzle']) for (const ext of ['.js', '.d.ts']) copyFileSync(join(root, `worker/${f}${ext}`), join(root, `dist/${f}${ext}`));
 // Node.js (`cairn-db/node`): the page side bundled with a worker_threads thread in place of the
 // Worker global (worker/node-thread.js), and the Worker's scripts with node:fs files in place of
 // OPFS (worker/node-worker.js); both load the same cairn.wasm and cairn-rest.wasm from disk.
@@ -267,7 +270,7 @@ const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) line(r);
 const extraRow = sizeOf('dist/cairn-extra.js');
-line(extraRow, 'fetched when the page syncs, watches, imports, or another tab owns the database');
+line(extraRow, 'fetched when the page syncs, watches, imports, migrates, or another tab owns the database');
 const syncWorkerRow = sizeOf('dist/cairn-sync-worker.js');
 line(syncWorkerRow, 'instead of cairn-worker.js, with { sync: true }');
 const syncRow = sizeOf('dist/cairn-sync.wasm');

@@ -3,8 +3,8 @@
 # the wasm target, rustfmt and clippy, the wasm-bindgen CLI at the version Cargo.lock pins,
 # Debian's Chromium, firefox-esr and WebKitGTK's WebDriver under Xvfb (unless --no-browser), and
 # the npm packages from the lockfiles (the repository's: playwright-core, puppeteer-core,
-# selenium-webdriver drive the browsers; the benchmark's; the bundler tests' Vite and webpack;
-# React for the hook's test).
+# selenium-webdriver drive the browsers, kysely and drizzle-orm for the ORM entries' tests; the
+# benchmark's; the bundler tests' Vite and webpack; React for the hook's test).
 # Fails loudly when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -24,6 +24,7 @@ step "cargo test" cargo test --workspace
 step "relay over PostgreSQL" bash scripts/relay-postgres-test.sh
 step "build and size" node scripts/build.mjs
 step "types" node_modules/.bin/tsc -p tests/types
+step "types (Drizzle's entry)" node_modules/.bin/tsc -p tests/types/tsconfig.drizzle.json
 # cairn-db/node: the same engine in Node.js over node:fs files, and its files in the native shell.
 step "node tests" node --test tests/node/
 step "browser tests" node --test --test-concurrency=1 tests/browser/

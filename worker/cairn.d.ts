@@ -1,12 +1,30 @@
+/** Every code in docs/protocol.md's table ("Error codes"); tests/docs checks the two agree. */
+export type CairnErrorCode =
+  | 'SYNTAX' | 'UNKNOWN_TABLE' | 'UNKNOWN_COLUMN' | 'UNKNOWN_INDEX' | 'UNKNOWN_FUNCTION'
+  | 'AMBIGUOUS_COLUMN' | 'ALREADY_EXISTS' | 'PARAM_COUNT' | 'TYPE' | 'CONSTRAINT_NOT_NULL'
+  | 'CONSTRAINT_UNIQUE' | 'CONSTRAINT_PRIMARY_KEY' | 'CONSTRAINT_CHECK' | 'INTEGER_OVERFLOW'
+  | 'TRANSACTION' | 'UNSUPPORTED' | 'INVALID' | 'NOT_REPLICABLE' | 'BUSY' | 'NOT_A_DATABASE'
+  | 'CORRUPT' | 'UNSUPPORTED_VERSION' | 'QUOTA_EXCEEDED' | 'TOO_LARGE' | 'NEEDS_REOPEN'
+  | 'INVALID_NAME' | 'NOT_FOUND' | 'OUT_OF_BOUNDS' | 'CLOSED' | 'IO' | 'INVALID_INPUT'
+  | 'SYNC_REFUSED' | 'SYNC_HAS_HISTORY' | 'SYNC_BAD_KEY' | 'SYNC_NO_LINK' | 'SYNC_LAYOUT' | 'SYNC'
+  | 'ERASE_PENDING' | 'MALFORMED' | 'SCHEMA_MISMATCH' | 'BAD_SIGNATURE' | 'REPLAY' | 'CHAIN_GAP'
+  | 'FORK' | 'UNAUTHORIZED' | 'CLOCK_SKEW' | 'UNSOLICITED' | 'COMPACTED' | 'CONNECTION'
+  | 'TOKEN_UNAVAILABLE' | 'RATE_LIMITED' | 'FINALIZED' | 'OWNER_GONE' | 'NOT_OWNER' | 'NO_SYNC'
+  | 'NO_SYNC_IN_NODE' | 'IMPORT_INCOMPLETE' | 'UNKNOWN_OP' | 'NOT_READY' | 'NOT_OPEN'
+  | 'ALREADY_OPEN' | 'LOAD_FAILED' | 'REST_UNAVAILABLE' | 'MIGRATION' | 'INTERNAL' | 'WORKER_ERROR'
+  | 'TERMINATED' | 'UNSUPPORTED_BROWSER';
+
 /** Every error cairn reports carries a stable `code` and a message a person can act on. */
 export class CairnError extends Error {
   readonly name: 'CairnError';
   /** Stable, machine-readable: `SYNTAX`, `CONSTRAINT_UNIQUE`, `BUSY`, `QUOTA_EXCEEDED`, ... (docs/protocol.md). */
-  readonly code: string;
+  readonly code: CairnErrorCode;
   /** For `SYNTAX`: where in the statement (1-based). */
   readonly line?: number;
   readonly column?: number;
-  constructor(code: string, message: string, extra?: Record<string, unknown>);
+  /** For `MIGRATION`: the version of the step that failed (its error is `cause`). */
+  readonly version?: number;
+  constructor(code: CairnErrorCode, message: string, extra?: Record<string, unknown>);
 }
 
 /** A SQL value as it reaches the page: INTEGERs beyond ±2^53 are bigints, BLOBs Uint8Arrays. */
@@ -84,18 +102,33 @@ export interface OpenOptions extends WorkerOptions {
    * statement after open() ever waits on the network.
    */
   preloadRest?: 'background' | 'wait';
+  /**
+   * The schema's versions, run at open when the database is behind (its `PRAGMA user_version`):
+   * each missing one in order, in a transaction of its own that also sets `user_version` to its
+   * version. A SQL script at index i is version i + 1; `{ version, up }` gives the version (rising
+   * integers) and `up` a SQL script or a function that runs statements on the transaction. One tab
+   * runs them while other tabs opening the database wait. A step that fails is rolled back, the
+   * database stays at the version before it, and open() rejects with `MIGRATION`.
+   */
+  migrations?: Migration[];
 }
 
+export type Migration = string | { version: number; up: string | ((tx: Transaction) => Promise<unknown>) };
+
+/**
+ * The row type a query is given (`query<Todo>(...)`) is taken on trust: cairn does not check the
+ * rows against it. Without one, a row is a `Row`.
+ */
 interface Queries {
   /** Runs a parameter-free script of one or more statements. */
   exec(sql: string): Promise<void>;
-  query(sql: string, params?: Params, options?: { rowMode?: 'object' }): Promise<Row[]>;
+  query<T = Row>(sql: string, params?: Params, options?: { rowMode?: 'object' }): Promise<T[]>;
   query(sql: string, params: Params | undefined, options: { rowMode: 'array' }): Promise<ArrayRows>;
   query(sql: string, params: Params | undefined, options: { rowMode: 'columns' }): Promise<ColumnRows>;
   run(sql: string, params?: Params): Promise<RunResult>;
   /** The first row, or undefined. */
-  get(sql: string, params?: Params): Promise<Row | undefined>;
-  prepare(sql: string): Statement;
+  get<T = Row>(sql: string, params?: Params): Promise<T | undefined>;
+  prepare<T = Row>(sql: string): Statement<T>;
 }
 
 export interface Transaction extends Queries {
@@ -104,12 +137,12 @@ export interface Transaction extends Queries {
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
 }
 
-export interface Statement {
+export interface Statement<T = Row> {
   readonly sql: string;
   run(params?: Params): Promise<RunResult>;
-  all(params?: Params, options?: { rowMode?: 'object' }): Promise<Row[]>;
+  all(params?: Params, options?: { rowMode?: 'object' }): Promise<T[]>;
   all(params: Params | undefined, options: { rowMode: 'array' }): Promise<ArrayRows>;
-  get(params?: Params): Promise<Row | undefined>;
+  get(params?: Params): Promise<T | undefined>;
   finalize(): Promise<void>;
 }
 

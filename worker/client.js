@@ -769,10 +769,18 @@ function extraOf(e) {
   return Object.keys(extra).length ? extra : undefined;
 }
 
-/** Opens the database `name` in this origin's OPFS, creating it unless `create: false`. */
+/** Opens the database `name` in this origin's OPFS, creating it unless `create: false`, and
+ * runs the `migrations` it has not had yet (worker/extra.js, fetched while the database opens). */
 export async function open(name, options = {}) {
+  const x = options.migrations === undefined ? null : extra();
   const db = new Database(String(name), options);
   await db._connect();
+  if (x) {
+    await (await x).migrate(db, options.migrations, { CairnError, MEMORY }).catch(async (e) => {
+      await db.close();
+      throw e;
+    });
+  }
   return db;
 }
 

@@ -1,6 +1,6 @@
 // The parts of the page-side client that a page needs only once it syncs (`Sync`, behind
-// `db.sync`), once another tab owns the database it opens (`FollowerLink`), or when it imports a
-// database (`importDatabase`). worker/client.js
+// `db.sync`), once another tab owns the database it opens (`FollowerLink`), when it imports a
+// database (`importDatabase`), or opens one with `migrations` (`migrate`). worker/client.js
 // imports this module the first time it needs one; the build makes it cairn-extra.js, beside
 // cairn.js (docs/size.md, "The scripts"). What it needs of the client comes as arguments, so that
 // it never holds a second copy of the client's classes; of the protocol, it takes a constant.
@@ -438,4 +438,49 @@ export async function importDatabase(name, source, options, { CairnError, withWo
     }
     await w.call('importEnd');
   });
+}
+
+// `migrations` as `[{ version, up }]`: a SQL script at index i is version i + 1; versions rise.
+function migrationSteps(list, CairnError) {
+  const bad = (why) => new CairnError('INVALID_INPUT', `migrations: ${why}`);
+  if (!Array.isArray(list)) throw bad('must be an array of SQL scripts or of { version, up }');
+  let last = 0;
+  return list.map((m, i) => {
+    const step = typeof m === 'string' ? { version: i + 1, up: m } : m;
+    const { version, up } = step ?? {};
+    if (!Number.isInteger(version) || version <= last) throw bad(`the version at index ${i} must be an integer above ${last}`);
+    if (typeof up !== 'string' && typeof up !== 'function') throw bad(`version ${version}'s up must be a SQL script or a function`);
+    last = version;
+    return { version, up };
+  });
+}
+
+/**
+ * Runs the steps of `list` (`open`'s `migrations`) that `db` has not had: each missing one in a
+ * transaction of its own that also sets `user_version`, so that a step that fails leaves the
+ * database at the version before it. One tab at a time (a Web Lock per database): another tab
+ * opening the database waits, then finds them done.
+ */
+export async function migrate(db, list, { CairnError, MEMORY }) {
+  const steps = migrationSteps(list, CairnError);
+  const locks = db.name !== MEMORY && globalThis.navigator?.locks;
+  if (locks) return locks.request(`cairn:migrate:${db.name}`, () => runSteps(db, steps, CairnError));
+  return runSteps(db, steps, CairnError);
+}
+
+async function runSteps(db, steps, CairnError) {
+  let at = Number((await db.get('PRAGMA user_version')).user_version);
+  for (const { version, up } of steps) {
+    if (version <= at) continue;
+    try {
+      await db.transaction(async (tx) => {
+        await (typeof up === 'string' ? tx.exec(up) : up(tx));
+        await tx.exec(`PRAGMA user_version = ${version}`);
+      });
+    } catch (e) {
+      throw new CairnError('MIGRATION', `migration ${version} failed, the database stays at version ${at}: ${e.message}`,
+        { version, cause: e });
+    }
+    at = version;
+  }
 }

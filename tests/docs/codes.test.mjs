@@ -135,3 +135,15 @@ test('every code the relay emits is in docs/relay.md', () => {
   const gaps = missing(relay, table);
   assert.ok(gaps.length === 0, `codes missing from the table in docs/relay.md ("Error codes"):\n${gaps.join('\n')}`);
 });
+
+test("the client's types list exactly the codes of docs/protocol.md (CairnErrorCode)", () => {
+  const dts = readFileSync(join(root, 'worker/cairn.d.ts'), 'utf8');
+  const m = dts.match(/export type CairnErrorCode =([^;]*);/);
+  assert.ok(m, 'worker/cairn.d.ts has no `export type CairnErrorCode = ...;`');
+  const union = new Set([...m[1].matchAll(/'([A-Z][A-Z0-9_]+)'/g)].map((x) => x[1]));
+  const table = documented('docs/protocol.md');
+  const absent = [...table].filter((c) => !union.has(c));
+  const extra = [...union].filter((c) => !table.has(c));
+  assert.deepEqual({ absent, extra }, { absent: [], extra: [] },
+    'CairnErrorCode in worker/cairn.d.ts and the table in docs/protocol.md ("Error codes") differ');
+});

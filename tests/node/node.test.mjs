@@ -280,3 +280,19 @@ test('live queries and change listeners in Node.js', async () => {
   assert.deepEqual(changes.map((c) => [c.tables[0].table, c.tables[0].inserted, c.origin]), [['t', 1, 'local'], ['u', 1, 'local'], ['t', 1, 'local'], ['t', 1, 'local']]);
   await db.close();
 });
+
+test('migrations at open: the missing steps, and a failing one rolled back with MIGRATION', async () => {
+  const file = join(dir, 'migrated.cairn');
+  const steps = ['CREATE TABLE t (x INTEGER)', { version: 2, up: (tx) => tx.run('INSERT INTO t VALUES (2)') }];
+  let db = await open(file, { migrations: steps });
+  assert.equal((await db.get('PRAGMA user_version')).user_version, 2);
+  await db.close();
+  const failed = await attempt(() => open(file, { migrations: [...steps, 'INSERT INTO t VALUES (3); SELECT nope FROM t'] }));
+  assert.equal(failed.code, 'MIGRATION');
+  assert.match(failed.message, /^migration 3 failed, the database stays at version 2: /);
+  // The failed open let the file go; it stands at version 2 with version 3's row rolled back.
+  db = await open(file);
+  assert.equal((await db.get('PRAGMA user_version')).user_version, 2);
+  assert.deepEqual(await db.query('SELECT x FROM t'), [{ x: 2 }]);
+  await db.close();
+});

@@ -197,3 +197,30 @@ fn the_schema_tables_are_cairns_own_text() {
         &[vec![Value::Integer(2)]]
     );
 }
+
+#[test]
+fn foreign_keys_are_not_enforced() {
+    let schema = "CREATE TABLE parent (id INTEGER PRIMARY KEY);
+        CREATE TABLE child (id INTEGER PRIMARY KEY,
+            parent_id INTEGER NOT NULL REFERENCES parent(id) ON DELETE CASCADE,
+            FOREIGN KEY (parent_id) REFERENCES parent (id))";
+    let orphan = "INSERT INTO child VALUES (1, 99)";
+    let mut db = Database::memory();
+    db.exec_script(schema).unwrap();
+    db.execute(orphan, &[]).unwrap();
+    assert_eq!(
+        db.execute("SELECT parent_id FROM child", &[])
+            .unwrap()
+            .rows(),
+        &[vec![Value::Integer(99)]]
+    );
+    // SQLite alike while foreign_keys is off (its default build's default)...
+    let s = sqlite();
+    s.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    s.execute_batch(schema).unwrap();
+    s.execute(orphan, []).unwrap();
+    // ...and refuses the row once they are on.
+    s.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM child")
+        .unwrap();
+    assert!(s.execute(orphan, []).is_err());
+}

@@ -604,6 +604,11 @@ impl<'a> Parser<'a> {
                 self.expect_op("(")?;
                 t.checks.push(self.expr()?);
                 self.expect_op(")")?;
+            } else if self.eat_kw("FOREIGN") {
+                self.expect_kw("KEY")?;
+                self.ident_list()?;
+                self.expect_kw("REFERENCES")?;
+                self.foreign_key_clause()?;
             } else {
                 if !t.uniques.is_empty() || !t.checks.is_empty() || t.primary_key.is_some() {
                     return Err(self.unexpected("a table constraint"));
@@ -740,7 +745,9 @@ impl<'a> Parser<'a> {
                 self.expect_op("(")?;
                 c.check = Some(self.expr()?);
                 self.expect_op(")")?;
-            } else if self.is_kw("REFERENCES") || self.is_kw("COLLATE") {
+            } else if self.eat_kw("REFERENCES") {
+                self.foreign_key_clause()?;
+            } else if self.is_kw("COLLATE") {
                 return Err(Error::Unsupported(format!(
                     "{} in a column definition",
                     Self::describe(self.peek())
@@ -750,5 +757,43 @@ impl<'a> Parser<'a> {
             }
         }
         Ok(c)
+    }
+
+    /// What follows `REFERENCES`: the parent table, its columns and the clause's actions.
+    /// Accepted and not enforced, as SQLite does while `PRAGMA foreign_keys` is off (its
+    /// default), so that the schemas ORMs write (Drizzle's, Kysely's) are taken as they are.
+    fn foreign_key_clause(&mut self) -> Result<()> {
+        self.ident()?;
+        if matches!(self.peek(), Tok::Op("(")) {
+            self.ident_list()?;
+        }
+        loop {
+            if self.eat_kw("ON") {
+                if !self.eat_kw("DELETE") {
+                    self.expect_kw("UPDATE")?;
+                }
+                if self.eat_kw("SET") {
+                    if !self.eat_kw("NULL") {
+                        self.expect_kw("DEFAULT")?;
+                    }
+                } else if self.eat_kw("NO") {
+                    self.expect_kw("ACTION")?;
+                } else if !self.eat_kw("CASCADE") {
+                    self.expect_kw("RESTRICT")?;
+                }
+            } else if self.eat_kw("MATCH") {
+                self.ident()?;
+            } else if self.is_kw("DEFERRABLE")
+                || (self.is_kw("NOT") && self.is_kw_at(1, "DEFERRABLE"))
+            {
+                self.eat_kw("NOT");
+                self.next();
+                if self.eat_kw("INITIALLY") && !self.eat_kw("DEFERRED") {
+                    self.expect_kw("IMMEDIATE")?;
+                }
+            } else {
+                return Ok(());
+            }
+        }
     }
 }
