@@ -371,6 +371,10 @@ pub async fn serve(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) {
                         scopes.extend(lists.into_iter().map(|l| l.scope));
                         0
                     }
+                    Ok(Message::Attest(list)) => {
+                        scopes.extend(list.into_iter().map(|a| a.scope));
+                        0
+                    }
                     Ok(_) => 0,
                 };
                 scopes.sort_unstable();

@@ -406,6 +406,7 @@ async fn an_unsolicited_snapshot_and_a_forked_chain_change_nothing_for_honest_cl
         page: 0,
         last: true,
         checkpoints: vec![],
+        attestations: vec![],
         rows: vec![(key_of, row)],
     };
     send(&mut conn.socket, snapshot.encode()).await;

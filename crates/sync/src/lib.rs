@@ -14,11 +14,13 @@
 //! 4. On the other side [`Replica::receive_blocks`] batch-verifies the signatures, checks chain
 //!    continuity, the author's right to the scope ([`scope::WriterList`]), the clock and the
 //!    schema, and applies a block whole or rejects it whole with a [`error::Reason`].
-//! 5. [`Replica::compact`] drops history every known peer acknowledged; [`Replica::verify`]
+//! 5. [`Replica::compact`] drops history every known peer acknowledged, up to the heads its
+//!    scope's owner signed the rows at ([`attest::Attestation`]); [`Replica::verify`]
 //!    re-checks everything held.
 
 #![forbid(unsafe_code)]
 
+pub mod attest;
 pub mod chain;
 pub mod change;
 pub mod error;
@@ -32,6 +34,7 @@ pub mod replica;
 pub mod scope;
 pub mod wire;
 
+pub use attest::Attestation;
 pub use cairn_value::Value;
 pub use chain::{Block, ChainKey, ChainLog, Checkpoint};
 pub use change::{Op, OpsWriter, Payload, Record, WholeRow};
@@ -41,5 +44,5 @@ pub use link::{Link, Output};
 pub use merge::{ColumnKind, MemoryRows, RowKey, RowState, RowStore, TableSchema, Version};
 pub use owner::{key_owner, KeyOwner};
 pub use protocol::{Heads, Message, VersionVector};
-pub use replica::{BlockSource, Config, Event, Failure, NoRows, PeerInfo, Replica};
+pub use replica::{Attested, BlockSource, Config, Event, Failure, NoRows, PeerInfo, Replica};
 pub use scope::{ScopeFilter, ScopeId, Subscription, WriterList};

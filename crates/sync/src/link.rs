@@ -2,10 +2,10 @@
 //! `Replica::open_link`, `handle` and `poll` take bytes and time in and give bytes and events
 //! out. A transport only carries the bytes.
 
-use crate::chain::{Block, ChainKey, Checkpoint};
+use crate::chain::{Block, ChainKey};
 use crate::error::Reason;
 use crate::identity::AuthorId;
-use crate::merge::{RowKey, RowState, RowStore};
+use crate::merge::RowStore;
 use crate::protocol::{encode_blocks_page, seqs, Heads, Message, VersionVector};
 use crate::replica::{Event, PeerInfo, Replica};
 use crate::scope::{ScopeId, Subscription};
@@ -29,6 +29,8 @@ pub struct Link {
     sent: VersionVector,
     /// Writer lists sent, by signature.
     sent_lists: BTreeSet<[u8; 64]>,
+    /// The attestation sent last of each scope, by signature.
+    sent_attest: BTreeMap<ScopeId, [u8; 64]>,
     last_progress_ms: u64,
     snapshot_rx: Option<SnapshotRx>,
     snapshot_sent: bool,
@@ -65,12 +67,13 @@ pub struct Link {
 /// chain the replica holds (a relay holds many; each peer is served few).
 #[derive(Debug)]
 struct Served {
-    key: (usize, usize),
+    key: (usize, usize, usize),
     chains: Vec<ChainKey>,
     list_scopes: Vec<ScopeId>,
+    attest_scopes: Vec<ScopeId>,
 }
 
-type SnapshotPage = (Vec<Checkpoint>, Vec<(RowKey, RowState)>);
+type SnapshotPage = crate::replica::SnapshotParts;
 
 /// Pages of one snapshot as they arrive, in any order.
 #[derive(Debug, Default)]
@@ -123,6 +126,7 @@ impl Link {
             .collect();
         self.snapshot_sent = false;
         self.sent_lists.clear();
+        self.sent_attest.clear();
     }
 
     pub fn their_have(&self) -> &VersionVector {
@@ -191,6 +195,7 @@ impl<S: RowStore> Replica<S> {
                 link.their_want = Some(want.clone());
                 link.their_wants_snapshot = wants_snapshot;
                 link.sent_lists.clear();
+                link.sent_attest.clear();
                 link.snapshot_sent = false;
                 link.told_compacted = false;
                 link.served = None;
@@ -203,6 +208,10 @@ impl<S: RowStore> Replica<S> {
                     .collect();
                 self.peers.insert(replica, PeerInfo { acked, want });
                 self.peer_changed(replica);
+            }
+            Message::Attest(list) => {
+                let events = self.receive_attestations(list);
+                out.events.extend(events);
             }
             Message::Writers(lists) => {
                 for l in lists {
@@ -351,6 +360,7 @@ impl<S: RowStore> Replica<S> {
                 page,
                 last,
                 checkpoints,
+                attestations,
                 rows,
             } => {
                 if !link.asked_snapshot && link.snapshot_installed {
@@ -393,7 +403,7 @@ impl<S: RowStore> Replica<S> {
                     });
                     return out;
                 }
-                rx.pages.insert(page, (checkpoints, rows));
+                rx.pages.insert(page, (checkpoints, attestations, rows));
                 if last {
                     rx.last = Some(page);
                 }
@@ -402,12 +412,13 @@ impl<S: RowStore> Replica<S> {
                     .is_some_and(|l| l.checked_add(1) == Some(rx.pages.len() as u64))
                 {
                     let rx = link.snapshot_rx.take().expect("invariant: set above");
-                    let (mut cps, mut all_rows) = (Vec::new(), Vec::new());
-                    for (_, (c, r)) in rx.pages {
+                    let (mut cps, mut atts, mut all_rows) = (Vec::new(), Vec::new(), Vec::new());
+                    for (_, (c, a, r)) in rx.pages {
                         cps.extend(c);
+                        atts.extend(a);
                         all_rows.extend(r);
                     }
-                    let events = self.install_snapshot(now_ms, cps, all_rows);
+                    let events = self.install_snapshot(now_ms, cps, atts, all_rows);
                     // Refused, it is still wanted: the peer may send a sound one (after a
                     // retransmission or a new HELLO).
                     link.asked_snapshot =
@@ -539,10 +550,13 @@ impl<S: RowStore> Replica<S> {
             want.covers(s) && member.as_ref().is_none_or(|p| me.may_write(p, s))
         };
         self.seal();
+        if !self.attest_due.is_empty() {
+            self.attest_purged(now_ms);
+        }
         if link.in_flight() == 0 {
             link.last_progress_ms = now_ms;
         }
-        let key = (self.chains.len(), self.lists_added);
+        let key = (self.chains.len(), self.lists_added, self.attestations.len());
         let served = match link.served.take() {
             Some(s) if s.key == key => s,
             _ => Served {
@@ -555,6 +569,12 @@ impl<S: RowStore> Replica<S> {
                     .collect(),
                 list_scopes: self
                     .writer_lists
+                    .keys()
+                    .filter(|s| serves(self, s))
+                    .cloned()
+                    .collect(),
+                attest_scopes: self
+                    .attestations
                     .keys()
                     .filter(|s| serves(self, s))
                     .cloned()
@@ -592,6 +612,21 @@ impl<S: RowStore> Replica<S> {
             }
             out.push(Message::Writers(lists).encode());
         }
+        // The owners' attestations, so that the peer may compact (the newest of each scope).
+        let attest: Vec<_> = served
+            .attest_scopes
+            .iter()
+            .filter_map(|s| self.attestations.get(s))
+            .map(|e| &e.newest)
+            .filter(|a| link.sent_attest.get(&a.scope) != Some(&a.sig))
+            .cloned()
+            .collect();
+        if !attest.is_empty() {
+            for a in &attest {
+                link.sent_attest.insert(a.scope.clone(), a.sig);
+            }
+            out.push(Message::Attest(attest).encode());
+        }
         // A snapshot goes only to a peer that asked for one. A peer behind our compaction point
         // that did not is told so (a REJECT `COMPACTED`, once per HELLO): it asks if it takes
         // snapshots from us, and otherwise syncs those chains with a peer that holds them.
@@ -619,13 +654,11 @@ impl<S: RowStore> Replica<S> {
             link.snapshots_made += 1;
             self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);
-            out.extend(self.snapshot_pages(&covers, link.snapshots_made));
+            // What the peer holds moves by its ACKs alone: a snapshot it had installed already
+            // is dropped, and the blocks after the peer's heads must still follow.
+            let parts = self.snapshot_parts(&covers);
+            out.extend(self.snapshot_pages(parts, link.snapshots_made));
             link.snapshot_sent = true;
-            for cp in self.checkpoints_for(covers) {
-                let k = (cp.author, cp.scope.clone());
-                let s = link.sent.entry(k).or_insert(0);
-                *s = (*s).max(cp.seq);
-            }
         }
         // Then blocks, in pages, within the window.
         let page = self.config.page_records.max(1);
@@ -696,15 +729,10 @@ impl<S: RowStore> Replica<S> {
         out
     }
 
-    fn snapshot_pages(&self, covers: &dyn Fn(&ScopeId) -> bool, id: u64) -> Vec<Vec<u8>> {
+    fn snapshot_pages(&self, parts: crate::replica::SnapshotParts, id: u64) -> Vec<Vec<u8>> {
         let page = self.config.page_records.max(1);
-        let mut rows = Vec::new();
-        self.merged_rows().scan(&mut |k, row| {
-            if covers(&k.scope) {
-                rows.push((k.clone(), row.clone()));
-            }
-        });
-        let mut checkpoints = Some(self.checkpoints_for(covers));
+        let (checkpoints, attestations, rows) = parts;
+        let mut first = Some((checkpoints, attestations));
         let mut out = Vec::new();
         let chunks: Vec<_> = if rows.is_empty() {
             vec![Vec::new()]
@@ -713,12 +741,14 @@ impl<S: RowStore> Replica<S> {
         };
         let last_i = chunks.len() - 1;
         for (i, chunk) in chunks.into_iter().enumerate() {
+            let (checkpoints, attestations) = first.take().unwrap_or_default();
             out.push(
                 Message::Snapshot {
                     id,
                     page: i as u64,
                     last: i == last_i,
-                    checkpoints: checkpoints.take().unwrap_or_default(),
+                    checkpoints,
+                    attestations,
                     rows: chunk,
                 }
                 .encode(),

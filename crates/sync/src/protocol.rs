@@ -2,6 +2,7 @@
 //! bytes and returns a message or `MALFORMED`, never panics; the state machine that exchanges
 //! these messages is `Replica::{open_link, handle, poll}` over a `Link`.
 
+use crate::attest::Attestation;
 use crate::chain::{Block, ChainKey, Checkpoint};
 use crate::error::{Error, Result};
 use crate::identity::AuthorId;
@@ -43,6 +44,8 @@ pub enum Message {
         page: u64,
         last: bool,
         checkpoints: Vec<Checkpoint>,
+        /// What the rows of each scope are checked against (page 0).
+        attestations: Vec<Attestation>,
         rows: Vec<(RowKey, RowState)>,
     },
     Reject {
@@ -51,6 +54,7 @@ pub enum Message {
         scope: ScopeId,
         first_seq: u64,
     },
+    Attest(Vec<Attestation>),
 }
 
 pub fn encode_vv(w: &mut Writer, vv: &VersionVector) {
@@ -119,6 +123,7 @@ impl Message {
             Message::Ack(_) => 4,
             Message::Snapshot { .. } => 5,
             Message::Reject { .. } => 6,
+            Message::Attest(_) => 7,
         }
     }
 
@@ -157,6 +162,7 @@ impl Message {
                 page,
                 last,
                 checkpoints,
+                attestations,
                 rows,
             } => {
                 w.varint(*id);
@@ -165,6 +171,10 @@ impl Message {
                 w.varint(checkpoints.len() as u64);
                 for c in checkpoints {
                     c.encode(&mut w);
+                }
+                w.varint(attestations.len() as u64);
+                for a in attestations {
+                    a.encode(&mut w);
                 }
                 w.varint(rows.len() as u64);
                 for (k, row) in rows {
@@ -184,6 +194,12 @@ impl Message {
                 w.raw(&author.0);
                 scope.encode(&mut w);
                 w.varint(*first_seq);
+            }
+            Message::Attest(list) => {
+                w.varint(list.len() as u64);
+                for a in list {
+                    a.encode(&mut w);
+                }
             }
         }
         w.buf
@@ -247,6 +263,11 @@ impl Message {
                 for _ in 0..n {
                     checkpoints.push(Checkpoint::decode(&mut r)?);
                 }
+                let n = r.count(140, MAX_ITEMS)?;
+                let mut attestations = Vec::with_capacity(n);
+                for _ in 0..n {
+                    attestations.push(Attestation::decode(&mut r)?);
+                }
                 let n = r.count(38, MAX_ITEMS)?;
                 let mut rows = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -261,8 +282,17 @@ impl Message {
                     page,
                     last,
                     checkpoints,
+                    attestations,
                     rows,
                 }
+            }
+            7 => {
+                let n = r.count(140, MAX_ITEMS)?;
+                let mut list = Vec::with_capacity(n);
+                for _ in 0..n {
+                    list.push(Attestation::decode(&mut r)?);
+                }
+                Message::Attest(list)
             }
             6 => {
                 let code = r.text()?;

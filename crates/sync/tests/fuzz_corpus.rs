@@ -60,6 +60,9 @@ fn seeds() -> Vec<Vec<u8>> {
     .expect("invariant: valid");
     a.purge(now + 1, &scope, "todo", vec![text("j")])
         .expect("invariant: valid");
+    // Compacted, a serves a snapshot with its attestation and checkpoints.
+    a.seal();
+    a.compact();
     let mut out = Vec::new();
     // b bootstraps from a: it takes a snapshot from that link.
     let (mut la, mut lb) = (Link::new(), Link::snapshot_source());
@@ -75,7 +78,15 @@ fn seeds() -> Vec<Vec<u8>> {
             to_b.extend(a.handle(&mut la, now, &m).send);
         }
     }
-    // A plain block exchange (no snapshot), and a REJECT.
+    // A record after, sent to b as a block.
+    a.commit(
+        now + 2,
+        &scope,
+        vec![Op::new("todo", vec![text("m")], Payload::Delete)],
+    )
+    .expect("invariant: valid");
+    out.extend(a.poll(&mut la, now + 2));
+    // A plain exchange (no snapshot: a compacted), and a REJECT.
     let mut c = Replica::in_memory(Identity::from_secret([3; 32]), Config::default());
     for s in schemas() {
         c.register_table(s).expect("invariant: valid schema");
@@ -104,7 +115,7 @@ fn seeds_cover_every_message_type() {
     let mut types: Vec<u8> = seeds().iter().map(|m| m[3]).collect();
     types.sort();
     types.dedup();
-    assert_eq!(types, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(types, vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
 #[test]
@@ -206,6 +217,7 @@ fn mutated_messages_into_a_replica_never_panic() {
             page: u64::MAX,
             last: true,
             checkpoints: vec![],
+            attestations: vec![],
             rows: vec![],
         },
     ] {

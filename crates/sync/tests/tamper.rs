@@ -367,7 +367,13 @@ fn a_snapshot_with_a_forged_checkpoint_is_refused_whole() {
         },
     );
     let key = cairn_sync::RowKey::new("todo", &cp.scope, &[text("k9")]);
-    let events = b.install_snapshot(NOW, vec![cp], vec![(key, row)]);
+    // Its scope's owner attests the rows at the forged head: the checkpoint's signature, by the
+    // chain's author, still fails.
+    let mut heads = cairn_sync::attest::ScopeHeads::new();
+    heads.insert(cp.author, (cp.seq, cp.hash));
+    let digest = cairn_sync::attest::rows_digest([(&key, &row)]);
+    let att = cairn_sync::Attestation::sign(a.identity(), cp.scope.clone(), 1, heads, digest);
+    let events = b.install_snapshot(NOW, vec![cp], vec![att], vec![(key, row)]);
     assert!(matches!(
         events.as_slice(),
         [Event::Rejected {
@@ -397,6 +403,8 @@ fn an_oversized_snapshot_is_refused() {
     let scope = ScopeId::new(a.id(), "todo");
     a.commit(NOW + 2, &scope, vec![set("k2", "two")])
         .expect("valid");
+    a.seal();
+    a.compact();
     // b bootstraps from a: it asks it for a snapshot.
     let (mut la, mut lb) = (Link::new(), Link::snapshot_source());
     let hello_b = b.open_link(&mut lb, NOW);

@@ -4,8 +4,8 @@
 
 use super::tail::Tail;
 use super::{
-    chain_prefix, corrupt, has_state, mark_of, record_bytes, scan_all, KeyFix, Saved, K_BLOCK,
-    K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LOG, META, PEER, ROWS, WRITERS,
+    chain_prefix, corrupt, has_state, mark_of, record_bytes, scan_all, KeyFix, Saved, ATTEST,
+    K_BLOCK, K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LOG, META, PEER, ROWS, WRITERS,
 };
 use crate::State;
 use cairn_sql::Catalog;
@@ -13,8 +13,8 @@ use cairn_sql::{Result, Storage};
 use cairn_sync::protocol::decode_vv;
 use cairn_sync::wire::Reader;
 use cairn_sync::{
-    AuthorId, Block, ChainKey, ChainLog, Checkpoint, PeerInfo, Record, Replica, RowKey, RowState,
-    ScopeId, Subscription, WriterList,
+    Attestation, AuthorId, Block, ChainKey, ChainLog, Checkpoint, PeerInfo, Record, Replica,
+    RowKey, RowState, ScopeId, Subscription, WriterList,
 };
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -208,9 +208,39 @@ impl State {
                 replica.restore_peer(id, PeerInfo { acked, want });
             }
         }
+        // Attestations, one key a scope.
+        let mut attest = BTreeMap::new();
+        {
+            let mut end = ATTEST.to_vec();
+            *end.last_mut().expect("invariant: not empty") += 1;
+            let mut cur =
+                store.scan(META, Bound::Included(ATTEST), Bound::Excluded(&end), false)?;
+            while cur.next()? {
+                let mut r = Reader::new(cur.value());
+                let bad = |e: cairn_sync::Error| corrupt("attestation", e);
+                let kind = r.u8().map_err(bad)?;
+                let newest = Attestation::decode(&mut r).map_err(bad)?;
+                let base = match kind {
+                    0 => None,
+                    1 => Some(newest.clone()),
+                    2 => Some(Attestation::decode(&mut r).map_err(bad)?),
+                    _ => return Err(corrupt("attestation", "unknown kind")),
+                };
+                r.finish().map_err(bad)?;
+                attest.insert(
+                    newest.scope.clone(),
+                    (newest.sig, base.as_ref().map(|b| b.sig)),
+                );
+                replica.restore_attestation(newest, kind == 1);
+                if let Some(b) = base.filter(|_| kind == 2) {
+                    replica.restore_attestation(b, true);
+                }
+            }
+        }
         self.saved = Saved {
             marks,
             writers,
+            attest,
             peers_at: replica.edits(),
             clock: replica.clock(),
             log_clock: 0,

@@ -50,6 +50,10 @@ const LAYOUT: u8 = 6;
 const KEY_INSIDE: u8 = 5;
 /// Meta keys of peers: this prefix and the peer's id.
 const PEER: &[u8] = b"peer/";
+/// Meta keys of attestations: this prefix and the scope's encoding; the value is `u8 kind`
+/// (0: the newest only, 1: the newest, which the base rows also stand at, 2: the newest, then
+/// the one the base rows stand at) and the attestations (docs/sync.md 10b).
+const ATTEST: &[u8] = b"attest/";
 /// How many bytes of pending records the tail (the store's root bytes) holds at most, or the
 /// store's room for root bytes if less: the paged store keeps them in the superblock every
 /// commit writes anyway, up to a quarter of a page (1024 bytes at 4 KiB). 1000 so that a run
@@ -81,6 +85,9 @@ pub(crate) struct Saved {
     /// hashing one (the map's hasher is keyed, for peers' ids).
     marks: BTreeMap<ChainKey, Mark>,
     writers: usize,
+    /// The attestations saved, by scope: the newest one's signature and that of the one the
+    /// base rows stand at.
+    attest: BTreeMap<ScopeId, ([u8; 64], Option<[u8; 64]>)>,
     /// `Replica::edits` when the peers were last saved: a save writes those changed since.
     peers_at: u64,
     /// The clock as saved, or as the saved log implies it (loading takes the newest of the

@@ -3,7 +3,7 @@
 //! replica takes them when nothing else changed.
 
 use super::{
-    chain_prefix, corrupt, log_key, mark_of, prefix_len, row_key, Mark, Saved, K_BLOCK,
+    chain_prefix, corrupt, log_key, mark_of, prefix_len, row_key, Mark, Saved, ATTEST, K_BLOCK,
     K_CHECKPOINT, K_PENDING, K_PENDING_RUN, LOG, META, PEER, ROWS, TAIL_BYTES, TAIL_RECORD,
     WRITERS,
 };
@@ -83,6 +83,13 @@ fn check_unedited(replica: &Replica, saved: &Saved) {
             );
         }
         assert_eq!(replica.writer_lists().count(), saved.writers);
+        for (scope, e) in replica.attestations() {
+            assert_eq!(
+                saved.attest.get(scope),
+                Some(&(e.newest.sig, e.base.as_ref().map(|b| b.sig))),
+                "an attestation changed without Replica::edits moving"
+            );
+        }
         assert!(
             replica.peers_changed_since(saved.peers_at).next().is_none(),
             "peers changed without Replica::edits moving"
@@ -187,6 +194,28 @@ pub(crate) fn save(
                 store.put(WRITERS, &k.buf, &w.buf)?;
             }
             saved.writers = lists;
+        }
+        // The attestations changed since the last save, one key a scope.
+        for (scope, e) in replica.attestations() {
+            let sigs = (e.newest.sig, e.base.as_ref().map(|b| b.sig));
+            if saved.attest.get(scope) == Some(&sigs) {
+                continue;
+            }
+            let mut k = Writer::new();
+            k.raw(ATTEST);
+            scope.encode(&mut k);
+            let mut w = Writer::new();
+            match &e.base {
+                None => w.u8(0),
+                Some(b) if b.sig == e.newest.sig => w.u8(1),
+                Some(_) => w.u8(2),
+            }
+            e.newest.encode(&mut w);
+            if let Some(b) = e.base.as_ref().filter(|b| b.sig != e.newest.sig) {
+                b.encode(&mut w);
+            }
+            store.put(META, &k.buf, &w.buf)?;
+            saved.attest.insert(scope.clone(), sigs);
         }
         // The peers changed since the last save, one key each.
         let mut key = PEER.to_vec();

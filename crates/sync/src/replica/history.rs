@@ -1,8 +1,6 @@
-//! History as a whole: `verify()` re-checks every signature and hash held, compaction drops
-//! what every peer acknowledged (keeping checkpoints), and snapshots hand a peer the merged
-//! rows with the checkpoints they stand on.
+//! History as a whole: `verify()` re-checks every signature and hash held, and a snapshot
+//! is checked and installed (compaction, and what a snapshot sends: `attested.rs`).
 
-use super::receive::apply_ops;
 use super::{Event, Failure, Replica};
 use crate::chain::ChainKey;
 use crate::chain::{verify_signatures, Block, Checkpoint};
@@ -79,44 +77,6 @@ impl<S: RowStore> Replica<S> {
         failures
     }
 
-    /// Drops, per chain, the whole blocks every known peer that follows the scope has
-    /// acknowledged, keeping the last dropped block's head and signature as a checkpoint.
-    /// Returns the number of records dropped.
-    pub fn compact(&mut self) -> usize {
-        self.edits += 1;
-        // The records dropped must reach the rows first.
-        self.catch_up();
-        let mut dropped = 0;
-        for (key, log) in self.chains.iter_mut() {
-            let horizon = self
-                .peers
-                .values()
-                .filter(|p| p.want.covers(&key.1))
-                .map(|p| p.acked.get(key).copied().unwrap_or(0))
-                .min()
-                .unwrap_or(u64::MAX);
-            let n = log
-                .blocks
-                .iter()
-                .take_while(|b| b.last_seq() <= horizon)
-                .count();
-            if n == 0 {
-                continue;
-            }
-            let last = &log.blocks[n - 1];
-            log.base = Some(Checkpoint::of_block(last));
-            // What the dropped records did now lives in the base alone.
-            let base = self.base.get_or_insert_with(MemoryRows::default);
-            for b in log.blocks.drain(..n) {
-                dropped += b.records.len();
-                for r in &b.records {
-                    apply_ops(base, &key.0, &key.1, r);
-                }
-            }
-        }
-        dropped
-    }
-
     /// What a snapshot's rows may not hold, whoever sent them: a version from the future
     /// (beyond `max_clock_skew_ms`, as for records: it would order every later write before
     /// it and raise this replica's clock), by an author who may not write the row's scope, or
@@ -174,24 +134,13 @@ impl<S: RowStore> Replica<S> {
         None
     }
 
-    /// The sealed heads of the chains a subscription covers, as checkpoints (for a snapshot).
-    pub(crate) fn checkpoints_for(&self, covers: impl Fn(&ScopeId) -> bool) -> Vec<Checkpoint> {
-        self.chains
-            .iter()
-            .filter(|((_, s), _)| covers(s))
-            .filter_map(|(_, log)| match log.blocks.last() {
-                Some(b) => Some(Checkpoint::of_block(b)),
-                None => log.base.clone(),
-            })
-            .collect()
-    }
-
     /// Installs a snapshot: checks every checkpoint and every row, then moves heads forward and
     /// joins rows. Refused whole at the first failure.
     pub fn install_snapshot(
         &mut self,
         now_ms: u64,
         checkpoints: Vec<Checkpoint>,
+        attestations: Vec<crate::attest::Attestation>,
         rows: Vec<(RowKey, RowState)>,
     ) -> Vec<Event> {
         self.edits += 1;
@@ -207,6 +156,18 @@ impl<S: RowStore> Replica<S> {
                     detail: "snapshot refused: this replica keeps no rows".into(),
                 });
             }
+            return events;
+        }
+        if let Some((reason, scope, detail)) =
+            Self::check_attested(&checkpoints, &attestations, &rows)
+        {
+            events.push(Event::Rejected {
+                reason,
+                author: scope.owner,
+                scope,
+                first_seq: 0,
+                detail: format!("snapshot refused: {detail}"),
+            });
             return events;
         }
         if let Some((reason, k, detail)) = self.check_snapshot_rows(now_ms, &checkpoints, &rows) {
@@ -291,6 +252,7 @@ impl<S: RowStore> Replica<S> {
                 keys.push(k);
             }
         }
+        self.installed_attestations(attestations);
         // A purge learnt from a snapshot erases the row's values from the history held too.
         let scopes: BTreeSet<ScopeId> = purged.iter().map(|(k, _)| k.scope.clone()).collect();
         for scope in scopes {

@@ -11,12 +11,15 @@
 //!
 //! The protocol steps over a link (`open_link`, `handle`, `poll`) are in [`crate::link`].
 
+mod attested;
 mod history;
 mod local;
 mod receive;
 mod source;
 #[cfg(test)]
 mod tests;
+pub use attested::Attested;
+pub(crate) use attested::SnapshotParts;
 
 pub use source::{BlockSource, NoRows};
 
@@ -148,6 +151,11 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// lists_added)` changes exactly when what a link may be served can change.
     pub(crate) lists_added: usize,
     pub(crate) rows: S,
+    /// Per scope, the newest attestation held and the one its base rows stand at.
+    pub(crate) attestations: BTreeMap<ScopeId, attested::Attested>,
+    /// Scopes of this replica's whose rows a purge changed since: attested again at the next
+    /// `poll` ([`Replica::attest_purged`]).
+    pub(crate) attest_due: BTreeSet<ScopeId>,
     /// What the rows hold that the history held does not: the rows as loaded by the host, the
     /// snapshots joined, the records compacted away. `rows` is always `base` joined with every
     /// held record, so the rows can be rebuilt without some of them (a fork's losing branch).
@@ -204,6 +212,8 @@ impl<S: RowStore> Replica<S> {
             revoked_rows: Vec::new(),
             lists_added: 0,
             rows,
+            attestations: BTreeMap::new(),
+            attest_due: BTreeSet::new(),
             base: None,
             peers: BTreeMap::new(),
             peer_edits: BTreeMap::new(),

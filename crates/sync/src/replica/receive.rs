@@ -114,6 +114,9 @@ impl<S: RowStore> Replica<S> {
             return;
         }
         self.redactions += 1;
+        if scope.owner == self.identity.id() {
+            self.attest_due.insert(scope.clone());
+        }
         // The base forgets the values too (a purge is never taken back, fork or not).
         if let Some(base) = self.base.as_mut() {
             for k in &purged {

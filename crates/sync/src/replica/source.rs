@@ -370,7 +370,7 @@ mod tests {
             hash: [0; 32],
             sig: [0; 64],
         };
-        let events = relay.install_snapshot(1_700_000_000_000, vec![cp], Vec::new());
+        let events = relay.install_snapshot(1_700_000_000_000, vec![cp], Vec::new(), Vec::new());
         assert!(matches!(
             events.as_slice(),
             [crate::replica::Event::Rejected { .. }]
