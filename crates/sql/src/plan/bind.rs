@@ -156,7 +156,10 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
         "julianday" => (Func::Date(DateFn::JulianDay), true),
         "unixepoch" => (Func::Date(DateFn::UnixEpoch), true),
         "strftime" => (Func::Date(DateFn::Strftime), n >= 1),
-        _ => return Err(Error::UnknownFunction(name.to_string())),
+        _ => match crate::exec::eval::json_fn_lookup(name, n) {
+            Some((j, ok)) => (Func::Json(j), ok),
+            None => return Err(Error::UnknownFunction(name.to_string())),
+        },
     };
     if !ok {
         return Err(Error::Invalid(format!(

@@ -115,6 +115,8 @@ pub enum Func {
     Sign,
     /// `date`, `time`, `datetime`, `julianday`, `unixepoch`, `strftime`.
     Date(crate::exec::eval::DateFn),
+    /// The JSON functions and the `->`, `->>` operators.
+    Json(crate::exec::eval::JsonFn),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

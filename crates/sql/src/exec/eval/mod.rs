@@ -7,10 +7,13 @@
 mod coltest;
 mod datetime;
 mod func;
+mod json;
+mod json_fn;
 
 pub use coltest::ColTest;
 pub use datetime::DateFn;
 pub use func::{cast, set_clock};
+pub use json_fn::{lookup as json_fn_lookup, JsonFn};
 
 use crate::error::{Error, Result};
 use crate::exec;
