@@ -129,6 +129,10 @@ pub enum AggFunc {
     Min,
     Max,
     GroupConcat,
+    /// `json_group_array(x)`: every value, NULL too, as a JSON array.
+    JsonArray,
+    /// `json_group_object(k, v)`: a JSON object of the rows whose label is not NULL.
+    JsonObject,
     /// A bare column in an aggregate query: the value from the group's last row, as SQLite.
     Last,
 }

@@ -66,3 +66,16 @@ SELECT json_object(1, 2);
 SELECT json_array(x'ff');
 SELECT json_quote(x'ff');
 SELECT json_valid('{}', 0);
+-- The aggregates.
+CREATE TABLE item (id INTEGER PRIMARY KEY, grp TEXT, name TEXT, qty INT, price REAL, meta TEXT);
+INSERT INTO item VALUES (1, 'a', 'pen', 2, 1.5, '{"c":"blue"}'), (2, 'a', 'ink', NULL, 0.25, NULL), (3, 'b', 'pad "x"', 5, 3.0, '[1,2]'), (4, 'b', NULL, 1, NULL, '{}'), (5, 'c', 'cap', 7, 2.75, 'null');
+SELECT grp, json_group_array(name), json_group_array(qty), json_group_array(price) FROM item GROUP BY grp ORDER BY grp;
+SELECT grp, json_group_object(name, qty) FROM item GROUP BY grp ORDER BY grp;
+SELECT json_group_array(json(meta)), json_group_array(meta) FROM item;
+SELECT json_group_array(id) FROM item WHERE id > 100;
+SELECT json_group_object(name, price) FROM item WHERE id > 100;
+SELECT json_object('grp', grp, 'items', json_group_array(json_object('name', name, 'qty', qty))) FROM item GROUP BY grp ORDER BY grp;
+SELECT json_array_length(json_group_array(id)), json_group_array(id) -> 1 FROM item;
+SELECT json_group_array(DISTINCT grp) FROM item;
+SELECT grp, json_group_array(name) FROM item GROUP BY grp HAVING json_array_length(json_group_array(name)) > 1 ORDER BY grp;
+SELECT json_group_object(id, x'ff') FROM item;

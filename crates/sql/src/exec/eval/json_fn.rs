@@ -168,6 +168,34 @@ fn at_path(args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Option<J>> {
     }
 }
 
+/// Adds a member to a JSON aggregate's text: `args[0]` to an array's, or the label `args[0]`
+/// and the value `args[1]` to an object's (a NULL label adds nothing, as SQLite).
+pub fn member(
+    acc: &mut String,
+    object: bool,
+    args: &[PExpr],
+    row: &[Value],
+    cx: &Cx,
+) -> Result<()> {
+    let mut item = String::new();
+    if object {
+        match to_text(&*eval(&args[0], row, cx)?) {
+            Some(k) => {
+                item.push('"');
+                item.push_str(&json::escape(&k));
+                item.push_str("\":");
+            }
+            None => return Ok(()),
+        }
+    }
+    json::render(&value(&args[usize::from(object)], row, cx)?, &mut item);
+    if !acc.is_empty() {
+        acc.push(',');
+    }
+    acc.push_str(&item);
+    Ok(())
+}
+
 fn json_text(j: &J) -> Value {
     Value::Text(json::text(j))
 }

@@ -13,7 +13,7 @@ mod json_fn;
 pub use coltest::ColTest;
 pub use datetime::DateFn;
 pub use func::{cast, set_clock};
-pub use json_fn::{lookup as json_fn_lookup, JsonFn};
+pub use json_fn::{lookup as json_fn_lookup, member as json_member, JsonFn};
 
 use crate::error::{Error, Result};
 use crate::exec;
