@@ -94,6 +94,21 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             }
             Ok(true)
         }
+        (Source::Json { tree, args }, _) => {
+            let json = match args.first() {
+                Some(a) => eval(a, frame, cx)?.into_owned(),
+                None => Value::Null,
+            };
+            let root = args.get(1).map(|a| eval(a, frame, cx)).transpose()?;
+            let rows = crate::exec::eval::json_each::rows(*tree, &json, root.as_deref())?;
+            for r in rows {
+                frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
+                if all_true(&lvl.filters, frame, cx)? && !f(frame)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
         (Source::Query(q), _) => {
             let rows = materialize(q, cx)?;
             for r in rows.iter() {
@@ -679,6 +694,11 @@ fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Re
         Ok(true)
     };
     match &lvl.source {
+        Source::Json { .. } => {
+            return Err(Error::Invalid(
+                "invariant: json_each is never hashed".into(),
+            ))
+        }
         Source::Query(q) => {
             for r in materialize(q, cx)?.iter() {
                 frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);

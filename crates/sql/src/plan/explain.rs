@@ -241,6 +241,16 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
                 out.extend(filter);
                 query(q, depth + 1, out);
             }
+            (Source::Json { tree, .. }, _) => {
+                let f = if *tree { "json_tree" } else { "json_each" };
+                let how = if i == 0 {
+                    ""
+                } else {
+                    " [made again per outer row]"
+                };
+                out.push(format!("{pad}{join}SCAN {} ({f}){how}", l.name));
+                out.extend(filter);
+            }
             (Source::Table(t), a) => {
                 let how = match (i, a) {
                     (0, _) => String::new(),

@@ -217,6 +217,12 @@ pub enum Source {
     Table(Rc<Table>),
     /// A subquery or CTE in FROM, materialized once per execution.
     Query(Rc<QueryPlan>),
+    /// `json_each` (or with `tree`, `json_tree`) of its arguments, evaluated on the frame of
+    /// the levels before it for each of their rows.
+    Json {
+        tree: bool,
+        args: Vec<PExpr>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -444,7 +444,8 @@ pub fn type_name(j: &J) -> &'static str {
         J::Null => "null",
         J::True => "true",
         J::False => "false",
-        J::Num(n) if matches!(num_value(n), Value::Integer(_)) => "integer",
+        // Written as an integer is an integer, even past i64 (whose value is then REAL).
+        J::Num(n) if !n.contains(['.', 'e', 'E']) => "integer",
         J::Num(_) => "real",
         J::Str(_) => "text",
         J::Arr(_) => "array",

@@ -8,6 +8,7 @@ mod coltest;
 mod datetime;
 mod func;
 mod json;
+pub(crate) mod json_each;
 mod json_fn;
 
 pub use coltest::ColTest;
