@@ -37,7 +37,12 @@ pub(super) fn index_aggregate(
     else {
         return Ok(None);
     };
-    if lvl.left || lvl.key_slot || !lvl.filters.is_empty() || !lvl.after.is_empty() {
+    if lvl.left
+        || lvl.key_slot
+        || !lvl.filters.is_empty()
+        || !lvl.after.is_empty()
+        || !t.indexes[*ix].exprs.is_empty()
+    {
         return Ok(None);
     }
     let Some(&col) = t.indexes[*ix].columns.first() else {

@@ -620,7 +620,12 @@ pub(super) fn index_row(
         (Value::Integer(i), ColType::Real) => Value::Real(i as f64),
         (v, _) => v,
     };
-    if covering || !matches!(t.key, Key::Rowid(_)) {
+    if !t.indexes[ix].exprs.is_empty() {
+        // An index on expressions is never covering: its values are not columns.
+        for _ in &t.indexes[ix].exprs {
+            rest = skip_key_value(rest)?;
+        }
+    } else if covering || !matches!(t.key, Key::Rowid(_)) {
         for &c in cols {
             let (v, r) = decode_key_value(rest, false)?;
             frame[lvl.base + c] = typed(v, c);

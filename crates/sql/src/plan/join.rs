@@ -94,7 +94,7 @@ fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usi
         }
         let mut best = 0;
         for ix in &t.indexes {
-            if ix.columns.first() == Some(&col) {
+            if ix.exprs.is_empty() && ix.columns.first() == Some(&col) {
                 best = best.max(if ix.unique && ix.columns.len() == 1 {
                     3
                 } else {

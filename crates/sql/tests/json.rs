@@ -1,0 +1,147 @@
+//! JSON beyond what the differential corpus (`testscripts/diff/93_json.sql`) compares: the
+//! errors' codes and messages, and indexes on expressions over the paged store, through a
+//! reopen and the integrity check.
+
+use cairn_sql::Paged;
+use cairn_sql::{Database, Output, Value};
+use cairn_store::fault::FaultFile;
+use cairn_store::{BlockFile, MemoryFile, Options};
+
+fn rows(db: &mut Database, sql: &str) -> Vec<Vec<Value>> {
+    match db
+        .execute(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    {
+        Output::Rows { rows, .. } => rows,
+        other => panic!("{sql}: expected rows, got {other:?}"),
+    }
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.into())
+}
+
+#[test]
+fn bad_json_and_bad_paths_have_sqlites_messages_and_the_code_json() {
+    let mut db = Database::memory();
+    let sqlite = rusqlite::Connection::open_in_memory().expect("sqlite");
+    for (sql, message) in [
+        ("SELECT json('{\"a\":1')", "malformed JSON"),
+        ("SELECT '[1' -> 0", "malformed JSON"),
+        ("SELECT json_extract('{}', 'a')", "bad JSON path: 'a'"),
+        ("SELECT json_extract('{}', '$.')", "bad JSON path: '$.'"),
+        ("SELECT json_set('[]', '$[x', 1)", "bad JSON path: '$[x'"),
+        (
+            "SELECT json_remove('[]', 'it''s')",
+            "bad JSON path: 'it''s'",
+        ),
+        ("SELECT key FROM json_each('[1', '$')", "malformed JSON"),
+        ("SELECT json_array(x'ff')", "JSON cannot hold BLOB values"),
+        (
+            "SELECT json_object('a')",
+            "json_object() requires an even number of arguments",
+        ),
+        (
+            "SELECT json_object(1, 2)",
+            "json_object() labels must be TEXT",
+        ),
+        (
+            "SELECT json_insert('{}', '$.a')",
+            "json_insert() needs an odd number of arguments",
+        ),
+    ] {
+        let err = db.execute(sql, &[]).unwrap_err();
+        assert_eq!(err.code(), "JSON", "{sql}");
+        assert_eq!(err.to_string(), message, "{sql}");
+        let theirs = sqlite
+            .query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0))
+            .unwrap_err()
+            .to_string();
+        assert!(theirs.contains(message), "{sql}: SQLite says {theirs}");
+    }
+}
+
+#[test]
+fn index_expressions_must_be_deterministic() {
+    let mut db = Database::memory();
+    db.execute("CREATE TABLE t (a TEXT)", &[]).unwrap();
+    for sql in [
+        "CREATE INDEX i ON t (random())",
+        "CREATE INDEX i ON t (a || date('now'))",
+        "CREATE INDEX i ON t ((SELECT 1))",
+    ] {
+        assert_eq!(db.execute(sql, &[]).unwrap_err().code(), "INVALID", "{sql}");
+    }
+}
+
+#[test]
+fn expression_indexes_survive_a_reopen_and_pass_the_integrity_check() {
+    fn open<F: BlockFile + 'static>(f: F) -> Database {
+        Database::open(Box::new(Paged::open(f, Options::default()).expect("store")))
+            .expect("database")
+    }
+    let file = FaultFile::new();
+    let mut db = open(file.clone());
+    db.exec_script(
+        "CREATE TABLE doc (id INTEGER PRIMARY KEY, body TEXT);
+         CREATE INDEX doc_a ON doc (json_extract(body, '$.a'));
+         CREATE UNIQUE INDEX doc_k ON doc (body ->> 'k');",
+    )
+    .unwrap();
+    for i in 0..300 {
+        db.execute(
+            "INSERT INTO doc (body) VALUES (json_object('a', ?1 % 7, 'k', ?1))",
+            &[Value::Integer(i)],
+        )
+        .unwrap();
+    }
+    db.exec_script(
+        "UPDATE doc SET body = json_set(body, '$.a', 100) WHERE id % 5 = 0;
+         DELETE FROM doc WHERE json_extract(body, '$.a') = 3;",
+    )
+    .unwrap();
+    let err = db
+        .execute("INSERT INTO doc (body) VALUES ('{\"k\":1}')", &[])
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), err.to_string()),
+        (
+            "CONSTRAINT_UNIQUE",
+            "UNIQUE constraint failed: index 'doc_k'".into()
+        )
+    );
+    assert_eq!(db.check().unwrap(), Vec::<String>::new());
+    let before = rows(
+        &mut db,
+        "SELECT count(*), sum(id) FROM doc WHERE body ->> 'a' = 100",
+    );
+    drop(db);
+    let mut db = open(MemoryFile::from_bytes(file.durable_bytes()));
+    assert_eq!(db.check().unwrap(), Vec::<String>::new());
+    assert_eq!(
+        rows(
+            &mut db,
+            "SELECT count(*), sum(id) FROM doc WHERE json_extract(body, '$.a') = 100"
+        ),
+        before
+    );
+    let plan = rows(
+        &mut db,
+        "EXPLAIN SELECT id FROM doc WHERE json_extract(body, '$.a') = 100",
+    );
+    assert_eq!(
+        plan[0],
+        vec![text(
+            "SEARCH doc USING INDEX doc_a (json_extract(body, '$.a')=?)"
+        )]
+    );
+    assert_eq!(
+        rows(
+            &mut db,
+            "SELECT sql FROM sqlite_schema WHERE name = 'doc_k'"
+        ),
+        vec![vec![text(
+            "CREATE UNIQUE INDEX doc_k ON doc ((body ->> 'k'))"
+        )]]
+    );
+}
