@@ -151,3 +151,4 @@ ALTER TABLE ev RENAME COLUMN body TO doc;
 SELECT id FROM ev WHERE doc ->> 'user' = 'al' ORDER BY id;
 INSERT INTO ev (id, doc) VALUES (20, '{"user":"al"}');
 SELECT id FROM ev WHERE doc ->> 'user' = 'al' ORDER BY id;
+SELECT json(1e999), json(-1e999), json_extract(1e999, '$'), json_type(1e999), (1e999) -> '$', json_array(1e999), json_quote(-1e999), (SELECT value FROM json_each(1e999));

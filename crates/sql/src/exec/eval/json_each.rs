@@ -121,6 +121,9 @@ pub fn rows(tree: bool, json_arg: &Value, root: Option<&Value>) -> Result<Vec<Ve
     }
     let doc = match json_arg {
         Value::Blob(_) => return Err(json::malformed()),
+        Value::Real(r) if r.is_infinite() => {
+            J::Num(if *r > 0.0 { "9e999" } else { "-9e999" }.into())
+        }
         v => json::parse(&to_text(v).unwrap_or_default()).ok_or_else(json::malformed)?,
     };
     let root = match root {

@@ -75,6 +75,10 @@ fn doc(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<J>> {
         Value::Null => Ok(None),
         Value::Blob(_) => Err(json::malformed()),
         Value::Text(s) => json::parse(s).map(Some).ok_or_else(json::malformed),
+        // SQLite reads an infinite REAL's text (`Inf`) as JSON5's Infinity, written 9e999.
+        Value::Real(r) if r.is_infinite() => Ok(Some(J::Num(
+            if *r > 0.0 { "9e999" } else { "-9e999" }.into(),
+        ))),
         v => json::parse(&to_text(v).unwrap_or_default())
             .map(Some)
             .ok_or_else(json::malformed),
