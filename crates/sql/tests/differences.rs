@@ -257,3 +257,15 @@ fn json_each_ids_number_the_rows() {
     assert_eq!(ids.len(), 4);
     assert_eq!(ids[2].1, Some(ids[1].0));
 }
+
+#[test]
+fn reals_in_json_have_an_exact_17th_digit() {
+    let mut db = Database::memory();
+    let sql = "SELECT json_array(1/3.0)";
+    assert_eq!(
+        db.execute(sql, &[]).unwrap().rows(),
+        &[vec![Value::Text("[0.33333333333333331]".into())]]
+    );
+    let theirs: String = sqlite().query_row(sql, [], |r| r.get(0)).unwrap();
+    assert_eq!(theirs, "[0.33333333333333332]");
+}

@@ -1,6 +1,9 @@
 //! Expression evaluation over a frame of values, with SQLite's semantics (three-valued logic,
 //! comparison affinity, overflow to real) and the scalar functions of the dialect.
 //!
+//! The JSON functions are in `json.rs` (the parsed tree, paths, edits), `json_fn.rs` (the SQL
+//! functions over it) and `json_each.rs` (the rows of `json_each` and `json_tree`).
+//!
 //! [`eval`] returns a `Cow`: a column or a literal is borrowed, not cloned, so testing
 //! `name = 'x'` on a row allocates nothing.
 
