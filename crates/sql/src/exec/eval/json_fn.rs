@@ -284,7 +284,7 @@ pub fn call(f: JsonFn, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> 
             json_text(&J::Obj(m))
         }
         JsonFn::Set | JsonFn::Insert | JsonFn::Replace => {
-            if args.len() % 2 == 0 {
+            if args.len().is_multiple_of(2) {
                 let name = match f {
                     JsonFn::Set => "set",
                     JsonFn::Insert => "insert",
