@@ -269,3 +269,16 @@ fn reals_in_json_have_an_exact_17th_digit() {
     let theirs: String = sqlite().query_row(sql, [], |r| r.get(0)).unwrap();
     assert_eq!(theirs, "[0.33333333333333332]");
 }
+
+#[test]
+fn json_nests_at_most_100_deep() {
+    let mut db = Database::memory();
+    let doc = format!("{}{}", "[".repeat(101), "]".repeat(101));
+    let sql = "SELECT json_valid(?)";
+    assert_eq!(
+        db.execute(sql, &[Value::Text(doc.clone())]).unwrap().rows(),
+        &[vec![Value::Integer(0)]]
+    );
+    let theirs: i64 = sqlite().query_row(sql, [&doc], |r| r.get(0)).unwrap();
+    assert_eq!(theirs, 1);
+}

@@ -145,3 +145,32 @@ fn expression_indexes_survive_a_reopen_and_pass_the_integrity_check() {
         )]]
     );
 }
+
+#[test]
+fn a_document_nests_100_deep() {
+    let mut db = Database::memory();
+    let nest = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
+    let sql = "SELECT json_valid(?1), (SELECT count(*) FROM json_tree(?1 -> '$')), \
+               length(json_set(?1, '$[0]', json(?1))), json_patch(?1, ?1) = ?1";
+    assert_eq!(
+        rows_with(&mut db, sql, &[text(&nest(100))]),
+        vec![vec![
+            Value::Integer(1),
+            Value::Integer(101),
+            Value::Integer(203),
+            Value::Integer(1)
+        ]]
+    );
+    let err = db.execute(sql, &[text(&nest(101))]).unwrap_err();
+    assert_eq!(
+        (err.code(), err.to_string()),
+        ("JSON", "malformed JSON".into())
+    );
+}
+
+fn rows_with(db: &mut Database, sql: &str, params: &[Value]) -> Vec<Vec<Value>> {
+    db.execute(sql, params)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .rows()
+        .to_vec()
+}

@@ -152,3 +152,4 @@ SELECT id FROM ev WHERE doc ->> 'user' = 'al' ORDER BY id;
 INSERT INTO ev (id, doc) VALUES (20, '{"user":"al"}');
 SELECT id FROM ev WHERE doc ->> 'user' = 'al' ORDER BY id;
 SELECT json(1e999), json(-1e999), json_extract(1e999, '$'), json_type(1e999), (1e999) -> '$', json_array(1e999), json_quote(-1e999), (SELECT value FROM json_each(1e999));
+SELECT json_quote(json_extract('{"a":[1,{"b":2}]}', '$.a')), json_quote(json_extract('{"a":"s"}', '$.a')), json_quote('{"a":1}' -> 'a'), json_quote(json_object('x', 1));

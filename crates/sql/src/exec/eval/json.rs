@@ -10,8 +10,10 @@
 use crate::error::{Error, Result};
 use cairn_value::Value;
 
-/// SQLite's `JSON_MAX_DEPTH`: deeper nesting is malformed.
-const MAX_DEPTH: usize = 1000;
+/// Arrays and objects nest at most this deep; deeper is malformed. SQLite allows 1000, but
+/// parsing, writing and walking a document recurse, and the Worker's stack is 1 MiB: the bound
+/// is the one on SQL expressions (docs/sql.md, "Where cairn deliberately differs").
+pub const MAX_DEPTH: usize = 100;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum J {
@@ -60,12 +62,13 @@ impl Parser<'_> {
         }
     }
 
+    /// A value inside `depth` arrays and objects.
     fn value(&mut self, depth: usize) -> Option<J> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
         self.ws();
         let c = *self.b.get(self.i)?;
+        if matches!(c, b'{' | b'[') && depth >= MAX_DEPTH {
+            return None;
+        }
         match c {
             b'{' => {
                 self.i += 1;

@@ -345,14 +345,7 @@ pub fn call(f: JsonFn, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> 
             };
             json_text(&json::patch(t, &p))
         }
-        JsonFn::Quote => {
-            let v = eval(&args[0], row, cx)?;
-            if is_json(&args[0]) {
-                if let Value::Text(_) = v.as_ref() {
-                    return Ok(v.into_owned());
-                }
-            }
-            json_text(&json::from_sql(&v)?)
-        }
+        // A JSON function's result is already JSON, and stays as it is.
+        JsonFn::Quote => json_text(&value(&args[0], row, cx)?),
     })
 }
