@@ -100,7 +100,12 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 None => Value::Null,
             };
             let root = args.get(1).map(|a| eval(a, frame, cx)).transpose()?;
-            let rows = crate::exec::eval::json_each::rows(*tree, &json, root.as_deref())?;
+            // The columns the query reads: the level's filters' and the others it needs.
+            let mut wanted = 0u16;
+            for &c in lvl.pre_cols.iter().chain(&lvl.post_cols) {
+                wanted |= 1 << c;
+            }
+            let rows = crate::exec::eval::json_each::rows(*tree, &json, root.as_deref(), wanted)?;
             for r in rows {
                 frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
                 if all_true(&lvl.filters, frame, cx)? && !f(frame)? {

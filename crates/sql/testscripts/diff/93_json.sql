@@ -153,3 +153,8 @@ INSERT INTO ev (id, doc) VALUES (20, '{"user":"al"}');
 SELECT id FROM ev WHERE doc ->> 'user' = 'al' ORDER BY id;
 SELECT json(1e999), json(-1e999), json_extract(1e999, '$'), json_type(1e999), (1e999) -> '$', json_array(1e999), json_quote(-1e999), (SELECT value FROM json_each(1e999));
 SELECT json_quote(json_extract('{"a":[1,{"b":2}]}', '$.a')), json_quote(json_extract('{"a":"s"}', '$.a')), json_quote('{"a":1}' -> 'a'), json_quote(json_object('x', 1));
+SELECT json_extract('{bad', NULL);
+SELECT json_type('{bad', NULL);
+SELECT '{bad' ->> NULL;
+SELECT json_extract('{"a":[1,[2,3],{"b":[4,{"c":"d"}]}],"a":0}', '$.a[2].b[1].c'), json_extract('[[],[1],{}]', '$[1][#-1]'), json_extract('[1,2]', '$[#-0]'), json_extract('{"x":{"y":1}}', '$.x.y.z'), json_type('[1,{"a":[2]}]', '$[1].a[0]'), json_array_length('{"a":[1,2,3]}', '$.a'), json_extract(' {"a" : 1 } ', '$.a'), json_extract('{"a\"b":1}', '$."a\"b"');
+SELECT json_extract('{"a":1} x', '$.a');

@@ -39,23 +39,146 @@ pub fn bad_path(p: &str) -> Error {
 
 /// Parses JSON text; None when it is not RFC 8259 JSON.
 pub fn parse(text: &str) -> Option<J> {
-    let mut p = Parser {
-        b: text.as_bytes(),
-        i: 0,
-        s: text,
-    };
+    let mut p = Parser::new(text, true);
     let v = p.value(0)?;
     p.ws();
     (p.i == p.b.len()).then_some(v)
+}
+
+/// Whether `text` is JSON, read as [`parse`] reads it but building nothing.
+pub fn valid(text: &str) -> bool {
+    let mut p = Parser::new(text, false);
+    p.value(0).is_some() && {
+        p.ws();
+        p.i == p.b.len()
+    }
+}
+
+/// Where `path` (after its `$`) leads in `text`, which must be [`valid`]: the byte range of the
+/// value found, without building the document (what `json_extract` and `->>` read is most
+/// often one small value of a large document). Ok(None) when it finds nothing, Err for a bad
+/// path, with [`lookup`]'s rules.
+pub fn locate(text: &str, path: &str) -> std::result::Result<Option<(usize, usize)>, ()> {
+    let mut p = Parser::new(text, false);
+    p.ws();
+    let mut at = p.i;
+    let mut rest = path;
+    loop {
+        let c = p.b[at];
+        let (step, tail) = match next_step(rest) {
+            Ok(None) => break,
+            Ok(Some(s)) => s,
+            Err(()) if rest.starts_with('[') && c != b'[' => return Ok(None),
+            Err(()) => return Err(()),
+        };
+        let found = match (&step, c) {
+            (Step::Key(k, _), b'{') => p.member(at, k),
+            (Step::Index(n), b'[') => p.element(at, *n),
+            (Step::FromEnd(n), b'[') => {
+                let len = p.element_count(at);
+                len.checked_sub(*n).and_then(|i| p.element(at, i))
+            }
+            _ => None,
+        };
+        match found {
+            Some(v) => at = v,
+            None => return Ok(None),
+        }
+        rest = tail;
+    }
+    p.i = at;
+    p.value(0);
+    Ok(Some((at, p.i)))
 }
 
 struct Parser<'a> {
     b: &'a [u8],
     s: &'a str,
     i: usize,
+    /// Build the tree (else only read the text through, and return placeholders).
+    build: bool,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(s: &'a str, build: bool) -> Self {
+        Parser {
+            b: s.as_bytes(),
+            s,
+            i: 0,
+            build,
+        }
+    }
+
+    /// In the valid object at `at`, where the value of the first member labelled `key` starts.
+    fn member(&mut self, at: usize, key: &str) -> Option<usize> {
+        self.i = at + 1;
+        self.ws();
+        if self.b[self.i] == b'}' {
+            return None;
+        }
+        loop {
+            self.ws();
+            let start = self.i + 1;
+            self.string()?;
+            let label = &self.s[start..self.i - 1];
+            self.ws();
+            self.i += 1;
+            self.ws();
+            if label_is(label, key) {
+                return Some(self.i);
+            }
+            self.value(0)?;
+            self.ws();
+            if self.b[self.i] != b',' {
+                return None;
+            }
+            self.i += 1;
+        }
+    }
+
+    /// In the valid array at `at`, where element `n` starts.
+    fn element(&mut self, at: usize, n: u64) -> Option<usize> {
+        self.i = at + 1;
+        self.ws();
+        if self.b[self.i] == b']' {
+            return None;
+        }
+        let mut k = 0;
+        loop {
+            self.ws();
+            if k == n {
+                return Some(self.i);
+            }
+            self.value(0)?;
+            self.ws();
+            if self.b[self.i] != b',' {
+                return None;
+            }
+            self.i += 1;
+            k += 1;
+        }
+    }
+
+    fn element_count(&mut self, at: usize) -> u64 {
+        self.i = at + 1;
+        self.ws();
+        if self.b[self.i] == b']' {
+            return 0;
+        }
+        let mut n = 0;
+        loop {
+            if self.value(0).is_none() {
+                return n;
+            }
+            n += 1;
+            self.ws();
+            if self.b[self.i] != b',' {
+                return n;
+            }
+            self.i += 1;
+        }
+    }
+
     fn ws(&mut self) {
         while matches!(self.b.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.i += 1;
@@ -90,7 +213,9 @@ impl Parser<'_> {
                     }
                     self.i += 1;
                     let v = self.value(depth + 1)?;
-                    m.push((k, v));
+                    if self.build {
+                        m.push((k, v));
+                    }
                     self.ws();
                     match self.b.get(self.i) {
                         Some(b',') => self.i += 1,
@@ -111,7 +236,10 @@ impl Parser<'_> {
                     return Some(J::Arr(a));
                 }
                 loop {
-                    a.push(self.value(depth + 1)?);
+                    let v = self.value(depth + 1)?;
+                    if self.build {
+                        a.push(v);
+                    }
                     self.ws();
                     match self.b.get(self.i) {
                         Some(b',') => self.i += 1,
@@ -171,7 +299,11 @@ impl Parser<'_> {
             }
         }
         self.i = i + 1;
-        Some(self.s[start..i].to_string())
+        Some(if self.build {
+            self.s[start..i].to_string()
+        } else {
+            String::new()
+        })
     }
 
     fn number(&mut self) -> Option<J> {
@@ -209,7 +341,11 @@ impl Parser<'_> {
             }
         }
         self.i = i;
-        Some(J::Num(self.s[start..i].to_string()))
+        Some(J::Num(if self.build {
+            self.s[start..i].to_string()
+        } else {
+            String::new()
+        }))
     }
 }
 

@@ -7,6 +7,7 @@ use super::json::{self, J};
 use crate::error::Result;
 use crate::types::{to_text, Affinity};
 use cairn_value::Value;
+use std::borrow::Cow;
 
 /// The columns, SQLite's, the two hidden ones (the arguments) last.
 pub const COLUMNS: [&str; 10] = [
@@ -23,6 +24,7 @@ pub fn columns() -> Vec<(String, Affinity)> {
 
 struct Walk<'a> {
     tree: bool,
+    wanted: u16,
     json: &'a Value,
     root: &'a str,
     rows: Vec<Vec<Value>>,
@@ -35,22 +37,35 @@ impl Walk<'_> {
     fn row(&mut self, key: Value, j: &J, parent: Option<i64>, fullkey: &str, path: &str) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
-        let atom = match j {
-            J::Arr(_) | J::Obj(_) => Value::Null,
-            j => json::to_sql(j),
-        };
-        self.rows.push(vec![
-            key,
-            json::to_sql(j),
-            Value::Text(json::type_name(j).into()),
-            atom,
-            Value::Integer(id),
-            parent.map_or(Value::Null, Value::Integer),
-            Value::Text(fullkey.into()),
-            Value::Text(path.into()),
-            self.json.clone(),
-            Value::Text(self.root.into()),
-        ]);
+        let want = |c: usize| self.wanted & (1 << c) != 0;
+        let mut row = vec![Value::Null; COLUMNS.len()];
+        if want(0) {
+            row[0] = key;
+        }
+        if want(1) {
+            row[1] = json::to_sql(j);
+        }
+        if want(2) {
+            row[2] = Value::Text(json::type_name(j).into());
+        }
+        if want(3) && !matches!(j, J::Arr(_) | J::Obj(_)) {
+            row[3] = json::to_sql(j);
+        }
+        row[4] = Value::Integer(id);
+        row[5] = parent.map_or(Value::Null, Value::Integer);
+        if want(6) {
+            row[6] = Value::Text(fullkey.into());
+        }
+        if want(7) {
+            row[7] = Value::Text(path.into());
+        }
+        if want(8) {
+            row[8] = self.json.clone();
+        }
+        if want(9) {
+            row[9] = Value::Text(self.root.into());
+        }
+        self.rows.push(row);
         id
     }
 
@@ -115,16 +130,23 @@ fn root_split(tree: bool, root: &str) -> (String, Value) {
 }
 
 /// The rows for the arguments `json` and `root` (None: `$`).
-pub fn rows(tree: bool, json_arg: &Value, root: Option<&Value>) -> Result<Vec<Vec<Value>>> {
-    if json_arg.is_null() {
-        return Ok(Vec::new());
-    }
-    let doc = match json_arg {
+/// The rows for the arguments `json` and `root` (None: `$`), with the columns whose bit is set
+/// in `wanted` (the others NULL: what the query does not read is not made).
+pub fn rows(
+    tree: bool,
+    json_arg: &Value,
+    root: Option<&Value>,
+    wanted: u16,
+) -> Result<Vec<Vec<Value>>> {
+    let text: Cow<str> = match json_arg {
+        Value::Null => return Ok(Vec::new()),
         Value::Blob(_) => return Err(json::malformed()),
+        Value::Text(s) => Cow::Borrowed(s),
+        // SQLite reads an infinite REAL's text (`Inf`) as JSON5's Infinity, written 9e999.
         Value::Real(r) if r.is_infinite() => {
-            J::Num(if *r > 0.0 { "9e999" } else { "-9e999" }.into())
+            Cow::Borrowed(if *r > 0.0 { "9e999" } else { "-9e999" })
         }
-        v => json::parse(&to_text(v).unwrap_or_default()).ok_or_else(json::malformed)?,
+        v => Cow::Owned(to_text(v).unwrap_or_default()),
     };
     let root = match root {
         None => "$".to_string(),
@@ -136,11 +158,22 @@ pub fn rows(tree: bool, json_arg: &Value, root: Option<&Value>) -> Result<Vec<Ve
     let Some(rest) = root.strip_prefix('$') else {
         return Err(json::bad_path(&root));
     };
-    let Some(start) = json::lookup(&doc, rest).map_err(|()| json::bad_path(&root))? else {
-        return Ok(Vec::new());
+    // Only the value at the root is built.
+    let start = if rest.is_empty() {
+        json::parse(&text).ok_or_else(json::malformed)?
+    } else {
+        if !json::valid(&text) {
+            return Err(json::malformed());
+        }
+        match json::locate(&text, rest).map_err(|()| json::bad_path(&root))? {
+            None => return Ok(Vec::new()),
+            Some((a, b)) => json::parse(&text[a..b]).ok_or_else(json::malformed)?,
+        }
     };
+    let start = &start;
     let mut w = Walk {
         tree,
+        wanted,
         json: json_arg,
         root: &root,
         rows: Vec::new(),

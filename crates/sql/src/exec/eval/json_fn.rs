@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::plan::{Func, PExpr};
 use crate::types::to_text;
 use cairn_value::Value;
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonFn {
@@ -71,17 +72,9 @@ fn is_json(e: &PExpr) -> bool {
 /// text.
 fn doc(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<J>> {
     let v = eval(e, row, cx)?;
-    match v.as_ref() {
-        Value::Null => Ok(None),
-        Value::Blob(_) => Err(json::malformed()),
-        Value::Text(s) => json::parse(s).map(Some).ok_or_else(json::malformed),
-        // SQLite reads an infinite REAL's text (`Inf`) as JSON5's Infinity, written 9e999.
-        Value::Real(r) if r.is_infinite() => Ok(Some(J::Num(
-            if *r > 0.0 { "9e999" } else { "-9e999" }.into(),
-        ))),
-        v => json::parse(&to_text(v).unwrap_or_default())
-            .map(Some)
-            .ok_or_else(json::malformed),
+    match doc_text(&v)? {
+        None => Ok(None),
+        Some(t) => json::parse(&t).map(Some).ok_or_else(json::malformed),
     }
 }
 
@@ -114,14 +107,49 @@ fn path_text(e: &PExpr, row: &[Value], cx: &Cx) -> Result<Option<String>> {
     Ok(to_text(&*eval(e, row, cx)?))
 }
 
+/// A document argument's text, without parsing it: None for NULL.
+fn doc_text<'v>(v: &'v Value) -> Result<Option<Cow<'v, str>>> {
+    Ok(match v {
+        Value::Null => None,
+        Value::Blob(_) => return Err(json::malformed()),
+        Value::Text(s) => Some(Cow::Borrowed(s.as_str())),
+        // SQLite reads an infinite REAL's text (`Inf`) as JSON5's Infinity, written 9e999.
+        Value::Real(r) if r.is_infinite() => {
+            Some(Cow::Borrowed(if *r > 0.0 { "9e999" } else { "-9e999" }))
+        }
+        v => to_text(v).map(Cow::Owned),
+    })
+}
+
+/// What `path` finds in the document `text`: checked whole, as SQLite does, but only the
+/// value found is built.
+fn find_text(text: &str, path: &str) -> Result<Option<J>> {
+    if !json::valid(text) {
+        return Err(json::malformed());
+    }
+    let Some(rest) = path.strip_prefix('$') else {
+        return Err(json::bad_path(path));
+    };
+    match json::locate(text, rest) {
+        Err(()) => Err(json::bad_path(path)),
+        Ok(None) => Ok(None),
+        Ok(Some((a, b))) => json::parse(&text[a..b])
+            .map(Some)
+            .ok_or_else(json::malformed),
+    }
+}
+
 /// What `args[1]` (a path, or for the arrows a label or index too) finds in the document
 /// `args[0]`. Ok(None): NULL document or path, or nothing there.
 fn extract_one(args: &[PExpr], row: &[Value], cx: &Cx, arrow: bool) -> Result<Option<J>> {
-    let Some(d) = doc(&args[0], row, cx)? else {
+    let dv = eval(&args[0], row, cx)?;
+    let Some(d) = doc_text(&dv)? else {
         return Ok(None);
     };
     let pv = eval(&args[1], row, cx)?;
     let path = match pv.as_ref() {
+        // The document is read (and refused if malformed) before the path.
+        Value::Null if !json::valid(&d) => return Err(json::malformed()),
         Value::Null => return Ok(None),
         Value::Integer(i) if arrow => {
             if *i < 0 {
@@ -145,7 +173,7 @@ fn extract_one(args: &[PExpr], row: &[Value], cx: &Cx, arrow: bool) -> Result<Op
             }
         }
     };
-    find(&d, &path)
+    find_text(&d, &path)
 }
 
 fn find(d: &J, path: &str) -> Result<Option<J>> {
@@ -163,12 +191,19 @@ fn at_path(args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Option<J>> {
     if args.len() < 2 {
         return doc(&args[0], row, cx);
     }
-    let Some(d) = doc(&args[0], row, cx)? else {
+    let dv = eval(&args[0], row, cx)?;
+    let Some(d) = doc_text(&dv)? else {
         return Ok(None);
     };
     match path_text(&args[1], row, cx)? {
-        None => Ok(None),
-        Some(p) => find(&d, &p),
+        None => {
+            // The document is read (and refused if malformed) before the path.
+            if !json::valid(&d) {
+                return Err(json::malformed());
+            }
+            Ok(None)
+        }
+        Some(p) => find_text(&d, &p),
     }
 }
 
