@@ -277,7 +277,7 @@ fn names_column(t: &Table, table: &Option<String>, name: &str, column: &str) -> 
 }
 
 /// Calls `f` on every column reference in `e` (not in subqueries, which a CHECK cannot hold).
-fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut String)) {
+pub(crate) fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut String)) {
     match e {
         Expr::Column { table, name } => f(table, name),
         Expr::Literal(_) | Expr::Param(_) | Expr::Exists { .. } | Expr::Subquery(_) => {}

@@ -82,21 +82,29 @@ pub fn index_exprs(t: &Table, exprs: &[Expr]) -> Result<(Vec<IndexExpr>, Vec<usi
     let mut out = Vec::with_capacity(exprs.len());
     let mut columns = Vec::new();
     for e in exprs {
-        let plan = planner.table_expr(t, e)?;
-        let mut bad = crate::plan::has_subquery(&plan);
-        crate::plan::walk(&plan, &mut |x| {
-            if let PExpr::Func(Func::Random | Func::Uuid7 | Func::Date(_), _) | PExpr::Param(_) = x
-            {
-                bad = true;
-            }
-            if let PExpr::Col(c) = x {
-                columns.push(*c);
-            }
-        });
-        if bad {
+        // Unqualified, as SQLite requires: the text stays right when the table is renamed.
+        let mut qualified = false;
+        crate::alter::each_column(&mut e.clone(), &mut |table, _| qualified |= table.is_some());
+        if qualified {
             return Err(Error::Invalid(
-                "non-deterministic functions, parameters and subqueries are prohibited in index expressions".into(),
+                "the \".\" operator prohibited in index expressions".into(),
             ));
+        }
+        let plan = planner.table_expr(t, e)?;
+        // What SQLite refuses in one, with its messages.
+        let mut bad = crate::plan::has_subquery(&plan).then_some("subqueries");
+        crate::plan::walk(&plan, &mut |x| match x {
+            PExpr::Func(Func::Random | Func::Uuid7 | Func::Date(_), _) => {
+                bad = Some("non-deterministic functions")
+            }
+            PExpr::Param(_) => bad = Some("parameters"),
+            PExpr::Col(c) => columns.push(*c),
+            _ => {}
+        });
+        if let Some(what) = bad {
+            return Err(Error::Invalid(format!(
+                "{what} prohibited in index expressions"
+            )));
         }
         out.push(IndexExpr {
             ast: e.clone(),

@@ -69,6 +69,7 @@ fn index_expressions_must_be_deterministic() {
         "CREATE INDEX i ON t (random())",
         "CREATE INDEX i ON t (a || date('now'))",
         "CREATE INDEX i ON t ((SELECT 1))",
+        "CREATE INDEX i ON t (lower(t.a))",
     ] {
         assert_eq!(db.execute(sql, &[]).unwrap_err().code(), "INVALID", "{sql}");
     }
@@ -144,6 +145,27 @@ fn expression_indexes_survive_a_reopen_and_pass_the_integrity_check() {
             "CREATE UNIQUE INDEX doc_k ON doc ((body ->> 'k'))"
         )]]
     );
+    // Renamed, the table keeps its indexes through another reopen.
+    let file = FaultFile::new();
+    let mut db2 = open(file.clone());
+    db2.exec_script(
+        "CREATE TABLE doc (id INTEGER PRIMARY KEY, body TEXT);
+         CREATE INDEX doc_a ON doc (json_extract(body, '$.a'));
+         INSERT INTO doc (body) VALUES ('{\"a\":1}'), ('{\"a\":2}');
+         ALTER TABLE doc RENAME TO papers;
+         ALTER TABLE papers RENAME COLUMN body TO content;",
+    )
+    .unwrap();
+    drop(db2);
+    let mut db2 = open(MemoryFile::from_bytes(file.durable_bytes()));
+    assert_eq!(
+        rows(
+            &mut db2,
+            "SELECT id FROM papers WHERE json_extract(content, '$.a') = 2"
+        ),
+        vec![vec![Value::Integer(2)]]
+    );
+    assert_eq!(db2.check().unwrap(), Vec::<String>::new());
 }
 
 #[test]

@@ -158,3 +158,4 @@ SELECT json_type('{bad', NULL);
 SELECT '{bad' ->> NULL;
 SELECT json_extract('{"a":[1,[2,3],{"b":[4,{"c":"d"}]}],"a":0}', '$.a[2].b[1].c'), json_extract('[[],[1],{}]', '$[1][#-1]'), json_extract('[1,2]', '$[#-0]'), json_extract('{"x":{"y":1}}', '$.x.y.z'), json_type('[1,{"a":[2]}]', '$[1].a[0]'), json_array_length('{"a":[1,2,3]}', '$.a'), json_extract(' {"a" : 1 } ', '$.a'), json_extract('{"a\"b":1}', '$."a\"b"');
 SELECT json_extract('{"a":1} x', '$.a');
+CREATE INDEX ev_bad4 ON ev (lower(ev.doc));
