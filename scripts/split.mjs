@@ -448,6 +448,11 @@ async function uncommon(e) {
   await q("INSERT OR REPLACE INTO t VALUES (2, 21, 'deux') RETURNING id, c");
   await q('UPDATE t SET b = b * 2 WHERE id >= 2 RETURNING *');
   await q('DELETE FROM t WHERE id = 3 RETURNING c');
+  await q("SELECT json_object('c', c, 'b', b / 4.0, 'l', json_array(b, 0.1, 1e20, -2.25)) AS j, json_quote(c) ->> '$' AS n FROM t ORDER BY id");
+  await q("SELECT t.id, e.key, e.value, e.fullkey FROM t, json_each(json_object('a', t.b, 'b', json_array(t.c))) e ORDER BY t.id, e.key");
+  await q("SELECT json_group_array(c) AS g, json_extract('{\"a\":[1,{\"b\":2.50}]}', '$.a[1].b') AS x, json_extract('{bad', '$') AS y FROM t");
+  await step('json index', () => db.exec("CREATE INDEX t_j ON t(json_extract(json_object('k', c), '$.k'))"));
+  await q("EXPLAIN SELECT id FROM t WHERE json_extract(json_object('k', c), '$.k') = 'one'");
   await step('alter', () => db.exec("ALTER TABLE t ADD COLUMN z TEXT DEFAULT 'zed'"));
   await step('rename', () => db.exec('ALTER TABLE t RENAME TO t2'));
   await q('SELECT * FROM t2 ORDER BY id');

@@ -172,6 +172,15 @@ impl Database {
                 }
             });
         }
+        for ix in &mut t2.indexes {
+            for e in &mut ix.exprs {
+                each_column(&mut e.ast, &mut |table, name| {
+                    if names_column(t, table, name, from) {
+                        *name = to.to_string();
+                    }
+                });
+            }
+        }
         // Indexes name their columns by position: their CREATE INDEX is written anew.
         self.replace_table(t2)
     }
@@ -243,6 +252,14 @@ impl Database {
                 *i = shift(*i);
             }
         }
+        // An index's expressions read columns by position: planned again over the new row.
+        for i in 0..t2.indexes.len() {
+            if !t2.indexes[i].exprs.is_empty() {
+                let asts: Vec<_> = t2.indexes[i].exprs.iter().map(|e| e.ast.clone()).collect();
+                let (exprs, _) = crate::schema::index_exprs(&t2, &asts)?;
+                t2.indexes[i].exprs = exprs;
+            }
+        }
         t2.checks.retain(|ch| ch.column != Some(c));
         for ch in &mut t2.checks {
             ch.column = ch.column.map(shift);
@@ -260,7 +277,7 @@ fn names_column(t: &Table, table: &Option<String>, name: &str, column: &str) -> 
 }
 
 /// Calls `f` on every column reference in `e` (not in subqueries, which a CHECK cannot hold).
-fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut String)) {
+pub(crate) fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut String)) {
     match e {
         Expr::Column { table, name } => f(table, name),
         Expr::Literal(_) | Expr::Param(_) | Expr::Exists { .. } | Expr::Subquery(_) => {}

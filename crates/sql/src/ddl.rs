@@ -7,7 +7,7 @@ use crate::exec::eval;
 use crate::parse::ast;
 use crate::plan::Planner;
 use crate::schema::{self, Catalog, Table};
-use crate::Database;
+use crate::{Database, Value};
 use std::rc::Rc;
 
 /// Refuses a name SQLite keeps for its own objects (`sqlite_schema`, the constraints' indexes
@@ -111,6 +111,10 @@ impl Database {
                             .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))?,
                     );
                 }
+                let mut exprs = Vec::new();
+                if !ci.exprs.is_empty() {
+                    (exprs, columns) = schema::index_exprs(&t, &ci.exprs)?;
+                }
                 let tree = self.catalog.next_tree;
                 self.catalog.next_tree += 1;
                 self.store.create_tree(tree)?;
@@ -118,6 +122,7 @@ impl Database {
                 t2.indexes.push(schema::Index {
                     name: ci.name.clone(),
                     columns: columns.clone(),
+                    exprs,
                     unique: ci.unique,
                     tree,
                     auto: false,
@@ -132,14 +137,21 @@ impl Database {
                         std::ops::Bound::Unbounded,
                         false,
                     )?;
+                    let index = &t2.indexes[ix];
                     while cur.next()? {
                         let rec = cairn_value::codec::Record::new(cur.value())?;
                         let mut key = Vec::with_capacity(12 * columns.len() + cur.key().len());
                         let mut has_null = false;
-                        for &c in &columns {
-                            let v = rec.get(c)?;
-                            has_null |= v.is_null();
-                            eval::push_norm(&v, &mut key);
+                        if index.exprs.is_empty() {
+                            for &c in &columns {
+                                let v = rec.get(c)?;
+                                has_null |= v.is_null();
+                                eval::push_norm(&v, &mut key);
+                            }
+                        } else {
+                            let mut row = cairn_value::codec::decode_record(cur.value())?;
+                            row.resize(t.columns.len(), Value::Null);
+                            has_null = crate::exec::index_parts(index, &row, &mut key)?;
                         }
                         let plen = key.len();
                         key.extend_from_slice(cur.key());
@@ -155,18 +167,12 @@ impl Database {
                         && w[0].1 == w[1].1
                         && w[0].0[..w[0].1] == w[1].0[..w[1].1]
                     {
-                        let names: Vec<String> = columns
-                            .iter()
-                            .map(|&c| format!("{}.{}", t.name, t.columns[c].name))
-                            .collect();
-                        return Err(Error::ConstraintUnique(cairn_value::text::join(
-                            &names, ", ",
-                        )));
+                        let names = t2.index_part_names(&t2.indexes[ix]);
+                        return Err(Error::ConstraintUnique(names));
                     }
                 }
                 self.store
                     .load_keys(tree, &mut entries.iter().map(|e| e.0.as_slice()))?;
-                let _ = ix;
                 Catalog::save_table(self.store.as_mut(), &t2)?;
                 self.catalog
                     .tables

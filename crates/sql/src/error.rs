@@ -37,6 +37,8 @@ pub enum Error {
     Unsupported(String),
     /// Wrong use of an otherwise valid construct (aggregate in WHERE, wrong argument count...).
     Invalid(String),
+    /// Malformed JSON or a bad JSON path given to a JSON function, with SQLite's message.
+    Json(String),
     /// A table that cannot be replicated as declared, or an operation a replicated table refuses.
     NotReplicable(String),
     /// A sync operation failed (bad key, malformed peer message, ...); the code is the sync
@@ -68,6 +70,7 @@ impl Error {
             Error::Transaction(_) => "TRANSACTION",
             Error::Unsupported(_) => "UNSUPPORTED",
             Error::Invalid(_) => "INVALID",
+            Error::Json(_) => "JSON",
             Error::NotReplicable(_) => "NOT_REPLICABLE",
             Error::Sync(code, _) => code,
             Error::Storage(e) => e.code(),
@@ -111,7 +114,7 @@ impl fmt::Display for Error {
             Error::IntegerOverflow => write!(f, "integer overflow"),
             Error::Transaction(m) => write!(f, "transaction: {m}"),
             Error::Unsupported(m) => write!(f, "not supported: {m}"),
-            Error::Invalid(m) => write!(f, "{m}"),
+            Error::Invalid(m) | Error::Json(m) => write!(f, "{m}"),
             Error::NotReplicable(m) => write!(f, "not replicable: {m}"),
             Error::Sync(_, m) => write!(f, "sync: {m}"),
             Error::Storage(e) => write!(f, "storage: {e}"),

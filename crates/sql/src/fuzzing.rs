@@ -20,6 +20,9 @@ CREATE TABLE w (x INTEGER, y INTEGER, PRIMARY KEY (x, y));
 INSERT INTO t (a, b, c, d) VALUES (1, 'one', 1.5, 1), (2, 'two', NULL, 'x'), (2, NULL, 0.0, X'00'), (-5, 'neg', 1e10, 2.5);
 INSERT INTO u VALUES ('a', 1, 1), ('b', NULL, 2), ('c', 3, 99);
 INSERT INTO w VALUES (1, 1), (1, 2), (2, 1);
+CREATE TABLE j (id INTEGER PRIMARY KEY, doc TEXT);
+CREATE INDEX j_a ON j (doc ->> 'a');
+INSERT INTO j VALUES (1, '{\"a\":1,\"b\":[1,2,{\"c\":null}]}'), (2, '[1,{\"a\":\"x\"}]'), (3, '{\"a\":[]}');
 ";
 
 /// Runs arbitrary bytes as statements against [`SCHEMA`], with a few parameters bound when

@@ -30,6 +30,9 @@ pub(crate) struct Virtual {
 
 const PRAGMA_HIDDEN: [&str; 2] = ["arg", "schema"];
 
+/// An index entry's column that is an expression.
+const EXPR_PART: usize = usize::MAX;
+
 /// The table `name` names among the introspection tables, made from `catalog`; None when it
 /// names none.
 pub(crate) fn table(catalog: &Catalog, name: &str) -> Option<Virtual> {
@@ -102,11 +105,15 @@ pub(crate) fn table(catalog: &Catalog, name: &str) -> Option<Virtual> {
                 for e in index_entries(t) {
                     let mut n = 0;
                     for &c in &e.columns {
-                        let mut row = vec![
-                            Value::Integer(n),
-                            Value::Integer(c as i64),
-                            Value::Text(t.columns[c].name.clone()),
-                        ];
+                        let mut row = if c == EXPR_PART {
+                            vec![Value::Integer(n), Value::Integer(-2), Value::Null]
+                        } else {
+                            vec![
+                                Value::Integer(n),
+                                Value::Integer(c as i64),
+                                Value::Text(t.columns[c].name.clone()),
+                            ]
+                        };
                         if x {
                             row.extend([
                                 Value::Integer(0),
@@ -342,7 +349,17 @@ fn index_entries(t: &Table) -> Vec<IndexEntry> {
             name: ix.name.clone(),
             unique: ix.unique,
             origin: "c",
-            columns: ix.columns.clone(),
+            // A key part on an expression is no column: SQLite shows it as cid -2.
+            columns: if ix.exprs.is_empty() {
+                ix.columns.clone()
+            } else {
+                (ix.exprs.iter())
+                    .map(|e| match e.plan {
+                        crate::plan::PExpr::Col(c) => c,
+                        _ => EXPR_PART,
+                    })
+                    .collect()
+            },
             tree: ix.tree,
             sql: Some(t.index_sql(ix)),
         });

@@ -494,8 +494,12 @@ impl Database {
                 }
                 for (i, ix) in t.indexes.iter().enumerate() {
                     let mut k = Vec::new();
-                    for &c in &ix.columns {
-                        eval::push_norm(&vals[c], &mut k);
+                    if let Err(e) = exec::index_parts(ix, &vals, &mut k) {
+                        problems.push(format!(
+                            "index {}: a row's key does not evaluate: {e}",
+                            ix.name
+                        ));
+                        continue;
                     }
                     k.extend_from_slice(cur.key());
                     expected[i].push(k);

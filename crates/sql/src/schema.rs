@@ -43,11 +43,77 @@ pub enum Key {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Index {
     pub name: String,
+    /// The key columns; of an index on expressions, the columns its expressions read (what a
+    /// write must change for its entries to change), ascending.
     pub columns: Vec<usize>,
+    /// Of an index on expressions, its key parts (empty for an index on columns).
+    pub exprs: Vec<IndexExpr>,
     pub unique: bool,
     pub tree: TreeId,
     /// Created for a UNIQUE constraint in CREATE TABLE (dropped with the table, not by name).
     pub auto: bool,
+}
+
+/// A key part of an index on expressions: as written, and planned over the table's row (slot
+/// `i` is column `i`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexExpr {
+    pub ast: Expr,
+    pub plan: crate::plan::PExpr,
+}
+
+impl Index {
+    /// How many values each entry's key holds before the row's key.
+    pub fn width(&self) -> usize {
+        if self.exprs.is_empty() {
+            self.columns.len()
+        } else {
+            self.exprs.len()
+        }
+    }
+}
+
+/// Plans the key parts of an index on expressions over `t`, and the columns they read.
+/// SQLite's rules: no subquery, nothing that changes from one call to the next.
+pub fn index_exprs(t: &Table, exprs: &[Expr]) -> Result<(Vec<IndexExpr>, Vec<usize>)> {
+    use crate::plan::{Func, PExpr};
+    let catalog = Catalog::default();
+    let mut planner = crate::plan::Planner::new(&catalog);
+    let mut out = Vec::with_capacity(exprs.len());
+    let mut columns = Vec::new();
+    for e in exprs {
+        // Unqualified, as SQLite requires: the text stays right when the table is renamed.
+        let mut qualified = false;
+        crate::alter::each_column(&mut e.clone(), &mut |table, _| qualified |= table.is_some());
+        if qualified {
+            return Err(Error::Invalid(
+                "the \".\" operator prohibited in index expressions".into(),
+            ));
+        }
+        let plan = planner.table_expr(t, e)?;
+        // What SQLite refuses in one, with its messages.
+        let mut bad = crate::plan::has_subquery(&plan).then_some("subqueries");
+        crate::plan::walk(&plan, &mut |x| match x {
+            PExpr::Func(Func::Random | Func::Uuid7 | Func::Date(_), _) => {
+                bad = Some("non-deterministic functions")
+            }
+            PExpr::Param(_) => bad = Some("parameters"),
+            PExpr::Col(c) => columns.push(*c),
+            _ => {}
+        });
+        if let Some(what) = bad {
+            return Err(Error::Invalid(format!(
+                "{what} prohibited in index expressions"
+            )));
+        }
+        out.push(IndexExpr {
+            ast: e.clone(),
+            plan,
+        });
+    }
+    cairn_store::sort::sort(&mut columns);
+    columns.dedup();
+    Ok((out, columns))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -168,12 +234,30 @@ impl Table {
         s
     }
 
-    pub fn index_sql(&self, ix: &Index) -> String {
-        let names: Vec<_> = ix
-            .columns
-            .iter()
-            .map(|&c| quote_ident(&self.columns[c].name))
+    /// What a UNIQUE error names for index `ix`: its columns, or for an index on expressions
+    /// the index, as SQLite.
+    pub fn index_part_names(&self, ix: &Index) -> String {
+        if !ix.exprs.is_empty() {
+            return format!("index '{}'", ix.name);
+        }
+        let names: Vec<String> = (ix.columns.iter())
+            .map(|&c| format!("{}.{}", self.name, self.columns[c].name))
             .collect();
+        join(&names, ", ")
+    }
+
+    pub fn index_sql(&self, ix: &Index) -> String {
+        let names: Vec<_> = if ix.exprs.is_empty() {
+            ix.columns
+                .iter()
+                .map(|&c| quote_ident(&self.columns[c].name))
+                .collect()
+        } else {
+            ix.exprs
+                .iter()
+                .map(|e| parse::display::expr(&e.ast))
+                .collect()
+        };
         format!(
             "CREATE {}INDEX {} ON {} ({})",
             if ix.unique { "UNIQUE " } else { "" },
@@ -323,6 +407,7 @@ pub fn table_from_ast(
         *next_tree += 1;
         n += 1;
         indexes.push(Index {
+            exprs: Vec::new(),
             name: auto_index_name(&ct.name, n),
             columns: cols,
             unique: true,
@@ -557,10 +642,15 @@ impl Catalog {
             };
             let t = cat.table(&table)?;
             let mut t2 = (**t).clone();
-            let columns = t2.columns_named(&ci.columns)?;
+            let (exprs, columns) = if ci.exprs.is_empty() {
+                (Vec::new(), t2.columns_named(&ci.columns)?)
+            } else {
+                index_exprs(&t2, &ci.exprs)?
+            };
             t2.indexes.push(Index {
                 name: ci.name,
                 columns,
+                exprs,
                 unique: ci.unique,
                 tree,
                 auto,

@@ -224,3 +224,88 @@ fn foreign_keys_are_not_enforced() {
         .unwrap();
     assert!(s.execute(orphan, []).is_err());
 }
+
+#[test]
+fn jsonb_is_not_there() {
+    let mut db = Database::memory();
+    let err = db.execute("SELECT jsonb('{}')", &[]).unwrap_err();
+    assert_eq!(err.code(), "UNKNOWN_FUNCTION");
+    assert_eq!(
+        db.execute("SELECT jsonb_extract('{}', '$')", &[])
+            .unwrap_err()
+            .code(),
+        "UNKNOWN_FUNCTION"
+    );
+    let b: Vec<u8> = sqlite()
+        .query_row("SELECT jsonb('{}')", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(b, vec![0x0c]);
+}
+
+#[test]
+fn json5_input_is_malformed() {
+    let mut db = Database::memory();
+    for text in ["{a:1}", "[1,]", "'x'", "0x10", "// c\n1"] {
+        let err = db
+            .execute("SELECT json(?)", &[Value::Text(text.into())])
+            .unwrap_err();
+        assert_eq!(
+            (err.code(), err.to_string()),
+            ("JSON", "malformed JSON".into())
+        );
+        let fixed: String = sqlite()
+            .query_row("SELECT json(?)", [text], |r| r.get(0))
+            .unwrap();
+        assert!(!fixed.is_empty(), "SQLite reads {text:?} as JSON5");
+    }
+}
+
+#[test]
+fn json_each_ids_number_the_rows() {
+    let mut db = Database::memory();
+    let sql = "SELECT id, parent FROM json_tree('{\"a\":[1,2]}') ORDER BY id";
+    assert_eq!(
+        db.execute(sql, &[]).unwrap().rows(),
+        &[
+            vec![Value::Integer(1), Value::Null],
+            vec![Value::Integer(2), Value::Integer(1)],
+            vec![Value::Integer(3), Value::Integer(2)],
+            vec![Value::Integer(4), Value::Integer(2)],
+        ]
+    );
+    // SQLite's are offsets into its binary form: distinct, and a parent's id is its row's.
+    let s = sqlite();
+    let mut st = s.prepare(sql).unwrap();
+    let ids: Vec<(i64, Option<i64>)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    assert_eq!(ids[2].1, Some(ids[1].0));
+}
+
+#[test]
+fn reals_in_json_have_an_exact_17th_digit() {
+    let mut db = Database::memory();
+    let sql = "SELECT json_array(1/3.0)";
+    assert_eq!(
+        db.execute(sql, &[]).unwrap().rows(),
+        &[vec![Value::Text("[0.33333333333333331]".into())]]
+    );
+    let theirs: String = sqlite().query_row(sql, [], |r| r.get(0)).unwrap();
+    assert_eq!(theirs, "[0.33333333333333332]");
+}
+
+#[test]
+fn json_nests_at_most_100_deep() {
+    let mut db = Database::memory();
+    let doc = format!("{}{}", "[".repeat(101), "]".repeat(101));
+    let sql = "SELECT json_valid(?)";
+    assert_eq!(
+        db.execute(sql, &[Value::Text(doc.clone())]).unwrap().rows(),
+        &[vec![Value::Integer(0)]]
+    );
+    let theirs: i64 = sqlite().query_row(sql, [&doc], |r| r.get(0)).unwrap();
+    assert_eq!(theirs, 1);
+}

@@ -361,9 +361,35 @@ const WORDS: &[&str] = &[
     "a", "b", "ab", "abc", "B", "Abc", "x_y", "x%y", "", " a ", "zz", "10", "2.5", "-3",
 ];
 
+/// JSON documents a TEXT value may be (one malformed). Numbers in them are short: a real
+/// computed and written into JSON may differ from SQLite's in its 17th digit (docs/sql.md).
+const JSON_DOCS: &[&str] = &[
+    r#"{"a":1,"b":[1,2.5,"x"],"c":"s"}"#,
+    r#"{"a":{"b":2},"k":"v","n":null}"#,
+    r#"[1,"two",[3],{"a":4}]"#,
+    r#"{"a":-3,"b":[],"c":true}"#,
+    r#"{"a":"x","a":2}"#,
+    "3",
+    r#""s""#,
+    "[]",
+    "{}",
+    "{bad",
+];
+
+/// A JSON path, valid unless `bad`.
+fn json_path(r: &mut Rng) -> String {
+    r.pick(&[
+        "'$.a'", "'$.b[1]'", "'$.a.b'", "'$[0]'", "'$'", "'$.k'", "'$[#-1]'", "'$.b[#]'", "'$.c'",
+    ])
+    .to_string()
+}
+
 fn literal(r: &mut Rng, ty: &str) -> String {
     if r.chance(12) {
         return "NULL".into();
+    }
+    if ty == "TEXT" && r.chance(20) {
+        return format!("'{}'", r.pick(JSON_DOCS));
     }
     match ty {
         "INTEGER" => match r.below(10) {
@@ -414,7 +440,7 @@ impl ExprGen<'_> {
             };
         }
         let d = depth - 1;
-        match r.below(25) {
+        match r.below(27) {
             0 => format!(
                 "({} {} {})",
                 self.expr(r, d),
@@ -484,7 +510,8 @@ impl ExprGen<'_> {
                     "min",
                     "max",
                     "count",
-                    "group_concat"
+                    "group_concat",
+                    "json_group_array"
                 ]),
                 self.expr(r, d.min(1))
             ),
@@ -528,6 +555,45 @@ impl ExprGen<'_> {
                     r.pick(&["date", "time", "datetime", "julianday", "unixepoch"])
                 )
             }
+            // JSON: a document, a path, a value. Nothing here fails (a malformed document
+            // is NULL'd by json_valid, no value is a BLOB): the two engines evaluate
+            // constant conditions at different times, so an error would show in only one.
+            // Values written into JSON are columns or literals (see JSON_DOCS).
+            25 => {
+                let doc = if r.chance(40) {
+                    format!("'{}'", r.pick(&JSON_DOCS[..JSON_DOCS.len() - 1]))
+                } else {
+                    let e = self.expr(r, d);
+                    format!("iif(json_valid({e}), {e}, NULL)")
+                };
+                let path = json_path(r);
+                let v = if r.chance(50) {
+                    self.col(r)
+                } else {
+                    let ty = *r.pick(&["INTEGER", "REAL", "TEXT"]);
+                    literal(r, ty)
+                };
+                match r.below(12) {
+                    0 => format!("json_extract({doc}, {path})"),
+                    1 => format!("json_type({doc}, {path})"),
+                    2 => format!("json_array_length({doc})"),
+                    3 => format!("json_valid({doc})"),
+                    4 => format!("json({doc})"),
+                    5 => format!("json_array({v}, {})", self.col(r)),
+                    6 => format!("json_object('k', {v}, 'j', json_array({}))", self.col(r)),
+                    7 => format!("json_quote({v})"),
+                    8 => format!("json_set({doc}, {path}, {v})"),
+                    9 => format!("json_insert({doc}, {path}, {v})"),
+                    10 => format!("json_remove({doc}, {path})"),
+                    _ => format!("json_patch({doc}, '{}')", r.pick(&JSON_DOCS[..4])),
+                }
+            }
+            26 => format!(
+                "('{}' {} {})",
+                r.pick(&JSON_DOCS[..JSON_DOCS.len() - 1]),
+                r.pick(&["->", "->>"]),
+                r.pick(&["'a'", "0", "1", "-1", "'$.b[0]'", "'k'", "'[1]'"])
+            ),
             _ => self.col(r),
         }
     }
@@ -636,6 +702,18 @@ fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
                 c1.clone()
             };
             pair.check(&format!("CREATE INDEX {name}_i{ix} ON {name} ({cols_sql})"));
+        }
+        // An index on a JSON expression, kept by every write and checked by `check()`.
+        if r.chance(40) {
+            let c = &cols[r.below(cols.len())].name;
+            // Guarded, as most values are not JSON: a malformed one would fail the write.
+            let doc = format!("iif(json_valid({c}), {c}, '[]')");
+            let e = match r.below(3) {
+                0 => format!("json_extract({doc}, '$.a')"),
+                1 => format!("{doc} ->> 'a', {c}"),
+                _ => format!("json_type({doc}, '$.b')"),
+            };
+            pair.check(&format!("CREATE INDEX {name}_j ON {name} ({e})"));
         }
         // Rows; primary key clashes are expected and make both sides fail alike.
         let nrows = 5 + r.below(25);

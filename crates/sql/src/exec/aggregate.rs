@@ -37,7 +37,12 @@ pub(super) fn index_aggregate(
     else {
         return Ok(None);
     };
-    if lvl.left || lvl.key_slot || !lvl.filters.is_empty() || !lvl.after.is_empty() {
+    if lvl.left
+        || lvl.key_slot
+        || !lvl.filters.is_empty()
+        || !lvl.after.is_empty()
+        || !t.indexes[*ix].exprs.is_empty()
+    {
         return Ok(None);
     }
     let Some(&col) = t.indexes[*ix].columns.first() else {
@@ -291,6 +296,8 @@ pub(super) enum AggState {
     Ext(Option<Value>),
     Concat(Option<String>),
     Last(Value),
+    /// json_group_array and json_group_object: the members so far, as JSON text.
+    Json(String),
     Distinct(KeySet, Box<AggState>),
 }
 
@@ -302,6 +309,7 @@ impl AggState {
             AggFunc::Min | AggFunc::Max => AggState::Ext(None),
             AggFunc::GroupConcat => AggState::Concat(None),
             AggFunc::Last => AggState::Last(Value::Null),
+            AggFunc::JsonArray | AggFunc::JsonObject => AggState::Json(String::new()),
         };
         if spec.distinct {
             AggState::Distinct(KeySet::default(), Box::new(base))
@@ -339,6 +347,17 @@ impl AggState {
     /// [`AggState::update`] for any aggregate: apart, so that the inlined common cases stay small.
     #[inline(never)]
     fn update_general(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
+        if let AggState::Json(acc) = self {
+            // NULLs are members too, and a JSON function's result goes in as JSON.
+            crate::exec::eval::json_member(
+                acc,
+                spec.func == AggFunc::JsonObject,
+                &spec.args,
+                frame,
+                cx,
+            )?;
+            return Ok(true);
+        }
         let v = match spec.args.first() {
             Some(a) => eval(a, frame, cx)?,
             None => return Ok(false),
@@ -407,6 +426,10 @@ impl AggState {
                 }
             }
             AggState::Last(l) => *l = v.into_owned(),
+            AggState::Json(acc) => {
+                let one = [PExpr::Lit(v.into_owned())];
+                crate::exec::eval::json_member(acc, false, &one, frame, cx)?;
+            }
             AggState::Distinct(_, inner) => return inner.add(spec, v, frame, cx),
         }
         Ok(true)
@@ -419,6 +442,14 @@ impl AggState {
             AggState::Ext(b) => b.unwrap_or(Value::Null),
             AggState::Concat(s) => s.map(Value::Text).unwrap_or(Value::Null),
             AggState::Last(v) => v,
+            AggState::Json(s) => {
+                let (open, close) = if spec.func == AggFunc::JsonObject {
+                    ('{', '}')
+                } else {
+                    ('[', ']')
+                };
+                Value::Text(format!("{open}{s}{close}"))
+            }
             AggState::Distinct(_, inner) => inner.finish(spec)?,
         })
     }

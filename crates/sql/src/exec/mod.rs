@@ -25,6 +25,7 @@ mod write;
 pub use capture::CaptureSink;
 pub use capture::{same_row, Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
 pub use query::{collect_rows, run_query};
+pub(crate) use write::index_parts;
 pub use write::{ForcedRow, RefusedRow, RowBufs, WriteResult, Writer};
 
 use crate::error::Result;

@@ -94,6 +94,26 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             }
             Ok(true)
         }
+        (Source::Json { tree, args }, _) => {
+            let json = match args.first() {
+                Some(a) => eval(a, frame, cx)?.into_owned(),
+                None => Value::Null,
+            };
+            let root = args.get(1).map(|a| eval(a, frame, cx)).transpose()?;
+            // The columns the query reads: the level's filters' and the others it needs.
+            let mut wanted = 0u16;
+            for &c in lvl.pre_cols.iter().chain(&lvl.post_cols) {
+                wanted |= 1 << c;
+            }
+            let rows = crate::exec::eval::json_each::rows(*tree, &json, root.as_deref(), wanted)?;
+            for r in rows {
+                frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
+                if all_true(&lvl.filters, frame, cx)? && !f(frame)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
         (Source::Query(q), _) => {
             let rows = materialize(q, cx)?;
             for r in rows.iter() {
@@ -605,7 +625,12 @@ pub(super) fn index_row(
         (Value::Integer(i), ColType::Real) => Value::Real(i as f64),
         (v, _) => v,
     };
-    if covering || !matches!(t.key, Key::Rowid(_)) {
+    if !t.indexes[ix].exprs.is_empty() {
+        // An index on expressions is never covering: its values are not columns.
+        for _ in &t.indexes[ix].exprs {
+            rest = skip_key_value(rest)?;
+        }
+    } else if covering || !matches!(t.key, Key::Rowid(_)) {
         for &c in cols {
             let (v, r) = decode_key_value(rest, false)?;
             frame[lvl.base + c] = typed(v, c);
@@ -679,6 +704,11 @@ fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Re
         Ok(true)
     };
     match &lvl.source {
+        Source::Json { .. } => {
+            return Err(Error::Invalid(
+                "invariant: json_each is never hashed".into(),
+            ))
+        }
         Source::Query(q) => {
             for r in materialize(q, cx)?.iter() {
                 frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);

@@ -102,6 +102,9 @@ pub struct CreateIndex {
     pub unique: bool,
     pub if_not_exists: bool,
     pub columns: Vec<String>,
+    /// An index on expressions (`ON doc (json_extract(body, '$.a'))`): every key part, a plain
+    /// column as an `Expr::Column`; `columns` is then empty.
+    pub exprs: Vec<Expr>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -154,6 +154,9 @@ pub fn expr(e: &Expr) -> String {
             if *star {
                 return format!("{name}(*)");
             }
+            if let (true, [a, b]) = (name.starts_with("->"), args.as_slice()) {
+                return format!("({} {name} {})", expr(a), expr(b));
+            }
             let items: Vec<_> = args.iter().map(expr).collect();
             format!(
                 "{name}({}{})",

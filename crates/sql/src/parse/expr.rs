@@ -61,6 +61,8 @@ impl Parser<'_> {
                     "/" => (8, Some(BinOp::Div)),
                     "%" => (8, Some(BinOp::Rem)),
                     "||" => (9, Some(BinOp::Concat)),
+                    // SQLite gives `->` and `->>` the precedence of `||`.
+                    "->" | "->>" => (9, None),
                     _ => break,
                 },
                 _ => break,
@@ -81,6 +83,20 @@ impl Parser<'_> {
                     self.next();
                     let right = self.binary(prec)?;
                     Expr::Binary(op, Box::new(left), Box::new(right))
+                }
+                None if matches!(self.peek(), Tok::Op("->" | "->>")) => {
+                    // `a -> b` is the function `->`(a, b), as SQLite has it.
+                    let name = match self.next() {
+                        Tok::Op(o) => o.to_string(),
+                        _ => unreachable!("invariant: peeked an arrow"),
+                    };
+                    let right = self.binary(prec)?;
+                    Expr::Function {
+                        name,
+                        args: vec![left, right],
+                        distinct: false,
+                        star: false,
+                    }
                 }
                 None => self.keyword_op(left, prec)?,
             };

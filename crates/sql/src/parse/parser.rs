@@ -550,8 +550,27 @@ impl<'a> Parser<'a> {
         let table = self.ident()?;
         self.expect_op("(")?;
         let mut columns = Vec::new();
+        let mut exprs = Vec::new();
         loop {
-            columns.push(self.ident()?);
+            // A name alone is a column; anything else an expression.
+            let start = self.pos;
+            let name = self.ident().ok().filter(|_| {
+                matches!(self.peek(), Tok::Op("," | ")"))
+                    || matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case("ASC") || w.eq_ignore_ascii_case("DESC"))
+            });
+            match name {
+                Some(n) => {
+                    exprs.push(Expr::Column {
+                        table: None,
+                        name: n.clone(),
+                    });
+                    columns.push(n);
+                }
+                None => {
+                    self.pos = start;
+                    exprs.push(self.expr()?);
+                }
+            }
             if self.eat_kw("DESC") {
                 return Err(Error::Unsupported("descending index columns".into()));
             }
@@ -561,12 +580,18 @@ impl<'a> Parser<'a> {
             }
         }
         self.expect_op(")")?;
+        if exprs.len() == columns.len() {
+            exprs.clear();
+        } else {
+            columns.clear();
+        }
         Ok(Statement::CreateIndex(CreateIndex {
             name,
             table,
             unique,
             if_not_exists,
             columns,
+            exprs,
         }))
     }
 

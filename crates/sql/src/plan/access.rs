@@ -2,7 +2,7 @@
 //! join or a scan, from the conjuncts placed on it and the order the query wants; and top-k.
 
 use crate::parse::ast::BinOp;
-use crate::plan::walk::{has_subquery, slots};
+use crate::plan::walk::{self, has_subquery, slots};
 use crate::plan::*;
 use crate::schema::Table;
 use crate::types::{Affinity, ColType};
@@ -218,12 +218,43 @@ fn usable(f: &PExpr, levels: &[Level], li: usize) -> Option<Usable> {
 }
 
 /// The column of `lvl` that `e` reads, counted from the level's first column, if `e` is a plain
-/// column of that level.
+/// column of that level; or if `e` is a key part of one of its table's indexes on expressions,
+/// that part's number past the table's columns ([`expr_parts`]), so that an index on an
+/// expression serves conditions on and orders by the same expression as one on a column does.
 fn level_slot(e: Option<&PExpr>, lvl: &Level) -> Option<usize> {
-    match e {
-        Some(PExpr::Col(s)) if *s >= lvl.base && *s < lvl.base + lvl.width => Some(*s - lvl.base),
+    match (e, &lvl.source) {
+        (Some(PExpr::Col(s)), _) if *s >= lvl.base && *s < lvl.base + lvl.width => {
+            Some(*s - lvl.base)
+        }
+        (Some(e), Source::Table(t)) if !matches!(e, PExpr::Col(_) | PExpr::Lit(_)) => expr_parts(t)
+            .find(|(_, p)| same_at(p, lvl.base, e))
+            .map(|(id, _)| id),
         _ => None,
     }
+}
+
+/// Each key part of `t`'s indexes on expressions, numbered from `t.columns.len()` on in index
+/// order: the access paths' name for it, as a column number is a column's.
+fn expr_parts(t: &Table) -> impl Iterator<Item = (usize, &PExpr)> {
+    t.indexes
+        .iter()
+        .flat_map(|ix| ix.exprs.iter().map(|e| &e.plan))
+        .enumerate()
+        .map(move |(k, p)| (t.columns.len() + k, p))
+}
+
+/// Whether `e`, planned over a frame where the table starts at slot `base`, is the index
+/// expression `part` (planned over the table's row alone).
+fn same_at(part: &PExpr, base: usize, e: &PExpr) -> bool {
+    let mut p = part.clone();
+    walk::rewrite(&mut p, &mut |x| {
+        if let PExpr::Col(c) = x {
+            *c += base;
+            return true;
+        }
+        false
+    });
+    p == *e
 }
 
 /// Chooses the access path of level `li`; also says whether it yields rows in `order` (only
@@ -247,6 +278,8 @@ pub(super) fn choose_access(
         Source::Query(_) => {
             return (hash_or_scan(levels, li), false, vec![]);
         }
+        // Its rows depend on the levels before it: never hashed once.
+        Source::Json { .. } => return (Access::Scan { reverse: false }, false, vec![]),
     };
     // Candidate key orders: the primary tree (None) and each index.
     let mut cands: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
@@ -254,10 +287,8 @@ pub(super) fn choose_access(
     if !pk.is_empty() {
         cands.push((None, pk.clone()));
     }
-    for (i, ix) in table.indexes.iter().enumerate() {
-        let mut cols = ix.columns.clone();
-        cols.extend(pk.iter().copied());
-        cands.push((Some(i), cols));
+    for i in 0..table.indexes.len() {
+        cands.push((Some(i), access_columns(&table, Some(i))));
     }
     let mut best: Option<(i64, Access, bool, Vec<usize>)> = None;
     for (index, cols) in &cands {
@@ -269,7 +300,7 @@ pub(super) fn choose_access(
         let mut lower = None;
         let mut upper = None;
         let key_len = match index {
-            Some(i) => table.indexes[*i].columns.len(),
+            Some(i) => table.indexes[*i].width(),
             None => pk.len(),
         };
         for (pos, &c) in cols.iter().enumerate().take(key_len) {
@@ -477,11 +508,21 @@ fn hash_or_scan(levels: &[Level], li: usize) -> Access {
     Access::Scan { reverse: false }
 }
 
-/// The key columns of `t` in tree order for an access path.
+/// The key columns of `t` in tree order for an access path (an index's key parts on
+/// expressions numbered as [`expr_parts`] numbers them).
 pub fn access_columns(t: &Table, index: Option<usize>) -> Vec<usize> {
     let pk = t.key_columns();
     match index {
         None => pk,
+        Some(i) if !t.indexes[i].exprs.is_empty() => {
+            let first = t.columns.len()
+                + (t.indexes[..i].iter())
+                    .map(|ix| ix.exprs.len())
+                    .sum::<usize>();
+            let mut c: Vec<usize> = (first..first + t.indexes[i].exprs.len()).collect();
+            c.extend(pk);
+            c
+        }
         Some(i) => {
             let mut c = t.indexes[i].columns.clone();
             c.extend(pk);

@@ -19,6 +19,8 @@ pub fn is_aggregate(name: &str, nargs: usize, star: bool) -> Option<AggFunc> {
         ("min", 1) => AggFunc::Min,
         ("max", 1) => AggFunc::Max,
         ("group_concat", 1 | 2) => AggFunc::GroupConcat,
+        ("json_group_array", 1) => AggFunc::JsonArray,
+        ("json_group_object", 2) => AggFunc::JsonObject,
         _ => return None,
     })
 }
@@ -156,7 +158,10 @@ fn scalar_func(name: &str, n: usize) -> Result<Func> {
         "julianday" => (Func::Date(DateFn::JulianDay), true),
         "unixepoch" => (Func::Date(DateFn::UnixEpoch), true),
         "strftime" => (Func::Date(DateFn::Strftime), n >= 1),
-        _ => return Err(Error::UnknownFunction(name.to_string())),
+        _ => match crate::exec::eval::json_fn_lookup(name, n) {
+            Some((j, ok)) => (Func::Json(j), ok),
+            None => return Err(Error::UnknownFunction(name.to_string())),
+        },
     };
     if !ok {
         return Err(Error::Invalid(format!(
@@ -433,10 +438,32 @@ impl Planner<'_> {
                     return Err(Error::Invalid(format!("{name}() is not an aggregate")));
                 }
                 let f = scalar_func(name, args.len())?;
-                let args = self.exprs(args)?;
+                let mut args = self.exprs(args)?;
+                if let Func::Json(_) = f {
+                    self.mark_json_aggregates(&mut args);
+                }
                 PExpr::Func(f, args)
             }
         })
+    }
+
+    /// A JSON aggregate's result passed to a JSON function is JSON (SQLite's subtype), not a
+    /// string: it goes in through `json()`, which the functions take as JSON.
+    fn mark_json_aggregates(&self, args: &mut [PExpr]) {
+        let Some(aggs) = self.scopes.last().and_then(|s| s.aggs.as_ref()) else {
+            return;
+        };
+        for a in args {
+            if let PExpr::AggRef(i) = a {
+                if matches!(
+                    aggs.get(*i).map(|s| s.func),
+                    Some(AggFunc::JsonArray | AggFunc::JsonObject)
+                ) {
+                    let json = Func::Json(crate::exec::eval::JsonFn::Json);
+                    *a = PExpr::Func(json, vec![PExpr::AggRef(*i)]);
+                }
+            }
+        }
     }
 
     fn binary(&mut self, op: BinOp, a: PExpr, b: PExpr) -> PExpr {

@@ -124,15 +124,22 @@ fn access(l: &Level, t: &crate::schema::Table) -> String {
             sub_probe,
         } => {
             let cols = access_columns(t, *index);
+            // A key part on an expression is named by the expression.
+            let exprs: Vec<&crate::schema::IndexExpr> =
+                t.indexes.iter().flat_map(|ix| &ix.exprs).collect();
+            let name_of = |c: usize| match c.checked_sub(t.columns.len()) {
+                Some(k) => crate::parse::display::expr(&exprs[k].ast),
+                None => t.columns[c].name.clone(),
+            };
             let mut conds = Vec::new();
             if sub_probe.is_some() {
                 if let Some(&c) = cols.first() {
-                    conds.push(format!("{} IN (subquery)", t.columns[c].name));
+                    conds.push(format!("{} IN (subquery)", name_of(c)));
                 }
             }
             let neq = probes.first().map_or(0, |p| p.len());
             for &col in cols.iter().take(neq) {
-                let name = &t.columns[col].name;
+                let name = name_of(col);
                 if probes.len() > 1 {
                     conds.push(format!("{name} IN (...)"));
                 } else {
@@ -140,7 +147,7 @@ fn access(l: &Level, t: &crate::schema::Table) -> String {
                 }
             }
             if let Some(&col) = cols.get(neq) {
-                let name = &t.columns[col].name;
+                let name = name_of(col);
                 if let Some((_, incl)) = lower {
                     conds.push(format!("{name}{}?", if *incl { ">=" } else { ">" }));
                 }
@@ -240,6 +247,16 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
                 out.push(format!("{pad}{join}SCAN {} (subquery){how}", l.name));
                 out.extend(filter);
                 query(q, depth + 1, out);
+            }
+            (Source::Json { tree, .. }, _) => {
+                let f = if *tree { "json_tree" } else { "json_each" };
+                let how = if i == 0 {
+                    ""
+                } else {
+                    " [made again per outer row]"
+                };
+                out.push(format!("{pad}{join}SCAN {} ({f}){how}", l.name));
+                out.extend(filter);
             }
             (Source::Table(t), a) => {
                 let how = match (i, a) {

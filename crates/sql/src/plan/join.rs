@@ -7,7 +7,13 @@ use crate::plan::*;
 /// Join order: inner joins only, greedily (see `join_order`). Without LEFT joins, ON is just
 /// more WHERE, so every conjunct is freed from its level.
 pub(super) fn reorder_joins(levels: &mut Vec<Level>, conjuncts: &mut [(PExpr, Option<usize>)]) {
-    if levels.len() > 1 && levels.len() <= 8 && levels.iter().all(|l| !l.left) {
+    // A json_each level reads the levels before it: the written order stays.
+    if levels.len() > 1
+        && levels.len() <= 8
+        && levels
+            .iter()
+            .all(|l| !l.left && !matches!(l.source, Source::Json { .. }))
+    {
         let order = join_order(levels, conjuncts);
         if order.iter().enumerate().any(|(i, &o)| i != o) {
             let mut old: Vec<Option<Level>> =
@@ -88,7 +94,7 @@ fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usi
         }
         let mut best = 0;
         for ix in &t.indexes {
-            if ix.columns.first() == Some(&col) {
+            if ix.exprs.is_empty() && ix.columns.first() == Some(&col) {
                 best = best.max(if ix.unique && ix.columns.len() == 1 {
                     3
                 } else {

@@ -115,6 +115,8 @@ pub enum Func {
     Sign,
     /// `date`, `time`, `datetime`, `julianday`, `unixepoch`, `strftime`.
     Date(crate::exec::eval::DateFn),
+    /// The JSON functions and the `->`, `->>` operators.
+    Json(crate::exec::eval::JsonFn),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +129,10 @@ pub enum AggFunc {
     Min,
     Max,
     GroupConcat,
+    /// `json_group_array(x)`: every value, NULL too, as a JSON array.
+    JsonArray,
+    /// `json_group_object(k, v)`: a JSON object of the rows whose label is not NULL.
+    JsonObject,
     /// A bare column in an aggregate query: the value from the group's last row, as SQLite.
     Last,
 }
@@ -211,6 +217,12 @@ pub enum Source {
     Table(Rc<Table>),
     /// A subquery or CTE in FROM, materialized once per execution.
     Query(Rc<QueryPlan>),
+    /// `json_each` (or with `tree`, `json_tree`) of its arguments, evaluated on the frame of
+    /// the levels before it for each of their rows.
+    Json {
+        tree: bool,
+        args: Vec<PExpr>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

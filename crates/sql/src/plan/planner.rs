@@ -327,6 +327,9 @@ impl<'c> Planner<'c> {
                     .collect();
                 Ok((Source::Table(t), alias, columns, 0))
             }
+            ast::TableSource::Function { name, args } if is_json_each(name) => {
+                self.json_each_source(name, args, &item.alias)
+            }
             ast::TableSource::Function { name, .. } => self
                 .introspection(name, &item.alias)
                 .ok_or_else(|| Error::UnknownTable(name.clone())),
@@ -525,7 +528,12 @@ impl<'c> Planner<'c> {
             }
             if let ast::TableSource::Function { name: f, args } = &item.source {
                 // The arguments select the rows, as a condition on the hidden columns.
-                if let Some(cond) = introspect::argument_condition(f, &name, hidden, args)? {
+                let cond = if is_json_each(f) {
+                    None
+                } else {
+                    introspect::argument_condition(f, &name, hidden, args)?
+                };
+                if let Some(cond) = cond {
                     on_conds.push((i, cond));
                 }
             }
@@ -775,4 +783,36 @@ struct Output {
     order: Vec<SortKey>,
     agg: Option<AggPlan>,
     affinities: Vec<Affinity>,
+}
+
+fn is_json_each(name: &str) -> bool {
+    name.eq_ignore_ascii_case("json_each") || name.eq_ignore_ascii_case("json_tree")
+}
+
+impl Planner<'_> {
+    /// `json_each(...)` or `json_tree(...)` in FROM: its arguments are planned over the levels
+    /// before it (which it may read), and evaluated for each of their rows.
+    fn json_each_source(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        alias: &Option<String>,
+    ) -> Result<SourceInfo> {
+        // No argument is no rows, as in SQLite.
+        if args.len() > 2 {
+            return Err(Error::Invalid(format!(
+                "too many arguments on {}() - max 2",
+                name.to_ascii_lowercase()
+            )));
+        }
+        let args = self.exprs(args)?;
+        let tree = name.eq_ignore_ascii_case("json_tree");
+        let alias = alias.clone().unwrap_or_else(|| name.to_ascii_lowercase());
+        Ok((
+            Source::Json { tree, args },
+            alias,
+            crate::exec::eval::json_each::columns(),
+            crate::exec::eval::json_each::HIDDEN,
+        ))
+    }
 }

@@ -168,7 +168,7 @@ impl<'c> Planner<'c> {
                     } else if let Some(i) = table
                         .indexes
                         .iter()
-                        .position(|ix| ix.unique && same(&ix.columns))
+                        .position(|ix| ix.unique && ix.exprs.is_empty() && same(&ix.columns))
                     {
                         Some(Some(i))
                     } else {

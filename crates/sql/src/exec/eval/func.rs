@@ -183,6 +183,7 @@ fn call_rare(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
                 .collect::<Result<Vec<_>>>()?;
             super::datetime::call(which, &vals, &mut || statement_now(cx))
         }
+        Func::Json(j) => super::json_fn::call(j, args, row, cx)?,
         Func::Sign => match to_numeric(&*a0()?) {
             Integer(i) => Integer(i.signum()),
             Real(r) => Integer(if r > 0.0 {

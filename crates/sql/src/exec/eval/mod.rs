@@ -1,16 +1,23 @@
 //! Expression evaluation over a frame of values, with SQLite's semantics (three-valued logic,
 //! comparison affinity, overflow to real) and the scalar functions of the dialect.
 //!
+//! The JSON functions are in `json.rs` (the parsed tree, paths, edits), `json_fn.rs` (the SQL
+//! functions over it) and `json_each.rs` (the rows of `json_each` and `json_tree`).
+//!
 //! [`eval`] returns a `Cow`: a column or a literal is borrowed, not cloned, so testing
 //! `name = 'x'` on a row allocates nothing.
 
 mod coltest;
 mod datetime;
 mod func;
+mod json;
+pub(crate) mod json_each;
+mod json_fn;
 
 pub use coltest::ColTest;
 pub use datetime::DateFn;
 pub use func::{cast, set_clock};
+pub use json_fn::{lookup as json_fn_lookup, member as json_member, JsonFn};
 
 use crate::error::{Error, Result};
 use crate::exec;

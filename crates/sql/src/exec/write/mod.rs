@@ -252,14 +252,12 @@ impl Writer<'_> {
         Ok(())
     }
 
-    fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Vec<u8> {
+    fn index_key(t: &Table, ix: usize, row: &[Value], pk: &[u8]) -> Result<Vec<u8>> {
         // As in `put_index_entries`: room for two numbers, not grown from empty.
         let mut k = Vec::with_capacity(pk.len() + 28);
-        for &c in &t.indexes[ix].columns {
-            push_norm(&row[c], &mut k);
-        }
+        index_parts(&t.indexes[ix], row, &mut k)?;
         k.extend_from_slice(pk);
-        k
+        Ok(k)
     }
 
     /// The primary key of another row that holds the same values in unique index `ix`.
@@ -271,12 +269,13 @@ impl Writer<'_> {
         own: &[&[u8]],
     ) -> Result<Option<Vec<u8>>> {
         let index = &t.indexes[ix];
-        if !index.unique || index.columns.iter().any(|&c| row[c].is_null()) {
+        if !index.unique {
             return Ok(None);
         }
         let mut prefix = Vec::new();
-        for &c in &index.columns {
-            push_norm(&row[c], &mut prefix);
+        // NULLs are distinct from each other in a UNIQUE index.
+        if index_parts(index, row, &mut prefix)? {
+            return Ok(None);
         }
         let hi = prefix_successor(&prefix);
         let mut cur = self.store.scan(
@@ -299,6 +298,9 @@ impl Writer<'_> {
 
     fn unique_error(t: &Table, ix: Option<usize>) -> Error {
         let cols: Vec<usize> = match ix {
+            Some(i) if !t.indexes[i].exprs.is_empty() => {
+                return Error::ConstraintUnique(t.index_part_names(&t.indexes[i]))
+            }
             Some(i) => t.indexes[i].columns.clone(),
             None => t.key_columns(),
         };
@@ -351,7 +353,7 @@ impl Writer<'_> {
         self.store.put(t.tree, pk, &rec)?;
         for i in 0..t.indexes.len() {
             self.store
-                .put(t.indexes[i].tree, &Self::index_key(t, i, row, pk), &[])?;
+                .put(t.indexes[i].tree, &Self::index_key(t, i, row, pk)?, &[])?;
         }
         Ok(())
     }
@@ -366,9 +368,7 @@ impl Writer<'_> {
         let mut k = Vec::with_capacity(pk.len() + 28);
         for ix in &t.indexes {
             k.clear();
-            for &c in &ix.columns {
-                push_norm(&row[c], &mut k);
-            }
+            index_parts(ix, row, &mut k)?;
             k.extend_from_slice(pk);
             self.store.put(ix.tree, &k, &[])?;
         }
@@ -392,7 +392,7 @@ impl Writer<'_> {
         self.store.delete(t.tree, pk)?;
         for i in 0..t.indexes.len() {
             self.store
-                .delete(t.indexes[i].tree, &Self::index_key(t, i, row, pk))?;
+                .delete(t.indexes[i].tree, &Self::index_key(t, i, row, pk)?)?;
         }
         Ok(())
     }
@@ -567,4 +567,38 @@ impl Targets {
             &mut self.rows[i * w..(i + 1) * w],
         )
     }
+}
+
+/// Appends index `ix`'s key parts for `row` (a whole row of its table): its columns' values,
+/// or its expressions' evaluated over the row; says whether one is NULL.
+pub(crate) fn index_parts(
+    ix: &crate::schema::Index,
+    row: &[Value],
+    out: &mut Vec<u8>,
+) -> Result<bool> {
+    let mut null = false;
+    if ix.exprs.is_empty() {
+        for &c in &ix.columns {
+            null |= row[c].is_null();
+            push_norm(&row[c], out);
+        }
+        return Ok(null);
+    }
+    // Index expressions read nothing but the row (`schema::index_exprs`).
+    let none = crate::storage::NoStore;
+    let rng = std::cell::Cell::new(0);
+    let cache = Cache::default();
+    let cx = Cx {
+        store: &none,
+        params: &[],
+        outer: None,
+        rng: &rng,
+        cache: &cache,
+    };
+    for e in &ix.exprs {
+        let v = crate::exec::eval::eval(&e.plan, row, &cx)?;
+        null |= v.is_null();
+        push_norm(&v, out);
+    }
+    Ok(null)
 }

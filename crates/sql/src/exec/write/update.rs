@@ -85,9 +85,12 @@ impl Writer<'_> {
                     .any(|&c| !same_value(&old[c], &new[c]));
                 if changed {
                     self.store
-                        .delete(t.indexes[i].tree, &Self::index_key(t, i, old, old_pk))?;
-                    self.store
-                        .put(t.indexes[i].tree, &Self::index_key(t, i, new, &new_pk), &[])?;
+                        .delete(t.indexes[i].tree, &Self::index_key(t, i, old, old_pk)?)?;
+                    self.store.put(
+                        t.indexes[i].tree,
+                        &Self::index_key(t, i, new, &new_pk)?,
+                        &[],
+                    )?;
                 }
             }
         }
