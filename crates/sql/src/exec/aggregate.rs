@@ -214,7 +214,7 @@ impl SumState {
 
     /// Adds a value: an integer to an exact sum that stays exact here, inlined; the rest apart.
     #[inline]
-    fn add(&mut self, v: &Value) {
+    pub(super) fn add(&mut self, v: &Value) {
         if let (Value::Integer(i), false) = (v, self.approx) {
             if let Some(s) = self.int.checked_add(*i) {
                 self.n += 1;
@@ -228,14 +228,10 @@ impl SumState {
     #[inline(never)]
     fn add_general(&mut self, v: &Value) {
         self.n += 1;
-        // Text counts as an integer only if all of it is one; otherwise as a real.
         let converted;
         let v = match v {
             Value::Text(_) | Value::Blob(_) => {
-                converted = match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
-                    i @ Value::Integer(_) => i,
-                    other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
-                };
+                converted = summand(v);
                 &converted
             }
             v => v,
@@ -258,6 +254,28 @@ impl SumState {
         }
     }
 
+    /// Takes back a value added before, as SQLite's `sumInverse` does for a window frame
+    /// whose start moves on: once the sum is approximate it stays so.
+    pub(super) fn remove(&mut self, v: &Value) {
+        self.n -= 1;
+        match summand(v) {
+            Value::Integer(i) if !self.approx => match self.int.checked_sub(i) {
+                Some(s) => self.int = s,
+                None => {
+                    self.overflow = true;
+                    self.go_approx();
+                }
+            },
+            Value::Integer(i64::MIN) => {
+                self.kbn_int(i64::MAX);
+                self.kbn_int(1);
+            }
+            Value::Integer(i) => self.kbn_int(-i),
+            Value::Real(r) => self.kbn(-r),
+            _ => {}
+        }
+    }
+
     fn value(&self) -> f64 {
         if self.approx {
             if self.err.is_finite() {
@@ -270,7 +288,7 @@ impl SumState {
         }
     }
 
-    fn finish(&self, f: AggFunc) -> Result<Value> {
+    pub(super) fn finish(&self, f: AggFunc) -> Result<Value> {
         Ok(match f {
             AggFunc::Total => Value::Real(self.value()),
             AggFunc::Avg if self.n == 0 => Value::Null,
@@ -280,6 +298,20 @@ impl SumState {
             _ if self.approx => Value::Real(self.value()),
             _ => Value::Integer(self.int),
         })
+    }
+}
+
+/// A value as sum() adds it: text counts as an integer only if all of it is one; otherwise as
+/// a real.
+fn summand(v: &Value) -> Value {
+    match v {
+        Value::Text(_) | Value::Blob(_) => {
+            match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
+                i @ Value::Integer(_) => i,
+                other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
+            }
+        }
+        v => v.clone(),
     }
 }
 
@@ -312,7 +344,7 @@ impl AggState {
 
     /// Adds a row; says whether the state changed (for min/max: a new extreme).
     #[inline]
-    fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
+    pub(super) fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
         if spec.func == AggFunc::CountStar {
             if let AggState::Count(n) = self {
                 *n += 1;
@@ -412,7 +444,7 @@ impl AggState {
         Ok(true)
     }
 
-    fn finish(self, spec: &AggSpec) -> Result<Value> {
+    pub(super) fn finish(self, spec: &AggSpec) -> Result<Value> {
         Ok(match self {
             AggState::Count(n) => Value::Integer(n),
             AggState::Sum(st) => st.finish(spec.func)?,

@@ -208,6 +208,23 @@ fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
 }
 
 fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
+    if let Some(w) = &c.window {
+        // Window calls see every row of the core before the first is projected.
+        let mut rows = Vec::new();
+        let mut frame = pooled_frame(c.frame_len);
+        let r = run_core_in(
+            c,
+            cx,
+            &mut |row| {
+                rows.push(row);
+                Ok(true)
+            },
+            &mut frame,
+        );
+        pool_frame(frame);
+        r?;
+        return crate::exec::window::run(w, rows, cx, sink);
+    }
     let mut frame = pooled_frame(c.frame_len);
     let go = run_core_in(c, cx, sink, &mut frame);
     pool_frame(frame);
