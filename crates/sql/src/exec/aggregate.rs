@@ -247,6 +247,8 @@ impl SumState {
             },
             Value::Integer(i) => self.kbn_int(i),
             Value::Real(r) => {
+                // SQLite forgets an overflow once a real is added.
+                self.overflow = false;
                 self.go_approx();
                 self.kbn(r);
             }
@@ -258,14 +260,20 @@ impl SumState {
     /// whose start moves on: once the sum is approximate it stays so.
     pub(super) fn remove(&mut self, v: &Value) {
         self.n -= 1;
-        match summand(v) {
-            Value::Integer(i) if !self.approx => match self.int.checked_sub(i) {
-                Some(s) => self.int = s,
+        let v = summand(v);
+        if let (Value::Integer(i), false) = (&v, self.approx) {
+            match self.int.checked_sub(*i) {
+                Some(s) => {
+                    self.int = s;
+                    return;
+                }
                 None => {
                     self.overflow = true;
                     self.go_approx();
                 }
-            },
+            }
+        }
+        match v {
             Value::Integer(i64::MIN) => {
                 self.kbn_int(i64::MAX);
                 self.kbn_int(1);

@@ -363,15 +363,11 @@ impl<'a> Partition<'a> {
             }
             return Ok(());
         }
+        // Rows leave the frame before new ones enter, in SQLite's order: a real sum's
+        // rounding depends on it.
         let mut acc = Sliding::new(&spec, fixed_start);
         let (mut lo, mut hi) = (0, 0);
         for (j, &(s, e)) in frames.iter().enumerate() {
-            while hi < e {
-                if counted[hi] {
-                    acc.add(&spec, hi, self.row(hi), self.cx)?;
-                }
-                hi += 1;
-            }
             while lo < s {
                 if counted[lo] && lo < hi {
                     acc.remove(&spec, lo, self.row(lo), self.cx)?;
@@ -379,6 +375,12 @@ impl<'a> Partition<'a> {
                 lo += 1;
             }
             hi = hi.max(lo);
+            while hi < e {
+                if counted[hi] {
+                    acc.add(&spec, hi, self.row(hi), self.cx)?;
+                }
+                hi += 1;
+            }
             out[self.p[j]] = acc.value(&spec)?;
         }
         Ok(())

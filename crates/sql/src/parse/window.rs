@@ -64,9 +64,10 @@ impl Parser<'_> {
             self.expect_op(")")?;
         }
         if !self.eat_kw("OVER") {
-            return Err(Error::Unsupported(
-                "FILTER on an aggregate that is not a window function (add OVER ())".into(),
-            ));
+            return match filter {
+                Some(c) => filtered(func, *c),
+                None => Err(self.unexpected("OVER")),
+            };
         }
         let over = if self.eat_op("(") {
             let w = self.window_body()?;
@@ -226,6 +227,51 @@ impl Parser<'_> {
             }
         }
     }
+}
+
+/// `agg(x) FILTER (WHERE c)` outside a window, as `agg(CASE WHEN c THEN x END)`: every
+/// aggregate skips NULLs, so the rows `c` leaves out count for nothing (`count(*)` counts
+/// `CASE WHEN c THEN 1 END`).
+fn filtered(func: Expr, c: Expr) -> Result<Expr> {
+    let Expr::Function {
+        name,
+        mut args,
+        distinct,
+        star,
+    } = func
+    else {
+        return Err(Error::Invalid("invariant: FILTER follows a call".into()));
+    };
+    let aggregate = match (name.as_str(), args.len()) {
+        ("count", 0) => star,
+        ("count" | "sum" | "total" | "avg" | "min" | "max" | "group_concat", 1) => true,
+        ("group_concat" | "string_agg", 2) => true,
+        _ => false,
+    };
+    if !aggregate {
+        return Err(Error::Invalid(format!(
+            "FILTER may not be used with non-aggregate {name}()"
+        )));
+    }
+    let x = if star {
+        Expr::Literal(cairn_value::Value::Integer(1))
+    } else {
+        args.remove(0)
+    };
+    args.insert(
+        0,
+        Expr::Case {
+            operand: None,
+            whens: vec![(c, x)],
+            else_: None,
+        },
+    );
+    Ok(Expr::Function {
+        name,
+        args,
+        distinct,
+        star: false,
+    })
 }
 
 /// Resolves `w`'s base window against `defs` (SQLite's `sqlite3WindowChain`).

@@ -44,6 +44,9 @@ SELECT id, sum(id) OVER (ORDER BY salary ROWS BETWEEN UNBOUNDED PRECEDING AND UN
 SELECT id, count(*) OVER (ORDER BY salary GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE TIES), group_concat(id) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 2 FOLLOWING EXCLUDE CURRENT ROW), max(id) OVER (ORDER BY salary RANGE CURRENT ROW EXCLUDE NO OTHERS) FROM emp ORDER BY id;
 -- FILTER.
 SELECT id, count(*) FILTER (WHERE salary > 80) OVER (ORDER BY id), sum(salary) FILTER (WHERE dept = 'eng') OVER (ORDER BY id ROWS 2 PRECEDING), max(id) FILTER (WHERE bonus IS NOT NULL) OVER (PARTITION BY dept) FROM emp ORDER BY id;
+SELECT dept, count(*) FILTER (WHERE salary > 80), sum(salary) FILTER (WHERE bonus IS NOT NULL), group_concat(name, '-') FILTER (WHERE id % 2 = 0), count(DISTINCT salary) FILTER (WHERE salary < 100), max(bonus) FILTER (WHERE dept <> 'x') FROM emp GROUP BY dept ORDER BY dept;
+SELECT count(*) FILTER (WHERE 0), avg(salary) FILTER (WHERE id > 5), string_agg(name, ',') FILTER (WHERE id > 8) FROM emp;
+SELECT abs(id) FILTER (WHERE id > 1) FROM emp;
 -- Named windows, and windows that refine them.
 SELECT id, sum(salary) OVER w, rank() OVER w FROM emp WINDOW w AS (PARTITION BY dept ORDER BY salary) ORDER BY id;
 SELECT id, sum(salary) OVER (w ORDER BY id), count(*) OVER (w ORDER BY id ROWS 1 PRECEDING), count(*) OVER w FROM emp WINDOW w AS (PARTITION BY dept) ORDER BY id;
