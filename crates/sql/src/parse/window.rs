@@ -15,6 +15,8 @@ use cairn_value::text::join;
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowDef {
     pub base: Option<String>,
+    /// `OVER name`, without parentheses: the named window as it is, frame included.
+    pub named: bool,
     pub partition: Vec<Expr>,
     pub order: Vec<OrderItem>,
     /// None: the default frame (`RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`).
@@ -76,6 +78,7 @@ impl Parser<'_> {
         } else {
             WindowDef {
                 base: Some(self.ident()?),
+                named: true,
                 partition: Vec::new(),
                 order: Vec::new(),
                 frame: None,
@@ -131,6 +134,7 @@ impl Parser<'_> {
         };
         Ok(WindowDef {
             base,
+            named: false,
             partition,
             order,
             frame,
@@ -282,7 +286,6 @@ fn chain(w: &mut WindowDef, defs: &[(String, WindowDef)]) -> Result<()> {
     let Some((_, base)) = defs.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)) else {
         return Err(Error::Invalid(format!("no such window: {name}")));
     };
-    let bare = w.partition.is_empty() && w.order.is_empty() && w.frame.is_none();
     let what = if !w.partition.is_empty() {
         "PARTITION clause"
     } else if !base.order.is_empty() && !w.order.is_empty() {
@@ -293,7 +296,7 @@ fn chain(w: &mut WindowDef, defs: &[(String, WindowDef)]) -> Result<()> {
         ""
     };
     // `OVER w` is the window itself, frame included; `OVER (w ...)` refines it.
-    if bare {
+    if w.named {
         *w = base.clone();
         return Ok(());
     }
@@ -407,8 +410,14 @@ fn each_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
 
 /// A window call as SQL text (`display::expr` of an [`Expr::Window`]).
 pub(super) fn text(func: &Expr, filter: Option<&Expr>, w: &WindowDef) -> String {
+    let filter = filter.map_or(String::new(), |c| {
+        format!(" FILTER (WHERE {})", display::expr(c))
+    });
     let mut parts = Vec::new();
     if let Some(b) = &w.base {
+        if w.named {
+            return format!("{}{filter} OVER {b}", display::expr(func));
+        }
         parts.push(b.clone());
     }
     if !w.partition.is_empty() {
@@ -459,9 +468,6 @@ pub(super) fn text(func: &Expr, filter: Option<&Expr>, w: &WindowDef) -> String 
             bound(&fr.end)
         ));
     }
-    let filter = filter.map_or(String::new(), |c| {
-        format!(" FILTER (WHERE {})", display::expr(c))
-    });
     format!(
         "{}{filter} OVER ({})",
         display::expr(func),

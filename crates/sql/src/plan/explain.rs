@@ -314,7 +314,7 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
         for call in &w.calls {
             out.push(format!(
                 "{pad}WINDOW {}",
-                crate::plan::window::describe(call)
+                crate::plan::window::describe(call, plural)
             ));
         }
     }

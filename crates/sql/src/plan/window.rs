@@ -273,22 +273,29 @@ fn uses_frame(f: WinFunc) -> bool {
     )
 }
 
-/// EXPLAIN's description of a call.
-pub(crate) fn describe(c: &WinCall) -> String {
-    let unit = match c.unit {
-        FrameUnit::Rows => "ROWS",
-        FrameUnit::Range => "RANGE",
-        FrameUnit::Groups => "GROUPS",
-    };
-    let frame = if uses_frame(c.func) {
-        format!(", {unit} frame")
-    } else {
-        String::new()
-    };
+/// EXPLAIN's description of a call: `sum() OVER (PARTITION BY 1 key, ORDER BY 2 keys, ROWS
+/// frame)`.
+pub(crate) fn describe(c: &WinCall, plural: fn(usize, &str) -> String) -> String {
+    let mut parts = Vec::new();
+    if !c.partition.is_empty() {
+        parts.push(format!("PARTITION BY {}", plural(c.partition.len(), "key")));
+    }
+    if !c.order.is_empty() {
+        parts.push(format!("ORDER BY {}", plural(c.order.len(), "key")));
+    }
+    if uses_frame(c.func) {
+        parts.push(
+            match c.unit {
+                FrameUnit::Rows => "ROWS frame",
+                FrameUnit::Range => "RANGE frame",
+                FrameUnit::Groups => "GROUPS frame",
+            }
+            .to_string(),
+        );
+    }
     format!(
-        "{}() [{} partition key(s), {} order key(s){frame}]",
+        "{}() OVER ({})",
         c.name,
-        c.partition.len(),
-        c.order.len()
+        cairn_value::text::join(&parts, ", ")
     )
 }
