@@ -452,6 +452,18 @@ impl AggState {
         Ok(true)
     }
 
+    /// The value so far, for a window frame that goes on growing.
+    pub(super) fn peek(&self, spec: &AggSpec) -> Result<Value> {
+        Ok(match self {
+            AggState::Count(n) => Value::Integer(*n),
+            AggState::Sum(st) => st.finish(spec.func)?,
+            AggState::Ext(b) => b.clone().unwrap_or(Value::Null),
+            AggState::Concat(s) => s.clone().map_or(Value::Null, Value::Text),
+            AggState::Last(v) => v.clone(),
+            AggState::Distinct(_, inner) => inner.peek(spec)?,
+        })
+    }
+
     pub(super) fn finish(self, spec: &AggSpec) -> Result<Value> {
         Ok(match self {
             AggState::Count(n) => Value::Integer(n),

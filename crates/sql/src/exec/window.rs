@@ -31,26 +31,25 @@ pub(super) fn run(
 ) -> Result<bool> {
     // One sort per distinct (PARTITION BY, ORDER BY): the rows' order and where each
     // partition ends.
-    let mut sorts: Vec<(usize, Vec<usize>, Vec<usize>)> = Vec::new();
+    let mut sorts: Vec<(usize, Sorted)> = Vec::new();
     let mut results: Vec<Vec<Value>> = Vec::with_capacity(w.calls.len());
     for (k, call) in w.calls.iter().enumerate() {
-        let same = sorts.iter().position(|(j, _, _)| {
+        let same = sorts.iter().position(|(j, _)| {
             let o = &w.calls[*j];
             o.partition == call.partition && o.order == call.order
         });
         let si = match same {
             Some(si) => si,
             None => {
-                let (perm, ends) = sort(call, &rows, cx)?;
-                sorts.push((k, perm, ends));
+                sorts.push((k, sort(call, &rows, cx)?));
                 sorts.len() - 1
             }
         };
-        let (_, perm, ends) = &sorts[si];
+        let (_, Sorted { perm, ends, keys }) = &sorts[si];
         let mut out = vec![Value::Null; rows.len()];
         let mut a = 0;
         for &b in ends {
-            Partition::new(call, &rows, &perm[a..b], cx)?.compute(&mut out)?;
+            Partition::new(call, &rows, &perm[a..b], keys, cx).compute(&mut out)?;
             a = b;
         }
         results.push(out);
@@ -63,7 +62,7 @@ pub(super) fn run(
         }
     }
     let order: Vec<usize> = match sorts.into_iter().next() {
-        Some((_, perm, _)) => perm,
+        Some((_, s)) => s.perm,
         None => (0..rows.len()).collect(),
     };
     let mut seen = KeySet::default();
@@ -84,7 +83,15 @@ pub(super) fn run(
 }
 
 /// The rows' indices in the call's window order, and the end of each partition in it.
-fn sort(call: &WinCall, rows: &[Vec<Value>], cx: &Cx) -> Result<(Vec<usize>, Vec<usize>)> {
+/// Rows in a window's order: their indices, where each partition ends, and each row's
+/// PARTITION BY then ORDER BY values (by row index).
+struct Sorted {
+    perm: Vec<usize>,
+    ends: Vec<usize>,
+    keys: Vec<Vec<Value>>,
+}
+
+fn sort(call: &WinCall, rows: &[Vec<Value>], cx: &Cx) -> Result<Sorted> {
     let np = call.partition.len();
     let mut keys = Vec::with_capacity(rows.len());
     for r in rows {
@@ -127,7 +134,7 @@ fn sort(call: &WinCall, rows: &[Vec<Value>], cx: &Cx) -> Result<(Vec<usize>, Vec
     if !perm.is_empty() {
         ends.push(perm.len());
     }
-    Ok((perm, ends))
+    Ok(Sorted { perm, ends, keys })
 }
 
 /// One partition of one call: its rows in window order and their peer groups.
@@ -149,23 +156,18 @@ impl<'a> Partition<'a> {
         call: &'a WinCall,
         rows: &'a [Vec<Value>],
         p: &'a [usize],
+        keys: &[Vec<Value>],
         cx: &'a Cx<'a>,
-    ) -> Result<Self> {
-        let mut okeys: Vec<Vec<Value>> = Vec::with_capacity(p.len());
-        for &r in p {
-            let mut k = Vec::with_capacity(call.order.len());
-            for (e, _, _) in &call.order {
-                k.push(eval(e, &rows[r], cx)?.into_owned());
-            }
-            okeys.push(k);
-        }
+    ) -> Self {
+        let np = call.partition.len();
+        let okeys = |j: usize| &keys[p[j]][np..];
         let mut group = Vec::with_capacity(p.len());
         let mut starts = Vec::new();
         for j in 0..p.len() {
             let peer = j > 0
-                && okeys[j - 1]
+                && okeys(j - 1)
                     .iter()
-                    .zip(&okeys[j])
+                    .zip(okeys(j))
                     .all(|(a, b)| a.total_cmp(b) == Ordering::Equal);
             if !peer {
                 starts.push(j);
@@ -174,11 +176,11 @@ impl<'a> Partition<'a> {
         }
         starts.push(p.len());
         let key = if call.order.len() == 1 && call.unit == FrameUnit::Range {
-            okeys.into_iter().map(|mut k| k.swap_remove(0)).collect()
+            (0..p.len()).map(|j| okeys(j)[0].clone()).collect()
         } else {
             Vec::new()
         };
-        Ok(Partition {
+        Partition {
             call,
             rows,
             p,
@@ -186,7 +188,7 @@ impl<'a> Partition<'a> {
             group,
             starts,
             key,
-        })
+        }
     }
 
     fn row(&self, j: usize) -> &'a [Value] {
@@ -617,18 +619,7 @@ impl Sliding {
 
     fn value(&self, spec: &AggSpec) -> Result<Value> {
         Ok(match self {
-            Sliding::Grow(st) => match st {
-                AggState::Count(n) => Value::Integer(*n),
-                AggState::Sum(s) => s.finish(spec.func)?,
-                AggState::Ext(b) => b.clone().unwrap_or(Value::Null),
-                AggState::Concat(s) => s.clone().map_or(Value::Null, Value::Text),
-                AggState::Last(v) => v.clone(),
-                AggState::Distinct(..) => {
-                    return Err(Error::Invalid(
-                        "DISTINCT is not supported for window functions".into(),
-                    ))
-                }
-            },
+            Sliding::Grow(st) => st.peek(spec)?,
             Sliding::Count(n) => Value::Integer(*n),
             Sliding::Sum(s) => s.finish(spec.func)?,
             Sliding::Extreme(q) => q.front().map_or(Value::Null, |(_, v)| v.clone()),
