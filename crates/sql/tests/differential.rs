@@ -925,7 +925,7 @@ fn gen_window_select(r: &mut Rng, tables: &[GenTable]) -> String {
             "RANGE CURRENT ROW".into(),
             format!("GROUPS BETWEEN {n} PRECEDING AND CURRENT ROW"),
             format!("GROUPS BETWEEN 1 PRECEDING AND {n} FOLLOWING"),
-            format!("GROUPS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING"),
+            "GROUPS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING".to_string(),
         ];
         let (call, frame) = if total_order {
             let f = *r.pick(&[

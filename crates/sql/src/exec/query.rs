@@ -6,7 +6,7 @@ use crate::exec::aggregate::{
 };
 use crate::exec::eval::{eval, norm_key, push_norm, Cached, Cx, KeySet};
 use crate::exec::scan::{pool_frame, pooled_frame, run_levels};
-use crate::exec::sort::compare_rows;
+use crate::exec::sort::{compare_rows, sort_rows};
 use crate::exec::{all_true, eval_row};
 use crate::plan::*;
 use crate::types::{self};
@@ -109,7 +109,7 @@ fn run_query_owned(
     if let Some(b) = bound {
         cx.cache.borrow_mut().remove(&b);
     }
-    rows.sort_by(|a, b| compare_rows(a, b, &q.order));
+    sort_rows(&mut rows, &q.order);
     for r in rows {
         if !emit(r)? {
             break;

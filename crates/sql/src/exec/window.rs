@@ -13,13 +13,12 @@ use crate::error::{Error, Result};
 use crate::exec::aggregate::{AggState, SumState};
 use crate::exec::eval::{eval, eval_bool, norm_key, Cx, KeySet};
 use crate::exec::eval_row;
-use crate::exec::sort::compare_key;
+use crate::exec::sort::{compare_key, compare_rows, sort_rows};
 use crate::parse::window::{Exclude, FrameUnit};
 use crate::plan::*;
 use crate::types::{self, Affinity, Arith};
 use cairn_value::Value;
 use std::cmp::Ordering;
-use std::collections::VecDeque;
 
 /// Computes the calls over `rows` (each `w.width` values), then projects them into `sink`, in
 /// the order of the first call's window.
@@ -49,7 +48,7 @@ pub(super) fn run(
         let mut out = vec![Value::Null; rows.len()];
         let mut a = 0;
         for &b in ends {
-            Partition::new(call, &rows, &perm[a..b], keys, cx).compute(&mut out)?;
+            Partition::new(call, &rows, &perm[a..b], &keys[a..b], cx).compute(&mut out)?;
             a = b;
         }
         results.push(out);
@@ -82,57 +81,55 @@ pub(super) fn run(
     Ok(true)
 }
 
-/// The rows' indices in the call's window order, and the end of each partition in it.
-/// Rows in a window's order: their indices, where each partition ends, and each row's
-/// PARTITION BY then ORDER BY values (by row index).
+/// Rows in a window's order: each position's row index, where each partition ends, and each
+/// position's PARTITION BY then ORDER BY values (then the row index).
 struct Sorted {
     perm: Vec<usize>,
     ends: Vec<usize>,
     keys: Vec<Vec<Value>>,
 }
 
+/// Sorts the rows' keys with ORDER BY's own row sort (`sort_rows`, one copy of the sort in the
+/// module); the row index as the last key keeps tied rows in the order the core gave them.
 fn sort(call: &WinCall, rows: &[Vec<Value>], cx: &Cx) -> Result<Sorted> {
     let np = call.partition.len();
+    let width = np + call.order.len();
     let mut keys = Vec::with_capacity(rows.len());
-    for r in rows {
-        let mut k = Vec::with_capacity(np + call.order.len());
+    for (i, r) in rows.iter().enumerate() {
+        let mut k = Vec::with_capacity(width + 1);
         for e in call.partition.iter().chain(call.order.iter().map(|o| &o.0)) {
             k.push(eval(e, r, cx)?.into_owned());
         }
+        k.push(Value::Integer(i as i64));
         keys.push(k);
     }
-    let sk = |i: usize| match i.checked_sub(np) {
-        None => SortKey {
-            col: i,
+    let mut sk: Vec<SortKey> = (0..=width)
+        .map(|col| SortKey {
+            col,
             desc: false,
             nulls_first: true,
-        },
-        Some(o) => SortKey {
-            col: i,
-            desc: call.order[o].1,
-            nulls_first: call.order[o].2,
-        },
-    };
-    let cmp = |a: &[Value], b: &[Value], upto: usize| {
-        for i in 0..upto {
-            let o = compare_key(&a[i], &b[i], &sk(i));
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-        Ordering::Equal
-    };
-    let mut perm: Vec<usize> = (0..rows.len()).collect();
-    let all = np + call.order.len();
-    perm.sort_by(|&a, &b| cmp(&keys[a], &keys[b], all));
+        })
+        .collect();
+    for (o, (_, desc, nulls_first)) in call.order.iter().enumerate() {
+        sk[np + o].desc = *desc;
+        sk[np + o].nulls_first = *nulls_first;
+    }
+    sort_rows(&mut keys, &sk);
+    let perm = keys
+        .iter()
+        .map(|k| match k[width] {
+            Value::Integer(i) => i as usize,
+            _ => 0,
+        })
+        .collect();
     let mut ends = Vec::new();
-    for j in 1..perm.len() {
-        if cmp(&keys[perm[j - 1]], &keys[perm[j]], np) != Ordering::Equal {
+    for j in 1..keys.len() {
+        if compare_rows(&keys[j - 1], &keys[j], &sk[..np]) != Ordering::Equal {
             ends.push(j);
         }
     }
-    if !perm.is_empty() {
-        ends.push(perm.len());
+    if !keys.is_empty() {
+        ends.push(keys.len());
     }
     Ok(Sorted { perm, ends, keys })
 }
@@ -159,8 +156,8 @@ impl<'a> Partition<'a> {
         keys: &[Vec<Value>],
         cx: &'a Cx<'a>,
     ) -> Self {
-        let np = call.partition.len();
-        let okeys = |j: usize| &keys[p[j]][np..];
+        let (np, no) = (call.partition.len(), call.order.len());
+        let okeys = |j: usize| &keys[j][np..np + no];
         let mut group = Vec::with_capacity(p.len());
         let mut starts = Vec::new();
         for j in 0..p.len() {
@@ -355,10 +352,8 @@ impl<'a> Partition<'a> {
             for (j, &(s, e)) in frames.iter().enumerate() {
                 let mut st = AggState::new(&spec);
                 for (a, b) in self.segments(j, s, e) {
-                    for t in a..b {
-                        if counted[t] {
-                            st.update(&spec, self.row(t), self.cx)?;
-                        }
+                    for (t, _) in counted.iter().enumerate().take(b).skip(a).filter(|c| *c.1) {
+                        st.update(&spec, self.row(t), self.cx)?;
                     }
                 }
                 out[self.p[j]] = st.finish(&spec)?;
@@ -545,8 +540,8 @@ enum Sliding {
     Count(i64),
     Sum(Box<SumState>),
     /// min() or max(): the rows that may still become the extreme, as (position, value), the
-    /// extreme first.
-    Extreme(VecDeque<(usize, Value)>),
+    /// extreme first: a queue, `.1..` of the vector.
+    Extreme(Vec<(usize, Value)>, usize),
 }
 
 impl Sliding {
@@ -554,7 +549,7 @@ impl Sliding {
         match spec.func {
             _ if fixed_start => Sliding::Grow(AggState::new(spec)),
             AggFunc::CountStar | AggFunc::Count => Sliding::Count(0),
-            AggFunc::Min | AggFunc::Max => Sliding::Extreme(VecDeque::new()),
+            AggFunc::Min | AggFunc::Max => Sliding::Extreme(Vec::new(), 0),
             _ => Sliding::Sum(Box::default()),
         }
     }
@@ -578,16 +573,16 @@ impl Sliding {
         match self {
             Sliding::Count(n) => *n += 1,
             Sliding::Sum(st) => st.add(&v),
-            Sliding::Extreme(q) => {
+            Sliding::Extreme(q, head) => {
                 let keep = if spec.func == AggFunc::Min {
                     Ordering::Less
                 } else {
                     Ordering::Greater
                 };
-                while q.back().is_some_and(|(_, b)| b.total_cmp(&v) != keep) {
-                    q.pop_back();
+                while q.len() > *head && q.last().is_some_and(|(_, b)| b.total_cmp(&v) != keep) {
+                    q.pop();
                 }
-                q.push_back((j, v));
+                q.push((j, v));
             }
             Sliding::Grow(_) => {}
         }
@@ -597,9 +592,9 @@ impl Sliding {
     fn remove(&mut self, spec: &AggSpec, j: usize, row: &[Value], cx: &Cx) -> Result<()> {
         match self {
             Sliding::Grow(_) => {}
-            Sliding::Extreme(q) => {
-                if q.front().is_some_and(|(i, _)| *i == j) {
-                    q.pop_front();
+            Sliding::Extreme(q, head) => {
+                if q.get(*head).is_some_and(|(i, _)| *i == j) {
+                    *head += 1;
                 }
             }
             _ => {
@@ -622,7 +617,7 @@ impl Sliding {
             Sliding::Grow(st) => st.peek(spec)?,
             Sliding::Count(n) => Value::Integer(*n),
             Sliding::Sum(s) => s.finish(spec.func)?,
-            Sliding::Extreme(q) => q.front().map_or(Value::Null, |(_, v)| v.clone()),
+            Sliding::Extreme(q, head) => q.get(*head).map_or(Value::Null, |(_, v)| v.clone()),
         })
     }
 }
