@@ -263,14 +263,12 @@ impl<'a> Partition<'a> {
                         None => Some(1),
                     };
                     let at = off.and_then(|o| {
-                        let o = if self.call.func == WinFunc::Lag {
-                            -o
+                        let t = if self.call.func == WinFunc::Lag {
+                            (j as i64).checked_sub(o)
                         } else {
-                            o
+                            (j as i64).checked_add(o)
                         };
-                        (j as i64)
-                            .checked_add(o)
-                            .filter(|&t| t >= 0 && t < m as i64)
+                        t.filter(|&t| t >= 0 && t < m as i64)
                     });
                     let v = match at {
                         Some(t) => self.arg(0, t as usize)?,
