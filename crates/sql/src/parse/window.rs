@@ -314,6 +314,11 @@ fn chain(w: &mut WindowDef, defs: &[(String, WindowDef)]) -> Result<()> {
 
 /// Resolves the named windows the calls in `e` use; a subquery resolved its own.
 pub(super) fn resolve(e: &mut Expr, defs: &[(String, WindowDef)]) -> Result<()> {
+    // Without a WINDOW clause there is nothing to resolve (a call naming a window then fails
+    // in the planner), and a common statement does not walk its expressions again.
+    if defs.is_empty() {
+        return Ok(());
+    }
     let mut err = None;
     each_mut(e, &mut |x| {
         if let Expr::Window { over, .. } = x {
@@ -327,7 +332,7 @@ pub(super) fn resolve(e: &mut Expr, defs: &[(String, WindowDef)]) -> Result<()> 
 
 /// Resolves the named windows of the only core of a query's body, in its ORDER BY.
 pub(super) fn resolve_order(q: &mut Select, defs: &[(String, WindowDef)]) -> Result<()> {
-    if matches!(q.body, SelectBody::Core(_)) {
+    if !defs.is_empty() && matches!(q.body, SelectBody::Core(_)) {
         for o in &mut q.order_by {
             resolve(&mut o.expr, defs)?;
         }

@@ -443,13 +443,17 @@ impl Planner<'_> {
                     };
                     return Ok(PExpr::AggRef(idx));
                 }
-                if let Some(e) = super::window::misuse(name) {
-                    return Err(e);
-                }
                 if *distinct || *star {
                     return Err(Error::Invalid(format!("{name}() is not an aggregate")));
                 }
-                let f = scalar_func(name, args.len())?;
+                let f = match scalar_func(name, args.len()) {
+                    // A window function without OVER: SQLite's error, looked up only here, off
+                    // the path every scalar call takes.
+                    Err(Error::UnknownFunction(n)) => {
+                        return Err(super::window::misuse(name).unwrap_or(Error::UnknownFunction(n)))
+                    }
+                    r => r?,
+                };
                 let args = self.exprs(args)?;
                 PExpr::Func(f, args)
             }
