@@ -1,5 +1,5 @@
 //! Window functions in the plan. A call (`f(...) OVER (...)`) in a core's output or ORDER BY
-//! is bound to [`PExpr::WinRef`]; once the core is bound, [`Planner::window_step`] makes the
+//! is bound to [`PExpr::WinRef`]; once the core is bound, [`window_step`] makes the
 //! core hand its rows (the join frame, or an aggregate query's group row) to a window step
 //! ([`WindowPlan`], run by `crate::exec::window`) that appends each call's value to each row
 //! and then projects. Calls are only allowed where SQLite allows them: the result columns and
@@ -264,8 +264,8 @@ pub(super) fn window_step(
     }
 }
 
-/// The frame SQLite gives a function regardless of the one written: the ranking functions,
-/// ntile, lag and lead see the whole partition in order.
+/// Whether a call reads its frame: the ranking functions, ntile, lag and lead ignore the one
+/// written and see the whole partition in order, as in SQLite.
 fn uses_frame(f: WinFunc) -> bool {
     matches!(
         f,
