@@ -202,13 +202,19 @@ impl SumState {
         }
     }
 
+    /// The exact sum so far becomes the compensated one, split between sum and error as
+    /// SQLite's `kahanBabuskaNeumaierInit` splits it (later roundings depend on the split).
     fn go_approx(&mut self) {
         if !self.approx {
             self.approx = true;
             let i = self.int;
-            self.sum = 0.0;
-            self.err = 0.0;
-            self.kbn_int(i);
+            if (-4_503_599_627_370_496..4_503_599_627_370_496).contains(&i) {
+                self.sum = i as f64;
+                self.err = 0.0;
+            } else {
+                self.sum = (i - i % 16384) as f64;
+                self.err = (i % 16384) as f64;
+            }
         }
     }
 
@@ -297,13 +303,21 @@ impl SumState {
     }
 
     pub(super) fn finish(&self, f: AggFunc) -> Result<Value> {
+        // A real that is NaN (infinities of both signs met) is NULL, as SQLite stores it.
+        let real = |r: f64| {
+            if r.is_nan() {
+                Value::Null
+            } else {
+                Value::Real(r)
+            }
+        };
         Ok(match f {
-            AggFunc::Total => Value::Real(self.value()),
+            AggFunc::Total => real(self.value()),
             AggFunc::Avg if self.n == 0 => Value::Null,
-            AggFunc::Avg => Value::Real(self.value() / self.n as f64),
+            AggFunc::Avg => real(self.value() / self.n as f64),
             _ if self.n == 0 => Value::Null,
             _ if self.overflow => return Err(Error::IntegerOverflow),
-            _ if self.approx => Value::Real(self.value()),
+            _ if self.approx => real(self.value()),
             _ => Value::Integer(self.int),
         })
     }
