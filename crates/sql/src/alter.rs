@@ -281,6 +281,8 @@ pub(crate) fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut 
     match e {
         Expr::Column { table, name } => f(table, name),
         Expr::Literal(_) | Expr::Param(_) | Expr::Exists { .. } | Expr::Subquery(_) => {}
+        // A CHECK cannot hold a window call (`misuse of window function`).
+        Expr::Window { .. } => {}
         Expr::Unary(_, a)
         | Expr::IsNull { expr: a, .. }
         | Expr::Cast { expr: a, .. }

@@ -45,7 +45,10 @@
 //!    the page, the other filters on decoded columns (`eval_bool`, `exec/eval/mod.rs`); only a
 //!    row that passes has the rest of what is needed decoded, and the frame is pushed on. The
 //!    sink evaluates the projection and collects the row into [`Output::Rows`]. Grouping and
-//!    aggregates are in `exec/aggregate.rs`, ORDER BY's comparison in `exec/sort.rs`.
+//!    aggregates are in `exec/aggregate.rs`, ORDER BY's comparison in `exec/sort.rs`. A query
+//!    with window calls (planned by `Planner::window_call` and `window_step`, `plan/window.rs`)
+//!    has `run_core` collect the core's rows for `exec/window.rs`, which sorts them per window,
+//!    appends each call's values and projects.
 //!    `EXPLAIN` prints the plan instead (`plan/explain.rs`).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through `exec::Writer` (`exec/write/`): it
 //!    collects its targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE

@@ -155,6 +155,33 @@ fn nesting_is_bounded() {
 }
 
 #[test]
+fn window_ties_keep_scan_order() {
+    // Rows that tie in a window's ORDER BY are numbered in the order the query reads them:
+    // cairn reads a TEXT-keyed table in key order, SQLite in insertion (rowid) order.
+    let setup = "CREATE TABLE t (k TEXT PRIMARY KEY, g INTEGER)";
+    let fill = "INSERT INTO t VALUES ('b', 1), ('a', 1), ('c', 0)";
+    let q = "SELECT k, row_number() OVER (ORDER BY g) FROM t ORDER BY k";
+    let mut db = Database::memory();
+    db.execute(setup, &[]).unwrap();
+    db.execute(fill, &[]).unwrap();
+    let row = |k: &str, n: i64| vec![Value::Text(k.into()), Value::Integer(n)];
+    assert_eq!(
+        db.execute(q, &[]).unwrap().rows(),
+        &[row("a", 2), row("b", 3), row("c", 1)]
+    );
+    let s = sqlite();
+    s.execute(setup, []).unwrap();
+    s.execute(fill, []).unwrap();
+    let mut st = s.prepare(q).unwrap();
+    let got: Vec<(String, i64)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(got, [("a".into(), 3), ("b".into(), 2), ("c".into(), 1)]);
+}
+
+#[test]
 fn the_schema_tables_are_cairns_own_text() {
     let create = "CREATE TABLE t (k text primary key, n INT default 3, UNIQUE (n))";
     let mut db = Database::memory();

@@ -6,8 +6,9 @@
 //!
 //! - `corpus`: every `testscripts/diff/*.sql` file, statement by statement.
 //! - `random_queries` / `random_writes`: a seeded generator of schemas, data, queries and writes
-//!   within the dialect. `CAIRN_DIFF_CASES=N` runs N cases per seed instead of the default;
-//!   `CAIRN_DIFF_SEED=S` starts from another seed.
+//!   within the dialect; `random_window_queries`: queries with window calls over its schemas.
+//!   `CAIRN_DIFF_CASES=N` runs N cases per seed instead of the default; `CAIRN_DIFF_SEED=S`
+//!   starts from another seed.
 //! - `corpus_on_the_paged_store` / `random_writes_on_the_paged_store`: the same on the paged
 //!   store instead of `Memory`, where writes take the store's own paths (rows rewritten and
 //!   removed where they are stored).
@@ -916,6 +917,148 @@ fn gen_select(r: &mut Rng, tables: &[GenTable]) -> String {
     sql
 }
 
+/// A query with window calls over one table (sometimes grouped). A call whose value depends on
+/// the order of rows that tie (row_number, lag, a ROWS frame...) gets an ORDER BY on every
+/// column of the table: rows that still tie are identical, so either order gives the same
+/// rows. Other calls (rank, the aggregates over RANGE and GROUPS frames) may order by anything.
+fn gen_window_select(r: &mut Rng, tables: &[GenTable]) -> String {
+    let t = r.pick(tables);
+    let cols: Vec<(String, &'static str)> = t.cols.iter().map(|c| (c.name.clone(), c.ty)).collect();
+    let g = ExprGen {
+        cols: &cols,
+        agg: false,
+    };
+    let grouped = r.chance(20);
+    let gcol = g.col(r);
+    // Grouped: the windows see the group column and aggregates of the group.
+    let operand = |r: &mut Rng| -> String {
+        if grouped {
+            match r.below(3) {
+                0 => gcol.clone(),
+                1 => "count(*)".into(),
+                _ => format!("sum({})", g.col(r)),
+            }
+        } else if r.chance(75) {
+            g.col(r)
+        } else {
+            g.expr(r, 1)
+        }
+    };
+    let mut outs = vec![if grouped { gcol.clone() } else { g.col(r) }];
+    for _ in 0..1 + r.below(3) {
+        let total_order = !grouped && r.chance(50);
+        let mut over = Vec::new();
+        if r.chance(40) {
+            over.push(format!("PARTITION BY {}", operand(r)));
+        }
+        let mut order: Vec<String> = Vec::new();
+        if total_order {
+            for c in &t.cols {
+                order.push(c.name.clone());
+            }
+        } else if r.chance(80) {
+            for _ in 0..1 + r.below(2) {
+                order.push(operand(r));
+            }
+        }
+        let keys: Vec<String> = order
+            .iter()
+            .map(|k| {
+                format!(
+                    "{k}{}{}",
+                    if r.chance(35) { " DESC" } else { "" },
+                    *r.pick(&["", "", " NULLS FIRST", " NULLS LAST"])
+                )
+            })
+            .collect();
+        if !keys.is_empty() {
+            over.push(format!("ORDER BY {}", keys.join(", ")));
+        }
+        let x = operand(r);
+        let agg = *r.pick(&["count", "sum", "total", "avg", "min", "max", "count(*)"]);
+        let agg_call = if agg == "count(*)" {
+            agg.to_string()
+        } else {
+            format!("{agg}({x})")
+        };
+        let filter = if !r.chance(15) {
+            String::new()
+        } else if grouped {
+            format!(" FILTER (WHERE {} > {})", operand(r), r.below(3))
+        } else {
+            format!(" FILTER (WHERE {})", g.cond(r, 1))
+        };
+        let n = 1 + r.below(3);
+        let exclude = *r.pick(&[
+            "",
+            "",
+            "",
+            " EXCLUDE CURRENT ROW",
+            " EXCLUDE GROUP",
+            " EXCLUDE TIES",
+        ]);
+        let tie_free = [
+            "".to_string(),
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING".into(),
+            "RANGE CURRENT ROW".into(),
+            format!("GROUPS BETWEEN {n} PRECEDING AND CURRENT ROW"),
+            format!("GROUPS BETWEEN 1 PRECEDING AND {n} FOLLOWING"),
+            "GROUPS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING".to_string(),
+        ];
+        let (call, frame) = if total_order {
+            let f = *r.pick(&[
+                "row_number()",
+                "ntile(3)",
+                "lag(X)",
+                "lead(X, 2, 0)",
+                "first_value(X)",
+                "last_value(X)",
+                "nth_value(X, 2)",
+                "AGG",
+                "AGG",
+            ]);
+            let call = f.replace('X', &x).replace("AGG", &agg_call);
+            let frame = match r.below(4) {
+                0 => format!("ROWS BETWEEN {n} PRECEDING AND {} FOLLOWING", r.below(3)),
+                1 => format!("ROWS {n} PRECEDING"),
+                2 => "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING".to_string(),
+                _ => r.pick(&tie_free).clone(),
+            };
+            (call, frame)
+        } else {
+            let f = *r.pick(&[
+                "rank()",
+                "dense_rank()",
+                "percent_rank()",
+                "cume_dist()",
+                "AGG",
+                "AGG",
+                "AGG",
+            ]);
+            (f.replace("AGG", &agg_call), r.pick(&tie_free).clone())
+        };
+        let aggregate = call == agg_call;
+        if aggregate && !frame.is_empty() && !(frame.starts_with("GROUPS") && keys.is_empty()) {
+            over.push(format!("{frame}{exclude}"));
+        }
+        let filter = if aggregate { filter } else { String::new() };
+        outs.push(format!("{call}{filter} OVER ({})", over.join(" ")));
+    }
+    let mut sql = format!("SELECT {} FROM {}", outs.join(", "), t.name);
+    if r.chance(40) {
+        sql.push_str(&format!(" WHERE {}", g.cond(r, 1)));
+    }
+    if grouped {
+        sql.push_str(&format!(" GROUP BY {gcol}"));
+    }
+    if r.chance(30) {
+        sql.push_str(" ORDER BY ");
+        let keys: Vec<String> = (1..=outs.len()).map(|i| i.to_string()).collect();
+        sql.push_str(&keys.join(", "));
+    }
+    sql
+}
+
 fn gen_write(r: &mut Rng, tables: &[GenTable]) -> String {
     let t = r.pick(tables);
     let cols: Vec<(String, &'static str)> = t.cols.iter().map(|c| (c.name.clone(), c.ty)).collect();
@@ -1007,6 +1150,25 @@ fn random_queries() {
         total += pair.checked;
     }
     eprintln!("random differential queries: {total} statements");
+}
+
+#[test]
+fn random_window_queries() {
+    let mut total = 0;
+    for s in 0..4u64 {
+        let mut r = Rng(seed()
+            .wrapping_add(200 + s)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            | 1);
+        let mut pair = Pair::new();
+        let tables = gen_schema(&mut r, &mut pair);
+        for _ in 0..cases() {
+            let q = gen_window_select(&mut r, &tables);
+            pair.check(&q);
+        }
+        total += pair.checked;
+    }
+    eprintln!("random differential window queries: {total} statements");
 }
 
 #[test]

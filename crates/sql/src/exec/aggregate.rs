@@ -207,19 +207,25 @@ impl SumState {
         }
     }
 
+    /// The exact sum so far becomes the compensated one, split between sum and error as
+    /// SQLite's `kahanBabuskaNeumaierInit` splits it (later roundings depend on the split).
     fn go_approx(&mut self) {
         if !self.approx {
             self.approx = true;
             let i = self.int;
-            self.sum = 0.0;
-            self.err = 0.0;
-            self.kbn_int(i);
+            if (-4_503_599_627_370_496..4_503_599_627_370_496).contains(&i) {
+                self.sum = i as f64;
+                self.err = 0.0;
+            } else {
+                self.sum = (i - i % 16384) as f64;
+                self.err = (i % 16384) as f64;
+            }
         }
     }
 
     /// Adds a value: an integer to an exact sum that stays exact here, inlined; the rest apart.
     #[inline]
-    fn add(&mut self, v: &Value) {
+    pub(super) fn add(&mut self, v: &Value) {
         if let (Value::Integer(i), false) = (v, self.approx) {
             if let Some(s) = self.int.checked_add(*i) {
                 self.n += 1;
@@ -233,14 +239,10 @@ impl SumState {
     #[inline(never)]
     fn add_general(&mut self, v: &Value) {
         self.n += 1;
-        // Text counts as an integer only if all of it is one; otherwise as a real.
         let converted;
         let v = match v {
             Value::Text(_) | Value::Blob(_) => {
-                converted = match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
-                    i @ Value::Integer(_) => i,
-                    other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
-                };
+                converted = summand(v);
                 &converted
             }
             v => v,
@@ -256,9 +258,39 @@ impl SumState {
             },
             Value::Integer(i) => self.kbn_int(i),
             Value::Real(r) => {
+                // SQLite forgets an overflow once a real is added.
+                self.overflow = false;
                 self.go_approx();
                 self.kbn(r);
             }
+            _ => {}
+        }
+    }
+
+    /// Takes back a value added before, as SQLite's `sumInverse` does for a window frame
+    /// whose start moves on: once the sum is approximate it stays so.
+    pub(super) fn remove(&mut self, v: &Value) {
+        self.n -= 1;
+        let v = summand(v);
+        if let (Value::Integer(i), false) = (&v, self.approx) {
+            match self.int.checked_sub(*i) {
+                Some(s) => {
+                    self.int = s;
+                    return;
+                }
+                None => {
+                    self.overflow = true;
+                    self.go_approx();
+                }
+            }
+        }
+        match v {
+            Value::Integer(i64::MIN) => {
+                self.kbn_int(i64::MAX);
+                self.kbn_int(1);
+            }
+            Value::Integer(i) => self.kbn_int(-i),
+            Value::Real(r) => self.kbn(-r),
             _ => {}
         }
     }
@@ -275,17 +307,49 @@ impl SumState {
         }
     }
 
-    fn finish(&self, f: AggFunc) -> Result<Value> {
+    pub(super) fn finish(&self, f: AggFunc) -> Result<Value> {
+        // A real that is NaN (infinities of both signs met) is NULL, as SQLite stores it.
+        let real = |r: f64| {
+            if r.is_nan() {
+                Value::Null
+            } else {
+                Value::Real(r)
+            }
+        };
         Ok(match f {
-            AggFunc::Total => Value::Real(self.value()),
+            AggFunc::Total => real(self.value()),
             AggFunc::Avg if self.n == 0 => Value::Null,
-            AggFunc::Avg => Value::Real(self.value() / self.n as f64),
+            AggFunc::Avg => real(self.value() / self.n as f64),
             _ if self.n == 0 => Value::Null,
             _ if self.overflow => return Err(Error::IntegerOverflow),
-            _ if self.approx => Value::Real(self.value()),
+            _ if self.approx => real(self.value()),
             _ => Value::Integer(self.int),
         })
     }
+}
+
+/// A value as sum() adds it: text counts as an integer only if all of it is one; otherwise as
+/// a real.
+fn summand(v: &Value) -> Value {
+    match v {
+        Value::Text(_) | Value::Blob(_) => {
+            match types::apply_affinity(v.clone(), types::Affinity::Numeric) {
+                i @ Value::Integer(_) => i,
+                other => Value::Real(types::to_f64(&other).unwrap_or(0.0)),
+            }
+        }
+        v => v.clone(),
+    }
+}
+
+/// json_group_array's or json_group_object's value: its members, bracketed.
+fn json_text(spec: &AggSpec, members: &str) -> Value {
+    let (open, close) = if spec.func == AggFunc::JsonObject {
+        ('{', '}')
+    } else {
+        ('[', ']')
+    };
+    Value::Text(format!("{open}{members}{close}"))
 }
 
 pub(super) enum AggState {
@@ -320,7 +384,7 @@ impl AggState {
 
     /// Adds a row; says whether the state changed (for min/max: a new extreme).
     #[inline]
-    fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
+    pub(super) fn update(&mut self, spec: &AggSpec, frame: &[Value], cx: &Cx) -> Result<bool> {
         if spec.func == AggFunc::CountStar {
             if let AggState::Count(n) = self {
                 *n += 1;
@@ -435,21 +499,27 @@ impl AggState {
         Ok(true)
     }
 
-    fn finish(self, spec: &AggSpec) -> Result<Value> {
+    /// The value so far, for a window frame that goes on growing.
+    pub(super) fn peek(&self, spec: &AggSpec) -> Result<Value> {
+        Ok(match self {
+            AggState::Count(n) => Value::Integer(*n),
+            AggState::Sum(st) => st.finish(spec.func)?,
+            AggState::Ext(b) => b.clone().unwrap_or(Value::Null),
+            AggState::Concat(s) => s.clone().map_or(Value::Null, Value::Text),
+            AggState::Last(v) => v.clone(),
+            AggState::Json(s) => json_text(spec, s),
+            AggState::Distinct(_, inner) => inner.peek(spec)?,
+        })
+    }
+
+    pub(super) fn finish(self, spec: &AggSpec) -> Result<Value> {
         Ok(match self {
             AggState::Count(n) => Value::Integer(n),
             AggState::Sum(st) => st.finish(spec.func)?,
             AggState::Ext(b) => b.unwrap_or(Value::Null),
             AggState::Concat(s) => s.map(Value::Text).unwrap_or(Value::Null),
             AggState::Last(v) => v,
-            AggState::Json(s) => {
-                let (open, close) = if spec.func == AggFunc::JsonObject {
-                    ('{', '}')
-                } else {
-                    ('[', ']')
-                };
-                Value::Text(format!("{open}{s}{close}"))
-            }
+            AggState::Json(s) => json_text(spec, &s),
             AggState::Distinct(_, inner) => inner.finish(spec)?,
         })
     }

@@ -8,7 +8,8 @@
 //!
 //! `query.rs` runs a query's body (compound selects, VALUES, each core); `scan.rs` its join
 //! levels (point reads, key ranges, scans, hash joins, filters on the record in the page);
-//! `aggregate.rs` grouping and aggregates; `sort.rs` ORDER BY's comparison; `write/` the
+//! `aggregate.rs` grouping and aggregates; `window.rs` window functions; `sort.rs` ORDER BY's
+//! comparison; `write/` the
 //! [`Writer`] (`insert.rs`, `update.rs` for UPDATE and DELETE); `capture.rs` the record of
 //! changes to replicated tables that the sync layer turns into ops; `eval/` expressions. It
 //! reads and writes through [`crate::Storage`] alone.
@@ -19,6 +20,7 @@ pub(crate) mod eval;
 mod query;
 mod scan;
 mod sort;
+mod window;
 mod write;
 
 #[cfg(feature = "sink")]

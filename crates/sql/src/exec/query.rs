@@ -6,7 +6,7 @@ use crate::exec::aggregate::{
 };
 use crate::exec::eval::{eval, norm_key, push_norm, Cached, Cx, KeySet};
 use crate::exec::scan::{pool_frame, pooled_frame, run_levels};
-use crate::exec::sort::compare_rows;
+use crate::exec::sort::{compare_rows, sort_rows};
 use crate::exec::{all_true, eval_row};
 use crate::plan::*;
 use crate::types::{self};
@@ -109,7 +109,7 @@ fn run_query_owned(
     if let Some(b) = bound {
         cx.cache.borrow_mut().remove(&b);
     }
-    rows.sort_by(|a, b| compare_rows(a, b, &q.order));
+    sort_rows(&mut rows, &q.order);
     for r in rows {
         if !emit(r)? {
             break;
@@ -208,6 +208,23 @@ fn flatten_union<'b>(b: &'b Body, out: &mut Vec<&'b Body>) {
 }
 
 fn run_core(c: &Core, cx: &Cx, sink: &mut dyn FnMut(Vec<Value>) -> Result<bool>) -> Result<bool> {
+    if let Some(w) = &c.window {
+        // Window calls see every row of the core before the first is projected.
+        let mut rows = Vec::new();
+        let mut frame = pooled_frame(c.frame_len);
+        let r = run_core_in(
+            c,
+            cx,
+            &mut |row| {
+                rows.push(row);
+                Ok(true)
+            },
+            &mut frame,
+        );
+        pool_frame(frame);
+        r?;
+        return crate::exec::window::run(w, rows, cx, sink);
+    }
     let mut frame = pooled_frame(c.frame_len);
     let go = run_core_in(c, cx, sink, &mut frame);
     pool_frame(frame);

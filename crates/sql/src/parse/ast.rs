@@ -360,4 +360,11 @@ pub enum Expr {
         /// `count(*)`
         star: bool,
     },
+    /// A window function call: `func` is the [`Expr::Function`], over the window `over`, its
+    /// rows narrowed by `filter` (aggregates only).
+    Window {
+        func: Box<Expr>,
+        filter: Option<Box<Expr>>,
+        over: Box<crate::parse::window::WindowDef>,
+    },
 }

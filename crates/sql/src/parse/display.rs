@@ -164,6 +164,9 @@ pub fn expr(e: &Expr) -> String {
                 join(&items, ", ")
             )
         }
+        Expr::Window { func, filter, over } => {
+            crate::parse::window::text(func, filter.as_deref(), over)
+        }
     }
 }
 

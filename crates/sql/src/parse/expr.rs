@@ -427,15 +427,16 @@ impl Parser<'_> {
                             }
                         }
                         self.expect_op(")")?;
-                        if self.is_kw("FILTER") || self.is_kw("OVER") {
-                            return Err(Error::Unsupported("FILTER and window functions".into()));
-                        }
-                        Ok(Expr::Function {
+                        let f = Expr::Function {
                             name: w.to_ascii_lowercase(),
                             args,
                             distinct,
                             star,
-                        })
+                        };
+                        if self.is_kw("FILTER") || self.is_kw("OVER") {
+                            return self.window_call(f);
+                        }
+                        Ok(f)
                     }
                     _ if !is_reserved(&w) => self.column_ref(),
                     _ => Err(self.unexpected("an expression")),

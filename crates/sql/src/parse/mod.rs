@@ -11,5 +11,6 @@ mod expr;
 pub(crate) mod lexer;
 mod parser;
 mod query;
+pub(crate) mod window;
 
 pub use parser::{is_keyword, parse, parse_statements, Params};

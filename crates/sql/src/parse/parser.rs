@@ -142,6 +142,8 @@ pub(super) struct Parser<'a> {
     pub(super) params: Params,
     /// Nesting depth of expressions and queries, bounded so hostile input cannot overflow the stack.
     pub(super) depth: u32,
+    /// The WINDOW clause of the core just parsed, for its query's ORDER BY.
+    pub(super) windows: Vec<(String, crate::parse::window::WindowDef)>,
 }
 
 /// How deep expressions and queries may nest (SQLite allows 1000; cairn keeps the executor's
@@ -160,6 +162,7 @@ impl<'a> Parser<'a> {
             pos: 0,
             params: Params::default(),
             depth: 0,
+            windows: Vec::new(),
         }
     }
 

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::parse::ast::*;
 use crate::parse::lexer::Tok;
 use crate::parse::parser::{is_reserved, Parser};
+use crate::parse::window;
 
 impl Parser<'_> {
     pub(super) fn with_clause(&mut self) -> Result<Option<With>> {
@@ -63,6 +64,7 @@ impl Parser<'_> {
                 break;
             }
         }
+        let windows = std::mem::take(&mut self.windows);
         let mut order_by = Vec::new();
         if self.eat_kw("ORDER") {
             self.expect_kw("BY")?;
@@ -82,16 +84,18 @@ impl Parser<'_> {
                 limit = Some(l);
             }
         }
-        Ok(Select {
+        let mut q = Select {
             with: None,
             body,
             order_by,
             limit,
             offset,
-        })
+        };
+        window::resolve_order(&mut q, &windows)?;
+        Ok(q)
     }
 
-    fn order_list(&mut self) -> Result<Vec<OrderItem>> {
+    pub(super) fn order_list(&mut self) -> Result<Vec<OrderItem>> {
         let mut v = Vec::new();
         loop {
             let expr = self.expr()?;
@@ -170,6 +174,13 @@ impl Parser<'_> {
         } else {
             None
         };
+        let windows = self.window_clause()?;
+        for it in &mut columns {
+            if let SelectItem::Expr { expr, .. } = it {
+                window::resolve(expr, &windows)?;
+            }
+        }
+        self.windows = windows;
         Ok(SelectBody::Core(Box::new(SelectCore {
             distinct,
             columns,
@@ -215,7 +226,7 @@ impl Parser<'_> {
             }
             Tok::Word(w)
                 if !is_reserved(&w)
-                    && !["NATURAL", "RETURNING"]
+                    && !["NATURAL", "RETURNING", "WINDOW"]
                         .iter()
                         .any(|k| k.eq_ignore_ascii_case(&w)) =>
             {

@@ -18,7 +18,7 @@ pub fn is_aggregate(name: &str, nargs: usize, star: bool) -> Option<AggFunc> {
         ("avg", 1) => AggFunc::Avg,
         ("min", 1) => AggFunc::Min,
         ("max", 1) => AggFunc::Max,
-        ("group_concat", 1 | 2) => AggFunc::GroupConcat,
+        ("group_concat", 1 | 2) | ("string_agg", 2) => AggFunc::GroupConcat,
         ("json_group_array", 1) => AggFunc::JsonArray,
         ("json_group_object", 2) => AggFunc::JsonObject,
         _ => return None,
@@ -97,6 +97,15 @@ fn walk_ast(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             }
         }
         Expr::Function { args, .. } => args.iter().for_each(|x| walk_ast(x, f)),
+        // The call itself is not an aggregate; what it reads may be.
+        Expr::Window { func, filter, over } => {
+            if let Expr::Function { args, .. } = &**func {
+                args.iter().for_each(|x| walk_ast(x, f));
+            }
+            filter.iter().for_each(|x| walk_ast(x, f));
+            over.partition.iter().for_each(|x| walk_ast(x, f));
+            over.order.iter().for_each(|o| walk_ast(&o.expr, f));
+        }
         Expr::Literal(_)
         | Expr::Param(_)
         | Expr::Column { .. }
@@ -124,6 +133,11 @@ pub(super) fn split_and(e: &Expr, out: &mut Vec<Expr>) {
         }
         e => out.push(e.clone()),
     }
+}
+
+/// Whether `name` is a scalar function (with any number of arguments).
+pub(super) fn scalar_exists(name: &str) -> bool {
+    !matches!(scalar_func(name, 0), Err(Error::UnknownFunction(_)))
 }
 
 fn scalar_func(name: &str, n: usize) -> Result<Func> {
@@ -437,12 +451,22 @@ impl Planner<'_> {
                 if *distinct || *star {
                     return Err(Error::Invalid(format!("{name}() is not an aggregate")));
                 }
-                let f = scalar_func(name, args.len())?;
+                let f = match scalar_func(name, args.len()) {
+                    // A window function without OVER: SQLite's error, looked up only here, off
+                    // the path every scalar call takes.
+                    Err(Error::UnknownFunction(n)) => {
+                        return Err(super::window::misuse(name).unwrap_or(Error::UnknownFunction(n)))
+                    }
+                    r => r?,
+                };
                 let mut args = self.exprs(args)?;
                 if let Func::Json(_) = f {
                     self.mark_json_aggregates(&mut args);
                 }
                 PExpr::Func(f, args)
+            }
+            Expr::Window { func, filter, over } => {
+                self.window_call(func, filter.as_deref(), over)?
             }
         })
     }

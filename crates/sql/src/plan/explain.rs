@@ -327,7 +327,15 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
             ));
         }
     }
-    if c.distinct {
+    if let Some(w) = &c.window {
+        for call in &w.calls {
+            out.push(format!(
+                "{pad}WINDOW {}",
+                crate::plan::window::describe(call, plural)
+            ));
+        }
+    }
+    if c.distinct || c.window.as_ref().is_some_and(|w| w.distinct) {
         out.push(format!("{pad}DISTINCT"));
     }
 }

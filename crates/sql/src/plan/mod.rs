@@ -24,11 +24,13 @@ pub(crate) mod explain;
 mod join;
 mod planner;
 mod walk;
+pub(crate) mod window;
 mod write;
 
 pub(crate) use access::{access_columns, prefix_successor};
 pub(crate) use planner::Planner;
 pub(crate) use walk::{has_subquery, walk};
+pub(crate) use window::{Bound, WinCall, WinFunc, WindowPlan};
 
 use crate::parse::ast::{BinOp, Conflict};
 use crate::schema::Table;
@@ -86,6 +88,8 @@ pub enum PExpr {
     Func(Func, Vec<PExpr>),
     /// An aggregate's result, only while planning an aggregate query.
     AggRef(usize),
+    /// A window call's result, only while planning a query with window calls.
+    WinRef(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +200,8 @@ pub struct Core {
     pub distinct: bool,
     /// The scan already yields rows in the ORDER BY order, so the sort can be skipped.
     pub ordered: bool,
+    /// Window calls: `project` then gives the step's input rows, and the step projects.
+    pub window: Option<Box<WindowPlan>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

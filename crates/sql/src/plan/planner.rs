@@ -35,6 +35,8 @@ pub(super) struct Scope {
     pub(super) aggs: Option<Vec<AggSpec>>,
     /// Output aliases usable in WHERE/GROUP BY/ORDER BY: (alias, AST expr).
     pub(super) aliases: Vec<(String, Expr)>,
+    /// Collecting window calls (binding the output and ORDER BY of a core).
+    pub(super) windows: Option<Vec<WinCall>>,
 }
 
 impl Scope {
@@ -419,11 +421,24 @@ impl<'c> Planner<'c> {
         let Output {
             names,
             width,
-            project,
+            mut project,
             order,
             mut agg,
             affinities,
+            windows,
         } = self.output(c, q, items, is_agg)?;
+        // The window step takes the rows as the core would project them, and projects itself.
+        let window = (!windows.is_empty()).then(|| {
+            let w = agg
+                .as_ref()
+                .map_or(frame_len, |a| a.group_by.len() + a.aggs.len());
+            Box::new(super::window::window_step(
+                windows,
+                w,
+                &mut project,
+                c.distinct,
+            ))
+        });
 
         reorder_joins(&mut levels, &mut conjuncts);
         let const_filters = place_conjuncts(&mut levels, conjuncts);
@@ -440,7 +455,7 @@ impl<'c> Planner<'c> {
                     .unwrap_or_else(|| vec![true; l.width])
             })
             .collect();
-        let order_slots = if is_agg {
+        let order_slots = if is_agg || window.is_some() {
             None
         } else {
             order_slots(&order, &project, &levels)
@@ -454,12 +469,13 @@ impl<'c> Planner<'c> {
         let order_served = choose_accesses(&mut levels, &needed, first_order);
 
         let (limit, offset) = self.limits(q)?;
-        let mut ordered = order_served && !c.distinct && !is_agg;
+        let mut ordered = order_served && !c.distinct && !is_agg && window.is_none();
         if let Some(a) = agg.as_mut() {
             a.streamed = order_served && group_slots.is_some();
             // Streamed groups come out in GROUP BY order: an ORDER BY on a prefix of the
             // GROUP BY columns, ascending, needs no sort.
             ordered = a.streamed
+                && window.is_none()
                 && !c.distinct
                 && order.iter().enumerate().all(|(i, k)| {
                     matches!(project.get(k.col), Some(PExpr::Col(s)) if *s == i)
@@ -467,7 +483,7 @@ impl<'c> Planner<'c> {
                         && k.nulls_first
                 });
         }
-        if !ordered && limit.is_some() && agg.is_none() && !c.distinct {
+        if !ordered && limit.is_some() && agg.is_none() && !c.distinct && window.is_none() {
             top_k(&mut levels, &order, &project);
         }
         Ok(QueryPlan {
@@ -480,8 +496,9 @@ impl<'c> Planner<'c> {
                 const_filters,
                 agg,
                 project,
-                distinct: c.distinct,
+                distinct: c.distinct && window.is_none(),
                 ordered,
+                window,
             })),
             order,
             width,
@@ -668,6 +685,7 @@ impl<'c> Planner<'c> {
             }
             self.scope_mut().aggs = Some(Vec::new());
         }
+        self.scope_mut().windows = Some(Vec::new());
         for (e, _) in &items {
             project.push(self.expr(e)?);
         }
@@ -708,6 +726,7 @@ impl<'c> Planner<'c> {
                 nulls_first: o.nulls_first.unwrap_or(!o.desc),
             });
         }
+        let mut windows = self.scope_mut().windows.take().unwrap_or_default();
         let having = match &c.having {
             Some(h) => Some(self.expr(h)?),
             None => None,
@@ -749,6 +768,9 @@ impl<'c> Planner<'c> {
             for p in project.iter_mut() {
                 fix(p, &mut aggs);
             }
+            for e in super::window::call_exprs(&mut windows) {
+                fix(e, &mut aggs);
+            }
             let mut having = having;
             if let Some(h) = having.as_mut() {
                 fix(h, &mut aggs);
@@ -771,6 +793,7 @@ impl<'c> Planner<'c> {
             order,
             agg,
             affinities,
+            windows,
         })
     }
 }
@@ -783,6 +806,7 @@ struct Output {
     order: Vec<SortKey>,
     agg: Option<AggPlan>,
     affinities: Vec<Affinity>,
+    windows: Vec<WinCall>,
 }
 
 fn is_json_each(name: &str) -> bool {

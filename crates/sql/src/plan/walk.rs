@@ -67,7 +67,8 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
         | PExpr::Outer(..)
         | PExpr::Exists(..)
         | PExpr::Scalar(_)
-        | PExpr::AggRef(_) => {}
+        | PExpr::AggRef(_)
+        | PExpr::WinRef(_) => {}
     }
 }
 

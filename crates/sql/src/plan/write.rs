@@ -277,6 +277,7 @@ impl<'c> Planner<'c> {
             moves: 0,
             distinct: false,
             ordered: false,
+            window: None,
         })
     }
 

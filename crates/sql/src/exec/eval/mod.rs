@@ -525,6 +525,11 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
                 "misuse of aggregate function outside an aggregate query".into(),
             ))
         }
+        PExpr::WinRef(_) => {
+            return Err(Error::Invalid(
+                "invariant: a window call is evaluated by the window step".into(),
+            ))
+        }
     })
 }
 

@@ -207,6 +207,7 @@ impl Writer<'_> {
             && c.levels.len() == 1
             && c.const_filters.is_empty()
             && c.agg.is_none()
+            && c.window.is_none()
             && !c.distinct
             && c.project.len() == n
             && c.project
