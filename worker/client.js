@@ -95,18 +95,20 @@ export class EngineWorker {
   // (a resource timing entry for the URL), or within HELLO_CAP_MS in all. A script that fails to
   // load or throws is an error event instead, at once.
   #awaitHello(workerUrl, url, check) {
-    const fail = (why) => {
-      this.#die('WORKER_ERROR', `the script at ${url} is not cairn's Worker: ${why} (check ${check})`);
+    const fail = (code, why) => {
+      this.#die(code, `the Worker script at ${url} ${why}`);
       this.#worker.terminate();
     };
-    const timers = [setTimeout(() => fail(`it did not post its hello within ${HELLO_CAP_MS / 1000} s`), HELLO_CAP_MS)];
+    const timers = [];
+    const wait = (ms, why) => timers.push(setTimeout(() => fail('WORKER_ERROR', `is not cairn's Worker: it ${why} (check ${check})`), ms));
+    wait(HELLO_CAP_MS, `posted no hello within ${HELLO_CAP_MS / 1000} s`);
     let seen = null;
     if (workerUrl !== undefined && typeof PerformanceObserver === 'function' && typeof location === 'object') {
       const href = new URL(String(workerUrl), location.href).href;
       seen = new PerformanceObserver((list) => {
         if (list.getEntriesByName(href).length === 0) return;
         seen.disconnect();
-        timers.push(setTimeout(() => fail(`it loaded, but did not post its hello within ${HELLO_MS / 1000} s`), HELLO_MS));
+        wait(HELLO_MS, `loaded, but posted no hello within ${HELLO_MS / 1000} s`);
       });
       try {
         seen.observe({ type: 'resource' });
@@ -117,19 +119,14 @@ export class EngineWorker {
     this.#helloDone = () => {
       for (const t of timers) clearTimeout(t);
       seen?.disconnect();
-      this.#helloDone = null;
+      this.#helloDone = this.#greet = null;
     };
     // The first message, which must be the hello: anything else is another script, or cairn's
     // Worker from before the hello (a stale cached copy).
     this.#greet = (msg) => {
-      this.#greet = null;
-      if (!Array.isArray(msg) || msg[0] !== 0 || msg[1] !== HELLO) return fail("its first message was not cairn's hello");
-      if (msg[2] !== PROTOCOL) {
-        this.#die('WORKER_MISMATCH', `the cairn Worker at ${url} speaks protocol ${msg[2]}, and this cairn.js ${PROTOCOL}: serve the files of one build together (a cached copy of an older Worker script?)`);
-        this.#worker.terminate();
-        return;
-      }
       this.#helloDone();
+      if (!Array.isArray(msg) || msg[0] !== 0 || msg[1] !== HELLO) fail('WORKER_ERROR', `is not cairn's Worker: its first message was not cairn's hello (check ${check})`);
+      else if (msg[2] !== PROTOCOL) fail('WORKER_MISMATCH', `speaks protocol ${msg[2]}, this cairn.js ${PROTOCOL}: serve the files of one build together`);
     };
   }
 

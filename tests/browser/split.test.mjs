@@ -99,7 +99,7 @@ test("a workerUrl that is not cairn's Worker fails open() with a code naming it,
       return { silent, chatty, prehello, stale, syncSilent, ok };
     });
     assert.equal(r.silent.code, 'WORKER_ERROR', JSON.stringify(r.silent));
-    assert.match(r.silent.message, /silent-worker\.js is not cairn's Worker: it loaded, but did not post its hello/);
+    assert.match(r.silent.message, /silent-worker\.js is not cairn's Worker: it loaded, but posted no hello/);
     assert.equal(r.chatty.code, 'WORKER_ERROR', JSON.stringify(r.chatty));
     assert.match(r.chatty.message, /chatty-worker\.js is not cairn's Worker: its first message was not cairn's hello/);
     assert.equal(r.prehello.code, 'WORKER_ERROR', JSON.stringify(r.prehello));
