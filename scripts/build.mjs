@@ -221,14 +221,19 @@ copyFileSync(join(root, 'worker/cairn.d.ts'), join(root, 'dist/cairn.d.ts'));
 for (const f of ['kysely', 'drizzle']) for (const ext of ['.js', '.d.ts']) copyFileSync(join(root, `worker/${f}${ext}`), join(root, `dist/${f}${ext}`));
 // Node.js (`cairn-db/node`): the page side bundled with a worker_threads thread in place of the
 // Worker global (worker/node-thread.js), and the Worker's scripts with node:fs files in place of
-// OPFS (worker/node-worker.js); both load the same cairn.wasm and cairn-rest.wasm from disk.
+// OPFS (worker/node-worker.js); both load the same cairn.wasm and cairn-rest.wasm (with sync,
+// cairn-sync.wasm and cairn-sync-rest.wasm) from disk.
 // Nothing there is downloaded: worker/extra.js is bundled in, not kept a file of its own.
 const node = { ...common, platform: 'node', minify: false };
 await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node.js')], outfile: join(root, 'dist/node.js'),
   inject: [join(root, 'worker/node-thread.js')] });
-await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node-worker.js')], outfile: join(root, 'dist/cairn-node-worker.js'),
-  define: { CAIRN_SYNC: 'false', CAIRN_TESTING: 'false' }, plugins: [glueOf('build/wasm')],
-  logOverride: { 'import-is-undefined': 'silent' } });
+// The sync thread (cairn-node-sync-worker.js) loads cairn-sync.wasm; `ws` (Node.js 20's
+// WebSocket) stays an import of the package's optional dependency.
+for (const [out, dir, sync] of [['dist/cairn-node-worker.js', 'build/wasm', false], ['dist/cairn-node-sync-worker.js', 'build/wasm-sync', true]]) {
+  await esbuild.build({ ...node, entryPoints: [join(root, 'worker/node-worker.js')], outfile: join(root, out),
+    define: { CAIRN_SYNC: String(sync), CAIRN_TESTING: 'false' }, plugins: [glueOf(dir)], external: ['ws'],
+    logOverride: { 'import-is-undefined': 'silent' } });
+}
 copyFileSync(join(root, 'worker/node.d.ts'), join(root, 'dist/node.d.ts'));
 // `cairn-db/react`: the hook alone, React left to the page's bundler.
 await esbuild.build({ ...common, entryPoints: [join(root, 'worker/react.js')], outfile: join(root, 'dist/react.js'), external: ['react'] });

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of cairn: formatting, lints (native and wasm), the Rust tests, the browser build
 # with its size table, and the browser tests in headless Chromium over real OPFS, then on Firefox
-# (a subset) and WebKitGTK (docs/browsers.md).
+# and WebKitGTK (docs/browsers.md).
 # Installs what is missing first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +31,8 @@ step "browser tests" node --test --test-concurrency=1 tests/browser/
 # The packed package in apps built by Vite and webpack 5 with no configuration, and examples/todo
 # (also offline, from a service worker's cache).
 step "bundlers and the example" npm --prefix tests/bundlers test
-# The same tests on Firefox (docs/browsers.md): a subset, to stay within the time budget; the whole
-# on demand with `npm run test:firefox`.
-step "browser tests on Firefox (subset: API, durability, split, storage, sync, tabs)" \
-  env CAIRN_BROWSER=firefox node --test --test-concurrency=1 \
-  tests/browser/{browsers,database,durability,split,storage,sync,tabs}.test.mjs
+# The same tests on Firefox (docs/browsers.md), all of them: the tests of a file share one browser.
+step "browser tests on Firefox" env CAIRN_BROWSER=firefox node --test --test-concurrency=1 tests/browser/
 # WebKitGTK refuses OPFS sync access handles: open() must refuse with UNSUPPORTED_BROWSER, not hang.
 step "WebKitGTK: the clear refusal" node --test --test-timeout=120000 tests/webkit/
 # One sample of every workload for every engine, small: proves the harness and its checks, times nothing.

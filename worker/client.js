@@ -3,7 +3,7 @@
 // tab that opens the same name sends its statements through the owner over a BroadcastChannel
 // and takes over when the owner goes away (docs/protocol.md, "Tabs").
 import {
-  OK, ERR, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN, MODE_FIRST, COL_ARRAY, REQ, DONE, SERVED, HEADER, CHANNEL_OPS,
+  OK, ERR, HELLO, PROTOCOL, RESEND, REPLY_BY_POST, MODE_ROWS, MODE_RUN, MODE_FIRST, COL_ARRAY, REQ, DONE, SERVED, HEADER, CHANNEL_OPS,
   Writer, Reader, Full,
 } from './protocol.js';
 
@@ -33,6 +33,12 @@ const FILES = {
   syncRest: () => new URL('./cairn-sync-rest.wasm', import.meta.url),
 };
 
+// How long a Worker script has to post its hello (docs/protocol.md, "The hello") once the page saw
+// it arrive, and in all when the page cannot see that (no resource timing for it: the default
+// URL, which only the bundler knows, or Node.js): long enough for a slow network, never a hang.
+const HELLO_MS = 1000;
+const HELLO_CAP_MS = 30_000;
+
 // How long the page spins for a reply on the shared-memory channel before it waits for one, and
 // the longest time the Worker may have taken over the last request for the page to spin again.
 const SPIN_MS = 0.05;
@@ -55,6 +61,8 @@ export class EngineWorker {
   #chanReq = null; // the request in flight on the channel
   #nextId = 1;
   #dead = null;
+  #greet = null; // takes the Worker's first message, its hello
+  #helloDone = null; // stops waiting for the hello
   /** Called once when the Worker dies or stops itself (code, message). */
   onDeath = null;
 
@@ -63,13 +71,15 @@ export class EngineWorker {
     const missing = typeof Worker === 'undefined' ? 'Worker' : typeof WebAssembly === 'undefined' ? 'WebAssembly' : null;
     if (missing) throw new CairnError('UNSUPPORTED_BROWSER', `this browser has no ${missing}, which cairn runs in (docs/browsers.md)`);
     const workerUrl = options.sync ? options.syncWorkerUrl : options.workerUrl;
-    this.#worker = workerUrl !== undefined ? new Worker(workerUrl, { type: 'module', name: 'cairn-worker' })
+    this.#worker = workerUrl !== undefined ? new Worker(workerUrl, { type: 'module', name: options.sync ? 'cairn-sync-worker' : 'cairn-worker' })
       : options.sync ? FILES.syncWorker() : FILES.worker();
+    const url = workerUrl ?? (options.sync ? 'cairn-sync-worker.js beside cairn.js' : 'cairn-worker.js beside cairn.js');
+    const check = options.sync ? 'syncWorkerUrl' : 'workerUrl';
+    this.#awaitHello(workerUrl, url, check);
     this.#worker.onmessage = (e) => this.#reply(e.data);
     this.#worker.onerror = (e) => {
       e.preventDefault();
-      const url = workerUrl ?? (options.sync ? 'cairn-sync-worker.js beside cairn.js' : 'cairn-worker.js beside cairn.js');
-      this.#die('WORKER_ERROR', `the cairn Worker (${url}) failed: ${e.message || `it could not start (check ${options.sync ? 'syncWorkerUrl' : 'workerUrl'})`}`);
+      this.#die('WORKER_ERROR', `the cairn Worker (${url}) failed: ${e.message || `it could not start (check ${check})`}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
     const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? (options.sync ? FILES.syncWasm() : FILES.wasm()))];
@@ -79,6 +89,45 @@ export class EngineWorker {
     const rest = restUrl ?? (wasmUrl === undefined ? (options.sync ? FILES.syncRest() : FILES.rest()) : undefined);
     if (rest !== undefined) init.push(String(rest));
     this.ready = this.call('init', init).then(() => this.#attach(options));
+  }
+
+  // Fails the Worker unless its hello comes within HELLO_MS of the page seeing its script arrive
+  // (a resource timing entry for the URL), or within HELLO_CAP_MS in all. A script that fails to
+  // load or throws is an error event instead, at once.
+  #awaitHello(workerUrl, url, check) {
+    const fail = (code, why) => {
+      this.#die(code, `the Worker script at ${url} ${why}`);
+      this.#worker.terminate();
+    };
+    const timers = [];
+    const wait = (ms, why) => timers.push(setTimeout(() => fail('WORKER_ERROR', `is not cairn's Worker: it ${why} (check ${check})`), ms));
+    wait(HELLO_CAP_MS, `posted no hello within ${HELLO_CAP_MS / 1000} s`);
+    let seen = null;
+    if (workerUrl !== undefined && typeof PerformanceObserver === 'function' && typeof location === 'object') {
+      const href = new URL(String(workerUrl), location.href).href;
+      seen = new PerformanceObserver((list) => {
+        if (list.getEntriesByName(href).length === 0) return;
+        seen.disconnect();
+        wait(HELLO_MS, `loaded, but posted no hello within ${HELLO_MS / 1000} s`);
+      });
+      try {
+        seen.observe({ type: 'resource' });
+      } catch {
+        seen = null;
+      }
+    }
+    this.#helloDone = () => {
+      for (const t of timers) clearTimeout(t);
+      seen?.disconnect();
+      this.#helloDone = this.#greet = null;
+    };
+    // The first message, which must be the hello: anything else is another script, or cairn's
+    // Worker from before the hello (a stale cached copy).
+    this.#greet = (msg) => {
+      this.#helloDone();
+      if (!Array.isArray(msg) || msg[0] !== 0 || msg[1] !== HELLO) fail('WORKER_ERROR', `is not cairn's Worker: its first message was not cairn's hello (check ${check})`);
+      else if (msg[2] !== PROTOCOL) fail('WORKER_MISMATCH', `speaks protocol ${msg[2]}, this cairn.js ${PROTOCOL}: serve the files of one build together`);
+    };
   }
 
   async #attach(options) {
@@ -110,6 +159,7 @@ export class EngineWorker {
   }
 
   #reply(msg) {
+    if (this.#greet) return this.#greet(msg);
     // A notice the Worker sends unasked (docs/protocol.md, "Notices"): `onNotice(notice)`.
     if (msg[0] === 0) return this.onNotice?.(msg.slice(1));
     const req = this.#pending.get(msg[0]);
@@ -126,6 +176,7 @@ export class EngineWorker {
 
   #die(code, message) {
     if (this.#dead) return;
+    this.#helloDone?.();
     this.#dead = new CairnError(code, message);
     for (const p of this.#pending.values()) p.reject(new CairnError(code, message));
     for (const p of this.#queue) p.reject(new CairnError(code, message));

@@ -1,10 +1,12 @@
 // What the Worker's scripts expect of a browser Worker, in a node:worker_threads thread: `self`
-// with postMessage, onmessage and close, `fetch` of the engine's file: URLs, and the synchronous
-// XMLHttpRequest that loads the rest of the engine (worker/split.js). Evaluated before the
-// Worker's own modules (worker/node-worker.js imports it first).
+// with postMessage, onmessage and close, `fetch` of the engine's file: URLs, the synchronous
+// XMLHttpRequest that loads the rest of the engine (worker/split.js), and in the sync build a
+// `WebSocket` for the relay transport. Evaluated before the Worker's own modules
+// (worker/node-worker.js imports it first).
 import { parentPort } from 'node:worker_threads';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 
 /** Closed when the thread stops itself (after an engine trap), as a browser closes a Worker's
  * OPFS handles: the next thread can open the file. */
@@ -52,3 +54,29 @@ globalThis.XMLHttpRequest = class {
     }
   }
 };
+
+/* global CAIRN_SYNC */
+// Node.js 22 has a global WebSocket; on Node.js 20 the relay transport takes the `ws` package's
+// (an optional dependency of cairn-db), whose client has the browser's interface. Without either,
+// connecting to a relay fails with NO_WEBSOCKET; every other sync call works.
+// Loaded synchronously: a top-level await here would let the page's first requests arrive
+// before worker.js listens for them.
+if (CAIRN_SYNC && typeof globalThis.WebSocket !== 'function') {
+  try {
+    const { WebSocket: Ws } = createRequire(import.meta.url)('ws');
+    // A browser's WebSocket fires `error` at no one harmlessly (its `close` follows, which the
+    // relay transport handles); ws's is an EventEmitter's, which throws without a listener.
+    globalThis.WebSocket = class extends Ws {
+      constructor(...args) {
+        super(...args);
+        this.on('error', () => {});
+      }
+    };
+  } catch {
+    globalThis.WebSocket = class {
+      constructor() {
+        throw Object.assign(new Error(`Node.js ${process.version} has no WebSocket: install the ws package (npm install ws) or use Node.js 22`), { code: 'NO_WEBSOCKET' });
+      }
+    };
+  }
+}

@@ -7,9 +7,11 @@ import { Worker as Thread } from 'node:worker_threads';
 export const navigator = {};
 
 /**
- * A Web Worker's interface over a node:worker_threads thread that runs cairn-node-worker.js.
- * The thread keeps the process alive only while a request waits for its reply: a database left
- * open does not stop the process from exiting.
+ * A Web Worker's interface over a node:worker_threads thread that runs cairn-node-worker.js, or
+ * for the sync Worker (the client names it 'cairn-sync-worker') cairn-node-sync-worker.js; the
+ * URL the client gives is the browser's script and is not used. The thread keeps the process
+ * alive only while a request waits for its reply: a database left open does not stop the process
+ * from exiting.
  */
 export class Worker {
   #thread;
@@ -18,8 +20,10 @@ export class Worker {
   onerror = null;
   onmessageerror = null;
 
-  constructor() {
-    this.#thread = new Thread(new URL('./cairn-node-worker.js', import.meta.url), {
+  constructor(_url, options) {
+    const sync = options?.name === 'cairn-sync-worker';
+    const script = sync ? new URL('./cairn-node-sync-worker.js', import.meta.url) : new URL('./cairn-node-worker.js', import.meta.url);
+    this.#thread = new Thread(script, {
       name: 'cairn',
       // The host's flags (--input-type, --eval) are not the thread's.
       execArgv: [],

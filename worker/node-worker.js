@@ -4,6 +4,11 @@
 // through an object with a sync access handle's methods over a file descriptor, and flushes it
 // with fdatasync where it flushes an OPFS file: a commit is durable when it resolves.
 //
+// In the sync build (cairn-node-sync-worker.js) a replicated database's secret key is kept in
+// `<file>-key` beside it, never in the database's file, as the browser keeps it in
+// `cairn-keys/<name>` (docs/sync.md 10b): created empty, held while the database is open, removed
+// with the database and by an import over it.
+//
 // As an OPFS sync access handle is exclusive, a database file is held by one process at a time:
 // `<file>.lock` holds the process id of its holder, and another process's open, import over it or
 // destroy is BUSY while that process lives (a lock left by a process that died is taken over).
@@ -134,9 +139,19 @@ async function locked(path, f) {
   }
 }
 
+/* global CAIRN_SYNC */
+const keyOf = (path) => `${path}-key`;
+
 Object.assign(storage, {
   async open(path, create) {
-    return { handle: openFile(path, create, lock(path)) };
+    const handle = openFile(path, create, lock(path));
+    if (!CAIRN_SYNC) return { handle };
+    try {
+      return { handle, keyHandle: openFile(keyOf(path), true) };
+    } catch (e) {
+      handle.close();
+      throw e;
+    }
   },
   async exists(path) {
     try {
@@ -156,6 +171,8 @@ Object.assign(storage, {
       h.flush();
       h.close();
       fsCall(path, () => renameSync(tmp, path));
+      // An imported database signs with a key of its own until `importKey`.
+      unlinkQuietly(keyOf(path));
       syncDir(path);
     } catch (e) {
       h.close();
@@ -170,5 +187,6 @@ Object.assign(storage, {
       if (e.code === 'ENOENT') throw err('NOT_FOUND', `${path}: no such database`);
       throw err('IO', `${path}: ${e.message}`);
     }
+    unlinkQuietly(keyOf(path));
   }),
 });

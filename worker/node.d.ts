@@ -3,8 +3,9 @@ import type { Database, OpenOptions, ImportOptions, ImportSource, WorkerOptions 
 export type { Database, OpenOptions, ImportOptions, ImportSource, Progress, ExportOptions, Statement, Transaction, Row, SqlValue, Params, RunResult } from './cairn.js';
 export { CairnError } from './cairn.js';
 
-/** Node.js has no sync: `{ sync: true }` is refused with NO_SYNC_IN_NODE. */
-export type NodeOpenOptions = Omit<OpenOptions, 'sync'> & { sync?: false };
+/** The browser's options; `{ sync: true }` syncs as there (a relay needs Node.js 22's WebSocket or
+ * the `ws` package). The engine's files are the package's own: the URL options are ignored. */
+export type NodeOpenOptions = OpenOptions;
 
 /** Opens the database in the file `path` (relative to the working directory), or in memory
  * with `':memory:'`; the file is created unless `create: false`. */

@@ -4,7 +4,9 @@
 // directory), or ':memory:'. The page side is worker/client.js itself, bundled with the thread
 // for a Worker (worker/node-thread.js); the thread runs worker/node-worker.js.
 //
-// Sync is not in this build: `{ sync: true }` is refused with NO_SYNC_IN_NODE.
+// With `{ sync: true }` the thread runs cairn-node-sync-worker.js over cairn-sync.wasm: the
+// browser's sync Worker, its relay transport over the global WebSocket (Node.js 22) or the `ws`
+// package's (Node.js 20), and the database's secret key in `<file>-key` beside it.
 import { resolve } from 'node:path';
 import { CairnError, open as openDb, importDatabase as importDb, destroy as destroyDb } from './client.js';
 
@@ -16,13 +18,14 @@ const held = new Set();
 
 /** The options for the client: the engine's files beside this script, on disk. */
 function engineOptions(options) {
-  if (options.sync) {
-    throw new CairnError('NO_SYNC_IN_NODE', 'sync is not available in Node.js: open the database without { sync: true }');
-  }
   return {
     ...options,
+    workerUrl: undefined,
+    syncWorkerUrl: undefined,
     wasmUrl: new URL('./cairn.wasm', import.meta.url),
     restWasmUrl: new URL('./cairn-rest.wasm', import.meta.url),
+    syncWasmUrl: new URL('./cairn-sync.wasm', import.meta.url),
+    syncRestWasmUrl: new URL('./cairn-sync-rest.wasm', import.meta.url),
     channel: 'postMessage',
   };
 }

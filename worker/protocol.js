@@ -10,6 +10,13 @@
 export const OK = 0;
 export const ERR = 1;
 
+// The Worker's first message, posted as soon as its script runs (before the engine loads):
+// `[0, HELLO, PROTOCOL]`. The page takes no other message from a Worker before it, so a script
+// that is not cairn's Worker, or one of another build's protocol (a stale cached copy), fails
+// `open()` with a code instead of leaving it waiting. PROTOCOL changes with any message's shape.
+export const HELLO = 'hello';
+export const PROTOCOL = 1;
+
 // Shared-memory channel replies: the request was not run (send it again by postMessage), or it ran
 // and its reply comes by postMessage because it did not fit.
 export const RESEND = 2;

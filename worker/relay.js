@@ -203,7 +203,7 @@ function open(r, d, token) {
   try {
     ws = new WebSocket(url);
   } catch (e) {
-    return failed(r, d, 'INVALID_INPUT', `not a WebSocket URL: ${url} (${e.message})`);
+    return failed(r, d, e.code ?? 'INVALID_INPUT', e.code ? e.message : `not a WebSocket URL: ${url} (${e.message})`);
   }
   ws.binaryType = 'arraybuffer';
   r.ws = ws;

@@ -5,7 +5,7 @@
 // at a time in arrival order, to the admission of sessions (worker/sessions.js), which runs them
 // on the engine host (worker/engine.js). The sync transports (worker/transports.js) are in
 // cairn-sync-worker.js only.
-import { OK, ERR, RESEND, REPLY_BY_POST, REQ, DONE, SERVED, HEADER, T_ARRAY, Writer, Reader, Full, skip } from './protocol.js';
+import { OK, ERR, HELLO, PROTOCOL, RESEND, REPLY_BY_POST, REQ, DONE, SERVED, HEADER, T_ARRAY, Writer, Reader, Full, skip } from './protocol.js';
 import { ops, asyncOps, load, loaded, stopped, closeDb, Encoded, EncodedParams, replyResult, wasmMemory, saveState, restoreState, restUnavailable } from './engine.js';
 import { fetchRest } from './split.js';
 import { admit, park, runSync, caught, onResume, endSession, endSessions } from './sessions.js';
@@ -17,6 +17,10 @@ import { watchOps, committed, dropTab, dropAll } from './watch.js';
 // false in cairn-worker.js, which answers every sync request with NO_SYNC (esbuild's `define`,
 // scripts/build.mjs). A page that does not sync downloads none of that code.
 /* global CAIRN_SYNC */
+
+// Before anything else (the engine loads only on `init`): the page waits for this to know the
+// script is cairn's Worker of its own protocol.
+self.postMessage([0, HELLO, PROTOCOL]);
 
 // The ops that span the modules.
 Object.assign(ops, watchOps);

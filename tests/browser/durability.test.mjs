@@ -52,7 +52,7 @@ test('writes survive the page (and its Worker) being killed', async () => {
 });
 
 test('writes survive the whole browser being killed', async () => {
-  const b = await launch();
+  const b = await launch({ ownBrowser: true });
   let profile = b.profile;
   try {
     const resolved = await writeThenLeaveOpen(b.page);

@@ -4,6 +4,7 @@
 //   firefox: Debian's firefox-esr driven by puppeteer-core over WebDriver BiDi.
 // The tests speak Playwright's page API; on Firefox a thin adapter (below) gives a puppeteer page
 // the same calls, so one test file runs on both.
+import { after } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,6 +59,12 @@ export async function startBrowser(dir, { server } = {}) {
     userDataDir: dir,
     extraPrefsFirefox: FIREFOX_PREFS,
   });
+  return firefoxContext(browser, browser, server, () => browser.close(), (await browser.pages())[0]);
+}
+
+// Pages of one puppeteer browser (or of one user context in it) with the calls of a Playwright
+// context that the tests make.
+async function firefoxContext(browser, within, server, close, first) {
   const pages = new Set();
   const wrap = async (p) => {
     const page = await firefoxPage(p, server);
@@ -67,29 +74,56 @@ export async function startBrowser(dir, { server } = {}) {
   const context = {
     browser,
     async newPage() {
-      return wrap(await browser.newPage());
+      return wrap(await within.newPage());
     },
     pages: () => [...pages],
     async setOffline(on) {
       for (const page of pages) if (!page.isClosed()) await page.raw.setOfflineMode(on);
     },
-    async close() {
-      await browser.close();
-    },
+    close,
   };
-  const page = await wrap((await browser.pages())[0] ?? (await browser.newPage()));
+  const page = await wrap(first ?? (await within.newPage()));
   return { context, page };
 }
 
+// On Firefox, where starting the browser is most of a test's time, the tests of a file share one
+// browser, each in a user context (a container) of its own: its own OPFS, Web Locks and
+// BroadcastChannels, as a fresh profile would give, and its own server (so its own origin too).
+// A test that restarts or kills the browser asks for one of its own (`ownBrowser`).
+let shared = null;
+// Registered on Firefox only: a hook makes node:test report on a script that is not a test.
+if (BROWSER === 'firefox') {
+  after(async () => {
+    const b = await shared;
+    shared = null;
+    if (!b) return;
+    await b.browser.close().catch(() => {});
+    rmSync(b.dir, { recursive: true, force: true });
+  });
+}
+
+async function sharedFirefox(server) {
+  shared ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-profile-'));
+    const { context } = await startBrowser(dir);
+    return { browser: context.browser, dir };
+  })();
+  const { browser } = await shared;
+  const user = await browser.createBrowserContext();
+  return firefoxContext(browser, user, server, () => user.close());
+}
+
 /**
- * Starts a server and a browser with a new profile. `profile` reuses a directory and `port` a
- * port (a restart: OPFS belongs to the origin, and the port is part of it). `build: 'test'` loads
+ * Starts a server and a browser with a new profile (on Firefox, unless `ownBrowser`, a new user
+ * context of the file's shared browser). `profile` reuses a directory and `port` a port (a
+ * restart: OPFS belongs to the origin, and the port is part of it). `build: 'test'` loads
  * the test build (dist/test/: the shipped one plus the storage layer's block files).
  */
-export async function launch({ isolated = true, profile, port = 0, build } = {}) {
+export async function launch({ isolated = true, profile, port = 0, build, ownBrowser = false } = {}) {
   const server = await startServer({ isolated, port });
-  const dir = profile ?? mkdtempSync(join(tmpdir(), 'cairn-profile-'));
-  const { context, page } = await startBrowser(dir, { server });
+  const own = BROWSER === 'chromium' || ownBrowser || profile !== undefined;
+  const dir = own ? profile ?? mkdtempSync(join(tmpdir(), 'cairn-profile-')) : null;
+  const { context, page } = own ? await startBrowser(dir, { server }) : await sharedFirefox(server);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(`${server.url}/tests/browser/page.html${build ? `?build=${build}` : ''}`);
@@ -100,11 +134,12 @@ export async function launch({ isolated = true, profile, port = 0, build } = {})
     server,
     profile: dir,
     errors,
-    /** Closes the browser; keeps the profile when `keepProfile` (to start again on it). */
+    /** Closes the browser (on Firefox's shared browser, the test's user context); keeps the
+     * profile when `keepProfile` (to start again on it). */
     async close({ keepProfile = false } = {}) {
       await context.close();
       await server.close();
-      if (!keepProfile) rmSync(dir, { recursive: true, force: true });
+      if (dir && !keepProfile) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -1,9 +1,14 @@
 // Two browsers, each with its own profile (its own OPFS, its own key), sync one replicated table
-// through a cairn relay on loopback; edits on each side reach the other and converge.
+// through a cairn relay on loopback; edits on each side reach the other and converge. Then a
+// browser and a Node.js database (`cairn-db/node`, dist/node.js) do the same.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { launch } from './harness.mjs';
 import { startRelay } from './relays.mjs';
+import { open as openInNode } from '../../dist/node.js';
 
 test('two browser profiles sync through a relay', async () => {
   const relay = await startRelay();
@@ -74,5 +79,61 @@ test('two browser profiles sync through a relay', async () => {
     await one.close();
     await two.close();
     await relay.stop();
+  }
+});
+
+test('a browser and a Node.js database sync through a relay', async () => {
+  const relay = await startRelay();
+  const b = await launch();
+  const dir = mkdtempSync(join(tmpdir(), 'cairn-node-relay-'));
+  const node = await openInNode(join(dir, 'shared.cairn'), { sync: true });
+  try {
+    const ddl = `CREATE TABLE todo (id TEXT PRIMARY KEY, title TEXT NOT NULL, likes INTEGER DEFAULT 0)
+                 REPLICATED (COUNTER likes)`;
+    const browserId = await b.page.evaluate(async (ddl) => {
+      window.db = await cairn.open('shared', { sync: true });
+      await db.exec(ddl);
+      return db.sync.id();
+    }, ddl);
+    await node.exec(ddl);
+    // The browser owns the table's scope and lists the Node.js database as a writer.
+    await b.page.evaluate(async (id) => db.sync.authorize('todo', [id]), await node.sync.id());
+    await node.sync.setOwner(browserId);
+    await b.page.evaluate((url) => db.sync.connectRelay(url), relay.url);
+    await node.sync.connectRelay(relay.url);
+    await b.page.evaluate(() => db.run("INSERT INTO todo (id, title) VALUES ('w1', 'from the browser')"));
+
+    const all = 'SELECT id, title, likes FROM todo ORDER BY id';
+    const want = [{ id: 'n1', title: 'from node', likes: 0 }, { id: 'w1', title: 'from the browser', likes: 3 }];
+    const end = Date.now() + 20_000;
+    const wait = async (what, f) => {
+      while (!(await f())) {
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}; events: ${JSON.stringify(await node.sync.events())}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await wait('the browser\'s row in Node.js', async () => (await node.get('SELECT count(*) AS n FROM todo')).n === 1);
+    await wait('Node.js to be a writer', async () => {
+      try {
+        await node.run("INSERT INTO todo (id, title) VALUES ('n1', 'from node')");
+        return true;
+      } catch (e) {
+        if (e.code !== 'SYNC_REFUSED') throw e;
+        return false;
+      }
+    });
+    await node.run("UPDATE todo SET likes = likes + 1 WHERE id = 'w1'");
+    await b.page.evaluate(() => db.run("UPDATE todo SET likes = likes + 2 WHERE id = 'w1'"));
+    const inBrowser = () => b.page.evaluate((all) => db.query(all), all);
+    await wait('convergence', async () => JSON.stringify(await node.query(all)) === JSON.stringify(want) &&
+      JSON.stringify(await inBrowser()) === JSON.stringify(want));
+    assert.equal(await b.page.evaluate(() => db.sync.digest()), await node.sync.digest());
+    assert.deepEqual(await node.sync.verify(), []);
+    assert.deepEqual(b.errors, []);
+  } finally {
+    await node.close();
+    await b.close();
+    await relay.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -83,6 +83,34 @@ test('common statements run without the rest of the engine; each Worker fetches 
   }));
 
 // Over the shared-memory channel (the test page is isolated) and over postMessage.
+test("a workerUrl that is not cairn's Worker fails open() with a code naming it, never a hang", () =>
+  withPage(async (page) => {
+    const r = await page.evaluate(async () => {
+      const at = (f) => `/tests/browser/fixtures/${f}`;
+      const silent = await attempt(() => cairn.open('not-cairn', { workerUrl: at('silent-worker.js') }));
+      const chatty = await attempt(() => cairn.open('not-cairn', { workerUrl: at('chatty-worker.js') }));
+      const prehello = await attempt(() => cairn.open('not-cairn', { workerUrl: at('prehello-worker.js') }));
+      const stale = await attempt(() => cairn.open('not-cairn', { workerUrl: at('stale-worker.js') }));
+      const syncSilent = await attempt(() => cairn.open('not-cairn', { sync: true, syncWorkerUrl: at('silent-worker.js') }));
+      // None of them left the database held.
+      const db = await cairn.open('not-cairn');
+      const ok = await db.get('SELECT 1 AS one');
+      await db.close();
+      return { silent, chatty, prehello, stale, syncSilent, ok };
+    });
+    assert.equal(r.silent.code, 'WORKER_ERROR', JSON.stringify(r.silent));
+    assert.match(r.silent.message, /silent-worker\.js is not cairn's Worker: it loaded, but posted no hello/);
+    assert.equal(r.chatty.code, 'WORKER_ERROR', JSON.stringify(r.chatty));
+    assert.match(r.chatty.message, /chatty-worker\.js is not cairn's Worker: its first message was not cairn's hello/);
+    assert.equal(r.prehello.code, 'WORKER_ERROR', JSON.stringify(r.prehello));
+    assert.match(r.prehello.message, /prehello-worker\.js/);
+    assert.equal(r.stale.code, 'WORKER_MISMATCH', JSON.stringify(r.stale));
+    assert.match(r.stale.message, /stale-worker\.js speaks protocol 0/);
+    assert.equal(r.syncSilent.code, 'WORKER_ERROR', JSON.stringify(r.syncSilent));
+    assert.match(r.syncSilent.message, /silent-worker\.js .*check syncWorkerUrl/);
+    assert.deepEqual(r.ok, { one: 1 });
+  }));
+
 for (const channel of ['auto', 'postMessage']) {
   test(`a rest of the engine that cannot be fetched fails the statement with REST_UNAVAILABLE; the database and its transaction stay (${channel})`, () =>
     withPage(async (page, rest) => {

@@ -12,10 +12,10 @@ async function example(): Promise<void> {
   await destroy('copy.cairn');
   await Promise.all([db.close(), mem.close()]);
   try {
-    // @ts-expect-error: Node.js has no sync
-    await open('x.cairn', { sync: true });
+    const synced = await open('x.cairn', { sync: true });
+    await synced.sync.connectRelay('ws://127.0.0.1:9000/');
   } catch (e) {
-    if (e instanceof CairnError && e.code === 'NO_SYNC_IN_NODE') console.log(rows);
+    if (e instanceof CairnError && e.code === 'BUSY') console.log(rows);
   }
 }
 void example;
