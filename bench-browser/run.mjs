@@ -19,11 +19,16 @@ const REPO = resolve(HERE, '..');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const CHROME_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const ALL_ENGINES = ['cairn', 'sqlite', 'pglite'];
+// cairn runs twice: 'cairn' over the shared-memory channel (the page is cross-origin isolated) and
+// 'cairn-pm' with its client forced to postMessage, the channel of a page that is not.
+const ALL_ENGINES = ['cairn', 'cairn-pm', 'sqlite', 'pglite'];
+const CAIRN_BUILDS = ['cairn', 'cairn-pm'];
 let SAMPLE_LIMIT_MS = 60_000;
 
 const HELP = `usage: node run.mjs [options]
-  --engines LIST     comma-separated: cairn,sqlite,pglite (default: all; cairn skipped if not built)
+  --engines LIST     comma-separated: cairn,cairn-pm,sqlite,pglite (default: all; cairn and
+                     cairn-pm skipped if not built). cairn talks to its Worker over shared memory,
+                     cairn-pm over postMessage (open()'s channel: 'postMessage')
   --workloads LIST   comma-separated workload names or groups (default: all)
   --samples N        samples per engine and workload (default 9)
   --rows N           rows in t1 (default 10000; counts scale with it)
@@ -187,7 +192,8 @@ function cairnBuild() {
   return { dir, entry, present: existsSync(entry) };
 }
 /** What the page passes to an engine's adapter: where a cairn build is served. */
-const engineOptions = (engine) => (engine.startsWith('cairn') ? { entry: `/${engine}/cairn.js` } : {});
+const engineOptions = (engine) => (engine === 'cairn-pm' ? { entry: '/cairn/cairn.js', channel: 'postMessage' }
+  : engine.startsWith('cairn') ? { entry: `/${engine}/cairn.js` } : {});
 function permutations(xs) {
   if (xs.length <= 1) return [xs];
   return xs.flatMap((x, i) => permutations([...xs.slice(0, i), ...xs.slice(i + 1)]).map((p) => [x, ...p]));
@@ -280,6 +286,8 @@ function toSample(engine, workload, round, result, t0, logs, downloads = null, g
     check: result.ok ? result.check : null,
     memory: result.memory || null,
     version: result.version || null,
+    ...(result.channel ? { channel: result.channel } : {}),
+    ...(result.rest ? { rest: result.rest } : {}),
     error: result.ok ? undefined : result.error, phase: result.phase,
     wallMs: Date.now() - t0,
     downloads,
@@ -339,7 +347,10 @@ function summarize(workloads, engines, samples) {
       if (!ss.length) continue;
       const ok = ss.filter((s) => s.status === 'ok').map((s) => s.ms);
       const bad = ss.find((s) => s.status !== 'ok');
+      // cairn: in how many samples the engine first called into its rest module in the timed part.
+      const restRun = ss.filter((s) => s.rest?.loaded === 'run').length;
       summary[w.name][e] = {
+        ...(ss.some((s) => s.rest) ? { restRun } : {}),
         n: ok.length, median: ok.length ? +median(ok).toFixed(3) : null,
         min: ok.length ? Math.min(...ok) : null, max: ok.length ? Math.max(...ok) : null,
         status: ok.length ? 'ok' : bad.status, ...(bad ? { note: `${bad.status}: ${bad.error}`.slice(0, 300) } : {}),
@@ -365,21 +376,27 @@ const fmtMs = (v) => (v == null ? '-' : v >= 100 ? v.toFixed(0) : v >= 10 ? v.to
 const kb = (b) => (b / 1024).toFixed(0) + ' KiB';
 function printTable(workloads, engines, summary) {
   const base = engines.includes('cairn') && engines.includes('cairn-base');
-  const head = ['workload', ...engines.map((e) => `${e} ms`), ...(engines.includes('cairn') ? ['cairn/best peer'] : []), ...(base ? ['cairn/base'] : [])];
+  const mine = CAIRN_BUILDS.filter((e) => engines.includes(e));
+  const head = ['workload', ...engines.map((e) => `${e} ms`), ...mine.map((e) => `${e}/best peer`), ...(base ? ['cairn/base'] : [])];
   const rows = [head];
+  let marked = false;
   for (const w of workloads) {
     const s = summary[w.name];
-    const cells = engines.map((e) => (s[e] ? (s[e].status === 'ok' ? fmtMs(s[e].median) : s[e].status) : '-'));
-    if (engines.includes('cairn')) {
-      const peers = engines.filter((e) => !e.startsWith('cairn') && s[e]?.median != null).map((e) => s[e].median);
-      const c = s.cairn?.median;
-      cells.push(c != null && peers.length ? (c / Math.min(...peers)).toFixed(2) : '-');
-      if (base) cells.push(c != null && s['cairn-base']?.median != null ? (c / s['cairn-base'].median).toFixed(3) : '-');
-    }
+    const cells = engines.map((e) => {
+      if (!s[e]) return '-';
+      if (s[e].status !== 'ok') return s[e].status;
+      if (!s[e].restRun) return fmtMs(s[e].median);
+      marked = true;
+      return `${fmtMs(s[e].median)} r${s[e].restRun}`;
+    });
+    const peers = engines.filter((e) => !e.startsWith('cairn') && s[e]?.median != null).map((e) => s[e].median);
+    for (const e of mine) cells.push(s[e]?.median != null && peers.length ? (s[e].median / Math.min(...peers)).toFixed(2) : '-');
+    if (base) cells.push(s.cairn?.median != null && s['cairn-base']?.median != null ? (s.cairn.median / s['cairn-base'].median).toFixed(3) : '-');
     rows.push([w.name, ...cells]);
   }
   const widths = head.map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   for (const r of rows) console.log(r.map((c, i) => (i ? String(c).padStart(widths[i]) : String(c).padEnd(widths[i]))).join('  '));
+  if (marked) console.log('rN: in N samples the engine first called into cairn-rest.wasm during the timed part');
 }
 function printSizes(downloads) {
   const es = Object.keys(downloads);
@@ -409,10 +426,10 @@ export async function main(argv = process.argv.slice(2)) {
   const cairn = cairnBuild();
   let engines = opts.engines;
   const skipped = {};
-  if (engines.includes('cairn') && !cairn.present) {
-    skipped.cairn = `no build at ${cairn.entry} (run \`npm run build\` at the repo root)`;
-    console.log(`cairn: skipped, ${skipped.cairn}`);
-    engines = engines.filter((e) => e !== 'cairn');
+  for (const e of CAIRN_BUILDS.filter((x) => engines.includes(x) && !cairn.present)) {
+    skipped[e] = `no build at ${cairn.entry} (run \`npm run build\` at the repo root)`;
+    console.log(`${e}: skipped, ${skipped[e]}`);
+    engines = engines.filter((x) => x !== e);
   }
   if (!engines.length) { console.error('no engine to run'); return 2; }
   if (opts.base) {
@@ -432,6 +449,7 @@ export async function main(argv = process.argv.slice(2)) {
   const versions = { ...peerVersions() };
   if (opts.base) versions['cairn-base'] = 'the build given by --base';
   if (cairn.present) { try { versions.cairn = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version; } catch { versions.cairn = 'unknown'; } }
+  if (cairn.present) versions['cairn-pm'] = `${versions.cairn}, channel: 'postMessage'`;
   const env = {
     chromium: (() => { try { return execFileSync(CHROMIUM, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim(); } catch { return null; } })(),
     cpu: cpus()[0]?.model, cores: cpus().length, memGiB: +(totalmem() / 2 ** 30).toFixed(1),
@@ -461,8 +479,9 @@ export async function main(argv = process.argv.slice(2)) {
     const report = (s) => {
       samples.push(s);
       if (s.version && !env.engineRuntime[s.engine]) env.engineRuntime[s.engine] = s.version;
-      const tag = s.status === 'ok' ? `${fmtMs(s.ms)} ms` : `${s.status.toUpperCase()}: ${s.error}`;
-      console.log(`[${round + 1}/${opts.samples}] ${s.workload.padEnd(20)} ${s.engine.padEnd(6)} ${tag}`);
+      const rest = s.rest?.loaded ? ` (rest loaded in ${s.rest.loaded})` : '';
+      const tag = s.status === 'ok' ? `${fmtMs(s.ms)} ms${rest}` : `${s.status.toUpperCase()}: ${s.error}`;
+      console.log(`[${round + 1}/${opts.samples}] ${s.workload.padEnd(20)} ${s.engine.padEnd(8)} ${tag}`);
       if (s.status !== 'ok') giveUp.add(`${s.engine}/${s.workload}`);
     };
     if (opts.grouped) {

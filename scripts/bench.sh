@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The full browser benchmark: cairn, SQLite WASM and PGlite, every workload, at 10,000 and at
-# 100,000 rows, then a screenshot of the report page rendered from the results.
+# The full browser benchmark: cairn (over shared memory and over postMessage), SQLite WASM and PGlite,
+# every workload, at 10,000 and at 100,000 rows, then a screenshot of the report page rendered from the results.
 #   npm run bench [-- extra options for bench-browser/run.mjs, e.g. --samples 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."

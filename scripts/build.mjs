@@ -127,11 +127,12 @@ for (const [features, out, dir] of jsOnly ? [] : [
     ]);
   }
 }
-// cairn.wasm in two (docs/size.md, "The split module"): the functions that the browser
-// benchmark's workloads and the calls every page makes run stay in cairn.wasm; the rest go to
-// cairn-rest.wasm, which the Worker fetches the first time the engine calls one of them. The
-// workloads run in Node over an instrumented copy to find them; then the split module is checked
-// against the whole one on those workloads and on statements outside them.
+// cairn.wasm in two (docs/size.md, "The split module"): the functions that the common statements
+// (the SQL of the tests and examples that an ordinary app runs, scripts/corpus.mjs, and the calls
+// every page makes) run stay in cairn.wasm; the rest go to cairn-rest.wasm, which the Worker
+// fetches the first time the engine calls one of them. They run in Node over an instrumented copy
+// to find them; then the split module is checked against the whole one on those statements and on
+// statements outside them.
 if (!dev && !jsOnly) {
   run('cargo', ['build', '-q', '-p', 'cairn-split', '--release'], env);
   const tool = join(target, 'release', 'cairn-split');

@@ -2,10 +2,11 @@
 // engine: in Node, over an in-memory stand-in for an OPFS access handle, through the engine's own
 // exports as the Worker calls them.
 //
-// profile(): runs every workload of the browser benchmark (bench-browser/workloads: setup, run,
-// check) and a few calls every page makes over a module instrumented by `cairn-split
-// instrument`, and returns the functions that ran and the regions of them it entered: what stays
-// in cairn.wasm.
+// profile(): runs the SQL users write (scripts/corpus.mjs: the SQL tests' statements, the
+// differential corpus, the examples; never the browser benchmark's workloads), the to-do example
+// grown to 1,000 and 10,000 rows, and the calls every page makes, over a module instrumented by
+// `cairn-split instrument`, and returns the functions that ran and the regions of them it
+// entered: what stays in cairn.wasm.
 // check(): runs the same, and then statements outside them (EXPLAIN, the integrity check, ALTER
 // TABLE, errors, rarer functions, export), over the whole module and over the split one, and
 // fails unless every result and every error is the same, the common part did not load the rest,
@@ -16,7 +17,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readResult } from '../worker/result.js';
 import { MODE_ROWS, MODE_RUN, MODE_FIRST, paramBytes } from '../worker/protocol.js';
 import { restFrom, restLoaded, restLoadedBy } from '../worker/split.js';
-import { makeCtx } from '../bench-browser/src/ctx.js';
+import { corpus } from './corpus.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -108,7 +109,7 @@ function rowsOf(wire) {
   return rows;
 }
 
-/** The five calls the workloads make, on the engine's Database as the Worker drives it. */
+/** The calls a page makes, on the engine's Database as the Worker drives it. */
 function adapter(e, d) {
   const cache = new Map();
   const id = (sql) => {
@@ -121,6 +122,7 @@ function adapter(e, d) {
     exec: async (sql) => d.exec(sql),
     query: async (sql, params) => rowsOf(run(id(sql), params, MODE_ROWS)),
     run: async (sql, params) => run(id(sql), params, MODE_RUN),
+    get: async (sql, params) => run(id(sql), params, MODE_FIRST),
     async prepare(sql) {
       const s = d.prepare(sql);
       return {
@@ -147,32 +149,117 @@ function adapter(e, d) {
 const plain = (v) => JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'bigint' ? `${x}n` : ArrayBuffer.isView(x) ? Array.from(x) : x)));
 const failure = (err) => ({ error: err && err.code ? `${err.code}: ${err.message}` : String(err) });
 
-/** Every workload, then the calls every page makes; returns their results in order. */
-export async function common(e, rows, sync = false) {
+// Transaction control and schema statements go by exec, as pages send them; writes without
+// RETURNING by run; the rest as queries (get when the source reads one row).
+const byExec = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|CREATE|DROP)\b/i;
+const byRun = (sql) => /^\s*(INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql) && !/\bRETURNING\b/i.test(sql);
+
+/** Runs the corpus (scripts/corpus.mjs), a database per source, each opened again after it: with
+ * `keep` (from corpusPassing()) only the statements it lists, else all. Returns the results, or
+ * (`results` false) which statements succeeded. */
+async function runCorpus(e, keep = null, results = keep !== null) {
   const out = [];
-  const dir = join(root, 'bench-browser/workloads');
+  const passed = [];
   let n = 0;
-  for (const f of readdirSync(dir).filter((f) => f.endsWith('.mjs')).sort()) {
-    const w = (await import(pathToFileURL(join(dir, f)))).default;
-    if (!w.run) continue;
+  for (const [f, { source, statements }] of corpus(root).entries()) {
     const handle = new MemoryHandle();
-    const name = `${w.name}-${n++}.db`;
+    const name = `corpus-${n++}.db`;
     e.glue.checkName(name); // as the Worker does before it opens a file
     const d = e.glue.Database.open(handle, name, 'full', 0, keyHandle(handle));
     const db = adapter(e, d);
-    const ctx = makeCtx('cairn', rows);
-    if (w.setup) await w.setup(db, ctx);
-    const result = await w.run(db, ctx);
-    out.push([w.name, plain(result ?? null), plain(w.check ? await w.check(db, ctx, result) : null)]);
+    const ok = new Set();
+    for (const [i, { sql, params, call }] of statements.entries()) {
+      if (keep && !keep[f].has(i)) continue;
+      try {
+        const r = byExec.test(sql) ? d.exec(sql) : call === 'get' ? await db.get(sql, params) : byRun(sql) ? await db.run(sql, params) : await db.query(sql, params);
+        ok.add(i);
+        if (results) out.push([source, sql, plain(r ?? null)]);
+      } catch (err) {
+        if (results) throw new Error(`${source}: \`${sql}\` failed, though it succeeded in the first run: ${failure(err).error}`);
+      }
+    }
+    passed.push(ok);
+    if (d.inTransaction()) d.exec('ROLLBACK');
     d.close();
-    // Opened again, as every later visit opens it: what a reopen reads, and its tables read back.
-    const again = e.glue.Database.open(handle, `w${n++}`, 'full', 0, keyHandle(handle));
-    const reopened = adapter(e, again);
-    out.push([w.name, 'reopened', plain(await reopened.query('SELECT 1 AS one', []))]);
-    if (w.check) out.push([w.name, 'reopened', plain(await w.check(reopened, ctx, result))]);
+    // Opened again, as every later visit opens it.
+    const again = e.glue.Database.open(handle, `c${n++}`, 'full', 0, keyHandle(handle));
+    out.push([source, 'reopened', plain(await adapter(e, again).query('SELECT 1 AS one', []))]);
     again.close();
   }
-  // What pages do besides the workloads: named parameters, one row, a transaction rolled back.
+  return results ? out : passed;
+}
+
+/** Which statements of the corpus succeed, run over a module of its own (`bytes`). A failed
+ * statement may have had an effect (a script whose first statement ran), so the corpus runs again
+ * without the failures until none fails. */
+export async function corpusPassing(glue, bytes) {
+  let keep = null;
+  for (let round = 0; round < 5; round++) {
+    const passed = await runCorpus(await engine(glue, bytes), keep, false);
+    if (keep && passed.every((p, f) => p.size === keep[f].size)) return keep;
+    keep = passed;
+  }
+  throw new Error('the corpus did not settle: statements kept failing once others were left out');
+}
+
+/** The to-do example (examples/todo) grown to `rows` items in lists: what its statements and
+ * their neighbours in such an app (paging, counts, a join with GROUP BY, search, ranged writes,
+ * a copy by INSERT ... SELECT) do to tables of that size, and the database opened again. */
+async function todoApp(e, rows) {
+  const out = [];
+  const handle = new MemoryHandle();
+  const name = `todo-${rows}`;
+  let d = e.glue.Database.open(handle, name, 'full', 0, keyHandle(handle));
+  let db = adapter(e, d);
+  await db.exec('CREATE TABLE IF NOT EXISTS lists (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)');
+  await db.exec(`CREATE TABLE IF NOT EXISTS todo (
+    id INTEGER PRIMARY KEY, title TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, list INTEGER, due TEXT)`);
+  await db.transaction(async (tx) => {
+    for (let l = 1; l <= 20; l++) await tx.run('INSERT INTO lists (name) VALUES (?)', [`list ${l}`]);
+    const add = await tx.prepare('INSERT INTO todo (title, done, list, due) VALUES (?, ?, ?, ?)');
+    for (let i = 0; i < rows; i++) {
+      const k = (i * 7919) % rows;
+      await add.run([`task ${k} ${'x'.repeat(k % 40)}`, k % 3 === 0 ? 1 : 0, 1 + (k % 20), `2026-${String(1 + (k % 12)).padStart(2, '0')}-${String(1 + (k % 28)).padStart(2, '0')}`]);
+    }
+    await add.finalize();
+  });
+  await db.exec('CREATE INDEX IF NOT EXISTS todo_list ON todo (list, done)');
+  const reads = [
+    ['SELECT id, title, done FROM todo ORDER BY id LIMIT 50 OFFSET ?', [Math.floor(rows / 2)]],
+    ['SELECT count(*) AS remaining FROM todo WHERE done = 0', []],
+    ['SELECT l.name, count(*) AS n, sum(t.done) AS finished FROM lists l JOIN todo t ON t.list = l.id GROUP BY l.name ORDER BY l.name', []],
+    ['SELECT id, title FROM todo WHERE title LIKE ? ORDER BY title LIMIT 20', ['task 1%']],
+    ['SELECT id, due FROM todo WHERE due < ? AND done = 0 ORDER BY due DESC, id LIMIT 10', ['2026-03-01']],
+    ['SELECT title FROM todo WHERE list = ? AND done = 0 ORDER BY id DESC LIMIT 5', [7]],
+    // A whole list sorted for display, and a summary of every list: the golden scripts' tables
+    // hold a few rows, too few for the paths of a sort of many rows or of many aggregates.
+    ['SELECT id, title, done FROM todo WHERE list = ? ORDER BY title, id', [9]],
+    ['SELECT list, count(*) AS n, sum(CASE WHEN done = 0 THEN 1 ELSE 0 END) AS open, sum(CASE WHEN done = 0 THEN 0 ELSE 1 END) AS finished, min(due) AS first, max(due) AS last, count(CASE WHEN due < ? THEN 1 END) AS late FROM todo GROUP BY list ORDER BY list', ['2026-06-01']],
+  ];
+  for (const [sql, params] of reads) out.push(['todo', rows, sql, plain(await db.query(sql, params))]);
+  for (const [sql, params] of [
+    ['UPDATE todo SET done = 1 WHERE list = ?', [3]],
+    ['UPDATE todo SET title = title || ? WHERE id % 50 = 0', [' (moved)']],
+    ['UPDATE todo SET due = NULL, done = done + 1 WHERE id BETWEEN ? AND ?', [10, Math.floor(rows / 3)]],
+    ['DELETE FROM todo WHERE done = 1 AND list = ?', [4]],
+    ['INSERT INTO todo (title, list, due) SELECT title, ?, due FROM todo WHERE list = ?', [21, 5]],
+    ['DELETE FROM todo WHERE id = ?', [Math.floor(rows / 2)]],
+  ]) out.push(['todo', rows, sql, plain(await db.run(sql, params))]);
+  d.close();
+  d = e.glue.Database.open(handle, name, 'full', 0, keyHandle(handle));
+  db = adapter(e, d);
+  for (const [sql, params] of reads) out.push(['todo', rows, 'again', sql, plain(await db.query(sql, params))]);
+  await db.exec('DROP TABLE todo');
+  d.close();
+  return out;
+}
+
+/** The corpus (its statements that succeed: `keep`, from corpusPassing()), the to-do app at
+ * `rows`, then the calls every page makes; returns their results in order. */
+export async function common(e, rows, keep, sync = false) {
+  const out = await runCorpus(e, keep);
+  out.push(...(await todoApp(e, rows)));
+  // What pages do besides: named parameters, one row, a transaction rolled back.
   for (const name of ['notes', 'My Notes 2024', 'app_data.v2', 'user@example.com']) e.glue.checkName(name);
   const handle = new MemoryHandle();
   const d = e.glue.Database.open(handle, 'My Notes 2024', 'relaxed', 0, keyHandle(handle));
@@ -299,7 +386,7 @@ export async function common(e, rows, sync = false) {
   return out;
 }
 
-/** What tables of 10,000 and 100,000 rows reach that the workloads at 1,000 do not: trees four
+/** What tables of 10,000 and 100,000 rows reach that tables of 1,000 do not: trees four
  * and five levels deep (long keys, so that branch pages fill with few rows) whose branch pages
  * split and merge, a root that splits under an integer key, and a page cache smaller than the
  * tables, so that pages are evicted and read back. */
@@ -478,12 +565,14 @@ async function uncommon(e) {
   return out;
 }
 
-/** Runs the workloads over `instrumented` (through `glue`); returns the functions that ran and the regions entered. */
+/** Runs the common statements over `instrumented` (through `glue`); returns the functions that ran and the regions entered. */
 export async function profile(glue, instrumented, { rows = [1000, 10000], sync = false } = {}) {
-  const e = await engine(glue, readFileSync(instrumented));
+  const bytes = readFileSync(instrumented);
+  const keep = await corpusPassing(glue, bytes);
+  const e = await engine(glue, bytes);
   // At two sizes: a table of 10,000 rows takes paths one of 1,000 does not (a leaf split while
   // a row is rewritten in place, a bulk load with more levels).
-  for (const n of rows) await common(e, n, sync);
+  for (const n of rows) await common(e, n, keep, sync);
   const marked = (prefix) => Object.keys(e.exports)
     .filter((k) => k[0] === prefix && /^.\d+$/.test(k) && e.exports[k].value)
     .map((k) => Number(k.slice(1)))
@@ -493,12 +582,13 @@ export async function profile(glue, instrumented, { rows = [1000, 10000], sync =
 
 /** Checks that `primary` with `rest` gives what `whole` gives; throws on the first difference. */
 export async function check(glue, whole, primary, rest, { rows = 1000, sync = false } = {}) {
+  const keep = await corpusPassing(glue, readFileSync(whole));
   const a = await engine(glue, readFileSync(whole));
-  const wholeCommon = await common(a, rows, sync);
+  const wholeCommon = await common(a, rows, keep, sync);
   const wholeRest = await uncommon(a);
   const b = await engine(glue, readFileSync(primary));
   restFrom(b.exports, () => readFileSync(rest));
-  const splitCommon = await common(b, rows, sync);
+  const splitCommon = await common(b, rows, keep, sync);
   if (restLoaded()) throw new Error(`the common statements loaded the rest of the engine: ${restLoadedBy()}`);
   const splitRest = await uncommon(b);
   if (!restLoaded()) throw new Error('the statements outside the common part did not load the rest of the engine');

@@ -1,6 +1,5 @@
 // What every workload's setup, run and check get besides the database: the row count, the data,
-// and the loaders of t1 and the join tables. Plain JS, so it runs in the page and in Node (the
-// build runs the workloads over cairn's wasm module to find the code they use: scripts/split.mjs).
+// and the loaders of t1 and the join tables. Plain JS, so it runs in the page and in Node.
 import { t1Rows, ints, words, mulberry32, T1_SCHEMA } from './data.js';
 
 export function makeCtx(engine, rows) {

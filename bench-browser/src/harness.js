@@ -6,11 +6,12 @@ const ENGINES = {
   sqlite: () => import('./engines/sqlite.js'),
   pglite: () => import('./engines/pglite.js'),
   cairn: () => import('./engines/cairn.js'),
+  'cairn-pm': () => import('./engines/cairn.js'), // cairn with its client forced to postMessage
   'cairn-base': () => import('./engines/cairn.js'), // another cairn build (run.mjs --base)
 };
 
-/** The engine whose SQL a workload writes for `engine` (cairn-base is another cairn build). */
-const dialectOf = (engine) => (engine === 'cairn-base' ? 'cairn' : engine);
+/** The engine whose SQL a workload writes for `engine` (cairn-pm and cairn-base are cairn). */
+const dialectOf = (engine) => (engine.startsWith('cairn') ? 'cairn' : engine);
 
 async function openEngine(engine, name, opts) {
   const adapter = await ENGINES[engine]();
@@ -38,17 +39,30 @@ async function runWorkload(db, engine, workloadUrl, opts) {
   const ctx = makeCtx(dialectOf(engine), opts.rows);
   const tables = w.tables || ['t1', 't2', 'customers', 'orders'];
   const r = await (async () => {
+    // Where the engine first called into the rest of itself (cairn): 'earlier' (before this
+    // workload's setup, in a grouped session), 'setup', 'run' (in the timed part), 'check'.
+    const rest = db.rest ? { readyAtRun: null, loaded: null } : null;
+    const restStep = async (step) => {
+      const r = rest && (await db.rest());
+      if (!r) return;
+      if (!rest.loaded && r.loaded) rest.loaded = step;
+      if (step === 'setup') rest.readyAtRun = r.ready; // whether the background fetch was done
+    };
+    await restStep('earlier');
     try { if (w.setup) await w.setup(db, ctx); } catch (e) { return fail('setup', e); }
+    await restStep('setup');
     let out, ms;
     try {
       const t0 = performance.now();
       out = await w.run(db, ctx);
       ms = performance.now() - t0;
     } catch (e) { return fail('run', e); }
+    await restStep('run');
     let check;
     try { check = w.check ? await w.check(db, ctx, out) : null; } catch (e) { return fail('check', e); }
+    await restStep('check');
     const memory = await measureMemory(db, opts);
-    return { ok: true, ms, check, memory, version: db.version };
+    return { ok: true, ms, check, memory, version: db.version, channel: db.channel ?? null, rest };
   })();
   r.tables = tables;
   return r;

@@ -12,7 +12,7 @@ const here = dirname(dirname(fileURLToPath(import.meta.url)));
 // cairn is built by the repo's test command before this runs (`npm run build`); without the build
 // the smoke pass fails rather than quietly leaving cairn out.
 const cairnEntry = process.env.CAIRN_DIST ? join(resolve(process.env.CAIRN_DIST), 'cairn.js') : join(here, '..', 'dist', 'cairn.js');
-const engines = ['sqlite', 'pglite', 'cairn'];
+const engines = ['sqlite', 'pglite', 'cairn', 'cairn-pm'];
 
 test(`smoke pass: ${engines.join(', ')}`, { timeout: 10 * 60_000 }, () => {
   assert.ok(existsSync(cairnEntry), `no cairn build at ${cairnEntry}: run npm run build at the repo root`);
@@ -32,6 +32,11 @@ test(`smoke pass: ${engines.join(', ')}`, { timeout: 10 * 60_000 }, () => {
         const s = report.samples.filter((x) => x.workload === w.name && x.engine === e);
         assert.equal(s.length, 1, `${e} ${w.name}: one sample`);
         assert.equal(s[0].status, 'ok', `${e} ${w.name}: ${s[0].error}`);
+        if (w.kind !== 'timed' || !e.startsWith('cairn')) continue;
+        // Both of cairn's channels were the ones asked for, and each sample says whether and
+        // where the engine first called into the rest of itself.
+        assert.equal(s[0].channel, e === 'cairn' ? 'sharedMemory' : 'postMessage', `${e} ${w.name}: channel`);
+        assert.ok(s[0].rest && [null, 'earlier', 'setup', 'run', 'check'].includes(s[0].rest.loaded), `${e} ${w.name}: rest ${JSON.stringify(s[0].rest)}`);
       }
     }
     for (const e of ['sqlite', 'pglite']) assert.ok(report.downloads[e]?.total.raw > 0, `${e}: download sizes`);

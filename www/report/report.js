@@ -1,8 +1,11 @@
 // Renders a bench-browser results JSON (bench-browser/results/*.json) as plain HTML and SVG.
 // ?data=URL picks the file; the default is the committed 10,000-row run of the peers.
-const COLORS = { cairn: '#d95f02', sqlite: '#1b9e77', pglite: '#7570b3' };
-const NAMES = { cairn: 'cairn', sqlite: 'SQLite WASM', pglite: 'PGlite' };
-const GROUPS = [['create', 'Create'], ['read', 'Read'], ['update', 'Update'], ['delete', 'Delete'], ['schema', 'Schema']];
+const COLORS = { cairn: '#d95f02', 'cairn-pm': '#e6ab02', sqlite: '#1b9e77', pglite: '#7570b3' };
+// cairn over shared memory (the page is cross-origin isolated) and over postMessage (as in a page
+// that is not), two engines of the run (bench-browser/run.mjs).
+const NAMES = { cairn: 'cairn', 'cairn-pm': 'cairn, postMessage', sqlite: 'SQLite WASM', pglite: 'PGlite' };
+const CAIRNS = ['cairn', 'cairn-pm'];
+const GROUPS = [['create', 'Create'], ['read', 'Read'], ['update', 'Update'], ['delete', 'Delete'], ['schema', 'Schema'], ['app', 'Statements apps write']];
 const SVG = 'http://www.w3.org/2000/svg';
 
 const params = new URLSearchParams(location.search);
@@ -62,7 +65,7 @@ function barChart(entries, fmt) {
 
 function entriesFor(data, workload) {
   const s = data.summary[workload] || {};
-  return data.options.engines.filter((e) => s[e]).map((e) => ({ engine: e, ...s[e] }));
+  return data.options.engines.filter((e) => s[e]).map((e) => ({ engine: e, ...s[e], extra: s[e].restRun ? `rest loaded in ${s[e].restRun} run${s[e].restRun > 1 ? 's' : ''}` : '' }));
 }
 
 function ratioLabel(data, workload) {
@@ -133,10 +136,13 @@ function render(data) {
 
   // Table of medians and ratios
   main.append(el('h2', {}, 'Medians and ratios'));
-  const hasCairn = engines.includes('cairn');
-  main.append(el('p', {}, hasCairn ? 'Median (fastest–slowest run) per engine; the last column is cairn\'s median over the fastest peer\'s (below 1: cairn is faster).'
+  const mine = CAIRNS.filter((e) => engines.includes(e));
+  const hasCairn = mine.length > 0;
+  main.append(el('p', {}, hasCairn ? 'Median (fastest–slowest run) per engine; the last columns are cairn\'s median over the fastest peer\'s (below 1: cairn is faster), over each channel. ' +
+    '"rest N" marks an engine that first called into cairn-rest.wasm in the timed part of N runs.'
     : 'Median (fastest–slowest run) per engine; the last column is the slower engine\'s median over the fastest\'s.'));
-  const head = el('tr', {}, el('th', {}, 'workload'), ...engines.map((e) => el('th', {}, name(e))), el('th', {}, hasCairn ? 'cairn / best peer' : 'slowest / fastest'));
+  const head = el('tr', {}, el('th', {}, 'workload'), ...engines.map((e) => el('th', {}, name(e))),
+    ...(hasCairn ? mine.map((e) => el('th', {}, `${name(e)} / best peer`)) : [el('th', {}, 'slowest / fastest')]));
   const table = el('table', {}, head);
   for (const w of data.workloads) {
     const s = data.summary[w.name] || {};
@@ -145,18 +151,14 @@ function render(data) {
       const v = s[e];
       if (!v) return el('td', {}, '–');
       if (v.median == null) return el('td', { class: 'slow', title: v.note || '' }, v.status);
-      return el('td', { class: e === best ? 'best' : '' }, `${fmtMs(v.median)} (${fmtMs(v.min)}–${fmtMs(v.max)})`);
+      return el('td', { class: e === best ? 'best' : '' }, `${fmtMs(v.median)} (${fmtMs(v.min)}–${fmtMs(v.max)})${v.restRun ? ` rest ${v.restRun}` : ''}`);
     });
-    let ratio = '–';
     const meds = engines.filter((e) => s[e]?.median != null);
-    if (hasCairn && s.cairn?.median != null) {
-      const peers = meds.filter((e) => e !== 'cairn').map((e) => s[e].median);
-      if (peers.length) ratio = (s.cairn.median / Math.min(...peers)).toFixed(2);
-    } else if (!hasCairn && meds.length > 1) {
-      const m = meds.map((e) => s[e].median);
-      ratio = (Math.max(...m) / Math.min(...m)).toFixed(2);
-    }
-    table.append(el('tr', {}, el('td', {}, w.title), ...cells, el('td', {}, ratio)));
+    const peers = meds.filter((e) => !e.startsWith('cairn')).map((e) => s[e].median);
+    const ratios = hasCairn
+      ? mine.map((e) => (s[e]?.median != null && peers.length ? (s[e].median / Math.min(...peers)).toFixed(2) : '–'))
+      : [meds.length > 1 ? (Math.max(...meds.map((e) => s[e].median)) / Math.min(...meds.map((e) => s[e].median))).toFixed(2) : '–'];
+    table.append(el('tr', {}, el('td', {}, w.title), ...cells, ...ratios.map((r) => el('td', {}, r))));
   }
   main.append(table);
 
