@@ -231,10 +231,6 @@ async function todoApp(e, rows) {
     ['SELECT id, title FROM todo WHERE title LIKE ? ORDER BY title LIMIT 20', ['task 1%']],
     ['SELECT id, due FROM todo WHERE due < ? AND done = 0 ORDER BY due DESC, id LIMIT 10', ['2026-03-01']],
     ['SELECT title FROM todo WHERE list = ? AND done = 0 ORDER BY id DESC LIMIT 5', [7]],
-    // A whole list sorted for display, and a summary of every list: the golden scripts' tables
-    // hold a few rows, too few for the paths of a sort of many rows or of many aggregates.
-    ['SELECT id, title, done FROM todo WHERE list = ? ORDER BY title, id', [9]],
-    ['SELECT list, count(*) AS n, sum(CASE WHEN done = 0 THEN 1 ELSE 0 END) AS open, sum(CASE WHEN done = 0 THEN 0 ELSE 1 END) AS finished, min(due) AS first, max(due) AS last, count(CASE WHEN due < ? THEN 1 END) AS late FROM todo GROUP BY list ORDER BY list', ['2026-06-01']],
   ];
   for (const [sql, params] of reads) out.push(['todo', rows, sql, plain(await db.query(sql, params))]);
   for (const [sql, params] of [
