@@ -52,6 +52,9 @@ impl Sync {
             let mut rows: BTreeSet<RowKey> = BTreeSet::new();
             {
                 let mut st = self.st.borrow_mut();
+                // Rows holding values of a column this database added since (peers wrote them
+                // first), or whose records a removal took back.
+                rows.extend(st.replica_mut().take_revoked_rows());
                 for e in events {
                     if let Event::Applied { rows: r, .. } = &e {
                         rows.extend(r.iter().cloned());

@@ -303,6 +303,18 @@ impl Sync {
             return Ok(Vec::new());
         }
         let mut out = self.drain_inbox(db)?;
+        let reread = {
+            let st = self.st.borrow();
+            st.replica.is_some() && st.stale.is_none() && st.replica().has_rows_to_reread()
+        };
+        if reread {
+            // A column added here holds values peers wrote before: the tables read them now.
+            out.extend(self.write_sql(db, link, |st| {
+                let send = st.on_link(link, |r, l, now| r.poll(l, now))?;
+                Ok((send, Vec::new()))
+            })?);
+            return Ok(out);
+        }
         let quiet = {
             let mut st = self.st.borrow_mut();
             let ready = st.replica.is_some() && st.stale.is_none();

@@ -1807,6 +1807,60 @@ fn every_schema_change_between_writes_is_registered() {
     );
 }
 
+/// A column one replica added first: its changes reach a replica that has not added it yet,
+/// which keeps them (no SCHEMA_MISMATCH) and shows the rows without it; once that replica adds
+/// the column, the values come into its table at its next sync step, and writes of either go
+/// on converging.
+#[test]
+fn values_of_a_column_a_peer_added_first_are_kept_until_it_is_added() {
+    let mut a = Node::memory();
+    let mut b = paged(MemoryFile::new());
+    for n in [&mut a, &mut b] {
+        n.exec("CREATE TABLE t (id TEXT PRIMARY KEY, v INTEGER) REPLICATED");
+    }
+    let a_id = a.sync.id(&mut a.db).unwrap();
+    b.sync.set_owner(&mut b.db, a_id).unwrap();
+    let b_id = b.sync.id(&mut b.db).unwrap();
+    a.sync.authorize(&mut a.db, "t", vec![b_id]).unwrap();
+    a.exec("ALTER TABLE t ADD COLUMN w TEXT");
+    a.exec("INSERT INTO t VALUES ('x', 1, 'one'), ('y', 2, NULL)");
+    a.exec("UPDATE t SET w = 'two' WHERE id = 'y'");
+    sync_pair(&mut a, &mut b);
+    let events = b.sync.take_events();
+    assert!(events.iter().all(|e| e.kind == "applied"), "{events:?}");
+    assert_eq!(
+        b.rows("SELECT id, v FROM t ORDER BY id"),
+        vec![
+            vec![Value::Text("x".into()), Value::Integer(1)],
+            vec![Value::Text("y".into()), Value::Integer(2)],
+        ]
+    );
+    // Kept across a reopen, then shown once the column is there.
+    let mut b = paged(close(b));
+    b.exec("ALTER TABLE t ADD COLUMN w TEXT");
+    b.exec("UPDATE t SET v = 3 WHERE id = 'x'");
+    sync_pair(&mut a, &mut b);
+    let all = "SELECT id, v, w FROM t ORDER BY id";
+    let want = vec![
+        vec![
+            Value::Text("x".into()),
+            Value::Integer(3),
+            Value::Text("one".into()),
+        ],
+        vec![
+            Value::Text("y".into()),
+            Value::Integer(2),
+            Value::Text("two".into()),
+        ],
+    ];
+    assert_eq!(b.rows(all), want);
+    assert_eq!(a.rows(all), want);
+    assert_eq!(
+        a.sync.state_digest(&mut a.db).unwrap(),
+        b.sync.state_digest(&mut b.db).unwrap()
+    );
+}
+
 /// A column added inside a transaction, after rows were written and before more: the rows
 /// written before it are recorded with the columns they had (the new one NULL there, as in
 /// the table), those after with all of them, and a peer that added the column gets both.

@@ -87,7 +87,7 @@ impl TableSchema {
             .map(|i| i as u32)
     }
 
-    /// Checks an op against the schema (pk arity, column indexes and kinds).
+    /// Checks an op against the schema (pk arity, the kinds of the columns it knows).
     pub fn check_op(&self, op: &Op) -> Result<()> {
         let bad = |m: &str| {
             Err(Error::reject(
@@ -98,17 +98,18 @@ impl TableSchema {
         if op.pk.len() != self.pk_len {
             return bad("primary key arity");
         }
+        // A column past those this replica knows is one a peer added first: its values are
+        // kept in the merged rows, and the table shows them once it has the column too.
+        let kind = |c: &u32| self.columns.get(*c as usize).map(|x| x.1);
         match op.payload() {
             Some(Payload::Set(cols)) => {
                 for (c, _) in cols {
-                    if self.columns.get(*c as usize).map(|x| x.1) != Some(ColumnKind::Lww) {
+                    if kind(c).is_some_and(|k| k != ColumnKind::Lww) {
                         return bad("SET on a column that is not last-writer-wins");
                     }
                 }
             }
-            Some(Payload::Add(c, _))
-                if self.columns.get(*c as usize).map(|x| x.1) != Some(ColumnKind::Counter) =>
-            {
+            Some(Payload::Add(c, _)) if kind(c).is_some_and(|k| k != ColumnKind::Counter) => {
                 return bad("ADD on a column that is not a counter");
             }
             _ => {}

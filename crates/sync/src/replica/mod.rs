@@ -145,7 +145,8 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// owner signed with the same version are both kept, so what is authorized does not depend
     /// on which arrived first.
     pub(crate) writer_lists: BTreeMap<ScopeId, BTreeMap<(u64, [u8; 64]), WriterList>>,
-    /// Rows whose records a writer list's removals took back, for the host to re-read.
+    /// Rows for the host to read again: records a writer list's removals took back, values of
+    /// a column registered after peers wrote them.
     pub(crate) revoked_rows: Vec<RowKey>,
     /// Lists adopted so far. Chains and lists are never removed, so `(chains.len(),
     /// lists_added)` changes exactly when what a link may be served can change.
@@ -443,6 +444,21 @@ impl<S: RowStore> Replica<S> {
                 schema.name
             )));
         }
+        // Columns it did not know before may hold values peers wrote first: the rows of the
+        // table holding some are read again by the host (`take_revoked_rows`).
+        let known = self.tables.get(&schema.name).map_or(0, |t| t.columns.len());
+        if known > 0 && schema.columns.len() > known {
+            self.merge_deferred();
+            let new = |c: &u32| *c as usize >= known;
+            let mut keys = Vec::new();
+            self.rows.scan(&mut |k, row| {
+                let has = row.cells.iter().any(|(c, _)| new(c)) || row.counters.keys().any(new);
+                if k.table == schema.name && has {
+                    keys.push(k.clone());
+                }
+            });
+            self.revoked_rows.extend(keys);
+        }
         self.tables.insert(schema.name.clone(), schema);
         Ok(())
     }
@@ -606,10 +622,15 @@ impl<S: RowStore> Replica<S> {
         list
     }
 
-    /// Rows of scope `scope` a list's removals took back (to re-read, as after `Event::Applied`),
-    /// since the last call.
+    /// Rows the host's tables must read again (as after `Event::Applied`) since the last call:
+    /// those a writer list's removals took records of back, and those holding values of a
+    /// column just registered.
     pub fn take_revoked_rows(&mut self) -> Vec<RowKey> {
         std::mem::take(&mut self.revoked_rows)
+    }
+    /// Whether [`Replica::take_revoked_rows`] has rows to give.
+    pub fn has_rows_to_reread(&self) -> bool {
+        !self.revoked_rows.is_empty()
     }
 
     pub fn writer_lists(&self) -> impl Iterator<Item = &WriterList> {
