@@ -280,67 +280,8 @@ fn names_column(t: &Table, table: &Option<String>, name: &str, column: &str) -> 
 pub(crate) fn each_column(e: &mut Expr, f: &mut dyn FnMut(&Option<String>, &mut String)) {
     match e {
         Expr::Column { table, name } => f(table, name),
-        Expr::Literal(_) | Expr::Param(_) | Expr::Exists { .. } | Expr::Subquery(_) => {}
         // A CHECK cannot hold a window call (`misuse of window function`).
         Expr::Window { .. } => {}
-        Expr::Unary(_, a)
-        | Expr::IsNull { expr: a, .. }
-        | Expr::Cast { expr: a, .. }
-        | Expr::InSelect { expr: a, .. } => each_column(a, f),
-        Expr::Binary(_, a, b)
-        | Expr::Glob {
-            expr: a,
-            pattern: b,
-            ..
-        } => {
-            each_column(a, f);
-            each_column(b, f);
-        }
-        Expr::Like {
-            expr,
-            pattern,
-            escape,
-            ..
-        } => {
-            each_column(expr, f);
-            each_column(pattern, f);
-            if let Some(x) = escape {
-                each_column(x, f);
-            }
-        }
-        Expr::Between {
-            expr, low, high, ..
-        } => {
-            each_column(expr, f);
-            each_column(low, f);
-            each_column(high, f);
-        }
-        Expr::InList { expr, list, .. } => {
-            each_column(expr, f);
-            for x in list {
-                each_column(x, f);
-            }
-        }
-        Expr::Case {
-            operand,
-            whens,
-            else_,
-        } => {
-            if let Some(o) = operand {
-                each_column(o, f);
-            }
-            for (a, b) in whens {
-                each_column(a, f);
-                each_column(b, f);
-            }
-            if let Some(x) = else_ {
-                each_column(x, f);
-            }
-        }
-        Expr::Function { args, .. } => {
-            for x in args {
-                each_column(x, f);
-            }
-        }
+        _ => e.each_child_mut(&mut |c| each_column(c, f)),
     }
 }

@@ -368,3 +368,90 @@ pub enum Expr {
         over: Box<crate::parse::window::WindowDef>,
     },
 }
+
+/// The body of [`Expr::each_child`] and [`Expr::each_child_mut`], written once for both.
+macro_rules! each_child {
+    ($e:expr, $f:expr, $iter:ident $(, $m:tt)?) => {
+        match $e {
+            Expr::Unary(_, a)
+            | Expr::IsNull { expr: a, .. }
+            | Expr::Cast { expr: a, .. }
+            | Expr::InSelect { expr: a, .. } => $f(a),
+            Expr::Binary(_, a, b)
+            | Expr::Glob {
+                expr: a,
+                pattern: b,
+                ..
+            } => {
+                $f(a);
+                $f(b);
+            }
+            Expr::Like {
+                expr,
+                pattern,
+                escape,
+                ..
+            } => {
+                $f(expr);
+                $f(pattern);
+                if let Some(x) = escape {
+                    $f(x);
+                }
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                $f(expr);
+                $f(low);
+                $f(high);
+            }
+            Expr::InList { expr, list, .. } => {
+                $f(expr);
+                list.$iter().for_each(|x| $f(x));
+            }
+            Expr::Case {
+                operand,
+                whens,
+                else_,
+            } => {
+                if let Some(o) = operand {
+                    $f(o);
+                }
+                for (a, b) in whens {
+                    $f(a);
+                    $f(b);
+                }
+                if let Some(x) = else_ {
+                    $f(x);
+                }
+            }
+            Expr::Function { args, .. } => args.$iter().for_each(|x| $f(x)),
+            Expr::Window { func, filter, over } => {
+                $f(func);
+                if let Some(c) = filter {
+                    $f(c);
+                }
+                over.partition.$iter().for_each(|x| $f(x));
+                over.order.$iter().for_each(|o| $f(&$($m)? o.expr));
+            }
+            Expr::Literal(_)
+            | Expr::Param(_)
+            | Expr::Column { .. }
+            | Expr::Exists { .. }
+            | Expr::Subquery(_) => {}
+        }
+    };
+}
+
+impl Expr {
+    /// Calls `f` on each expression this one holds directly, in the order the SQL names them;
+    /// subqueries are not expressions of this one (their own walks go through them).
+    pub fn each_child(&self, f: &mut dyn FnMut(&Expr)) {
+        each_child!(self, f, iter)
+    }
+
+    /// [`Expr::each_child`], for a walk that may change what it visits.
+    pub fn each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        each_child!(self, f, iter_mut, mut)
+    }
+}

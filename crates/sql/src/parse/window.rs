@@ -343,74 +343,7 @@ pub(super) fn resolve_order(q: &mut Select, defs: &[(String, WindowDef)]) -> Res
 /// Visits every expression node (pre-order), not descending into subqueries.
 fn each_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
     f(e);
-    match e {
-        Expr::Unary(_, a) | Expr::IsNull { expr: a, .. } | Expr::Cast { expr: a, .. } => {
-            each_mut(a, f)
-        }
-        Expr::InSelect { expr: a, .. } => each_mut(a, f),
-        Expr::Binary(_, a, b)
-        | Expr::Glob {
-            expr: a,
-            pattern: b,
-            ..
-        } => {
-            each_mut(a, f);
-            each_mut(b, f);
-        }
-        Expr::Like {
-            expr,
-            pattern,
-            escape,
-            ..
-        } => {
-            each_mut(expr, f);
-            each_mut(pattern, f);
-            if let Some(e) = escape {
-                each_mut(e, f);
-            }
-        }
-        Expr::Between {
-            expr, low, high, ..
-        } => {
-            each_mut(expr, f);
-            each_mut(low, f);
-            each_mut(high, f);
-        }
-        Expr::InList { expr, list, .. } => {
-            each_mut(expr, f);
-            list.iter_mut().for_each(|x| each_mut(x, f));
-        }
-        Expr::Case {
-            operand,
-            whens,
-            else_,
-        } => {
-            if let Some(o) = operand {
-                each_mut(o, f);
-            }
-            for (a, b) in whens {
-                each_mut(a, f);
-                each_mut(b, f);
-            }
-            if let Some(e) = else_ {
-                each_mut(e, f);
-            }
-        }
-        Expr::Function { args, .. } => args.iter_mut().for_each(|x| each_mut(x, f)),
-        Expr::Window { func, filter, over } => {
-            each_mut(func, f);
-            if let Some(c) = filter {
-                each_mut(c, f);
-            }
-            over.partition.iter_mut().for_each(|x| each_mut(x, f));
-            over.order.iter_mut().for_each(|o| each_mut(&mut o.expr, f));
-        }
-        Expr::Literal(_)
-        | Expr::Param(_)
-        | Expr::Column { .. }
-        | Expr::Exists { .. }
-        | Expr::Subquery(_) => {}
-    }
+    e.each_child_mut(&mut |c| each_mut(c, f));
 }
 
 /// A window call as SQL text (`display::expr` of an [`Expr::Window`]).

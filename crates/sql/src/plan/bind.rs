@@ -44,73 +44,15 @@ pub(super) fn has_agg(e: &Expr) -> bool {
 fn walk_ast(e: &Expr, f: &mut dyn FnMut(&Expr)) {
     f(e);
     match e {
-        Expr::Unary(_, a) | Expr::IsNull { expr: a, .. } | Expr::Cast { expr: a, .. } => {
-            walk_ast(a, f)
-        }
-        Expr::InSelect { expr: a, .. } => walk_ast(a, f),
-        Expr::Binary(_, a, b)
-        | Expr::Glob {
-            expr: a,
-            pattern: b,
-            ..
-        } => {
-            walk_ast(a, f);
-            walk_ast(b, f);
-        }
-        Expr::Like {
-            expr,
-            pattern,
-            escape,
-            ..
-        } => {
-            walk_ast(expr, f);
-            walk_ast(pattern, f);
-            if let Some(e) = escape {
-                walk_ast(e, f);
-            }
-        }
-        Expr::Between {
-            expr, low, high, ..
-        } => {
-            walk_ast(expr, f);
-            walk_ast(low, f);
-            walk_ast(high, f);
-        }
-        Expr::InList { expr, list, .. } => {
-            walk_ast(expr, f);
-            list.iter().for_each(|x| walk_ast(x, f));
-        }
-        Expr::Case {
-            operand,
-            whens,
-            else_,
-        } => {
-            if let Some(o) = operand {
-                walk_ast(o, f);
-            }
-            for (a, b) in whens {
-                walk_ast(a, f);
-                walk_ast(b, f);
-            }
-            if let Some(e) = else_ {
-                walk_ast(e, f);
-            }
-        }
-        Expr::Function { args, .. } => args.iter().for_each(|x| walk_ast(x, f)),
         // The call itself is not an aggregate; what it reads may be.
-        Expr::Window { func, filter, over } => {
-            if let Expr::Function { args, .. } = &**func {
-                args.iter().for_each(|x| walk_ast(x, f));
+        Expr::Window { func, .. } => e.each_child(&mut |c| {
+            if std::ptr::eq(c, &**func) {
+                c.each_child(&mut |x| walk_ast(x, f));
+            } else {
+                walk_ast(c, f);
             }
-            filter.iter().for_each(|x| walk_ast(x, f));
-            over.partition.iter().for_each(|x| walk_ast(x, f));
-            over.order.iter().for_each(|o| walk_ast(&o.expr, f));
-        }
-        Expr::Literal(_)
-        | Expr::Param(_)
-        | Expr::Column { .. }
-        | Expr::Exists { .. }
-        | Expr::Subquery(_) => {}
+        }),
+        _ => e.each_child(&mut |c| walk_ast(c, f)),
     }
 }
 
