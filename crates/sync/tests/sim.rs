@@ -313,9 +313,10 @@ impl Sim {
                     self.connect(i.min(j), i.max(j));
                 }
             }
-            // Not while a clone writes: a replica that compacted a branch before it met the
-            // other cannot take it back (docs/sync.md sec. 11).
-            83..=84 if !self.clone => {
+            // Not while a clone writes (unless CAIRN_SYNC_CLONE_COMPACT is set): a replica that
+            // compacted a branch before it met the other cannot take it back (docs/sync.md
+            // sec. 11).
+            83..=84 if !self.clone || std::env::var_os("CAIRN_SYNC_CLONE_COMPACT").is_some() => {
                 let i = self.rng.below(n as u64) as usize;
                 self.replicas[i].compact();
             }

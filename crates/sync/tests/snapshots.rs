@@ -348,3 +348,41 @@ fn a_byte_flipped_at_every_offset_of_a_snapshot_page_is_refused_or_harmless() {
         2 * page.len()
     );
 }
+
+#[test]
+fn a_snapshot_takes_the_place_of_a_branch_given_up_below_it() {
+    // The receiver holds two records of another branch of the serving replica's chain (a
+    // clone of its key wrote them): the snapshot's checkpoint is past them, so they are given
+    // up, and what they wrote must go from the rows too, not be joined with the attested ones.
+    let mut a = compacted();
+    let mut clone = replica(1, false);
+    let scope = ScopeId::new(clone.id(), "todo");
+    for i in 0..2 {
+        let op = Op::new(
+            "todo",
+            vec![text(format!("k{i}"))],
+            Payload::Set(vec![(0, text(format!("from the clone {i}")))]),
+        );
+        // Later than the owner's records: joined, its values would win.
+        clone
+            .commit(NOW + 100 + i, &scope, vec![op])
+            .expect("valid");
+    }
+    clone.seal();
+    let mut b = replica(2, true);
+    exchange(&mut clone, &mut b, &mut Link::new());
+    assert_eq!(b.state_digest(), clone.state_digest());
+    let (events, snapshots) = exchange(&mut a, &mut b, &mut Link::snapshot_source());
+    assert_eq!(
+        snapshots.len(),
+        1,
+        "asked for one after COMPACTED: {events:?}"
+    );
+    assert_eq!(refusals(&events), vec![]);
+    assert_eq!(
+        b.state_digest(),
+        a.state_digest(),
+        "the attested rows, alone"
+    );
+    assert_eq!(b.heads(), a.heads());
+}

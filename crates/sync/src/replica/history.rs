@@ -204,37 +204,113 @@ impl<S: RowStore> Replica<S> {
                 return events;
             }
         }
-        for cp in checkpoints {
-            let key = (cp.author, cp.scope.clone());
-            let log = self.chains.entry(key).or_default();
-            let (held, _) = log.head();
-            if cp.seq > held {
-                log.blocks.clear();
-                log.pending.clear();
-                log.written.clear();
-                log.written_bufs.clear();
-                log.base = Some(cp);
-            } else if log.hash_at(cp.seq).is_some_and(|h| h != cp.hash) {
+        // A scope where this replica holds another branch at a checkpoint's seq is left out
+        // whole: its records cannot be set against rows (sec. 6, forks below a compaction point).
+        let mut forked: BTreeSet<ScopeId> = BTreeSet::new();
+        for cp in &checkpoints {
+            let log = self.chains.get(&(cp.author, cp.scope.clone()));
+            let other = log
+                .and_then(|l| l.hash_at(cp.seq))
+                .is_some_and(|h| h != cp.hash);
+            if other {
                 self.forks.insert(cp.author);
+                forked.insert(cp.scope.clone());
                 events.push(Event::Fork {
                     author: cp.author,
-                    scope: cp.scope,
+                    scope: cp.scope.clone(),
                     seq: cp.seq,
                 });
             }
         }
+        // The attested rows of a scope are its rows at the attested heads: they replace the
+        // base's rows of that scope (a join would keep what records given up here wrote, when
+        // this replica held another branch below the heads), unless the base already stands at
+        // a newer attestation of it. The rows are then rebuilt from the base and the records held.
+        let replace: BTreeSet<ScopeId> = attestations
+            .iter()
+            .filter(|a| !forked.contains(&a.scope))
+            .filter(|a| {
+                let held = self
+                    .attestations
+                    .get(&a.scope)
+                    .and_then(|e| e.base.as_ref());
+                held.is_none_or(|b| !b.newer_than(a))
+            })
+            // Nor where this replica's base holds more of a chain of the scope than the
+            // snapshot's checkpoints (records compacted here that the attested rows lack).
+            .filter(|a| {
+                self.chains.iter().all(|((author, s), log)| {
+                    s != &a.scope
+                        || log.base.as_ref().is_none_or(|c| {
+                            checkpoints.iter().any(|cp| {
+                                cp.author == *author && cp.scope == a.scope && cp.seq >= c.seq
+                            })
+                        })
+                })
+            })
+            .map(|a| a.scope.clone())
+            .collect();
+        let mut touched: Vec<RowKey> = Vec::new();
+        for cp in checkpoints {
+            if forked.contains(&cp.scope) {
+                continue;
+            }
+            let key = (cp.author, cp.scope.clone());
+            let log = self.chains.entry(key).or_default();
+            if cp.seq > log.head().0 {
+                let given_up = log
+                    .blocks
+                    .drain(..)
+                    .flat_map(|b| b.records)
+                    .chain(log.pending.drain(..));
+                for r in given_up {
+                    touched.extend(
+                        r.ops
+                            .iter()
+                            .map(|op| RowKey::new(&op.table, &cp.scope, &op.pk)),
+                    );
+                }
+                log.written.clear();
+                log.written_bufs.clear();
+                log.base = Some(cp);
+            }
+        }
+        let rows: Vec<(RowKey, RowState)> = rows
+            .into_iter()
+            .filter(|(k, _)| !forked.contains(&k.scope))
+            .collect();
         let n = rows.len();
         let mut keys = Vec::new();
         let mut purged = Vec::new();
+        if !replace.is_empty() {
+            let old = self.base.take().unwrap_or_default();
+            let mut base = MemoryRows::default();
+            for (k, row) in old.iter() {
+                if !replace.contains(&k.scope) {
+                    base.insert(k.clone(), row.clone());
+                } else {
+                    touched.push(k.clone());
+                    if row.purged {
+                        // A purge is never taken back (sec. 6).
+                        base.insert(k.clone(), row.clone());
+                    }
+                }
+            }
+            self.base = Some(base);
+        }
+        // The other scopes' rows (where this replica's base holds more) are joined.
         let base = self.base.get_or_insert_with(MemoryRows::default);
         for (k, row) in &rows {
             base.update(k, &mut |mine: &mut RowState| mine.join(row));
         }
-        for (k, row) in rows {
+        if !replace.is_empty() {
+            self.took_back();
+        }
+        for (k, row) in &rows {
             let mut max_hlc = 0;
             let mut is_purged = false;
-            self.rows.update(&k, &mut |mine: &mut RowState| {
-                mine.join(&row);
+            self.rows.update(k, &mut |mine: &mut RowState| {
+                mine.join(row);
                 is_purged = mine.purged;
                 max_hlc = mine
                     .cells
@@ -248,10 +324,17 @@ impl<S: RowStore> Replica<S> {
             if is_purged {
                 purged.push((k.clone(), true));
             }
-            if self.config.report_rows {
-                keys.push(k);
-            }
         }
+        if self.config.report_rows {
+            keys.extend(rows.into_iter().map(|(k, _)| k));
+            keys.extend(touched);
+            keys.sort_unstable();
+            keys.dedup();
+        }
+        let attestations = attestations
+            .into_iter()
+            .filter(|a| !forked.contains(&a.scope))
+            .collect();
         self.installed_attestations(attestations);
         // A purge learnt from a snapshot erases the row's values from the history held too.
         let scopes: BTreeSet<ScopeId> = purged.iter().map(|(k, _)| k.scope.clone()).collect();

@@ -408,7 +408,7 @@ impl<S: RowStore> Replica<S> {
 
     /// After records were taken out of chains: the rows again from the base and every record
     /// held, and the saved copies of the chains written again (as after a purge).
-    fn took_back(&mut self) {
+    pub(super) fn took_back(&mut self) {
         self.redactions += 1;
         self.rows.reset(self.base.as_ref());
         let chains = std::mem::take(&mut self.chains);
