@@ -154,6 +154,11 @@ if (!dev && !jsOnly) {
     // Once more over the primary module: the stubs are inlined into their callers (2.4 KB gzip).
     // --converge: 152 bytes gzip after the tails moved.
     run(bin('wasm-opt'), [...OPT, '--converge', at('primary.wasm'), '-o', out]);
+    // And over the rest, a module of its own now: the cold regions outlined from one function
+    // inline back into the moved function that calls them, the copies of the primary's small
+    // functions fold into their callers, and the types it does not use go (docs/size.md, "The
+    // rest, optimized").
+    run(bin('wasm-opt'), [...OPT, rest, '-o', rest]);
     // Functions alike placed near each other, where gzip's 32 KiB window finds their repeats
     // (docs/size.md, "Function order"): cairn.wasm 2.8 KB gzip smaller, its rest 2.6 KB.
     run(tool, ['reorder', out, out]);

@@ -86,13 +86,12 @@ fn split_data(
 }
 
 /// A kept function the rest calls costs the primary module an entry in the table through which
-/// the rest calls it (about 2.4 bytes of its gzip each, `tabled`). Where that function and every
-/// kept function it calls, and they call, come to at most this many bytes, the rest gets a
-/// copy of them instead and calls those. Measured on `cairn.wasm` (docs/size.md, "Copies in
-/// the rest"): closures up to 200, 400, 600, 800 and 1,200 bytes took 362, 410, 767, 820 and 834
-/// bytes off its gzip and put 4.3, 7.7, 9.3, 10.8 and 14.2 KB on its rest's (125.3 KB without
-/// copies; pages fetch it only for the rarer statements). At 2,000 bytes, in the build after
-/// those: 257 bytes fewer than at 1,200, its rest 3.8 KB more (143.1 KB).
+/// the rest calls it (about 2.4 bytes of its gzip each, `tabled`, since it is exported to the
+/// primary's `wasm-opt` as well). Where that function and every kept function it calls, and they
+/// call, come to at most this many bytes, the rest gets a copy of them instead and calls those.
+/// The copies cost the rest about seventeen bytes for each byte they take off the primary
+/// (docs/size.md, "Copies in the rest", has the table): they are there for the opening
+/// download's budget.
 pub(crate) const COPY_BYTES: usize = 2000;
 
 /// The kept functions (by index among the defined ones) that the rest gets a copy of: for
