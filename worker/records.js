@@ -291,6 +291,8 @@ export class Records {
       cols.unshift(quote(k.name));
       vals.unshift('uuid7()');
     }
+    const given = fields.find(([c]) => c === k);
+    if (given) t.cache.delete(given[1]);
     const sql = cols.length === 0 ? `INSERT INTO ${info.table} DEFAULT VALUES RETURNING *`
       : `INSERT INTO ${info.table} (${cols.join(', ')}) VALUES (${vals.join(', ')}) RETURNING *`;
     const m = this.#mark(t);
