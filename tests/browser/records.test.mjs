@@ -7,10 +7,15 @@ import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
 
 // In the page: runs `fn`, giving what it resolved to or the error's code, field and message.
-const TRY = `window.tryIt = async (fn) => {
-  try { return { ok: true, value: await fn() }; }
-  catch (e) { return { ok: false, code: e.code, field: e.field, message: e.message }; }
-};`;
+const TRY = () => {
+  window.tryIt = async (fn) => {
+    try {
+      return { ok: true, value: await fn() };
+    } catch (e) {
+      return { ok: false, code: e.code, field: e.field, message: e.message };
+    }
+  };
+};
 
 test('every records call over a plain table, and bad input refused', async () => {
   const b = await launch();
