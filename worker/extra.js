@@ -1,6 +1,7 @@
 // The parts of the page-side client that a page needs only once it syncs (`Sync`, behind
 // `db.sync`), once another tab owns the database it opens (`FollowerLink`), when it imports a
-// database (`importDatabase`), or opens one with `migrations` (`migrate`). worker/client.js
+// database (`importDatabase`), or opens one with `migrations` (`migrate`), and the live queries
+// and records (`Live`, with worker/records.js bundled in). worker/client.js
 // imports this module the first time it needs one; the build makes it cairn-extra.js, beside
 // cairn.js (docs/size.md, "The scripts"). What it needs of the client comes as arguments, so that
 // it never holds a second copy of the client's classes; of the protocol, it takes a constant.
