@@ -281,7 +281,7 @@ const line = (r, note = '') => console.log(`${r.file.padEnd(24)}${kb(r.raw)}${kb
 console.log(`\n${'file'.padEnd(24)}${'raw KiB'.padStart(9)}${'gzip -9'.padStart(9)}${'br -q 11'.padStart(9)}`);
 for (const r of [...rows, total]) line(r);
 const extraRow = sizeOf('dist/cairn-extra.js');
-line(extraRow, 'fetched when the page syncs, watches, imports, migrates, or another tab owns the database');
+line(extraRow, 'fetched when the page syncs, watches, uses records, imports, migrates, or another tab owns the database');
 const syncWorkerRow = sizeOf('dist/cairn-sync-worker.js');
 line(syncWorkerRow, 'instead of cairn-worker.js, with { sync: true }');
 const syncRow = sizeOf('dist/cairn-sync.wasm');

@@ -12,7 +12,7 @@ export type CairnErrorCode =
   | 'TOKEN_UNAVAILABLE' | 'RATE_LIMITED' | 'FINALIZED' | 'OWNER_GONE' | 'NOT_OWNER' | 'NO_SYNC'
   | 'NO_WEBSOCKET' | 'IMPORT_INCOMPLETE' | 'UNKNOWN_OP' | 'NOT_READY' | 'NOT_OPEN'
   | 'ALREADY_OPEN' | 'LOAD_FAILED' | 'REST_UNAVAILABLE' | 'MIGRATION' | 'INTERNAL' | 'WORKER_ERROR' | 'WORKER_MISMATCH'
-  | 'TERMINATED' | 'UNSUPPORTED_BROWSER';
+  | 'TERMINATED' | 'UNSUPPORTED_BROWSER' | 'UNKNOWN_FIELD' | 'FIELD_TYPE' | 'NOT_COUNTER' | 'NOT_SET';
 
 /** Every error cairn reports carries a stable `code` and a message a person can act on. */
 export class CairnError extends Error {
@@ -24,6 +24,9 @@ export class CairnError extends Error {
   readonly column?: number;
   /** For `MIGRATION`: the version of the step that failed (its error is `cause`). */
   readonly version?: number;
+  /** For the records API's errors (`UNKNOWN_FIELD`, `FIELD_TYPE`, `NOT_COUNTER`, `NOT_SET`, ...):
+   * the field at fault. */
+  readonly field?: string;
   constructor(code: CairnErrorCode, message: string, extra?: Record<string, unknown>);
 }
 
@@ -228,7 +231,16 @@ export interface Sync {
   connectRelay(urls: string | URL | Array<string | URL>, options?: RelayOptions): Promise<{ readonly link: number; close(): Promise<boolean> }>;
   /** The relays' connections and what is left to sync. */
   status(): Promise<SyncStatus>;
-  /** Calls `fn` each time the status changes (in any tab); returns the function that stops it. */
+  /** Drops the history every known peer has acknowledged, up to the owner's attestations
+   * (docs/sync.md sec. 8); resolves to the number of records dropped. */
+  compact(): Promise<number>;
+  /** Deletes the row of the replicated table `table` whose primary key is `key` (a value, or the
+   * values of a key of several columns) and erases its values from the history held here; a
+   * signed tombstone makes every replica do the same. Resolves to whether the row existed;
+   * `ERASE_PENDING` when the purge committed but zeroing free pages failed. */
+  purge(table: string, key: SqlValue | SqlValue[]): Promise<boolean>;
+  /** Calls `fn` each time the status changes (in any tab): the Worker pushes each change as a
+   * notice, nothing is polled from the page; returns the function that stops it. */
   on(type: 'status', fn: (status: SyncStatus) => void): () => void;
 }
 
@@ -254,7 +266,74 @@ export interface WatchOptions<M extends 'object' | 'array' | 'columns' = 'object
 /** Stops a live query or a change listener. */
 export type Unsubscribe = () => void;
 
+/** A condition on one field in a records query (docs/records.md). `$ne` is null-safe (a NULL
+ * field differs from a value); `$text` is refused with UNSUPPORTED until full-text search exists. */
+export interface FieldCondition<V> {
+  $eq?: V | null;
+  $ne?: V | null;
+  $gt?: V;
+  $gte?: V;
+  $lt?: V;
+  $lte?: V;
+  $in?: V[];
+  $like?: string;
+  $text?: string;
+}
+
+/** Fields and what each must be: a value (null: IS NULL) or conditions, all of them ANDed. */
+export type Where<T> = { [K in keyof T]?: T[K] | null | FieldCondition<T[K]> };
+
+type FieldName<T> = keyof T & string;
+
+/** What `select` and `watch` take. */
+export interface RecordQuery<T> {
+  where?: Where<T>;
+  /** A field, or a list of fields and `[field, 'asc' | 'desc']`. */
+  orderBy?: FieldName<T> | Array<FieldName<T> | [FieldName<T>, 'asc' | 'desc']>;
+  limit?: number;
+  offset?: number;
+}
+
+/**
+ * The records of one table keyed by one column (`db.records<Todo>('todo')`): each call is one
+ * statement, so one round trip and at most one commit (docs/records.md has the SQL of each).
+ * Records come back frozen: the page-side cache shares them. The record type is taken on trust.
+ */
+export interface Records<T extends object = Row> {
+  /** Inserts `record`; resolves to its key (a version 7 UUID for a text key given no value and
+   * no default, a row id for an INTEGER key given none). */
+  insert(record: Partial<T>): Promise<SqlValue>;
+  /** The record, or undefined; from the page's cache when the page has read or written it and
+   * no commit to the table has been heard of since. */
+  get(id: SqlValue): Promise<Readonly<T> | undefined>;
+  has(id: SqlValue): Promise<boolean>;
+  /** Writes only the fields given; resolves to whether the record exists. */
+  update(id: SqlValue, fields: Partial<T>): Promise<boolean>;
+  /** The whole record: the fields given, every other column its default; inserted if missing. */
+  set(id: SqlValue, record: Partial<T>): Promise<void>;
+  /** Writes `next` only when the stored fields equal `expected` (`IS`: null equals null), in one
+   * statement; resolves to whether it wrote. */
+  swap(id: SqlValue, expected: Partial<T>, next: Partial<T>): Promise<boolean>;
+  /** Adds `n` (default 1) to a counter column; resolves to its new value, undefined when there
+   * is no such record. */
+  inc(id: SqlValue, field: FieldName<T>, n?: number | bigint): Promise<number | bigint | undefined>;
+  /** Adds `value` to a SET column; resolves to whether the record exists. */
+  add(id: SqlValue, field: FieldName<T>, value: SqlValue): Promise<boolean>;
+  /** Removes `value` from a SET column; resolves to whether the record exists. */
+  remove(id: SqlValue, field: FieldName<T>, value: SqlValue): Promise<boolean>;
+  /** Resolves to whether there was such a record. */
+  delete(id: SqlValue): Promise<boolean>;
+  select(query?: RecordQuery<T>): Promise<Readonly<T>[]>;
+  count(where?: Where<T>): Promise<number>;
+  /** A live `select` (on `db.watch`): `cb(records)` now, then after each commit that changes
+   * them; returns the function that stops it. */
+  watch(query: RecordQuery<T> | undefined, cb: (records: Readonly<T>[]) => void, options?: { onError?: (error: CairnError) => void }): Unsubscribe;
+}
+
 export interface Database extends Queries {
+  /** The records of `table` (docs/records.md); its code is in cairn-extra.js, loaded on the first
+   * call. */
+  records<T extends object = Row>(table: string): Records<T>;
   /** A live query: `cb` gets the result now, then after each commit (this tab's, another tab's,
    * a sync apply) that changed a table it reads, when the result differs from the last. */
   watch(sql: string, params: Params | undefined, cb: (rows: Row[]) => void, options?: WatchOptions<'object'>): Unsubscribe;

@@ -493,7 +493,7 @@ const extra = () => (extras ??= import('./extra.js'));
 
 // The replica's methods (worker/extra.js, `Sync`), each loading it on first use; what a call
 // takes is read at the call, as the methods themselves do.
-const SYNC_METHODS = ['id', 'exportKey', 'setOwner', 'digest', 'pending', 'verify', 'events', 'connect', 'connectChannel', 'connectRelay', 'status'];
+const SYNC_METHODS = ['id', 'exportKey', 'setOwner', 'digest', 'pending', 'verify', 'events', 'connect', 'connectChannel', 'connectRelay', 'status', 'compact', 'purge'];
 function lazySync(db) {
   let real = null;
   const get = () => (real ??= extra().then((x) => new x.Sync(db, CairnError)));
@@ -592,6 +592,15 @@ export class Database extends Queries {
   #live() {
     const tab = () => (this.isOwner ? '' : `${clientId}/`); // as the Worker names this tab's sessions
     return (this.#liveP ??= extra().then((x) => (this._live = new x.Live(this, { CairnError, decodeRows, tab }))));
+  }
+
+  /** The records of `table` (worker/records.js, in cairn-extra.js): each call loads it on first
+   * use; `watch` returns its stop function at once. */
+  records(t) {
+    return new Proxy({}, { get: (_, m) => m != 'then' && ((...a) => {
+      const p = this.#live().then((l) => l.records(t, m, a));
+      return m == 'watch' ? () => void p.then((f) => f()) : p;
+    }) });
   }
 
   /** Tables and indexes: `[{ type, name, table, sql }]`. */

@@ -236,6 +236,8 @@ if (CAIRN_SYNC) {
     syncDigest: () => [needDb().syncDigest()],
     syncPending: () => [needDb().syncPending()],
     syncVerify: () => [needDb().syncVerify()],
+    syncCompact: () => [needDb().syncCompact()],
+    syncPurge: (table, key) => [needDb().syncPurge(String(table), paramBytes(Array.isArray(key) ? key : [key]))],
   });
 }
 

@@ -1,10 +1,12 @@
 // The parts of the page-side client that a page needs only once it syncs (`Sync`, behind
 // `db.sync`), once another tab owns the database it opens (`FollowerLink`), when it imports a
-// database (`importDatabase`), or opens one with `migrations` (`migrate`). worker/client.js
+// database (`importDatabase`), or opens one with `migrations` (`migrate`), and the live queries
+// and records (`Live`, with worker/records.js bundled in). worker/client.js
 // imports this module the first time it needs one; the build makes it cairn-extra.js, beside
 // cairn.js (docs/size.md, "The scripts"). What it needs of the client comes as arguments, so that
 // it never holds a second copy of the client's classes; of the protocol, it takes a constant.
 import { OK, sameResult } from './protocol.js';
+import { Records } from './records.js';
 
 /** A database's replica: its author id and key, who may write to its scopes, and the links
  * that carry the sync protocol to peers (another database, a relay). */
@@ -55,6 +57,17 @@ export class Sync {
    * on a link, or once statements have been idle for a second. */
   pending() {
     return this.#send('syncPending');
+  }
+  /** Drops the history every known peer has acknowledged (up to the owner's attestations,
+   * docs/sync.md sec. 8); resolves to the number of records dropped. */
+  compact() {
+    return this.#send('syncCompact');
+  }
+  /** Deletes the row of replicated table `table` whose primary key is `key` (a value, or the
+   * values of a key of several columns) and erases its values from the history held here; a
+   * signed tombstone makes every replica do the same. Resolves to whether the row existed. */
+  purge(table, key) {
+    return this.#send('syncPurge', [String(table), Array.isArray(key) ? key : [key]]);
   }
   /** Re-checks every stored signature and chain link; returns the problems (empty when sound). */
   verify() {
@@ -245,7 +258,11 @@ export class Live {
     else queueMicrotask(() => { throw e; }); // no error path given: the page's uncaught error
   }
   onChange(fn) {
-    const l = { fn, on: false };
+    return this._listen({ fn, on: false });
+  }
+  /** Adds listener `l`: `l.fn(change)`, or `l.raw(change, session)` with the committing session;
+   * `l.on` says whether the Worker has it, and `l.reset()` is called each time it does not. */
+  _listen(l) {
     this.#listeners.add(l);
     this.#listen(l);
     return () => {
@@ -256,15 +273,22 @@ export class Live {
   // Worker's reply is of a commit made before.
   #listen(l) {
     l.on = false;
+    l.reset?.();
     this.#send('watchChanges', [true]).then(() => { l.on = true; }, () => {});
   }
+  /** `db.records(table)[method](...args)` (worker/records.js). */
+  records(table, method, args) {
+    this.#records ??= new Records(this.#db, this.#opts, this);
+    return this.#records.call(String(table), method, args);
+  }
+  #records = null;
   /** A `watch` or `change` notice (docs/protocol.md, "Live queries"), from this tab's Worker or
    * passed on by the owner tab. */
   _notice([kind, a, b, wire, e]) {
     const tab = this.#opts.tab();
     if (kind === 'change') {
       const change = { ...b, origin: a === 'sync' ? 'sync' : a === tab ? 'local' : 'tab' };
-      for (const l of this.#listeners) if (l.on) call(l.fn, change);
+      for (const l of this.#listeners) if (l.on) l.raw ? l.raw(change, wire) : call(l.fn, change);
       return;
     }
     if (a !== tab) return;

@@ -91,8 +91,9 @@ export function committed(session) {
     names.add(lower(c[i]));
   }
   // The committer: 'sync', '' for the owner tab, '<tab id>/' for another tab; each page makes it
-  // its origin ('local', 'tab', 'sync').
-  if (listening.size > 0) notice('change', session === 'sync' ? 'sync' : tabOf(session), { tables, commits: c[0], schema });
+  // its origin ('local', 'tab', 'sync'). The session after it: the records cache's own commits
+  // (worker/records.js).
+  if (listening.size > 0) notice('change', session === 'sync' ? 'sync' : tabOf(session), { tables, commits: c[0], schema }, session);
   for (const q of queries.values()) if (schema || q.tables.some((t) => names.has(t))) rerun(q, schema);
 }
 

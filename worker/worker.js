@@ -60,7 +60,7 @@ function reply(out) {
 }
 
 // The ops that may commit: once their reply is out, live queries run again (worker/watch.js).
-const COMMITS = new Set(['exec', 'execute', 'executePrepared']);
+const COMMITS = new Set(['exec', 'execute', 'executePrepared', 'syncPurge']);
 
 let asyncBusy = 0; // async requests under way (the channel must not overtake them)
 

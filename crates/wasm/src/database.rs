@@ -733,4 +733,23 @@ impl Database {
         let d = self.sync.state_digest(&mut self.db).map_err(sql_error)?;
         Ok(d.iter().map(|b| format!("{b:02x}")).collect())
     }
+    /// Drops history every known peer has acknowledged; the number of records dropped.
+    #[wasm_bindgen(js_name = syncCompact)]
+    pub fn sync_compact(&mut self) -> Result<u32, JsValue> {
+        let n = self.sync.compact(&mut self.db).map_err(sql_error)?;
+        Ok(n as u32)
+    }
+    /// Purges the row of `table` whose primary key is `key` (its values, an array in
+    /// worker/protocol.js's parameter encoding): whether the row existed.
+    #[wasm_bindgen(js_name = syncPurge)]
+    pub fn sync_purge(&mut self, table: &str, key: &[u8]) -> Result<bool, JsValue> {
+        let Params::Positional(pk) = ParamReader(key).params()? else {
+            return Err(error(
+                "INVALID_INPUT",
+                "purge takes the key's values as an array",
+                None,
+            ));
+        };
+        self.sync.purge(&mut self.db, table, &pk).map_err(sql_error)
+    }
 }
