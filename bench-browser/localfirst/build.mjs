@@ -10,7 +10,7 @@ import { gzipSync } from 'node:zlib';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const nm = join(here, 'node_modules');
-export const BUILD_DIR = join(here, 'build');
+export const BUILD_DIR = process.env.LF_BUILD_DIR || join(here, 'build');
 
 /** The npm packages behind each library, for the versions named in the results. */
 export const PACKAGES = {

@@ -43,13 +43,15 @@ const libs = list(opt.libs, LIBS);
 const scenarios = list(opt.scenarios, SCENARIOS);
 const parts = list(opt.parts, PARTS);
 const wideLibs = list(opt['wide-libs'], WIDE_LIBS);
-const wideSizes = list(opt['wide-sizes'], WIDE_SIZES.map(String)).map(Number);
+
+const wideSizes = opt['wide-sizes'] ? list(opt['wide-sizes']).map(Number) : null;
 const variantFilter = opt.variants ? list(opt.variants) : null;
 // Smoke: one short sample per pair on a small store, a library's scenarios in one page.
 const params = opt.smoke
   ? { seed: 50, batch: 50, warmupMs: 0, samples: 1, sampleMs: 20, cap: 20 }
   : { seed: 1000, batch: 1000, warmupMs: 1000, samples: Number(opt.samples || 5), sampleMs: 1000, cap: 5000 };
 const wideParams = opt.smoke ? { samples: 1, warmup: 0, n: 2 } : { samples: Number(opt.samples || 5), warmup: 1 };
+const wideSizesDefault = opt.smoke ? [10] : WIDE_SIZES;
 const outPath = opt.out
   ? (opt.out.includes('/') || opt.out.endsWith('.json') ? resolve(opt.out) : join(here, '..', 'results', `localfirst-${opt.out}.json`))
   : join(here, '..', 'results', `localfirst-${opt.smoke ? 'smoke' : 'all'}.json`);
@@ -109,26 +111,28 @@ async function main() {
       if (!r.ok) { failures.push({ ...entry, ...r }); console.log(`  FAIL ${entry.lib}/${entry.variant ?? entry.size}/${entry.scenario ?? entry.op ?? 'cold'}: ${r.phase}: ${r.error.split('\n')[0]}`); }
     };
 
-    if (parts.includes('scenarios')) {
+    if (parts.includes('scenarios') && opt.smoke) {
+      // Smoke: every pair in one page, each on a store of its own.
+      await inFreshProfile((p) => withBrowser(p, async (page) => {
+        await goto(page);
+        for (const lib of runLibs) {
+          for (const [variant, v] of variantsOf(lib)) {
+            const base = { lib, variant, storage: v.storage, label: v.label, notAwaited: v.notAwaited || null };
+            const out = await page.evaluate(([l, va, ns, o]) => window.lf.group(l, va, ns, o), [lib, variant, scenarios, params]);
+            for (const sc of scenarios) push(base, sc, out[sc]);
+          }
+        }
+      }));
+    } else if (parts.includes('scenarios')) {
       for (const lib of runLibs) {
         for (const [variant, v] of variantsOf(lib)) {
           const base = { lib, variant, storage: v.storage, label: v.label, notAwaited: v.notAwaited || null };
-          if (opt.smoke) {
-            const out = await inFreshProfile((p) => withBrowser(p, async (page, _ctx, logs) => {
+          for (const sc of scenarios) {
+            const r = await inFreshProfile((p) => withBrowser(p, async (page) => {
               await goto(page);
-              return page.evaluate(([l, va, ns, o]) => window.lf.group(l, va, ns, o), [lib, variant, scenarios, params]);
+              return page.evaluate(([l, va, n, o]) => window.lf.scenario(l, va, n, o), [lib, variant, sc, params]);
             }));
-            for (const sc of scenarios) push(base, sc, out[sc]);
-          } else {
-            for (const sc of scenarios) {
-              const r = await inFreshProfile((p) => withBrowser(p, async (page, _ctx, logs) => {
-                await goto(page);
-                const x = await page.evaluate(([l, va, n, o]) => window.lf.scenario(l, va, n, o), [lib, variant, sc, params]);
-                if (!x.ok) x.logs = logs;
-                return x;
-              }));
-              push(base, sc, r);
-            }
+            push(base, sc, r);
           }
         }
       }
@@ -145,7 +149,7 @@ async function main() {
     }
 
     if (parts.includes('cold')) {
-      for (const lib of runLibs) {
+      for (const lib of opt.smoke ? runLibs.slice(0, 2) : runLibs) {
         for (const [variant, v] of variantsOf(lib)) {
           if (v.storage !== 'disk') continue;
           const r = await inFreshProfile(async (p) => {
@@ -169,26 +173,32 @@ async function main() {
       }
     }
 
-    if (parts.includes('size')) {
+    if (parts.includes('size') && !opt.smoke) {
       result.size = await bundleSizes(cairnDist);
       for (const [lib, s] of Object.entries(result.size)) console.log(`size      ${lib.padEnd(9)} ${s.min} B min, ${s.gzip} B min+gzip`);
     }
 
     if (parts.includes('wide')) {
-      for (const lib of wideLibs.filter((l) => l !== 'cairn' || haveCairn)) {
-        for (const size of wideSizes) {
-          const r = await inFreshProfile((p) => withBrowser(p, async (page) => {
-            await goto(page);
-            return page.evaluate(([l, s, o]) => window.lf.wide(l, s, o), [lib, size, wideParams]);
-          }));
-          const entry = { lib, size, label: result.info[lib]?.lib };
-          record({ lib, size, op: 'wide' }, r);
-          if (r.ok) {
-            entry.n = r.n; entry.layout = r.layout; entry.ops = {};
-            for (const [op, samples] of Object.entries(r.ops)) entry.ops[op] = { samples, ...summarize(samples) };
-            console.log(`wide      ${lib.padEnd(9)} ${String(size).padEnd(6)} ${Object.entries(entry.ops).map(([op, s]) => `${op} ${s.median.toFixed(1)}/s`).join('  ')}`);
-          } else { entry.error = r.error; console.log(`wide      ${lib.padEnd(9)} ${size} error`); }
-          result.wide.push(entry);
+      const one = async (page, lib, size) => {
+        const r = await page.evaluate(([l, s, o]) => window.lf.wide(l, s, o), [lib, size, wideParams]);
+        const entry = { lib, size, label: result.info[lib]?.lib };
+        record({ lib, size, op: 'wide' }, r);
+        if (r.ok) {
+          entry.n = r.n; entry.layout = r.layout; entry.ops = {};
+          for (const [op, samples] of Object.entries(r.ops)) entry.ops[op] = { samples, ...summarize(samples) };
+          console.log(`wide      ${lib.padEnd(9)} ${String(size).padEnd(6)} ${Object.entries(entry.ops).map(([op, x]) => `${op} ${x.median.toFixed(1)}/s`).join('  ')}`);
+        } else { entry.error = r.error; console.log(`wide      ${lib.padEnd(9)} ${size} error`); }
+        result.wide.push(entry);
+      };
+      const wl = wideLibs.filter((l) => l !== 'cairn' || haveCairn);
+      if (opt.smoke) {
+        await inFreshProfile((p) => withBrowser(p, async (page) => {
+          await goto(page);
+          for (const lib of wl) for (const size of wideSizes || wideSizesDefault) await one(page, lib, size);
+        }));
+      } else {
+        for (const lib of wl) {
+          for (const size of wideSizes || wideSizesDefault) await inFreshProfile((p) => withBrowser(p, async (page) => { page.setDefaultTimeout(900_000); await goto(page); await one(page, lib, size); }));
         }
       }
     }

@@ -147,7 +147,7 @@ window.lf = {
   async scenario(lib, variant, name, o = {}) {
     const opts = { ...DEFAULTS, ...o };
     let ad, s;
-    try { ad = await ADAPTERS[lib](); s = await openSeeded(ad, variant, `lf-${name}`, opts); } catch (e) { return err('open', e); }
+    try { ad = await ADAPTERS[lib](); s = await openSeeded(ad, variant, `lf-${lib}-${variant}-${name}`, opts); } catch (e) { return err('open', e); }
     try { return await runScenario(s, name, opts); } finally { try { await s.close(); } catch {} }
   },
 
@@ -157,7 +157,7 @@ window.lf = {
     const out = {};
     for (const n of names) {
       let s;
-      try { s = await openSeeded(await ADAPTERS[lib](), variant, `lf-group-${n}`, opts); } catch (e) { out[n] = err('open', e); continue; }
+      try { s = await openSeeded(await ADAPTERS[lib](), variant, `lf-${lib}-${variant}-${n}`, opts); } catch (e) { out[n] = err('open', e); continue; }
       out[n] = await runScenario(s, n, opts);
       try { await s.close(); } catch {}
     }
@@ -167,7 +167,7 @@ window.lf = {
   /** Cold start, part one (untimed): a store of `seed` records on disk in this profile. */
   async coldPrepare(lib, variant, o = {}) {
     const opts = { ...DEFAULTS, ...o };
-    try { const s = await openSeeded(await ADAPTERS[lib](), variant, 'lf-cold', opts); await s.close(); return { ok: true }; } catch (e) { return err('setup', e); }
+    try { const s = await openSeeded(await ADAPTERS[lib](), variant, `lf-${lib}-${variant}-cold`, opts); await s.close(); return { ok: true }; } catch (e) { return err('setup', e); }
   },
 
   /** Cold start, part two, in a new browser session: load the library, open the store, read one. */
@@ -177,7 +177,7 @@ window.lf = {
     let s, got, ms;
     try {
       const t0 = now();
-      s = await (await ADAPTERS[lib]()).open(variant, 'lf-cold', { existing: true });
+      s = await (await ADAPTERS[lib]()).open(variant, `lf-${lib}-${variant}-cold`, { existing: true });
       got = await s.get(idOf(i));
       ms = now() - t0;
     } catch (e) { return err('run', e); }
@@ -187,9 +187,11 @@ window.lf = {
   },
 
   /** Wide nodes of `size` properties: write n nodes, read them, rewrite them whole, update one
-   * property on each; one awaited operation at a time, each operation a timed round of n nodes. */
+   * property on each; one awaited operation at a time, each operation a timed round of n nodes.
+   * A warm-up round of n/10 nodes first; samples stop early once `budgetMs` has passed, after at
+   * least one (GUN's nodes take a quarter of a second and more each). */
   async wide(lib, size, o = {}) {
-    const opts = { samples: 5, warmup: 1, ...o };
+    const opts = { samples: 5, warmup: 1, budgetMs: 45000, opMs: 10000, ...o };
     const n = o.n || { 10: 1000, 1000: 100, 10000: 10 }[size];
     let s;
     try { s = await (await ADAPTERS[lib]()).openWide(`lf-wide-${size}`, size); } catch (e) { return err('open', e); }
@@ -207,17 +209,27 @@ window.lf = {
       } catch (e) { return err('check', e); }
       const ops = { write: [], read: [], rewrite: [], update: [] };
       let round = 0;
+      const t0 = now();
       for (let k = 0; k < opts.warmup + opts.samples; k++) {
-        const ids = Array.from({ length: n }, (_, j) => `n${round}-${j}`);
+        if (k > opts.warmup && now() - t0 > opts.budgetMs) break;
+        const ids = Array.from({ length: k < opts.warmup ? Math.ceil(n / 10) : n }, (_, j) => `n${round}-${j}`);
         round++;
-        const time = async (f) => { const t0 = now(); for (const id of ids) await f(id); return now() - t0; };
-        const t = {
-          write: await time((id) => s.write(id, node(id, 'w'))),
-          read: await time(async (id) => { if (!(await s.read(id))) throw new Error(`wide: node ${id} missing`); }),
-          rewrite: await time((id) => s.write(id, node(id, 'r'))),
-          update: await time((id) => s.setProp(id, 'p0', `u-${id}`)),
+        // An operation's round stops after opMs (warm-up: a tenth of it): the nodes done are counted,
+        // and the later operations of the round work on the nodes written.
+        const limit = k < opts.warmup ? opts.opMs / 10 : opts.opMs;
+        const time = async (f, list) => {
+          const t0 = now();
+          let done = 0;
+          for (const id of list) { await f(id); done++; if (now() - t0 > limit) break; }
+          return { ms: now() - t0, ops: done };
         };
-        if (k >= opts.warmup) for (const op in t) ops[op].push({ ms: t[op], ops: n });
+        const t = {};
+        t.write = await time((id) => s.write(id, node(id, 'w')), ids);
+        const written = ids.slice(0, t.write.ops);
+        t.read = await time(async (id) => { if (!(await s.read(id))) throw new Error(`wide: node ${id} missing`); }, written);
+        t.rewrite = await time((id) => s.write(id, node(id, 'r')), written);
+        t.update = await time((id) => s.setProp(id, 'p0', `u-${id}`), written);
+        if (k >= opts.warmup) for (const op in t) ops[op].push(t[op]);
       }
       return { ok: true, n, ops, layout: s.layout };
     } catch (e) { return err('run', e); } finally { try { await s.close(); } catch {} }
