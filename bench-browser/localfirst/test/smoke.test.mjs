@@ -1,5 +1,5 @@
 // The local-first suite's smoke pass: every (library variant, scenario) pair once, on a store of
-// 50 records, every pair's check, two cold starts and the wide nodes of 10 properties. It proves
+// 50 records, every pair's check, a cold start and the wide nodes of 10 properties. It proves
 // the adapters and the checks work; it asserts nothing about time.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,7 +34,7 @@ test('local-first smoke pass: every library, scenario and wide-node store', { ti
       else assert.ok(e.samples && e.samples[0].ops > 0, `${key} (${e.variant}) ran: ${JSON.stringify(e).slice(0, 300)}`);
     }
     assert.equal(report.scenarios.length, (3 + 7 * 2) * 6, 'every pair');
-    assert.ok(report.cold.length >= 2 && report.cold.every((c) => c.ms > 0), 'cold starts');
+    assert.ok(report.cold.length >= 1 && report.cold.every((c) => c.ms > 0), 'a cold start');
     assert.deepEqual(report.wide.map((w) => `${w.lib}/${w.size}`), ['cairn/10', 'gun/10', 'sqlite/10', 'pglite/10']);
     for (const w of report.wide) for (const op of ['write', 'read', 'rewrite', 'update']) assert.ok(w.ops[op].samples[0].ops > 0, `${w.lib} ${op}`);
   } finally { rmSync(dir, { recursive: true, force: true }); }
