@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Opens www/report/ in headless Chromium on a results file and saves a full-page screenshot,
-// to check that the charts render.  usage: node report-shot.mjs [results/NAME.json] [--png FILE]
+// to check that the charts render.
+// usage: node report-shot.mjs [results/NAME.json] [--png FILE] [--page localfirst.html]
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +12,7 @@ import { serve } from './server.mjs';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '..');
 
-export async function shot(resultsFile = join(HERE, 'results', 'all-10k.json'), png = join(HERE, 'results', 'report.png')) {
+export async function shot(resultsFile = join(HERE, 'results', 'all-10k.json'), png = join(HERE, 'results', 'report.png'), pageName = 'index.html') {
   const server = await serve({ '/': REPO }, { cache: false });
   const profile = mkdtempSync(join(tmpdir(), 'cairn-report-'));
   const context = await chromium.launchPersistentContext(profile, {
@@ -22,7 +23,7 @@ export async function shot(resultsFile = join(HERE, 'results', 'all-10k.json'), 
   try {
     const page = context.pages()[0] || (await context.newPage());
     const data = '/' + relative(REPO, resolve(resultsFile)).split('\\').join('/');
-    await page.goto(`${server.url}/www/report/index.html?data=${encodeURIComponent(data)}`);
+    await page.goto(`${server.url}/www/report/${pageName}?data=${encodeURIComponent(data)}`);
     await page.waitForSelector('body[data-rendered]', { timeout: 30_000 });
     const state = await page.evaluate(() => ({ rendered: document.body.dataset.rendered, charts: document.querySelectorAll('svg.chart').length, bars: document.querySelectorAll('svg.chart rect').length }));
     if (state.rendered !== 'true') throw new Error('report did not render: ' + (await page.textContent('#status')));
@@ -40,5 +41,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
   const i = args.indexOf('--png');
   const png = i >= 0 ? resolve(args.splice(i, 2)[1]) : undefined;
-  await shot(args[0] ? resolve(args[0]) : undefined, png);
+  const j = args.indexOf('--page');
+  const pageName = j >= 0 ? args.splice(j, 2)[1] : undefined;
+  await shot(args[0] ? resolve(args[0]) : undefined, png, pageName);
 }

@@ -74,6 +74,8 @@ npm_ci() { # dir
 }
 npm_ci .
 if [ -f bench-browser/package-lock.json ]; then npm_ci bench-browser; fi
+# The local-first suite's peers (Yjs, Automerge, Loro, TinyBase, PouchDB, RxDB, GUN): its own lock file.
+if [ -f bench-browser/localfirst/package-lock.json ]; then npm_ci bench-browser/localfirst; fi
 # Vite and webpack for the bundler tests (tests/bundlers/).
 npm_ci tests/bundlers
 # React for the test of cairn-db/react (tests/browser/watch.test.mjs).
