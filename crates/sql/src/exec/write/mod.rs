@@ -147,7 +147,10 @@ fn capture_elems(
         }
         e => e,
     };
-    for &c in r.sets.iter().filter(|&&c| c < new.len()) {
+    // A column the write left as it was records nothing (and is not parsed).
+    let changed =
+        |c: &&usize| **c < new.len() && old.is_none_or(|o| !same_value(&o[**c], &new[**c]));
+    for &c in r.sets.iter().filter(changed) {
         let before = match old {
             Some(o) => set_elems(&o[c]).map_err(|e| named(c, e))?,
             None => Vec::new(),
@@ -159,7 +162,7 @@ fn capture_elems(
             _ => {}
         });
     }
-    for &c in r.maps.iter().filter(|&&c| c < new.len()) {
+    for &c in r.maps.iter().filter(changed) {
         let before = match old {
             Some(o) => map_entries(&o[c]).map_err(|e| named(c, e))?,
             None => Default::default(),
