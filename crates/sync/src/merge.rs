@@ -124,6 +124,20 @@ impl TableSchema {
             Some(Payload::Add(c, _)) if kind(c).is_some_and(|k| k != ColumnKind::Counter) => {
                 return bad("ADD on a column that is not a counter");
             }
+            Some(
+                Payload::SetAdd(_, v) | Payload::SetRemove(_, v, _) | Payload::MapSet(_, _, v),
+            ) if !cairn_value::coll::fits(v) => {
+                return Err(Error::Malformed(
+                    "a set element or map value is a BLOB or NaN".into(),
+                ));
+            }
+            Some(Payload::SetRemove(_, _, seen))
+                if !seen.windows(2).all(|w| w[0].0 .0 < w[1].0 .0) =>
+            {
+                return Err(Error::Malformed(
+                    "a set removal's chains are not in increasing order".into(),
+                ));
+            }
             Some(p @ (Payload::SetAdd(..) | Payload::SetRemove(..)))
                 if p.column()
                     .and_then(|c| kind(&c))
