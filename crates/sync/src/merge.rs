@@ -278,6 +278,17 @@ impl Elem {
             .get(&v.author)
             .is_some_and(|s| (v.seq, v.idx) <= *s)
     }
+
+    /// Joins what a removal observed (per author, the last `(seq, idx)`), and drops the adds
+    /// it observed.
+    fn observe(&mut self, seen: impl Iterator<Item = (AuthorId, (u64, u32))>) {
+        for (a, s) in seen {
+            let at = self.seen.entry(a).or_insert(s);
+            *at = (*at).max(s);
+        }
+        let Elem { adds, seen, .. } = self;
+        adds.retain(|a| seen.get(&a.author).is_none_or(|s| (a.seq, a.idx) > *s));
+    }
 }
 
 /// The merged state of one row.
@@ -348,17 +359,9 @@ impl RowState {
         if self.purged {
             return;
         }
-        let e = self.elem(col, value);
         let own = [(v.author, (v.seq, v.idx))];
         let all = seen.iter().map(|(a, s)| (*a, (*s, u32::MAX))).chain(own);
-        for (a, s) in all {
-            let at = e.seen.entry(a).or_insert(s);
-            *at = (*at).max(s);
-        }
-        let seen = std::mem::take(&mut e.seen);
-        e.adds
-            .retain(|a| !seen.get(&a.author).is_some_and(|s| (a.seq, a.idx) <= *s));
-        e.seen = seen;
+        self.elem(col, value).observe(all);
     }
 
     fn map_write(&mut self, col: u32, v: Version, key: &str, value: Option<&Value>) {
@@ -481,15 +484,8 @@ impl RowState {
         if self.purged {
             return;
         }
-        let mine = self.elem(col, &e.value);
-        for (a, s) in &e.seen {
-            let at = mine.seen.entry(*a).or_insert(*s);
-            *at = (*at).max(*s);
-        }
-        let seen = std::mem::take(&mut mine.seen);
-        mine.adds
-            .retain(|a| !seen.get(&a.author).is_some_and(|s| (a.seq, a.idx) <= *s));
-        mine.seen = seen;
+        let seen = e.seen.iter().map(|(a, s)| (*a, *s));
+        self.elem(col, &e.value).observe(seen);
     }
 
     /// Every version of a write the row holds: cells, counter entries, set adds, map keys, the

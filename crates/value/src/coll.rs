@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn elements_read_in_one_order() {
-        let mut v = vec![
+        let mut v = [
             Value::Text("b".into()),
             Value::Real(1.0),
             Value::Integer(1),
