@@ -65,8 +65,8 @@ impl Source {
         }
         for rec in &mut b.records {
             for op in &mut rec.ops {
-                // Only SET and ADD carry values; the PURGE itself must travel intact.
-                if matches!(op.body, OpBody::Full(Payload::Set(_) | Payload::Add(..)))
+                // Only DELETE and PURGE carry no values; the PURGE itself must travel intact.
+                if op.payload().is_some_and(Payload::carries_values)
                     && self
                         .purged
                         .contains(&RowKey::new(&op.table, &b.scope, &op.pk))

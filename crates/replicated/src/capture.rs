@@ -14,9 +14,9 @@
 
 use crate::state::State;
 use crate::{refused, sync_schema};
-use cairn_sql::{CaptureSink, Changes, EncodedRow, Result, SetPart, Value};
+use cairn_sql::{CaptureSink, Changes, ElemKind, EncodedRow, Result, SetPart, Value};
 use cairn_sql::{Catalog, Table};
-use cairn_sync::change::Encoded;
+use cairn_sync::change::{Encoded, OpKind};
 use cairn_sync::{AuthorId, ChainKey, OpsWriter, RowKey, ScopeId, TableSchema, WholeRow};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -248,6 +248,8 @@ impl State {
         // changes is mostly to one table.
         let mut last: Option<(usize, Option<usize>)> = None;
         let mut unique_tables: Vec<String> = Vec::new();
+        // What a set removal observed: the chains held, read once per commit that has one.
+        let mut held = None;
         for (n, ch) in changes.iter().enumerate() {
             let (name, row, set_part) = (ch.table, ch.row, ch.set);
             let (at, fixed_scope) = match last {
@@ -280,7 +282,7 @@ impl State {
                 Some(i) => i,
                 None => scopes.find(&State::captured_scope_name(t, &row)?),
             };
-            if shape.has_counters {
+            if shape.has_merged {
                 let pk = shape
                     .pk_cols
                     .iter()
@@ -301,12 +303,18 @@ impl State {
             // The first scope's first record makes room for all the changes left; with more
             // scopes, each grows as it needs.
             let room = if scopes.used.len() == 1 { total - n } else { 1 };
-            let Some(SetPart { columns, adds }) = set_part else {
+            let Some(part) = set_part else {
                 writer(&mut scopes.list[scope], room)
                     .delete(schema, pk)
                     .map_err(refused)?;
                 continue;
             };
+            let SetPart {
+                columns,
+                adds,
+                elems,
+                ..
+            } = part;
             // Every column set (an insert, or an update that changed them all), in column
             // order. (A row captured before an `ADD COLUMN` in the same transaction is shorter
             // than the table: `set` records the columns it has.)
@@ -334,6 +342,36 @@ impl State {
                         .add(schema, pk.clone(), i, d)
                         .map_err(refused)?;
                 }
+            }
+            for e in elems {
+                let Some(i) = shape.sync_cols[e.col] else {
+                    continue;
+                };
+                let (key, value) = part.elem(e);
+                let kind = match e.kind {
+                    ElemKind::SetAdd => OpKind::SetAdd,
+                    ElemKind::SetRemove => OpKind::SetRemove,
+                    ElemKind::MapSet => OpKind::MapSet,
+                    ElemKind::MapRemove => OpKind::MapRemove,
+                };
+                let chain = &scopes.list[scope].chain;
+                let seen = match kind {
+                    OpKind::SetRemove => {
+                        let vv = held.get_or_insert_with(|| replica.version_vector());
+                        cairn_sync::change::observed(vv, &chain.1, &chain.0)
+                    }
+                    _ => Vec::new(),
+                };
+                writer(&mut scopes.list[scope], room)
+                    .elem(
+                        schema,
+                        pk.clone(),
+                        kind,
+                        i,
+                        (key, value.map(Encoded)),
+                        &seen,
+                    )
+                    .map_err(refused)?;
             }
         }
         Ok((finals, unique_tables))
@@ -445,10 +483,11 @@ pub(crate) struct Shape {
     /// The same for last-writer-wins columns only (not the key, not a counter).
     lww_cols: Vec<Option<u32>>,
     scoped: bool,
-    /// Only a table with counters can merge to other values than a local write left (a row
-    /// inserted after a delete elsewhere counts the additions made since); elsewhere the
-    /// newest write wins whole, and the table holds it.
-    has_counters: bool,
+    /// Only a table with counters, sets or maps can merge to other values than a local write
+    /// left (a row inserted after a delete elsewhere counts the additions made since, a set
+    /// keeps elements added elsewhere); elsewhere the newest write wins whole, and the table
+    /// holds it.
+    has_merged: bool,
     unique: bool,
     /// How a write of every column is recorded without `OpsWriter::set`'s checks (None for a
     /// table with counters).
@@ -470,15 +509,11 @@ impl Shape {
                 })
             })
             .collect();
-        let counters = table
-            .replicated
-            .as_ref()
-            .map(|r| r.counters.as_slice())
-            .unwrap_or_default();
+        let repl = table.replicated.clone().unwrap_or_default();
         let lww_cols = sync_cols
             .iter()
             .enumerate()
-            .map(|(c, i)| i.filter(|_| !counters.contains(&c)))
+            .map(|(c, i)| i.filter(|_| repl.kind(c) == cairn_sql::Merged::Lww))
             .collect();
         let schema = sync_schema(&table);
         let non_key: Vec<usize> = (0..table.columns.len())
@@ -488,14 +523,14 @@ impl Shape {
         let scoped = table.replicated.as_ref().and_then(|r| r.scope).is_some();
         let unique = table.indexes.iter().any(|i| i.unique);
         Shape {
-            sinkable: whole.is_some() && !scoped && !unique && counters.is_empty(),
+            sinkable: whole.is_some() && !scoped && !unique && !repl.has_merged(),
             whole,
             schema,
             pk_cols,
             sync_cols,
             lww_cols,
             scoped,
-            has_counters: !counters.is_empty(),
+            has_merged: repl.has_merged(),
             unique,
             table,
         }

@@ -304,23 +304,20 @@ fn scope_value(v: &Value) -> String {
 }
 
 /// The sync schema of a replicated SQL table: key arity, the other columns in table order
-/// (counters as counters), unique column sets over those columns.
+/// (counters, sets and maps as such), unique column sets over those columns.
 pub fn sync_schema(t: &Table) -> TableSchema {
     let pk_cols = t.key_columns();
-    let counters = t
-        .replicated
-        .as_ref()
-        .map(|r| r.counters.clone())
-        .unwrap_or_default();
+    let repl = t.replicated.clone().unwrap_or_default();
     let mut s = TableSchema::new(t.name.clone(), pk_cols.len());
     let non_key: Vec<usize> = (0..t.columns.len())
         .filter(|c| !pk_cols.contains(c))
         .collect();
     for &c in &non_key {
-        let kind = if counters.contains(&c) {
-            ColumnKind::Counter
-        } else {
-            ColumnKind::Lww
+        let kind = match repl.kind(c) {
+            cairn_sql::Merged::Lww => ColumnKind::Lww,
+            cairn_sql::Merged::Counter => ColumnKind::Counter,
+            cairn_sql::Merged::Set => ColumnKind::Set,
+            cairn_sql::Merged::Map => ColumnKind::Map,
         };
         s.columns.push((t.columns[c].name.clone(), kind));
     }

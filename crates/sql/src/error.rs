@@ -41,6 +41,9 @@ pub enum Error {
     Json(String),
     /// A table that cannot be replicated as declared, or an operation a replicated table refuses.
     NotReplicable(String),
+    /// A set function on a column of a replicated table that is not a SET, or a map function
+    /// on one that is not a MAP.
+    ColumnKind(String),
     /// A sync operation failed (bad key, malformed peer message, ...); the code is the sync
     /// layer's own (`SYNC_*`).
     Sync(&'static str, String),
@@ -72,6 +75,7 @@ impl Error {
             Error::Invalid(_) => "INVALID",
             Error::Json(_) => "JSON",
             Error::NotReplicable(_) => "NOT_REPLICABLE",
+            Error::ColumnKind(_) => "COLUMN_KIND",
             Error::Sync(code, _) => code,
             Error::Storage(e) => e.code(),
         }
@@ -116,6 +120,7 @@ impl fmt::Display for Error {
             Error::Unsupported(m) => write!(f, "not supported: {m}"),
             Error::Invalid(m) | Error::Json(m) => write!(f, "{m}"),
             Error::NotReplicable(m) => write!(f, "not replicable: {m}"),
+            Error::ColumnKind(m) => f.write_str(m),
             Error::Sync(_, m) => write!(f, "sync: {m}"),
             Error::Storage(e) => write!(f, "storage: {e}"),
         }

@@ -106,13 +106,14 @@ pub use exec::eval::set_clock;
 #[cfg(feature = "sink")]
 pub use exec::CaptureSink;
 pub use exec::{
-    same_row, Change, Changes, ChangesMark, Correction, EncodedRow, ForcedRow, RefusedRow, SetPart,
+    same_row, Change, Changes, ChangesMark, Correction, ElemKind, ElemOp, EncodedRow, ForcedRow,
+    RefusedRow, SetPart,
 };
 pub use maintenance::SchemaEntry;
 pub use parse::display::value as sql_literal;
 pub use parse::lexer::{tokenize, Tok};
 pub use parse::parse_statements;
-pub use schema::{quote_ident, Catalog, Key, Table};
+pub use schema::{quote_ident, Catalog, Key, Merged, Table};
 pub use storage::Paged;
 pub use storage::{
     conformance, Cursor, Each, Memory, Rewrite, Storage, StorageCore, TreeId, SYSTEM_TREES,

@@ -129,11 +129,43 @@ pub struct Table {
     pub replicated: Option<Replication>,
 }
 
-/// How a replicated table's rows merge: by scope column, and which columns are counters.
+/// How a replicated table's rows merge: by scope column, and which columns are counters, sets
+/// and maps (every other column outside the key is last-writer-wins).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Replication {
     pub scope: Option<usize>,
     pub counters: Vec<usize>,
+    pub sets: Vec<usize>,
+    pub maps: Vec<usize>,
+}
+
+/// How a column of a replicated table merges, for what its writes record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merged {
+    Lww,
+    Counter,
+    Set,
+    Map,
+}
+
+impl Replication {
+    /// How column `c` (not of the key) merges.
+    pub fn kind(&self, c: usize) -> Merged {
+        if self.counters.contains(&c) {
+            Merged::Counter
+        } else if self.sets.contains(&c) {
+            Merged::Set
+        } else if self.maps.contains(&c) {
+            Merged::Map
+        } else {
+            Merged::Lww
+        }
+    }
+    /// Whether a column merges otherwise than last writer wins: a write then records what
+    /// changed, from the row before it, and the merged row may differ from what it wrote.
+    pub fn has_merged(&self) -> bool {
+        !self.counters.is_empty() || !self.sets.is_empty() || !self.maps.is_empty()
+    }
 }
 
 impl Table {
@@ -226,6 +258,12 @@ impl Table {
             }
             for &c in &r.counters {
                 opts.push(format!("COUNTER {}", quote_ident(&self.columns[c].name)));
+            }
+            for &c in &r.sets {
+                opts.push(format!("SET {}", quote_ident(&self.columns[c].name)));
+            }
+            for &c in &r.maps {
+                opts.push(format!("MAP {}", quote_ident(&self.columns[c].name)));
             }
             if !opts.is_empty() {
                 s.push_str(&format!(" ({})", join(&opts, ", ")));
@@ -473,7 +511,43 @@ fn replication(
         }
         counters.push(c);
     }
-    Ok(Replication { scope, counters })
+    let (mut sets, mut maps) = (Vec::new(), Vec::new());
+    for (names, out, kind) in [(&r.sets, &mut sets, "SET"), (&r.maps, &mut maps, "MAP")] {
+        for n in names {
+            let c = find(n)?;
+            if pk.contains(&c) || Some(c) == scope || counters.contains(&c) {
+                return Err(Error::NotReplicable(format!(
+                    "{}.{n} is part of the key, the scope or a counter and cannot be a {kind}",
+                    ct.name
+                )));
+            }
+            if !matches!(columns[c].ty, ColType::Text | ColType::Any) {
+                return Err(Error::NotReplicable(format!(
+                    "{kind} column {}.{n} must be TEXT (it reads as JSON text)",
+                    ct.name
+                )));
+            }
+            if out.contains(&c) {
+                return Err(Error::NotReplicable(format!(
+                    "{kind} column {}.{n} is listed twice",
+                    ct.name
+                )));
+            }
+            out.push(c);
+        }
+    }
+    if let Some(c) = sets.iter().find(|c| maps.contains(c)) {
+        return Err(Error::NotReplicable(format!(
+            "{}.{} cannot be both a SET and a MAP",
+            ct.name, columns[*c].name
+        )));
+    }
+    Ok(Replication {
+        scope,
+        counters,
+        sets,
+        maps,
+    })
 }
 
 impl Table {

@@ -21,6 +21,10 @@ pub enum OpKind {
     Delete = 2,
     Add = 3,
     Purge = 4,
+    SetAdd = 5,
+    SetRemove = 6,
+    MapSet = 7,
+    MapRemove = 8,
 }
 
 impl OpKind {
@@ -30,6 +34,10 @@ impl OpKind {
             2 => OpKind::Delete,
             3 => OpKind::Add,
             4 => OpKind::Purge,
+            5 => OpKind::SetAdd,
+            6 => OpKind::SetRemove,
+            7 => OpKind::MapSet,
+            8 => OpKind::MapRemove,
             _ => return Err(Error::Malformed("unknown op kind".into())),
         })
     }
@@ -44,6 +52,16 @@ pub enum Payload {
     /// Add to a counter column.
     Add(u32, i64),
     Purge,
+    /// Add an element to a SET column (docs/sync.md sec. 7, "Sets").
+    SetAdd(u32, Value),
+    /// Remove an element from a SET column: the adds it observed are those of the chains of
+    /// its scope up to the seqs listed (authors strictly increasing), and those of its own
+    /// chain before it.
+    SetRemove(u32, Value, Vec<(AuthorId, u64)>),
+    /// Set one key of a MAP column.
+    MapSet(u32, String, Value),
+    /// Remove one key of a MAP column.
+    MapRemove(u32, String),
 }
 
 impl Payload {
@@ -53,6 +71,25 @@ impl Payload {
             Payload::Delete => OpKind::Delete,
             Payload::Add(..) => OpKind::Add,
             Payload::Purge => OpKind::Purge,
+            Payload::SetAdd(..) => OpKind::SetAdd,
+            Payload::SetRemove(..) => OpKind::SetRemove,
+            Payload::MapSet(..) => OpKind::MapSet,
+            Payload::MapRemove(..) => OpKind::MapRemove,
+        }
+    }
+    /// Whether the op holds values a purge erases (every kind but DELETE and PURGE).
+    pub fn carries_values(&self) -> bool {
+        !matches!(self, Payload::Delete | Payload::Purge)
+    }
+    /// The column a one-column op names.
+    pub fn column(&self) -> Option<u32> {
+        match self {
+            Payload::Add(c, _)
+            | Payload::SetAdd(c, _)
+            | Payload::SetRemove(c, ..)
+            | Payload::MapSet(c, ..)
+            | Payload::MapRemove(c, _) => Some(*c),
+            _ => None,
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -68,6 +105,24 @@ impl Payload {
             Payload::Add(c, d) => {
                 w.varint(u64::from(*c));
                 w.zigzag(*d);
+            }
+            Payload::SetAdd(c, v) => {
+                w.varint(u64::from(*c));
+                w.value(v);
+            }
+            Payload::SetRemove(c, v, seen) => {
+                w.varint(u64::from(*c));
+                w.value(v);
+                put_seen(w, seen);
+            }
+            Payload::MapSet(c, k, v) => {
+                w.varint(u64::from(*c));
+                w.bytes(k.as_bytes());
+                w.value(v);
+            }
+            Payload::MapRemove(c, k) => {
+                w.varint(u64::from(*c));
+                w.bytes(k.as_bytes());
             }
         }
     }
@@ -91,9 +146,78 @@ impl Payload {
                 Payload::Add(c, r.zigzag()?)
             }
             OpKind::Purge => Payload::Purge,
+            OpKind::SetAdd => Payload::SetAdd(col(r.varint()?)?, element(r)?),
+            OpKind::SetRemove => {
+                let c = col(r.varint()?)?;
+                let v = element(r)?;
+                Payload::SetRemove(c, v, seen(r)?)
+            }
+            OpKind::MapSet => {
+                let c = col(r.varint()?)?;
+                let k = r.text()?;
+                Payload::MapSet(c, k, element(r)?)
+            }
+            OpKind::MapRemove => {
+                let c = col(r.varint()?)?;
+                Payload::MapRemove(c, r.text()?)
+            }
         })
     }
 }
+
+/// A set's element or a map's value: no BLOB, no NaN (`cairn_value::coll::fits`).
+fn element(r: &mut Reader) -> Result<Value> {
+    let v = r.value()?;
+    if !cairn_value::coll::fits(&v) {
+        return Err(Error::Malformed(
+            "a set element or map value is a BLOB or NaN".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// A SET_REMOVE's observed chains: `varint n`, n x (`author`, `varint seq`), authors strictly
+/// increasing (one encoding per context, as hashes need).
+pub(crate) fn put_seen(w: &mut Writer, seen: &[(AuthorId, u64)]) {
+    w.varint(seen.len() as u64);
+    for (a, s) in seen {
+        w.raw(&a.0);
+        w.varint(*s);
+    }
+}
+
+fn seen(r: &mut Reader) -> Result<Vec<(AuthorId, u64)>> {
+    let n = r.count(33, MAX_SEEN)?;
+    let mut out: Vec<(AuthorId, u64)> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let a = AuthorId(r.array()?);
+        let s = r.varint()?;
+        if out.last().is_some_and(|(p, _)| p.0 >= a.0) {
+            return Err(Error::Malformed(
+                "a set removal's chains are not in increasing order".into(),
+            ));
+        }
+        out.push((a, s));
+    }
+    Ok(out)
+}
+
+/// What a SET_REMOVE by `me` in `scope` observed, from the version vector of the replica
+/// making it: every other author's chain of the scope, up to the seq held (its own chain up to
+/// the op itself is implied).
+pub fn observed(
+    vv: &crate::protocol::VersionVector,
+    scope: &ScopeId,
+    me: &AuthorId,
+) -> Vec<(AuthorId, u64)> {
+    vv.iter()
+        .filter(|((a, s), seq)| s == scope && a != me && **seq > 0)
+        .map(|((a, _), seq)| (*a, *seq))
+        .collect()
+}
+
+/// The most chains a set removal names (the writers of one scope).
+pub const MAX_SEEN: u64 = 4096;
 
 fn col(v: u64) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::Malformed("column index out of range".into()))
@@ -514,6 +638,37 @@ impl OpsWriter {
         self.row(OpKind::Add, schema, pk)?;
         self.w.varint(u64::from(c));
         self.w.zigzag(delta);
+        Ok(())
+    }
+
+    /// An op on one element of a SET or one key of a MAP column `c`: `kind` is `SetAdd`,
+    /// `SetRemove` (`seen`: the chains observed, authors increasing), `MapSet` or `MapRemove`
+    /// (`key` for the map ones; `value` for all but `MapRemove`).
+    pub fn elem<V: OpValue>(
+        &mut self,
+        schema: &crate::merge::TableSchema,
+        pk: impl Iterator<Item = V> + Clone,
+        kind: OpKind,
+        c: u32,
+        (key, value): (Option<&str>, Option<V>),
+        seen: &[(AuthorId, u64)],
+    ) -> Result<()> {
+        let want = match kind {
+            OpKind::SetAdd | OpKind::SetRemove => crate::merge::ColumnKind::Set,
+            _ => crate::merge::ColumnKind::Map,
+        };
+        Self::column(schema, c, want)?;
+        self.row(kind, schema, pk)?;
+        self.w.varint(u64::from(c));
+        if let Some(k) = key {
+            self.w.bytes(k.as_bytes());
+        }
+        if let Some(v) = value {
+            v.write(&mut self.w);
+        }
+        if kind == OpKind::SetRemove {
+            put_seen(&mut self.w, seen);
+        }
         Ok(())
     }
 

@@ -47,6 +47,10 @@ pub enum ColumnKind {
     Lww,
     /// An i64 that sums every author's additions.
     Counter,
+    /// An observed-remove set of values, read as a JSON array.
+    Set,
+    /// A JSON object whose keys merge one by one, last writer wins.
+    Map,
 }
 
 /// A table registered as replicated. Columns are the non-key columns, addressed by index.
@@ -74,6 +78,14 @@ impl TableSchema {
     }
     pub fn counter(mut self, col: impl Into<String>) -> Self {
         self.columns.push((col.into(), ColumnKind::Counter));
+        self
+    }
+    pub fn set(mut self, col: impl Into<String>) -> Self {
+        self.columns.push((col.into(), ColumnKind::Set));
+        self
+    }
+    pub fn map(mut self, col: impl Into<String>) -> Self {
+        self.columns.push((col.into(), ColumnKind::Map));
         self
     }
     pub fn unique(mut self, cols: Vec<u32>) -> Self {
@@ -111,6 +123,34 @@ impl TableSchema {
             }
             Some(Payload::Add(c, _)) if kind(c).is_some_and(|k| k != ColumnKind::Counter) => {
                 return bad("ADD on a column that is not a counter");
+            }
+            Some(
+                Payload::SetAdd(_, v) | Payload::SetRemove(_, v, _) | Payload::MapSet(_, _, v),
+            ) if !cairn_value::coll::fits(v) => {
+                return Err(Error::Malformed(
+                    "a set element or map value is a BLOB or NaN".into(),
+                ));
+            }
+            Some(Payload::SetRemove(_, _, seen))
+                if !seen.windows(2).all(|w| w[0].0 .0 < w[1].0 .0) =>
+            {
+                return Err(Error::Malformed(
+                    "a set removal's chains are not in increasing order".into(),
+                ));
+            }
+            Some(p @ (Payload::SetAdd(..) | Payload::SetRemove(..)))
+                if p.column()
+                    .and_then(|c| kind(&c))
+                    .is_some_and(|k| k != ColumnKind::Set) =>
+            {
+                return bad("a set op on a column that is not a SET");
+            }
+            Some(p @ (Payload::MapSet(..) | Payload::MapRemove(..)))
+                if p.column()
+                    .and_then(|c| kind(&c))
+                    .is_some_and(|k| k != ColumnKind::Map) =>
+            {
+                return bad("a map op on a column that is not a MAP");
             }
             _ => {}
         }
@@ -220,6 +260,37 @@ impl std::ops::Index<&u32> for Cells {
     }
 }
 
+/// One element of a SET column (docs/sync.md sec. 7, "Sets"): the adds of it no removal
+/// observed, and what the removals of it observed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Elem {
+    pub value: Value,
+    /// Adds newer than the row's tombstone that no removal observed: the element is in the set
+    /// while there is one.
+    pub adds: std::collections::BTreeSet<Version>,
+    /// Per author, the last (seq, op index) of its chain a removal of the element observed.
+    pub seen: BTreeMap<AuthorId, (u64, u32)>,
+}
+
+impl Elem {
+    fn observed(&self, v: &Version) -> bool {
+        self.seen
+            .get(&v.author)
+            .is_some_and(|s| (v.seq, v.idx) <= *s)
+    }
+
+    /// Joins what a removal observed (per author, the last `(seq, idx)`), and drops the adds
+    /// it observed.
+    fn observe(&mut self, seen: impl Iterator<Item = (AuthorId, (u64, u32))>) {
+        for (a, s) in seen {
+            let at = self.seen.entry(a).or_insert(s);
+            *at = (*at).max(s);
+        }
+        let Elem { adds, seen, .. } = self;
+        adds.retain(|a| seen.get(&a.author).is_none_or(|s| (a.seq, a.idx) > *s));
+    }
+}
+
 /// The merged state of one row.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RowState {
@@ -230,6 +301,10 @@ pub struct RowState {
     pub cells: Cells,
     /// Counter additions newer than the tombstone, by column then by op version.
     pub counters: BTreeMap<u32, BTreeMap<Version, i64>>,
+    /// SET columns' elements, by column then by the element's wire encoding.
+    pub sets: BTreeMap<u32, BTreeMap<Vec<u8>, Elem>>,
+    /// MAP columns' keys newer than the tombstone: the last write of each (None: removed).
+    pub maps: BTreeMap<u32, BTreeMap<String, (Version, Option<Value>)>>,
 }
 
 impl RowState {
@@ -258,6 +333,51 @@ impl RowState {
         self.counters.entry(col).or_default().insert(v, delta);
     }
 
+    fn elem(&mut self, col: u32, value: &Value) -> &mut Elem {
+        let key = value_bytes(value);
+        (self.sets.entry(col).or_default().entry(key)).or_insert_with(|| Elem {
+            value: value.clone(),
+            adds: Default::default(),
+            seen: BTreeMap::new(),
+        })
+    }
+
+    fn set_add(&mut self, col: u32, v: Version, value: &Value) {
+        if self.purged || self.dead(&v) {
+            return;
+        }
+        let key = value_bytes(value);
+        let observed =
+            (self.sets.get(&col).and_then(|m| m.get(&key))).is_some_and(|e| e.observed(&v));
+        if !observed {
+            self.elem(col, value).adds.insert(v);
+        }
+    }
+
+    /// A removal at `v` that observed `seen` (and its own chain up to itself).
+    fn set_remove(&mut self, col: u32, v: Version, value: &Value, seen: &[(AuthorId, u64)]) {
+        if self.purged {
+            return;
+        }
+        let own = [(v.author, (v.seq, v.idx))];
+        let all = seen.iter().map(|(a, s)| (*a, (*s, u32::MAX))).chain(own);
+        self.elem(col, value).observe(all);
+    }
+
+    fn map_write(&mut self, col: u32, v: Version, key: &str, value: Option<&Value>) {
+        if self.purged || self.dead(&v) {
+            return;
+        }
+        let m = self.maps.entry(col).or_default();
+        match m.get_mut(key) {
+            Some((cur, _)) if v < *cur => {}
+            Some(slot) => *slot = (v, value.cloned()),
+            None => {
+                m.insert(key.to_string(), (v, value.cloned()));
+            }
+        }
+    }
+
     fn delete(&mut self, v: Version) {
         if self.purged {
             // The tombstone of a purged row is still the greatest delete or purge seen, so
@@ -274,6 +394,18 @@ impl RowState {
             entries.retain(|ev, _| *ev > v);
         }
         self.counters.retain(|_, e| !e.is_empty());
+        for elems in self.sets.values_mut() {
+            for e in elems.values_mut() {
+                e.adds.retain(|a| *a > v);
+            }
+            // What removals observed stays: it decides adds still to arrive.
+            elems.retain(|_, e| !e.adds.is_empty() || !e.seen.is_empty());
+        }
+        self.sets.retain(|_, m| !m.is_empty());
+        for keys in self.maps.values_mut() {
+            keys.retain(|_, (kv, _)| *kv > v);
+        }
+        self.maps.retain(|_, m| !m.is_empty());
     }
 
     fn purge(&mut self, v: Version) {
@@ -281,6 +413,8 @@ impl RowState {
         self.tombstone = Some(self.tombstone.map_or(v, |t| t.max(v)));
         self.cells.clear();
         self.counters.clear();
+        self.sets.clear();
+        self.maps.clear();
     }
 
     /// Joins one op into the row. Redacted ops carry nothing to join.
@@ -294,6 +428,10 @@ impl RowState {
             Some(Payload::Delete) => self.delete(v),
             Some(Payload::Add(c, d)) => self.add(*c, v, *d),
             Some(Payload::Purge) => self.purge(v),
+            Some(Payload::SetAdd(c, x)) => self.set_add(*c, v, x),
+            Some(Payload::SetRemove(c, x, seen)) => self.set_remove(*c, v, x, seen),
+            Some(Payload::MapSet(c, k, x)) => self.map_write(*c, v, k, Some(x)),
+            Some(Payload::MapRemove(c, k)) => self.map_write(*c, v, k, None),
             None => {}
         }
     }
@@ -320,13 +458,63 @@ impl RowState {
                 self.add(*c, *v, *d);
             }
         }
+        self.join_collections(other);
+    }
+
+    fn join_collections(&mut self, other: &RowState) {
+        for (c, elems) in &other.sets {
+            for e in elems.values() {
+                for a in &e.adds {
+                    self.set_add(*c, *a, &e.value);
+                }
+                if !e.seen.is_empty() {
+                    self.join_seen(*c, e);
+                }
+            }
+        }
+        for (c, keys) in &other.maps {
+            for (k, (v, x)) in keys {
+                self.map_write(*c, *v, k, x.as_ref());
+            }
+        }
+    }
+
+    /// Joins what removals of `e` observed into this row's element.
+    fn join_seen(&mut self, col: u32, e: &Elem) {
+        if self.purged {
+            return;
+        }
+        let seen = e.seen.iter().map(|(a, s)| (*a, *s));
+        self.elem(col, &e.value).observe(seen);
+    }
+
+    /// Every version of a write the row holds: cells, counter entries, set adds, map keys, the
+    /// tombstone.
+    pub fn versions(&self) -> impl Iterator<Item = &Version> {
+        (self.cells.values().map(|(v, _)| v))
+            .chain(self.tombstone.as_ref())
+            .chain(self.counters.values().flat_map(|e| e.keys()))
+            .chain(
+                self.sets
+                    .values()
+                    .flat_map(|m| m.values().flat_map(|e| &e.adds)),
+            )
+            .chain(self.maps.values().flat_map(|m| m.values().map(|(v, _)| v)))
+    }
+
+    /// Whether a SET or MAP column holds something live.
+    fn collections_live(&self) -> bool {
+        (self.sets.values()).any(|m| m.values().any(|e| !e.adds.is_empty()))
+            || (self.maps.values()).any(|m| m.values().any(|(_, x)| x.is_some()))
     }
 
     /// A row exists if it is not purged and has a write newer than its tombstone; additions to
     /// a counter alone do not revive a deleted row.
     pub fn is_live(&self) -> bool {
         !self.purged
-            && (!self.cells.is_empty() || (self.tombstone.is_none() && !self.counters.is_empty()))
+            && (!self.cells.is_empty()
+                || self.collections_live()
+                || (self.tombstone.is_none() && !self.counters.is_empty()))
     }
 
     /// Column values in schema order (NULL for unset LWW columns, the sum for counters).
@@ -345,22 +533,46 @@ impl RowState {
                         .get(&(i as u32))
                         .map_or(0, |e| e.values().fold(0i64, |a, d| a.wrapping_add(*d))),
                 ),
+                ColumnKind::Set => Value::Text(self.set_text(i as u32)),
+                ColumnKind::Map => Value::Text(self.map_text(i as u32)),
             })
             .collect()
+    }
+
+    /// A SET column's JSON array text: its elements in `cairn_value::coll::elem_cmp` order.
+    pub fn set_text(&self, col: u32) -> String {
+        let mut live: Vec<&Value> = (self.sets.get(&col).into_iter())
+            .flat_map(|m| m.values().filter(|e| !e.adds.is_empty()).map(|e| &e.value))
+            .collect();
+        live.sort_by(|a, b| cairn_value::coll::elem_cmp(a, b));
+        cairn_value::coll::set_text(live.into_iter())
+    }
+
+    /// A MAP column's JSON object text: its keys in UTF-8 byte order.
+    pub fn map_text(&self, col: u32) -> String {
+        let keys = self.maps.get(&col).into_iter().flat_map(|m| m.iter());
+        cairn_value::coll::map_text(keys.filter_map(|(k, (_, x))| Some((k.as_str(), x.as_ref()?))))
     }
 
     /// The version of the earliest live write: the row's age for unique-constraint resolution.
     pub fn created(&self) -> Option<Version> {
         let c = self.cells.values().map(|(v, _)| *v).min();
         let a = self.counters.values().flat_map(|e| e.keys().copied()).min();
-        match (c, a) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        }
+        let s = (self.sets.values().flat_map(|m| m.values()))
+            .filter_map(|e| e.adds.first().copied())
+            .min();
+        let m = (self.maps.values().flat_map(|m| m.values()))
+            .filter(|(_, x)| x.is_some())
+            .map(|(v, _)| *v)
+            .min();
+        [c, a, s, m].into_iter().flatten().min()
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        let flags = u8::from(self.purged) | (u8::from(self.tombstone.is_some()) << 1);
+        let coll = !self.sets.is_empty() || !self.maps.is_empty();
+        let flags = u8::from(self.purged)
+            | (u8::from(self.tombstone.is_some()) << 1)
+            | (u8::from(coll) << 2);
         w.u8(flags);
         if let Some(t) = &self.tombstone {
             t.encode(w);
@@ -380,13 +592,109 @@ impl RowState {
                 w.zigzag(*d);
             }
         }
+        if coll {
+            self.encode_collections(w);
+        }
+    }
+
+    /// The SET and MAP columns (row flag bit2): `varint nsets`, nsets x (`varint col`, `varint
+    /// n`, n x (`value`, `varint nadds`, nadds x `version`, `varint nseen`, nseen x (`author`,
+    /// `varint seq`, `varint idx`))), `varint nmaps`, nmaps x (`varint col`, `varint n`, n x
+    /// (`text key`, `version`, `u8 present`, `value` if present)).
+    fn encode_collections(&self, w: &mut Writer) {
+        w.varint(self.sets.len() as u64);
+        for (c, elems) in &self.sets {
+            w.varint(u64::from(*c));
+            w.varint(elems.len() as u64);
+            for e in elems.values() {
+                w.value(&e.value);
+                w.varint(e.adds.len() as u64);
+                for v in &e.adds {
+                    v.encode(w);
+                }
+                w.varint(e.seen.len() as u64);
+                for (a, (seq, idx)) in &e.seen {
+                    w.raw(&a.0);
+                    w.varint(*seq);
+                    w.varint(u64::from(*idx));
+                }
+            }
+        }
+        w.varint(self.maps.len() as u64);
+        for (c, keys) in &self.maps {
+            w.varint(u64::from(*c));
+            w.varint(keys.len() as u64);
+            for (k, (v, x)) in keys {
+                w.bytes(k.as_bytes());
+                v.encode(w);
+                w.u8(u8::from(x.is_some()));
+                if let Some(x) = x {
+                    w.value(x);
+                }
+            }
+        }
+    }
+
+    fn decode_collections(&mut self, r: &mut Reader) -> Result<()> {
+        let n = r.count(2, 1 << 20)?;
+        for _ in 0..n {
+            let c = col(r.varint()?)?;
+            let m = r.count(3, 1 << 24)?;
+            for _ in 0..m {
+                let value = r.value()?;
+                if !cairn_value::coll::fits(&value) {
+                    return Err(Error::Malformed("a set element is a BLOB or NaN".into()));
+                }
+                // A version is at least 42 bytes; an observed chain 34.
+                let k = r.count(42, 1 << 24)?;
+                for _ in 0..k {
+                    let v = Version::decode(r)?;
+                    self.set_add(c, v, &value);
+                }
+                let k = r.count(34, 1 << 20)?;
+                let mut e = Elem {
+                    value,
+                    adds: Default::default(),
+                    seen: BTreeMap::new(),
+                };
+                for _ in 0..k {
+                    let a = AuthorId(r.array()?);
+                    let seq = r.varint()?;
+                    let idx = u32::try_from(r.varint()?)
+                        .map_err(|_| Error::Malformed("op index out of range".into()))?;
+                    e.seen.insert(a, (seq, idx));
+                }
+                if !e.seen.is_empty() {
+                    self.join_seen(c, &e);
+                }
+            }
+        }
+        let n = r.count(2, 1 << 20)?;
+        for _ in 0..n {
+            let c = col(r.varint()?)?;
+            let m = r.count(43, 1 << 24)?;
+            for _ in 0..m {
+                let k = r.text()?;
+                let v = Version::decode(r)?;
+                let x = match r.u8()? {
+                    0 => None,
+                    1 => Some(r.value()?),
+                    _ => return Err(Error::Malformed("bad map entry flag".into())),
+                };
+                if x.as_ref().is_some_and(|x| !cairn_value::coll::fits(x)) {
+                    return Err(Error::Malformed("a map value is a BLOB or NaN".into()));
+                }
+                self.map_write(c, v, &k, x.as_ref());
+            }
+        }
+        Ok(())
     }
 
     /// Decodes a row and rebuilds it by joining, so a hostile encoding cannot produce a state
     /// the rules could not (cells under the tombstone are dropped, and so on).
     pub fn decode(r: &mut Reader) -> Result<RowState> {
         let flags = r.u8()?;
-        if flags > 3 {
+        if flags > 7 {
             return Err(Error::Malformed("bad row flags".into()));
         }
         let tombstone = if flags & 2 != 0 {
@@ -420,6 +728,9 @@ impl RowState {
                 let d = r.zigzag()?;
                 row.add(c, v, d);
             }
+        }
+        if flags & 4 != 0 {
+            row.decode_collections(r)?;
         }
         Ok(row)
     }
@@ -736,5 +1047,91 @@ mod tests {
         a.encode(&mut w);
         let b = RowState::decode(&mut Reader::new(&w.buf)).expect("invariant: decodes");
         assert_eq!(a, b);
+    }
+
+    fn elem_op(p: Payload) -> Op {
+        op(p)
+    }
+
+    #[test]
+    fn a_set_keeps_an_add_its_removal_did_not_observe() {
+        let schema = TableSchema::new("t", 1).set("s").map("m");
+        let x = || Value::Text("x".into());
+        // Author 1 adds x at seq 1; author 2, having seen author 1's chain up to seq 1, removes
+        // it at seq 3; author 1 concurrently adds x again at seq 2.
+        let add1 = (elem_op(Payload::SetAdd(0, x())), v(1, 1));
+        let mut rm_v = v(9, 2);
+        rm_v.seq = 3;
+        let rm = (
+            elem_op(Payload::SetRemove(0, x(), vec![(AuthorId([1; 32]), 1)])),
+            rm_v,
+        );
+        let mut add2_v = v(5, 1);
+        add2_v.seq = 2;
+        let add2 = (elem_op(Payload::SetAdd(0, x())), add2_v);
+        let orders = [
+            [&add1, &rm, &add2],
+            [&rm, &add2, &add1],
+            [&add2, &rm, &add1],
+        ];
+        let mut texts = Vec::new();
+        for order in orders {
+            let mut r = RowState::default();
+            for (o, ver) in order {
+                r.apply(o, *ver);
+            }
+            texts.push(r.values(&schema)[0].clone());
+        }
+        assert!(
+            texts.iter().all(|t| *t == Value::Text(r#"["x"]"#.into())),
+            "{texts:?}"
+        );
+        // Without the concurrent add, the removal wins whatever the order.
+        for order in [[&add1, &rm], [&rm, &add1]] {
+            let mut r = RowState::default();
+            for (o, ver) in order {
+                r.apply(o, *ver);
+            }
+            assert_eq!(r.values(&schema)[0], Value::Text("[]".into()));
+        }
+    }
+
+    #[test]
+    fn map_keys_merge_one_by_one_and_collections_round_trip() {
+        let schema = TableSchema::new("t", 1).set("s").map("m");
+        let mut a = RowState::default();
+        let k = |s: &str| s.to_string();
+        a.apply(&op(Payload::MapSet(1, k("b"), Value::Integer(1))), v(5, 1));
+        a.apply(&op(Payload::MapSet(1, k("a"), Value::Real(0.5))), v(6, 2));
+        a.apply(&op(Payload::MapSet(1, k("b"), Value::Integer(2))), v(4, 3));
+        a.apply(&op(Payload::MapRemove(1, k("c"))), v(7, 1));
+        a.apply(&op(Payload::MapSet(1, k("c"), Value::Null)), v(6, 1));
+        a.apply(&op(Payload::SetAdd(0, Value::Integer(2))), v(3, 1));
+        a.apply(&op(Payload::SetAdd(0, Value::Null)), v(3, 2));
+        a.apply(
+            &op(Payload::SetRemove(
+                0,
+                Value::Integer(9),
+                vec![(AuthorId([3; 32]), 4)],
+            )),
+            v(3, 1),
+        );
+        assert_eq!(
+            a.values(&schema),
+            vec![
+                Value::Text("[null,2]".into()),
+                Value::Text(r#"{"a":0.5,"b":1}"#.into())
+            ]
+        );
+        let mut w = Writer::new();
+        a.encode(&mut w);
+        let b = RowState::decode(&mut Reader::new(&w.buf)).expect("invariant: decodes");
+        assert_eq!(a, b);
+        // A delete clears what it is newer than; a later key revives the row.
+        a.apply(&op(Payload::Delete), v(8, 1));
+        assert!(!a.is_live());
+        a.apply(&op(Payload::MapSet(1, k("z"), Value::Integer(1))), v(9, 1));
+        assert!(a.is_live());
+        assert_eq!(a.values(&schema)[1], Value::Text(r#"{"z":1}"#.into()));
     }
 }

@@ -33,8 +33,12 @@ fn seeds() -> Vec<Vec<u8>> {
             ..Config::default()
         },
     );
+    // A table of a SET and a MAP column, so blocks and snapshot rows hold their ops and state.
+    let bag = cairn_sync::TableSchema::new("bag", 1)
+        .set("tags")
+        .map("props");
     for r in [&mut a, &mut b] {
-        for s in schemas() {
+        for s in schemas().into_iter().chain([bag.clone()]) {
             r.register_table(s).expect("invariant: valid schema");
         }
     }
@@ -55,6 +59,23 @@ fn seeds() -> Vec<Vec<u8>> {
             ),
             Op::new("todo", vec![text("k")], Payload::Add(3, -7)),
             Op::new("todo", vec![text("j")], Payload::Delete),
+            Op::new("bag", vec![text("b")], Payload::SetAdd(0, text("x"))),
+            Op::new(
+                "bag",
+                vec![text("b")],
+                Payload::SetAdd(0, Value::Integer(2)),
+            ),
+            Op::new(
+                "bag",
+                vec![text("b")],
+                Payload::SetRemove(0, text("x"), vec![(b.id(), 3)]),
+            ),
+            Op::new(
+                "bag",
+                vec![text("b")],
+                Payload::MapSet(1, "k".into(), Value::Real(1.5)),
+            ),
+            Op::new("bag", vec![text("b")], Payload::MapRemove(1, "j".into())),
         ],
     )
     .expect("invariant: valid");
@@ -129,7 +150,10 @@ fn saved_corpus_replays_without_panic() {
     }
     let mut n = 0;
     let mut r = Replica::in_memory(Identity::from_secret([5; 32]), Config::default());
-    for s in schemas() {
+    let bag = cairn_sync::TableSchema::new("bag", 1)
+        .set("tags")
+        .map("props");
+    for s in schemas().into_iter().chain([bag]) {
         r.register_table(s).expect("invariant: valid schema");
     }
     let mut link = Link::new();

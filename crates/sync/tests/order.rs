@@ -10,7 +10,22 @@ use common::{identity, schemas, seed_count, text, Rng};
 
 fn random_op(rng: &mut Rng) -> Op {
     let key = vec![text(format!("k{}", rng.below(4)))];
-    match rng.below(10) {
+    let elem = Value::Integer(rng.below(3) as i64);
+    let field = format!("f{}", rng.below(3));
+    match rng.below(15) {
+        10 | 11 => Op::new("todo", key, Payload::SetAdd(4, elem)),
+        12 => {
+            // What a removal observed: some authors' chains up to some seq, in author order.
+            let mut seen = Vec::new();
+            for a in 0..3u8 {
+                if rng.chance(50) {
+                    seen.push((cairn_sync::AuthorId([a; 32]), rng.below(40)));
+                }
+            }
+            Op::new("todo", key, Payload::SetRemove(4, elem, seen))
+        }
+        13 => Op::new("todo", key, Payload::MapSet(5, field, elem)),
+        14 => Op::new("todo", key, Payload::MapRemove(5, field)),
         0..=4 => {
             let mut cols = vec![(rng.below(3) as u32, Value::Integer(rng.below(5) as i64))];
             if rng.chance(40) {

@@ -439,3 +439,74 @@ fn two_lists_with_one_version_both_count_whatever_the_order() {
         assert!(r.may_write(&w1, &scope) && r.may_write(&w2, &scope));
     }
 }
+
+/// A peer's set or map op that does not decode (a BLOB element, a NaN map value, a removal
+/// whose observed chains are out of order) is `MALFORMED`, and one on a column of another kind
+/// `SCHEMA_MISMATCH`: refused whole like any such op, nothing of it applied.
+#[test]
+fn malformed_set_and_map_ops_are_refused() {
+    let schemas = || {
+        let bag = TableSchema::new("bag", 1).set("tags").map("props");
+        schemas().into_iter().chain([bag])
+    };
+    let mut b = Replica::in_memory(Identity::from_secret([2; 32]), Config::default());
+    for s in schemas() {
+        b.register_table(s).expect("invariant: valid schema");
+    }
+    let ida = Identity::from_secret([1; 32]);
+    let scope = ScopeId::new(ida.id(), "bag");
+    let block = |p: Payload| {
+        let op = Op::new("bag", vec![text("k")], p);
+        let rec = Record::new(
+            &ida.id(),
+            &scope,
+            1,
+            cairn_sync::hlc::from_ms(NOW),
+            [0; 32],
+            vec![op],
+        );
+        Block::seal(&ida, scope.clone(), vec![rec])
+    };
+    let (x, y) = (cairn_sync::AuthorId([9; 32]), cairn_sync::AuthorId([3; 32]));
+    for bad in [
+        Payload::SetAdd(0, Value::Blob(vec![1])),
+        Payload::MapSet(1, "k".into(), Value::Real(f64::NAN)),
+        Payload::SetRemove(0, text("e"), vec![(x, 1), (y, 2)]),
+        Payload::SetRemove(0, text("e"), vec![(y, 1), (y, 2)]),
+    ] {
+        let mut link = Link::new();
+        let before = b.state_digest();
+        let out = b.handle(
+            &mut link,
+            NOW,
+            &Message::Blocks(vec![block(bad.clone())]).encode(),
+        );
+        assert!(
+            matches!(
+                out.events.as_slice(),
+                [Event::Rejected {
+                    reason: Reason::Malformed,
+                    ..
+                }]
+            ),
+            "{bad:?}: {:?}",
+            out.events
+        );
+        assert_eq!(b.state_digest(), before);
+    }
+    for wrong in [
+        Payload::SetAdd(1, text("e")),
+        Payload::MapRemove(0, "k".into()),
+        Payload::Add(0, 1),
+    ] {
+        assert_eq!(
+            deliver(&mut b, vec![block(wrong)]),
+            vec![Reason::SchemaMismatch]
+        );
+    }
+    // A sound one applies.
+    assert_eq!(
+        deliver(&mut b, vec![block(Payload::SetAdd(0, text("e")))]),
+        vec![]
+    );
+}

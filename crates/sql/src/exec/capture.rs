@@ -35,6 +35,9 @@ pub struct Changes {
     all: Vec<usize>,
     /// The counter additions of each SET: (column, delta).
     adds: Vec<(usize, i64)>,
+    /// The set and map ops of each SET, and the keys and values they name.
+    elems: Vec<ElemOp>,
+    elem_bytes: Vec<u8>,
     /// The tables changed in this transaction (and maybe earlier ones), which entries name by
     /// index.
     tables: Vec<Rc<str>>,
@@ -97,6 +100,26 @@ struct Entry {
     values: usize,
     columns: (usize, usize),
     adds: (usize, usize),
+    elems: (usize, usize),
+}
+
+/// What an op on one element of a SET column or one key of a MAP column does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElemKind {
+    SetAdd,
+    SetRemove,
+    MapSet,
+    MapRemove,
+}
+
+/// A captured op on a SET or MAP column: its column, and where its key (UTF-8) and value (in
+/// the sync wire encoding) lie in the captured bytes (empty when it has none).
+#[derive(Debug, Clone, Copy)]
+pub struct ElemOp {
+    pub col: usize,
+    pub kind: ElemKind,
+    key: (usize, usize),
+    value: (usize, usize),
 }
 
 /// A captured change, borrowed from [`Changes`].
@@ -118,6 +141,20 @@ pub struct SetPart<'a> {
     pub columns: &'a [usize],
     /// The additions to counter columns: (column, delta).
     pub adds: &'a [(usize, i64)],
+    /// The ops on SET and MAP columns, in column order.
+    pub elems: &'a [ElemOp],
+    elem_bytes: &'a [u8],
+}
+
+impl<'a> SetPart<'a> {
+    /// An op's key (map ops), and its value encoded (all but `MapRemove`).
+    pub fn elem(&self, e: &ElemOp) -> (Option<&'a str>, Option<&'a [u8]>) {
+        let b = self.elem_bytes;
+        let key = matches!(e.kind, ElemKind::MapSet | ElemKind::MapRemove)
+            .then(|| std::str::from_utf8(&b[e.key.0..e.key.1]).unwrap_or_default());
+        let value = (e.kind != ElemKind::MapRemove).then(|| &b[e.value.0..e.value.1]);
+        (key, value)
+    }
 }
 
 /// A captured row: each value in the sync wire encoding.
@@ -225,6 +262,10 @@ impl Changes {
             self.bounds.truncate(e.row);
             self.columns.truncate(e.columns.0);
             self.adds.truncate(e.adds.0);
+            if let Some(first) = self.elems.get(e.elems.0) {
+                self.elem_bytes.truncate(first.key.0);
+            }
+            self.elems.truncate(e.elems.0);
             self.entries.pop();
             self.len = first;
         }
@@ -235,6 +276,8 @@ impl Changes {
             + (self.bounds.capacity() + self.columns.capacity() + self.all.capacity())
                 * size_of::<usize>()
             + self.adds.capacity() * size_of::<(usize, i64)>()
+            + self.elems.capacity() * size_of::<ElemOp>()
+            + self.elem_bytes.capacity()
             + self.entries.capacity() * size_of::<Entry>()
     }
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Change<'_>> + '_ {
@@ -281,6 +324,7 @@ impl Changes {
             values,
             columns: (from.0, self.columns.len()),
             adds: (from.1, self.adds.len()),
+            elems: (self.elems.len(), self.elems.len()),
         });
     }
 
@@ -401,22 +445,57 @@ impl Changes {
         self.push_entry(table, (false, false), at, old.len(), from);
     }
 
-    /// A SET of `columns` and `adds` to `row`, unless both are empty.
+    /// Where the ops of a SET's sets and maps start: pushed by [`Changes::push_elem`] before
+    /// [`Changes::push_set`] takes them.
+    pub(super) fn elems_mark(&self) -> usize {
+        self.elems.len()
+    }
+
+    /// An op on an element of SET column `col` or a key of MAP column `col`, for the next
+    /// [`Changes::push_set`].
+    pub(super) fn push_elem(
+        &mut self,
+        col: usize,
+        kind: ElemKind,
+        key: Option<&str>,
+        value: Option<&Value>,
+    ) {
+        let k0 = self.elem_bytes.len();
+        self.elem_bytes
+            .extend_from_slice(key.unwrap_or_default().as_bytes());
+        let v0 = self.elem_bytes.len();
+        if let Some(v) = value {
+            put_value(&mut self.elem_bytes, v);
+        }
+        self.elems.push(ElemOp {
+            col,
+            kind,
+            key: (k0, v0),
+            value: (v0, self.elem_bytes.len()),
+        });
+    }
+
+    /// A SET of `columns`, `adds` and the set and map ops pushed since `e0` to `row`, unless
+    /// all are empty.
     pub(super) fn push_set(
         &mut self,
         t: &Table,
         row: &[Value],
         columns: impl Iterator<Item = usize>,
         adds: impl Iterator<Item = (usize, i64)>,
+        e0: usize,
     ) {
         let (c0, a0) = (self.columns.len(), self.adds.len());
         self.columns.extend(columns);
         self.adds.extend(adds);
-        if self.columns.len() == c0 && self.adds.len() == a0 {
+        if self.columns.len() == c0 && self.adds.len() == a0 && self.elems.len() == e0 {
             return;
         }
         #[cfg(feature = "sink")]
-        if let (Some(s), true) = (self.sink.0.as_mut(), self.adds.len() == a0) {
+        if let (Some(s), true) = (
+            self.sink.0.as_mut(),
+            self.adds.len() == a0 && self.elems.len() == e0,
+        ) {
             if s.set(t, &|c| &row[c], &self.columns[c0..]) {
                 self.columns.truncate(c0);
                 self.sunk += 1;
@@ -427,6 +506,9 @@ impl Changes {
         let at = self.push_row(row);
         self.len += 1;
         self.push_entry(table, (false, false), at, row.len(), (c0, a0));
+        if let Some(e) = self.entries.last_mut() {
+            e.elems.0 = e0;
+        }
     }
 }
 
@@ -458,6 +540,8 @@ impl<'a> Iterator for Iter<'a> {
                     &c.columns[e.columns.0..e.columns.1]
                 },
                 adds: &c.adds[e.adds.0..e.adds.1],
+                elems: &c.elems[e.elems.0..e.elems.1],
+                elem_bytes: &c.elem_bytes,
             }),
         };
         self.row += 1;

@@ -25,7 +25,9 @@ mod write;
 
 #[cfg(feature = "sink")]
 pub use capture::CaptureSink;
-pub use capture::{same_row, Change, Changes, ChangesMark, Correction, EncodedRow, SetPart};
+pub use capture::{
+    same_row, Change, Changes, ChangesMark, Correction, ElemKind, ElemOp, EncodedRow, SetPart,
+};
 pub use query::{collect_rows, run_query};
 pub(crate) use write::index_parts;
 pub use write::{ForcedRow, RefusedRow, RowBufs, WriteResult, Writer};

@@ -61,7 +61,7 @@ pub struct CreateTable {
     /// come before the PRIMARY KEY: SQLite numbers the indexes of both in that order.
     pub primary_key_after: usize,
     pub checks: Vec<Expr>,
-    /// `REPLICATED [(SCOPE col, COUNTER col, ...)]` after the column list.
+    /// `REPLICATED [(SCOPE col, COUNTER col, SET col, MAP col, ...)]` after the column list.
     pub replicated: Option<Replicated>,
 }
 
@@ -72,6 +72,10 @@ pub struct Replicated {
     pub scope: Option<String>,
     /// Columns merged as counters (each author's additions sum) rather than last writer wins.
     pub counters: Vec<String>,
+    /// Columns merged as observed-remove sets (read as JSON arrays).
+    pub sets: Vec<String>,
+    /// Columns merged as maps, key by key (read as JSON objects).
+    pub maps: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -668,8 +668,12 @@ impl<'a> Parser<'a> {
                         r.scope = Some(self.ident()?);
                     } else if self.eat_kw("COUNTER") {
                         r.counters.push(self.ident()?);
+                    } else if self.eat_kw("SET") {
+                        r.sets.push(self.ident()?);
+                    } else if self.eat_kw("MAP") {
+                        r.maps.push(self.ident()?);
                     } else {
-                        return Err(self.unexpected("SCOPE or COUNTER"));
+                        return Err(self.unexpected("SCOPE, COUNTER, SET or MAP"));
                     }
                     if !self.eat_op(",") {
                         break;

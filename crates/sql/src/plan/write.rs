@@ -298,6 +298,9 @@ impl<'c> Planner<'c> {
                 if has_agg(e) {
                     return Err(Error::Invalid("misuse of aggregate function in SET".into()));
                 }
+                if t.replicated.is_some() {
+                    merged_kind_fits(&t, i, e)?;
+                }
                 out.push((i, p.expr(e)?));
             }
             Ok(out)
@@ -309,9 +312,10 @@ impl<'c> Planner<'c> {
         // capture and merge read the whole row.
         let keys_only = returning.is_empty()
             && table.checks.is_empty()
-            && table.replicated.as_ref().is_none_or(|r| {
-                r.counters.is_empty() && set.iter().all(|(c, _)| Some(*c) != r.scope)
-            })
+            && table
+                .replicated
+                .as_ref()
+                .is_none_or(|r| !r.has_merged() && set.iter().all(|(c, _)| Some(*c) != r.scope))
             && set.iter().all(|(c, e)| {
                 !key.contains(c)
                     && !table.indexes.iter().any(|ix| ix.columns.contains(c))
@@ -392,4 +396,32 @@ fn table_scope(tables: &[(&str, &Table)]) -> Scope {
         base += t.columns.len();
     }
     scope
+}
+
+/// Refuses `set_add`/`set_remove` assigned to a column of a replicated table that is not a SET,
+/// and `map_set`/`map_remove` to one that is not a MAP: the write would record a whole value
+/// where the caller meant one element (`COLUMN_KIND`).
+#[inline(never)]
+fn merged_kind_fits(t: &crate::schema::Table, c: usize, e: &ast::Expr) -> Result<()> {
+    use crate::schema::Merged;
+    let (Some(r), ast::Expr::Function { name, .. }) = (&t.replicated, e) else {
+        return Ok(());
+    };
+    let want = match name.to_ascii_lowercase().as_str() {
+        "set_add" | "set_remove" => Merged::Set,
+        "map_set" | "map_remove" => Merged::Map,
+        _ => return Ok(()),
+    };
+    if r.kind(c) == want && !t.key_columns().contains(&c) {
+        return Ok(());
+    }
+    let kind = if want == Merged::Set { "SET" } else { "MAP" };
+    Err(Error::ColumnKind(format!(
+        "{}() on {}.{}, which is not a {kind} column of the replicated table (declare it with \
+         REPLICATED ({kind} {}))",
+        name.to_ascii_lowercase(),
+        t.name,
+        t.columns[c].name,
+        t.columns[c].name
+    )))
 }

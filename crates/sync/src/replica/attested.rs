@@ -205,12 +205,7 @@ impl<S: RowStore> Replica<S> {
         // Rows holding a version past `heads` (a base a snapshot or a compaction took further
         // on some chain) are not the rows at `heads`, and every receiver would refuse them.
         let past = |v: &crate::merge::Version| v.seq > heads.get(&v.author).map_or(0, |h| h.0);
-        let beyond = rows.iter().any(|(_, row)| {
-            (row.cells.iter().map(|(_, (v, _))| v))
-                .chain(row.tombstone.as_ref())
-                .chain(row.counters.values().flat_map(|e| e.keys()))
-                .any(past)
-        });
+        let beyond = rows.iter().any(|(_, row)| row.versions().any(past));
         if beyond {
             return false;
         }

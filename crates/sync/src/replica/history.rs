@@ -100,12 +100,7 @@ impl<S: RowStore> Replica<S> {
             held.max(heads.get(&key).copied().unwrap_or(0))
         };
         for (k, row) in rows {
-            let versions = row
-                .cells
-                .into_iter()
-                .map(|(_, (v, _))| v)
-                .chain(row.tombstone.as_ref())
-                .chain(row.counters.values().flat_map(|e| e.keys()));
+            let versions = row.versions();
             for v in versions {
                 if physical_ms(v.hlc) > limit {
                     let ahead = physical_ms(v.hlc) - now_ms;

@@ -452,7 +452,10 @@ impl<S: RowStore> Replica<S> {
             let new = |c: &u32| *c as usize >= known;
             let mut keys = Vec::new();
             self.rows.scan(&mut |k, row| {
-                let has = row.cells.iter().any(|(c, _)| new(c)) || row.counters.keys().any(new);
+                let has = row.cells.iter().any(|(c, _)| new(c))
+                    || row.counters.keys().any(new)
+                    || row.sets.keys().any(new)
+                    || row.maps.keys().any(new);
                 if k.table == schema.name && has {
                     keys.push(k.clone());
                 }

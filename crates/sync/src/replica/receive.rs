@@ -5,7 +5,7 @@
 
 use super::{Event, Replica};
 use crate::chain::{verify_signatures, Block, ChainKey, MAX_BLOCK_RECORDS};
-use crate::change::{OpBody, Payload, Record};
+use crate::change::{Payload, Record};
 use crate::error::{Error, Reason, Result};
 use crate::hlc::physical_ms;
 use crate::identity::AuthorId;
@@ -138,8 +138,8 @@ impl<S: RowStore> Replica<S> {
                 .chain(log.pending.iter_mut());
             for rec in records {
                 for op in rec.ops.iter_mut() {
-                    // Only SET and ADD carry values; the PURGE itself must travel intact.
-                    if matches!(op.body, OpBody::Full(Payload::Set(_) | Payload::Add(..)))
+                    // Only DELETE and PURGE carry no values; the PURGE itself must travel intact.
+                    if op.payload().is_some_and(Payload::carries_values)
                         && purged.contains(&RowKey::new(&op.table, scope, &op.pk))
                     {
                         *op = op.redacted();

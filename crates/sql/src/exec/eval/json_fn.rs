@@ -29,6 +29,11 @@ pub enum JsonFn {
     Remove,
     Patch,
     Quote,
+    /// `set_add(s, v)`, `set_remove(s, v)`, `map_set(m, k, v)`, `map_remove(m, k)`.
+    SetAdd,
+    SetRemove,
+    MapSet,
+    MapRemove,
 }
 
 /// The function a name and argument count call, and whether the count is right; None for a
@@ -51,6 +56,10 @@ pub fn lookup(name: &str, n: usize) -> Option<(JsonFn, bool)> {
         "json_remove" => (Remove, n >= 1),
         "json_patch" => (Patch, n == 2),
         "json_quote" => (Quote, n == 1),
+        "set_add" => (SetAdd, n == 2),
+        "set_remove" => (SetRemove, n == 2),
+        "map_set" => (MapSet, n == 3),
+        "map_remove" => (MapRemove, n == 2),
         _ => return None,
     })
 }
@@ -60,7 +69,8 @@ fn is_json(e: &PExpr) -> bool {
     use JsonFn::*;
     match e {
         PExpr::Func(Func::Json(f), args) => match f {
-            Json | Arrow | Object | Array | Set | Insert | Replace | Remove | Patch | Quote => true,
+            Json | Arrow | Object | Array | Set | Insert | Replace | Remove | Patch | Quote
+            | SetAdd | SetRemove | MapSet | MapRemove => true,
             Extract => args.len() > 2,
             _ => false,
         },
@@ -382,5 +392,18 @@ pub fn call(f: JsonFn, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> 
         }
         // A JSON function's result is already JSON, and stays as it is.
         JsonFn::Quote => json_text(&value(&args[0], row, cx)?),
+        JsonFn::SetAdd | JsonFn::SetRemove => {
+            let s = eval(&args[0], row, cx)?;
+            let v = eval(&args[1], row, cx)?;
+            super::coll_fn::set_edit(&s, &v, f == JsonFn::SetAdd)?
+        }
+        JsonFn::MapSet | JsonFn::MapRemove => {
+            let m = eval(&args[0], row, cx)?;
+            let k = eval(&args[1], row, cx)?;
+            match args.get(2) {
+                Some(a) => super::coll_fn::map_edit(&m, &k, Some(&*eval(a, row, cx)?))?,
+                None => super::coll_fn::map_edit(&m, &k, None)?,
+            }
+        }
     })
 }

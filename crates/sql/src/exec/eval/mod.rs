@@ -2,11 +2,13 @@
 //! comparison affinity, overflow to real) and the scalar functions of the dialect.
 //!
 //! The JSON functions are in `json.rs` (the parsed tree, paths, edits), `json_fn.rs` (the SQL
-//! functions over it) and `json_each.rs` (the rows of `json_each` and `json_tree`).
+//! functions over it) and `json_each.rs` (the rows of `json_each` and `json_tree`); the set and
+//! map functions over JSON text in `coll_fn.rs`.
 //!
 //! [`eval`] returns a `Cow`: a column or a literal is borrowed, not cloned, so testing
 //! `name = 'x'` on a row allocates nothing.
 
+pub(crate) mod coll_fn;
 mod coltest;
 mod datetime;
 mod func;

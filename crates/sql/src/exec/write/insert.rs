@@ -419,7 +419,7 @@ impl Writer<'_> {
         }
         self.put_index_entries(t, pk, row)?;
         let returning = !p.returning.is_empty();
-        self.capture_set(t, None, row);
+        self.capture_set(t, None, row)?;
         res.changes += 1;
         if rowid.is_some() {
             res.last_rowid = rowid;

@@ -10,7 +10,7 @@ use crate::exec::eval::{eval_bool, push_norm, Cache, Cx};
 use crate::exec::rowid_value;
 use crate::plan::prefix_successor;
 use crate::plan::*;
-use crate::schema::{Key, Table};
+use crate::schema::{Key, Merged, Replication, Table};
 use crate::storage::Storage;
 use crate::types::ColType;
 use cairn_value::codec::{
@@ -128,6 +128,54 @@ impl RowBufs {
 pub type ForcedRow = (Rc<Table>, Vec<Value>, Option<Vec<Value>>);
 /// A forced row the table's constraints refused: (table, primary key values, the error).
 pub type RefusedRow = (Rc<Table>, Vec<Value>, Error);
+
+/// The ops that record what a write changed in `t`'s SET and MAP columns: one per element
+/// added or removed, one per key set or removed. A value that is no set or map is refused.
+#[inline(never)]
+fn capture_elems(
+    cap: &mut Changes,
+    t: &Table,
+    r: &Replication,
+    old: Option<&[Value]>,
+    new: &[Value],
+) -> Result<()> {
+    use crate::exec::capture::ElemKind;
+    use crate::exec::eval::coll_fn::{map_diff, map_entries, set_diff, set_elems, Edit};
+    let named = |c: usize, e: Error| match e {
+        Error::Type(m) | Error::Json(m) => {
+            Error::Type(format!("{}.{}: {m}", t.name, t.columns[c].name))
+        }
+        e => e,
+    };
+    // A column the write left as it was records nothing (and is not parsed).
+    let changed =
+        |c: &&usize| **c < new.len() && old.is_none_or(|o| !same_value(&o[**c], &new[**c]));
+    for &c in r.sets.iter().filter(changed) {
+        let before = match old {
+            Some(o) => set_elems(&o[c]).map_err(|e| named(c, e))?,
+            None => Vec::new(),
+        };
+        let after = set_elems(&new[c]).map_err(|e| named(c, e))?;
+        set_diff(&before, &after, &mut |e| match e {
+            Edit::Add(v) => cap.push_elem(c, ElemKind::SetAdd, None, Some(v)),
+            Edit::Remove(v) => cap.push_elem(c, ElemKind::SetRemove, None, Some(v)),
+            _ => {}
+        });
+    }
+    for &c in r.maps.iter().filter(changed) {
+        let before = match old {
+            Some(o) => map_entries(&o[c]).map_err(|e| named(c, e))?,
+            None => Default::default(),
+        };
+        let after = map_entries(&new[c]).map_err(|e| named(c, e))?;
+        map_diff(&before, &after, &mut |e| match e {
+            Edit::Set(k, v) => cap.push_elem(c, ElemKind::MapSet, Some(k), Some(v)),
+            Edit::Unset(k) => cap.push_elem(c, ElemKind::MapRemove, Some(k), None),
+            _ => {}
+        });
+    }
+    Ok(())
+}
 
 fn counter_delta(old: &Value, new: &Value) -> i64 {
     let as_int = |v: &Value| match v {
@@ -314,9 +362,9 @@ impl Writer<'_> {
         }
     }
 
-    fn capture_set(&mut self, t: &Table, old: Option<&[Value]>, new: &[Value]) {
+    fn capture_set(&mut self, t: &Table, old: Option<&[Value]>, new: &[Value]) -> Result<()> {
         let (Some(r), Some(cap)) = (&t.replicated, self.capture.as_deref_mut()) else {
-            return;
+            return Ok(());
         };
         let mut old = old;
         if let (Some(o), Some(sc)) = (old, r.scope) {
@@ -326,11 +374,15 @@ impl Writer<'_> {
                 old = None;
             }
         }
-        if old.is_none() && r.counters.is_empty() {
-            // An insert (or a row moved into its scope) of a table without counters, the
-            // common case: every column, appended as one range.
+        if old.is_none() && !r.has_merged() {
+            // An insert (or a row moved into its scope) of a table without counters, sets or
+            // maps, the common case: every column, appended as one range.
             cap.push_insert(t, new);
-            return;
+            return Ok(());
+        }
+        let e0 = cap.elems_mark();
+        if !r.sets.is_empty() || !r.maps.is_empty() {
+            capture_elems(cap, t, r, old, new)?;
         }
         // In column order, as the counters are declared in any order.
         let adds = (0..new.len()).filter_map(|c| {
@@ -341,13 +393,14 @@ impl Writer<'_> {
             (d != 0).then_some((c, d))
         });
         let columns = (0..new.len()).filter(|&c| {
-            !r.counters.contains(&c) && old.is_none_or(|o| !same_value(&o[c], &new[c]))
+            r.kind(c) == Merged::Lww && old.is_none_or(|o| !same_value(&o[c], &new[c]))
         });
-        cap.push_set(t, new, columns, adds);
+        cap.push_set(t, new, columns, adds, e0);
+        Ok(())
     }
 
     fn put_row(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
-        self.capture_set(t, None, row);
+        self.capture_set(t, None, row)?;
         let mut rec = Vec::with_capacity(16 + row.len() * 8);
         encode_record_into(&mut rec, row);
         self.store.put(t.tree, pk, &rec)?;

@@ -74,7 +74,7 @@ impl Writer<'_> {
             self.delete_row(t, old_pk, old)?;
             self.put_row(t, &new_pk, new)?;
         } else {
-            self.capture_set(t, Some(old), new);
+            self.capture_set(t, Some(old), new)?;
             rec.clear();
             encode_record_into(rec, new);
             self.store.put(t.tree, &new_pk, rec)?;
