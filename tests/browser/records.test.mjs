@@ -298,8 +298,7 @@ test('two replicas converge after concurrent records edits; compact, purge and s
   }
 });
 
-test('add and remove on a SET column converge on two replicas',
-  { skip: 'needs the SET kind (REPLICATED (SET c), set_add, set_remove), which this branch does not have yet' }, async () => {
+test('add and remove on a SET column converge on two replicas', async () => {
     const b = await launch();
     try {
       const r = await b.page.evaluate(async () => {
