@@ -125,6 +125,9 @@ pub struct Table {
     /// CHECK constraints, table and column level, over the table's columns.
     pub checks: Vec<Check>,
     pub indexes: Vec<Index>,
+    /// Foreign keys, in the order written (`pragma_foreign_key_list` numbers them backwards,
+    /// as SQLite does); child columns by name, resolved when enforced (`fk.rs`).
+    pub foreign_keys: Vec<ast::ForeignKey>,
     /// Set when the table is a sync replica (`CREATE TABLE ... REPLICATED`).
     pub replicated: Option<Replication>,
 }
@@ -216,6 +219,26 @@ impl Table {
                 ", CHECK ({})",
                 crate::parse::display::expr(&c.expr)
             ));
+        }
+        for fk in &self.foreign_keys {
+            let q =
+                |v: &[String]| join(&v.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(), ", ");
+            s.push_str(&format!(
+                ", FOREIGN KEY ({}) REFERENCES {}",
+                q(&fk.columns),
+                quote_ident(&fk.parent)
+            ));
+            if !fk.parent_columns.is_empty() {
+                s.push_str(&format!(" ({})", q(&fk.parent_columns)));
+            }
+            s.push_str(&format!(
+                " ON DELETE {} ON UPDATE {}",
+                fk.on_delete.sql(),
+                fk.on_update.sql()
+            ));
+            if fk.deferred {
+                s.push_str(" DEFERRABLE INITIALLY DEFERRED");
+            }
         }
         s.push(')');
         if let Some(r) = &self.replicated {
@@ -419,6 +442,22 @@ pub fn table_from_ast(
         None => None,
         Some(r) => Some(replication(ct, &columns, &key, r, &find)?),
     };
+    for fk in &ct.foreign_keys {
+        for c in &fk.columns {
+            if find(c).is_err() {
+                return Err(Error::Invalid(format!(
+                    "unknown column \"{c}\" in foreign key definition"
+                )));
+            }
+        }
+        if !fk.parent_columns.is_empty() && fk.parent_columns.len() != fk.columns.len() {
+            return Err(Error::Invalid(format!(
+                "number of columns in foreign key does not match the number of columns in the \
+                 referenced table {}",
+                fk.parent
+            )));
+        }
+    }
     Ok(Table {
         name: ct.name.clone(),
         columns,
@@ -426,6 +465,7 @@ pub fn table_from_ast(
         tree,
         checks,
         indexes,
+        foreign_keys: ct.foreign_keys.clone(),
         replicated,
     })
 }

@@ -221,6 +221,7 @@ impl Pair {
                     "ROLLBACK",
                     "BEGIN",
                     "COMMIT",
+                    "PRAGMA",
                 ]
                 .iter()
                 .any(|k| sql.trim_start().to_ascii_uppercase().starts_with(k));
