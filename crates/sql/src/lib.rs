@@ -356,11 +356,14 @@ impl Database {
     }
 
     /// Runs `f` with writes to replicated tables not recorded as local changes: for applying
-    /// rows that arrived from a peer.
+    /// rows that arrived from a peer. Foreign keys are off meanwhile: a write no peer hears of
+    /// must not cascade into other rows (docs/sync.md, 10b, "Constraints").
     pub fn without_capture<T>(&mut self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
         let was = std::mem::replace(&mut self.capture, false);
+        let fks = std::mem::replace(&mut self.foreign_keys, false);
         let out = f(self);
         self.capture = was;
+        self.foreign_keys = fks;
         out
     }
 
