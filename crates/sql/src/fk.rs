@@ -16,6 +16,10 @@
 //!   `PRAGMA foreign_key_check` runs over the deferred keys at COMMIT (a violation fails the
 //!   COMMIT and leaves the transaction open, as in SQLite), or after the statement outside a
 //!   transaction.
+//!
+//! The entry points are out of line (`#[inline(never)]`): with foreign keys off, as in every
+//! statement of the build's split profile, their callers keep one test of a flag, and all of
+//! this goes to `cairn-rest.wasm` (docs/size.md).
 
 use crate::error::{Error, Result};
 use crate::exec::eval::{self, Cache};
@@ -123,6 +127,7 @@ fn kept_text(catalog: &Catalog, t: &Table, fk: &ForeignKey) -> Result<String> {
 
 /// The checks `t`'s immediate foreign keys put on each row written (for an UPDATE, `set`
 /// names the columns it sets: only the keys among them are checked).
+#[inline(never)]
 pub(crate) fn child_checks(
     p: &mut Planner,
     catalog: &Catalog,
@@ -168,6 +173,7 @@ fn references(catalog: &Catalog, parent: &str) -> Result<Vec<Reference>> {
 impl Database {
     /// `PRAGMA foreign_keys [= on|off]` and `PRAGMA foreign_key_check [(table)]`; None for
     /// the other pragmas.
+    #[inline(never)]
     pub(crate) fn fk_pragma(&mut self, name: &str, value: Option<&str>) -> Result<Option<Output>> {
         let rows = |columns: &[&str], rows| Output::Rows {
             columns: columns.iter().map(|c| c.to_string()).collect(),
@@ -277,6 +283,7 @@ impl Database {
     }
 
     /// Runs a write statement with foreign keys on: the write and its cascades, as one.
+    #[inline(never)]
     pub(crate) fn fk_statement(
         &mut self,
         stmt: &ast::Statement,
@@ -490,6 +497,7 @@ impl Database {
 
     /// After a write with foreign keys on: a deferred key on any table it touched is checked
     /// now outside a transaction, at COMMIT inside one.
+    #[inline(never)]
     pub(crate) fn fk_after_write(&mut self, tables: &[&str]) -> Result<()> {
         let touched = (self.catalog.tables.values()).any(|t| {
             t.foreign_keys.iter().any(|fk| {
@@ -510,6 +518,7 @@ impl Database {
     }
 
     /// The deferred keys, checked before a commit.
+    #[inline(never)]
     pub(crate) fn fk_check_deferred(&self) -> Result<()> {
         if self.fk_violations(None, true, 1)?.is_empty() {
             Ok(())

@@ -220,25 +220,8 @@ impl Table {
                 crate::parse::display::expr(&c.expr)
             ));
         }
-        for fk in &self.foreign_keys {
-            let q =
-                |v: &[String]| join(&v.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(), ", ");
-            s.push_str(&format!(
-                ", FOREIGN KEY ({}) REFERENCES {}",
-                q(&fk.columns),
-                quote_ident(&fk.parent)
-            ));
-            if !fk.parent_columns.is_empty() {
-                s.push_str(&format!(" ({})", q(&fk.parent_columns)));
-            }
-            s.push_str(&format!(
-                " ON DELETE {} ON UPDATE {}",
-                fk.on_delete.sql(),
-                fk.on_update.sql()
-            ));
-            if fk.deferred {
-                s.push_str(" DEFERRABLE INITIALLY DEFERRED");
-            }
+        if !self.foreign_keys.is_empty() {
+            self.foreign_keys_sql(&mut s);
         }
         s.push(')');
         if let Some(r) = &self.replicated {
@@ -255,6 +238,33 @@ impl Table {
             }
         }
         s
+    }
+
+    /// The table's foreign keys as table constraints, each action written out.
+    #[inline(never)]
+    fn foreign_keys_sql(&self, s: &mut String) {
+        let names = |v: &[String]| {
+            let q: Vec<String> = v.iter().map(|c| quote_ident(c)).collect();
+            join(&q, ", ")
+        };
+        for fk in &self.foreign_keys {
+            s.push_str(", FOREIGN KEY (");
+            s.push_str(&names(&fk.columns));
+            s.push_str(") REFERENCES ");
+            s.push_str(&quote_ident(&fk.parent));
+            if !fk.parent_columns.is_empty() {
+                s.push_str(" (");
+                s.push_str(&names(&fk.parent_columns));
+                s.push(')');
+            }
+            s.push_str(" ON DELETE ");
+            s.push_str(fk.on_delete.sql());
+            s.push_str(" ON UPDATE ");
+            s.push_str(fk.on_update.sql());
+            if fk.deferred {
+                s.push_str(" DEFERRABLE INITIALLY DEFERRED");
+            }
+        }
     }
 
     /// What a UNIQUE error names for index `ix`: its columns, or for an index on expressions
