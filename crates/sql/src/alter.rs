@@ -12,7 +12,7 @@
 use crate::ddl::reserved;
 use crate::error::{Error, Result};
 use crate::exec::eval::{self, Cache};
-use crate::parse::ast::{AlterAction, ColumnDef, Expr};
+use crate::parse::ast::{AlterAction, ColumnDef, Expr, ForeignKey};
 use crate::plan::Planner;
 use crate::schema::{self, Catalog, Check, Key, Table};
 use crate::storage::Each;
@@ -70,8 +70,35 @@ impl Database {
                 ix.name = schema::auto_index_name(to, n);
             }
         }
+        // Foreign keys that name the table follow it, as in SQLite.
+        let rename = |fk: &mut ForeignKey| fk.parent = to.to_string();
+        for fk in t2.foreign_keys.iter_mut() {
+            if fk.parent.eq_ignore_ascii_case(&t.name) {
+                rename(fk);
+            }
+        }
+        self.in_references(&t.name, rename)?;
         self.catalog.tables.remove(&t.name.to_ascii_lowercase());
         self.replace_table(t2)
+    }
+
+    /// Applies `f` to the foreign keys of other tables that name `parent`.
+    fn in_references(&mut self, parent: &str, f: impl Fn(&mut ForeignKey)) -> Result<()> {
+        let children: Vec<Rc<Table>> = (self.catalog.tables.values())
+            .filter(|c| !c.name.eq_ignore_ascii_case(parent))
+            .filter(|c| (c.foreign_keys.iter()).any(|fk| fk.parent.eq_ignore_ascii_case(parent)))
+            .cloned()
+            .collect();
+        for c in children {
+            let mut c2 = (*c).clone();
+            for fk in c2.foreign_keys.iter_mut() {
+                if fk.parent.eq_ignore_ascii_case(parent) {
+                    f(fk);
+                }
+            }
+            self.replace_table(c2)?;
+        }
+        Ok(())
     }
 
     fn add_column(&mut self, t: &Table, def: &ColumnDef) -> Result<()> {
@@ -114,6 +141,17 @@ impl Database {
         }
         let mut t2 = t.clone();
         t2.columns.push(col);
+        if let Some(fk) = &def.references {
+            if !default.is_null() && self.foreign_keys {
+                return Err(Error::Invalid(
+                    "Cannot add a REFERENCES column with non-NULL default value".into(),
+                ));
+            }
+            t2.foreign_keys.push(ForeignKey {
+                columns: vec![def.name.clone()],
+                ..(**fk).clone()
+            });
+        }
         if let Some(c) = &def.check {
             // A column's CHECKs come before the table's, as a definition lists them.
             let at = t2
@@ -181,6 +219,19 @@ impl Database {
                 });
             }
         }
+        // Foreign keys name columns: of this table as a child, and as a parent.
+        let rename = |v: &mut Vec<String>| {
+            for n in v.iter_mut().filter(|n| n.eq_ignore_ascii_case(from)) {
+                *n = to.to_string();
+            }
+        };
+        for fk in t2.foreign_keys.iter_mut() {
+            rename(&mut fk.columns);
+            if fk.parent.eq_ignore_ascii_case(&t.name) {
+                rename(&mut fk.parent_columns);
+            }
+        }
+        self.in_references(&t.name, |fk| rename(&mut fk.parent_columns))?;
         // Indexes name their columns by position: their CREATE INDEX is written anew.
         self.replace_table(t2)
     }
@@ -216,6 +267,17 @@ impl Database {
                     ix.name
                 )
             }));
+        }
+        let in_key = |v: &[String]| v.iter().any(|n| n.eq_ignore_ascii_case(col));
+        let named = (self.catalog.tables.values()).any(|o| {
+            (o.foreign_keys.iter())
+                .any(|fk| fk.parent.eq_ignore_ascii_case(&t.name) && in_key(&fk.parent_columns))
+        });
+        if named || t.foreign_keys.iter().any(|fk| in_key(&fk.columns)) {
+            return Err(Error::Invalid(format!(
+                "error in table {} after drop column: column \"{col}\" is in a foreign key",
+                t.name
+            )));
         }
         for ch in t.checks.iter().filter(|ch| ch.column != Some(c)) {
             let mut uses = false;

@@ -29,6 +29,9 @@ pub enum Error {
     ConstraintUnique(String),
     ConstraintPrimaryKey(String),
     ConstraintCheck(String),
+    /// A row whose foreign key names no parent row, or a parent row deleted or changed while
+    /// children still name it (`PRAGMA foreign_keys = ON`).
+    ConstraintForeignKey,
     /// An integer computation that SQLite also refuses (abs(-2^63), sum overflow).
     IntegerOverflow,
     /// BEGIN inside a transaction, COMMIT outside one.
@@ -69,6 +72,7 @@ impl Error {
             Error::ConstraintUnique(_) => "CONSTRAINT_UNIQUE",
             Error::ConstraintPrimaryKey(_) => "CONSTRAINT_PRIMARY_KEY",
             Error::ConstraintCheck(_) => "CONSTRAINT_CHECK",
+            Error::ConstraintForeignKey => "CONSTRAINT_FOREIGN_KEY",
             Error::IntegerOverflow => "INTEGER_OVERFLOW",
             Error::Transaction(_) => "TRANSACTION",
             Error::Unsupported(_) => "UNSUPPORTED",
@@ -115,6 +119,7 @@ impl fmt::Display for Error {
             Error::ConstraintUnique(c) => write!(f, "UNIQUE constraint failed: {c}"),
             Error::ConstraintPrimaryKey(c) => write!(f, "PRIMARY KEY constraint failed: {c}"),
             Error::ConstraintCheck(c) => write!(f, "CHECK constraint failed: {c}"),
+            Error::ConstraintForeignKey => write!(f, "FOREIGN KEY constraint failed"),
             Error::IntegerOverflow => write!(f, "integer overflow"),
             Error::Transaction(m) => write!(f, "transaction: {m}"),
             Error::Unsupported(m) => write!(f, "not supported: {m}"),

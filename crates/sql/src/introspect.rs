@@ -147,21 +147,42 @@ pub(crate) fn table(catalog: &Catalog, name: &str) -> Option<Virtual> {
             };
             (cols, rows)
         }
-        // cairn has no foreign keys: the function is there, with no rows, for the tools that
-        // ask.
-        "pragma_foreign_key_list" => (
-            &[
-                "id",
-                "seq",
-                "table",
-                "from",
-                "to",
-                "on_update",
-                "on_delete",
-                "match",
-            ],
-            Vec::new(),
-        ),
+        "pragma_foreign_key_list" => {
+            let mut rows = Vec::new();
+            for t in catalog.tables.values() {
+                let n = t.foreign_keys.len();
+                // SQLite numbers a table's foreign keys from the last written.
+                for (i, fk) in t.foreign_keys.iter().enumerate() {
+                    for (seq, from) in fk.columns.iter().enumerate() {
+                        let to = fk.parent_columns.get(seq);
+                        let row = vec![
+                            Value::Integer((n - 1 - i) as i64),
+                            Value::Integer(seq as i64),
+                            Value::Text(fk.parent.clone()),
+                            Value::Text(from.clone()),
+                            to.map_or(Value::Null, |c| Value::Text(c.clone())),
+                            Value::Text(fk.on_update.sql().into()),
+                            Value::Text(fk.on_delete.sql().into()),
+                            Value::Text("NONE".into()),
+                        ];
+                        rows.push(with_arg(row, &t.name));
+                    }
+                }
+            }
+            (
+                &[
+                    "id",
+                    "seq",
+                    "table",
+                    "from",
+                    "to",
+                    "on_update",
+                    "on_delete",
+                    "match",
+                ],
+                rows,
+            )
+        }
         _ => return None,
     };
     let mut columns: Vec<(String, Affinity)> = cols
@@ -443,6 +464,9 @@ impl Database {
     /// the parser). Only `user_version` is set; any other pragma does nothing, as SQLite does
     /// with one it does not know.
     pub(crate) fn pragma(&mut self, name: &str, value: Option<&str>) -> Result<Output> {
+        if let Some(out) = self.fk_pragma(name, value)? {
+            return Ok(out);
+        }
         let Some(value) = value.filter(|_| name.eq_ignore_ascii_case("user_version")) else {
             return Ok(Output::Done);
         };

@@ -6,7 +6,7 @@
 //! `parse/` (text to AST), `plan/` (AST to plan: binding, join order, access paths, write
 //! plans, EXPLAIN), `exec/` (plans run: scans and joins, aggregation, sorting, writes, the
 //! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP),
-//! `alter.rs` (ALTER TABLE), `schema.rs` (the catalog), `introspect.rs` (what describes the
+//! `alter.rs` (ALTER TABLE), `fk.rs` (foreign keys), `schema.rs` (the catalog), `introspect.rs` (what describes the
 //! schema: `sqlite_schema`, the pragma functions, `PRAGMA`) and `storage/` (the traits and the
 //! memory and paged stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
 //! use.
@@ -87,6 +87,7 @@ mod alter;
 mod ddl;
 mod error;
 mod exec;
+mod fk;
 #[doc(hidden)]
 pub mod fuzzing;
 mod introspect;
@@ -258,6 +259,10 @@ pub struct Database {
     changed: watch::Changed,
     /// Open savepoints, oldest first.
     savepoints: Vec<savepoint::Savepoint>,
+    /// `PRAGMA foreign_keys` (`fk.rs`), and whether a write of this transaction touched a
+    /// deferred foreign key, to be checked at COMMIT.
+    foreign_keys: bool,
+    fk_pending: bool,
 }
 
 /// Sees every commit that changed replicated tables (the sync layer records them). Runs inside
@@ -318,6 +323,8 @@ impl Database {
             tx_changed: watch::Changed::default(),
             changed: watch::Changed::default(),
             savepoints: Vec::new(),
+            foreign_keys: false,
+            fk_pending: false,
         })
     }
 
@@ -350,11 +357,14 @@ impl Database {
     }
 
     /// Runs `f` with writes to replicated tables not recorded as local changes: for applying
-    /// rows that arrived from a peer.
+    /// rows that arrived from a peer. Foreign keys are off meanwhile: a write no peer hears of
+    /// must not cascade into other rows (docs/sync.md, 10b, "Constraints").
     pub fn without_capture<T>(&mut self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
         let was = std::mem::replace(&mut self.capture, false);
+        let fks = std::mem::replace(&mut self.foreign_keys, false);
         let out = f(self);
         self.capture = was;
+        self.foreign_keys = fks;
         out
     }
 
@@ -584,8 +594,10 @@ impl Database {
         }
     }
 
-    fn schema_stamp(&self) -> SchemaStamp {
-        (self.id, self.epoch)
+    /// What a plan is made for: the schema, and whether foreign keys are on (their checks are
+    /// in the plan). Database ids never reach the top bit.
+    fn plan_stamp(&self) -> SchemaStamp {
+        (self.id | (self.foreign_keys as u64) << 63, self.epoch)
     }
 
     /// Parses and plans one statement.
@@ -614,7 +626,7 @@ impl Database {
             sql,
             ast,
             params,
-            plan: RefCell::new(Some((self.schema_stamp(), Rc::new(prepared)))),
+            plan: RefCell::new(Some((self.plan_stamp(), Rc::new(prepared)))),
             plans: std::cell::Cell::new(1),
         })
     }
@@ -638,16 +650,25 @@ impl Database {
 
     fn plan(&self, stmt: &ast::Statement) -> Result<Prepared> {
         let mut p = Planner::new(&self.catalog);
+        p.foreign_keys = self.foreign_keys;
         let prepared = match stmt {
             ast::Statement::Select(q) => Prepared::Query(Rc::new(p.query(q)?)),
             ast::Statement::Insert(i) => {
                 let plan = p.insert(i)?;
-                let checks = table_checks(&mut p, &plan.table)?;
+                let mut checks = table_checks(&mut p, &plan.table)?;
+                if self.foreign_keys {
+                    checks.extend(fk::child_checks(&mut p, &self.catalog, &plan.table, None)?);
+                }
                 Prepared::Insert(plan, checks)
             }
             ast::Statement::Update(u) => {
                 let plan = p.update(u)?;
-                let checks = table_checks(&mut p, &plan.table)?;
+                let mut checks = table_checks(&mut p, &plan.table)?;
+                if self.foreign_keys {
+                    let set: Vec<String> = u.set.iter().map(|(c, _)| c.clone()).collect();
+                    let t = &plan.table;
+                    checks.extend(fk::child_checks(&mut p, &self.catalog, t, Some(&set))?);
+                }
                 Prepared::Update(plan, checks)
             }
             ast::Statement::Delete(d) => Prepared::Delete(p.delete(d)?),
@@ -697,12 +718,12 @@ impl Database {
         let prepared = {
             let mut slot = stmt.plan.borrow_mut();
             match &*slot {
-                Some((v, p)) if *v == self.schema_stamp() => p.clone(),
+                Some((v, p)) if *v == self.plan_stamp() => p.clone(),
                 _ => {
                     let p = self.plan(&stmt.ast)?;
                     stmt.plans.set(stmt.plans.get() + 1);
                     let p = Rc::new(p);
-                    *slot = Some((self.schema_stamp(), p.clone()));
+                    *slot = Some((self.plan_stamp(), p.clone()));
                     p
                 }
             }
@@ -726,6 +747,11 @@ impl Database {
                 columns: Rc::from(["plan".to_string()]),
                 rows: lines.iter().map(|l| vec![Value::Text(l.clone())]).collect(),
             }),
+            Prepared::Insert(..) | Prepared::Update(..) | Prepared::Delete(_)
+                if self.foreign_keys =>
+            {
+                self.fk_statement(&stmt.ast, &prepared, params)
+            }
             Prepared::Insert(plan, checks) => {
                 let res = self.atomic(false, |db| db.writer(params).insert(plan, checks))?;
                 if let Some(r) = res.last_rowid {
@@ -844,6 +870,7 @@ impl Database {
                     ));
                 }
                 self.savepoints.clear();
+                self.fk_pending = false;
                 self.store.rollback()?;
                 self.changes.clear();
                 self.tx_changed = watch::Changed::default();
@@ -869,6 +896,11 @@ impl Database {
 
     /// Commits the open transaction (COMMIT, or RELEASE of the savepoint that began it).
     fn commit_tx(&mut self) -> Result<Output> {
+        // A deferred foreign key broken fails the COMMIT and leaves the transaction open.
+        if self.fk_pending && self.foreign_keys {
+            self.fk_check_deferred()?;
+        }
+        self.fk_pending = false;
         self.savepoints.clear();
         if let Err(e) = self.commit_store() {
             // The transaction is over either way: nothing of it was committed.

@@ -125,6 +125,9 @@ pub struct Table {
     /// CHECK constraints, table and column level, over the table's columns.
     pub checks: Vec<Check>,
     pub indexes: Vec<Index>,
+    /// Foreign keys, in the order written (`pragma_foreign_key_list` numbers them backwards,
+    /// as SQLite does); child columns by name, resolved when enforced (`fk.rs`).
+    pub foreign_keys: Vec<ast::ForeignKey>,
     /// Set when the table is a sync replica (`CREATE TABLE ... REPLICATED`).
     pub replicated: Option<Replication>,
 }
@@ -249,6 +252,9 @@ impl Table {
                 crate::parse::display::expr(&c.expr)
             ));
         }
+        if !self.foreign_keys.is_empty() {
+            self.foreign_keys_sql(&mut s);
+        }
         s.push(')');
         if let Some(r) = &self.replicated {
             s.push_str(" REPLICATED");
@@ -270,6 +276,33 @@ impl Table {
             }
         }
         s
+    }
+
+    /// The table's foreign keys as table constraints, each action written out.
+    #[inline(never)]
+    fn foreign_keys_sql(&self, s: &mut String) {
+        let names = |v: &[String]| {
+            let q: Vec<String> = v.iter().map(|c| quote_ident(c)).collect();
+            join(&q, ", ")
+        };
+        for fk in &self.foreign_keys {
+            s.push_str(", FOREIGN KEY (");
+            s.push_str(&names(&fk.columns));
+            s.push_str(") REFERENCES ");
+            s.push_str(&quote_ident(&fk.parent));
+            if !fk.parent_columns.is_empty() {
+                s.push_str(" (");
+                s.push_str(&names(&fk.parent_columns));
+                s.push(')');
+            }
+            s.push_str(" ON DELETE ");
+            s.push_str(fk.on_delete.sql());
+            s.push_str(" ON UPDATE ");
+            s.push_str(fk.on_update.sql());
+            if fk.deferred {
+                s.push_str(" DEFERRABLE INITIALLY DEFERRED");
+            }
+        }
     }
 
     /// What a UNIQUE error names for index `ix`: its columns, or for an index on expressions
@@ -457,6 +490,22 @@ pub fn table_from_ast(
         None => None,
         Some(r) => Some(replication(ct, &columns, &key, r, &find)?),
     };
+    for fk in &ct.foreign_keys {
+        for c in &fk.columns {
+            if find(c).is_err() {
+                return Err(Error::Invalid(format!(
+                    "unknown column \"{c}\" in foreign key definition"
+                )));
+            }
+        }
+        if !fk.parent_columns.is_empty() && fk.parent_columns.len() != fk.columns.len() {
+            return Err(Error::Invalid(format!(
+                "number of columns in foreign key does not match the number of columns in the \
+                 referenced table {}",
+                fk.parent
+            )));
+        }
+    }
     Ok(Table {
         name: ct.name.clone(),
         columns,
@@ -464,6 +513,7 @@ pub fn table_from_ast(
         tree,
         checks,
         indexes,
+        foreign_keys: ct.foreign_keys.clone(),
         replicated,
     })
 }

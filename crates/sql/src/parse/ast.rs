@@ -61,8 +61,48 @@ pub struct CreateTable {
     /// come before the PRIMARY KEY: SQLite numbers the indexes of both in that order.
     pub primary_key_after: usize,
     pub checks: Vec<Expr>,
+    /// `FOREIGN KEY` constraints and columns' `REFERENCES`, in the order written.
+    pub foreign_keys: Vec<ForeignKey>,
     /// `REPLICATED [(SCOPE col, COUNTER col, SET col, MAP col, ...)]` after the column list.
     pub replicated: Option<Replicated>,
+}
+
+/// What a foreign key does to the child rows when their parent's key is deleted or changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FkAction {
+    #[default]
+    NoAction,
+    Restrict,
+    SetNull,
+    SetDefault,
+    Cascade,
+}
+
+impl FkAction {
+    /// As SQLite words it (`pragma_foreign_key_list`, the table's SQL).
+    pub fn sql(self) -> &'static str {
+        match self {
+            FkAction::NoAction => "NO ACTION",
+            FkAction::Restrict => "RESTRICT",
+            FkAction::SetNull => "SET NULL",
+            FkAction::SetDefault => "SET DEFAULT",
+            FkAction::Cascade => "CASCADE",
+        }
+    }
+}
+
+/// `FOREIGN KEY (columns) REFERENCES parent (parent_columns) ...`, or a column's `REFERENCES`
+/// (its `columns` empty: the column itself).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ForeignKey {
+    pub columns: Vec<String>,
+    pub parent: String,
+    /// Empty: the parent's primary key.
+    pub parent_columns: Vec<String>,
+    pub on_delete: FkAction,
+    pub on_update: FkAction,
+    /// `DEFERRABLE INITIALLY DEFERRED`: checked at COMMIT rather than after each statement.
+    pub deferred: bool,
 }
 
 /// A replicated table's options (docs/sql.md, "Replicated tables").
@@ -89,6 +129,7 @@ pub struct ColumnDef {
     pub unique: bool,
     pub default: Option<DefaultValue>,
     pub check: Option<Expr>,
+    pub references: Option<Box<ForeignKey>>,
 }
 
 /// A column's DEFAULT, with its text as written (inside the parentheses, for the form that has

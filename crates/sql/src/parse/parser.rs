@@ -610,10 +610,13 @@ impl<'a> Parser<'a> {
             uniques: Vec::new(),
             primary_key_after: 0,
             checks: Vec::new(),
+            foreign_keys: Vec::new(),
             replicated: None,
         };
         // UNIQUE constraints so far, for `primary_key_after`.
         let mut uniques = 0;
+        // A FOREIGN KEY table constraint seen: no column definition may follow.
+        let mut table_fk = false;
         loop {
             if self.eat_kw("CONSTRAINT") {
                 self.ident()?;
@@ -634,14 +637,26 @@ impl<'a> Parser<'a> {
                 self.expect_op(")")?;
             } else if self.eat_kw("FOREIGN") {
                 self.expect_kw("KEY")?;
-                self.ident_list()?;
+                let columns = self.ident_list()?;
                 self.expect_kw("REFERENCES")?;
-                self.foreign_key_clause()?;
+                let mut fk = self.foreign_key_clause()?;
+                fk.columns = columns;
+                t.foreign_keys.push(fk);
+                table_fk = true;
             } else {
-                if !t.uniques.is_empty() || !t.checks.is_empty() || t.primary_key.is_some() {
+                if !t.uniques.is_empty()
+                    || !t.checks.is_empty()
+                    || t.primary_key.is_some()
+                    || table_fk
+                {
                     return Err(self.unexpected("a table constraint"));
                 }
-                let c = self.column_def()?;
+                let mut c = self.column_def()?;
+                if let Some(fk) = c.references.take() {
+                    let mut fk = *fk;
+                    fk.columns = vec![c.name.clone()];
+                    t.foreign_keys.push(fk);
+                }
                 if c.primary_key {
                     // The column's own UNIQUE, if any, is the key's index: not counted.
                     t.primary_key_after = uniques;
@@ -739,6 +754,7 @@ impl<'a> Parser<'a> {
             unique: false,
             default: None,
             check: None,
+            references: None,
         };
         loop {
             if self.eat_kw("CONSTRAINT") {
@@ -778,7 +794,7 @@ impl<'a> Parser<'a> {
                 c.check = Some(self.expr()?);
                 self.expect_op(")")?;
             } else if self.eat_kw("REFERENCES") {
-                self.foreign_key_clause()?;
+                c.references = Some(Box::new(self.foreign_key_clause()?));
             } else if self.is_kw("COLLATE") {
                 return Err(Error::Unsupported(format!(
                     "{} in a column definition",
@@ -791,40 +807,59 @@ impl<'a> Parser<'a> {
         Ok(c)
     }
 
-    /// What follows `REFERENCES`: the parent table, its columns and the clause's actions.
-    /// Accepted and not enforced, as SQLite does while `PRAGMA foreign_keys` is off (its
-    /// default), so that the schemas ORMs write (Drizzle's, Kysely's) are taken as they are.
-    fn foreign_key_clause(&mut self) -> Result<()> {
-        self.ident()?;
+    /// What follows `REFERENCES`: the parent table, its columns and the clause's actions
+    /// (`MATCH` is accepted and ignored, as SQLite does).
+    fn foreign_key_clause(&mut self) -> Result<ForeignKey> {
+        let mut fk = ForeignKey {
+            parent: self.ident()?,
+            ..Default::default()
+        };
         if matches!(self.peek(), Tok::Op("(")) {
-            self.ident_list()?;
+            fk.parent_columns = self.ident_list()?;
         }
         loop {
             if self.eat_kw("ON") {
-                if !self.eat_kw("DELETE") {
+                let delete = self.eat_kw("DELETE");
+                if !delete {
                     self.expect_kw("UPDATE")?;
                 }
-                if self.eat_kw("SET") {
-                    if !self.eat_kw("NULL") {
+                let action = if self.eat_kw("SET") {
+                    if self.eat_kw("NULL") {
+                        FkAction::SetNull
+                    } else {
                         self.expect_kw("DEFAULT")?;
+                        FkAction::SetDefault
                     }
                 } else if self.eat_kw("NO") {
                     self.expect_kw("ACTION")?;
-                } else if !self.eat_kw("CASCADE") {
+                    FkAction::NoAction
+                } else if self.eat_kw("CASCADE") {
+                    FkAction::Cascade
+                } else {
                     self.expect_kw("RESTRICT")?;
+                    FkAction::Restrict
+                };
+                if delete {
+                    fk.on_delete = action;
+                } else {
+                    fk.on_update = action;
                 }
             } else if self.eat_kw("MATCH") {
                 self.ident()?;
             } else if self.is_kw("DEFERRABLE")
                 || (self.is_kw("NOT") && self.is_kw_at(1, "DEFERRABLE"))
             {
-                self.eat_kw("NOT");
+                let not = self.eat_kw("NOT");
                 self.next();
-                if self.eat_kw("INITIALLY") && !self.eat_kw("DEFERRED") {
-                    self.expect_kw("IMMEDIATE")?;
+                let mut deferred = false;
+                if self.eat_kw("INITIALLY") && !self.eat_kw("IMMEDIATE") {
+                    self.expect_kw("DEFERRED")?;
+                    deferred = true;
                 }
+                // NOT DEFERRABLE INITIALLY DEFERRED is immediate, as in SQLite.
+                fk.deferred = deferred && !not;
             } else {
-                return Ok(());
+                return Ok(fk);
             }
         }
     }

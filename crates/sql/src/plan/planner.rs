@@ -77,6 +77,8 @@ pub struct Planner<'c> {
     pub(super) alias_depth: usize,
     /// The tables the statement reads, each once, in the order it names them (live queries).
     pub(crate) read: Vec<String>,
+    /// `PRAGMA foreign_keys`: an UPDATE that sets a foreign key's column checks whole rows.
+    pub(crate) foreign_keys: bool,
 }
 
 /// A FROM source as `Planner::plan_from_source` plans it: the source, its name in the query,
@@ -91,6 +93,7 @@ impl<'c> Planner<'c> {
             ctes: Vec::new(),
             alias_depth: 0,
             read: Vec::new(),
+            foreign_keys: false,
         }
     }
 

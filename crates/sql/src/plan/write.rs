@@ -310,8 +310,17 @@ impl<'c> Planner<'c> {
         // A replicated table's capture reads the key, the scope column and the columns set
         // (`Changes::push_in_place`), unless the row moves scope or has counters, whose
         // capture and merge read the whole row.
+        let sets_fk = self.foreign_keys
+            && (table.foreign_keys.iter()).any(|fk| {
+                !fk.deferred
+                    && fk
+                        .columns
+                        .iter()
+                        .any(|c| set.iter().any(|(s, _)| table.column(c) == Some(*s)))
+            });
         let keys_only = returning.is_empty()
             && table.checks.is_empty()
+            && !sets_fk
             && table
                 .replicated
                 .as_ref()

@@ -1,6 +1,6 @@
--- REFERENCES and FOREIGN KEY clauses, as ORMs write them. cairn accepts them and does not
--- enforce them, as SQLite does while PRAGMA foreign_keys is off (its default); the oracle here
--- enforces them, so every row below keeps to them.
+-- REFERENCES and FOREIGN KEY clauses, as ORMs write them, with foreign keys off (cairn's
+-- default, and SQLite's): parsed and kept, not enforced. The oracle here enforces them, so
+-- every row below keeps to them. 95_foreign_keys.sql turns them on.
 CREATE TABLE parent (id INTEGER PRIMARY KEY, name TEXT NOT NULL, UNIQUE (id, name));
 CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER NOT NULL REFERENCES parent(id) ON DELETE CASCADE ON UPDATE NO ACTION, note TEXT);
 CREATE TABLE pet (id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, owner_id INTEGER NOT NULL, kind TEXT DEFAULT 'cat', FOREIGN KEY (owner_id) REFERENCES parent(id) ON UPDATE no action ON DELETE no action);

@@ -250,7 +250,7 @@ impl Writer<'_> {
         }
     }
 
-    /// Type, NOT NULL and CHECK constraints on a complete row.
+    /// Type, NOT NULL and CHECK constraints on a complete row, then its foreign keys.
     fn check_row(
         &self,
         t: &Table,
@@ -264,9 +264,11 @@ impl Writer<'_> {
         let cx = self.cx(cache);
         for (k, ch) in checks.iter().enumerate() {
             if eval_bool(ch, row, &cx)? == Some(false) {
-                return Err(Error::ConstraintCheck(crate::parse::display::expr(
-                    &t.checks[k].expr,
-                )));
+                // Past the table's own CHECKs come its foreign keys' (`fk::child_checks`).
+                return Err(match t.checks.get(k) {
+                    Some(c) => Error::ConstraintCheck(crate::parse::display::expr(&c.expr)),
+                    None => Error::ConstraintForeignKey,
+                });
             }
         }
         Ok(())
