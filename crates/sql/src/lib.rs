@@ -87,6 +87,7 @@ mod alter;
 mod ddl;
 mod error;
 mod exec;
+mod fts;
 #[doc(hidden)]
 pub mod fuzzing;
 mod introspect;
@@ -639,6 +640,15 @@ impl Database {
         let mut p = Planner::new(&self.catalog);
         let prepared = match stmt {
             ast::Statement::Select(q) => Prepared::Query(Rc::new(p.query(q)?)),
+            ast::Statement::Insert(i)
+                if self.catalog.fts(&i.table).is_some_and(|f| {
+                    i.columns
+                        .first()
+                        .is_some_and(|c| c.eq_ignore_ascii_case(&f.name))
+                }) =>
+            {
+                Prepared::Direct
+            }
             ast::Statement::Insert(i) => {
                 let plan = p.insert(i)?;
                 let checks = table_checks(&mut p, &plan.table)?;
@@ -854,6 +864,14 @@ impl Database {
                 Ok(Output::Done)
             }
             ast::Statement::Pragma { name, value } => self.pragma(name, value.as_deref()),
+            ast::Statement::Insert(i) => {
+                self.fts_insert_command(i)
+                    .unwrap_or_else(|| Err(Error::Invalid("invariant: fts5 command".into())))?;
+                Ok(Output::Changes {
+                    changes: 0,
+                    last_insert_rowid: self.last_rowid,
+                })
+            }
             other => {
                 self.atomic(true, |db| db.ddl(other))?;
                 self.schema_moved();
