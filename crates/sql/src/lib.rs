@@ -526,6 +526,9 @@ impl Database {
                 }
             }
         }
+        for f in &self.catalog.fts {
+            problems.extend(fts::verify(self.store.as_ref(), f)?);
+        }
         Ok(problems)
     }
 

@@ -11,9 +11,10 @@
 //! an external content table are therefore not needed (and cairn has none).
 //!
 //! The index is two B+trees in the database file, next to each other:
-//! - postings (`Fts::tree`): key `term 0x00 rowid(8, big-endian, sign flipped)`, value the
+//! - postings (`Fts::tree`): key `term 0x00 row key` (the content row's key in its tree, so
+//!   rows come in key order, which is row id order), value the
 //!   term's positions in that row: per column holding it, varints `column, count, deltas`.
-//! - documents (`tree + 1`): `'d' rowid` to the row's token count per column; `'t' term` to
+//! - documents (`tree + 1`): `'d' row key` to the row's token count per column; `'t' term` to
 //!   the number of rows holding the term (the term list that typo search walks); `'s'` to
 //!   the row count and the token count per column (bm25's averages).
 //!
@@ -29,9 +30,9 @@ pub(crate) mod tokenize;
 use crate::error::{Error, Result};
 use crate::parse::ast;
 use crate::schema::{quote_ident, Catalog, Key, Table};
-use crate::storage::{Storage, TreeId};
+use crate::storage::{Storage, StorageCore, TreeId};
 use crate::Value;
-use cairn_value::codec::{decode_record, encode_key};
+use cairn_value::codec::decode_record;
 use query::{Node, Query};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -53,6 +54,8 @@ pub struct Fts {
     /// The content table's positions of the columns, and of the row id.
     pub src: Vec<usize>,
     pub rowid_col: usize,
+    /// Whether the content table is keyed by its row id (else by the `rowid_col` column).
+    pub int_key: bool,
     /// The content table's tree (None while it does not exist).
     pub content_tree: Option<TreeId>,
     /// The postings tree; the documents tree is the next one.
@@ -118,6 +121,7 @@ pub fn define(cv: &ast::CreateVirtual, tree: TreeId) -> Result<Fts> {
         tok: Tokenizer::default(),
         src: vec![],
         rowid_col: 0,
+        int_key: true,
         content_tree: None,
         tree,
     };
@@ -181,24 +185,28 @@ fn resolve(f: &Fts, t: Option<&Table>) -> Result<Fts> {
     f.content_tree = None;
     let Some(t) = t else { return Ok(f) };
     f.src = t.columns_named(&f.columns)?;
-    f.rowid_col = match (&f.content_rowid, &t.key) {
-        (Some(c), _) => t
-            .column(c)
-            .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))?,
-        (None, Key::Rowid(Some(c))) => *c,
+    // Row ids come from the key: an integer row id, or a single-column primary key (a
+    // replicated table's, unique on every device), which the fts table's `rowid` then shows.
+    let (key, int_key) = match &t.key {
+        Key::Rowid(Some(c)) => (*c, true),
+        Key::Columns(c) if c.len() == 1 => (c[0], false),
         _ => {
             return Err(Error::Invalid(format!(
-                "the content table {} needs an INTEGER PRIMARY KEY (content_rowid)",
+                "the content table {} needs an INTEGER PRIMARY KEY or a one-column primary key",
                 t.name
             )))
         }
     };
-    if t.key != Key::Rowid(Some(f.rowid_col)) {
-        return Err(Error::Invalid(format!(
-            "content_rowid of {} must be the INTEGER PRIMARY KEY of {}",
-            f.name, t.name
-        )));
+    if let Some(c) = &f.content_rowid {
+        if t.column(c) != Some(key) {
+            return Err(Error::Invalid(format!(
+                "content_rowid of {} must be the primary key of {}",
+                f.name, t.name
+            )));
+        }
     }
+    f.rowid_col = key;
+    f.int_key = int_key;
     f.content_tree = Some(t.tree);
     Ok(f)
 }
@@ -275,19 +283,17 @@ fn corrupt() -> Error {
     ))
 }
 
-fn rowid_bytes(r: i64) -> [u8; 8] {
-    ((r as u64) ^ (1 << 63)).to_be_bytes()
-}
+/// A content row, by its key in the content table's tree.
+pub type Doc = Vec<u8>;
 
-fn rowid_from(b: &[u8]) -> Result<i64> {
-    let a: [u8; 8] = b.try_into().map_err(|_| corrupt())?;
-    Ok((u64::from_be_bytes(a) ^ (1 << 63)) as i64)
-}
-
-fn doc_key(r: i64) -> Vec<u8> {
+fn doc_key(r: &[u8]) -> Vec<u8> {
     let mut k = vec![b'd'];
-    k.extend_from_slice(&rowid_bytes(r));
+    k.extend_from_slice(r);
     k
+}
+
+fn find(rows: &[Doc], r: &[u8]) -> bool {
+    rows.binary_search_by(|x| x.as_slice().cmp(r)).is_ok()
 }
 
 /// A value as the text FTS5 tokenizes (NULL and BLOBs have none here).
@@ -314,13 +320,15 @@ fn load_stats(store: &dyn Storage, f: &Fts) -> Result<(u64, Vec<u64>)> {
     Ok((n, totals))
 }
 
-/// Adds (`add`) or removes the content row `row` (of the content table's columns) to or
-/// from the index of `f`.
-pub fn index_row(store: &mut dyn Storage, f: &Fts, row: &[Value], add: bool) -> Result<()> {
-    let Some(Value::Integer(rowid)) = row.get(f.rowid_col) else {
-        return Ok(());
-    };
-    let rowid = *rowid;
+/// Adds (`add`) or removes the content row `row` (of the content table's columns), stored
+/// at key `rowid`, to or from the index of `f`.
+pub fn index_row(
+    store: &mut dyn Storage,
+    f: &Fts,
+    rowid: &[u8],
+    row: &[Value],
+    add: bool,
+) -> Result<()> {
     let mut terms: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
     let mut sizes = vec![0u64; f.columns.len()];
     for (c, &s) in f.src.iter().enumerate() {
@@ -369,7 +377,7 @@ pub fn index_row(store: &mut dyn Storage, f: &Fts, row: &[Value], add: bool) -> 
         key.clear();
         key.extend_from_slice(term.as_bytes());
         key.push(0);
-        key.extend_from_slice(&rowid_bytes(rowid));
+        key.extend_from_slice(rowid);
         let mut tkey = vec![b't'];
         tkey.extend_from_slice(term.as_bytes());
         let count = match store.get(f.docs(), &tkey)? {
@@ -434,27 +442,19 @@ pub fn rebuild(store: &mut dyn Storage, f: &Fts) -> Result<()> {
     {
         let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
         while cur.next()? {
-            let mut row = decode_record(cur.value())?;
-            // The row id is the key; the record holds it too, as the alias column.
-            let key = cairn_value::codec::decode_key(cur.key())?;
-            if row.len() <= f.rowid_col {
-                row.resize(f.rowid_col + 1, Value::Null);
-            }
-            if let Some(k) = key.into_iter().next() {
-                row[f.rowid_col] = k;
-            }
-            rows.push(row);
+            rows.push((cur.key().to_vec(), decode_record(cur.value())?));
         }
     }
-    for r in rows {
-        index_row(store, f, &r, true)?;
+    for (k, r) in rows {
+        index_row(store, f, &k, &r, true)?;
     }
     Ok(())
 }
 
 /// Problems found comparing the index of `f` with what indexing its content gives
-/// (`check()`): empty when they agree.
-pub fn verify(store: &mut dyn Storage, f: &Fts) -> Result<Vec<String>> {
+/// (`Database::check`, the `'integrity-check'` command): empty when they agree. The index
+/// expected is built in a memory store beside the database.
+pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
     let read = |store: &dyn Storage, tree: TreeId| -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut cur = store.scan(tree, Bound::Unbounded, Bound::Unbounded, false)?;
@@ -463,22 +463,27 @@ pub fn verify(store: &mut dyn Storage, f: &Fts) -> Result<Vec<String>> {
         }
         Ok(out)
     };
-    let before = (read(store, f.tree)?, read(store, f.docs())?);
-    let sp = store.savepoint()?;
-    let r = rebuild(store, f).and_then(|()| Ok((read(store, f.tree)?, read(store, f.docs())?)));
-    store.rollback_to(sp)?;
-    store.release(sp)?;
-    let after = r?;
+    let mut mem = crate::storage::Memory::new();
+    mem.begin()?;
+    mem.create_tree(f.tree)?;
+    mem.create_tree(f.docs())?;
+    if let Some(ct) = f.content_tree {
+        let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
+        while cur.next()? {
+            let row = decode_record(cur.value())?;
+            index_row(&mut mem, f, cur.key(), &row, true)?;
+        }
+    }
     let mut problems = Vec::new();
-    if before.0 != after.0 {
+    if read(store, f.tree)? != read(&mem, f.tree)? {
         problems.push(format!(
-            "full-text index {}: postings differ from its content",
+            "full-text index {}: its postings differ from its content's",
             f.name
         ));
     }
-    if before.1 != after.1 {
+    if read(store, f.docs())? != read(&mem, f.docs())? {
         problems.push(format!(
-            "full-text index {}: row sizes or term counts differ from its content",
+            "full-text index {}: its row sizes or term counts differ from its content's",
             f.name
         ));
     }
@@ -487,17 +492,14 @@ pub fn verify(store: &mut dyn Storage, f: &Fts) -> Result<Vec<String>> {
 
 /// Every row of `term` in the postings (or of each term it is a prefix of, or within its
 /// edits): rowid to (column, position) pairs, sorted.
-fn term_hits(
-    store: &dyn Storage,
-    f: &Fts,
-    t: &query::QTerm,
-) -> Result<BTreeMap<i64, Vec<(u32, u32)>>> {
-    let mut out: BTreeMap<i64, Vec<(u32, u32)>> = BTreeMap::new();
-    let read_range = |lo: Vec<u8>, hi: Vec<u8>, out: &mut BTreeMap<i64, Vec<(u32, u32)>>| {
+fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances> {
+    let mut out = Instances::new();
+    let read_range = |lo: Vec<u8>, hi: Vec<u8>, out: &mut Instances| {
         let mut cur = store.scan(f.tree, Bound::Included(&lo), Bound::Excluded(&hi), false)?;
         while cur.next()? {
             let k = cur.key();
-            let rowid = rowid_from(k.get(k.len().wrapping_sub(8)..).ok_or_else(corrupt)?)?;
+            let z = k.iter().position(|&b| b == 0).ok_or_else(corrupt)?;
+            let rowid = k[z + 1..].to_vec();
             let v = cur.value();
             let hits = out.entry(rowid).or_default();
             let mut i = 0;
@@ -556,7 +558,7 @@ fn term_hits(
 }
 
 /// A phrase's instances: rowid to (column, first position), within its columns.
-type Instances = BTreeMap<i64, Vec<(u32, u32)>>;
+type Instances = BTreeMap<Doc, Vec<(u32, u32)>>;
 
 fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<Instances> {
     let mut out = Instances::new();
@@ -584,7 +586,7 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
             .copied()
             .collect();
         if !inst.is_empty() {
-            out.insert(*rowid, inst);
+            out.insert(rowid.clone(), inst);
         }
     }
     Ok(out)
@@ -592,12 +594,12 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
 
 /// What a search found: the rows, and per row and phrase the instances that count.
 pub struct Found {
-    pub rows: Vec<i64>,
+    pub rows: Vec<Doc>,
     /// Per phrase: its instances in every row (before NEAR), and those a NEAR group kept.
     pub raw: Vec<Instances>,
     pub kept: Vec<Instances>,
     /// Rows where a `word~N` term matched only other words (ranked after the exact ones).
-    pub fuzzy: Vec<i64>,
+    pub fuzzy: Vec<Doc>,
 }
 
 /// Runs `q` over the index of `f`.
@@ -628,7 +630,7 @@ pub fn search(store: &dyn Storage, f: &Fts, q: &Query) -> Result<Found> {
             ..t.clone()
         };
         let exact = term_hits(store, f, &exact)?;
-        fuzzy.extend(rows.iter().filter(|r| !exact.contains_key(r)));
+        fuzzy.extend(rows.iter().filter(|r| !exact.contains_key(*r)).cloned());
     }
     cairn_store::sort::sort(&mut fuzzy);
     fuzzy.dedup();
@@ -642,34 +644,31 @@ pub fn search(store: &dyn Storage, f: &Fts, q: &Query) -> Result<Found> {
 
 /// A node's rows, with its children's (the NEAR group's phrases at a leaf).
 enum Eval<'a> {
-    Leaf(&'a [usize], Vec<i64>),
-    Inner(Box<Eval<'a>>, Box<Eval<'a>>, Vec<i64>),
+    Leaf(&'a [usize], Vec<Doc>),
+    Inner(Box<Eval<'a>>, Box<Eval<'a>>, Vec<Doc>),
 }
 
 impl Eval<'_> {
-    fn rows(&self) -> &[i64] {
+    fn rows(&self) -> &[Doc] {
         match self {
             Eval::Leaf(_, r) | Eval::Inner(_, _, r) => r,
         }
     }
 }
 
-fn intersect(a: &[i64], b: &[i64]) -> Vec<i64> {
-    a.iter()
-        .copied()
-        .filter(|r| b.binary_search(r).is_ok())
-        .collect()
+fn intersect(a: &[Doc], b: &[Doc]) -> Vec<Doc> {
+    a.iter().filter(|r| find(b, r)).cloned().collect()
 }
 
 /// A phrase's instances count in a row only where every node above it matches that row
 /// (FTS5 reads a phrase's positions only while its node sits on the row the query is on):
 /// the other branch of an OR, the failed side of an AND, add nothing to bm25 or highlight.
-fn restrict(e: &Eval, allowed: &[i64], kept: &mut [Instances]) {
+fn restrict(e: &Eval, allowed: &[Doc], kept: &mut [Instances]) {
     let here = intersect(allowed, e.rows());
     match e {
         Eval::Leaf(group, _) => {
             for &p in group.iter() {
-                kept[p].retain(|r, _| here.binary_search(r).is_ok());
+                kept[p].retain(|r, _| find(&here, r));
             }
         }
         Eval::Inner(a, b, _) => {
@@ -699,8 +698,8 @@ fn eval<'a>(n: &'a Node, q: &Query, raw: &[Instances], kept: &mut [Instances]) -
         _ => a
             .rows()
             .iter()
-            .copied()
-            .filter(|r| b.rows().binary_search(r).is_err())
+            .filter(|r| !find(b.rows(), r))
+            .cloned()
             .collect(),
     };
     Eval::Inner(Box::new(a), Box::new(b), rows)
@@ -713,12 +712,12 @@ fn near_rows(
     q: &Query,
     raw: &[Instances],
     kept: &mut [Instances],
-) -> Vec<i64> {
+) -> Vec<Doc> {
     match group {
-        [one] => raw[*one].keys().copied().collect(),
+        [one] => raw[*one].keys().cloned().collect(),
         group => {
             let mut rows = Vec::new();
-            let candidates: Vec<i64> = raw[group[0]].keys().copied().collect();
+            let candidates: Vec<Doc> = raw[group[0]].keys().cloned().collect();
             for k in group {
                 for i in kept[*k].values_mut() {
                     i.clear();
@@ -734,10 +733,10 @@ fn near_rows(
                     .collect();
                 let keep = rank::near(&lists, &lens, dist);
                 if keep.iter().all(|k| !k.is_empty()) {
-                    rows.push(rowid);
                     for (j, k) in keep.into_iter().enumerate() {
-                        kept[group[j]].insert(rowid, k);
+                        kept[group[j]].insert(rowid.clone(), k);
                     }
+                    rows.push(rowid);
                 }
             }
             for k in group {
@@ -769,25 +768,32 @@ pub fn rows(
     };
     let width = f.columns.len() + 2 + aux.len();
     let mut out = Vec::new();
-    let content = |rowid: i64, rec: &[u8]| -> Result<Vec<Value>> {
-        let rec = decode_record(rec)?;
+    // The row id: the key of a row-id table, else the (single) key column's value.
+    let content = |key: &[u8], rec: Option<&[u8]>| -> Result<Vec<Value>> {
+        let rec = match rec {
+            Some(r) => decode_record(r)?,
+            None => vec![],
+        };
         let mut row = Vec::with_capacity(width);
         for &s in &f.src {
             row.push(rec.get(s).cloned().unwrap_or(Value::Null));
         }
         row.push(Value::Null);
-        row.push(Value::Integer(rowid));
+        row.push(if f.int_key {
+            cairn_value::codec::decode_key(key)?
+                .into_iter()
+                .next()
+                .unwrap_or(Value::Null)
+        } else {
+            rec.get(f.rowid_col).cloned().unwrap_or(Value::Null)
+        });
         Ok(row)
     };
     let text = match query {
         Value::Null => {
             let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
             while cur.next()? {
-                let rowid = match cairn_value::codec::decode_key(cur.key())?.first() {
-                    Some(Value::Integer(r)) => *r,
-                    _ => continue,
-                };
-                let mut row = content(rowid, cur.value())?;
+                let mut row = content(cur.key(), Some(cur.value()))?;
                 row.resize(width, Value::Null);
                 out.push(row);
             }
@@ -798,18 +804,11 @@ pub fn rows(
     let q = query::parse(&text, &f.tok, &f.columns)?;
     let found = search(store, f, &q)?;
     let scorer = rank::Scorer::new(store, f, &q, &found)?;
-    for &rowid in &found.rows {
-        let Some(rec) = store.get(ct, &encode_key(&[Value::Integer(rowid)]))? else {
-            // An external content table without the row: SQLite gives NULL columns.
-            let mut row = vec![Value::Null; f.columns.len()];
-            row.push(Value::Real(scorer.bm25(store, rowid, &[])?));
-            row.push(Value::Integer(rowid));
-            row.resize(width, Value::Null);
-            out.push(row);
-            continue;
-        };
-        let mut row = content(rowid, &rec)?;
-        let n = f.columns.len();
+    let n = f.columns.len();
+    for rowid in &found.rows {
+        // An external content table without the row: SQLite gives NULL columns.
+        let rec = store.get(ct, rowid)?;
+        let mut row = content(rowid, rec.as_deref())?;
         row[n] = Value::Real(scorer.bm25(store, rowid, &[])?);
         for a in aux {
             let v = match a.kind {
@@ -837,7 +836,7 @@ pub fn command(store: &mut dyn Storage, f: &Fts, cmd: &Value) -> Result<()> {
         "delete" | "optimize" | "merge" | "automerge" | "crisismerge" | "usermerge" | "pgsz" => {
             Ok(())
         }
-        "integrity-check" => match verify(store, f)?.into_iter().next() {
+        "integrity-check" => match verify(&*store, f)?.into_iter().next() {
             Some(p) => Err(Error::Storage(cairn_store::Error::Corrupt(p))),
             None => Ok(()),
         },

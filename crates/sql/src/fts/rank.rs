@@ -46,7 +46,7 @@ impl<'a> Scorer<'a> {
     /// `bm25(t, weights...)` of `rowid` (more negative is better). A row that a `word~N`
     /// term matched only through other words gets `1 / (1 + |score|)` instead: positive,
     /// so after every exact match, and still better the more it matched.
-    pub fn bm25(&self, store: &dyn Storage, rowid: i64, weights: &[Value]) -> Result<f64> {
+    pub fn bm25(&self, store: &dyn Storage, rowid: &[u8], weights: &[Value]) -> Result<f64> {
         let d = match store.get(self.f.tree + 1, &doc_key(rowid))? {
             Some(v) => {
                 let mut i = 0;
@@ -61,7 +61,7 @@ impl<'a> Scorer<'a> {
         let mut score = 0.0;
         for (i, kept) in self.found.kept.iter().enumerate() {
             let mut freq = 0.0;
-            for &(c, _) in kept.get(&rowid).map_or(&[][..], |v| v.as_slice()) {
+            for &(c, _) in kept.get(rowid).map_or(&[][..], |v| v.as_slice()) {
                 freq += match weights.get(c as usize) {
                     Some(Value::Integer(w)) => *w as f64,
                     Some(Value::Real(w)) => *w,
@@ -72,7 +72,7 @@ impl<'a> Scorer<'a> {
             score +=
                 self.idf[i] * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / self.avgdl)));
         }
-        if self.found.fuzzy.binary_search(&rowid).is_ok() {
+        if super::find(&self.found.fuzzy, rowid) {
             return Ok(1.0 / (1.0 + score));
         }
         Ok(-score)
@@ -140,11 +140,11 @@ pub fn within_edits(a: &[u8], b: &[u8], k: u8) -> bool {
 
 /// The token ranges [start, end) of `rowid`'s matches in column `col`, overlapping ones
 /// merged, in order.
-fn ranges(q: &Query, found: &Found, rowid: i64, col: u32) -> Vec<(u32, u32)> {
+fn ranges(q: &Query, found: &Found, rowid: &[u8], col: u32) -> Vec<(u32, u32)> {
     let mut r = Vec::new();
     for (i, kept) in found.kept.iter().enumerate() {
         let len = q.phrases[i].terms.len() as u32;
-        for &(c, p) in kept.get(&rowid).map_or(&[][..], |v| v.as_slice()) {
+        for &(c, p) in kept.get(rowid).map_or(&[][..], |v| v.as_slice()) {
             if c == col && len > 0 {
                 r.push((p, p + len));
             }
@@ -182,7 +182,7 @@ pub fn highlight(
     f: &Fts,
     q: &Query,
     found: &Found,
-    rowid: i64,
+    rowid: &[u8],
     cols: &[Value],
     args: &[Value],
 ) -> Result<Value> {
@@ -224,7 +224,7 @@ pub fn snippet(
     f: &Fts,
     q: &Query,
     found: &Found,
-    rowid: i64,
+    rowid: &[u8],
     cols: &[Value],
     args: &[Value],
 ) -> Result<Value> {
@@ -246,7 +246,7 @@ pub fn snippet(
         let ntok = f.tok.tokens(&text).len() as u32;
         let mut starts: Vec<u32> = vec![0];
         for kept in &found.kept {
-            for &(cc, p) in kept.get(&rowid).map_or(&[][..], |v| v.as_slice()) {
+            for &(cc, p) in kept.get(rowid).map_or(&[][..], |v| v.as_slice()) {
                 if cc as usize == c {
                     starts.push(p);
                 }
@@ -256,7 +256,7 @@ pub fn snippet(
             let mut phrases = 0;
             let mut hits = 0;
             for kept in &found.kept {
-                let k = kept.get(&rowid).map_or(0, |v| {
+                let k = kept.get(rowid).map_or(0, |v| {
                     v.iter()
                         .filter(|&&(cc, p)| cc as usize == c && p >= s && p < s + n)
                         .count()

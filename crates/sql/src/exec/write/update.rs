@@ -82,8 +82,8 @@ impl Writer<'_> {
                 .iter()
                 .any(|f| f.src.iter().any(|&c| !same_value(&old[c], &new[c])))
             {
-                self.index_text(t, old, false)?;
-                self.index_text(t, new, true)?;
+                self.index_text(t, old_pk, old, false)?;
+                self.index_text(t, &new_pk, new, true)?;
             }
             for i in 0..t.indexes.len() {
                 let changed = t.indexes[i]
