@@ -6,7 +6,8 @@
 //! `parse/` (text to AST), `plan/` (AST to plan: binding, join order, access paths, write
 //! plans, EXPLAIN), `exec/` (plans run: scans and joins, aggregation, sorting, writes, the
 //! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP),
-//! `alter.rs` (ALTER TABLE), `schema.rs` (the catalog), `introspect.rs` (what describes the
+//! `alter.rs` (ALTER TABLE), `fts/` (full-text search: fts5 tables, their index, MATCH,
+//! ranking), `schema.rs` (the catalog), `introspect.rs` (what describes the
 //! schema: `sqlite_schema`, the pragma functions, `PRAGMA`) and `storage/` (the traits and the
 //! memory and paged stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
 //! use.
