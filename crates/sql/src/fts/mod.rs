@@ -22,6 +22,7 @@
 //! postings, NEAR groups keep the instances that lie within reach, the boolean tree gives
 //! the rows, and `rank.rs` scores them and builds `highlight()` and `snippet()`.
 
+mod porter;
 pub(crate) mod query;
 mod rank;
 pub(crate) mod rewrite;

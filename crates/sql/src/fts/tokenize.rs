@@ -44,7 +44,8 @@ impl Tokenizer {
             .first()
             .is_some_and(|w| w.eq_ignore_ascii_case("porter"))
         {
-            return Err(Error::Unsupported("the porter tokenizer".into()));
+            t.porter = true;
+            i = 1;
         }
         match words.get(i) {
             None => return Ok(t),
@@ -112,7 +113,10 @@ impl Tokenizer {
         if term.is_empty() {
             return;
         }
-        let t = std::mem::take(term);
+        let mut t = std::mem::take(term);
+        if self.porter {
+            t = super::porter::stem(&t);
+        }
         f(Token {
             term: t,
             start,
