@@ -260,11 +260,10 @@ impl P<'_> {
 
     fn unit_inner(&mut self, cols: u64) -> Result<Node> {
         // A column filter: `col :`, `{a b} :`, `- col :`, `-{a b} :`.
-        let filter = match (self.peek(), self.peek_at(1)) {
-            (T::Op('-'), _) | (T::Op('{'), _) => true,
-            (T::Word(..), T::Op(':')) => true,
-            _ => false,
-        };
+        let filter = matches!(
+            (self.peek(), self.peek_at(1)),
+            (T::Op('-' | '{'), _) | (T::Word(..), T::Op(':'))
+        );
         if filter {
             let negate = self.eat_op('-');
             let mut mask = 0u64;
