@@ -124,7 +124,11 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 }
                 calls.push(crate::fts::AuxCall { kind, args: vals });
             }
-            let rows = crate::fts::rows(cx.store, fts, &q, &calls)?;
+            // The content rows are read only when the query needs one of their columns.
+            let n = fts.columns.len();
+            let content = calls.iter().any(|c| c.kind != "bm25")
+                || lvl.pre_cols.iter().chain(&lvl.post_cols).any(|&c| c < n);
+            let rows = crate::fts::rows(cx.store, fts, &q, &calls, content)?;
             for r in rows {
                 frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
                 if all_true(&lvl.filters, frame, cx)? && !f(frame)? {

@@ -757,12 +757,15 @@ pub struct AuxCall<'a> {
 }
 
 /// The rows of the fts5 table `f` for a query of it: the columns, `rank`, `rowid`, then a
-/// value per auxiliary call. `query` NULL (no MATCH) reads every row, unranked.
+/// value per auxiliary call. `query` NULL (no MATCH) reads every row, unranked. Without
+/// `content` the columns are left NULL for a match (the query reads none of them) and the
+/// content table is not read.
 pub fn rows(
     store: &dyn Storage,
     f: &Fts,
     query: &Value,
     aux: &[AuxCall],
+    content: bool,
 ) -> Result<Vec<Vec<Value>>> {
     let Some(ct) = f.content_tree else {
         return Err(Error::UnknownTable(f.content_table().to_string()));
@@ -770,7 +773,7 @@ pub fn rows(
     let width = f.columns.len() + 2 + aux.len();
     let mut out = Vec::new();
     // The row id: the key of a row-id table, else the (single) key column's value.
-    let content = |key: &[u8], rec: Option<&[u8]>| -> Result<Vec<Value>> {
+    let row_of = |key: &[u8], rec: Option<&[u8]>| -> Result<Vec<Value>> {
         let rec = match rec {
             Some(r) => decode_record(r)?,
             None => vec![],
@@ -794,7 +797,7 @@ pub fn rows(
         Value::Null => {
             let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
             while cur.next()? {
-                let mut row = content(cur.key(), Some(cur.value()))?;
+                let mut row = row_of(cur.key(), Some(cur.value()))?;
                 row.resize(width, Value::Null);
                 out.push(row);
             }
@@ -808,8 +811,13 @@ pub fn rows(
     let n = f.columns.len();
     for rowid in &found.rows {
         // An external content table without the row: SQLite gives NULL columns.
-        let rec = store.get(ct, rowid)?;
-        let mut row = content(rowid, rec.as_deref())?;
+        // A row id that is a key column's value is in the record: read it then too.
+        let rec = if content || !f.int_key {
+            store.get(ct, rowid)?
+        } else {
+            None
+        };
+        let mut row = row_of(rowid, rec.as_deref())?;
         row[n] = Value::Real(scorer.bm25(store, rowid, &[])?);
         for a in aux {
             let v = match a.kind {
