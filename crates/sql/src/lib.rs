@@ -877,7 +877,15 @@ impl Database {
                 })
             }
             other => {
-                self.atomic(true, |db| db.ddl(other))?;
+                self.atomic(true, |db| {
+                    db.ddl(other)?;
+                    // A content table dropped, created again or altered: its full-text
+                    // indexes follow it (an ALTER that drops a column one reads fails).
+                    if !db.catalog.fts.is_empty() {
+                        db.catalog.attach_fts()?;
+                    }
+                    Ok(())
+                })?;
                 self.schema_moved();
                 self.tx_changed.schema = true;
                 if !self.in_tx {

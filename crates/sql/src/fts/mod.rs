@@ -767,9 +767,11 @@ pub fn rows(
     aux: &[AuxCall],
     content: bool,
 ) -> Result<Vec<Vec<Value>>> {
-    let Some(ct) = f.content_tree else {
-        return Err(Error::UnknownTable(f.content_table().to_string()));
-    };
+    // The content table is needed for a full scan and for its columns; a query of row ids
+    // and ranks is answered from the index alone (as SQLite does when the table is gone).
+    let ct = f
+        .content_tree
+        .ok_or_else(|| Error::UnknownTable(f.content_table().to_string()));
     let width = f.columns.len() + 2 + aux.len();
     let mut out = Vec::new();
     // The row id: the key of a row-id table, else the (single) key column's value.
@@ -795,7 +797,7 @@ pub fn rows(
     };
     let text = match query {
         Value::Null => {
-            let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
+            let mut cur = store.scan(ct?, Bound::Unbounded, Bound::Unbounded, false)?;
             while cur.next()? {
                 let mut row = row_of(cur.key(), Some(cur.value()))?;
                 row.resize(width, Value::Null);
@@ -813,7 +815,7 @@ pub fn rows(
         // An external content table without the row: SQLite gives NULL columns.
         // A row id that is a key column's value is in the record: read it then too.
         let rec = if content || !f.int_key {
-            store.get(ct, rowid)?
+            store.get(ct.clone()?, rowid)?
         } else {
             None
         };

@@ -30,3 +30,15 @@ INSERT INTO notes_fts(notes_fts) VALUES ('rebuild');
 SELECT rowid, rank FROM notes_fts WHERE notes_fts MATCH 'search OR eggs' ORDER BY rank, rowid;
 DROP TABLE notes_fts;
 SELECT count(*) FROM notes;
+-- The index follows its content table through DDL.
+CREATE TABLE posts (id INTEGER PRIMARY KEY, body TEXT);
+CREATE VIRTUAL TABLE posts_fts USING fts5(body, content='posts', content_rowid='id');
+-- sqlite: CREATE TRIGGER posts_ai AFTER INSERT ON posts BEGIN INSERT INTO posts_fts(rowid, body) VALUES (new.id, new.body); END;
+INSERT INTO posts VALUES (1, 'hello there');
+ALTER TABLE posts ADD COLUMN extra TEXT;
+INSERT INTO posts VALUES (2, 'hello again', 'x');
+SELECT rowid FROM posts_fts WHERE posts_fts MATCH 'hello';
+SELECT rowid, body FROM posts_fts WHERE posts_fts MATCH 'again';
+DROP TABLE posts;
+SELECT * FROM posts_fts;
+SELECT rowid FROM posts_fts WHERE posts_fts MATCH 'hello';
