@@ -28,6 +28,7 @@ impl Database {
     pub(crate) fn name_taken(&self, name: &str) -> bool {
         self.catalog.tables.contains_key(&name.to_ascii_lowercase())
             || self.catalog.index_owner(name).is_some()
+            || self.catalog.fts(name).is_some()
     }
 
     pub(crate) fn ddl(&mut self, stmt: &ast::Statement) -> Result<()> {
@@ -79,7 +80,11 @@ impl Database {
                     .insert(t.name.to_ascii_lowercase(), Rc::new(t));
                 Ok(())
             }
+            ast::Statement::CreateVirtual(cv) => self.create_fts(cv),
             ast::Statement::DropTable { name, if_exists } => {
+                if self.drop_fts(name)? {
+                    return Ok(());
+                }
                 let Some(t) = self.catalog.tables.get(&name.to_ascii_lowercase()).cloned() else {
                     if *if_exists {
                         return Ok(());

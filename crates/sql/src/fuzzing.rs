@@ -54,3 +54,29 @@ pub fn statements_bytes(data: &[u8]) {
     db.execute("SELECT count(*) FROM t", &[])
         .expect("database usable after fuzz input");
 }
+
+/// The fts5 table the MATCH target queries.
+pub const FTS_SCHEMA: &str = "
+CREATE VIRTUAL TABLE f USING fts5(title, body);
+INSERT INTO f(rowid, title, body) VALUES (1, 'Hello World', 'the quick brown fox'),
+  (2, 'Crème brûlée', 'a dessert: cream, sugar'), (3, NULL, 'fox fox hello naïve'),
+  (4, 'x', ''), (5, 'near far', 'one two three four five six seven');
+";
+
+/// Runs arbitrary bytes as a full-text query (MATCH, with every auxiliary function) against
+/// [`FTS_SCHEMA`]; must never panic: bad queries are errors.
+pub fn match_bytes(data: &[u8]) {
+    let Ok(q) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut db = Database::memory();
+    db.exec_script(FTS_SCHEMA)
+        .expect("the fts fuzz schema is valid");
+    let _ = db.execute(
+        "SELECT rowid, rank, bm25(f, 2.0), highlight(f, 1, '[', ']'), \
+         snippet(f, -1, '<', '>', '...', 4) FROM f WHERE f MATCH ? ORDER BY rank",
+        &[Value::Text(q.into())],
+    );
+    db.execute("SELECT count(*) FROM f", &[])
+        .expect("database usable after fuzz input");
+}

@@ -6,7 +6,8 @@
 //! `parse/` (text to AST), `plan/` (AST to plan: binding, join order, access paths, write
 //! plans, EXPLAIN), `exec/` (plans run: scans and joins, aggregation, sorting, writes, the
 //! capture of changes for replication, expression evaluation), `ddl.rs` (CREATE, DROP),
-//! `alter.rs` (ALTER TABLE), `fk.rs` (foreign keys), `schema.rs` (the catalog), `introspect.rs` (what describes the
+//! `alter.rs` (ALTER TABLE), `fk.rs` (foreign keys), `fts/` (full-text search: fts5 tables,
+//! their index, MATCH, ranking), `schema.rs` (the catalog), `introspect.rs` (what describes the
 //! schema: `sqlite_schema`, the pragma functions, `PRAGMA`) and `storage/` (the traits and the
 //! memory and paged stores). This file holds [`Database`] and [`Statement`] and re-exports what other crates
 //! use.
@@ -88,6 +89,7 @@ mod ddl;
 mod error;
 mod exec;
 mod fk;
+mod fts;
 #[doc(hidden)]
 pub mod fuzzing;
 mod introspect;
@@ -536,6 +538,9 @@ impl Database {
                 }
             }
         }
+        for f in &self.catalog.fts {
+            problems.extend(fts::verify(self.store.as_ref(), f)?);
+        }
         Ok(problems)
     }
 
@@ -653,6 +658,15 @@ impl Database {
         p.foreign_keys = self.foreign_keys;
         let prepared = match stmt {
             ast::Statement::Select(q) => Prepared::Query(Rc::new(p.query(q)?)),
+            ast::Statement::Insert(i)
+                if self.catalog.fts(&i.table).is_some_and(|f| {
+                    i.columns
+                        .first()
+                        .is_some_and(|c| c.eq_ignore_ascii_case(&f.name))
+                }) =>
+            {
+                Prepared::Direct
+            }
             ast::Statement::Insert(i) => {
                 let plan = p.insert(i)?;
                 let mut checks = table_checks(&mut p, &plan.table)?;
@@ -882,8 +896,24 @@ impl Database {
                 Ok(Output::Done)
             }
             ast::Statement::Pragma { name, value } => self.pragma(name, value.as_deref()),
+            ast::Statement::Insert(i) => {
+                self.fts_insert_command(i)
+                    .unwrap_or_else(|| Err(Error::Invalid("invariant: fts5 command".into())))?;
+                Ok(Output::Changes {
+                    changes: 0,
+                    last_insert_rowid: self.last_rowid,
+                })
+            }
             other => {
-                self.atomic(true, |db| db.ddl(other))?;
+                self.atomic(true, |db| {
+                    db.ddl(other)?;
+                    // A content table dropped, created again or altered: its full-text
+                    // indexes follow it (an ALTER that drops a column one reads fails).
+                    if !db.catalog.fts.is_empty() {
+                        db.catalog.attach_fts()?;
+                    }
+                    Ok(())
+                })?;
                 self.schema_moved();
                 self.tx_changed.schema = true;
                 if !self.in_tx {

@@ -130,6 +130,8 @@ pub struct Table {
     pub foreign_keys: Vec<ast::ForeignKey>,
     /// Set when the table is a sync replica (`CREATE TABLE ... REPLICATED`).
     pub replicated: Option<Replication>,
+    /// The full-text indexes over this table's rows, which its writes keep (`crate::fts`).
+    pub fts: Vec<Rc<crate::fts::Fts>>,
 }
 
 /// How a replicated table's rows merge: by scope column, and which columns are counters, sets
@@ -515,6 +517,7 @@ pub fn table_from_ast(
         indexes,
         foreign_keys: ct.foreign_keys.clone(),
         replicated,
+        fts: Vec::new(),
     })
 }
 
@@ -618,6 +621,8 @@ pub struct Catalog {
     /// `PRAGMA user_version`, kept here (and in the storage) so that a plan that reads it is
     /// made again when it changes, as with any change to the catalog.
     pub user_version: i32,
+    /// fts5 tables, resolved against their content tables (`Catalog::attach_fts`).
+    pub fts: Vec<Rc<crate::fts::Fts>>,
 }
 
 /// The tables by lower-cased name, in name order. A sorted list searched by halves: a catalog is
@@ -690,6 +695,8 @@ fn missing_table(name: &str) -> Error {
 
 const KIND_TABLE: &str = "table";
 const KIND_INDEX: &str = "index";
+/// An fts5 table's row; its tree is the documents tree, the postings one before it.
+const KIND_FTS: &str = "fts5";
 
 impl Catalog {
     pub fn table(&self, name: &str) -> Result<&Rc<Table>> {
@@ -717,6 +724,7 @@ impl Catalog {
         };
         let mut tables: Vec<(String, TreeId, String)> = Vec::new();
         let mut indexes: Vec<(String, TreeId, String, bool)> = Vec::new();
+        let mut virtuals: Vec<(TreeId, String)> = Vec::new();
         let mut cur = store.scan(SCHEMA_TREE, Bound::Unbounded, Bound::Unbounded, false)?;
         while cur.next()? {
             let rec = decode_record(cur.value())?;
@@ -740,6 +748,8 @@ impl Catalog {
             let kind = text(0)?;
             if kind == KIND_TABLE {
                 tables.push((text(1)?, tree, text(4)?));
+            } else if kind == KIND_FTS {
+                virtuals.push((tree, text(4)?));
             } else {
                 let auto = matches!(rec.get(5), Some(Value::Integer(1)));
                 indexes.push((text(2)?, tree, text(4)?, auto));
@@ -781,7 +791,45 @@ impl Catalog {
             });
             cat.tables.insert(table.to_ascii_lowercase(), Rc::new(t2));
         }
+        for (tree, sql) in virtuals {
+            let (ast::Statement::CreateVirtual(cv), _) = parse::parse(&sql)? else {
+                return Err(Error::Storage(cairn_store::Error::Corrupt(
+                    "schema row holds no CREATE VIRTUAL TABLE".into(),
+                )));
+            };
+            cat.fts
+                .push(Rc::new(crate::fts::define(&cv, tree.saturating_sub(1))?));
+        }
+        if !cat.fts.is_empty() {
+            cat.attach_fts()?;
+        }
         Ok(cat)
+    }
+
+    /// Writes (`Some`) or deletes the catalog row of an fts5 table.
+    pub fn save_fts(
+        store: &mut dyn Storage,
+        name: &str,
+        f: Option<&crate::fts::Fts>,
+    ) -> Result<()> {
+        let key = encode_key(&[
+            Value::Text(KIND_FTS.into()),
+            Value::Text(name.to_ascii_lowercase()),
+        ]);
+        let Some(f) = f else {
+            store.delete(SCHEMA_TREE, &key)?;
+            return Ok(());
+        };
+        let rec = encode_record(&[
+            Value::Text(KIND_FTS.into()),
+            Value::Text(f.name.clone()),
+            Value::Text(f.name.clone()),
+            Value::Integer(f.tree as i64 + 1),
+            Value::Text(f.sql()),
+            Value::Integer(0),
+        ]);
+        store.put(SCHEMA_TREE, &key, &rec)?;
+        Ok(())
     }
 
     /// Writes a table's catalog rows (and its indexes'), replacing what was there.

@@ -1,7 +1,7 @@
 //! No input panics: the saved fuzz corpus replayed, a token-soup generator run against the
 //! fuzz schema (`CAIRN_FUZZ_CASES=N` for more), and pathological nesting.
 
-use cairn_sql::fuzzing::{parse_bytes, statements_bytes};
+use cairn_sql::fuzzing::{match_bytes, parse_bytes, statements_bytes};
 use cairn_sql::Database;
 
 #[test]
@@ -11,6 +11,7 @@ fn replay_fuzz_corpus() {
     for (dir, f) in [
         ("parse", parse_bytes as fn(&[u8])),
         ("statements", statements_bytes),
+        ("match_query", match_bytes),
     ] {
         let entries = std::fs::read_dir(root.join(dir)).expect("each fuzz target has a corpus");
         let mut here = 0;
@@ -22,7 +23,7 @@ fn replay_fuzz_corpus() {
         assert!(here >= 10, "the {dir} corpus replayed only {here} inputs");
         n += here;
     }
-    assert!(n >= 20, "corpus replayed {n} inputs");
+    assert!(n >= 30, "corpus replayed {n} inputs");
 }
 
 const VOCAB: &[&str] = &[
@@ -257,4 +258,59 @@ fn nesting() {
             .join(",")
     );
     assert!(db.execute(&long_in, &[]).is_ok());
+}
+
+/// Full-text queries made of random pieces of the query language never panic (the
+/// `match_query` fuzz target's property, on stable).
+#[test]
+fn match_query_soup_never_panics() {
+    const PIECES: &[&str] = &[
+        "fox",
+        "hello",
+        "\"",
+        "\"quick brown\"",
+        "*",
+        "(",
+        ")",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR(",
+        ",",
+        "2",
+        ":",
+        "title",
+        "body",
+        "{",
+        "}",
+        "-",
+        "+",
+        "^",
+        "~1",
+        "~2",
+        " ",
+        "crème",
+        "nosuch",
+        "\"\"",
+        "é",
+        "0",
+    ];
+    let cases: usize = std::env::var("CAIRN_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let mut x = 0x2545F4914F6CDD1Du64;
+    for _ in 0..cases {
+        let mut q = String::new();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        for k in 0..(x % 9) {
+            q.push_str(PIECES[((x >> (k * 5)) % PIECES.len() as u64) as usize]);
+            if (x >> (k + 40)) & 1 == 1 {
+                q.push(' ');
+            }
+        }
+        cairn_sql::fuzzing::match_bytes(q.as_bytes());
+    }
 }

@@ -114,6 +114,29 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             }
             Ok(true)
         }
+        (Source::Fts { fts, query, aux }, _) => {
+            let q = eval(query, frame, cx)?.into_owned();
+            let mut calls = Vec::with_capacity(aux.len());
+            for (kind, args) in aux {
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    vals.push(eval(a, frame, cx)?.into_owned());
+                }
+                calls.push(crate::fts::AuxCall { kind, args: vals });
+            }
+            // The content rows are read only when the query needs one of their columns.
+            let n = fts.columns.len();
+            let content = calls.iter().any(|c| c.kind != "bm25")
+                || lvl.pre_cols.iter().chain(&lvl.post_cols).any(|&c| c < n);
+            let rows = crate::fts::rows(cx.store, fts, &q, &calls, content)?;
+            for r in rows {
+                frame[lvl.base..lvl.base + lvl.width].clone_from_slice(&r[..lvl.width]);
+                if all_true(&lvl.filters, frame, cx)? && !f(frame)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
         (Source::Query(q), _) => {
             let rows = materialize(q, cx)?;
             for r in rows.iter() {
@@ -704,9 +727,9 @@ fn hash_table(lvl: &Level, build: &PExpr, frame: &mut Vec<Value>, cx: &Cx) -> Re
         Ok(true)
     };
     match &lvl.source {
-        Source::Json { .. } => {
+        Source::Json { .. } | Source::Fts { .. } => {
             return Err(Error::Invalid(
-                "invariant: json_each is never hashed".into(),
+                "invariant: json_each and fts5 are never hashed".into(),
             ))
         }
         Source::Query(q) => {

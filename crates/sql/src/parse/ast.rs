@@ -10,6 +10,8 @@ pub enum Statement {
     Update(Box<Update>),
     Delete(Box<Delete>),
     CreateTable(CreateTable),
+    /// `CREATE VIRTUAL TABLE ... USING fts5(...)` (`crate::fts`).
+    CreateVirtual(CreateVirtual),
     DropTable {
         name: String,
         if_exists: bool,
@@ -46,6 +48,15 @@ pub enum AlterAction {
     RenameTo(String),
     RenameColumn { from: String, to: String },
     DropColumn(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateVirtual {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub module: String,
+    /// Each argument's words.
+    pub args: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

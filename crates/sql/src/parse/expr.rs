@@ -37,9 +37,10 @@ impl Parser<'_> {
                         "AND" => (2, None),
                         "IS" | "IN" | "LIKE" | "GLOB" | "BETWEEN" | "ISNULL" | "NOTNULL"
                         | "NOT" => (4, None),
-                        "REGEXP" | "MATCH" => {
-                            return Err(Error::Unsupported(format!("the {w} operator")))
-                        }
+                        // `a MATCH b` is the function `match`(a, b), which the full-text
+                        // rewrite (`fts/rewrite.rs`) takes out of WHERE.
+                        "MATCH" => (4, None),
+                        "REGEXP" => return Err(Error::Unsupported(format!("the {w} operator"))),
                         "COLLATE" => return Err(Error::Unsupported("COLLATE".into())),
                         _ => break,
                     }
@@ -109,6 +110,15 @@ impl Parser<'_> {
             Tok::Word(w) => w.to_ascii_uppercase(),
             _ => return Err(self.unexpected("an operator")),
         };
+        if w == "MATCH" {
+            let right = self.binary(prec)?;
+            return Ok(Expr::Function {
+                name: "match".into(),
+                args: vec![left, right],
+                distinct: false,
+                star: false,
+            });
+        }
         let b = Box::new(left);
         Ok(match w.as_str() {
             "OR" => Expr::Binary(BinOp::Or, b, Box::new(self.binary(prec)?)),

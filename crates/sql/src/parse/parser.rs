@@ -383,6 +383,10 @@ impl<'a> Parser<'a> {
             if self.eat_kw("TABLE") {
                 return self.create_table();
             }
+            if self.eat_kw("VIRTUAL") {
+                self.expect_kw("TABLE")?;
+                return self.create_virtual();
+            }
             return Err(self.unexpected("TABLE or INDEX"));
         }
         if self.eat_kw("DROP") {
@@ -595,6 +599,37 @@ impl<'a> Parser<'a> {
             if_not_exists,
             columns,
             exprs,
+        }))
+    }
+
+    /// `CREATE VIRTUAL TABLE [IF NOT EXISTS] name USING module(args)`: each argument kept as
+    /// its words (names, strings and numbers as text, `=` as itself).
+    fn create_virtual(&mut self) -> Result<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.ident()?;
+        self.expect_kw("USING")?;
+        let module = self.ident()?;
+        let mut args: Vec<Vec<String>> = Vec::new();
+        if self.eat_op("(") {
+            let mut arg = Vec::new();
+            loop {
+                match self.next() {
+                    Tok::Op(")") => break,
+                    Tok::Op(",") => args.push(std::mem::take(&mut arg)),
+                    Tok::Word(w) | Tok::Quoted(w) | Tok::Str(w) => arg.push(w),
+                    Tok::Int(n) => arg.push(n.to_string()),
+                    Tok::Op("=") => arg.push("=".into()),
+                    _ => return Err(self.unexpected("an fts5 argument")),
+                }
+            }
+            args.push(arg);
+            args.retain(|a| !a.is_empty());
+        }
+        Ok(Statement::CreateVirtual(CreateVirtual {
+            name,
+            if_not_exists,
+            module,
+            args,
         }))
     }
 

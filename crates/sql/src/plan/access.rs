@@ -279,7 +279,9 @@ pub(super) fn choose_access(
             return (hash_or_scan(levels, li), false, vec![]);
         }
         // Its rows depend on the levels before it: never hashed once.
-        Source::Json { .. } => return (Access::Scan { reverse: false }, false, vec![]),
+        Source::Json { .. } | Source::Fts { .. } => {
+            return (Access::Scan { reverse: false }, false, vec![])
+        }
     };
     // Candidate key orders: the primary tree (None) and each index.
     let mut cands: Vec<(Option<usize>, Vec<usize>)> = Vec::new();

@@ -248,6 +248,18 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
                 out.extend(filter);
                 query(q, depth + 1, out);
             }
+            (Source::Fts { fts, query, .. }, _) => {
+                let how = if matches!(query, crate::plan::PExpr::Lit(crate::Value::Null)) {
+                    "every row"
+                } else {
+                    "full-text match"
+                };
+                out.push(format!(
+                    "{pad}{join}SCAN {} (fts5 {}: {how})",
+                    l.name, fts.name
+                ));
+                out.extend(filter);
+            }
             (Source::Json { tree, .. }, _) => {
                 let f = if *tree { "json_tree" } else { "json_each" };
                 let how = if i == 0 {

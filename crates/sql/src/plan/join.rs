@@ -12,7 +12,7 @@ pub(super) fn reorder_joins(levels: &mut Vec<Level>, conjuncts: &mut [(PExpr, Op
         && levels.len() <= 8
         && levels
             .iter()
-            .all(|l| !l.left && !matches!(l.source, Source::Json { .. }))
+            .all(|l| !l.left && !matches!(l.source, Source::Json { .. } | Source::Fts { .. }))
     {
         let order = join_order(levels, conjuncts);
         if order.iter().enumerate().any(|(i, &o)| i != o) {

@@ -229,6 +229,13 @@ pub enum Source {
         tree: bool,
         args: Vec<PExpr>,
     },
+    /// An fts5 table (`crate::fts::rows`): the query (NULL: every row) and the auxiliary
+    /// calls, evaluated on the frame of the levels before it.
+    Fts {
+        fts: Rc<crate::fts::Fts>,
+        query: PExpr,
+        aux: Vec<(String, Vec<PExpr>)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

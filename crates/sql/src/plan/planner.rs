@@ -134,6 +134,15 @@ impl<'c> Planner<'c> {
     // ---- queries ----
 
     pub fn query(&mut self, q: &ast::Select) -> Result<QueryPlan> {
+        if !self.catalog.fts.is_empty() {
+            if let Some(q) = crate::fts::rewrite::rewrite(self.catalog, q)? {
+                return self.query_rewritten(&q);
+            }
+        }
+        self.query_rewritten(q)
+    }
+
+    fn query_rewritten(&mut self, q: &ast::Select) -> Result<QueryPlan> {
         let pushed = if let Some(w) = &q.with {
             let mut defs = Vec::new();
             for c in &w.ctes {
@@ -273,6 +282,12 @@ impl<'c> Planner<'c> {
     /// Plans a FROM source; returns the level's source, name and columns.
     fn plan_from_source(&mut self, item: &ast::FromItem) -> Result<SourceInfo> {
         match &item.source {
+            ast::TableSource::Table(name) if self.catalog.fts(name).is_some() => {
+                self.fts_source(name, &[], &item.alias)
+            }
+            ast::TableSource::Function { name, args } if self.catalog.fts(name).is_some() => {
+                self.fts_source(name, args, &item.alias)
+            }
             ast::TableSource::Table(name) => {
                 if let Some((cols, q, depth)) = self.find_cte(name) {
                     // A CTE sees only the CTEs defined before it.
@@ -548,7 +563,7 @@ impl<'c> Planner<'c> {
             }
             if let ast::TableSource::Function { name: f, args } = &item.source {
                 // The arguments select the rows, as a condition on the hidden columns.
-                let cond = if is_json_each(f) {
+                let cond = if is_json_each(f) || self.catalog.fts(f).is_some() {
                     None
                 } else {
                     introspect::argument_condition(f, &name, hidden, args)?
@@ -817,6 +832,44 @@ fn is_json_each(name: &str) -> bool {
 }
 
 impl Planner<'_> {
+    /// An fts5 table in FROM, as `fts::rewrite` left it: `t(query, aux calls...)`. Its columns
+    /// are the table's, then hidden `rank`, `rowid` and one per auxiliary call.
+    fn fts_source(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        alias: &Option<String>,
+    ) -> Result<SourceInfo> {
+        let fts = self
+            .catalog
+            .fts(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTable(name.to_string()))?;
+        let query = match args.first() {
+            Some(a) => self.expr(a)?,
+            None => PExpr::Lit(cairn_value::Value::Null),
+        };
+        let mut aux = Vec::new();
+        for a in args.iter().skip(1) {
+            if let Expr::Function { name, args, .. } = a {
+                aux.push((name.clone(), self.exprs(args)?));
+            }
+        }
+        let mut columns: Vec<(String, Affinity)> = fts
+            .columns
+            .iter()
+            .map(|c| (c.clone(), Affinity::None))
+            .collect();
+        columns.push(("rank".into(), Affinity::None));
+        columns.push(("rowid".into(), Affinity::None));
+        for i in 0..aux.len() {
+            columns.push((crate::fts::rewrite::aux_column(i), Affinity::None));
+        }
+        let hidden = 2 + aux.len();
+        let alias = alias.clone().unwrap_or_else(|| fts.name.clone());
+        Ok((Source::Fts { fts, query, aux }, alias, columns, hidden))
+    }
+
     /// `json_each(...)` or `json_tree(...)` in FROM: its arguments are planned over the levels
     /// before it (which it may read), and evaluated for each of their rows.
     fn json_each_source(

@@ -75,7 +75,9 @@ impl<'c> Planner<'c> {
     fn insert_inner(&mut self, ins: &ast::Insert) -> Result<InsertPlan> {
         let table = self.catalog.table(&ins.table)?.clone();
         let targets: Vec<usize> = if ins.columns.is_empty() {
-            (0..table.columns.len()).collect()
+            // An fts5 table's own content has the row id last, which VALUES leave out.
+            let own_fts = table.fts.iter().any(|f| f.content.is_none());
+            (0..table.columns.len() - usize::from(own_fts)).collect()
         } else {
             let mut v = Vec::new();
             for c in &ins.columns {
@@ -321,6 +323,7 @@ impl<'c> Planner<'c> {
         let keys_only = returning.is_empty()
             && table.checks.is_empty()
             && !sets_fk
+            && table.fts.is_empty()
             && table
                 .replicated
                 .as_ref()
@@ -361,8 +364,10 @@ impl<'c> Planner<'c> {
         let alias = d.alias.clone().unwrap_or_else(|| table.name.clone());
         let mut scan = self.write_scan(&table, &alias, d.where_.as_ref())?;
         let (returning, returning_names) = self.returning(&d.returning, &table, &alias)?;
-        let keys_only =
-            returning.is_empty() && table.indexes.is_empty() && table.replicated.is_none();
+        let keys_only = returning.is_empty()
+            && table.indexes.is_empty()
+            && table.fts.is_empty()
+            && table.replicated.is_none();
         if keys_only {
             scan.levels[0].post_cols.clear();
         }

@@ -198,6 +198,7 @@ impl Writer<'_> {
         let plain = p.upsert.is_none()
             && p.returning.is_empty()
             && t.indexes.is_empty()
+            && t.fts.is_empty()
             && (t.replicated.is_none() || self.capture.is_none())
             && !matches!(t.key, Key::Rowid(None))
             && q.order.is_empty()
@@ -494,6 +495,7 @@ impl Writer<'_> {
     ) -> Result<Option<Option<bool>>> {
         let key = key_columns(t);
         let settable = t.replicated.is_none()
+            && t.fts.is_empty()
             && sets.iter().all(|(c, _)| {
                 !key.contains(c) && !t.indexes.iter().any(|ix| ix.columns.contains(c))
             });

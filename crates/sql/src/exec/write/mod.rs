@@ -410,11 +410,20 @@ impl Writer<'_> {
             self.store
                 .put(t.indexes[i].tree, &Self::index_key(t, i, row, pk)?, &[])?;
         }
+        self.index_text(t, pk, row, true)
+    }
+
+    /// Adds `row` to (`add`) or takes it out of the table's full-text indexes.
+    fn index_text(&mut self, t: &Table, pk: &[u8], row: &[Value], add: bool) -> Result<()> {
+        for f in &t.fts {
+            crate::fts::index_row(self.store, f, pk, row, add)?;
+        }
         Ok(())
     }
 
     /// The index entries of a row whose record is stored.
     fn put_index_entries(&mut self, t: &Table, pk: &[u8], row: &[Value]) -> Result<()> {
+        self.index_text(t, pk, row, true)?;
         if t.indexes.is_empty() {
             return Ok(());
         }
@@ -449,7 +458,7 @@ impl Writer<'_> {
             self.store
                 .delete(t.indexes[i].tree, &Self::index_key(t, i, row, pk)?)?;
         }
-        Ok(())
+        self.index_text(t, pk, row, false)
     }
 
     /// Makes each table hold `row` (or nothing) at primary key `pk`, unrecorded: corrections

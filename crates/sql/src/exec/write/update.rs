@@ -78,6 +78,13 @@ impl Writer<'_> {
             rec.clear();
             encode_record_into(rec, new);
             self.store.put(t.tree, &new_pk, rec)?;
+            if t.fts
+                .iter()
+                .any(|f| f.src.iter().any(|&c| !same_value(&old[c], &new[c])))
+            {
+                self.index_text(t, old_pk, old, false)?;
+                self.index_text(t, &new_pk, new, true)?;
+            }
             for i in 0..t.indexes.len() {
                 let changed = t.indexes[i]
                     .columns
@@ -132,7 +139,9 @@ impl Writer<'_> {
         let t = &p.table;
         // The old row is read only to take index entries out and by the capture; without
         // either, the new row is the old one changed in place, not a copy of it.
-        let keep_old = !t.indexes.is_empty() || (t.replicated.is_some() && self.capture.is_some());
+        let keep_old = !t.indexes.is_empty()
+            || !t.fts.is_empty()
+            || (t.replicated.is_some() && self.capture.is_some());
         let mut vals = Vec::with_capacity(p.set.len());
         let (mut new, mut rec) = (Vec::with_capacity(targets.width), Vec::new());
         for i in 0..targets.len() {
@@ -175,6 +184,7 @@ impl Writer<'_> {
         // capture; with none of them, its key is all a delete needs.
         let rows = !p.returning.is_empty()
             || !t.indexes.is_empty()
+            || !t.fts.is_empty()
             || (t.replicated.is_some() && self.capture.is_some());
         if p.keys_only && !rows {
             let mut bufs = std::mem::take(&mut self.bufs.point);

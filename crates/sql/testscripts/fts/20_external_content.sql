@@ -1,0 +1,44 @@
+-- External content: the index follows the content table (SQLite through triggers, cairn by
+-- itself), queries join back to it and filter on its columns.
+CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body TEXT, folder TEXT);
+INSERT INTO notes VALUES (1, 'groceries', 'milk eggs bread butter', 'home');
+INSERT INTO notes VALUES (2, 'work plan', 'ship the search feature, fix the bread crumbs', 'work');
+CREATE VIRTUAL TABLE notes_fts USING fts5(title, body, content='notes', content_rowid='id');
+-- sqlite: INSERT INTO notes_fts(notes_fts) VALUES ('rebuild');
+-- sqlite: CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN INSERT INTO notes_fts(rowid, title, body) VALUES (new.id, new.title, new.body); END;
+-- sqlite: CREATE TRIGGER notes_ad AFTER DELETE ON notes BEGIN INSERT INTO notes_fts(notes_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body); END;
+-- sqlite: CREATE TRIGGER notes_au AFTER UPDATE ON notes BEGIN INSERT INTO notes_fts(notes_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body); INSERT INTO notes_fts(rowid, title, body) VALUES (new.id, new.title, new.body); END;
+INSERT INTO notes VALUES (3, 'recipes', 'bread: flour, water, salt and yeast', 'home');
+INSERT INTO notes VALUES (4, 'reading', 'a book about search engines and ranking', 'work');
+INSERT INTO notes VALUES (5, 'misc', NULL, 'home');
+SELECT * FROM notes_fts;
+SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'bread';
+SELECT rowid, title FROM notes_fts WHERE notes_fts MATCH 'bread' ORDER BY rank, rowid;
+SELECT rowid, title FROM notes_fts WHERE notes_fts MATCH 'search OR bread' ORDER BY rank, rowid;
+SELECT n.id, n.folder FROM notes_fts JOIN notes AS n ON n.id = notes_fts.rowid WHERE notes_fts MATCH 'bread' AND n.folder = 'home' ORDER BY n.id;
+SELECT n.id FROM notes AS n WHERE n.id IN (SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'search') ORDER BY n.id;
+SELECT rowid, highlight(notes_fts, 1, '*', '*') FROM notes_fts WHERE notes_fts MATCH 'bread' ORDER BY rowid;
+UPDATE notes SET body = 'eggs only' WHERE id = 1;
+SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'bread';
+SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'eggs';
+UPDATE notes SET folder = 'archive' WHERE id = 2;
+SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'bread';
+DELETE FROM notes WHERE id = 3;
+SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'bread OR flour';
+SELECT rowid, rank FROM notes_fts WHERE notes_fts MATCH 'search' ORDER BY rank, rowid;
+INSERT INTO notes_fts(notes_fts) VALUES ('rebuild');
+SELECT rowid, rank FROM notes_fts WHERE notes_fts MATCH 'search OR eggs' ORDER BY rank, rowid;
+DROP TABLE notes_fts;
+SELECT count(*) FROM notes;
+-- The index follows its content table through DDL.
+CREATE TABLE posts (id INTEGER PRIMARY KEY, body TEXT);
+CREATE VIRTUAL TABLE posts_fts USING fts5(body, content='posts', content_rowid='id');
+-- sqlite: CREATE TRIGGER posts_ai AFTER INSERT ON posts BEGIN INSERT INTO posts_fts(rowid, body) VALUES (new.id, new.body); END;
+INSERT INTO posts VALUES (1, 'hello there');
+ALTER TABLE posts ADD COLUMN extra TEXT;
+INSERT INTO posts VALUES (2, 'hello again', 'x');
+SELECT rowid FROM posts_fts WHERE posts_fts MATCH 'hello';
+SELECT rowid, body FROM posts_fts WHERE posts_fts MATCH 'again';
+DROP TABLE posts;
+SELECT * FROM posts_fts;
+SELECT rowid FROM posts_fts WHERE posts_fts MATCH 'hello';
