@@ -31,6 +31,8 @@ pub(super) struct ScopeTable {
 pub(super) struct Scope {
     pub(super) tables: Vec<ScopeTable>,
     pub(super) correlated: bool,
+    /// The enclosing queries' columns read inside this scope, as (levels up from it, slot).
+    pub(super) outer_refs: Vec<(usize, usize)>,
     /// Collecting aggregate calls (the scope is an aggregate query's output).
     pub(super) aggs: Option<Vec<AggSpec>>,
     /// Output aliases usable in WHERE/GROUP BY/ORDER BY: (alias, AST expr).
@@ -77,6 +79,10 @@ pub struct Planner<'c> {
     pub(super) alias_depth: usize,
     /// The tables the statement reads, each once, in the order it names them (live queries).
     pub(crate) read: Vec<String>,
+    /// Counts what keeps a correlated subquery that contains it from being memoized
+    /// ([`QueryPlan::memo`]): a call whose result varies (`random()`, the clock), a compound
+    /// body, a LIMIT or OFFSET that names a column.
+    pub(super) unmemoizable: u32,
 }
 
 /// A FROM source as `Planner::plan_from_source` plans it: the source, its name in the query,
@@ -91,6 +97,7 @@ impl<'c> Planner<'c> {
             ctes: Vec::new(),
             alias_depth: 0,
             read: Vec::new(),
+            unmemoizable: 0,
         }
     }
 
@@ -154,6 +161,7 @@ impl<'c> Planner<'c> {
             return self.core_query(core, q);
         }
         // Compound or VALUES: ORDER BY refers to output columns by name or position.
+        self.unmemoizable += 1;
         self.scopes.push(Scope::default());
         let r = self.body(&q.body);
         let correlated = self.scopes.pop().is_some_and(|s| s.correlated);
@@ -195,6 +203,7 @@ impl<'c> Planner<'c> {
             limit,
             offset,
             correlated,
+            memo: None,
         })
     }
 
@@ -202,7 +211,9 @@ impl<'c> Planner<'c> {
         self.scopes.push(Scope::default());
         let l = q.limit.as_ref().map(|e| self.expr(e)).transpose();
         let o = q.offset.as_ref().map(|e| self.expr(e)).transpose();
-        self.scopes.pop();
+        if self.scopes.pop().is_some_and(|s| s.correlated) {
+            self.unmemoizable += 1;
+        }
         Ok((l?, o?))
     }
 
@@ -370,6 +381,7 @@ impl<'c> Planner<'c> {
             limit: None,
             offset: None,
             correlated: false,
+            memo: None,
         };
         let alias = alias.clone().unwrap_or_else(|| name.to_string());
         Some((Source::Query(Rc::new(plan)), alias, v.columns, v.hidden))
@@ -398,10 +410,14 @@ impl<'c> Planner<'c> {
     /// One SELECT core with the query's ORDER BY and LIMIT.
     fn core_query(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
         self.scopes.push(Scope::default());
+        let before = self.unmemoizable;
         let r = self.core_query_in_scope(c, q);
         let scope = self.scopes.pop().expect("scope");
         let mut plan = r?;
         plan.correlated = scope.correlated;
+        if scope.correlated && self.unmemoizable == before {
+            plan.memo = Some(scope.outer_refs.into());
+        }
         Ok(plan)
     }
 
@@ -505,6 +521,7 @@ impl<'c> Planner<'c> {
             limit,
             offset,
             correlated: false,
+            memo: None,
         })
     }
 
