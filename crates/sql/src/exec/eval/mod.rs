@@ -75,10 +75,12 @@ pub enum Cached {
 }
 
 /// A memoized subquery's results, and how often they were found again: a memo whose outer
-/// values hardly repeat (a subquery on each row's own key) is turned off.
+/// values hardly repeat (a subquery on each row's own key) is turned off. Keys map to places
+/// in `values`: a map of the layout of [`KeySet`]'s, whose code the wasm module holds once.
 #[derive(Default)]
 pub struct Memo {
-    results: FastMap<Vec<u8>, Value>,
+    index: FastMap<Vec<u8>, usize>,
+    values: Vec<Value>,
     lookups: u32,
     hits: u32,
     off: bool,
@@ -621,13 +623,14 @@ fn memo_get(q: &QueryPlan, k: &[u8], cx: &Cx) -> Option<Value> {
         return None;
     };
     m.lookups += 1;
-    if let Some(v) = m.results.get(k) {
+    if let Some(&i) = m.index.get(k) {
         m.hits += 1;
-        return Some(v.clone());
+        return m.values.get(i).cloned();
     }
     if m.lookups >= 256 && m.hits < m.lookups / 4 {
         m.off = true;
-        m.results = FastMap::default();
+        m.index = FastMap::default();
+        m.values = Vec::new();
     }
     None
 }
@@ -636,14 +639,16 @@ fn memo_put(q: &QueryPlan, k: Vec<u8>, v: Value, cx: &Cx) {
     let mut c = cx.cache.borrow_mut();
     match c.get_mut(&memo_slot(q)) {
         Some(Cached::Memo(m)) => {
-            if !m.off && m.results.len() < MEMO_MAX {
-                m.results.insert(k, v);
+            if !m.off && m.values.len() < MEMO_MAX {
+                m.index.insert(k, m.values.len());
+                m.values.push(v);
             }
         }
         Some(_) => {}
         None => {
             let mut m = Box::<Memo>::default();
-            m.results.insert(k, v);
+            m.index.insert(k, 0);
+            m.values.push(v);
             c.insert(memo_slot(q), Cached::Memo(m));
         }
     }
