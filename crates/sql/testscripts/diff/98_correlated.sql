@@ -22,3 +22,14 @@ UPDATE od SET amount = (SELECT max(p.amount) FROM od p WHERE p.cu = od.cu) + 1 W
 SELECT id, amount FROM od ORDER BY id;
 DELETE FROM od WHERE amount < (SELECT max(p.amount) FROM od p WHERE p.cu = od.cu);
 SELECT id, cu, amount FROM od ORDER BY id;
+CREATE TABLE mk (i INTEGER PRIMARY KEY);
+INSERT INTO mk VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), (11), (12), (13), (14), (15), (16), (17), (18), (19);
+CREATE TABLE mx (id INTEGER PRIMARY KEY, v INTEGER);
+INSERT INTO mx SELECT a.i * 20 + b.i, (a.i * 7 + b.i) % 13 FROM mk a, mk b;
+CREATE TABLE my (id INTEGER PRIMARY KEY, w INTEGER);
+INSERT INTO my SELECT id, v FROM mx WHERE id % 3 = 0;
+SELECT count(*), sum(v) FROM mx WHERE NOT EXISTS (SELECT 1 FROM my WHERE my.id = mx.id);
+SELECT count(*), sum(v) FROM mx WHERE EXISTS (SELECT 1 FROM my WHERE my.id = mx.id AND my.w > 4);
+SELECT count(*), sum((SELECT w FROM my WHERE my.id = mx.id)) FROM mx;
+SELECT count(*), sum((SELECT count(*) FROM my WHERE my.w = mx.v)) FROM mx;
+SELECT count(*) FROM mx WHERE v > (SELECT avg(w) FROM my WHERE my.w <= mx.v AND my.id < mx.id);
