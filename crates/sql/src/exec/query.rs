@@ -306,22 +306,7 @@ fn run_core_in(
         None => {
             let mut seen = KeySet::default();
             let mut key = Vec::new();
-            // DISTINCT over plain columns: the key is read from the frame, so a repeated row is
-            // dropped before it is built (no row, no key copy, no moved-out column to refill).
-            let cols_only = c.distinct && c.project.iter().all(|e| matches!(e, PExpr::Col(_)));
             run_levels(c, 0, frame, cx, &mut |frame| {
-                if cols_only {
-                    key.clear();
-                    for e in &c.project {
-                        if let PExpr::Col(s) = e {
-                            push_norm(frame.get(*s).unwrap_or(&Value::Null), &mut key);
-                        }
-                    }
-                    if seen.contains(key.as_slice()) {
-                        return Ok(true);
-                    }
-                    seen.insert(key.clone());
-                }
                 // `eval_row`, with the columns `moves` names moved out of the frame.
                 let mut row = Vec::with_capacity(c.project.len());
                 for (i, e) in c.project.iter().enumerate() {
@@ -333,13 +318,12 @@ fn run_core_in(
                         e => eval(e, frame, cx)?.into_owned(),
                     });
                 }
-                if c.distinct && !cols_only {
+                if c.distinct {
                     key.clear();
                     norm_key(&row, &mut key);
-                    if seen.contains(key.as_slice()) {
+                    if !seen.insert(key.clone()) {
                         return Ok(true);
                     }
-                    seen.insert(key.clone());
                 }
                 sink(row)
             })
