@@ -23,6 +23,9 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use std::path::PathBuf;
 use std::time::Instant;
 
+#[path = "workloads/app.rs"]
+mod app;
+
 // ---------------------------------------------------------------------------------------------
 // Data: the same generator as bench-browser/src/data.js, so the rows are the browser's rows.
 
@@ -539,6 +542,12 @@ fn range_aggregates(db: &mut dyn Engine, _: &Ctx) -> R<Vec<Value>> {
 }
 
 fn workloads() -> Vec<Workload> {
+    let mut all = first_workloads();
+    all.extend(app::workloads());
+    all
+}
+
+fn first_workloads() -> Vec<Workload> {
     vec![
         Workload {
             name: "insert-autocommit",

@@ -745,6 +745,7 @@ impl Database {
         match &*prepared {
             Prepared::Query(q) => {
                 let cache = Cache::default();
+                cache.borrow_mut().memo = true;
                 let cx = eval::Cx {
                     store: self.store.as_ref(),
                     params,

@@ -24,6 +24,17 @@ pub(super) fn index_aggregate(
     let [lvl] = &c.levels[..] else {
         return Ok(None);
     };
+    if let (Source::Table(t), Access::Scan { .. }) = (&lvl.source, &lvl.access) {
+        // count(*) of a whole table: the store's entry count, no row read.
+        let plain = !lvl.left && !lvl.key_slot && lvl.filters.is_empty() && lvl.after.is_empty();
+        let counts = |a: &AggSpec| a.func == AggFunc::CountStar && !a.distinct;
+        if !plain || !agg.aggs.iter().all(counts) {
+            return Ok(None);
+        }
+        let n = i64::try_from(cx.store.count_entries(t.tree)?)
+            .map_err(|_| Error::Invalid("row count out of range".into()))?;
+        return Ok(Some(agg.aggs.iter().map(|_| AggState::Count(n)).collect()));
+    }
     let (
         Source::Table(t),
         Access::Index {

@@ -56,6 +56,22 @@ fn run_query_owned(
         .map(|l| l.saturating_add(offset))
         .filter(|&k| k <= 100_000)
         .map(|k| k as usize);
+    let sorted_by_scan = matches!(&q.body, Body::Core(c) if c.ordered);
+    // Rows straight from a table scan, one per entry: the scan skips the offset's entries
+    // before decoding them (see `skip_slot`).
+    let skip = match &q.body {
+        Body::Core(c) if offset > 0 && (q.order.is_empty() || sorted_by_scan) => c
+            .levels
+            .first()
+            .filter(|_| one_row_per_entry(c))
+            .map(skip_slot),
+        _ => None,
+    };
+    if let Some(s) = skip {
+        let n = Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX));
+        cx.cache.borrow_mut().insert(s, Cached::Value(n));
+        offset = 0;
+    }
     let mut emitted = 0u64;
     let width = q.width;
     let mut emit = |mut row: Vec<Value>| -> Result<bool> {
@@ -68,9 +84,13 @@ fn run_query_owned(
         let go = sink(row)?;
         Ok(go && limit.is_none_or(|l| emitted < l))
     };
-    let sorted_by_scan = matches!(&q.body, Body::Core(c) if c.ordered);
     if q.order.is_empty() || sorted_by_scan {
-        run_body(&q.body, cx, &mut emit)?;
+        let r = run_body(&q.body, cx, &mut emit);
+        if let Some(s) = skip {
+            // Not left for another run when the scan never started (a constant filter).
+            cx.cache.borrow_mut().remove(&s);
+        }
+        r?;
         return Ok(());
     }
     // With a LIMIT only the first offset+limit rows matter: keep at most twice that many,
@@ -123,6 +143,43 @@ fn run_query_owned(
 /// address plus 1).
 fn topk_slot(l: &Level) -> usize {
     l as *const Level as usize + 2
+}
+
+/// Where a scan level finds how many leading entries to skip unread (an OFFSET): the address
+/// plus 4.
+pub(super) fn skip_slot(l: &Level) -> usize {
+    l as *const Level as usize + 4
+}
+
+/// Whether each entry of the core's only level, a scan of a table's primary tree (whole or a
+/// key range), gives exactly one output row:
+/// nothing filters, groups, dedups or joins them. (A top-k bound is only published when rows
+/// are sorted after the scan, which a skip never sees.)
+fn one_row_per_entry(c: &Core) -> bool {
+    let [l] = &c.levels[..] else {
+        return false;
+    };
+    let primary_range = match (&l.source, &l.access) {
+        (Source::Table(_), Access::Scan { .. }) => true,
+        (
+            Source::Table(_),
+            Access::Index {
+                index: None,
+                probes,
+                sub_probe: None,
+                ..
+            },
+        ) => probes.iter().all(Vec::is_empty),
+        _ => false,
+    };
+    c.agg.is_none()
+        && !c.distinct
+        && c.window.is_none()
+        && primary_range
+        && l.filters.is_empty()
+        && l.after.is_empty()
+        && !l.left
+        && !l.key_slot
 }
 
 /// Where an inner level's row buffers wait for its next scan ([`RowFilter`]): the address plus 3.

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::exec::eval::{eval, eval_bool, push_norm, Cache, Cached, ColTest, Cx, HashRows};
-use crate::exec::query::{collect_rows, scratch_slot, topk_bound};
+use crate::exec::query::{collect_rows, scratch_slot, skip_slot, topk_bound};
 use crate::exec::sort::compare_key;
 use crate::exec::{all_true, Sink};
 use crate::plan::prefix_successor;
@@ -150,8 +150,13 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
         (Source::Table(t), Access::Scan { reverse }) => {
             let mut rf = RowFilter::new(lvl, frame, cx);
             let all = (Bound::Unbounded, Bound::Unbounded);
+            let mut skip = take_skip(lvl, cx);
             cx.store
                 .scan_each(t.tree, all.0, all.1, *reverse, &mut |key, value| {
+                    if skip > 0 {
+                        skip -= 1;
+                        return Ok(true);
+                    }
                     primary_row(lvl, &mut rf, key, value, frame, cx, f)
                 })
         }
@@ -252,11 +257,21 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
                 return go;
             }
             let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
+            // The shape `one_row_per_entry` lets skip: no probe names a key prefix.
+            let mut skip = if index.is_none() && probes.iter().all(Vec::is_empty) {
+                take_skip(lvl, cx)
+            } else {
+                0
+            };
             for (lo, hi) in ranges {
                 let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
                 let go =
                     cx.store
                         .scan_each(tree, lo, hi, *reverse, &mut |key, value| match index {
+                            None if skip > 0 => {
+                                skip -= 1;
+                                Ok(true)
+                            }
                             None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
                             Some(i) => {
                                 index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
@@ -268,6 +283,15 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             }
             Ok(true)
         }
+    }
+}
+
+/// How many leading entries the level's scan skips unread (an OFFSET the query handed it,
+/// see `skip_slot`); taken, so a later scan of the level skips none.
+fn take_skip(lvl: &Level, cx: &Cx) -> i64 {
+    match cx.cache.borrow_mut().remove(&skip_slot(lvl)) {
+        Some(Cached::Value(Value::Integer(n))) => n,
+        _ => 0,
     }
 }
 

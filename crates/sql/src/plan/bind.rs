@@ -168,7 +168,11 @@ impl Planner<'_> {
                     return Ok(PExpr::Col(slot));
                 }
                 for k in 0..depth {
-                    self.scopes[n - 1 - k].correlated = true;
+                    let s = &mut self.scopes[n - 1 - k];
+                    s.correlated = true;
+                    if !s.outer_refs.contains(&(depth - k, slot)) {
+                        s.outer_refs.push((depth - k, slot));
+                    }
                 }
                 return Ok(PExpr::Outer(depth, slot));
             }
@@ -401,6 +405,9 @@ impl Planner<'_> {
                     }
                     r => r?,
                 };
+                if matches!(f, Func::Random | Func::Uuid7 | Func::Date(_)) {
+                    self.unmemoizable += 1;
+                }
                 let mut args = self.exprs(args)?;
                 if let Func::Json(_) = f {
                     self.mark_json_aggregates(&mut args);

@@ -163,6 +163,10 @@ pub struct QueryPlan {
     pub offset: Option<PExpr>,
     /// Refers to an enclosing query's columns, so it cannot be cached between outer rows.
     pub correlated: bool,
+    /// A correlated single-core query whose result depends only on the enclosing queries'
+    /// columns listed here, as (levels up, slot): a SELECT runs it once per distinct list of
+    /// their values (a customer's average for each of its orders is worked out once).
+    pub memo: Option<Rc<[(usize, usize)]>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

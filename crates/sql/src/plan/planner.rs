@@ -31,6 +31,8 @@ pub(super) struct ScopeTable {
 pub(super) struct Scope {
     pub(super) tables: Vec<ScopeTable>,
     pub(super) correlated: bool,
+    /// The enclosing queries' columns read inside this scope, as (levels up from it, slot).
+    pub(super) outer_refs: Vec<(usize, usize)>,
     /// Collecting aggregate calls (the scope is an aggregate query's output).
     pub(super) aggs: Option<Vec<AggSpec>>,
     /// Output aliases usable in WHERE/GROUP BY/ORDER BY: (alias, AST expr).
@@ -79,6 +81,10 @@ pub struct Planner<'c> {
     pub(crate) read: Vec<String>,
     /// `PRAGMA foreign_keys`: an UPDATE that sets a foreign key's column checks whole rows.
     pub(crate) foreign_keys: bool,
+    /// Counts what keeps a correlated subquery that contains it from being memoized
+    /// ([`QueryPlan::memo`]): a call whose result varies (`random()`, the clock), a compound
+    /// body, a LIMIT or OFFSET that names a column.
+    pub(super) unmemoizable: u32,
 }
 
 /// A FROM source as `Planner::plan_from_source` plans it: the source, its name in the query,
@@ -94,6 +100,7 @@ impl<'c> Planner<'c> {
             alias_depth: 0,
             read: Vec::new(),
             foreign_keys: false,
+            unmemoizable: 0,
         }
     }
 
@@ -166,6 +173,7 @@ impl<'c> Planner<'c> {
             return self.core_query(core, q);
         }
         // Compound or VALUES: ORDER BY refers to output columns by name or position.
+        self.unmemoizable += 1;
         self.scopes.push(Scope::default());
         let r = self.body(&q.body);
         let correlated = self.scopes.pop().is_some_and(|s| s.correlated);
@@ -207,6 +215,7 @@ impl<'c> Planner<'c> {
             limit,
             offset,
             correlated,
+            memo: None,
         })
     }
 
@@ -214,7 +223,9 @@ impl<'c> Planner<'c> {
         self.scopes.push(Scope::default());
         let l = q.limit.as_ref().map(|e| self.expr(e)).transpose();
         let o = q.offset.as_ref().map(|e| self.expr(e)).transpose();
-        self.scopes.pop();
+        if self.scopes.pop().is_some_and(|s| s.correlated) {
+            self.unmemoizable += 1;
+        }
         Ok((l?, o?))
     }
 
@@ -388,6 +399,7 @@ impl<'c> Planner<'c> {
             limit: None,
             offset: None,
             correlated: false,
+            memo: None,
         };
         let alias = alias.clone().unwrap_or_else(|| name.to_string());
         Some((Source::Query(Rc::new(plan)), alias, v.columns, v.hidden))
@@ -416,10 +428,14 @@ impl<'c> Planner<'c> {
     /// One SELECT core with the query's ORDER BY and LIMIT.
     fn core_query(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
         self.scopes.push(Scope::default());
+        let before = self.unmemoizable;
         let r = self.core_query_in_scope(c, q);
         let scope = self.scopes.pop().expect("scope");
         let mut plan = r?;
         plan.correlated = scope.correlated;
+        if scope.correlated && self.unmemoizable == before {
+            plan.memo = Some(scope.outer_refs.into());
+        }
         Ok(plan)
     }
 
@@ -523,6 +539,7 @@ impl<'c> Planner<'c> {
             limit,
             offset,
             correlated: false,
+            memo: None,
         })
     }
 

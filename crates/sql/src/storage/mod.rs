@@ -264,6 +264,22 @@ pub trait Storage: StorageCore {
         }
         Ok(())
     }
+    /// How many entries `tree` holds. A store that keeps the count answers without reading
+    /// them (`count(*)` of a table).
+    fn count_entries(&self, tree: TreeId) -> Result<u64> {
+        let mut n = 0u64;
+        self.scan_each(
+            tree,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            &mut |_, _| {
+                n += 1;
+                Ok(true)
+            },
+        )?;
+        Ok(n)
+    }
     /// Hands the entries [`StorageCore::scan`] would return to `f` (key, value) until it returns
     /// false; returns whether they ran out (true) or `f` stopped (false). A store can do this
     /// without a `next` per entry (a scan's main cost), and without a cursor on the heap (an

@@ -295,6 +295,12 @@ impl<F: BlockFile> Reader<'_, F> {
             Reader::Read(tx) => tx.get(t, key),
         }
     }
+    fn len(&self, t: Tree) -> cairn_store::Result<u64> {
+        match self {
+            Reader::Write(tx) => tx.len(t),
+            Reader::Read(tx) => tx.len(t),
+        }
+    }
     fn tree_meta(&self, t: Tree) -> cairn_store::Result<Vec<u8>> {
         Ok(match self {
             Reader::Write(tx) => tx.tree_info(t)?.meta,
@@ -786,6 +792,10 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         }
         self.tx_mut()?.bulk_load(t, rows)?;
         Ok(())
+    }
+    fn count_entries(&self, tree: TreeId) -> Result<u64> {
+        // The store keeps each tree's entry count (checked by `integrity_check`).
+        self.read(tree, |r, t| r.len(t))
     }
     fn scan_each(
         &self,

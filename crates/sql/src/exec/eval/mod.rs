@@ -68,9 +68,24 @@ pub enum Cached {
     Rows(Rc<Vec<Vec<Value>>>),
     /// A hash join's build side: key to the rows (level-relative values) with that key.
     Hash(Rc<HashRows>),
+    /// A memoized correlated subquery's results, by the normalized values of the outer
+    /// columns it reads ([`QueryPlan::memo`]).
+    Memo(Box<Memo>),
     /// An inner join level's row buffers (record, header layout, key looked up), kept from
     /// one outer row's scan to the next, and what its last point get found.
     Scratch(Vec<u8>, cairn_value::codec::Layout, Vec<u8>, LastGet),
+}
+
+/// A memoized subquery's results, and how often they were found again: a memo whose outer
+/// values hardly repeat (a subquery on each row's own key) is turned off. Keys map to places
+/// in `values`: a map of the layout of [`KeySet`]'s, whose code the wasm module holds once.
+#[derive(Default)]
+pub struct Memo {
+    index: FastMap<Vec<u8>, usize>,
+    values: Vec<Value>,
+    lookups: u32,
+    hits: u32,
+    off: bool,
 }
 
 /// An inner join level's last point get, for the next outer row that names the same key
@@ -94,17 +109,22 @@ pub type Cache = RefCell<Slots>;
 /// top-k level and inner join level); a hash map of its own was code of its own in the wasm
 /// module (docs/size.md).
 #[derive(Default)]
-pub struct Slots(Vec<(usize, Cached)>);
+pub struct Slots {
+    entries: Vec<(usize, Cached)>,
+    /// Correlated subqueries may be memoized ([`QueryPlan::memo`]): the statement is a SELECT,
+    /// so nothing writes to the store while it runs.
+    pub memo: bool,
+}
 
 impl Slots {
     fn at(&self, k: usize) -> Option<usize> {
-        self.0.iter().position(|e| e.0 == k)
+        self.entries.iter().position(|e| e.0 == k)
     }
     pub fn get(&self, k: &usize) -> Option<&Cached> {
-        self.at(*k).map(|i| &self.0[i].1)
+        self.at(*k).map(|i| &self.entries[i].1)
     }
     pub fn get_mut(&mut self, k: &usize) -> Option<&mut Cached> {
-        self.at(*k).map(|i| &mut self.0[i].1)
+        self.at(*k).map(|i| &mut self.entries[i].1)
     }
     pub fn contains_key(&self, k: &usize) -> bool {
         self.at(*k).is_some()
@@ -112,12 +132,12 @@ impl Slots {
     /// Sets `k`'s entry to `v`, replacing what was there.
     pub fn insert(&mut self, k: usize, v: Cached) {
         match self.at(k) {
-            Some(i) => self.0[i].1 = v,
-            None => self.0.push((k, v)),
+            Some(i) => self.entries[i].1 = v,
+            None => self.entries.push((k, v)),
         }
     }
     pub fn remove(&mut self, k: &usize) -> Option<Cached> {
-        self.at(*k).map(|i| self.0.swap_remove(i).1)
+        self.at(*k).map(|i| self.entries.swap_remove(i).1)
     }
 }
 
@@ -407,8 +427,29 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             Cow::Owned(in_subquery(&x, q, *neg, *lb, row, cx)?)
         }
         PExpr::Exists(q, neg) => {
+            let memo = memo_key(q, row, cx)?;
             let found = match cached(q, cx)? {
                 Some(Cached::Value(v)) => !v.is_null(),
+                _ if memo.is_some() => {
+                    let k = memo.expect("invariant: checked");
+                    match memo_get(q, &k, cx) {
+                        Some(v) => !v.is_null(),
+                        None => {
+                            let mut found = false;
+                            exec::run_query(q, &cx.nested(row), &mut |_| {
+                                found = true;
+                                Ok(false)
+                            })?;
+                            let v = if found {
+                                Value::Integer(1)
+                            } else {
+                                Value::Null
+                            };
+                            memo_put(q, k, v, cx);
+                            found
+                        }
+                    }
+                }
                 _ => {
                     let mut found = false;
                     exec::run_query(q, &cx.nested(row), &mut |_| {
@@ -431,6 +472,10 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
         PExpr::Scalar(q) => match cached(q, cx)? {
             Some(Cached::Value(v)) => Cow::Owned(v),
             _ => {
+                let memo = memo_key(q, row, cx)?;
+                if let Some(v) = memo.as_ref().and_then(|k| memo_get(q, k, cx)) {
+                    return Ok(Cow::Owned(v));
+                }
                 let mut out = Value::Null;
                 exec::run_query(q, &cx.nested(row), &mut |r| {
                     out = r.first().cloned().unwrap_or(Value::Null);
@@ -440,6 +485,8 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
                     cx.cache
                         .borrow_mut()
                         .insert(key_of(q), Cached::Value(out.clone()));
+                } else if let Some(k) = memo {
+                    memo_put(q, k, out.clone(), cx);
                 }
                 Cow::Owned(out)
             }
@@ -537,6 +584,76 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
 
 fn key_of(q: &QueryPlan) -> usize {
     q as *const QueryPlan as usize
+}
+
+/// Where a memoized subquery's results live in the cache: the plan's address plus 5 (see
+/// `exec::query::topk_slot` for the other offsets).
+fn memo_slot(q: &QueryPlan) -> usize {
+    key_of(q) + 5
+}
+
+/// A memoized subquery's results are kept for at most this many distinct outer values: past
+/// it, the outer values hardly repeat and the memo only costs memory.
+const MEMO_MAX: usize = 10_000;
+
+/// The memo key of a correlated subquery evaluated for `row` (the values of the outer
+/// columns it reads), or None when its results are not memoized.
+fn memo_key(q: &QueryPlan, row: &[Value], cx: &Cx) -> Result<Option<Vec<u8>>> {
+    let Some(refs) = &q.memo else {
+        return Ok(None);
+    };
+    {
+        let c = cx.cache.borrow();
+        if !c.memo || matches!(c.get(&memo_slot(q)), Some(Cached::Memo(m)) if m.off) {
+            return Ok(None);
+        }
+    }
+    let mut k = Vec::new();
+    for &(d, slot) in refs.iter() {
+        // The subquery's `Outer(d, slot)`, seen from the query that evaluates it.
+        let r = if d <= 1 { row } else { cx.outer_row(d - 1)? };
+        push_norm(r.get(slot).unwrap_or(&Value::Null), &mut k);
+    }
+    Ok(Some(k))
+}
+
+/// A memoized result for `k`; counts the lookup, and turns the memo off when, after enough
+/// of them, fewer than one in four found a result.
+fn memo_get(q: &QueryPlan, k: &[u8], cx: &Cx) -> Option<Value> {
+    let mut c = cx.cache.borrow_mut();
+    let Some(Cached::Memo(m)) = c.get_mut(&memo_slot(q)) else {
+        return None;
+    };
+    m.lookups += 1;
+    if let Some(&i) = m.index.get(k) {
+        m.hits += 1;
+        return m.values.get(i).cloned();
+    }
+    if m.lookups >= 256 && m.hits < m.lookups / 4 {
+        m.off = true;
+        m.index = FastMap::default();
+        m.values = Vec::new();
+    }
+    None
+}
+
+fn memo_put(q: &QueryPlan, k: Vec<u8>, v: Value, cx: &Cx) {
+    let mut c = cx.cache.borrow_mut();
+    match c.get_mut(&memo_slot(q)) {
+        Some(Cached::Memo(m)) => {
+            if !m.off && m.values.len() < MEMO_MAX {
+                m.index.insert(k, m.values.len());
+                m.values.push(v);
+            }
+        }
+        Some(_) => {}
+        None => {
+            let mut m = Box::<Memo>::default();
+            m.index.insert(k, 0);
+            m.values.push(v);
+            c.insert(memo_slot(q), Cached::Memo(m));
+        }
+    }
 }
 
 fn cached(q: &QueryPlan, cx: &Cx) -> Result<Option<Cached>> {

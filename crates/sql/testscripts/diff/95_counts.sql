@@ -1,0 +1,43 @@
+-- count(*) of a whole table, read from the store's entry count: after inserts, deletes,
+-- updates, a rolled-back transaction, a savepoint rolled back, an empty table, and the shapes
+-- that must still read rows (a filter, DISTINCT, count of a column, other aggregates).
+CREATE TABLE cn (id INTEGER PRIMARY KEY, v INTEGER, t TEXT);
+SELECT count(*) FROM cn;
+SELECT count(*), count(*) + 1 FROM cn;
+INSERT INTO cn VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 30, NULL), (4, 40, 'd');
+SELECT count(*) FROM cn;
+SELECT count(*) AS n, count(*) * 2 FROM cn;
+SELECT count(*) FROM cn HAVING count(*) > 3;
+SELECT count(*) FROM cn HAVING count(*) > 4;
+SELECT count(v), count(t), count(*) FROM cn;
+SELECT count(*), sum(v) FROM cn;
+SELECT count(DISTINCT v) FROM cn;
+SELECT count(*) FROM cn WHERE v > 15;
+SELECT count(*) FROM cn WHERE 1 = 0;
+DELETE FROM cn WHERE id = 2;
+SELECT count(*) FROM cn;
+UPDATE cn SET v = v + 1;
+SELECT count(*) FROM cn;
+BEGIN;
+INSERT INTO cn VALUES (5, 50, 'e');
+SELECT count(*) FROM cn;
+SAVEPOINT s1;
+DELETE FROM cn;
+SELECT count(*) FROM cn;
+ROLLBACK TO s1;
+SELECT count(*) FROM cn;
+ROLLBACK;
+SELECT count(*) FROM cn;
+INSERT INTO cn SELECT id + 100, v, t FROM cn;
+SELECT count(*) FROM cn;
+SELECT (SELECT count(*) FROM cn), count(*) FROM cn WHERE id > 100;
+SELECT c.id, (SELECT count(*) FROM cn) FROM cn c ORDER BY c.id LIMIT 2;
+CREATE INDEX cn_v ON cn (v);
+SELECT count(*) FROM cn;
+SELECT count(*) FROM cn WHERE v >= 30;
+CREATE TABLE cw (k TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID;
+SELECT count(*) FROM cw;
+INSERT INTO cw VALUES ('x', 1), ('y', 2);
+SELECT count(*) FROM cw;
+DELETE FROM cn;
+SELECT count(*) FROM cn;
