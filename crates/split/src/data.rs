@@ -392,6 +392,17 @@ pub fn staying(objects: &[Object], segments: &[Segment], kept: &[Named]) -> Vec<
     for &n in kept {
         match n {
             Named::Exact(a) => mark(a, true, &mut stay, &mut work),
+            // `char::MAX + 1` and the value after it, the niches of `Option<char>` and of an
+            // option of that: every loop over a string's chars names them, as values, not as
+            // addresses. Taken for a pointer folded with an offset, they kept whatever table
+            // the linker laid across them (core's 11.7 KB lowercase table once). A constant
+            // that starts there still stays.
+            Named::Base(a) if a == 0x11_0000 || a == 0x11_0001 => {
+                let i = find(a);
+                if i < objects.len() && objects[i].start == a {
+                    mark(a, true, &mut stay, &mut work);
+                }
+            }
             Named::Base(a) => mark(a, false, &mut stay, &mut work),
         }
     }

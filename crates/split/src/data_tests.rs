@@ -449,3 +449,47 @@ fn an_address_a_kept_function_only_passes_on_to_the_rest_is_not_named() {
         "to a function that also loads through it"
     );
 }
+
+#[test]
+fn the_char_niches_are_values_not_addresses() {
+    let zeros = vec![0; 0x2010];
+    let segments = vec![data::Segment {
+        at: 0x10_f000,
+        bytes: &zeros,
+    }];
+    // A table the linker laid across `char::MAX + 1`: named only as that value (or the one
+    // after it), it moves.
+    let table = vec![
+        Object {
+            start: 0x10_f000,
+            end: 0x11_1000,
+        },
+        Object {
+            start: 0x11_1000,
+            end: 0x11_1010,
+        },
+    ];
+    let niches = [Named::Base(0x11_0000), Named::Base(0x11_0001)];
+    assert_eq!(
+        data::staying(&table, &segments, &niches),
+        vec![false, false]
+    );
+    // Any other address inside it is a pointer folded with an offset: it stays.
+    let folded = [Named::Base(0x11_0008)];
+    assert_eq!(data::staying(&table, &segments, &folded), vec![true, false]);
+    // A constant that starts at the niche's value stays.
+    let starts = vec![
+        Object {
+            start: 0x10_f000,
+            end: 0x11_0000,
+        },
+        Object {
+            start: 0x11_0000,
+            end: 0x11_0010,
+        },
+    ];
+    assert_eq!(
+        data::staying(&starts, &segments, &niches[..1]),
+        vec![false, true]
+    );
+}

@@ -323,6 +323,8 @@ fn load_stats(store: &dyn Storage, f: &Fts) -> Result<(u64, Vec<u64>)> {
 
 /// Adds (`add`) or removes the content row `row` (of the content table's columns), stored
 /// at key `rowid`, to or from the index of `f`.
+// Out of line: its one caller is a common function, where inlined it would sit in cairn.wasm.
+#[inline(never)]
 pub fn index_row(
     store: &mut dyn Storage,
     f: &Fts,
@@ -760,6 +762,8 @@ pub struct AuxCall<'a> {
 /// value per auxiliary call. `query` NULL (no MATCH) reads every row, unranked. Without
 /// `content` the columns are left NULL for a match (the query reads none of them) and the
 /// content table is not read.
+// Out of line: its one caller is a common function, where inlined it would sit in cairn.wasm.
+#[inline(never)]
 pub fn rows(
     store: &dyn Storage,
     f: &Fts,
