@@ -78,11 +78,12 @@ export async function open(variant, name) {
   };
 }
 
-// Wide nodes. One column per property where the table stays reasonable; past WIDE_COLUMNS
-// properties, one JSON text column. WIDE_LAYOUT is the hook for cairn's MAP column kind:
-// set it to 'map' once that kind exists, and fill in the 'map' branch below.
-export const WIDE_COLUMNS = 1000;
-export const WIDE_LAYOUT = (size) => (size <= WIDE_COLUMNS ? 'columns' : 'json');
+// Wide nodes, as docs/sync.md ("Wide records") lays them out: one column per property for a
+// small node, one row per property (a replicated table keyed by node and property) for a wide
+// one, where changing one property records one small change and writes a few pages whatever
+// the node's size. WIDE_LAYOUT picks; 'json' (one JSON text column) stays for comparison.
+export const WIDE_COLUMNS = 100;
+export const WIDE_LAYOUT = (size) => (size <= WIDE_COLUMNS ? 'columns' : 'rows');
 
 export async function openWide(name, size) {
   const db = await openDb('full', name);
@@ -101,6 +102,33 @@ export async function openWide(name, size) {
         set[p] ??= await db.prepare(`UPDATE node SET ${p} = ? WHERE id = ?`);
         return set[p].run([v, id]);
       },
+      close: () => db.close(),
+    };
+  }
+  if (layout === 'rows') {
+    await db.exec('CREATE TABLE IF NOT EXISTS prop (node TEXT NOT NULL, key TEXT NOT NULL, value TEXT, PRIMARY KEY (node, key)) REPLICATED');
+    const put = await db.prepare('INSERT OR REPLACE INTO prop (node, key, value) VALUES (?, ?, ?)');
+    const get = await db.prepare('SELECT key, value FROM prop WHERE node = ?');
+    return {
+      layout: 'a row per property (node, key, value), REPLICATED',
+      // One transaction, 250 properties to a statement.
+      async write(id, o) {
+        await db.transaction(async (tx) => {
+          for (let i = 0; i < props.length; i += 250) {
+            const part = props.slice(i, i + 250);
+            const sql = `INSERT OR REPLACE INTO prop (node, key, value) VALUES ${part.map(() => '(?, ?, ?)').join(', ')}`;
+            await tx.run(sql, part.flatMap((p) => [id, p, o[p]]));
+          }
+        });
+      },
+      async read(id) {
+        const rows = await get.all([id], { rowMode: 'object' });
+        if (rows.length === 0) return undefined;
+        const o = {};
+        for (const r of rows) o[r.key] = r.value;
+        return o;
+      },
+      setProp: (id, p, v) => put.run([id, p, v]),
       close: () => db.close(),
     };
   }
