@@ -128,6 +128,7 @@ impl Database {
                     outer: None,
                     rng: &self.rng,
                     cache: &cache,
+                    regroup: None,
                 };
                 let v = eval::eval(&pe, &[], &cx)?.into_owned();
                 col.ty.coerce(v, &def.name)?

@@ -278,6 +278,7 @@ impl Database {
             outer: None,
             rng: &self.rng,
             cache: &cache,
+            regroup: None,
         };
         exec::collect_rows(&plan, &cx)
     }

@@ -752,6 +752,7 @@ impl Database {
                     outer: None,
                     rng: &self.rng,
                     cache: &cache,
+                    regroup: None,
                 };
                 Ok(Output::Rows {
                     columns: q.columns.clone(),

@@ -142,6 +142,28 @@ pub(super) fn emit_group(
     for (spec, st) in agg.aggs.iter().zip(states) {
         frame.push(st.finish(spec)?);
     }
+    // Subqueries read the input row, rebuilt from the group.
+    let input: Vec<Value>;
+    let regrouped;
+    let cx = if agg.regroup.is_empty() {
+        cx
+    } else {
+        let width = agg.regroup.iter().map(|&(s, _)| s + 1).max().unwrap_or(0);
+        let mut row = vec![Value::Null; width];
+        for &(s, pos) in &agg.regroup {
+            row[s] = frame[pos].clone();
+        }
+        input = row;
+        regrouped = Cx {
+            store: cx.store,
+            params: cx.params,
+            outer: cx.outer,
+            rng: cx.rng,
+            cache: cx.cache,
+            regroup: Some(&input),
+        };
+        &regrouped
+    };
     if let Some(h) = &agg.having {
         if eval_bool(h, &frame, cx)? != Some(true) {
             return Ok(true);

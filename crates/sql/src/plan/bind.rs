@@ -167,6 +167,9 @@ impl Planner<'_> {
                 if depth == 0 {
                     return Ok(PExpr::Col(slot));
                 }
+                if !scope.inner_refs.contains(&slot) {
+                    scope.inner_refs.push(slot);
+                }
                 for k in 0..depth {
                     let s = &mut self.scopes[n - 1 - k];
                     s.correlated = true;

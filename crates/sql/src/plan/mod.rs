@@ -220,6 +220,10 @@ pub struct AggPlan {
     pub streamed: bool,
     /// Evaluated on the aggregate frame: group values, then aggregate results.
     pub having: Option<PExpr>,
+    /// The slots of the input frame the query's subqueries read, each with where the
+    /// aggregate frame holds its value (a group value, or the column's value in a row of the
+    /// group): a subquery in the output or HAVING is evaluated for the input row rebuilt so.
+    pub regroup: Vec<(usize, usize)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -33,6 +33,8 @@ pub(super) struct Scope {
     pub(super) correlated: bool,
     /// The enclosing queries' columns read inside this scope, as (levels up from it, slot).
     pub(super) outer_refs: Vec<(usize, usize)>,
+    /// This scope's slots read from inside it (by its subqueries).
+    pub(super) inner_refs: Vec<usize>,
     /// Collecting aggregate calls (the scope is an aggregate query's output).
     pub(super) aggs: Option<Vec<AggSpec>>,
     /// Output aliases usable in WHERE/GROUP BY/ORDER BY: (alias, AST expr).
@@ -810,6 +812,14 @@ impl<'c> Planner<'c> {
             if let Some(h) = having.as_mut() {
                 fix(h, &mut aggs);
             }
+            let mut regroup = Vec::new();
+            for &s in &self.scope().inner_refs {
+                let mut e = PExpr::Col(s);
+                fix(&mut e, &mut aggs);
+                if let PExpr::Col(pos) = e {
+                    regroup.push((s, pos));
+                }
+            }
             let mm: Vec<usize> = (0..aggs.len())
                 .filter(|&i| matches!(aggs[i].func, AggFunc::Min | AggFunc::Max))
                 .collect();
@@ -819,6 +829,7 @@ impl<'c> Planner<'c> {
                 streamed: false,
                 aggs,
                 having,
+                regroup,
             });
         }
         Ok(Output {

@@ -33,3 +33,17 @@ SELECT count(*), sum(v) FROM mx WHERE EXISTS (SELECT 1 FROM my WHERE my.id = mx.
 SELECT count(*), sum((SELECT w FROM my WHERE my.id = mx.id)) FROM mx;
 SELECT count(*), sum((SELECT count(*) FROM my WHERE my.w = mx.v)) FROM mx;
 SELECT count(*) FROM mx WHERE v > (SELECT avg(w) FROM my WHERE my.w <= mx.v AND my.id < mx.id);
+
+-- A correlated subquery in an aggregate query's output, HAVING and ORDER BY reads the group's
+-- values of the outer columns.
+CREATE TABLE go (id INTEGER PRIMARY KEY, cu INTEGER, v INTEGER);
+CREATE TABLE gp (id INTEGER PRIMARY KEY, cu INTEGER);
+INSERT INTO go VALUES (1, 1, 10), (2, 1, 20), (3, 2, 30), (4, 3, 40), (5, NULL, 50);
+INSERT INTO gp VALUES (1, 1), (2, 2), (3, 2), (4, 1), (5, 1), (6, NULL);
+SELECT go.cu, (SELECT count(*) FROM gp WHERE gp.cu = go.cu) AS n FROM go GROUP BY go.cu ORDER BY go.cu;
+SELECT go.cu, count(*) FROM go GROUP BY go.cu HAVING (SELECT count(*) FROM gp WHERE gp.cu = go.cu) > 1 ORDER BY go.cu;
+SELECT go.cu, sum(v) + (SELECT count(*) FROM gp WHERE gp.cu = go.cu) FROM go GROUP BY go.cu ORDER BY 2, 1;
+SELECT count(*), (SELECT count(*) FROM gp WHERE gp.cu > 1) FROM go;
+SELECT go.cu, EXISTS (SELECT 1 FROM gp WHERE gp.cu = go.cu) FROM go GROUP BY go.cu ORDER BY go.cu;
+SELECT go.cu, max(v) FROM go GROUP BY go.cu ORDER BY (SELECT count(*) FROM gp WHERE gp.cu = go.cu), go.cu;
+SELECT go.cu, count(*) FROM go WHERE go.cu IN (SELECT gp.cu FROM gp WHERE gp.id > 1) GROUP BY go.cu HAVING go.cu IN (SELECT cu FROM gp WHERE gp.cu = go.cu) ORDER BY 1;

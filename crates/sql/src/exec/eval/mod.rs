@@ -149,6 +149,10 @@ pub struct Cx<'a> {
     pub outer: Option<(&'a [Value], &'a Cx<'a>)>,
     pub rng: &'a Cell<u64>,
     pub cache: &'a Cache,
+    /// The row a subquery sees as its enclosing query's, when it is not the row evaluated: an
+    /// aggregate query's output is evaluated on its aggregate frame, its subqueries on the input
+    /// row rebuilt from the group (`AggPlan::regroup`).
+    pub regroup: Option<&'a [Value]>,
 }
 
 impl<'a> Cx<'a> {
@@ -157,9 +161,10 @@ impl<'a> Cx<'a> {
         Cx {
             store: self.store,
             params: self.params,
-            outer: Some((row, self)),
+            outer: Some((self.regroup.unwrap_or(row), self)),
             rng: self.rng,
             cache: self.cache,
+            regroup: None,
         }
     }
 
@@ -611,7 +616,11 @@ fn memo_key(q: &QueryPlan, row: &[Value], cx: &Cx) -> Result<Option<Vec<u8>>> {
     let mut k = Vec::new();
     for &(d, slot) in refs.iter() {
         // The subquery's `Outer(d, slot)`, seen from the query that evaluates it.
-        let r = if d <= 1 { row } else { cx.outer_row(d - 1)? };
+        let r = if d <= 1 {
+            cx.regroup.unwrap_or(row)
+        } else {
+            cx.outer_row(d - 1)?
+        };
         push_norm(r.get(slot).unwrap_or(&Value::Null), &mut k);
     }
     Ok(Some(k))

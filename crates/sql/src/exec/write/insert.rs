@@ -545,6 +545,7 @@ impl Writer<'_> {
             outer: None,
             rng: self.rng,
             cache,
+            regroup: None,
         };
         // Where each column's new value is in `vals`: the last SET of it wins.
         let value_of = |c: usize| sets.iter().rposition(|(s, _)| *s == c);

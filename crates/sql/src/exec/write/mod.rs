@@ -193,6 +193,7 @@ impl Writer<'_> {
             outer: None,
             rng: self.rng,
             cache,
+            regroup: None,
         }
     }
 
@@ -658,6 +659,7 @@ pub(crate) fn index_parts(
         outer: None,
         rng: &rng,
         cache: &cache,
+        regroup: None,
     };
     for e in &ix.exprs {
         let v = crate::exec::eval::eval(&e.plan, row, &cx)?;

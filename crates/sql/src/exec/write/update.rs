@@ -339,6 +339,7 @@ impl Writer<'_> {
             outer: None,
             rng: self.rng,
             cache,
+            regroup: None,
         };
         let mut frame = nulls(p.scan.frame_len);
         let mut rf = RowFilter::new(lvl, &frame, &cx);
@@ -425,6 +426,7 @@ impl Writer<'_> {
             outer: None,
             rng: self.rng,
             cache: &cache,
+            regroup: None,
         };
         // Keys named outright left the frame as this needs it.
         if frame.len() != p.scan.frame_len {
