@@ -176,10 +176,9 @@ impl<'c> Planner<'c> {
         }
         // Compound or VALUES: ORDER BY refers to output columns by name or position.
         self.unmemoizable += 1;
-        self.scopes.push(Scope::default());
-        let r = self.body(&q.body);
-        let correlated = self.scopes.pop().is_some_and(|s| s.correlated);
-        let (body, columns) = r?;
+        // No scope of its own: each core arm has one, and runs for the same enclosing row as
+        // the compound (a scope here would put that row one level further than it is).
+        let (body, columns, correlated) = self.body(&q.body)?;
         let width = columns.len();
         let mut order = Vec::new();
         for o in &q.order_by {
@@ -231,17 +230,30 @@ impl<'c> Planner<'c> {
         Ok((l?, o?))
     }
 
-    fn body(&mut self, b: &ast::SelectBody) -> Result<(Body, Vec<String>)> {
+    /// A compound's or VALUES' body, its column names and whether it reads an enclosing row.
+    fn body(&mut self, b: &ast::SelectBody) -> Result<(Body, Vec<String>, bool)> {
         match b {
             ast::SelectBody::Values(rows) => {
+                // VALUES rows have no frame: a column they name is an enclosing query's.
+                self.scopes.push(Scope::default());
                 let mut out = Vec::new();
-                for r in rows {
-                    out.push(self.exprs(r)?);
+                let mut r = Ok(());
+                for row in rows {
+                    match self.exprs(row) {
+                        Ok(v) => out.push(v),
+                        Err(e) => {
+                            r = Err(e);
+                            break;
+                        }
+                    }
                 }
+                let correlated = self.scopes.pop().is_some_and(|s| s.correlated);
+                r?;
                 let n = rows.first().map_or(0, |r| r.len());
                 Ok((
                     Body::Values(out),
                     (1..=n).map(|i| format!("column{i}")).collect(),
+                    correlated,
                 ))
             }
             ast::SelectBody::Core(c) => {
@@ -253,19 +265,14 @@ impl<'c> Planner<'c> {
                     offset: None,
                 };
                 let p = self.core_query(c, &empty)?;
-                if p.correlated {
-                    if let Some(s) = self.scopes.last_mut() {
-                        s.correlated = true;
-                    }
-                }
                 let Body::Core(core) = p.body else {
                     return Err(Error::Invalid("invariant: core plan".into()));
                 };
-                Ok((Body::Core(core), p.columns.to_vec()))
+                Ok((Body::Core(core), p.columns.to_vec(), p.correlated))
             }
             ast::SelectBody::Union { all, left, right } => {
-                let (l, lc) = self.body(left)?;
-                let (r, rc) = self.body(right)?;
+                let (l, lc, lcorr) = self.body(left)?;
+                let (r, rc, rcorr) = self.body(right)?;
                 if lc.len() != rc.len() {
                     return Err(Error::Invalid(
                         "SELECTs to the left and right of UNION do not have the same number of result columns".into(),
@@ -278,6 +285,7 @@ impl<'c> Planner<'c> {
                         right: Box::new(r),
                     },
                     lc,
+                    lcorr || rcorr,
                 ))
             }
         }

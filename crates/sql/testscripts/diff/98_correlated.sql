@@ -47,3 +47,9 @@ SELECT count(*), (SELECT count(*) FROM gp WHERE gp.cu > 1) FROM go;
 SELECT go.cu, EXISTS (SELECT 1 FROM gp WHERE gp.cu = go.cu) FROM go GROUP BY go.cu ORDER BY go.cu;
 SELECT go.cu, max(v) FROM go GROUP BY go.cu ORDER BY (SELECT count(*) FROM gp WHERE gp.cu = go.cu), go.cu;
 SELECT go.cu, count(*) FROM go WHERE go.cu IN (SELECT gp.cu FROM gp WHERE gp.id > 1) GROUP BY go.cu HAVING go.cu IN (SELECT cu FROM gp WHERE gp.cu = go.cu) ORDER BY 1;
+
+-- A correlated subquery whose body is compound: every arm reads the same enclosing row.
+SELECT go.id, EXISTS (SELECT id FROM gp WHERE gp.cu = go.cu UNION SELECT id FROM gp WHERE gp.id = go.id) FROM go ORDER BY go.id;
+SELECT go.id FROM go WHERE go.cu IN (SELECT cu FROM gp WHERE gp.id = go.id UNION SELECT 3) ORDER BY 1;
+SELECT go.id, (SELECT max(id) FROM gp WHERE gp.cu = go.cu UNION ALL SELECT 0 ORDER BY 1 LIMIT 1) FROM go ORDER BY 1;
+SELECT go.id, (SELECT count(*) FROM gp WHERE gp.cu = go.cu) + (SELECT id FROM gp WHERE gp.id = go.id UNION ALL SELECT 4 ORDER BY 1 DESC LIMIT 1) FROM go ORDER BY 1;
