@@ -9,9 +9,10 @@
 // Of those, typical() keeps what an ordinary application runs (tables and indexes, the four
 // writes, SELECT with its joins, subqueries, aggregates, ORDER BY / LIMIT, transactions);
 // EXPLAIN, ALTER TABLE, PRAGMA and the schema tables, WITH and compound selects,
-// savepoints, the date, JSON, window and string-aggregate functions and the rarer ones are left
-// to the rest of the engine. Statements that fail are left out too (split.mjs runs the
-// corpus once to find them): the code that builds error messages belongs in the rest.
+// savepoints, full-text search, the date, JSON, window and string-aggregate functions and the
+// rarer ones are left to the rest of the engine. Statements that fail are left out too
+// (split.mjs runs the corpus once to find them): the code that builds error messages belongs
+// in the rest.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -32,6 +33,8 @@ const RARE = [
   // moment after open.
   /\bjson\w*\s*\(|->/i,
   /\bOVER\b|\bWINDOW\s+\w+\s+AS\b|\bFILTER\s*\(/i,
+  // Full-text search, likewise.
+  /\bVIRTUAL\s+TABLE\b|\bMATCH\b|\b(bm25|highlight|snippet)\s*\(/i,
   // Savepoints (nested transactions) and the string aggregates.
   /^\s*(SAVEPOINT|RELEASE)\b|^\s*ROLLBACK\s+(TRANSACTION\s+)?TO\b/i,
   /\b(group_concat|string_agg)\s*\(/i,
