@@ -1,6 +1,7 @@
 // What every workload's setup, run and check get besides the database: the row count, the data,
 // and the loaders of t1 and the join tables. Plain JS, so it runs in the page and in Node.
 import { t1Rows, ints, words, mulberry32, T1_SCHEMA } from './data.js';
+import * as fts from './fts.js';
 
 export function makeCtx(engine, rows) {
   const ctx = {
@@ -9,6 +10,8 @@ export function makeCtx(engine, rows) {
     /** n scaled with the row count (n is the count at 10,000 rows), at least 1. */
     scale: (n) => Math.max(1, Math.round((n * rows) / 10000)),
     data: { t1Rows, ints, words, mulberry32 },
+    /** The full-text workloads' documents, indexes and queries (src/fts.js). */
+    fts,
     T1_SCHEMA,
     pick: (variants) => (engine in variants ? variants[engine] : variants.default),
     num: (x) => (x === null || x === undefined ? x : Number(x)),
