@@ -396,24 +396,7 @@ pub fn text(j: &J) -> String {
 /// `s` escaped for the inside of a JSON string, as SQLite escapes SQL text.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.push_str("\\u00");
-                out.push(HEX[(c as usize) >> 4] as char);
-                out.push(HEX[(c as usize) & 15] as char);
-            }
-            c => out.push(c),
-        }
-    }
+    cairn_value::coll::escape_into(s, &mut out);
     out
 }
 
