@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use cairn_value::Value;
+use std::borrow::Cow;
 
 /// Arrays and objects nest at most this deep; deeper is malformed. SQLite allows 1000, but
 /// parsing, writing and walking a document recurse, and the Worker's stack is 1 MiB: the bound
@@ -48,47 +49,45 @@ pub fn parse(text: &str) -> Option<J> {
 /// Whether `text` is JSON, read as [`parse`] reads it but building nothing.
 pub fn valid(text: &str) -> bool {
     let mut p = Parser::new(text, false);
-    p.value(0).is_some() && {
+    p.skip(0).is_some() && {
         p.ws();
         p.i == p.b.len()
     }
 }
 
-/// Where `path` (after its `$`) leads in `text`, which must be [`valid`]: the byte range of the
-/// value found, without building the document (what `json_extract` and `->>` read is most
-/// often one small value of a large document). Ok(None) when it finds nothing, Err for a bad
-/// path, with [`lookup`]'s rules.
-pub fn locate(text: &str, path: &str) -> std::result::Result<Option<(usize, usize)>, ()> {
+/// What [`locate`] finds.
+#[derive(Debug, PartialEq)]
+pub enum Located {
+    /// The document is not JSON (checked before the path, as SQLite does).
+    Malformed,
+    /// A step of the path that was read is not a step.
+    BadPath,
+    /// The byte range of the value found, or None when the path finds nothing.
+    Found(Option<(usize, usize)>),
+}
+
+/// Checks `text` whole as [`valid`] does and finds where `path` (after its `$`) leads, with
+/// [`lookup`]'s rules, in one reading that builds nothing: what `json_extract`, `->>` and
+/// `json_each` read is most often one small value of a larger document.
+pub fn locate(text: &str, path: &str) -> Located {
     let mut p = Parser::new(text, false);
-    p.ws();
-    let mut at = p.i;
-    let mut rest = path;
-    loop {
-        let c = p.b[at];
-        let (step, tail) = match next_step(rest) {
-            Ok(None) => break,
-            Ok(Some(s)) => s,
-            Err(()) if rest.starts_with('[') && c != b'[' => return Ok(None),
-            Err(()) => return Err(()),
-        };
-        let found = match (&step, c) {
-            (Step::Key(k, _), b'{') => p.member(at, k),
-            (Step::Index(n), b'[') => p.element(at, *n),
-            (Step::FromEnd(n), b'[') => {
-                let len = p.element_count(at);
-                len.checked_sub(*n).and_then(|i| p.element(at, i))
-            }
-            _ => None,
-        };
-        match found {
-            Some(v) => at = v,
-            None => return Ok(None),
-        }
-        rest = tail;
+    let mut out = Found::default();
+    let whole = p.find(0, Some(path), &mut out).is_some() && {
+        p.ws();
+        p.i == p.b.len()
+    };
+    match (whole, out.bad_path) {
+        (false, _) => Located::Malformed,
+        (true, true) => Located::BadPath,
+        (true, false) => Located::Found(out.range),
     }
-    p.i = at;
-    p.value(0);
-    Ok(Some((at, p.i)))
+}
+
+/// What a path led to while a document was read.
+#[derive(Default)]
+struct Found {
+    range: Option<(usize, usize)>,
+    bad_path: bool,
 }
 
 struct Parser<'a> {
@@ -109,33 +108,6 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// In the valid object at `at`, where the value of the first member labelled `key` starts.
-    fn member(&mut self, at: usize, key: &str) -> Option<usize> {
-        self.i = at + 1;
-        self.ws();
-        if self.b[self.i] == b'}' {
-            return None;
-        }
-        loop {
-            self.ws();
-            let start = self.i + 1;
-            self.string()?;
-            let label = &self.s[start..self.i - 1];
-            self.ws();
-            self.i += 1;
-            self.ws();
-            if label_is(label, key) {
-                return Some(self.i);
-            }
-            self.value(0)?;
-            self.ws();
-            if self.b[self.i] != b',' {
-                return None;
-            }
-            self.i += 1;
-        }
-    }
-
     /// In the valid array at `at`, where element `n` starts.
     fn element(&mut self, at: usize, n: u64) -> Option<usize> {
         self.i = at + 1;
@@ -149,7 +121,7 @@ impl<'a> Parser<'a> {
             if k == n {
                 return Some(self.i);
             }
-            self.value(0)?;
+            self.skip(0)?;
             self.ws();
             if self.b[self.i] != b',' {
                 return None;
@@ -167,7 +139,7 @@ impl<'a> Parser<'a> {
         }
         let mut n = 0;
         loop {
-            if self.value(0).is_none() {
+            if self.skip(0).is_none() {
                 return n;
             }
             n += 1;
@@ -273,10 +245,130 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Reads a value inside `depth` arrays and objects as [`Self::value`] does, building
+    /// nothing: what checking a document and finding a path in it read most.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        self.ws();
+        match *self.b.get(self.i)? {
+            b'{' | b'[' => self.container(depth, None, &mut Found::default()),
+            b'"' => self.string_end().map(|i| self.i = i),
+            b'-' | b'0'..=b'9' => self.number_end().map(|i| self.i = i),
+            _ => self.value(depth).map(drop),
+        }
+    }
+
+    /// [`Self::skip`], and where `path` (None: no path) leads from the value read, into `out`.
+    fn find(&mut self, depth: usize, path: Option<&str>, out: &mut Found) -> Option<()> {
+        let Some(path) = path else {
+            return self.skip(depth);
+        };
+        self.ws();
+        let at = self.i;
+        let c = *self.b.get(at)?;
+        let (step, tail) = match next_step(path) {
+            Ok(None) => {
+                self.skip(depth)?;
+                out.range = Some((at, self.i));
+                return Some(());
+            }
+            Ok(Some(s)) => s,
+            // SQLite reads `[...]` only on an array: on anything else it finds nothing.
+            Err(()) => {
+                out.bad_path |= !(path.starts_with('[') && c != b'[');
+                return self.skip(depth);
+            }
+        };
+        match (&step, c) {
+            (Step::Key(..), b'{') | (Step::Index(_), b'[') => {
+                self.container(depth, Some((&step, tail)), out)
+            }
+            (Step::FromEnd(n), b'[') => {
+                // Counted from the end: the array is read whole, then the element again.
+                self.skip(depth)?;
+                let end = self.i;
+                let len = self.element_count(at);
+                if let Some(e) = len.checked_sub(*n).and_then(|i| self.element(at, i)) {
+                    self.i = e;
+                    self.find(depth + 1, Some(tail), out)?;
+                }
+                self.i = end;
+                Some(())
+            }
+            _ => self.skip(depth),
+        }
+    }
+
+    /// The object or array at `self.i` inside `depth` others, read through; `want` is the step
+    /// into it of a path and the path after that step (the first member it names is followed).
+    fn container(
+        &mut self,
+        depth: usize,
+        mut want: Option<(&Step, &str)>,
+        out: &mut Found,
+    ) -> Option<()> {
+        let close = if self.b[self.i] == b'{' { b'}' } else { b']' };
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        self.ws();
+        if self.b.get(self.i) == Some(&close) {
+            self.i += 1;
+            return Some(());
+        }
+        let mut k = 0;
+        loop {
+            let hit = if close == b'}' {
+                self.ws();
+                if self.b.get(self.i) != Some(&b'"') {
+                    return None;
+                }
+                let start = self.i + 1;
+                self.i = self.string_end()?;
+                let label = &self.s[start..self.i - 1];
+                self.ws();
+                if self.b.get(self.i) != Some(&b':') {
+                    return None;
+                }
+                self.i += 1;
+                matches!(want, Some((Step::Key(key, ..), _)) if label_is(label, key))
+            } else {
+                matches!(want, Some((Step::Index(n), _)) if *n == k)
+            };
+            if hit {
+                let tail = want.take().map(|w| w.1);
+                self.find(depth + 1, tail, out)?;
+            } else {
+                self.skip(depth + 1)?;
+            }
+            k += 1;
+            self.ws();
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(&c) if c == close => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// A string at `"`: its text between the quotes, escapes checked and kept.
     fn string(&mut self) -> Option<String> {
         let start = self.i + 1;
-        let mut i = start;
+        let end = self.string_end()?;
+        self.i = end;
+        Some(if self.build {
+            self.s[start..end - 1].to_string()
+        } else {
+            String::new()
+        })
+    }
+
+    /// Where the string at `"` ends (after its closing quote), escapes checked.
+    fn string_end(&self) -> Option<usize> {
+        let mut i = self.i + 1;
         loop {
             match *self.b.get(i)? {
                 b'"' => break,
@@ -298,15 +390,21 @@ impl<'a> Parser<'a> {
                 _ => i += 1,
             }
         }
-        self.i = i + 1;
-        Some(if self.build {
-            self.s[start..i].to_string()
-        } else {
-            String::new()
-        })
+        Some(i + 1)
     }
 
     fn number(&mut self) -> Option<J> {
+        let start = self.i;
+        self.i = self.number_end()?;
+        Some(J::Num(if self.build {
+            self.s[start..self.i].to_string()
+        } else {
+            String::new()
+        }))
+    }
+
+    /// Where the number at `self.i` ends.
+    fn number_end(&self) -> Option<usize> {
         let b = self.b;
         let start = self.i;
         let mut i = start;
@@ -340,12 +438,7 @@ impl<'a> Parser<'a> {
                 return None;
             }
         }
-        self.i = i;
-        Some(J::Num(if self.build {
-            self.s[start..i].to_string()
-        } else {
-            String::new()
-        }))
+        Some(i)
     }
 }
 
@@ -474,6 +567,14 @@ pub fn to_sql(j: &J) -> Value {
     }
 }
 
+/// [`to_sql`] of a value no longer needed: a string without escapes is moved, not copied.
+pub fn into_sql(j: J) -> Value {
+    match j {
+        J::Str(s) if !s.contains('\\') => Value::Text(s),
+        j => to_sql(&j),
+    }
+}
+
 fn num_value(n: &str) -> Value {
     if !n.contains(['.', 'e', 'E']) {
         if let Ok(i) = n.parse::<i64>() {
@@ -497,11 +598,13 @@ pub fn type_name(j: &J) -> &'static str {
     }
 }
 
-/// One step of a path.
+/// One step of a path, borrowed from the path's text: a path is read again for every row, so a
+/// step allocates only for a quoted label with escapes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// An object label, escapes resolved, and as it is to be written when created.
-    Key(String, String),
+pub enum Step<'p> {
+    /// An object label, escapes resolved, and as the path wrote it (`quoted`: between quotes,
+    /// escapes kept, so it is written as it is when created).
+    Key(Cow<'p, str>, &'p str, bool),
     /// `[N]`.
     Index(u64),
     /// `[#-N]` (`[#]` is N = 0): N from the end.
@@ -510,7 +613,7 @@ pub enum Step {
 
 /// The next step of the path text after `$` (SQLite reads a path step by step, so a bad step
 /// after one that finds nothing is never seen): None at the end, Err on a bad step.
-fn next_step(p: &str) -> std::result::Result<Option<(Step, &str)>, ()> {
+fn next_step(p: &str) -> std::result::Result<Option<(Step<'_>, &str)>, ()> {
     let b = p.as_bytes();
     match b.first() {
         None => Ok(None),
@@ -528,9 +631,9 @@ fn next_step(p: &str) -> std::result::Result<Option<(Step, &str)>, ()> {
                 }
                 let raw = &p[2..i];
                 let step = if raw.contains('\\') {
-                    Step::Key(unescape(raw), raw.to_string())
+                    Step::Key(Cow::Owned(unescape(raw)), raw, true)
                 } else {
-                    Step::Key(raw.to_string(), escape(raw))
+                    Step::Key(Cow::Borrowed(raw), raw, false)
                 };
                 Ok(Some((step, &p[i + 1..])))
             } else {
@@ -542,7 +645,7 @@ fn next_step(p: &str) -> std::result::Result<Option<(Step, &str)>, ()> {
                     return Err(());
                 }
                 let k = &p[1..1 + n];
-                Ok(Some((Step::Key(k.to_string(), escape(k)), &p[1 + n..])))
+                Ok(Some((Step::Key(Cow::Borrowed(k), k, false), &p[1 + n..])))
             }
         }
         Some(b'[') => {
@@ -578,7 +681,7 @@ fn next_step(p: &str) -> std::result::Result<Option<(Step, &str)>, ()> {
 
 /// The next step at `at`. SQLite reads `[...]` only on an array: on anything else it finds
 /// nothing, so a malformed index there is no error.
-fn step_at<'p>(at: &J, p: &'p str) -> std::result::Result<Option<(Step, &'p str)>, ()> {
+fn step_at<'p>(at: &J, p: &'p str) -> std::result::Result<Option<(Step<'p>, &'p str)>, ()> {
     match next_step(p) {
         Err(()) if p.starts_with('[') && !matches!(at, J::Arr(_)) => {
             Ok(Some((Step::Index(u64::MAX), "")))
@@ -594,7 +697,7 @@ pub fn lookup<'a>(root: &'a J, path: &str) -> std::result::Result<Option<&'a J>,
     let mut rest = path;
     while let Some((step, tail)) = step_at(at, rest)? {
         let found = match (&step, at) {
-            (Step::Key(k, _), J::Obj(m)) => m.iter().find(|(l, _)| label_is(l, k)).map(|e| &e.1),
+            (Step::Key(k, ..), J::Obj(m)) => m.iter().find(|(l, _)| label_is(l, k)).map(|e| &e.1),
             (Step::Index(i), J::Arr(a)) => a.get(*i as usize),
             (Step::FromEnd(n), J::Arr(a)) => {
                 a.len().checked_sub(*n as usize).and_then(|i| a.get(i))
@@ -634,7 +737,7 @@ pub fn edit(root: &mut J, path: &str, how: Edit, v: &J) -> std::result::Result<b
     };
     // The place the step names in this container, if there is one, and whether it is last.
     let here = match (&step, &*root) {
-        (Step::Key(k, _), J::Obj(m)) => m.iter().position(|(l, _)| label_is(l, k)),
+        (Step::Key(k, ..), J::Obj(m)) => m.iter().position(|(l, _)| label_is(l, k)),
         (Step::Index(i), J::Arr(a)) => (*i < a.len() as u64).then_some(*i as usize),
         (Step::FromEnd(n), J::Arr(a)) => a.len().checked_sub(*n as usize).filter(|&i| i < a.len()),
         _ => return Ok(false),
@@ -681,13 +784,22 @@ pub fn edit(root: &mut J, path: &str, how: Edit, v: &J) -> std::result::Result<b
                 return Ok(false);
             };
             match (root, step) {
-                (J::Obj(m), Step::Key(_, raw)) => m.push((raw, new)),
+                (J::Obj(m), Step::Key(_, raw, quoted)) => m.push((written(raw, quoted), new)),
                 (J::Arr(a), _) => a.push(new),
                 _ => return Ok(false),
             }
             Ok(true)
         }
         None => Ok(false),
+    }
+}
+
+/// A label as an edit writes it: a quoted one as the path has it, escapes kept; another escaped.
+fn written(raw: &str, quoted: bool) -> String {
+    if quoted {
+        raw.to_string()
+    } else {
+        escape(raw)
     }
 }
 
@@ -701,7 +813,7 @@ fn build(path: &str, v: &J) -> std::result::Result<Option<J>, ()> {
         return Ok(None);
     };
     Ok(match step {
-        Step::Key(_, raw) => Some(J::Obj(vec![(raw, inner)])),
+        Step::Key(_, raw, quoted) => Some(J::Obj(vec![(written(raw, quoted), inner)])),
         Step::Index(0) | Step::FromEnd(0) => Some(J::Arr(vec![inner])),
         _ => None,
     })

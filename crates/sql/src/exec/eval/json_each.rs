@@ -71,8 +71,15 @@ impl Walk<'_> {
 
     /// The members of the container `j` at `fullkey` (whose row, in a tree, is `id`).
     fn members(&mut self, j: &J, id: Option<i64>, fullkey: &str) {
-        let each = |w: &mut Self, key: Value, elem: String, v: &J| {
-            let full = format!("{fullkey}{elem}");
+        // An element's full key is made only when a column shows it or its members' rows name
+        // it (`fullkey`, or `path` in a tree): json_each over a column reads neither.
+        let each = |w: &mut Self, key: Value, elem: &dyn Fn() -> String, v: &J| {
+            let shown = w.wanted & (1 << 6) != 0 || (w.tree && matches!(v, J::Arr(_) | J::Obj(_)));
+            let full = if shown {
+                format!("{fullkey}{}", elem())
+            } else {
+                String::new()
+            };
             let parent = if w.tree { id } else { None };
             let vid = w.row(key, v, parent, &full, fullkey);
             if w.tree && matches!(v, J::Arr(_) | J::Obj(_)) {
@@ -82,20 +89,22 @@ impl Walk<'_> {
         match j {
             J::Arr(a) => {
                 for (i, v) in a.iter().enumerate() {
-                    each(self, Value::Integer(i as i64), format!("[{i}]"), v);
+                    each(self, Value::Integer(i as i64), &|| format!("[{i}]"), v);
                 }
             }
             J::Obj(m) => {
                 for (k, v) in m {
-                    let b = k.as_bytes();
-                    let plain = b.first().is_some_and(u8::is_ascii_alphabetic)
-                        && b.iter().all(u8::is_ascii_alphanumeric);
-                    let elem = if plain {
-                        format!(".{k}")
-                    } else {
-                        format!(".\"{k}\"")
+                    let elem = || {
+                        let b = k.as_bytes();
+                        let plain = b.first().is_some_and(u8::is_ascii_alphabetic)
+                            && b.iter().all(u8::is_ascii_alphanumeric);
+                        if plain {
+                            format!(".{k}")
+                        } else {
+                            format!(".\"{k}\"")
+                        }
                     };
-                    each(self, Value::Text(json::unescape(k)), elem, v);
+                    each(self, Value::Text(json::unescape(k)), &elem, v);
                 }
             }
             _ => {}
@@ -129,7 +138,6 @@ fn root_split(tree: bool, root: &str) -> (String, Value) {
     (path, key)
 }
 
-/// The rows for the arguments `json` and `root` (None: `$`).
 /// The rows for the arguments `json` and `root` (None: `$`), with the columns whose bit is set
 /// in `wanted` (the others NULL: what the query does not read is not made).
 pub fn rows(
@@ -162,12 +170,13 @@ pub fn rows(
     let start = if rest.is_empty() {
         json::parse(&text).ok_or_else(json::malformed)?
     } else {
-        if !json::valid(&text) {
-            return Err(json::malformed());
-        }
-        match json::locate(&text, rest).map_err(|()| json::bad_path(&root))? {
-            None => return Ok(Vec::new()),
-            Some((a, b)) => json::parse(&text[a..b]).ok_or_else(json::malformed)?,
+        match json::locate(&text, rest) {
+            json::Located::Malformed => return Err(json::malformed()),
+            json::Located::BadPath => return Err(json::bad_path(&root)),
+            json::Located::Found(None) => return Ok(Vec::new()),
+            json::Located::Found(Some((a, b))) => {
+                json::parse(&text[a..b]).ok_or_else(json::malformed)?
+            }
         }
     };
     let start = &start;

@@ -134,16 +134,17 @@ fn doc_text<'v>(v: &'v Value) -> Result<Option<Cow<'v, str>>> {
 /// What `path` finds in the document `text`: checked whole, as SQLite does, but only the
 /// value found is built.
 fn find_text(text: &str, path: &str) -> Result<Option<J>> {
-    if !json::valid(text) {
-        return Err(json::malformed());
-    }
     let Some(rest) = path.strip_prefix('$') else {
+        if !json::valid(text) {
+            return Err(json::malformed());
+        }
         return Err(json::bad_path(path));
     };
     match json::locate(text, rest) {
-        Err(()) => Err(json::bad_path(path)),
-        Ok(None) => Ok(None),
-        Ok(Some((a, b))) => json::parse(&text[a..b])
+        json::Located::Malformed => Err(json::malformed()),
+        json::Located::BadPath => Err(json::bad_path(path)),
+        json::Located::Found(None) => Ok(None),
+        json::Located::Found(Some((a, b))) => json::parse(&text[a..b])
             .map(Some)
             .ok_or_else(json::malformed),
     }
@@ -272,7 +273,7 @@ pub fn call(f: JsonFn, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> 
         }
         JsonFn::Extract if args.len() < 2 => Value::Null,
         JsonFn::Extract if args.len() == 2 => match extract_one(args, row, cx, false)? {
-            Some(j) => json::to_sql(&j),
+            Some(j) => json::into_sql(j),
             None => Value::Null,
         },
         JsonFn::Extract => {
@@ -293,7 +294,7 @@ pub fn call(f: JsonFn, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> 
             None => Value::Null,
         },
         JsonFn::ArrowText => match extract_one(args, row, cx, true)? {
-            Some(j) => json::to_sql(&j),
+            Some(j) => json::into_sql(j),
             None => Value::Null,
         },
         JsonFn::Type => match at_path(args, row, cx)? {
