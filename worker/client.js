@@ -619,6 +619,11 @@ export class Database extends Queries {
       await this.#becomeOwner();
       return;
     }
+    // The Worker starts (fetches and compiles the engine, wakes the origin's storage) while the
+    // lock is asked for, which in a new profile takes tens of milliseconds; a tab that turns out
+    // not to own the database lets it go.
+    let early = new EngineWorker(this.#options);
+    early.ready.catch(() => {});
     this.bus = new BroadcastChannel(`cairn:${this.#name}`);
     this.bus.onmessage = (e) => this.#onChannel(e.data);
     // Held for this tab's lifetime, so the owner learns when this tab goes away.
@@ -627,8 +632,10 @@ export class Database extends Queries {
     let first = true;
     await new Promise((resolve, reject) => {
       const hold = async () => {
+        const worker = early;
+        early = null;
         try {
-          await this.#becomeOwner();
+          await this.#becomeOwner(worker);
         } catch (e) {
           if (first) reject(e);
           return;
@@ -642,6 +649,8 @@ export class Database extends Queries {
       // database is free when close() resolves: reopened at once, this tab owns it again).
       this.#held = navigator.locks.request(lockName, { ifAvailable: true }, async (lock) => {
         if (lock) return hold();
+        early.terminate();
+        early = null;
         const { FollowerLink } = await extra();
         this.#link = new FollowerLink(this, { CairnError, clientId });
         first = false;
@@ -660,12 +669,13 @@ export class Database extends Queries {
 
   #releaseClient = null;
 
-  async #becomeOwner() {
+  /** Opens the database in `worker` (a new one unless given) and makes this tab its owner. */
+  async #becomeOwner(worker = new EngineWorker(this.#options)) {
     const preload = this.#options.preloadRest ?? 'background';
     if (preload !== 'background' && preload !== 'wait') {
+      worker.terminate();
       throw new CairnError('INVALID_INPUT', `preloadRest must be "background" or "wait", not ${JSON.stringify(preload)}`);
     }
-    const worker = new EngineWorker(this.#options);
     try {
       await worker.ready;
       await worker.call('open', [this.#name, {

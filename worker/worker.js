@@ -22,6 +22,11 @@ import { watchOps, committed, dropTab, dropAll } from './watch.js';
 // script is cairn's Worker of its own protocol.
 self.postMessage([0, HELLO, PROTOCOL]);
 
+// The origin's storage takes tens of milliseconds to start the first time a profile touches it:
+// asked for now, it starts while the engine is fetched and compiled. Its errors are the open's
+// to report.
+if (typeof navigator === 'object') navigator.storage?.getDirectory?.().catch(() => {});
+
 // The ops that span the modules.
 Object.assign(ops, watchOps);
 ops.close = () => {
