@@ -12,7 +12,8 @@ export type CairnErrorCode =
   | 'TOKEN_UNAVAILABLE' | 'RATE_LIMITED' | 'FINALIZED' | 'OWNER_GONE' | 'NOT_OWNER' | 'NO_SYNC'
   | 'NO_WEBSOCKET' | 'IMPORT_INCOMPLETE' | 'UNKNOWN_OP' | 'NOT_READY' | 'NOT_OPEN'
   | 'ALREADY_OPEN' | 'LOAD_FAILED' | 'REST_UNAVAILABLE' | 'MIGRATION' | 'INTERNAL' | 'WORKER_ERROR' | 'WORKER_MISMATCH'
-  | 'TERMINATED' | 'UNSUPPORTED_BROWSER' | 'UNKNOWN_FIELD' | 'FIELD_TYPE' | 'NOT_COUNTER' | 'NOT_SET';
+  | 'TERMINATED' | 'UNSUPPORTED_BROWSER' | 'UNKNOWN_FIELD' | 'FIELD_TYPE' | 'NOT_COUNTER' | 'NOT_SET'
+  | 'NO_TEXT_INDEX';
 
 /** Every error cairn reports carries a stable `code` and a message a person can act on. */
 export class CairnError extends Error {
@@ -182,6 +183,9 @@ export interface RelayStatus {
 /** What `sync.status()` returns and `sync.on('status')` is called with (docs/sync.md 10b). */
 export interface SyncStatus {
   relays: RelayStatus[];
+  /** The peers linked now: ports given to `connect`, databases met on the channels, and relays
+   * connected. */
+  links: number;
   /** This database's records no relay is known to hold yet (0: synced). */
   pending: number;
   /** The last time (`Date.now()`) a relay held everything this database had written, or null. */
@@ -242,6 +246,10 @@ export interface Sync {
   /** Calls `fn` each time the status changes (in any tab): the Worker pushes each change as a
    * notice, nothing is polled from the page; returns the function that stops it. */
   on(type: 'status', fn: (status: SyncStatus) => void): () => void;
+  /** Calls `fn` for each sync event (in any tab), as `events()` lists them: the Worker pushes
+   * them as notices (within a quarter of a second of the step that made them); `events()`
+   * still lists them (the last 1,000 not yet taken). Returns the function that stops it. */
+  on(type: 'event', fn: (event: SyncEvent) => void): () => void;
 }
 
 /** What one commit (or a sync apply) changed, as `onChange` gets it. */
@@ -267,7 +275,8 @@ export interface WatchOptions<M extends 'object' | 'array' | 'columns' = 'object
 export type Unsubscribe = () => void;
 
 /** A condition on one field in a records query (docs/records.md). `$ne` is null-safe (a NULL
- * field differs from a value); `$text` is refused with UNSUPPORTED until full-text search exists. */
+ * field differs from a value); `$text` is an fts5 query, searched in the field through an fts5
+ * table whose `content=` is this table (`NO_TEXT_INDEX` when none indexes the field). */
 export interface FieldCondition<V> {
   $eq?: V | null;
   $ne?: V | null;
@@ -280,14 +289,16 @@ export interface FieldCondition<V> {
   $text?: string;
 }
 
-/** Fields and what each must be: a value (null: IS NULL) or conditions, all of them ANDed. */
-export type Where<T> = { [K in keyof T]?: T[K] | null | FieldCondition<T[K]> };
+/** Fields and what each must be: a value (null: IS NULL) or conditions, all of them ANDed.
+ * `S` names the fts5 tables over this table (`db.records<Todo, 'todo_fts'>('todo')`): such a
+ * name takes `$text` alone, searched in all of that table's columns. */
+export type Where<T, S extends string = never> = { [K in keyof T]?: T[K] | null | FieldCondition<T[K]> } & { [K in S]?: { $text: string } };
 
 type FieldName<T> = keyof T & string;
 
 /** What `select` and `watch` take. */
-export interface RecordQuery<T> {
-  where?: Where<T>;
+export interface RecordQuery<T, S extends string = never> {
+  where?: Where<T, S>;
   /** A field, or a list of fields and `[field, 'asc' | 'desc']`. */
   orderBy?: FieldName<T> | Array<FieldName<T> | [FieldName<T>, 'asc' | 'desc']>;
   limit?: number;
@@ -299,7 +310,7 @@ export interface RecordQuery<T> {
  * statement, so one round trip and at most one commit (docs/records.md has the SQL of each).
  * Records come back frozen: the page-side cache shares them. The record type is taken on trust.
  */
-export interface Records<T extends object = Row> {
+export interface Records<T extends object = Row, S extends string = never> {
   /** Inserts `record`; resolves to its key (a version 7 UUID for a text key given no value and
    * no default, a row id for an INTEGER key given none). */
   insert(record: Partial<T>): Promise<SqlValue>;
@@ -323,17 +334,17 @@ export interface Records<T extends object = Row> {
   remove(id: SqlValue, field: FieldName<T>, value: SqlValue): Promise<boolean>;
   /** Resolves to whether there was such a record. */
   delete(id: SqlValue): Promise<boolean>;
-  select(query?: RecordQuery<T>): Promise<Readonly<T>[]>;
-  count(where?: Where<T>): Promise<number>;
+  select(query?: RecordQuery<T, S>): Promise<Readonly<T>[]>;
+  count(where?: Where<T, S>): Promise<number>;
   /** A live `select` (on `db.watch`): `cb(records)` now, then after each commit that changes
    * them; returns the function that stops it. */
-  watch(query: RecordQuery<T> | undefined, cb: (records: Readonly<T>[]) => void, options?: { onError?: (error: CairnError) => void }): Unsubscribe;
+  watch(query: RecordQuery<T, S> | undefined, cb: (records: Readonly<T>[]) => void, options?: { onError?: (error: CairnError) => void }): Unsubscribe;
 }
 
 export interface Database extends Queries {
   /** The records of `table` (docs/records.md); its code is in cairn-extra.js, loaded on the first
    * call. */
-  records<T extends object = Row>(table: string): Records<T>;
+  records<T extends object = Row, S extends string = never>(table: string): Records<T, S>;
   /** A live query: `cb` gets the result now, then after each commit (this tab's, another tab's,
    * a sync apply) that changed a table it reads, when the result differs from the last. */
   watch(sql: string, params: Params | undefined, cb: (rows: Row[]) => void, options?: WatchOptions<'object'>): Unsubscribe;

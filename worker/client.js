@@ -512,7 +512,7 @@ function lazySync(db) {
     },
     // Synchronous, as a subscription is: the listener is added once the module is loaded.
     on: (type, fn) => {
-      if (type !== 'status' || typeof fn !== 'function') throw new CairnError('INVALID_INPUT', "sync.on takes 'status' and a function");
+      if ((type !== 'status' && type !== 'event') || typeof fn !== 'function') throw new CairnError('INVALID_INPUT', "sync.on takes 'status' or 'event', and a function");
       const off = get().then((s) => s.on(type, fn));
       return () => void off.then((f) => f());
     },

@@ -120,24 +120,32 @@ export class Sync {
   status() {
     return this.#send('syncStatus');
   }
-  /** Calls `fn(status)` each time the status changes; returns the function that stops it. */
+  /** `'status'`: calls `fn(status)` each time the status changes; `'event'`: `fn(event)` for
+   * each sync event, as `events()` gives them. Returns the function that stops it. */
   on(type, fn) {
-    this.#listeners.add(fn); // `type` checked by the caller (worker/client.js), before loading this
-    return () => void this.#listeners.delete(fn);
+    // `type` checked by the caller (worker/client.js), before loading this
+    const set = type === 'status' ? this.#listeners : this.#eventListeners;
+    set.add(fn);
+    return () => void set.delete(fn);
   }
   #listeners = new Set();
+  #eventListeners = new Set();
   #tokens = new Map(); // the relays' URLs, joined by spaces -> the page's token function
   /** A notice from the Worker (docs/protocol.md, "Notices"), in this tab or passed on by the
    * owner tab. */
   _notice([kind, a, b]) {
-    if (kind === 'status') {
-      for (const fn of this.#listeners) {
+    const call = (set, v) => {
+      for (const fn of set) {
         try {
-          fn(a);
+          fn(v);
         } catch (e) {
           queueMicrotask(() => { throw e; }); // the page's error, reported as the page's
         }
       }
+    };
+    if (kind === 'status') call(this.#listeners, a);
+    else if (kind === 'events') {
+      for (const [k, code, detail] of a) call(this.#eventListeners, Object.freeze({ kind: k, code, detail }));
     } else if (kind === 'token') {
       const fn = this.#tokens.get(a);
       if (!fn) return;

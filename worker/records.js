@@ -52,6 +52,25 @@ function replicatedKinds(sql) {
   return kinds;
 }
 
+/** The content table of an fts5 table, from its CREATE VIRTUAL TABLE text (which cairn
+ * writes with `content='...'` quoted as a SQL string); null for none. */
+function ftsContent(sql) {
+  const m = /^\s*CREATE\s+VIRTUAL\s+TABLE\b[^]*\bUSING\s+fts5\s*\([^]*\bcontent\s*=\s*'((?:[^']|'')*)'/i.exec(sql ?? '');
+  return m ? m[1].replace(/''/g, "'") : null;
+}
+
+/** Whether the parentheses of an fts5 query, outside its "strings", balance: only then may it
+ * be put inside a column filter's `( ... )` without changing what the filter covers. */
+function balanced(q) {
+  let depth = 0;
+  for (const [, s, p] of q.matchAll(/("(?:[^"]|"")*"?)|([()])/g)) {
+    if (s) continue;
+    depth += p === '(' ? 1 : -1;
+    if (depth < 0) return false;
+  }
+  return depth === 0;
+}
+
 /** A database's records calls in this tab, over every table (`db.records(t)`). */
 export class Records {
   #db;
@@ -111,12 +130,22 @@ export class Records {
   }
 
   async #load(t) {
-    const rows = await this.#rows(
-      "SELECT m.name AS t, m.sql AS s, p.name AS c, p.type AS ty, p.pk AS pk, p.dflt_value AS d " +
-        "FROM sqlite_schema m, pragma_table_info(m.name) p WHERE m.type = 'table' AND lower(m.name) = lower(?)",
+    // The table's columns, and every fts5 table's (rootpage 0), to find the full-text indexes
+    // over this table, in the same round trip.
+    const all = await this.#rows(
+      "SELECT m.name AS t, m.sql AS s, m.rootpage AS r, p.name AS c, p.type AS ty, p.pk AS pk, p.dflt_value AS d " +
+        "FROM sqlite_schema m, pragma_table_info(m.name) p WHERE m.type = 'table' AND (lower(m.name) = lower(?) OR m.rootpage = 0)",
       [t.name],
     );
+    const rows = all.filter((r) => r.t.toLowerCase() === t.name.toLowerCase());
     if (rows.length === 0) throw this.#error('UNKNOWN_TABLE', `no table named ${JSON.stringify(t.name)}`);
+    const fts = new Map(); // lower-case fts5 table name -> { name, cols: Set of lower-case names }
+    for (const r of all) {
+      if (r.r !== 0 || ftsContent(r.s)?.toLowerCase() !== rows[0].t.toLowerCase()) continue;
+      const key = r.t.toLowerCase();
+      if (!fts.has(key)) fts.set(key, { name: r.t, cols: new Set() });
+      fts.get(key).cols.add(r.c.toLowerCase());
+    }
     const kinds = replicatedKinds(rows[0].s);
     const cols = new Map();
     const keys = [];
@@ -128,16 +157,18 @@ export class Records {
     if (keys.length !== 1) {
       throw this.#error('UNSUPPORTED', `records need a table keyed by one column; ${rows[0].t} has ${keys.length === 0 ? 'no primary key' : 'a key of several columns'}`);
     }
-    return { table: quote(rows[0].t), name: rows[0].t, cols, key: keys[0], replicated: kinds !== null };
+    return { table: quote(rows[0].t), name: rows[0].t, cols, key: keys[0], replicated: kinds !== null, fts };
   }
 
   /** The columns of `fields`, by name without case; a name that is no column is looked up once
-   * more (the schema may have changed since), then refused with UNKNOWN_FIELD. */
-  async #columns(t, info, fields) {
-    const miss = fields.find((f) => !info.cols.has(String(f).toLowerCase()));
+   * more (the schema may have changed since), then refused with UNKNOWN_FIELD. A name in
+   * `texts` (a `$text` condition's field) may also name an fts5 table over this one. */
+  async #columns(t, info, fields, texts = null) {
+    const known = (i, f) => i.cols.has(String(f).toLowerCase()) || (texts?.has(f) && i.fts.has(f.toLowerCase()));
+    const miss = fields.find((f) => !known(info, f));
     if (miss === undefined) return info;
     const fresh = await this.#info(t, true);
-    const still = fields.find((f) => !fresh.cols.has(String(f).toLowerCase()));
+    const still = fields.find((f) => !known(fresh, f));
     if (still !== undefined) {
       throw this.#error('UNKNOWN_FIELD', `${fresh.name} has no column ${JSON.stringify(String(still))}`, { field: String(still) });
     }
@@ -150,6 +181,7 @@ export class Records {
     if (v instanceof Uint8Array) return v;
     if (v instanceof ArrayBuffer) return new Uint8Array(v);
     if (Array.isArray(v) && col?.kind === 'set') return JSON.stringify(v);
+    if (col?.kind === 'map' && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) return JSON.stringify(v);
     const what = v === undefined ? 'undefined' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? `an object (${v.constructor?.name ?? 'null prototype'})` : `a ${typeof v}`;
     throw this.#error('FIELD_TYPE', `field ${JSON.stringify(field)}: ${what} cannot be stored; give null, a number, a bigint, a string, a boolean or a Uint8Array`, { field });
   }
@@ -417,15 +449,24 @@ export class Records {
     const { where, orderBy, limit, offset } = query;
     const order = orderBy === undefined ? [] : (Array.isArray(orderBy) ? orderBy : [orderBy]).map((o) => (Array.isArray(o) ? o : [o, 'asc']));
     if (where !== undefined && where !== null && (typeof where !== 'object' || Array.isArray(where))) {
-      throw this.#error('INVALID_INPUT', 'where is an object: { field: value | { $eq, $ne, $gt, $gte, $lt, $lte, $in, $like } }');
+      throw this.#error('INVALID_INPUT', 'where is an object: { field: value | { $eq, $ne, $gt, $gte, $lt, $lte, $in, $like, $text } }');
     }
-    info = await this.#columns(t, info, [...Object.keys(where ?? {}), ...order.map(([f]) => f)]);
+    const isOps = (cond) => cond !== null && typeof cond === 'object' && !ArrayBuffer.isView(cond) && !(cond instanceof ArrayBuffer) && !Array.isArray(cond);
+    const texts = new Set(Object.entries(where ?? {}).filter(([, c]) => isOps(c) && '$text' in c).map(([f]) => f));
+    info = await this.#columns(t, info, [...Object.keys(where ?? {}), ...order.map(([f]) => f)], texts);
     const params = [];
     const parts = [];
     for (const [f, cond] of Object.entries(where ?? {})) {
       const col = info.cols.get(f.toLowerCase());
+      if (!col) {
+        // The name of an fts5 table over this one (#columns let it through): `$text` alone.
+        const extra = Object.keys(cond).find((op) => op !== '$text');
+        if (extra) throw this.#error('INVALID_INPUT', `field ${JSON.stringify(f)}: an fts5 table takes $text alone, not ${extra}`, { field: f });
+        info = await this.#text(t, info, f, null, cond.$text, parts, params);
+        continue;
+      }
       const c = quote(col.name);
-      const ops = cond !== null && typeof cond === 'object' && !ArrayBuffer.isView(cond) && !(cond instanceof ArrayBuffer) && !Array.isArray(cond);
+      const ops = isOps(cond);
       if (!ops) {
         if (cond === null) parts.push(`${c} IS NULL`);
         else {
@@ -442,7 +483,7 @@ export class Records {
           parts.push(v.length ? `${c} IN (${v.map(() => '?').join(', ')})` : '0');
           for (const x of v) params.push(this.#value(f, x));
         } else if (op === '$text') {
-          throw this.#error('UNSUPPORTED', `field ${JSON.stringify(f)}: $text needs full-text search, which this build does not have`, { field: f });
+          info = await this.#text(t, info, f, col, v, parts, params);
         } else if (op in OPS) {
           if (v === null && (op === '$eq' || op === '$ne')) parts.push(`${c} IS ${op === '$ne' ? 'NOT ' : ''}NULL`);
           else {
@@ -450,7 +491,7 @@ export class Records {
             params.push(this.#value(f, v));
           }
         } else {
-          throw this.#error('INVALID_INPUT', `field ${JSON.stringify(f)}: no operator ${JSON.stringify(op)} (${Object.keys(OPS).join(' ')} $in)`, { field: f });
+          throw this.#error('INVALID_INPUT', `field ${JSON.stringify(f)}: no operator ${JSON.stringify(op)} (${Object.keys(OPS).join(' ')} $in $text)`, { field: f });
         }
       }
     }
@@ -476,6 +517,31 @@ export class Records {
       }
     }
     return [info, sql, params];
+  }
+
+  /** A `$text` condition on field `f`: the key among the rows an fts5 table over this table
+   * matches. `col` is the column searched (the first fts5 table indexing it, in the order they
+   * were made, through a column filter), or null when `f` names the fts5 table (all its
+   * columns). No such index: NO_TEXT_INDEX, after the schema is read once more. */
+  async #text(t, info, f, col, q, parts, params) {
+    if (typeof q !== 'string') throw this.#error('FIELD_TYPE', `field ${JSON.stringify(f)}: $text takes a string, an fts5 query`, { field: f });
+    const find = (i) => (col ? [...i.fts.values()].find((x) => x.cols.has(col.name.toLowerCase())) : i.fts.get(f.toLowerCase()));
+    let index = find(info);
+    if (!index) {
+      info = await this.#info(t, true);
+      index = find(info);
+    }
+    if (!index) {
+      throw this.#error('NO_TEXT_INDEX', `field ${JSON.stringify(f)}: no fts5 table over ${info.name} indexes it; make one with ` +
+        `CREATE VIRTUAL TABLE ${info.name}_fts USING fts5(${col ? col.name : '...'}, content='${info.name.replace(/'/g, "''")}')`, { field: f });
+    }
+    const fts = quote(index.name);
+    parts.push(`${quote(info.key.name)} IN (SELECT rowid FROM ${fts} WHERE ${fts} MATCH ?)`);
+    // A column filter keeps the search to the field; a query whose parentheses do not balance
+    // is sent as it is after the filter, for the engine to refuse with its SYNTAX error.
+    const filter = col ? `"${col.name.replace(/"/g, '""')}" : ` : '';
+    params.push(col && balanced(q) ? `${filter}(${q})` : filter + q);
+    return info;
   }
 
   async _select(t, info, query) {

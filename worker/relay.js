@@ -7,7 +7,7 @@
 // sent on every change (a notice, docs/protocol.md, "Notices").
 import { db, stopped, err, needDb, saveState, restoreState, restUnavailable } from './engine.js';
 import { fetchRest } from './split.js';
-import { pushEvent, syncFailed, POLL_MS } from './transports.js';
+import { pushEvent, syncFailed, POLL_MS, linkCount } from './transports.js';
 import { committed } from './watch.js';
 
 // Waits between attempts: a random time in [0, min(CAP, BASE * 2^failures)) (full jitter, so
@@ -366,7 +366,8 @@ export function syncStatus(also, now = performance.now()) {
     });
   }
   const pending = db && stopped === null ? db.syncPending() + unacked : unacked;
-  return { relays: list, pending, lastSyncedAt };
+  const links = linkCount() + list.filter((r) => r.state === 'connected').length;
+  return { relays: list, links, pending, lastSyncedAt };
 }
 
 // The last status posted, with each wait as whether there is one (the time left changes by

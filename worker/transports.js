@@ -11,17 +11,39 @@ import { relays, attachRelay, detachRelay as leaveRelay, giveToken, sealing, syn
 // A MessagePort handed to this Worker carries one link's messages.
 const links = new Map(); // link id -> { port, timer }
 let syncEvents = [];
+let noticed = 0; // how many of syncEvents went out in an `events` notice
 export const POLL_MS = 100;
+// The most events kept for `sync.events()`, the oldest dropped first: a page that only
+// subscribes (`sync.on('event')`) never takes them.
+const EVENTS_KEPT = 1000;
 
-/** An event for `sync.events()`: `[kind, code, detail]`. */
+/** An event for `sync.events()` and `sync.on('event')`: `[kind, code, detail]`. */
 export function pushEvent(kind, code, detail) {
   syncEvents.push([kind, code, detail]);
+  noticeEvents(false);
+}
+
+/** Posts the events not yet posted as a notice (docs/protocol.md, "Notices"); with `engine`,
+ * takes the engine's first (only outside an engine call: the seal timer, a request). */
+function noticeEvents(engine) {
+  if (engine && db && stopped === null) for (const e of db.syncEvents()) syncEvents.push(e);
+  if (syncEvents.length > noticed) self.postMessage([0, 'events', syncEvents.slice(noticed)]);
+  if (syncEvents.length > EVENTS_KEPT) syncEvents.splice(0, syncEvents.length - EVENTS_KEPT);
+  noticed = syncEvents.length;
+}
+
+/** The peers linked now: ports given to `connect`, and the databases met on the channels. */
+export function linkCount() {
+  let n = links.size;
+  for (const b of buses.values()) n += b.peers.size;
+  return n;
 }
 
 function takeSyncEvents() {
-  if (db && stopped === null) for (const e of db.syncEvents()) syncEvents.push(e);
+  noticeEvents(true);
   const out = syncEvents;
   syncEvents = [];
+  noticed = 0;
   return out;
 }
 
@@ -32,8 +54,10 @@ let sealTimer = null;
 export function startSealTimer() {
   sealTimer ??= setInterval(() => {
     if (!db || stopped !== null) return;
-    // The count of pending records changes with commits: the status follows it at this pace.
+    // The count of pending records changes with commits, and a sync step may have left events:
+    // the status and the events' notices follow them at this pace.
     emitStatus();
+    noticeEvents(true);
     if (performance.now() - lastStatement < SEAL_IDLE_MS) return;
     try {
       const d = db;
@@ -47,7 +71,7 @@ export function startSealTimer() {
 /** A transport's step failed: an engine trap stops the engine; anything else is an event. */
 export function syncFailed(e, kind = 'error') {
   if (e instanceof WebAssembly.RuntimeError) return stop(0, e);
-  syncEvents.push([kind, (e && e.code) || 'INTERNAL', (e && e.message) || String(e)]);
+  pushEvent(kind, (e && e.code) || 'INTERNAL', (e && e.message) || String(e));
 }
 
 function attachPort(port) {

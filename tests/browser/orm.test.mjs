@@ -56,6 +56,7 @@ test('Kysely: migrator, typed queries, joins, a rolled-back transaction, introsp
   assert.deepEqual(r.tables, [
     // Types as written, as SQLite keeps them (Kysely writes them in lower case).
     { name: 'person', columns: ['id:integer:null:auto:', 'name:text:notnull::', 'born:integer:null::'] },
+    { name: 'person_fts', columns: ['name::null::'] },
     { name: 'pet', columns: ['id:integer:null:auto:', 'owner_id:integer:notnull::', 'name:text:notnull::', 'species:text:null::default'] },
   ]);
   assert.deepEqual(r.raw, [{ n: 3 }]);

@@ -1,7 +1,8 @@
 // The records API (docs/records.md) in the browser: every call over a plain table, bad input
-// refused with codes naming the field and nothing written, the page-side cache answering a hot
-// get without a request and kept coherent by other writers' commits, two replicas converging
-// after concurrent records edits, and sync maintenance from the page (compact, purge, status).
+// refused with codes naming the field and nothing written, `$text` through an fts5 table, the
+// page-side cache answering a hot get without a request and kept coherent by other writers'
+// commits, two replicas converging after concurrent records edits (counters, sets, maps, a wide
+// record, edited while apart), and sync maintenance from the page (compact, purge, status).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch } from './harness.mjs';
@@ -95,6 +96,7 @@ test('every records call over a plain table, and bad input refused', async () =>
         addNotSet: await tryIt(() => todos.add(id, 'note', 'x')),
         removeNotSet: await tryIt(() => todos.remove(id, 'note', 'x')),
         text: await tryIt(() => todos.select({ where: { title: { $text: 'milk' } } })),
+        textType: await tryIt(() => todos.count({ title: { $text: 7 } })),
         operator: await tryIt(() => todos.select({ where: { likes: { $regex: '1' } } })),
         direction: await tryIt(() => todos.select({ orderBy: [['id', 'up']] })),
         limit: await tryIt(() => todos.select({ limit: -1 })),
@@ -144,7 +146,7 @@ test('every records call over a plain table, and bad input refused', async () =>
       unknownWhere: ['UNKNOWN_FIELD', 'colour'], unknownOrder: ['UNKNOWN_FIELD', 'colour'],
       object: ['FIELD_TYPE', 'title'], date: ['FIELD_TYPE', 'title'], engineType: ['FIELD_TYPE', 'done'],
       incText: ['NOT_COUNTER', 'title'], incKey: ['NOT_COUNTER', 'id'], incAmount: ['FIELD_TYPE', 'likes'],
-      addNotSet: ['NOT_SET', 'note'], removeNotSet: ['NOT_SET', 'note'], text: ['UNSUPPORTED', 'title'],
+      addNotSet: ['NOT_SET', 'note'], removeNotSet: ['NOT_SET', 'note'], text: ['NO_TEXT_INDEX', 'title'], textType: ['FIELD_TYPE', 'title'],
       operator: ['INVALID_INPUT', 'likes'], direction: ['INVALID_INPUT', 'id'], limit: ['INVALID_INPUT', undefined],
       queryKey: ['INVALID_INPUT', undefined], method: ['INVALID_INPUT', undefined], table: ['UNKNOWN_TABLE', undefined],
       noKey: ['UNSUPPORTED', undefined], notNull: ['CONSTRAINT_NOT_NULL', undefined],
@@ -248,7 +250,11 @@ test('two replicas converge after concurrent records edits; compact, purge and s
       await a.exec(ddl);
       await c.exec(ddl);
       const statuses = [];
-      const offStatus = a.sync.on('status', (s) => statuses.push(s.pending));
+      const offStatus = a.sync.on('status', (s) => statuses.push(s));
+      // Sync events as a subscription too: c hears of the records it applies.
+      const events = [];
+      const offEvents = c.sync.on('event', (e) => events.push(`${e.kind} ${e.code}`));
+      out.badOn = await tryIt(() => a.sync.on('events', () => {}));
       await a.sync.authorize('note', [await c.sync.id()]);
       await c.sync.setOwner(await a.sync.id());
       const ch = new MessageChannel();
@@ -277,9 +283,13 @@ test('two replicas converge after concurrent records edits; compact, purge and s
       out.compact = await a.sync.compact();
       out.verify = [await a.sync.verify(), await c.sync.verify()];
       // The status came as notices: no status() call was made.
-      await until('a status notice', async () => statuses.length > 0);
+      await until('a status notice with the link', async () => statuses.some((s) => s.links === 1));
       offStatus();
       out.statuses = statuses.length;
+      out.links = statuses.findLast((s) => s.links > 0).links;
+      await until('an applied event', async () => events.some((e) => e.startsWith('applied ')));
+      offEvents();
+      out.applied = events.find((e) => e.startsWith('applied '));
       await a.close();
       await c.close();
       return out;
@@ -293,6 +303,9 @@ test('two replicas converge after concurrent records edits; compact, purge and s
     assert.equal(typeof r.compact, 'number');
     assert.deepEqual(r.verify, [[], []]);
     assert.ok(r.statuses > 0);
+    assert.equal(r.links, 1, 'the status counts the port given to connect');
+    assert.equal(r.applied, 'applied APPLIED');
+    assert.equal(r.badOn.code, 'INVALID_INPUT');
   } finally {
     await b.close();
   }
@@ -330,3 +343,202 @@ test('add and remove on a SET column converge on two replicas', async () => {
       await b.close();
     }
   });
+
+
+test('$text searches through an fts5 table over the records table', async () => {
+  const b = await launch();
+  try {
+    await b.page.evaluate(TRY);
+    const r = await b.page.evaluate(async () => {
+      const out = {};
+      const db = await cairn.open('records-text');
+      await db.exec(`CREATE TABLE todo (id INTEGER PRIMARY KEY, title TEXT, note TEXT, done INTEGER DEFAULT 0);
+                     CREATE TABLE other (id INTEGER PRIMARY KEY, title TEXT);
+                     CREATE TABLE memo (id TEXT PRIMARY KEY, body TEXT);
+                     CREATE VIRTUAL TABLE todo_fts USING fts5(title, note, content='todo', content_rowid='id');
+                     CREATE VIRTUAL TABLE memo_fts USING fts5(body, content='memo')`);
+      const todos = db.records('todo');
+      await todos.insert({ title: 'buy milk', note: 'oat' });
+      await todos.insert({ title: 'bake bread', note: 'with milk' });
+      await todos.insert({ title: 'milk the cow', done: 1 });
+      await todos.insert({ title: 'walk', note: 'bread crumbs for ducks' });
+      const ids = async (q) => (await todos.select(q)).map((t) => t.id);
+      out.field = await ids({ where: { title: { $text: 'milk' } } });
+      out.note = await ids({ where: { note: { $text: 'milk' } } });
+      out.all = await ids({ where: { todo_fts: { $text: 'milk' } } });
+      out.kept = await ids({ where: { title: { $text: 'bread OR cow' } }, orderBy: 'id' });
+      out.prefix = await ids({ where: { title: { $text: 'mil*' } }, orderBy: [['id', 'desc']] });
+      out.combined = await ids({ where: { title: { $text: 'milk' }, done: 0 } });
+      out.twoFields = await ids({ where: { title: { $text: 'bake' }, note: { $text: 'milk' } } });
+      out.ordered = await ids({ where: { todo_fts: { $text: 'milk OR bread' } }, orderBy: [['title', 'desc']], limit: 3 });
+      out.count = [await todos.count({ title: { $text: 'milk' } }), await todos.count({ todo_fts: { $text: 'bread' }, done: 0 })];
+      // A write through records is found by the next search: the index commits with the row.
+      await todos.update(4, { title: 'walk to the milk bar' });
+      out.afterUpdate = await ids({ where: { title: { $text: 'milk' } }, orderBy: 'id' });
+      // A live search.
+      const seen = [];
+      const stop = todos.watch({ where: { note: { $text: 'oat*' } }, orderBy: 'id' }, (rows) => seen.push(rows.map((t) => t.id)));
+      await until('the first result', async () => seen.length === 1);
+      await todos.insert({ title: 'porridge', note: 'oats and water' });
+      await until('the second result', async () => seen.length === 2);
+      stop();
+      out.watch = seen;
+      // A text key: the fts5 table's rowid is that key.
+      const memos = db.records('memo');
+      await memos.insert({ id: 'm1', body: 'call the plumber' });
+      await memos.insert({ id: 'm2', body: 'plumber paid' });
+      await memos.insert({ id: 'm3', body: 'nothing' });
+      out.textKey = (await memos.select({ where: { body: { $text: 'plumber' } }, orderBy: [['id', 'desc']] })).map((m) => m.id);
+      const before = await db.query('SELECT * FROM todo ORDER BY id');
+      out.bad = {
+        noIndex: await tryIt(() => db.records('other').select({ where: { title: { $text: 'x' } } })),
+        notIndexed: await tryIt(() => todos.select({ where: { done: { $text: '1' } } })),
+        notString: await tryIt(() => todos.count({ title: { $text: ['milk'] } })),
+        syntax: await tryIt(() => todos.select({ where: { title: { $text: 'milk) OR (bread' } } })),
+        empty: await tryIt(() => todos.select({ where: { title: { $text: '' } } })),
+        filter: await tryIt(() => todos.select({ where: { title: { $text: 'colour: red' } } })),
+        ftsOther: await tryIt(() => todos.select({ where: { todo_fts: { $text: 'milk', $like: 'x' } } })),
+        ftsNoText: await tryIt(() => todos.select({ where: { todo_fts: 'milk' } })),
+        unknown: await tryIt(() => todos.select({ where: { nothing: { $text: 'x' } } })),
+      };
+      out.unchanged = JSON.stringify(await db.query('SELECT * FROM todo ORDER BY id')) === JSON.stringify(before);
+      // An index made after the first call is found: the schema is read again.
+      await db.exec(`CREATE VIRTUAL TABLE other_fts USING fts5(title, content='other')`);
+      await db.records('other').insert({ title: 'late index' });
+      out.later = (await db.records('other').select({ where: { title: { $text: 'late' } } })).map((o) => o.title);
+      await db.close();
+      return out;
+    });
+    assert.deepEqual(r.field, [1, 3]);
+    assert.deepEqual(r.note, [2]);
+    assert.deepEqual(r.all, [1, 2, 3]);
+    assert.deepEqual(r.kept, [2, 3], 'the column filter keeps the whole query to the field');
+    assert.deepEqual(r.prefix, [3, 1]);
+    assert.deepEqual(r.combined, [1]);
+    assert.deepEqual(r.twoFields, [2]);
+    assert.deepEqual(r.ordered, [4, 3, 1]);
+    assert.deepEqual(r.count, [2, 2]);
+    assert.deepEqual(r.afterUpdate, [1, 3, 4]);
+    assert.deepEqual(r.watch, [[1], [1, 5]]);
+    assert.deepEqual(r.textKey, ['m2', 'm1']);
+    const expect = {
+      noIndex: ['NO_TEXT_INDEX', 'title'], notIndexed: ['NO_TEXT_INDEX', 'done'], notString: ['FIELD_TYPE', 'title'],
+      syntax: ['SYNTAX', undefined], empty: ['SYNTAX', undefined], filter: ['UNKNOWN_COLUMN', undefined],
+      ftsOther: ['INVALID_INPUT', 'todo_fts'], ftsNoText: ['UNKNOWN_FIELD', 'todo_fts'], unknown: ['UNKNOWN_FIELD', 'nothing'],
+    };
+    for (const [k, [code, field]] of Object.entries(expect)) {
+      assert.equal(r.bad[k].ok, false, k);
+      assert.equal(r.bad[k].code, code, `${k}: ${r.bad[k].message}`);
+      assert.equal(r.bad[k].field, field, k);
+      if (field) assert.match(r.bad[k].message, new RegExp(field), k);
+    }
+    assert.match(r.bad.noIndex.message, /CREATE VIRTUAL TABLE other_fts USING fts5\(title, content='other'\)/);
+    assert.equal(r.unchanged, true);
+    assert.deepEqual(r.later, ['late index']);
+  } finally {
+    await b.close();
+  }
+});
+
+test('two replicas edit a SET, a MAP and a wide record while apart, and converge when back', async () => {
+  const b = await launch();
+  try {
+    await b.page.evaluate(TRY);
+    const r = await b.page.evaluate(async () => {
+      const W = 1000;
+      const ddl = `CREATE TABLE doc (id TEXT PRIMARY KEY, tags TEXT, meta TEXT) REPLICATED (SET tags, MAP meta);
+                   CREATE TABLE node (id TEXT PRIMARY KEY, props TEXT) REPLICATED (MAP props);
+                   CREATE TABLE prop (node TEXT, field TEXT, value ANY, PRIMARY KEY (node, field)) REPLICATED`;
+      const out = {};
+      const a = await cairn.open('records-apart-a', { sync: true });
+      const c = await cairn.open('records-apart-c', { sync: true });
+      await a.exec(ddl);
+      await c.exec(ddl);
+      await a.sync.authorize('doc', [await c.sync.id()]);
+      await a.sync.authorize('node', [await c.sync.id()]);
+      await a.sync.authorize('prop', [await c.sync.id()]);
+      await c.sync.setOwner(await a.sync.id());
+      const join = async () => [await a.sync.connectChannel('records-apart'), await c.sync.connectChannel('records-apart')];
+      let links = await join();
+      const [da, dc, na, nc] = [a.records('doc'), c.records('doc'), a.records('node'), c.records('node')];
+      // The wide record, two ways: a MAP of W keys through records, and a row per field.
+      const wide = {};
+      for (let i = 0; i < W; i++) wide[`f${i}`] = i;
+      await da.insert({ id: 'd', tags: ['x', 'y'], meta: { color: 'red', size: 1 } });
+      await na.insert({ id: 'n', props: wide });
+      const values = [];
+      for (let i = 0; i < W; i++) values.push('n', `f${i}`, i);
+      await a.run(`INSERT INTO prop (node, field, value) VALUES ${Array(W).fill('(?, ?, ?)').join(', ')}`, values);
+      await until('c to have everything', async () => (await c.get('SELECT count(*) AS n FROM prop')).n === W &&
+        Object.keys((await nc.get('n'))?.props ?? {}).length === W && (await dc.count()) === 1);
+      // c writes once a's grants have reached it (a refused write writes nothing).
+      await until('c to be authorized', async () => (await tryIt(async () => {
+        for (const t of ['doc', 'node']) await c.run(`INSERT INTO ${t} (id) VALUES ('probe') ON CONFLICT DO NOTHING`);
+        await c.run("INSERT INTO prop VALUES ('probe', 'x', 1) ON CONFLICT DO NOTHING");
+      })).ok);
+      for (const l of links) await l.close();
+      const later = () => new Promise((res) => setTimeout(res, 20));
+
+      // Apart. The set: c removes x; a removes y while c removes and adds it again (a new add
+      // that a's remove did not observe: add wins); each adds one of its own.
+      await da.remove('d', 'tags', 'y');
+      await da.add('d', 'tags', 'z');
+      await dc.remove('d', 'tags', 'x');
+      await dc.remove('d', 'tags', 'y');
+      await dc.add('d', 'tags', 'y');
+      await dc.add('d', 'tags', 'w');
+      // The map, whole objects written: only the keys that changed are recorded, and each key
+      // merges on its own, the later write winning.
+      await da.update('d', { meta: { color: 'blue', size: 1, a: 'A' } });
+      await later();
+      await dc.update('d', { meta: { size: 2, c: 'C' } }); // removes color, later than a's blue
+      await later();
+      const ma = (await da.get('d')).meta;
+      await da.update('d', { meta: { ...ma, size: 3 } }); // later than c's size 2
+      // The wide record: one field each, and one both write (c later).
+      const pa = (await na.get('n')).props;
+      await na.update('n', { props: { ...pa, f1: 'a1', f500: 'a500' } });
+      await a.run("UPDATE prop SET value = 'a1' WHERE node = 'n' AND field = 'f1'");
+      await a.run("UPDATE prop SET value = 'a500' WHERE node = 'n' AND field = 'f500'");
+      await later();
+      const pc = (await nc.get('n')).props;
+      await nc.update('n', { props: { ...pc, f2: 'c2', f500: 'c500' } });
+      await c.run("UPDATE prop SET value = 'c2' WHERE node = 'n' AND field = 'f2'");
+      await c.run("UPDATE prop SET value = 'c500' WHERE node = 'n' AND field = 'f500'");
+      out.apart = [(await da.get('d')).tags, (await dc.get('d')).tags];
+
+      links = await join();
+      const all = async (db) => JSON.stringify([
+        await db.query('SELECT * FROM doc'), await db.query('SELECT * FROM node'),
+        await db.query('SELECT * FROM prop ORDER BY node, field'),
+      ]);
+      await until('convergence', async () => (await all(a)) === (await all(c)) && (await a.sync.digest()) === (await c.sync.digest()), 25000);
+      const [d1, d2] = [(await da.select({ where: { id: 'd' } }))[0], (await dc.select({ where: { id: 'd' } }))[0]];
+      out.same = JSON.stringify(d1) === JSON.stringify(d2);
+      out.tags = d1.tags;
+      out.meta = d1.meta;
+      const props = (await nc.select({ where: { id: 'n' } }))[0].props;
+      out.props = { n: Object.keys(props).length, f0: props.f0, f1: props.f1, f2: props.f2, f500: props.f500, f999: props.f999 };
+      out.rows = await c.query("SELECT field, value FROM prop WHERE field IN ('f0', 'f1', 'f2', 'f500', 'f999') ORDER BY field");
+      out.rowCount = (await a.get("SELECT count(*) AS n FROM prop WHERE node = 'n'")).n;
+      out.verify = [await a.sync.verify(), await c.sync.verify()];
+      for (const l of links) await l.close();
+      await a.close();
+      await c.close();
+      return out;
+    });
+    assert.deepEqual(r.apart, [['x', 'z'], ['w', 'y']], 'apart, each side sees only its own edits');
+    assert.equal(r.same, true);
+    assert.deepEqual(r.tags, ['w', 'y', 'z'], 'x removed, y re-added (add wins), w and z added');
+    assert.deepEqual(r.meta, { a: 'A', c: 'C', size: 3 }, 'per key: color removed later, size 3 later than 2');
+    assert.deepEqual(r.props, { n: 1000, f0: 0, f1: 'a1', f2: 'c2', f500: 'c500', f999: 999 });
+    assert.deepEqual(r.rows, [
+      { field: 'f0', value: 0 }, { field: 'f1', value: 'a1' }, { field: 'f2', value: 'c2' },
+      { field: 'f500', value: 'c500' }, { field: 'f999', value: 999 },
+    ]);
+    assert.equal(r.rowCount, 1000);
+    assert.deepEqual(r.verify, [[], []]);
+  } finally {
+    await b.close();
+  }
+});

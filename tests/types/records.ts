@@ -29,6 +29,15 @@ async function example(): Promise<void> {
     offset: 0,
   });
   const n: number = await todos.count({ done: { $ne: null } });
+  // Full-text conditions: on a field, and on the fts5 table named in the type's second argument.
+  await todos.select({ where: { title: { $text: 'milk OR bread' }, done: 0 }, orderBy: 'title' });
+  const searched = db.records<Todo, 'todo_fts'>('todo');
+  const hits: number = await searched.count({ todo_fts: { $text: 'milk' }, likes: { $gt: 0 } });
+  // @ts-expect-error: a name the type does not give as an fts5 table
+  await todos.count({ todo_fts: { $text: 'milk' } });
+  // @ts-expect-error: an fts5 table takes $text alone
+  await searched.count({ todo_fts: { $like: 'milk' } });
+  console.log(hits);
   const stop: Unsubscribe = todos.watch({ where: { done: 0 } }, (list) => console.log(list.length), {
     onError: (e: CairnError) => console.log(e.code, e.field),
   });
@@ -36,6 +45,8 @@ async function example(): Promise<void> {
   const gone: boolean = await todos.delete(id);
   const dropped: number = await db.sync.compact();
   const purged: boolean = await db.sync.purge('todo', id);
+  const off: () => void = db.sync.on('event', (e) => console.log(e.kind, e.code, e.detail));
+  off();
   console.log(title, found, wrote, likes, rows, n, gone, dropped, purged, await todos.has(id));
 }
 void example;

@@ -58,6 +58,10 @@ pub(crate) fn table(catalog: &Catalog, name: &str) -> Option<Virtual> {
             let x = name == "pragma_table_xinfo";
             let mut rows = Vec::new();
             for t in catalog.tables.values() {
+                // An fts5 table's own content is listed as the fts5 table, below.
+                if catalog.fts(&t.name).is_some() {
+                    continue;
+                }
                 for mut row in table_info(t) {
                     if x {
                         // No column of a cairn table is hidden or generated.
@@ -66,6 +70,7 @@ pub(crate) fn table(catalog: &Catalog, name: &str) -> Option<Virtual> {
                     rows.push(with_arg(row, &t.name));
                 }
             }
+            fts_table_info(catalog, x, &mut rows);
             let cols: &[&str] = if x {
                 &[
                     "cid",
@@ -253,7 +258,25 @@ pub(crate) fn argument_condition(
 /// key shares its table's).
 fn schema_table(catalog: &Catalog) -> Virtual {
     let mut rows: Vec<((u64, usize), Vec<Value>)> = Vec::new();
+    // An fts5 table is listed as SQLite lists it: a table with rootpage 0 and its CREATE
+    // VIRTUAL TABLE; it comes where its own content table, or else its index, was made.
+    // SQLite's shadow tables (`t_data`, `t_idx`, ...) have no counterpart: the index is two
+    // trees of the file that no statement reads as tables (docs/sql.md).
+    for f in &catalog.fts {
+        let order = catalog.table(&f.name).map_or(f.tree, |t| t.tree);
+        let row = vec![
+            Value::Text("table".into()),
+            Value::Text(f.name.clone()),
+            Value::Text(f.name.clone()),
+            Value::Integer(0),
+            Value::Text(f.sql()),
+        ];
+        rows.push(((order, 0), row));
+    }
     for t in catalog.tables.values() {
+        if catalog.fts(&t.name).is_some() {
+            continue;
+        }
         let row = |kind: &str, name: &str, tree: u64, sql: Option<String>| {
             vec![
                 Value::Text(kind.into()),
@@ -290,6 +313,31 @@ fn schema_table(catalog: &Catalog) -> Virtual {
             .collect(),
         hidden: 0,
         rows: rows.into_iter().map(|r| r.1).collect(),
+    }
+}
+
+/// `pragma_table_info`'s rows of each fts5 table, as SQLite gives them: its columns, untyped
+/// and outside any key (no `rowid`); with `x` (`pragma_table_xinfo`) also the hidden columns
+/// a query may name, the table's own name and `rank`.
+fn fts_table_info(catalog: &Catalog, x: bool, rows: &mut Vec<Vec<Value>>) {
+    for f in &catalog.fts {
+        let hidden = if x { 2 } else { 0 };
+        let names = f.columns.iter().map(|c| c.as_str());
+        let names = names.chain([f.name.as_str(), "rank"].into_iter().take(hidden));
+        for (cid, name) in names.enumerate() {
+            let mut row = vec![
+                Value::Integer(cid as i64),
+                Value::Text(name.into()),
+                Value::Text(String::new()),
+                Value::Integer(0),
+                Value::Null,
+                Value::Integer(0),
+            ];
+            if x {
+                row.push(Value::Integer((cid >= f.columns.len()) as i64));
+            }
+            rows.push(with_arg(row, &f.name));
+        }
     }
 }
 

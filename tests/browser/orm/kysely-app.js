@@ -110,6 +110,9 @@ export async function run(cairn) {
   await back.commit().execute();
   out.afterCommit = (await db.selectFrom('person').select('name').orderBy('id').execute()).map((r) => r.name);
 
+  // An fts5 table is listed as SQLite lists it, with its declared columns (without SQLite's
+  // shadow tables, which cairn has none of).
+  await sql`CREATE VIRTUAL TABLE person_fts USING fts5(name, content='person')`.execute(db);
   const tables = await db.introspection.getTables();
   out.tables = tables.map((t) => ({ name: t.name, columns: t.columns.map((c) => `${c.name}:${c.dataType}:${c.isNullable ? 'null' : 'notnull'}:${c.isAutoIncrementing ? 'auto' : ''}:${c.hasDefaultValue ? 'default' : ''}`) }));
   out.raw = (await sql`select count(*) as n from ${sql.table('person')}`.execute(db)).rows;
