@@ -92,6 +92,7 @@ mod fk;
 mod fts;
 #[doc(hidden)]
 pub mod fuzzing;
+mod generated;
 mod introspect;
 mod maintenance;
 
