@@ -113,6 +113,13 @@ impl Database {
         if def.generated.as_ref().is_some_and(|g| g.stored) {
             return Err(Error::Invalid("cannot add a STORED column".into()));
         }
+        if def.generated.is_some() && t.replicated.is_some() {
+            return Err(Error::NotReplicable(format!(
+                "table {} is replicated, and a replicated table cannot have a generated column \
+                 (docs/sync.md, 10b): compute it in the query instead",
+                t.name
+            )));
+        }
         let col = schema::column_from_def(def);
         let default = match &def.default {
             Some(d) => {

@@ -546,8 +546,8 @@ fn replication(
         // A peer's row is applied as merged, column by column; a value computed from the
         // writer's row could then disagree with the merged columns it was computed from.
         return Err(Error::NotReplicable(format!(
-            "{}.{} is a generated column, which a replicated table cannot have: compute it \
-             in the query (or index the expression) instead",
+            "{}.{} is a generated column, which a replicated table cannot have \
+             (docs/sync.md, 10b): compute it in the query instead",
             ct.name, c.name
         )));
     }
