@@ -22,7 +22,7 @@ pub struct Column {
     pub not_null: bool,
     pub default: Option<DefaultValue>,
     /// A generated column's expression (`crate::generated`).
-    pub generated: Option<ast::Generated>,
+    pub generated: Option<Box<ast::Generated>>,
 }
 
 /// A CHECK constraint, with the column whose definition holds it (None: a table constraint).

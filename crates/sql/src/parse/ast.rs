@@ -142,7 +142,7 @@ pub struct ColumnDef {
     pub check: Option<Expr>,
     pub references: Option<Box<ForeignKey>>,
     /// `AS (expr)` / `GENERATED ALWAYS AS (expr)`, `VIRTUAL` or `STORED`.
-    pub generated: Option<Generated>,
+    pub generated: Option<Box<Generated>>,
 }
 
 /// A generated column's expression, over the other columns of its row. cairn stores the value

@@ -851,7 +851,7 @@ impl<'a> Parser<'a> {
                 if !stored {
                     self.eat_kw("VIRTUAL");
                 }
-                c.generated = Some(Generated { expr, stored });
+                c.generated = Some(Box::new(Generated { expr, stored }));
             } else if self.is_kw("COLLATE") {
                 return Err(Error::Unsupported(format!(
                     "{} in a column definition",
