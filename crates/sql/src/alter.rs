@@ -197,9 +197,17 @@ impl Database {
         self.replace_table(t2)
     }
 
-    /// Computes the generated column ADD COLUMN appended to `t` (making `t2`) into every row.
+    /// Computes the generated column ADD COLUMN appended to `t` (making `t2`) into every row,
+    /// which must then pass the column's own CHECKs, as in SQLite.
     fn compute_added(&mut self, t: &Table, t2: &Table) -> Result<()> {
         let n = t.columns.len();
+        let mut checks = Vec::new();
+        for c in t2.checks.iter().filter(|c| c.column == Some(n)) {
+            checks.push((
+                Planner::new(&self.catalog).table_expr(t2, &c.expr)?,
+                &c.expr,
+            ));
+        }
         let cache = Cache::default();
         let mut rows = Vec::new();
         self.store
@@ -218,6 +226,11 @@ impl Database {
                 regroup: None,
             };
             crate::generated::compute(t2, &mut vals, &cx, crate::exec::Writer::check_column)?;
+            for (plan, expr) in &checks {
+                if eval::eval_bool(plan, &vals, &cx)? == Some(false) {
+                    return Err(Error::ConstraintCheck(crate::parse::display::expr(expr)));
+                }
+            }
             self.store.put(t.tree, &k, &encode_record(&vals))?;
         }
         Ok(())

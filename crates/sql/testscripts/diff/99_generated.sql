@@ -94,3 +94,11 @@ ALTER TABLE chain RENAME COLUMN a TO k;
 INSERT INTO chain (k) VALUES (11);
 SELECT * FROM chain ORDER BY k;
 SELECT name, hidden FROM pragma_table_xinfo('chain') ORDER BY cid;
+-- ADD COLUMN checks the computed values of the rows there against the column's constraints.
+CREATE TABLE added (a INTEGER);
+INSERT INTO added VALUES (1), (NULL);
+ALTER TABLE added ADD COLUMN g INTEGER AS (a * 2) CHECK (g > 5);
+ALTER TABLE added ADD COLUMN g INTEGER AS (a * 2) NOT NULL;
+ALTER TABLE added ADD COLUMN g INTEGER AS (a * 2) CHECK (g > 1);
+SELECT * FROM added ORDER BY a;
+SELECT name, hidden FROM pragma_table_xinfo('added') ORDER BY cid;
