@@ -16,15 +16,23 @@ use crate::schema::{Catalog, Table};
 use cairn_value::Value;
 
 /// Checks `t`'s generated columns and plans them into `t.generated`, in an order where each
-/// comes after every generated column it reads.
+/// comes after every generated column it reads. Every table made or opened passes here:
+/// inlined, the common case (none) is a loop, and the rest stays out of the module a page
+/// fetches first (docs/size.md).
+#[inline(always)]
 pub(crate) fn plan(t: &mut Table) -> Result<()> {
     t.generated.clear();
+    if t.columns.iter().all(|c| c.generated.is_none()) {
+        return Ok(());
+    }
+    plan_generated(t)
+}
+
+#[inline(never)]
+fn plan_generated(t: &mut Table) -> Result<()> {
     let gen: Vec<usize> = (0..t.columns.len())
         .filter(|&c| t.columns[c].generated.is_some())
         .collect();
-    if gen.is_empty() {
-        return Ok(());
-    }
     if gen.len() == t.columns.len() {
         return Err(Error::Invalid(
             "must have at least one non-generated column".into(),
@@ -135,8 +143,9 @@ pub(crate) fn plan(t: &mut Table) -> Result<()> {
     Ok(())
 }
 
-/// Computes `t`'s generated columns into `row` (the others already coerced to their types),
-/// each then coerced to its own type and checked as any column is (`check`).
+/// Checks the other columns of `row` with `check` (coerced to their types, NOT NULL), then
+/// computes `t`'s generated columns from them, each coerced and checked the same way.
+#[inline(never)]
 pub(crate) fn compute(
     t: &Table,
     row: &mut [Value],
@@ -145,6 +154,11 @@ pub(crate) fn compute(
 ) -> Result<()> {
     // A cache of its own, to see whether an expression read the current time: 'now' is the
     // one input of a date function that is not the row's, and SQLite refuses it here.
+    for (i, v) in row.iter_mut().enumerate() {
+        if t.columns[i].generated.is_none() {
+            check(t, i, v)?;
+        }
+    }
     let cache = Cache::default();
     let cx = Cx {
         cache: &cache,

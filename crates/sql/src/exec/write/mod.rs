@@ -265,12 +265,6 @@ impl Writer<'_> {
                 Self::check_column(t, i, v)?;
             }
         } else {
-            // Generated columns are computed from the others as they will be stored.
-            for (i, v) in row.iter_mut().enumerate() {
-                if t.columns[i].generated.is_none() {
-                    Self::check_column(t, i, v)?;
-                }
-            }
             crate::generated::compute(t, row, &cx, Self::check_column)?;
         }
         for (k, ch) in checks.iter().enumerate() {
