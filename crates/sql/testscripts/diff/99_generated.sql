@@ -105,3 +105,25 @@ ALTER TABLE added ADD COLUMN g INTEGER AS (a * 2) NOT NULL;
 ALTER TABLE added ADD COLUMN g INTEGER AS (a * 2) CHECK (g > 1);
 SELECT * FROM added ORDER BY a;
 SELECT name, hidden FROM pragma_table_xinfo('added') ORDER BY cid;
+-- Row ids given by the table, DEFAULT VALUES, INSERT ... SELECT, excluded's generated values,
+-- OR IGNORE and OR REPLACE.
+CREATE TABLE more (id INTEGER PRIMARY KEY, v INTEGER DEFAULT 7, twice INTEGER AS (id * 2) STORED, sq INTEGER AS (v * v) NOT NULL, js TEXT AS (json_array(id, v)));
+INSERT INTO more DEFAULT VALUES;
+INSERT INTO more (v) VALUES (3), (4);
+INSERT INTO more (v) SELECT v + 10 FROM more WHERE id < 3;
+SELECT * FROM more ORDER BY id;
+INSERT INTO more (id, v) VALUES (2, 9) ON CONFLICT (id) DO UPDATE SET v = excluded.sq + excluded.twice;
+SELECT * FROM more WHERE id = 2;
+INSERT OR IGNORE INTO more (id, v) VALUES (20, NULL), (21, 1);
+UPDATE OR IGNORE more SET v = NULL WHERE id = 1;
+INSERT OR REPLACE INTO more (id, v) VALUES (3, 5);
+SELECT * FROM more ORDER BY id;
+-- Foreign key actions recompute the child's generated columns.
+PRAGMA foreign_keys = ON;
+CREATE TABLE parent (id INTEGER PRIMARY KEY, name TEXT);
+CREATE TABLE child (id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent (id) ON DELETE SET NULL ON UPDATE CASCADE, orphan INTEGER AS (pid IS NULL), js TEXT AS (json_object('p', pid)));
+INSERT INTO parent VALUES (1, 'a'), (2, 'b');
+INSERT INTO child (id, pid) VALUES (1, 1), (2, 2), (3, 1);
+UPDATE parent SET id = 10 WHERE id = 1;
+DELETE FROM parent WHERE id = 2;
+SELECT * FROM child ORDER BY id;
