@@ -148,3 +148,42 @@ fn a_foreign_key_is_checked_on_local_writes_and_merges_never_refuse_or_cascade()
     sync_pair(&mut a, &mut b);
     assert_eq!(b.rows(items), Vec::<Vec<Value>>::new());
 }
+
+/// A generated column is refused on a replicated table, declared or added: a peer's row is
+/// applied as merged column by column, and a value computed from the writer's own row could
+/// then disagree with the merged columns it was computed from (docs/sync.md, 10b).
+#[test]
+fn a_replicated_table_refuses_generated_columns() {
+    let mut a = Node::memory();
+    for sql in [
+        "CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER, twice INTEGER AS (n * 2)) REPLICATED",
+        "CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER, \
+         twice INTEGER GENERATED ALWAYS AS (n * 2) STORED) REPLICATED",
+    ] {
+        let e = a.db.execute(sql, &[]).unwrap_err();
+        assert_eq!(e.code(), "NOT_REPLICABLE", "{sql}: {e}");
+        assert!(
+            e.to_string().contains("g.twice is a generated column"),
+            "{e}"
+        );
+    }
+    a.exec("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER) REPLICATED");
+    let e = (a.db)
+        .execute("ALTER TABLE g ADD COLUMN twice INTEGER AS (n * 2)", &[])
+        .unwrap_err();
+    assert_eq!(e.code(), "NOT_REPLICABLE", "{e}");
+    assert_eq!(
+        a.rows("SELECT name FROM pragma_table_xinfo('g') ORDER BY cid"),
+        vec![
+            vec![Value::Text("id".into())],
+            vec![Value::Text("n".into())]
+        ]
+    );
+    // The same columns on a table that is not replicated are taken.
+    a.exec("CREATE TABLE h (id TEXT PRIMARY KEY, n INTEGER, twice INTEGER AS (n * 2))");
+    a.exec("INSERT INTO h (id, n) VALUES ('x', 21)");
+    assert_eq!(
+        a.rows("SELECT twice FROM h"),
+        vec![vec![Value::Integer(42)]]
+    );
+}

@@ -110,6 +110,16 @@ impl Database {
                 "cannot add a PRIMARY KEY or UNIQUE column".into(),
             ));
         }
+        if def.generated.as_ref().is_some_and(|g| g.stored) {
+            return Err(Error::Invalid("cannot add a STORED column".into()));
+        }
+        if def.generated.is_some() && t.replicated.is_some() {
+            return Err(Error::NotReplicable(format!(
+                "table {} is replicated, and a replicated table cannot have a generated column \
+                 (docs/sync.md, 10b): compute it in the query instead",
+                t.name
+            )));
+        }
         let col = schema::column_from_def(def);
         let default = match &def.default {
             Some(d) => {
@@ -135,7 +145,7 @@ impl Database {
             }
             None => Value::Null,
         };
-        if col.not_null && default.is_null() {
+        if col.not_null && default.is_null() && col.generated.is_none() {
             return Err(Error::Invalid(
                 "cannot add a NOT NULL column with default value NULL".into(),
             ));
@@ -169,7 +179,10 @@ impl Database {
             );
             Planner::new(&self.catalog).table_expr(&t2, c)?;
         }
-        if !default.is_null() {
+        crate::generated::plan(&mut t2)?;
+        if t2.columns[t.columns.len()].generated.is_some() {
+            self.compute_added(t, &t2)?;
+        } else if !default.is_null() {
             // Rows written before the column existed read as NULL: give them the default now.
             let n = t.columns.len();
             self.store
@@ -182,6 +195,45 @@ impl Database {
                 })?;
         }
         self.replace_table(t2)
+    }
+
+    /// Computes the generated column ADD COLUMN appended to `t` (making `t2`) into every row,
+    /// which must then pass the column's own CHECKs, as in SQLite.
+    fn compute_added(&mut self, t: &Table, t2: &Table) -> Result<()> {
+        let n = t.columns.len();
+        let mut checks = Vec::new();
+        for c in t2.checks.iter().filter(|c| c.column == Some(n)) {
+            checks.push((
+                Planner::new(&self.catalog).table_expr(t2, &c.expr)?,
+                &c.expr,
+            ));
+        }
+        let cache = Cache::default();
+        let mut rows = Vec::new();
+        self.store
+            .update_each(t.tree, Unbounded, Unbounded, &mut |k, v, _| {
+                rows.push((k.to_vec(), decode_record(v)?));
+                Ok(Each::Keep)
+            })?;
+        for (k, mut vals) in rows {
+            vals.resize(n + 1, Value::Null);
+            let cx = eval::Cx {
+                store: self.store.as_ref(),
+                params: &[],
+                outer: None,
+                rng: &self.rng,
+                cache: &cache,
+                regroup: None,
+            };
+            crate::generated::compute(t2, &mut vals, &cx, crate::exec::Writer::check_column)?;
+            for (plan, expr) in &checks {
+                if eval::eval_bool(plan, &vals, &cx)? == Some(false) {
+                    return Err(Error::ConstraintCheck(crate::parse::display::expr(expr)));
+                }
+            }
+            self.store.put(t.tree, &k, &encode_record(&vals))?;
+        }
+        Ok(())
     }
 
     fn rename_column(&mut self, t: &Table, from: &str, to: &str) -> Result<()> {
@@ -233,6 +285,8 @@ impl Database {
             }
         }
         self.in_references(&t.name, |fk| rename(&mut fk.parent_columns))?;
+        crate::generated::rename_column(&mut t2, from, to);
+        crate::generated::plan(&mut t2)?;
         // Indexes name their columns by position: their CREATE INDEX is written anew.
         self.replace_table(t2)
     }
@@ -277,6 +331,12 @@ impl Database {
         if named || t.foreign_keys.iter().any(|fk| in_key(&fk.columns)) {
             return Err(Error::Invalid(format!(
                 "error in table {} after drop column: column \"{col}\" is in a foreign key",
+                t.name
+            )));
+        }
+        if crate::generated::reads_column(t, col, c) {
+            return Err(Error::Invalid(format!(
+                "error in table {} after drop column: no such column: {col}",
                 t.name
             )));
         }
@@ -327,6 +387,7 @@ impl Database {
         for ch in &mut t2.checks {
             ch.column = ch.column.map(shift);
         }
+        crate::generated::plan(&mut t2)?;
         self.replace_table(t2)
     }
 }

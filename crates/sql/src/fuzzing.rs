@@ -23,6 +23,10 @@ INSERT INTO w VALUES (1, 1), (1, 2), (2, 1);
 CREATE TABLE j (id INTEGER PRIMARY KEY, doc TEXT);
 CREATE INDEX j_a ON j (doc ->> 'a');
 INSERT INTO j VALUES (1, '{\"a\":1,\"b\":[1,2,{\"c\":null}]}'), (2, '[1,{\"a\":\"x\"}]'), (3, '{\"a\":[]}');
+CREATE TABLE g (id INTEGER PRIMARY KEY, t_id INTEGER REFERENCES t (id) ON DELETE CASCADE ON UPDATE SET NULL, v TEXT, n INTEGER AS (length(v)), s TEXT GENERATED ALWAYS AS (upper(v) || n) STORED);
+CREATE INDEX g_s ON g (s);
+INSERT INTO g (t_id, v) VALUES (1, 'ab'), (2, NULL), (NULL, 'x');
+PRAGMA foreign_keys = ON;
 ";
 
 /// Runs arbitrary bytes as statements against [`SCHEMA`], with a few parameters bound when

@@ -62,11 +62,7 @@ pub(crate) fn table(catalog: &Catalog, name: &str) -> Option<Virtual> {
                 if catalog.fts(&t.name).is_some() {
                     continue;
                 }
-                for mut row in table_info(t) {
-                    if x {
-                        // No column of a cairn table is hidden or generated.
-                        row.push(Value::Integer(0));
-                    }
+                for row in table_info(t, x) {
                     rows.push(with_arg(row, &t.name));
                 }
             }
@@ -344,12 +340,20 @@ fn fts_table_info(catalog: &Catalog, x: bool, rows: &mut Vec<Vec<Value>>) {
 /// `pragma_table_info`'s row for each column of `t`: cid, name, declared type (as written;
 /// empty for none), NOT NULL, the DEFAULT as written, and the column's place in the primary
 /// key (1-based; 0 outside it).
-fn table_info(t: &Table) -> Vec<Vec<Value>> {
+/// `pragma_table_info` leaves generated columns out and numbers the others from 0;
+/// `pragma_table_xinfo` (`x`) lists them all with `hidden`: 2 for a VIRTUAL generated column,
+/// 3 for a STORED one, as SQLite does.
+fn table_info(t: &Table, x: bool) -> Vec<Vec<Value>> {
     let key = t.key_columns();
     let mut rows = Vec::new();
-    for (cid, c) in t.columns.iter().enumerate() {
-        let pk = key.iter().position(|&k| k == cid).map_or(0, |p| p + 1);
-        rows.push(vec![
+    for (i, c) in t.columns.iter().enumerate() {
+        let hidden = c.generated.as_ref().map_or(0, |g| 2 + i64::from(g.stored));
+        if hidden != 0 && !x {
+            continue;
+        }
+        let cid = if x { i } else { rows.len() };
+        let pk = key.iter().position(|&k| k == i).map_or(0, |p| p + 1);
+        let mut row = vec![
             Value::Integer(cid as i64),
             Value::Text(c.name.clone()),
             Value::Text(c.decl.clone().unwrap_or_default()),
@@ -358,7 +362,11 @@ fn table_info(t: &Table) -> Vec<Vec<Value>> {
                 .as_ref()
                 .map_or(Value::Null, |d| Value::Text(d.text.clone())),
             Value::Integer(pk as i64),
-        ]);
+        ];
+        if x {
+            row.push(Value::Integer(hidden));
+        }
+        rows.push(row);
     }
     rows
 }

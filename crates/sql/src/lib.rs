@@ -52,8 +52,8 @@
 //!    appends each call's values and projects.
 //!    `EXPLAIN` prints the plan instead (`plan/explain.rs`).
 //! 5. A write (`INSERT`/`UPDATE`/`DELETE`) goes through `exec::Writer` (`exec/write/`): it
-//!    collects its targets first, then checks types, NOT NULL, CHECK, primary key and UNIQUE
-//!    constraints per row and writes records and index entries with [`StorageCore::put`]. An
+//!    collects its targets first, then checks types, computes generated columns
+//!    (`generated.rs`), checks NOT NULL, CHECK, primary key and UNIQUE constraints per row and writes records and index entries with [`StorageCore::put`]. An
 //!    INSERT (`exec/write/insert.rs`) stores its record with [`Storage::put_new`], which finds
 //!    a primary key conflict in the same descent of the tree (`Writer::insert_tail`); an upsert
 //!    whose DO UPDATE can rewrite the row in place uses [`Storage::put_new_or_rewrite`]
@@ -92,6 +92,7 @@ mod fk;
 mod fts;
 #[doc(hidden)]
 pub mod fuzzing;
+mod generated;
 mod introspect;
 mod maintenance;
 

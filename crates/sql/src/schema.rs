@@ -21,6 +21,8 @@ pub struct Column {
     pub decl: Option<String>,
     pub not_null: bool,
     pub default: Option<DefaultValue>,
+    /// A generated column's expression (`crate::generated`).
+    pub generated: Option<Box<ast::Generated>>,
 }
 
 /// A CHECK constraint, with the column whose definition holds it (None: a table constraint).
@@ -132,6 +134,9 @@ pub struct Table {
     pub replicated: Option<Replication>,
     /// The full-text indexes over this table's rows, which its writes keep (`crate::fts`).
     pub fts: Vec<Rc<crate::fts::Fts>>,
+    /// The generated columns and their expressions planned over the row, in the order they are
+    /// computed (`crate::generated::plan`).
+    pub generated: Vec<(usize, crate::plan::PExpr)>,
 }
 
 /// How a replicated table's rows merge: by scope column, and which columns are counters, sets
@@ -225,6 +230,9 @@ impl Table {
                 // As written, so that `PRAGMA table_info` shows it as SQLite does; it parsed
                 // as this expression, so in parentheses it parses as the same again.
                 s.push_str(&format!(" DEFAULT ({})", d.text));
+            }
+            if let Some(g) = &c.generated {
+                s.push_str(&crate::generated::sql(&g.expr, g.stored));
             }
             for c in self.checks.iter().filter(|c| c.column == Some(i)) {
                 s.push_str(&format!(
@@ -366,6 +374,7 @@ pub fn column_from_def(def: &ColumnDef) -> Column {
         decl: def.type_name.clone(),
         not_null: def.not_null,
         default: def.default.clone(),
+        generated: def.generated.clone(),
     }
 }
 
@@ -508,7 +517,7 @@ pub fn table_from_ast(
             )));
         }
     }
-    Ok(Table {
+    let mut t = Table {
         name: ct.name.clone(),
         columns,
         key,
@@ -518,7 +527,10 @@ pub fn table_from_ast(
         foreign_keys: ct.foreign_keys.clone(),
         replicated,
         fts: Vec::new(),
-    })
+        generated: Vec::new(),
+    };
+    crate::generated::plan(&mut t)?;
+    Ok(t)
 }
 
 /// Checks a replicated table's definition: rows need keys that are unique on every device, so a
@@ -530,6 +542,15 @@ fn replication(
     r: &ast::Replicated,
     find: &dyn Fn(&str) -> Result<usize>,
 ) -> Result<Replication> {
+    if let Some(c) = columns.iter().find(|c| c.generated.is_some()) {
+        // A peer's row is applied as merged, column by column; a value computed from the
+        // writer's row could then disagree with the merged columns it was computed from.
+        return Err(Error::NotReplicable(format!(
+            "{}.{} is a generated column, which a replicated table cannot have \
+             (docs/sync.md, 10b): compute it in the query instead",
+            ct.name, c.name
+        )));
+    }
     let pk = match key {
         Key::Columns(c) => c.clone(),
         Key::Rowid(_) => {

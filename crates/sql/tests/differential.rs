@@ -349,6 +349,8 @@ impl Rng {
 struct GenCol {
     name: String,
     ty: &'static str,
+    /// A generated column: read by queries, never written.
+    generated: bool,
 }
 
 #[derive(Clone)]
@@ -519,8 +521,16 @@ impl ExprGen<'_> {
             ),
             21 if self.agg => "count(*)".into(),
             22 if self.agg => format!("count(DISTINCT {})", self.col(r)),
-            // hex() of a computed real would expose SQLite's inexact 17th digit; of a column only.
-            22 if !self.agg => format!("hex({})", self.col(r)),
+            // hex() of a computed real would expose SQLite's inexact 17th digit; of a column
+            // only, and not of a generated one (`gen_columns`' names start with g).
+            22 if !self.agg => {
+                let c = self.col(r);
+                if c.rsplit('.').next().is_some_and(|n| n.starts_with('g')) {
+                    format!("hex({})", self.cols[0].0)
+                } else {
+                    format!("hex({c})")
+                }
+            }
             23 => format!(
                 "({} {} {})",
                 self.expr(r, d),
@@ -667,6 +677,7 @@ fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
             cols.push(GenCol {
                 name: format!("c{ci}"),
                 ty: COL_TYPES[r.below(COL_TYPES.len())],
+                generated: false,
             });
         }
         let pk = r.below(3);
@@ -691,8 +702,20 @@ fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
                 GenCol {
                     name: "id".into(),
                     ty: "INTEGER",
+                    generated: false,
                 },
             );
+        }
+        // Generated columns over the others, before any table constraint.
+        if r.chance(60) {
+            let at = defs
+                .iter()
+                .position(|d| d.starts_with("PRIMARY KEY"))
+                .unwrap_or(defs.len());
+            for (k, (def, col)) in gen_columns(r, &all_cols).into_iter().enumerate() {
+                defs.insert(at + k, def);
+                all_cols.push(col);
+            }
         }
         pair.check(&format!("CREATE TABLE {name} ({})", defs.join(", ")));
         for ix in 0..r.below(3) {
@@ -722,7 +745,7 @@ fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
         for k in 0..nrows {
             let mut names = Vec::new();
             let mut vals = Vec::new();
-            for c in &all_cols {
+            for c in all_cols.iter().filter(|c| !c.generated) {
                 names.push(c.name.clone());
                 if c.name == "id" {
                     vals.push(if pk == 0 && r.chance(30) {
@@ -752,6 +775,50 @@ fn gen_schema(r: &mut Rng, pair: &mut Pair) -> Vec<GenTable> {
         });
     }
     tables
+}
+
+/// One or two generated columns over `cols` (VIRTUAL or STORED, some reading the one before),
+/// with their definitions. Their expressions are `ExprGen`'s: deterministic, without
+/// subqueries; an evaluation that fails (an overflow) fails the write on both sides.
+fn gen_columns(r: &mut Rng, cols: &[GenCol]) -> Vec<(String, GenCol)> {
+    let mut read: Vec<(String, &'static str)> =
+        cols.iter().map(|c| (c.name.clone(), c.ty)).collect();
+    let mut out = Vec::new();
+    for k in 0..1 + r.below(2) {
+        let g = ExprGen {
+            cols: &read,
+            agg: false,
+        };
+        // A stored real read as text may differ in its 17th digit (docs/sql.md, item 6):
+        // computed reals are kept short.
+        let e = g.expr(r, 2);
+        let e = format!(
+            "CASE WHEN typeof({e}) <> 'real' THEN {e} WHEN abs({e}) < 1e9 THEN round({e}, 4) END"
+        );
+        let name = format!("g{k}");
+        // ANY, as a typed column would refuse many values (STRICT); TEXT where the value is
+        // text or NULL.
+        let (e, ty) = if r.chance(25) {
+            (format!("{} || 'x'", g.col(r)), "TEXT")
+        } else {
+            (e, "ANY")
+        };
+        let def = match r.below(4) {
+            0 => format!("{name} {ty} GENERATED ALWAYS AS ({e}) STORED"),
+            1 => format!("{name} {ty} AS ({e}) VIRTUAL"),
+            _ => format!("{name} {ty} AS ({e})"),
+        };
+        read.push((name.clone(), ty));
+        out.push((
+            def,
+            GenCol {
+                name,
+                ty,
+                generated: true,
+            },
+        ));
+    }
+    out
 }
 
 fn gen_select(r: &mut Rng, tables: &[GenTable]) -> String {
@@ -1074,7 +1141,7 @@ fn gen_write(r: &mut Rng, tables: &[GenTable]) -> String {
             let cols: Vec<&GenCol> = t
                 .cols
                 .iter()
-                .filter(|c| !t.composite || (c.name != "id" && c.name != "c0"))
+                .filter(|c| !c.generated && (!t.composite || (c.name != "id" && c.name != "c0")))
                 .collect();
             let c = cols[r.below(cols.len())];
             let v = if c.name == "id" {
@@ -1100,9 +1167,9 @@ fn gen_write(r: &mut Rng, tables: &[GenTable]) -> String {
         }
         1 => format!("DELETE FROM {} WHERE {}", t.name, g.cond(r, 2)),
         _ => {
-            let names: Vec<String> = t.cols.iter().map(|c| c.name.clone()).collect();
-            let vals: Vec<String> = t
-                .cols
+            let written: Vec<&GenCol> = t.cols.iter().filter(|c| !c.generated).collect();
+            let names: Vec<String> = written.iter().map(|c| c.name.clone()).collect();
+            let vals: Vec<String> = written
                 .iter()
                 .map(|c| {
                     if c.name == "id" {

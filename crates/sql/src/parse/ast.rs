@@ -141,6 +141,16 @@ pub struct ColumnDef {
     pub default: Option<DefaultValue>,
     pub check: Option<Expr>,
     pub references: Option<Box<ForeignKey>>,
+    /// `AS (expr)` / `GENERATED ALWAYS AS (expr)`, `VIRTUAL` or `STORED`.
+    pub generated: Option<Box<Generated>>,
+}
+
+/// A generated column's expression, over the other columns of its row. cairn stores the value
+/// of both kinds in the row (`crate::generated`); `stored` is kept for what SQLite shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    pub expr: Expr,
+    pub stored: bool,
 }
 
 /// A column's DEFAULT, with its text as written (inside the parentheses, for the form that has

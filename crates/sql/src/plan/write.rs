@@ -77,13 +77,16 @@ impl<'c> Planner<'c> {
         let targets: Vec<usize> = if ins.columns.is_empty() {
             // An fts5 table's own content has the row id last, which VALUES leave out.
             let own_fts = table.fts.iter().any(|f| f.content.is_none());
-            (0..table.columns.len() - usize::from(own_fts)).collect()
+            (0..table.columns.len() - usize::from(own_fts))
+                .filter(|&c| table.columns[c].generated.is_none())
+                .collect()
         } else {
             let mut v = Vec::new();
             for c in &ins.columns {
                 let i = table
                     .column(c)
                     .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", table.name)))?;
+                writable(&table, i, "INSERT into")?;
                 if v.contains(&i) {
                     return Err(Error::Invalid(format!("column {c} is listed twice")));
                 }
@@ -191,6 +194,7 @@ impl<'c> Planner<'c> {
                                     let i = table.column(c).ok_or_else(|| {
                                         Error::UnknownColumn(format!("{}.{c}", table.name))
                                     })?;
+                                    writable(&table, i, "UPDATE")?;
                                     out.push((i, p.expr(e)?));
                                 }
                                 let w = w.as_ref().map(|w| p.expr(w)).transpose()?;
@@ -297,6 +301,7 @@ impl<'c> Planner<'c> {
                 let i = t
                     .column(c)
                     .ok_or_else(|| Error::UnknownColumn(format!("{}.{c}", t.name)))?;
+                writable(&t, i, "UPDATE")?;
                 if has_agg(e) {
                     return Err(Error::Invalid("misuse of aggregate function in SET".into()));
                 }
@@ -322,6 +327,7 @@ impl<'c> Planner<'c> {
             });
         let keys_only = returning.is_empty()
             && table.checks.is_empty()
+            && table.generated.is_empty()
             && !sets_fk
             && table.fts.is_empty()
             && table
@@ -410,6 +416,17 @@ fn table_scope(tables: &[(&str, &Table)]) -> Scope {
         base += t.columns.len();
     }
     scope
+}
+
+/// Refuses a write that names a generated column, with SQLite's message.
+fn writable(t: &Table, c: usize, what: &str) -> Result<()> {
+    if t.columns[c].generated.is_none() {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "cannot {what} generated column \"{}\"",
+        t.columns[c].name
+    )))
 }
 
 /// Refuses `set_add`/`set_remove` assigned to a column of a replicated table that is not a SET,

@@ -19,8 +19,15 @@ pub fn set_clock(f: fn() -> u64) {
 
 /// The time `'now'` reads: the same for every call in one statement, as in SQLite (kept in
 /// the statement's cache, under a key no plan has).
+/// The slot of a statement's cache that holds its current time, once read.
+const NOW: usize = 0;
+
+/// Whether an evaluation with `cache` read the current time ('now' given to a date function).
+pub(crate) fn read_now(cache: &crate::exec::eval::Cache) -> bool {
+    cache.borrow().get(&NOW).is_some()
+}
+
 fn statement_now(cx: &Cx) -> i64 {
-    const NOW: usize = 0;
     if let Some(crate::exec::eval::Cached::Value(Value::Integer(ms))) = cx.cache.borrow().get(&NOW)
     {
         return *ms;

@@ -18,6 +18,7 @@ mod json_fn;
 
 pub use coltest::ColTest;
 pub use datetime::DateFn;
+pub(crate) use func::read_now;
 pub use func::{cast, set_clock};
 pub use json_fn::{lookup as json_fn_lookup, member as json_member, JsonFn};
 

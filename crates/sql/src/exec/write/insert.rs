@@ -197,6 +197,7 @@ impl Writer<'_> {
         let n = t.columns.len();
         let plain = p.upsert.is_none()
             && p.returning.is_empty()
+            && t.generated.is_empty()
             && t.indexes.is_empty()
             && t.fts.is_empty()
             && (t.replicated.is_none() || self.capture.is_none())
@@ -496,6 +497,7 @@ impl Writer<'_> {
         let key = key_columns(t);
         let settable = t.replicated.is_none()
             && t.fts.is_empty()
+            && t.generated.is_empty()
             && sets.iter().all(|(c, _)| {
                 !key.contains(c) && !t.indexes.iter().any(|ix| ix.columns.contains(c))
             });

@@ -259,10 +259,14 @@ impl Writer<'_> {
         checks: &[PExpr],
         cache: &Cache,
     ) -> Result<()> {
-        for (i, v) in row.iter_mut().enumerate() {
-            Self::check_column(t, i, v)?;
-        }
         let cx = self.cx(cache);
+        if t.generated.is_empty() {
+            for (i, v) in row.iter_mut().enumerate() {
+                Self::check_column(t, i, v)?;
+            }
+        } else {
+            crate::generated::compute(t, row, &cx, Self::check_column)?;
+        }
         for (k, ch) in checks.iter().enumerate() {
             if eval_bool(ch, row, &cx)? == Some(false) {
                 // Past the table's own CHECKs come its foreign keys' (`fk::child_checks`).
@@ -278,7 +282,7 @@ impl Writer<'_> {
     /// Type and NOT NULL constraints on value `v` of column `i`, coerced in place. Inlined:
     /// every inserted row runs it for each column.
     #[inline(always)]
-    fn check_column(t: &Table, i: usize, v: &mut Value) -> Result<()> {
+    pub(crate) fn check_column(t: &Table, i: usize, v: &mut Value) -> Result<()> {
         let c = &t.columns[i];
         // A value already of the column's type is stored as it is (what coercing gives).
         let stored = matches!(
