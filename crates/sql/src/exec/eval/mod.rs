@@ -51,6 +51,11 @@ impl KeySet {
     pub fn insert(&mut self, k: Vec<u8>) -> bool {
         self.0.insert(k, 0).is_none()
     }
+    /// Adds a copy of `k` if it is not there (a repeat, the usual case, copies nothing);
+    /// whether it was not there.
+    pub fn insert_new(&mut self, k: &[u8]) -> bool {
+        !self.0.contains_key(k) && self.insert(k.to_vec())
+    }
     pub fn contains(&self, k: &[u8]) -> bool {
         self.0.contains_key(k)
     }
@@ -474,6 +479,15 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             };
             Cow::Owned(Value::Integer((found != *neg) as i64))
         }
+        PExpr::SemiHash(slot, q, neg, la, lb) => {
+            // The outer column as the subquery's `Outer(1, slot)` reads it (see `memo_key`).
+            let v = cx.regroup.unwrap_or(row).get(*slot).unwrap_or(&Value::Null);
+            // x IN set is 1, 0 or NULL; EXISTS is true only for 1 (a NULL matches nothing).
+            let found = !v.is_null()
+                && in_subquery(&apply_affinity(v.clone(), *la), q, false, *lb, row, cx)?
+                    == Value::Integer(1);
+            Cow::Owned(Value::Integer((found != *neg) as i64))
+        }
         PExpr::Scalar(q) => match cached(q, cx)? {
             Some(Cached::Value(v)) => Cow::Owned(v),
             _ => {
@@ -688,13 +702,17 @@ fn in_subquery(
     if q.correlated || !cx.cache.borrow().contains_key(&k) {
         let mut keys = KeySet::default();
         let mut has_null = false;
+        let mut kb = Vec::new();
         exec::run_query(q, &cx.nested(row), &mut |r| {
             match r.first() {
                 Some(Value::Null) | None => has_null = true,
                 Some(v) => {
-                    let mut kb = Vec::new();
-                    push_norm(&apply_affinity(v.clone(), aff), &mut kb);
-                    keys.insert(kb);
+                    kb.clear();
+                    match aff {
+                        Affinity::None => push_norm(v, &mut kb),
+                        _ => push_norm(&apply_affinity(v.clone(), aff), &mut kb),
+                    }
+                    keys.insert_new(&kb);
                 }
             }
             Ok(true)
