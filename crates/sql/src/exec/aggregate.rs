@@ -1,7 +1,7 @@
 //! Aggregation: per-group states, and aggregates read from an index's keys alone.
 
 use crate::error::{Error, Result};
-use crate::exec::eval::{eval, eval_bool, norm_key, push_norm, Cx, KeySet};
+use crate::exec::eval::{eval, eval_bool, norm_key, push_hash, Cx, KeySet};
 use crate::exec::eval_row;
 use crate::exec::scan::{bound_ref, level_ranges};
 use crate::plan::*;
@@ -464,7 +464,7 @@ impl AggState {
                 return Ok(false);
             }
             let mut k = Vec::new();
-            push_norm(&v, &mut k);
+            push_hash(&v, &mut k);
             if !seen.insert(k) {
                 return Ok(false);
             }

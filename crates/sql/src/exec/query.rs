@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::exec::aggregate::{
     emit_group, finish_groups, index_aggregate, update_states, AggState, Groups,
 };
-use crate::exec::eval::{eval, norm_key, push_norm, Cached, Cx, KeySet};
+use crate::exec::eval::{eval, norm_key, push_hash, Cached, Cx, KeySet};
 use crate::exec::scan::{pool_frame, pooled_frame, run_levels};
 use crate::exec::sort::{compare_rows, sort_rows};
 use crate::exec::{all_true, eval_row};
@@ -306,7 +306,20 @@ fn run_core_in(
         None => {
             let mut seen = KeySet::default();
             let mut key = Vec::new();
+            // DISTINCT of plain columns: keyed from the frame, so a repeat builds no row.
+            let plain = c.distinct && c.project.iter().all(|e| matches!(e, PExpr::Col(_)));
             run_levels(c, 0, frame, cx, &mut |frame| {
+                if plain {
+                    key.clear();
+                    for e in &c.project {
+                        if let PExpr::Col(s) = e {
+                            push_hash(frame.get(*s).unwrap_or(&Value::Null), &mut key);
+                        }
+                    }
+                    if !seen.insert_new(&key) {
+                        return Ok(true);
+                    }
+                }
                 // `eval_row`, with the columns `moves` names moved out of the frame.
                 let mut row = Vec::with_capacity(c.project.len());
                 for (i, e) in c.project.iter().enumerate() {
@@ -318,10 +331,10 @@ fn run_core_in(
                         e => eval(e, frame, cx)?.into_owned(),
                     });
                 }
-                if c.distinct {
+                if c.distinct && !plain {
                     key.clear();
                     norm_key(&row, &mut key);
-                    if !seen.insert(key.clone()) {
+                    if !seen.insert_new(&key) {
                         return Ok(true);
                     }
                 }
@@ -336,7 +349,7 @@ fn run_core_in(
             let go = run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
                 for g in &agg.group_by {
-                    push_norm(&*eval(g, frame, cx)?, &mut key);
+                    push_hash(&*eval(g, frame, cx)?, &mut key);
                 }
                 if cur.as_ref().is_none_or(|(k, _, _)| *k != key) {
                     if let Some((_, gvals, states)) = cur.take() {
@@ -392,18 +405,31 @@ fn run_core_in(
             run_levels(c, 0, frame, cx, &mut |frame| {
                 key.clear();
                 gvals.clear();
+                // A column's value is copied only for a new group; a computed one is kept
+                // from this evaluation (evaluating it again could give another value).
                 for g in &agg.group_by {
                     let v = eval(g, frame, cx)?;
-                    push_norm(&v, &mut key);
-                    gvals.push(v.into_owned());
+                    push_hash(&v, &mut key);
+                    if !matches!(g, PExpr::Col(_)) {
+                        gvals.push(v.into_owned());
+                    }
                 }
                 let gi = match groups.index.get(&key) {
                     Some(&i) => i,
                     None => {
                         groups.index.insert(key.clone(), groups.groups.len());
+                        let mut computed = gvals.drain(..);
+                        let mut vals = Vec::with_capacity(agg.group_by.len());
+                        for g in &agg.group_by {
+                            vals.push(match g {
+                                PExpr::Col(s) => frame.get(*s).cloned().unwrap_or(Value::Null),
+                                _ => computed.next().unwrap_or(Value::Null),
+                            });
+                        }
+                        drop(computed);
                         groups
                             .groups
-                            .push((gvals.clone(), agg.aggs.iter().map(AggState::new).collect()));
+                            .push((vals, agg.aggs.iter().map(AggState::new).collect()));
                         groups.groups.len() - 1
                     }
                 };

@@ -153,6 +153,22 @@ fn cmp_affinities(a: Affinity, b: Affinity) -> (Affinity, Affinity) {
 }
 
 impl Planner<'_> {
+    /// An expression's affinity for a comparison; an enclosing query's column has its
+    /// table's, as in SQLite.
+    fn affinity(&self, e: &PExpr, types: &[Affinity]) -> Affinity {
+        let PExpr::Outer(d, slot) = *e else {
+            return affinity_of(e, types);
+        };
+        let n = self.scopes.len();
+        let scope = n.checked_sub(1 + d).and_then(|i| self.scopes.get(i));
+        for t in scope.iter().flat_map(|s| &s.tables) {
+            if let Some((_, ty)) = slot.checked_sub(t.base).and_then(|i| t.columns.get(i)) {
+                return *ty;
+            }
+        }
+        Affinity::None
+    }
+
     fn resolve(&mut self, table: Option<&str>, name: &str) -> Result<PExpr> {
         let n = self.scopes.len();
         for depth in 0..n {
@@ -265,7 +281,7 @@ impl Planner<'_> {
             } => {
                 let x = self.expr(expr)?;
                 let types = self.frame_types();
-                let aff = affinity_of(&x, &types);
+                let aff = self.affinity(&x, &types);
                 let list = self.exprs(list)?;
                 PExpr::InList(Box::new(x), list, *negated, aff)
             }
@@ -284,13 +300,17 @@ impl Planner<'_> {
                 }
                 let types = self.frame_types();
                 let (la, lb) = cmp_affinities(
-                    affinity_of(&x, &types),
+                    self.affinity(&x, &types),
                     q.affinities.first().copied().unwrap_or(Affinity::None),
                 );
                 PExpr::InSub(Box::new(x), Rc::new(q), *negated, la, lb)
             }
             Expr::Exists { query, negated } => {
-                PExpr::Exists(Rc::new(self.subquery(query)?), *negated)
+                let mut q = self.subquery(query)?;
+                match super::join::semi_join(&mut q) {
+                    Some((slot, la, lb)) => PExpr::SemiHash(slot, Rc::new(q), *negated, la, lb),
+                    None => PExpr::Exists(Rc::new(q), *negated),
+                }
             }
             Expr::Subquery(q) => {
                 let mut q = self.subquery(q)?;
@@ -456,7 +476,7 @@ impl Planner<'_> {
             BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => PExpr::Bit(op, a, b),
             _ => {
                 let types = self.frame_types();
-                let (la, lb) = cmp_affinities(affinity_of(&a, &types), affinity_of(&b, &types));
+                let (la, lb) = cmp_affinities(self.affinity(&a, &types), self.affinity(&b, &types));
                 PExpr::Cmp(op, a, b, la, lb)
             }
         }

@@ -25,6 +25,7 @@ fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
     walk(e, &mut |x| match x {
         PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
         PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
+        PExpr::SemiHash(_, q, ..) => out.push(("HASH SEMI-JOIN: EXISTS", q.clone())),
         PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
         _ => {}
     });

@@ -1,8 +1,9 @@
 //! Join order, and the placement of each WHERE and ON conjunct on a join level.
 
 use crate::parse::ast::BinOp;
-use crate::plan::walk::{has_subquery, slots};
+use crate::plan::walk::{has_subquery, slots, walk};
 use crate::plan::*;
+use crate::types::Affinity;
 
 /// Join order: inner joins only, greedily (see `join_order`). Without LEFT joins, ON is just
 /// more WHERE, so every conjunct is freed from its level.
@@ -168,4 +169,116 @@ fn join_order(levels: &[Level], conjuncts: &[(PExpr, Option<usize>)]) -> Vec<usi
         placed.push(best.expect("an unplaced level").1);
     }
     placed
+}
+
+/// `EXISTS (SELECT ... FROM t WHERE ... AND t.k = outer.c)` as a hash semi-join, when no index
+/// serves that equality (the one table is scanned, or read by an index for its other
+/// conditions): instead of a scan of `t` per outer row (or per distinct `c`, memoized), the
+/// subquery without the equality, yielding `t.k`, runs once into a set that each outer row's
+/// `c` is looked up in. The equality's comparison affinities become the set's and the probe's,
+/// as `c IN (SELECT t.k ...)` applies them; unlike IN, a NULL finds nothing. Gives back the
+/// outer column's slot and the two affinities (outer, inner) after rewriting `q` so, or None
+/// (and `q` unchanged) when it is not of that shape.
+pub(crate) fn semi_join(q: &mut QueryPlan) -> Option<(usize, Affinity, Affinity)> {
+    let (i, slot, la, lb) = semi_shape(q)?;
+    let Body::Core(c) = &mut q.body else {
+        return None;
+    };
+    let PExpr::Cmp(_, a, b, _, _) = c.levels[0].filters.remove(i) else {
+        return None;
+    };
+    let inner = if matches!(*a, PExpr::Outer(..)) {
+        *b
+    } else {
+        *a
+    };
+    c.project = vec![inner];
+    c.moves = 0;
+    c.distinct = false;
+    c.ordered = false;
+    c.levels[0].topk = None;
+    q.order.clear();
+    q.limit = None;
+    q.width = 1;
+    q.columns = Rc::from(vec![String::new()]);
+    q.affinities = vec![lb];
+    q.correlated = false;
+    q.memo = None;
+    Some((slot, la, lb))
+}
+
+/// Where [`semi_join`]'s equality is among the level's filters, the outer slot, and the
+/// affinities (outer, inner); None when the subquery reads the outer query anywhere else.
+fn semi_shape(q: &QueryPlan) -> Option<(usize, usize, Affinity, Affinity)> {
+    // Reads only its own row: no outer column, no subquery (which might read one).
+    let local = |e: &PExpr| {
+        let mut ok = true;
+        walk(e, &mut |x| {
+            if matches!(
+                x,
+                PExpr::Outer(..)
+                    | PExpr::InSub(..)
+                    | PExpr::Exists(..)
+                    | PExpr::SemiHash(..)
+                    | PExpr::Scalar(_)
+            ) {
+                ok = false;
+            }
+        });
+        ok
+    };
+    let limit_ok = match &q.limit {
+        None => true,
+        Some(PExpr::Lit(cairn_value::Value::Integer(n))) => *n > 0,
+        Some(_) => false,
+    };
+    let Body::Core(c) = &q.body else {
+        return None;
+    };
+    let [lvl] = &c.levels[..] else {
+        return None;
+    };
+    if !q.correlated
+        || !limit_ok
+        || q.offset.is_some()
+        || c.agg.is_some()
+        || c.window.is_some()
+        || lvl.left
+        || lvl.key_slot
+        || !lvl.after.is_empty()
+        || !matches!(lvl.source, Source::Table(_))
+        || !c.const_filters.iter().chain(&c.project).all(local)
+    {
+        return None;
+    }
+    match &lvl.access {
+        Access::Scan { .. } => {}
+        Access::Index {
+            probes,
+            lower,
+            upper,
+            sub_probe: None,
+            ..
+        } if probes.iter().flatten().all(local)
+            && lower.iter().chain(upper).all(|(e, _)| local(e)) => {}
+        _ => return None,
+    }
+    let mut found = None;
+    for (i, f) in lvl.filters.iter().enumerate() {
+        if local(f) {
+            continue;
+        }
+        let PExpr::Cmp(BinOp::Eq, a, b, la, lb) = f else {
+            return None;
+        };
+        let shape = match (&**a, &**b) {
+            (PExpr::Outer(1, s), e) if local(e) => (i, *s, *la, *lb),
+            (e, PExpr::Outer(1, s)) if local(e) => (i, *s, *lb, *la),
+            _ => return None,
+        };
+        if found.replace(shape).is_some() {
+            return None;
+        }
+    }
+    found
 }

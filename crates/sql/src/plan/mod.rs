@@ -65,6 +65,10 @@ pub enum PExpr {
     /// expr, subquery, negated, affinity applied to expr, affinity applied to the subquery's values.
     InSub(Box<PExpr>, Rc<QueryPlan>, bool, Affinity, Affinity),
     Exists(Rc<QueryPlan>, bool),
+    /// `EXISTS (SELECT ... WHERE inner = outer.col)` as a hash semi-join ([`join::semi_join`]):
+    /// the outer column's slot, the subquery without that equality (yielding `inner`, run once
+    /// into a set), negated, the affinity applied to the outer value, and to the inner values.
+    SemiHash(usize, Rc<QueryPlan>, bool, Affinity, Affinity),
     Scalar(Rc<QueryPlan>),
     Like {
         expr: Box<PExpr>,

@@ -66,6 +66,7 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
         | PExpr::Col(_)
         | PExpr::Outer(..)
         | PExpr::Exists(..)
+        | PExpr::SemiHash(..)
         | PExpr::Scalar(_)
         | PExpr::AggRef(_)
         | PExpr::WinRef(_) => {}
@@ -75,7 +76,10 @@ pub fn walk(e: &PExpr, f: &mut dyn FnMut(&PExpr)) {
 pub(crate) fn has_subquery(e: &PExpr) -> bool {
     let mut found = false;
     walk(e, &mut |x| {
-        if matches!(x, PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_)) {
+        if matches!(
+            x,
+            PExpr::InSub(..) | PExpr::Exists(..) | PExpr::SemiHash(..) | PExpr::Scalar(_)
+        ) {
             found = true;
         }
     });
@@ -98,7 +102,9 @@ pub(super) fn movable(levels: &[Level], project: &[PExpr], agg: bool) -> u64 {
                     *n = n.saturating_add(1);
                 }
             }
-            PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => sub = true,
+            PExpr::InSub(..) | PExpr::Exists(..) | PExpr::SemiHash(..) | PExpr::Scalar(_) => {
+                sub = true
+            }
             _ => {}
         });
     }

@@ -52,6 +52,11 @@ impl KeySet {
     pub fn insert(&mut self, k: Vec<u8>) -> bool {
         self.0.insert(k, 0).is_none()
     }
+    /// Adds a copy of `k` if it is not there (a repeat, the usual case, copies nothing);
+    /// whether it was not there.
+    pub fn insert_new(&mut self, k: &[u8]) -> bool {
+        !self.0.contains_key(k) && self.insert(k.to_vec())
+    }
     pub fn contains(&self, k: &[u8]) -> bool {
         self.0.contains_key(k)
     }
@@ -202,8 +207,45 @@ impl<'a> Cx<'a> {
 /// groups with the equal integer).
 pub fn norm_key(vals: &[Value], out: &mut Vec<u8>) {
     for v in vals {
-        push_norm(v, out);
+        push_hash(v, out);
     }
+}
+
+/// A value's part of a key of an in-memory set or map (DISTINCT, GROUP BY, UNION, IN): equal
+/// SQL values give equal keys, as [`push_norm`]'s, but these are cheaper to build (a tag, then
+/// the value's bytes as they are) and only ever hashed and compared for equality, never stored
+/// or ordered. A text or blob carries its length, so keys of several values stay apart (tags:
+/// 0 NULL, 1 integer, 2 real, 3 text, 4 blob, 5 and 6 a long text or blob).
+pub fn push_hash(v: &Value, out: &mut Vec<u8>) {
+    let (tag, bytes): (u8, &[u8]) = match v {
+        Value::Null => return out.push(0),
+        Value::Integer(i) => return int_key(*i, out),
+        // An integral REAL in i64's range is the equal INTEGER's key (see `push_norm`).
+        Value::Real(r) if r.fract() == 0.0 && *r >= i64::MIN as f64 && *r < -(i64::MIN as f64) => {
+            return int_key(*r as i64, out)
+        }
+        Value::Real(r) => {
+            out.push(2);
+            return out.extend_from_slice(&r.to_bits().to_le_bytes());
+        }
+        Value::Text(s) => (3, s.as_bytes()),
+        Value::Blob(b) => (4, b),
+    };
+    // The length in one byte when it fits (short keys hash and compare faster), else in eight
+    // under another tag.
+    match u8::try_from(bytes.len()) {
+        Ok(n) => out.extend_from_slice(&[tag, n]),
+        Err(_) => {
+            out.push(tag + 2);
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        }
+    }
+    out.extend_from_slice(bytes);
+}
+
+fn int_key(i: i64, out: &mut Vec<u8>) {
+    out.push(1);
+    out.extend_from_slice(&i.to_le_bytes());
 }
 
 pub fn push_norm(v: &Value, out: &mut Vec<u8>) {
@@ -308,11 +350,13 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
         ),
         PExpr::Outer(d, i) => Cow::Owned(cx.outer_row(*d)?.get(*i).cloned().unwrap_or(Value::Null)),
         // SQLite computes -x as 0 - x (so -0.0 is 0.0).
-        PExpr::Neg(a) => Cow::Owned(arith(
-            types::Arith::Sub,
-            &Value::Integer(0),
-            &*eval(a, row, cx)?,
-        )),
+        PExpr::Neg(a) => {
+            let x = eval(a, row, cx)?;
+            Cow::Owned(match x.as_ref() {
+                Value::Integer(i) if *i != i64::MIN => Value::Integer(-i),
+                x => arith(types::Arith::Sub, &Value::Integer(0), x),
+            })
+        }
         PExpr::Pos(a) => eval(a, row, cx)?,
         PExpr::Not(a) => Cow::Owned(match eval_bool(a, row, cx)? {
             None => Value::Null,
@@ -336,6 +380,9 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
                     types::Arith::Add => i.checked_add(*j),
                     types::Arith::Sub => i.checked_sub(*j),
                     types::Arith::Mul => i.checked_mul(*j),
+                    // By zero is NULL, and MIN / -1 a real: `arith` does those.
+                    types::Arith::Div if *j != 0 => i.checked_div(*j),
+                    types::Arith::Rem if *j != 0 => i.checked_rem(*j),
                     types::Arith::Div | types::Arith::Rem => None,
                 };
                 if let Some(r) = r {
@@ -475,6 +522,15 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             };
             Cow::Owned(Value::Integer((found != *neg) as i64))
         }
+        PExpr::SemiHash(slot, q, neg, la, lb) => {
+            // The outer column as the subquery's `Outer(1, slot)` reads it (see `memo_key`).
+            let v = cx.regroup.unwrap_or(row).get(*slot).unwrap_or(&Value::Null);
+            // x IN set is 1, 0 or NULL; EXISTS is true only for 1 (a NULL matches nothing).
+            let found = !v.is_null()
+                && in_subquery(&apply_affinity(v.clone(), *la), q, false, *lb, row, cx)?
+                    == Value::Integer(1);
+            Cow::Owned(Value::Integer((found != *neg) as i64))
+        }
         PExpr::Scalar(q) => match cached(q, cx)? {
             Some(Cached::Value(v)) => Cow::Owned(v),
             _ => {
@@ -552,8 +608,8 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
                     let x = eval(op, row, cx)?;
                     for (w, t) in whens {
                         let y = eval(w, row, cx)?;
-                        if compare_op(BinOp::Eq, &x, &y, Affinity::None, Affinity::None)
-                            == Value::Integer(1)
+                        if compare_truth(BinOp::Eq, &x, &y, Affinity::None, Affinity::None)
+                            == Some(true)
                         {
                             return eval(t, row, cx);
                         }
@@ -689,13 +745,17 @@ fn in_subquery(
     if q.correlated || !cx.cache.borrow().contains_key(&k) {
         let mut keys = KeySet::default();
         let mut has_null = false;
+        let mut kb = Vec::new();
         exec::run_query(q, &cx.nested(row), &mut |r| {
             match r.first() {
                 Some(Value::Null) | None => has_null = true,
                 Some(v) => {
-                    let mut kb = Vec::new();
-                    push_norm(&apply_affinity(v.clone(), aff), &mut kb);
-                    keys.insert(kb);
+                    kb.clear();
+                    match aff {
+                        Affinity::None => push_hash(v, &mut kb),
+                        _ => push_hash(&apply_affinity(v.clone(), aff), &mut kb),
+                    }
+                    keys.insert_new(&kb);
                 }
             }
             Ok(true)
@@ -724,7 +784,7 @@ fn in_result(x: &Value, set: &Cached, neg: bool) -> Value {
         return Value::Null;
     }
     let mut kb = Vec::new();
-    push_norm(x, &mut kb);
+    push_hash(x, &mut kb);
     if keys.contains(&kb) {
         Value::Integer(!neg as i64)
     } else if *has_null {

@@ -530,7 +530,9 @@ impl Writer<'_> {
         let mut subquery = false;
         for e in sets.iter().map(|(_, e)| e).chain(w) {
             crate::plan::walk(e, &mut |x| match x {
-                PExpr::InSub(..) | PExpr::Exists(..) | PExpr::Scalar(_) => subquery = true,
+                PExpr::InSub(..) | PExpr::Exists(..) | PExpr::SemiHash(..) | PExpr::Scalar(_) => {
+                    subquery = true
+                }
                 PExpr::Col(c) if *c < width => reads.push(*c),
                 _ => {}
             });
