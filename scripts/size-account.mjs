@@ -44,13 +44,25 @@ export function demangle(name) {
   return s.replace(/::h[0-9a-f]{16}$/, '').replace(/\.llvm\.\d+$/, '');
 }
 
-/** The crate a function's code comes from: the first path of its name (`<T as Trait>`: T's). */
+/** The crate a function's code comes from: the first segment of its path; for `<T as Trait>`,
+ * T's, or the trait's when T is a type parameter, a primitive or a slice. */
 export function crateOf(name) {
-  const m = /^[<&*\s]*(?:(?:mut|const|dyn|impl)\s+)*([A-Za-z_][A-Za-z0-9_]*)/.exec(name);
-  if (!m) return '(other)';
-  const c = m[1];
-  if (/^(core|alloc|std)$/.test(c)) return 'std';
-  return name.includes('::') || name.includes('<') ? c : '(glue and imports)';
+  const first = (s) => /^[&*\s[(]*(?:(?:mut|const|dyn|impl)\s+)*([A-Za-z_]\w*)(?:\[[0-9a-f]+\])?::/.exec(s)?.[1];
+  let c;
+  if (name.startsWith('<')) {
+    let depth = 0;
+    let i = 0;
+    for (; i < name.length; i++) {
+      if (name[i] === '<') depth++;
+      else if (name[i] === '>' && --depth === 0) break;
+      else if (depth === 1 && name.startsWith(' as ', i)) break;
+    }
+    c = first(name.slice(1, i)) ?? (name.startsWith(' as ', i) ? first(name.slice(i + 4)) : undefined) ?? 'std';
+  } else {
+    c = first(name);
+  }
+  if (!c) return '(exports and compiler builtins)';
+  return /^(core|alloc|std)$/.test(c) ? 'std' : c;
 }
 
 /** A generic function's family: its name with every generic argument list taken out. */
