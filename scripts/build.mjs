@@ -14,6 +14,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSyn
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
+import { OPT } from './opt.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dev = process.argv.includes('--dev');
@@ -54,22 +55,7 @@ function patchGlue(file) {
   writeFileSync(file, `import { splitImports } from '../../worker/split.js';\n${glue}`);
 }
 
-// wasm-opt's options for every shipped module.
-const OPT = [
-  '-Oz',
-  // Lets wasm-opt fold a pointer's constant offset into its load or store (2 KiB gzip). Sound
-  // because nothing lives in the low 1 KiB: rustc links the stack first, so that is the far
-  // end of the 1 MiB stack, and a folded access differs only by trapping where the unfolded
-  // one would have wrapped around to it.
-  '--low-memory-unused',
-  // Inline a function with one caller only when it is tiny. Binaryen's default inlines every
-  // such function whatever its size, which made the module 11.5 KB gzip larger (243,025 ->
-  // 231,659 bytes at 20) and left the split nothing to cut in the engine's big functions: a
-  // rare arm inlined into a common function stays with it in cairn.wasm.
-  '--one-caller-inline-max-function-size', '20',
-  '--enable-bulk-memory', '--enable-sign-ext', '--enable-nontrapping-float-to-int',
-  '--enable-mutable-globals', '--enable-reference-types', '--enable-multivalue', '--enable-simd',
-];
+// wasm-opt's options for every shipped module: scripts/opt.mjs.
 
 mkdirSync(join(root, 'build', 'wasm'), { recursive: true });
 mkdirSync(join(root, 'dist'), { recursive: true });
@@ -116,6 +102,11 @@ for (const [features, out, dir] of jsOnly ? [] : [
     '--encode-into', 'always',
   ]);
   patchGlue(join(root, dir, 'cairn_wasm.js'));
+  // The same module with its function names, for the per-function account (scripts/size-account.mjs).
+  if (!dev && out === 'dist/cairn.wasm') {
+    run('wasm-bindgen', [join(target, 'wasm32-unknown-unknown', 'release', 'cairn_wasm.wasm'), '--target', 'web',
+      '--out-dir', join(dir, 'named'), '--remove-producers-section', '--encode-into', 'always']);
+  }
   if (dev) {
     copyFileSync(join(root, dir, 'cairn_wasm_bg.wasm'), join(root, out));
   } else {
@@ -172,6 +163,19 @@ if (!dev && !jsOnly) {
       console.error(`build failed: the split ${name}.wasm does not behave as the whole one: ${e.message}`);
       process.exit(1);
     }
+  }
+}
+
+// The per-function account of cairn.wasm and its rest (docs/size.md, "The account"): about
+// 20 seconds, most of it wasm-opt over the named copy.
+if (!dev && !jsOnly) {
+  const { account } = await import('./size-account.mjs');
+  try {
+    const report = account({ quiet: true });
+    writeFileSync(join(root, 'bench-browser/results/size-account.json'), JSON.stringify(report, null, 1) + '\n');
+  } catch (e) {
+    console.error(`build failed: the per-function account: ${e.message}`);
+    process.exit(1);
   }
 }
 

@@ -12,6 +12,9 @@
 //!                                                compresses better (see `reorder`)
 //! cairn-split table PRIMARY REST                 REST calls PRIMARY's functions through a table
 //!                                                PRIMARY fills, in place of exports (in place)
+//! cairn-split account IN NAMED FUNCS REGIONS OUT  each function of IN with its name (from NAMED,
+//!                                                the same module with names), size, and the
+//!                                                bytes that stay and move (see `account`)
 //! ```
 //!
 //! `instrument` gives every defined function a mutable global `h<i>` (exported), set to 1 when
@@ -57,6 +60,7 @@ use wasm_encoder as we;
 use wasm_encoder::reencode::{self, Reencode};
 use wasmparser as wp;
 
+mod account;
 mod data;
 #[cfg(test)]
 mod data_tests;
@@ -88,8 +92,11 @@ fn main() -> ExitCode {
         }
         ["reorder", input, out] => reorder(input, out),
         ["table", primary, rest] => table(primary, rest),
+        ["account", input, named, funcs, regions, out] => {
+            account::account(input, named, funcs, regions, out)
+        }
         _ => Err(
-            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT | cairn-split table PRIMARY REST".into(),
+            "usage: cairn-split instrument IN OUT | cairn-split outline IN FUNCS REGIONS OUT | cairn-split split IN HIT PRIMARY REST [MAP] | cairn-split reorder IN OUT | cairn-split table PRIMARY REST | cairn-split account IN NAMED FUNCS REGIONS OUT".into(),
         ),
     };
     match run {
@@ -101,7 +108,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
+pub(crate) fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
@@ -536,7 +543,9 @@ fn active_segments<'a>(p: &Parsed<'a>) -> Result<Vec<data::Segment<'a>>> {
 /// The size a cold region must have to be moved, in bytes: below it the call left in its place
 /// and the stub of its new function in the primary module cost about what moving it saves
 /// (on cairn.wasm, gzip of the primary module: 16 bytes 182,043, 24 bytes 181,729, 32 bytes
-/// 181,771, 48 bytes 182,598, 96 bytes 184,212).
+/// 181,771, 48 bytes 182,598, 96 bytes 184,212; on a later build 16 bytes 181,830 and 24 bytes
+/// 182,583). A region must also be larger than its call (`outline::Move::cost`): 181,830 ->
+/// 181,635 on that build, and the rest 1.3 KB smaller.
 const MIN_REGION: usize = 16;
 
 /// The name under which PRIMARY exports the `n`-th function REST uses: `f` and `n` in base 62
@@ -727,7 +736,7 @@ fn outline(input: &str, funcs: &str, regions_hit: &str, out: &str) -> Result<()>
     let hit_regions = read_hits(regions_hit, usize::MAX)?;
     let (module, stats) = outline_regions(&bytes, &hit_funcs, &hit_regions, MIN_REGION)?;
     eprintln!(
-        "cairn-split: {} cold regions moved into functions of their own ({} bytes; cold in functions that ran: {} bytes, of which under {MIN_REGION} bytes a region {}, not movable: construct parameters {}, a branch out carrying values {})",
+        "cairn-split: {} cold regions moved into functions of their own ({} bytes; cold in functions that ran: {} bytes, of which under {MIN_REGION} bytes or dearer to call than to keep {}, not movable: construct parameters {}, a branch out carrying values {})",
         stats.moved, stats.moved_bytes, stats.cold, stats.small_bytes, stats.params_bytes, stats.carries_bytes
     );
     write(out, &module)
@@ -743,36 +752,21 @@ fn outline_regions(
 ) -> Result<(Vec<u8>, outline::Stats)> {
     let p = parse(bytes)?;
     let types = outline::Types::read(p.types.as_ref())?;
-    let tails = outline::tail_starts(bytes)?;
     let defined = p.bodies.len();
     let mut new_types = outline::NewTypes::new(types.0.len() as u32);
     let mut stats = outline::Stats::default();
     let mut bodies: Vec<Option<we::Function>> = Vec::with_capacity(defined);
     let mut added = Vec::new();
-    let mut all = Vec::with_capacity(defined);
-    let mut ops = Vec::with_capacity(defined);
-    for (i, b) in p.bodies.iter().enumerate() {
-        let o = outline::ops(b)?;
+    let cold = cold_regions(bytes, &p, &types, hit_funcs, hit_regions, min, &mut stats)?;
+    for (i, (b, (o, chosen))) in p.bodies.iter().zip(cold).enumerate() {
         let ty = &types.0[p.func_types[p.imported_funcs as usize + i] as usize];
-        all.push(outline::regions(&o, &types, &ty.1, &tails[i]));
-        ops.push(o);
-    }
-    let numbering = outline::Numbering::new(&all);
-    for (i, (b, (o, regions))) in p.bodies.iter().zip(ops.iter().zip(all)).enumerate() {
-        let ty = &types.0[p.func_types[p.imported_funcs as usize + i] as usize];
-        let chosen = if hit_funcs.contains(&i) {
-            let number = |r: &outline::Region| numbering.number(i, r);
-            outline::choose(o, regions, &number, hit_regions, min, &mut stats)
-        } else {
-            Vec::new()
-        };
         if chosen.is_empty() {
             bodies.push(None);
             continue;
         }
         let locals = outline::local_types(&ty.0, b)?;
         let next = (p.func_types.len() + added.len()) as u32;
-        let (f, new) = outline::rewrite(bytes, b, o, &locals, &chosen, next, &mut new_types)?;
+        let (f, new) = outline::rewrite(bytes, b, &o, &locals, &chosen, next, &mut new_types)?;
         bodies.push(Some(f));
         added.extend(new);
     }
@@ -787,6 +781,42 @@ fn outline_regions(
         None => rewrite(b, map, &[]),
     })?;
     Ok((module, stats))
+}
+
+/// Every defined function's operators, with the regions `outline` moves out of it: each cold
+/// region of at least `min` bytes that can move, in a function of `hit_funcs` (none elsewhere).
+type Cold<'a> = Vec<(outline::Ops<'a>, Vec<(outline::Region, outline::Move)>)>;
+
+fn cold_regions<'a>(
+    bytes: &[u8],
+    p: &Parsed<'a>,
+    types: &outline::Types,
+    hit_funcs: &BTreeSet<usize>,
+    hit_regions: &BTreeSet<usize>,
+    min: usize,
+    stats: &mut outline::Stats,
+) -> Result<Cold<'a>> {
+    let tails = outline::tail_starts(bytes)?;
+    let mut all = Vec::with_capacity(p.bodies.len());
+    let mut ops = Vec::with_capacity(p.bodies.len());
+    for (i, b) in p.bodies.iter().enumerate() {
+        let o = outline::ops(b)?;
+        let ty = &types.0[p.func_types[p.imported_funcs as usize + i] as usize];
+        all.push(outline::regions(&o, types, &ty.1, &tails[i]));
+        ops.push(o);
+    }
+    let numbering = outline::Numbering::new(&all);
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, (o, regions)) in ops.into_iter().zip(all).enumerate() {
+        let chosen = if hit_funcs.contains(&i) {
+            let number = |r: &outline::Region| numbering.number(i, r);
+            outline::choose(&o, regions, &number, hit_regions, min, stats)
+        } else {
+            Vec::new()
+        };
+        out.push((o, chosen));
+    }
+    Ok(out)
 }
 
 /// What a function body refers to that the split must follow.

@@ -415,6 +415,14 @@ pub struct Move {
 }
 
 impl Move {
+    /// What the primary module keeps in a moved region's place, in bytes, about: the call and
+    /// its stub (`ensure`, the slot, `call_indirect`: inlined into the caller), a `local.get` for
+    /// each local the region uses and a `local.set` for each it writes, and a test of the exit
+    /// code for each way out.
+    fn cost(&self) -> usize {
+        8 + 2 * (self.used.len() + self.written.len()) + 5 * self.exits.len()
+    }
+
     /// The same move with the locals it reads and writes ordered by type, then by index: the
     /// new function's parameters and results are then, for most regions, a few of each type in
     /// one order, and regions alike share a function type (`cairn.wasm`: 323 types before).
@@ -462,7 +470,9 @@ pub struct Stats {
 }
 
 /// Chooses the regions to move in function `f`: each outermost region the run did not enter,
-/// at least `min` bytes, that can be moved (a region that cannot may hold one that can).
+/// at least `min` bytes and, when `min` is not 0, larger than the call left in its place
+/// (`Move::cost`), that can be moved (a region that cannot, or costs more to call, may hold one
+/// that can). `min` 0 moves every cold region that can move.
 pub fn choose(
     o: &Ops,
     regions: Vec<Region>,
@@ -488,6 +498,10 @@ pub fn choose(
             continue;
         }
         match shape(o, &r) {
+            Shape::Movable(m) if min > 0 && bytes < m.cost() => {
+                // Dearer to call than to keep: a region inside it may use fewer locals.
+                stats.small_bytes += bytes;
+            }
             Shape::Movable(m) => {
                 stats.moved += 1;
                 stats.moved_bytes += bytes;

@@ -476,7 +476,19 @@ impl<'a> Fields<'_, 'a> {
         new: impl Fn(usize) -> Option<&'v Value>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        if self.patch_into(rec, n, &new, out) {
+        self.rewrite_dyn(rec, n, &new, out)
+    }
+
+    /// `rewrite_into` with the new values behind one function type: one copy of the code for
+    /// every caller's closure (each was its own 1 KB of wasm), for an indirect call a column.
+    fn rewrite_dyn<'v>(
+        &self,
+        rec: &[u8],
+        n: usize,
+        new: &dyn Fn(usize) -> Option<&'v Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if self.patch_into(rec, n, new, out) {
             return Ok(());
         }
         out.clear();
@@ -522,7 +534,7 @@ impl<'a> Fields<'_, 'a> {
         &self,
         rec: &[u8],
         n: usize,
-        new: &impl Fn(usize) -> Option<&'v Value>,
+        new: &dyn Fn(usize) -> Option<&'v Value>,
         out: &mut Vec<u8>,
     ) -> bool {
         let at = |c: usize| match self.at.get(c) {
