@@ -759,15 +759,17 @@ pub struct AuxCall<'a> {
 }
 
 /// The rows of the fts5 table `f` for a query of it: the columns, `rank`, `rowid`, then a
-/// value per auxiliary call. `query` NULL (no MATCH) reads every row, unranked. Without
-/// `content` the columns are left NULL for a match (the query reads none of them) and the
-/// content table is not read.
+/// value per auxiliary call. `query` is one MATCH (`(None, q)`; NULL reads every row,
+/// unranked) or the branches of an OR (`rewrite::branches`): each gives its rows not given
+/// already, a MATCH's ranked by its own query, a row id comparison's (`Some(op)`) with a
+/// NULL rank, as SQLite's union of index scans does. Without `content` the columns are left
+/// NULL for a match (the query reads none of them) and the content table is not read.
 // Out of line: its one caller is a common function, where inlined it would sit in cairn.wasm.
 #[inline(never)]
 pub fn rows(
     store: &dyn Storage,
     f: &Fts,
-    query: &Value,
+    query: &[(Option<&str>, Value)],
     aux: &[AuxCall],
     content: bool,
 ) -> Result<Vec<Vec<Value>>> {
@@ -799,41 +801,107 @@ pub fn rows(
         });
         Ok(row)
     };
-    let text = match query {
-        Value::Null => {
-            let mut cur = store.scan(ct?, Bound::Unbounded, Bound::Unbounded, false)?;
-            while cur.next()? {
-                let mut row = row_of(cur.key(), Some(cur.value()))?;
-                row.resize(width, Value::Null);
-                out.push(row);
-            }
-            return Ok(out);
+    if let [] | [(None, Value::Null)] = query {
+        let mut cur = store.scan(ct?, Bound::Unbounded, Bound::Unbounded, false)?;
+        while cur.next()? {
+            let mut row = row_of(cur.key(), Some(cur.value()))?;
+            row.resize(width, Value::Null);
+            out.push(row);
         }
-        v => text_of(v).map(|t| t.into_owned()).unwrap_or_default(),
-    };
-    let q = query::parse(&text, &f.tok, &f.columns)?;
-    let found = search(store, f, &q)?;
-    let scorer = rank::Scorer::new(store, f, &q, &found)?;
+        return Ok(out);
+    }
     let n = f.columns.len();
-    for rowid in &found.rows {
-        // An external content table without the row: SQLite gives NULL columns.
-        // A row id that is a key column's value is in the record: read it then too.
-        let rec = if content || !f.int_key {
-            store.get(ct.clone()?, rowid)?
-        } else {
-            None
+    // The rows the branches before gave, sorted.
+    let mut seen: Vec<Doc> = Vec::new();
+    for (op, v) in query {
+        let (q, docs) = match op {
+            None => {
+                let text = text_of(v).map(|t| t.into_owned()).unwrap_or_default();
+                let q = query::parse(&text, &f.tok, &f.columns)?;
+                let found = search(store, f, &q)?;
+                (q, found)
+            }
+            Some(op) => {
+                let none = Found {
+                    rows: rowid_rows(store, ct.clone()?, f, op, v)?,
+                    raw: vec![],
+                    kept: vec![],
+                    fuzzy: vec![],
+                };
+                (Query::default(), none)
+            }
         };
-        let mut row = row_of(rowid, rec.as_deref())?;
-        row[n] = Value::Real(scorer.bm25(store, rowid, &[])?);
-        for a in aux {
-            let v = match a.kind {
-                "bm25" => Value::Real(scorer.bm25(store, rowid, &a.args)?),
-                "highlight" => rank::highlight(f, &q, &found, rowid, &row[..n], &a.args)?,
-                _ => rank::snippet(f, &q, &found, rowid, &row[..n], &a.args)?,
+        let scorer = rank::Scorer::new(store, f, &q, &docs)?;
+        for rowid in docs.rows.iter().filter(|r| !find(&seen, r)) {
+            // An external content table without the row: SQLite gives NULL columns.
+            // A row id that is a key column's value is in the record: read it then too.
+            let rec = if content || !f.int_key || op.is_some() {
+                store.get(ct.clone()?, rowid)?
+            } else {
+                None
             };
-            row.push(v);
+            let mut row = row_of(rowid, rec.as_deref())?;
+            if op.is_none() {
+                row[n] = Value::Real(scorer.bm25(store, rowid, &[])?);
+            }
+            for a in aux {
+                let v = match a.kind {
+                    "bm25" => Value::Real(scorer.bm25(store, rowid, &a.args)?),
+                    "highlight" => rank::highlight(f, &q, &docs, rowid, &row[..n], &a.args)?,
+                    _ => rank::snippet(f, &q, &docs, rowid, &row[..n], &a.args)?,
+                };
+                row.push(v);
+            }
+            out.push(row);
         }
-        out.push(row);
+        if query.len() > 1 {
+            let new: Vec<Doc> = docs
+                .rows
+                .iter()
+                .filter(|r| !find(&seen, r))
+                .cloned()
+                .collect();
+            seen.extend(new);
+            cairn_store::sort::sort(&mut seen);
+        }
+    }
+    Ok(out)
+}
+
+/// The keys of the content rows whose row id stands in `op` (`=`, `<`, `<=`, `>`, `>=`) to
+/// `v`, in key order.
+fn rowid_rows(store: &dyn Storage, ct: TreeId, f: &Fts, op: &str, v: &Value) -> Result<Vec<Doc>> {
+    use crate::parse::ast::BinOp;
+    let op = match op {
+        "=" => BinOp::Eq,
+        "<" => BinOp::Lt,
+        "<=" => BinOp::Le,
+        ">" => BinOp::Gt,
+        _ => BinOp::Ge,
+    };
+    let mut out = Vec::new();
+    if let (true, BinOp::Eq, Value::Integer(_)) = (f.int_key, op, v) {
+        let key = cairn_value::codec::encode_key(std::slice::from_ref(v));
+        if store.get(ct, &key)?.is_some() {
+            out.push(key);
+        }
+        return Ok(out);
+    }
+    let aff = crate::types::Affinity::Integer;
+    let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
+    while cur.next()? {
+        let id = if f.int_key {
+            cairn_value::codec::decode_key(cur.key())?
+                .into_iter()
+                .next()
+        } else {
+            decode_record(cur.value())?.into_iter().nth(f.rowid_col)
+        };
+        let id = id.unwrap_or(Value::Null);
+        let hit = crate::exec::eval::compare_op(op, &id, v, aff, crate::types::Affinity::None);
+        if hit == Value::Integer(1) {
+            out.push(cur.key().to_vec());
+        }
     }
     Ok(out)
 }

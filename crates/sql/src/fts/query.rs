@@ -32,7 +32,7 @@ pub enum Node {
     Not(Box<Node>, Box<Node>),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Query {
     /// None: the query has no terms, and matches no row.
     pub root: Option<Node>,
