@@ -261,6 +261,11 @@ fn query(rng: &mut Rng, depth: u32) -> String {
         5 => format!("{}: {}", ["title", "body"][rng.below(2)], term(rng)),
         6 => format!("{{title body}}: ({})", query(rng, depth + 1)),
         7 => format!("-title: {}", term(rng)),
+        8 => match rng.below(3) {
+            0 => format!("^{}", term(rng)),
+            1 => format!("{}:^{}", ["title", "body"][rng.below(2)], term(rng)),
+            _ => format!("{} ^{}", term(rng), term(rng)),
+        },
         _ => term(rng),
     }
 }

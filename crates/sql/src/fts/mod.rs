@@ -581,6 +581,7 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
             .filter(|&&(c, pos)| {
                 c < 64
                     && allowed & (1 << c) != 0
+                    && (!p.first || pos == 0)
                     && rest
                         .iter()
                         .enumerate()

@@ -284,8 +284,11 @@ pub fn snippet(
     let toks = f.tok.tokens(&text);
     let end = (start + n).min(toks.len() as u32);
     let mut out = String::new();
+    // A window at the column's start keeps the text before its first token, as SQLite's does.
     if start > 0 {
         out.push_str(&ellipsis);
+    } else if let Some(first) = toks.first() {
+        out.push_str(&text[..first.start]);
     }
     let marks = ranges(q, found, rowid, c as u32);
     for i in start..end {
