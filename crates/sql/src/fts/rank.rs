@@ -90,7 +90,7 @@ impl Scorer<'_> {
             return Ok(out);
         };
         let docs = self.f.tree + 1;
-        if (rows.len() as f64) * 4.0 < self.n {
+        if (rows.len() as f64) * 8.0 < self.n {
             let mut buf = Vec::new();
             for r in rows {
                 let hit = store.get_into(docs, &doc_key(r), &mut buf)?;
