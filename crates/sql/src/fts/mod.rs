@@ -498,7 +498,7 @@ pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
 fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances> {
     let mut out = Instances::new();
     // One term's rows come in key order, each once, its hits in (column, position) order:
-    // collected in a list, the map is built in one pass. Several terms' are merged.
+    // they need no merge or sort. Several terms' are merged.
     let read_range = |lo: Vec<u8>, hi: Vec<u8>, one_term: bool, out: &mut Instances| {
         let mut cur = store.scan(f.tree, Bound::Included(&lo), Bound::Excluded(&hi), false)?;
         let mut list = Vec::new();
@@ -521,7 +521,11 @@ fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances
             list.push((k[z + 1..].to_vec(), hits));
         }
         if one_term && out.is_empty() {
-            *out = list.into_iter().collect();
+            // Inserted in key order (a collect would sort them again, and bring its own sort
+            // into the module).
+            for (rowid, hits) in list {
+                out.insert(rowid, hits);
+            }
         } else {
             for (rowid, mut hits) in list {
                 let all = out.entry(rowid).or_default();
