@@ -1,5 +1,6 @@
 // With full durability, a write whose promise resolved survives the page, the Worker and the
-// whole browser being killed; a transaction that had not committed leaves no trace.
+// whole browser being killed; a transaction that had not committed leaves no trace. The rows
+// carry a full-text index, written in the same commits: after the kill it agrees with them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execSync } from 'node:child_process';
@@ -12,6 +13,7 @@ async function writeThenLeaveOpen(page) {
   return page.evaluate(async () => {
     const db = await cairn.open('durable');
     await db.exec('CREATE TABLE IF NOT EXISTS w (id INTEGER PRIMARY KEY, note TEXT)');
+    await db.exec("CREATE VIRTUAL TABLE IF NOT EXISTS wf USING fts5(note, content='w', content_rowid='id')");
     const resolved = [];
     for (let i = 1; i <= 50; i++) {
       await db.run('INSERT INTO w (id, note) VALUES (?, ?)', [i, `write ${i}`]);
@@ -28,7 +30,8 @@ async function readBack(page) {
   return page.evaluate(async () => {
     const db = await cairn.open('durable', { create: false });
     const rows = await db.query('SELECT id, note FROM w ORDER BY id');
-    return { rows, check: await db.check() };
+    const found = async (q) => (await db.query('SELECT rowid AS id FROM wf WHERE wf MATCH ? ORDER BY rowid', [q])).map((r) => r.id);
+    return { rows, check: await db.check(), written: await found('write'), uncommitted: await found('uncommitted') };
   });
 }
 
@@ -36,6 +39,8 @@ function expectExactly(resolved, after) {
   assert.deepEqual(after.check, []);
   assert.deepEqual(after.rows.map((r) => r.id), resolved, 'committed writes lost, or uncommitted ones kept');
   assert.ok(after.rows.every((r) => r.note === `write ${r.id}`), 'an uncommitted update survived');
+  assert.deepEqual(after.written, resolved, 'the full-text index lost committed rows');
+  assert.deepEqual(after.uncommitted, [], 'the full-text index kept uncommitted rows');
 }
 
 test('writes survive the page (and its Worker) being killed', async () => {

@@ -7,7 +7,8 @@
 //!   writer does itself.
 //! - `random_match_queries`: a seeded generator of documents over a small vocabulary (with
 //!   accents and case) and of MATCH queries (terms, prefixes, phrases, AND/OR/NOT, NEAR,
-//!   column filters), compared with rank, bm25 with weights and highlight.
+//!   column filters, `^`), compared with rank, bm25 with weights and highlight, alone and
+//!   inside an OR with other MATCHes and row id comparisons.
 //!   `CAIRN_DIFF_CASES=N` runs N queries per seed.
 //! - `typo_terms`: cairn's extension (`word~N`), checked against a scan of the vocabulary.
 
@@ -260,6 +261,11 @@ fn query(rng: &mut Rng, depth: u32) -> String {
         5 => format!("{}: {}", ["title", "body"][rng.below(2)], term(rng)),
         6 => format!("{{title body}}: ({})", query(rng, depth + 1)),
         7 => format!("-title: {}", term(rng)),
+        8 => match rng.below(3) {
+            0 => format!("^{}", term(rng)),
+            1 => format!("{}:^{}", ["title", "body"][rng.below(2)], term(rng)),
+            _ => format!("{} ^{}", term(rng), term(rng)),
+        },
         _ => term(rng),
     }
 }
@@ -294,15 +300,32 @@ fn random_match_queries() {
             // SQLite's instances of a NEAR group that failed on a row matched through another
             // branch depend on where its iterators stopped; cairn counts none (docs/sql.md):
             // with NEAR, only the rows are compared.
-            let kind = if q.contains("NEAR") { 0 } else { rng.below(4) };
+            let kind = if q.contains("NEAR") { 0 } else { rng.below(7) };
             let sql = match kind {
                 0 => format!("SELECT rowid, title FROM docs WHERE docs MATCH '{q}'"),
                 1 => format!("SELECT rowid, rank FROM docs WHERE docs MATCH '{q}' ORDER BY rank, rowid"),
                 2 => format!(
                     "SELECT rowid, bm25(docs, 2.0, 0.5) AS s FROM docs('{q}') ORDER BY s, rowid LIMIT 5"
                 ),
-                _ => format!(
+                3 => format!(
                     "SELECT rowid, highlight(docs, 1, '[', ']') FROM docs WHERE docs MATCH '{q}'"
+                ),
+                // MATCH inside OR: a union of the branches' rows, each ranked by its own.
+                4 => {
+                    let r = query(&mut rng, 1).replace('\'', "''");
+                    format!(
+                        "SELECT rowid, rank FROM docs WHERE docs MATCH '{q}' OR docs MATCH '{r}'"
+                    )
+                }
+                5 => format!(
+                    "SELECT rowid, rank FROM docs WHERE rowid {} {} OR docs MATCH '{q}'",
+                    ["=", "<", ">="][rng.below(3)],
+                    rng.below(60)
+                ),
+                _ => format!(
+                    "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH '{q}' OR rowid = {} \
+                     ORDER BY rank, rowid LIMIT 8",
+                    rng.below(60)
                 ),
             };
             pair.check(&sql);

@@ -115,7 +115,10 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             Ok(true)
         }
         (Source::Fts { fts, query, aux }, _) => {
-            let q = eval(query, frame, cx)?.into_owned();
+            let mut q = Vec::with_capacity(query.len());
+            for (op, e) in query {
+                q.push((op.as_deref(), eval(e, frame, cx)?.into_owned()));
+            }
             let mut calls = Vec::with_capacity(aux.len());
             for (kind, args) in aux {
                 let mut vals = Vec::with_capacity(args.len());

@@ -497,22 +497,44 @@ pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
 /// edits): rowid to (column, position) pairs, sorted.
 fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances> {
     let mut out = Instances::new();
-    let read_range = |lo: Vec<u8>, hi: Vec<u8>, out: &mut Instances| {
+    // One term's rows come in key order, each once, its hits in (column, position) order:
+    // they need no merge or sort. Several terms' are merged.
+    let read_range = |lo: Vec<u8>, hi: Vec<u8>, one_term: bool, out: &mut Instances| {
         let mut cur = store.scan(f.tree, Bound::Included(&lo), Bound::Excluded(&hi), false)?;
+        let mut list = Vec::new();
         while cur.next()? {
             let k = cur.key();
             let z = k.iter().position(|&b| b == 0).ok_or_else(corrupt)?;
-            let rowid = k[z + 1..].to_vec();
             let v = cur.value();
-            let hits = out.entry(rowid).or_default();
+            let mut hits = Vec::new();
             let mut i = 0;
             while i < v.len() {
                 let col = get_varint(v, &mut i)? as u32;
                 let n = get_varint(v, &mut i)?;
+                hits.reserve(n as usize);
                 let mut pos = 0u32;
                 for _ in 0..n {
                     pos += get_varint(v, &mut i)? as u32;
                     hits.push((col, pos));
+                }
+            }
+            list.push((k[z + 1..].to_vec(), hits));
+        }
+        if one_term && out.is_empty() {
+            // Inserted in key order (a collect would sort them again, and bring its own sort
+            // into the module).
+            for (rowid, hits) in list {
+                out.insert(rowid, hits);
+            }
+        } else {
+            for (rowid, mut hits) in list {
+                let all = out.entry(rowid).or_default();
+                if all.is_empty() {
+                    *all = hits;
+                } else {
+                    all.append(&mut hits);
+                    cairn_store::sort::sort(all);
+                    all.dedup();
                 }
             }
         }
@@ -540,22 +562,18 @@ fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances
             lo.push(0);
             let mut hi = term;
             hi.push(1);
-            read_range(lo, hi, &mut out)?;
+            read_range(lo, hi, true, &mut out)?;
         }
     } else if t.prefix {
         let mut hi = text.to_vec();
         hi.push(0xff);
-        read_range(text.to_vec(), hi, &mut out)?;
+        read_range(text.to_vec(), hi, false, &mut out)?;
     } else {
         let mut lo = text.to_vec();
         lo.push(0);
         let mut hi = text.to_vec();
         hi.push(1);
-        read_range(lo, hi, &mut out)?;
-    }
-    for v in out.values_mut() {
-        cairn_store::sort::sort(v);
-        v.dedup();
+        read_range(lo, hi, true, &mut out)?;
     }
     Ok(out)
 }
@@ -568,11 +586,20 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
     let Some(first) = p.terms.first() else {
         return Ok(out);
     };
+    let allowed = p.cols & !f.unindexed;
     let mut lists = vec![term_hits(store, f, first)?];
+    if p.terms.len() == 1 {
+        // One term: its hits are the instances, narrowed in place rather than copied.
+        let mut only = lists.pop().unwrap_or_default();
+        only.retain(|_, hits| {
+            hits.retain(|&(c, pos)| c < 64 && allowed & (1 << c) != 0 && (!p.first || pos == 0));
+            !hits.is_empty()
+        });
+        return Ok(only);
+    }
     for t in &p.terms[1..] {
         lists.push(term_hits(store, f, t)?);
     }
-    let allowed = p.cols & !f.unindexed;
     for (rowid, hits) in &lists[0] {
         let rest: Option<Vec<&Vec<(u32, u32)>>> = lists[1..].iter().map(|l| l.get(rowid)).collect();
         let Some(rest) = rest else { continue };
@@ -581,6 +608,7 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
             .filter(|&&(c, pos)| {
                 c < 64
                     && allowed & (1 << c) != 0
+                    && (!p.first || pos == 0)
                     && rest
                         .iter()
                         .enumerate()
@@ -598,11 +626,23 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
 /// What a search found: the rows, and per row and phrase the instances that count.
 pub struct Found {
     pub rows: Vec<Doc>,
-    /// Per phrase: its instances in every row (before NEAR), and those a NEAR group kept.
+    /// Per phrase: its instances in every row (before NEAR), and those a NEAR group kept
+    /// (`Found::kept`; empty when they are all of them, as for a query of one phrase).
     pub raw: Vec<Instances>,
     pub kept: Vec<Instances>,
     /// Rows where a `word~N` term matched only other words (ranked after the exact ones).
     pub fuzzy: Vec<Doc>,
+}
+
+impl Found {
+    /// The instances of phrase `i` that count (bm25, highlight, snippet).
+    pub fn kept(&self) -> &[Instances] {
+        if self.kept.is_empty() {
+            &self.raw
+        } else {
+            &self.kept
+        }
+    }
 }
 
 /// Runs `q` over the index of `f`.
@@ -611,12 +651,15 @@ pub fn search(store: &dyn Storage, f: &Fts, q: &Query) -> Result<Found> {
     for p in &q.phrases {
         raw.push(phrase_instances(store, f, p)?);
     }
-    let mut kept = raw.clone();
+    let mut kept = Vec::new();
     let rows = match &q.root {
+        // One phrase: its rows, every instance counting.
+        Some(Node::Near(group, _)) if group.len() == 1 => raw[group[0]].keys().cloned().collect(),
         Some(root) => {
+            kept = vec![Instances::new(); raw.len()];
             let r = eval(root, q, &raw, &mut kept);
             let rows = r.rows().to_vec();
-            restrict(&r, &rows, &mut kept);
+            restrict(&r, &rows, &raw, &mut kept);
             rows
         }
         None => vec![],
@@ -666,17 +709,25 @@ fn intersect(a: &[Doc], b: &[Doc]) -> Vec<Doc> {
 /// A phrase's instances count in a row only where every node above it matches that row
 /// (FTS5 reads a phrase's positions only while its node sits on the row the query is on):
 /// the other branch of an OR, the failed side of an AND, add nothing to bm25 or highlight.
-fn restrict(e: &Eval, allowed: &[Doc], kept: &mut [Instances]) {
+/// A lone phrase's `kept` is filled here, from `raw`, for those rows only; a NEAR group's
+/// was filled by `near_rows`.
+fn restrict(e: &Eval, allowed: &[Doc], raw: &[Instances], kept: &mut [Instances]) {
     let here = intersect(allowed, e.rows());
     match e {
+        Eval::Leaf([p], _) => {
+            kept[*p] = here
+                .into_iter()
+                .filter_map(|r| raw[*p].get(&r).map(|i| (r, i.clone())))
+                .collect();
+        }
         Eval::Leaf(group, _) => {
             for &p in group.iter() {
                 kept[p].retain(|r, _| find(&here, r));
             }
         }
         Eval::Inner(a, b, _) => {
-            restrict(a, &here, kept);
-            restrict(b, &here, kept);
+            restrict(a, &here, raw, kept);
+            restrict(b, &here, raw, kept);
         }
     }
 }
@@ -759,15 +810,17 @@ pub struct AuxCall<'a> {
 }
 
 /// The rows of the fts5 table `f` for a query of it: the columns, `rank`, `rowid`, then a
-/// value per auxiliary call. `query` NULL (no MATCH) reads every row, unranked. Without
-/// `content` the columns are left NULL for a match (the query reads none of them) and the
-/// content table is not read.
+/// value per auxiliary call. `query` is one MATCH (`(None, q)`; NULL reads every row,
+/// unranked) or the branches of an OR (`rewrite::branches`): each gives its rows not given
+/// already, a MATCH's ranked by its own query, a row id comparison's (`Some(op)`) with a
+/// NULL rank, as SQLite's union of index scans does. Without `content` the columns are left
+/// NULL for a match (the query reads none of them) and the content table is not read.
 // Out of line: its one caller is a common function, where inlined it would sit in cairn.wasm.
 #[inline(never)]
 pub fn rows(
     store: &dyn Storage,
     f: &Fts,
-    query: &Value,
+    query: &[(Option<&str>, Value)],
     aux: &[AuxCall],
     content: bool,
 ) -> Result<Vec<Vec<Value>>> {
@@ -799,41 +852,108 @@ pub fn rows(
         });
         Ok(row)
     };
-    let text = match query {
-        Value::Null => {
-            let mut cur = store.scan(ct?, Bound::Unbounded, Bound::Unbounded, false)?;
-            while cur.next()? {
-                let mut row = row_of(cur.key(), Some(cur.value()))?;
-                row.resize(width, Value::Null);
-                out.push(row);
-            }
-            return Ok(out);
+    if let [] | [(None, Value::Null)] = query {
+        let mut cur = store.scan(ct?, Bound::Unbounded, Bound::Unbounded, false)?;
+        while cur.next()? {
+            let mut row = row_of(cur.key(), Some(cur.value()))?;
+            row.resize(width, Value::Null);
+            out.push(row);
         }
-        v => text_of(v).map(|t| t.into_owned()).unwrap_or_default(),
-    };
-    let q = query::parse(&text, &f.tok, &f.columns)?;
-    let found = search(store, f, &q)?;
-    let scorer = rank::Scorer::new(store, f, &q, &found)?;
+        return Ok(out);
+    }
     let n = f.columns.len();
-    for rowid in &found.rows {
-        // An external content table without the row: SQLite gives NULL columns.
-        // A row id that is a key column's value is in the record: read it then too.
-        let rec = if content || !f.int_key {
-            store.get(ct.clone()?, rowid)?
-        } else {
-            None
+    // The rows the branches before gave, sorted.
+    let mut seen: Vec<Doc> = Vec::new();
+    for (op, v) in query {
+        let (q, docs) = match op {
+            None => {
+                let text = text_of(v).map(|t| t.into_owned()).unwrap_or_default();
+                let q = query::parse(&text, &f.tok, &f.columns)?;
+                let found = search(store, f, &q)?;
+                (q, found)
+            }
+            Some(op) => {
+                let none = Found {
+                    rows: rowid_rows(store, ct.clone()?, f, op, v)?,
+                    raw: vec![],
+                    kept: vec![],
+                    fuzzy: vec![],
+                };
+                (Query::default(), none)
+            }
         };
-        let mut row = row_of(rowid, rec.as_deref())?;
-        row[n] = Value::Real(scorer.bm25(store, rowid, &[])?);
-        for a in aux {
-            let v = match a.kind {
-                "bm25" => Value::Real(scorer.bm25(store, rowid, &a.args)?),
-                "highlight" => rank::highlight(f, &q, &found, rowid, &row[..n], &a.args)?,
-                _ => rank::snippet(f, &q, &found, rowid, &row[..n], &a.args)?,
+        let scorer = rank::Scorer::new(store, f, &q, &docs)?;
+        let lens = scorer.lengths(store, &docs.rows)?;
+        for (rowid, &d) in docs.rows.iter().zip(&lens).filter(|(r, _)| !find(&seen, r)) {
+            // An external content table without the row: SQLite gives NULL columns.
+            // A row id that is a key column's value is in the record: read it then too.
+            let rec = if content || !f.int_key || op.is_some() {
+                store.get(ct.clone()?, rowid)?
+            } else {
+                None
             };
-            row.push(v);
+            let mut row = row_of(rowid, rec.as_deref())?;
+            if op.is_none() {
+                row[n] = Value::Real(scorer.bm25(rowid, d, &[])?);
+            }
+            for a in aux {
+                let v = match a.kind {
+                    "bm25" => Value::Real(scorer.bm25(rowid, d, &a.args)?),
+                    "highlight" => rank::highlight(f, &q, &docs, rowid, &row[..n], &a.args)?,
+                    _ => rank::snippet(f, &q, &docs, rowid, &row[..n], &a.args)?,
+                };
+                row.push(v);
+            }
+            out.push(row);
         }
-        out.push(row);
+        if query.len() > 1 {
+            let new: Vec<Doc> = docs
+                .rows
+                .iter()
+                .filter(|r| !find(&seen, r))
+                .cloned()
+                .collect();
+            seen.extend(new);
+            cairn_store::sort::sort(&mut seen);
+        }
+    }
+    Ok(out)
+}
+
+/// The keys of the content rows whose row id stands in `op` (`=`, `<`, `<=`, `>`, `>=`) to
+/// `v`, in key order.
+fn rowid_rows(store: &dyn Storage, ct: TreeId, f: &Fts, op: &str, v: &Value) -> Result<Vec<Doc>> {
+    use crate::parse::ast::BinOp;
+    let op = match op {
+        "=" => BinOp::Eq,
+        "<" => BinOp::Lt,
+        "<=" => BinOp::Le,
+        ">" => BinOp::Gt,
+        _ => BinOp::Ge,
+    };
+    let mut out = Vec::new();
+    if let (true, BinOp::Eq, Value::Integer(_)) = (f.int_key, op, v) {
+        let key = cairn_value::codec::encode_key(std::slice::from_ref(v));
+        if store.get(ct, &key)?.is_some() {
+            out.push(key);
+        }
+        return Ok(out);
+    }
+    let aff = crate::types::Affinity::Integer;
+    let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
+    while cur.next()? {
+        let id = if f.int_key {
+            cairn_value::codec::decode_key(cur.key())?
+                .into_iter()
+                .next()
+        } else {
+            decode_record(cur.value())?.into_iter().nth(f.rowid_col)
+        };
+        let id = id.unwrap_or(Value::Null);
+        let hit = crate::exec::eval::compare_op(op, &id, v, aff, crate::types::Affinity::None);
+        if hit == Value::Integer(1) {
+            out.push(cur.key().to_vec());
+        }
     }
     Ok(out)
 }

@@ -1,7 +1,7 @@
 //! The FTS5 query language, parsed into a tree over numbered phrases: barewords and "strings"
 //! (each cut into terms by the table's tokenizer: one phrase), `*` for a prefix, `+` to join
-//! phrases, `NEAR(a b, N)`, column filters (`col:`, `{a b}:`, `-col:`), parentheses, and the
-//! operators by FTS5's precedence: juxtaposition (an implicit AND) binds tightest, then `NOT`,
+//! phrases, `^` before a phrase that must start a column, `NEAR(a b, N)`, column filters
+//! (`col:`, `{a b}:`, `-col:`), parentheses, and the operators by FTS5's precedence: juxtaposition (an implicit AND) binds tightest, then `NOT`,
 //! `AND`, `OR`. cairn's extension: `word~1` and `word~2` match terms within that many edits.
 
 use super::tokenize::Tokenizer;
@@ -20,6 +20,8 @@ pub struct Phrase {
     pub terms: Vec<QTerm>,
     /// The columns it may match in, a bit each.
     pub cols: u64,
+    /// `^phrase`: it matches only at a column's first token.
+    pub first: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +34,7 @@ pub enum Node {
     Not(Box<Node>, Box<Node>),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Query {
     /// None: the query has no terms, and matches no row.
     pub root: Option<Node>,
@@ -321,12 +323,15 @@ impl P<'_> {
     fn nearset(&mut self, cols: u64) -> Result<Node> {
         let near = self.is_kw("NEAR") && self.peek_at(1) == &T::Op('(');
         if !near {
+            // `^` goes only before a phrase that stands alone, as in FTS5's grammar.
+            let first = self.eat_op('^');
             let p = self.phrase(cols)?;
+            self.phrases[p].first = first;
             return Ok(Node::Near(vec![p], 0));
         }
         self.pos += 2;
         let mut group = Vec::new();
-        while matches!(self.peek(), T::Word(..) | T::Op('^')) {
+        while matches!(self.peek(), T::Word(..)) {
             group.push(self.phrase(cols)?);
         }
         let mut dist = 10;
@@ -347,9 +352,6 @@ impl P<'_> {
 
     /// One phrase: strings joined by `+`, each with an optional `*` (and `~N`).
     fn phrase(&mut self, cols: u64) -> Result<usize> {
-        if self.peek() == &T::Op('^') {
-            return Err(Error::Unsupported("the ^ (first token) operator".into()));
-        }
         let mut terms = Vec::new();
         loop {
             let T::Word(w, _) = self.peek().clone() else {
@@ -378,7 +380,11 @@ impl P<'_> {
                 break;
             }
         }
-        self.phrases.push(Phrase { terms, cols });
+        self.phrases.push(Phrase {
+            terms,
+            cols,
+            first: false,
+        });
         Ok(self.phrases.len() - 1)
     }
 }
@@ -418,6 +424,17 @@ mod tests {
         assert_eq!(q.phrases[1].cols, !1);
         assert_eq!(q.phrases[1].terms[0].typo, 2);
         assert!(matches!(q.root, Some(Node::And(_, ref r)) if **r == Node::Near(vec![2, 3], 3)));
+    }
+
+    #[test]
+    fn caret_marks_a_phrase_that_starts_a_column() {
+        let q = p("^a title:^\"b c\"* d").unwrap();
+        let first: Vec<bool> = q.phrases.iter().map(|p| p.first).collect();
+        assert_eq!(first, [true, true, false]);
+        assert_eq!(q.phrases[1].cols, 1);
+        for bad in ["NEAR(^a b)", "^^a", "^(a)", "a + ^b", "^title: a", "^"] {
+            assert!(matches!(p(bad), Err(Error::Syntax { .. })), "{bad}");
+        }
     }
 
     #[test]

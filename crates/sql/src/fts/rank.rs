@@ -3,10 +3,11 @@
 //! `word~N`, `highlight()` and `snippet()`.
 
 use super::query::Query;
-use super::{corrupt, doc_key, get_varint, load_stats, text_of, Found, Fts};
+use super::{corrupt, doc_key, get_varint, load_stats, text_of, Doc, Found, Fts};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use crate::Value;
+use std::ops::Bound;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -16,6 +17,8 @@ pub struct Scorer<'a> {
     f: &'a Fts,
     idf: Vec<f64>,
     avgdl: f64,
+    /// Rows in the table.
+    n: f64,
 }
 
 impl<'a> Scorer<'a> {
@@ -40,26 +43,17 @@ impl<'a> Scorer<'a> {
             f,
             idf,
             avgdl,
+            n,
         })
     }
 
     /// `bm25(t, weights...)` of `rowid` (more negative is better). A row that a `word~N`
     /// term matched only through other words gets `1 / (1 + |score|)` instead: positive,
     /// so after every exact match, and still better the more it matched.
-    pub fn bm25(&self, store: &dyn Storage, rowid: &[u8], weights: &[Value]) -> Result<f64> {
-        let d = match store.get(self.f.tree + 1, &doc_key(rowid))? {
-            Some(v) => {
-                let mut i = 0;
-                let mut d = 0u64;
-                while i < v.len() {
-                    d += get_varint(&v, &mut i)?;
-                }
-                d as f64
-            }
-            None => 0.0,
-        };
+    /// `d` is the row's token count (`Scorer::lengths`).
+    pub fn bm25(&self, rowid: &[u8], d: f64, weights: &[Value]) -> Result<f64> {
         let mut score = 0.0;
-        for (i, kept) in self.found.kept.iter().enumerate() {
+        for (i, kept) in self.found.kept().iter().enumerate() {
             let mut freq = 0.0;
             for &(c, _) in kept.get(rowid).map_or(&[][..], |v| v.as_slice()) {
                 freq += match weights.get(c as usize) {
@@ -76,6 +70,48 @@ impl<'a> Scorer<'a> {
             return Ok(1.0 / (1.0 + score));
         }
         Ok(-score)
+    }
+}
+
+impl Scorer<'_> {
+    /// The token count of each of `rows` (sorted keys), for bm25: looked up one by one when
+    /// they are few beside the table, else read in one pass over the row sizes, which costs
+    /// less than a descent of the tree for each.
+    pub fn lengths(&self, store: &dyn Storage, rows: &[Doc]) -> Result<Vec<f64>> {
+        let sum = |v: &[u8]| -> Result<f64> {
+            let (mut i, mut d) = (0, 0u64);
+            while i < v.len() {
+                d += get_varint(v, &mut i)?;
+            }
+            Ok(d as f64)
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Ok(out);
+        };
+        let docs = self.f.tree + 1;
+        if (rows.len() as f64) * 8.0 < self.n {
+            let mut buf = Vec::new();
+            for r in rows {
+                let hit = store.get_into(docs, &doc_key(r), &mut buf)?;
+                out.push(if hit { sum(&buf)? } else { 0.0 });
+            }
+            return Ok(out);
+        }
+        let (lo, hi) = (doc_key(first), doc_key(last));
+        let mut cur = store.scan(docs, Bound::Included(&lo), Bound::Included(&hi), false)?;
+        let mut more = cur.next()?;
+        for r in rows {
+            while more && &cur.key()[1..] < r.as_slice() {
+                more = cur.next()?;
+            }
+            out.push(if more && &cur.key()[1..] == r.as_slice() {
+                sum(cur.value())?
+            } else {
+                0.0
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -142,7 +178,7 @@ pub fn within_edits(a: &[u8], b: &[u8], k: u8) -> bool {
 /// merged, in order.
 fn ranges(q: &Query, found: &Found, rowid: &[u8], col: u32) -> Vec<(u32, u32)> {
     let mut r = Vec::new();
-    for (i, kept) in found.kept.iter().enumerate() {
+    for (i, kept) in found.kept().iter().enumerate() {
         let len = q.phrases[i].terms.len() as u32;
         for &(c, p) in kept.get(rowid).map_or(&[][..], |v| v.as_slice()) {
             if c == col && len > 0 {
@@ -245,7 +281,7 @@ pub fn snippet(
         let Some(text) = text_of(v) else { continue };
         let ntok = f.tok.tokens(&text).len() as u32;
         let mut starts: Vec<u32> = vec![0];
-        for kept in &found.kept {
+        for kept in found.kept() {
             for &(cc, p) in kept.get(rowid).map_or(&[][..], |v| v.as_slice()) {
                 if cc as usize == c {
                     starts.push(p);
@@ -255,7 +291,7 @@ pub fn snippet(
         for s in starts {
             let mut phrases = 0;
             let mut hits = 0;
-            for kept in &found.kept {
+            for kept in found.kept() {
                 let k = kept.get(rowid).map_or(0, |v| {
                     v.iter()
                         .filter(|&&(cc, p)| cc as usize == c && p >= s && p < s + n)
@@ -284,8 +320,11 @@ pub fn snippet(
     let toks = f.tok.tokens(&text);
     let end = (start + n).min(toks.len() as u32);
     let mut out = String::new();
+    // A window at the column's start keeps the text before its first token, as SQLite's does.
     if start > 0 {
         out.push_str(&ellipsis);
+    } else if let Some(first) = toks.first() {
+        out.push_str(&text[..first.start]);
     }
     let marks = ranges(q, found, rowid, c as u32);
     for i in start..end {

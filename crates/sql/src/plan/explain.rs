@@ -250,10 +250,10 @@ pub fn core(c: &Core, depth: usize, out: &mut Vec<String>) {
                 query(q, depth + 1, out);
             }
             (Source::Fts { fts, query, .. }, _) => {
-                let how = if matches!(query, crate::plan::PExpr::Lit(crate::Value::Null)) {
-                    "every row"
-                } else {
-                    "full-text match"
+                let how = match &query[..] {
+                    [] | [(None, crate::plan::PExpr::Lit(crate::Value::Null))] => "every row",
+                    [_] => "full-text match",
+                    _ => "union of full-text matches and row ids",
                 };
                 out.push(format!(
                     "{pad}{join}SCAN {} (fts5 {}: {how})",

@@ -241,11 +241,12 @@ pub enum Source {
         tree: bool,
         args: Vec<PExpr>,
     },
-    /// An fts5 table (`crate::fts::rows`): the query (NULL: every row) and the auxiliary
-    /// calls, evaluated on the frame of the levels before it.
+    /// An fts5 table (`crate::fts::rows`): the query (NULL: every row), or the branches of
+    /// an OR (`fts::rewrite::branches`: None for a MATCH, else a row id comparison), and the
+    /// auxiliary calls, evaluated on the frame of the levels before it.
     Fts {
         fts: Rc<crate::fts::Fts>,
-        query: PExpr,
+        query: Vec<(Option<String>, PExpr)>,
         aux: Vec<(String, Vec<PExpr>)>,
     },
 }

@@ -881,10 +881,12 @@ impl Planner<'_> {
             .fts(name)
             .cloned()
             .ok_or_else(|| Error::UnknownTable(name.to_string()))?;
-        let query = match args.first() {
-            Some(a) => self.expr(a)?,
-            None => PExpr::Lit(cairn_value::Value::Null),
-        };
+        let mut query = Vec::new();
+        if let Some(a) = args.first() {
+            for (op, e) in crate::fts::rewrite::branches(a) {
+                query.push((op.map(str::to_string), self.expr(e)?));
+            }
+        }
         let mut aux = Vec::new();
         for a in args.iter().skip(1) {
             if let Expr::Function { name, args, .. } = a {

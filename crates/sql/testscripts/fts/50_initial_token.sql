@@ -1,0 +1,33 @@
+-- `^` before a phrase: it matches only where it starts a column (the column's first token).
+CREATE VIRTUAL TABLE f USING fts5(a, b);
+INSERT INTO f(rowid, a, b) VALUES (1, 'hello world', 'world hello'), (2, 'world', 'hello there'), (3, 'Hello hello', 'x'), (4, 'say hello', 'say world'), (5, ', hello!', 'helium');
+SELECT rowid FROM f WHERE f MATCH '^hello';
+SELECT rowid FROM f WHERE f MATCH '^world';
+SELECT rowid FROM f WHERE f MATCH 'a:^hello';
+SELECT rowid FROM f WHERE f MATCH 'a : ^hello';
+SELECT rowid FROM f WHERE f MATCH 'b:^hello';
+SELECT rowid FROM f WHERE f MATCH '{a b}: ^world';
+SELECT rowid FROM f WHERE f MATCH '-a: ^world';
+SELECT rowid FROM f WHERE f MATCH '^"hello world"';
+SELECT rowid FROM f WHERE f MATCH '^"world hello"';
+SELECT rowid FROM f WHERE f MATCH '"^hello world"';
+SELECT rowid FROM f WHERE f MATCH '"^world"';
+SELECT rowid FROM f WHERE f MATCH '^hel*';
+SELECT rowid FROM f WHERE f MATCH '^say + hello';
+SELECT rowid FROM f WHERE f MATCH '^hello OR ^say';
+SELECT rowid FROM f WHERE f MATCH '^hello AND world';
+SELECT rowid FROM f WHERE f MATCH '^hello NOT ^world';
+SELECT rowid FROM f WHERE f MATCH 'world ^hello';
+SELECT rowid FROM f WHERE f MATCH '(^hello)';
+SELECT rowid, rank FROM f WHERE f MATCH '^hello' ORDER BY rank, rowid;
+SELECT rowid, bm25(f) FROM f WHERE f MATCH '^hello OR world' ORDER BY rowid;
+SELECT rowid, highlight(f, 0, '[', ']'), highlight(f, 1, '[', ']') FROM f WHERE f MATCH '^hello';
+SELECT rowid, snippet(f, 0, '[', ']', '...', 4) FROM f WHERE f MATCH '^hello';
+-- Where FTS5's grammar has no `^`: inside NEAR, after a column name, twice, alone.
+SELECT rowid FROM f WHERE f MATCH 'NEAR(^hello world)';
+SELECT rowid FROM f WHERE f MATCH '^a: hello';
+SELECT rowid FROM f WHERE f MATCH '^^hello';
+SELECT rowid FROM f WHERE f MATCH '^';
+SELECT rowid FROM f WHERE f MATCH 'hello ^';
+SELECT rowid FROM f WHERE f MATCH '^(hello)';
+SELECT rowid FROM f WHERE f MATCH 'hello + ^world';
