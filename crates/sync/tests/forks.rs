@@ -236,3 +236,53 @@ fn a_head_claimed_without_records_makes_nobody_a_forker() {
         .iter()
         .all(|m| !matches!(Message::decode(m), Ok(Message::Blocks(_)))));
 }
+
+#[test]
+fn a_chain_a_peer_holds_another_branch_of_is_not_compacted_past_where_they_part() {
+    // Two devices on one key share a peer id: what one acknowledges says nothing of the other's
+    // branch. A replica that saw a head of another branch keeps the chain from its checkpoint
+    // on, though its owner attested it and the peer id acknowledged it all, so that it can still
+    // decide the fork when the other branch's records come.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    let mut title = 0;
+    let (mut device, mut clone) = loop {
+        let (mut device, mut clone) = (replica(1), replica(1));
+        write(&mut device, 3, "from the device");
+        write(&mut clone, 3, &format!("from its clone {title}"));
+        let at = |r: &Replica| r.chain(&chain).and_then(|l| l.hash_at(1));
+        if at(&clone) < at(&device) {
+            break (device, clone);
+        }
+        title += 1;
+    };
+    let mut peer = replica(2);
+    delivered(&mut device, &mut peer);
+    // Only the clone's HELLO reaches the peer: its records are lost on the way.
+    let (mut lc, mut lp) = (Link::new(), Link::new());
+    let hello = clone.open_link(&mut lc, NOW);
+    peer.handle(&mut lp, NOW, &hello);
+    // The device, under the same id, acknowledges its branch again and attests it.
+    delivered(&mut device, &mut peer);
+    device.compact();
+    delivered(&mut device, &mut peer);
+    assert!(
+        peer.attestations().contains_key(&chain.1),
+        "the peer holds the owner's attestation"
+    );
+    assert_eq!(
+        peer.compact(),
+        0,
+        "nothing of the disputed chain is dropped"
+    );
+    assert_eq!(peer.chain(&chain).map(|l| l.first_held()), Some(1));
+    // The clone's records come: the peer decides by the rule every replica applies (the lower
+    // hash where the branches part), and ends on the clone's branch with its rows.
+    let (_, ep) = exchange(&mut clone, &mut peer);
+    assert!(saw_fork(&ep, &key), "{ep:?}");
+    assert_eq!(
+        peer.chain(&chain).map(|l| l.head()),
+        clone.chain(&chain).map(|l| l.head())
+    );
+    assert_eq!(peer.state_digest(), clone.state_digest());
+}
