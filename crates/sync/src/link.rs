@@ -444,7 +444,6 @@ impl<S: RowStore> Replica<S> {
                 // count for compaction until the branches agree again.
                 if code == Reason::Fork.code() {
                     link.disputed.insert((author, scope.clone()));
-                    self.disputed.insert((author, scope.clone()));
                 }
                 out.events.push(Event::PeerRejected {
                     code,
@@ -476,8 +475,7 @@ impl<S: RowStore> Replica<S> {
     /// so nothing is concluded from it: the records held from that place are sent to the peer
     /// (once per place), whose verification finds the fork, and the peer's records in turn,
     /// sent the same way, let this replica find it. Either side may hold the longer branch.
-    fn send_fork_proofs(&mut self, link: &mut Link, heads: &Heads) {
-        let mut disputed = Vec::new();
+    fn send_fork_proofs(&self, link: &mut Link, heads: &Heads) {
         for (key, &(seq, hash)) in heads {
             let Some(log) = self.chains.get(key) else {
                 continue;
@@ -500,7 +498,6 @@ impl<S: RowStore> Replica<S> {
                 // place the peer was seen to agree with us go to it.
                 Some(_) => {
                     link.disputed.insert(key.clone());
-                    disputed.push(key.clone());
                     self.send_proof(link, key, self.agreed_from(link, key), hash);
                 }
                 None if self.forks.contains(&key.0) && seq > log.head().0 => {
@@ -509,7 +506,6 @@ impl<S: RowStore> Replica<S> {
                 None => {}
             }
         }
-        self.disputed.extend(disputed);
     }
 
     /// Where a proof for chain `key` starts: after the last place the peer was seen to hold the

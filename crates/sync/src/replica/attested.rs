@@ -85,18 +85,8 @@ impl<S: RowStore> Replica<S> {
         events
     }
 
-    /// How far every known peer that follows `scope` acknowledged chain `key`; for a chain
-    /// known to be forked (its author signed two branches, or a peer holds another branch),
-    /// no further than its checkpoint: where the branches part must stay held, here and at
-    /// every replica the owner's attestations let compact (docs/sync.md sec. 8).
+    /// How far every known peer that follows `scope` acknowledged chain `key`.
     fn horizon(&self, key: &ChainKey) -> u64 {
-        if self.forks.contains(&key.0) || self.disputed.contains(key) {
-            return self
-                .chains
-                .get(key)
-                .and_then(|l| l.base.as_ref())
-                .map_or(0, |c| c.seq);
-        }
         self.peers
             .values()
             .filter(|p| p.want.covers(&key.1))

@@ -167,11 +167,6 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// the peers changed since its last save ([`Replica::peers_changed_since`]), not all.
     pub(crate) peer_edits: BTreeMap<AuthorId, u64>,
     pub(crate) forks: BTreeSet<AuthorId>,
-    /// Chains some peer was seen to hold another branch of (its head, its FORK refusal), for
-    /// as long as the replica runs: compaction keeps them whole from here (`Replica::horizon`).
-    /// Two devices on one key (the case that forks) share a peer id, so an acknowledgement
-    /// under that id says nothing of what the other device holds.
-    pub(crate) disputed: BTreeSet<ChainKey>,
     /// Blocks of a branch this replica held and gave up for a peer's (a fork): sent to that
     /// peer, which then knows of the fork too.
     pub(crate) lost: Vec<crate::chain::Block>,
@@ -224,7 +219,6 @@ impl<S: RowStore> Replica<S> {
             peers: BTreeMap::new(),
             peer_edits: BTreeMap::new(),
             forks: BTreeSet::new(),
-            disputed: BTreeSet::new(),
             lost: Vec::new(),
             branch_changes: BTreeMap::new(),
             redactions: 0,
