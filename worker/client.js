@@ -669,13 +669,14 @@ export class Database extends Queries {
 
   #releaseClient = null;
 
-  /** Opens the database in `worker` (a new one unless given) and makes this tab its owner. */
-  async #becomeOwner(worker = new EngineWorker(this.#options)) {
+  /** Opens the database in `worker` (a new one when null) and makes this tab its owner. */
+  async #becomeOwner(worker = null) {
     const preload = this.#options.preloadRest ?? 'background';
     if (preload !== 'background' && preload !== 'wait') {
-      worker.terminate();
+      worker?.terminate();
       throw new CairnError('INVALID_INPUT', `preloadRest must be "background" or "wait", not ${JSON.stringify(preload)}`);
     }
+    worker ??= new EngineWorker(this.#options);
     try {
       await worker.ready;
       await worker.call('open', [this.#name, {

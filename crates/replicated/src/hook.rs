@@ -314,7 +314,14 @@ impl State {
         } else if one_by_one {
             persist::end_written(store, replica, saved, tail_changed)?;
         } else {
-            let mut chains = scopes.used.iter().map(|&i| &scopes.list[i].chain);
+            // A scope the commit wrote no record to may have no chain yet (an insert of a key
+            // alone into a table of SET and MAP columns records nothing): nothing to save.
+            let replica: &cairn_sync::Replica = replica;
+            let mut chains = scopes
+                .used
+                .iter()
+                .map(|&i| &scopes.list[i].chain)
+                .filter(|c| replica.chain(c).is_some());
             persist::save(store, replica, saved, Some(&mut chains), tail_changed)?;
         }
         Ok(())
