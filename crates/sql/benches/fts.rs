@@ -12,17 +12,9 @@ use cairn_sql::{Database, Output, Paged, Value};
 use cairn_store::{MemoryFile, Options};
 use std::time::Instant;
 
-struct Mulberry32(u32);
-
-impl Mulberry32 {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x6d2b_79f5);
-        let mut t = self.0;
-        t = (t ^ (t >> 15)).wrapping_mul(t | 1);
-        t ^= t.wrapping_add((t ^ (t >> 7)).wrapping_mul(t | 61));
-        f64::from(t ^ (t >> 14)) / 4_294_967_296.0
-    }
-}
+#[path = "common/mulberry32.rs"]
+mod mulberry32;
+use mulberry32::Mulberry32;
 
 /// fts.js's `docs`: documents of 40 words over 2,000 made-up words, drawn with a skew.
 fn docs(count: usize) -> (Vec<String>, Vec<String>) {

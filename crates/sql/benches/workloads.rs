@@ -29,17 +29,9 @@ mod app;
 // ---------------------------------------------------------------------------------------------
 // Data: the same generator as bench-browser/src/data.js, so the rows are the browser's rows.
 
-struct Mulberry32(u32);
-
-impl Mulberry32 {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x6d2b_79f5);
-        let mut t = self.0;
-        t = (t ^ (t >> 15)).wrapping_mul(t | 1);
-        t ^= t.wrapping_add((t ^ (t >> 7)).wrapping_mul(t | 61));
-        f64::from(t ^ (t >> 14)) / 4_294_967_296.0
-    }
-}
+#[path = "common/mulberry32.rs"]
+mod mulberry32;
+use mulberry32::Mulberry32;
 
 const ONES: [&str; 20] = [
     "zero",
