@@ -4,7 +4,7 @@
 // (`--js-flags=--liftoff-only`, `--no-liftoff`); they are for diagnosis only, never for a result.
 //
 //   node bench-browser/tiers.mjs [--dist DIR] [--rows N] [--runs N] [--samples N]
-//        [--js-flags FLAGS] [--channel postMessage] [--sql FILE] [--out FILE.json]
+//        [--js-flags FLAGS] [--channel postMessage] [--sql FILE] [--trace] [--out FILE.json]
 //   node bench-browser/tiers.mjs --first-open [--dist DIR] [--samples N]
 //   node bench-browser/tiers.mjs --commit [--dist DIR] [--samples N] [--channel postMessage]
 //
@@ -17,6 +17,7 @@
 //
 // The statements default to a list of this file's own (none of them is a benchmark workload);
 // `--sql FILE` reads one statement a line instead. Each sample is a fresh browser profile.
+// `--trace` adds, per sample, where V8 spent its compile time while the statements ran.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -30,7 +31,7 @@ const { values: o } = parseArgs({
   options: {
     dist: { type: 'string' }, rows: { type: 'string' }, runs: { type: 'string' }, samples: { type: 'string' },
     'js-flags': { type: 'string' }, channel: { type: 'string' }, sql: { type: 'string' }, out: { type: 'string' },
-    'first-open': { type: 'boolean' }, commit: { type: 'boolean' },
+    'first-open': { type: 'boolean' }, commit: { type: 'boolean' }, trace: { type: 'boolean' },
   },
 });
 const dist = resolve(o.dist ?? join(HERE, '..', 'dist'));
@@ -155,13 +156,72 @@ if (o.commit) {
 }
 
 const all = [];
+// --trace: V8's compile events while the statements run (Chrome's tracing, through the page's
+// CDP session), summed by thread, and the functions compiled on first call that took longest,
+// with their size in cairn.wasm.
+let cdp = null;
+let stopTrace = null;
+async function traceOn(page) {
+  cdp = await page.context().newCDPSession(page);
+  const events = [];
+  cdp.on('Tracing.dataCollected', (e) => events.push(...e.value));
+  await page.exposeFunction('startTrace', () => cdp.send('Tracing.start', {
+    traceConfig: { includedCategories: ['v8.wasm', 'disabled-by-default-v8.wasm.detailed', 'v8'] }, transferMode: 'ReportEvents',
+  }));
+  stopTrace = async () => {
+    const done = new Promise((r) => cdp.once('Tracing.tracingComplete', r));
+    await cdp.send('Tracing.end');
+    await done;
+    return events;
+  };
+}
+function report(events) {
+  const threads = {};
+  for (const e of events) if (e.ph === 'M' && e.name === 'thread_name') threads[`${e.pid}:${e.tid}`] = e.args.name;
+  const sum = {};
+  for (const e of events) {
+    if (e.ph !== 'X' || !e.dur || !/wasm|Compile/.test(e.name)) continue;
+    const k = `${threads[`${e.pid}:${e.tid}`] ?? e.tid} ${e.name}`;
+    sum[k] ??= { n: 0, ms: 0 };
+    sum[k].n++;
+    sum[k].ms += e.dur / 1000;
+  }
+  console.log('  ms, events, thread and event (compile work while the statements ran):');
+  for (const [k, v] of Object.entries(sum).sort((a, b) => b[1].ms - a[1].ms).slice(0, 8)) console.log(`  ${v.ms.toFixed(1).padStart(7)} ${String(v.n).padStart(5)}  ${k}`);
+  const sizes = functionSizes(readFileSync(join(dist, 'cairn.wasm')));
+  const lazy = events.filter((e) => e.name === 'wasm.CompileLazy').sort((a, b) => b.dur - a.dur).slice(0, 6);
+  console.log(`  slowest first-call compiles: ${lazy.map((e) => `function ${e.args.func_index} (${sizes.get(e.args.func_index)} B) ${(e.dur / 1000).toFixed(1)} ms`).join(', ')}`);
+}
+/** Body size of each function of a wasm module, by function index. */
+function functionSizes(b) {
+  let p = 8;
+  const u = () => { let r = 0, s = 0, x; do { x = b[p++]; r += (x & 127) * 2 ** s; s += 7; } while (x & 128); return r; };
+  let imported = 0;
+  const out = new Map();
+  while (p < b.length) {
+    const id = b[p++];
+    const end = u() + p;
+    if (id === 2) {
+      for (let n = u(); n > 0; n--) {
+        for (let k = 0; k < 2; k++) { const len = u(); p += len; }
+        const kind = b[p++];
+        if (kind === 0) { imported++; u(); } else if (kind === 1) { p++; if (b[p++] & 1) { u(); } u(); } else if (kind === 2) { if (b[p++] & 1) { u(); } u(); } else if (kind === 3) p += 2; else { p++; u(); }
+      }
+    }
+    if (id === 10) for (let n = u(), i = 0; i < n; i++) { const len = u(); out.set(imported + i, len); p += len; }
+    p = end;
+  }
+  return out;
+}
+
 for (let s = 0; s < samples; s++) {
   const profile = mkdtempSync(join(tmpdir(), 'cairn-tiers-'));
   const context = await chromium.launchPersistentContext(profile, { executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, args });
   try {
     const page = context.pages()[0] || (await context.newPage());
+    if (o.trace) await traceOn(page);
     await page.goto(server.url + '/index.html');
-    const r = await page.evaluate(async ({ SQL, rows, runs, channel }) => {
+    const r = await page.evaluate(async ({ SQL, rows, runs, channel, trace }) => {
       const t0 = performance.now();
       const mod = await import('/cairn/cairn.js');
       const { t1Rows, T1_SCHEMA } = await import('/src/data.js');
@@ -177,6 +237,7 @@ for (let s = 0; s < samples; s++) {
       });
       const loadMs = performance.now() - t0 - openMs;
       const restAtStart = (await db.memory()).restReady;
+      if (trace) await window.startTrace();
       const times = [];
       for (const sql of SQL) {
         const ts = [];
@@ -190,7 +251,8 @@ for (let s = 0; s < samples; s++) {
       const m = await db.memory();
       await db.close();
       return { openMs, loadMs, restAtStart, restLoaded: m.restLoaded, wasmBytes: m.wasmBytes, times };
-    }, { SQL, rows, runs, channel: o.channel ?? null });
+    }, { SQL, rows, runs, channel: o.channel ?? null, trace: !!o.trace });
+    if (o.trace) report(await stopTrace());
     all.push(r);
     console.log(`sample ${s}: open ${r.openMs.toFixed(1)} ms, load ${r.loadMs.toFixed(0)} ms, rest ready at the first statement ${r.restAtStart}, loaded ${r.restLoaded}`);
   } finally {
