@@ -169,7 +169,7 @@ function sizes(file) {
   return sizeCache.get(key);
 }
 const HARNESS_PATHS = new Set(['/', '/index.html', '/harness.js', '/favicon.ico', '/probe-worker.js']);
-// cairn's Worker fetches the rest of its engine in the background once the database is open: it
+// cairn's Worker fetches the rest of its engine in the background once the engine is loaded: it
 // is listed apart, not in what opening costs.
 const BACKGROUND = /-rest\.wasm$/;
 function downloadsFrom(log) {

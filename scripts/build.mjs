@@ -292,7 +292,7 @@ const syncRow = sizeOf('dist/cairn-sync.wasm');
 line(syncRow, 'instead of cairn.wasm, with { sync: true }');
 const restRow = dev ? null : sizeOf('dist/cairn-rest.wasm');
 const syncRestRow = dev ? null : sizeOf('dist/cairn-sync-rest.wasm');
-if (restRow) line(restRow, 'fetched in the background once the database is open');
+if (restRow) line(restRow, 'fetched in the background once the engine is loaded');
 if (syncRestRow) line(syncRestRow, 'the same, for cairn-sync.wasm');
 if (!dev) {
   mkdirSync(join(root, 'bench-browser', 'results'), { recursive: true });

@@ -70,7 +70,7 @@ export interface WorkerOptions {
   /**
    * Where cairn-rest.wasm is served from (default: beside the engine). It holds the engine's less
    * used code (EXPLAIN, check(), export and import, ALTER TABLE, most error messages), and the
-   * Worker fetches it in the background once the database is open (see `preloadRest`).
+   * Worker fetches it in the background once the engine is loaded (see `preloadRest`).
    */
   restWasmUrl?: string | URL;
   /** Load cairn-sync.wasm (replication) instead of cairn.wasm. Needed to write to REPLICATED tables. */
@@ -99,7 +99,7 @@ export interface OpenOptions extends WorkerOptions {
   busyTimeout?: number;
   /**
    * When the Worker has cairn-rest.wasm (cairn-sync-rest.wasm), the engine's less used code.
-   * 'background' (default): fetched and compiled right after the database opens; a statement that
+   * 'background' (default): fetched and compiled as soon as the engine is loaded; a statement that
    * needs it before it has arrived waits for that fetch, and one that needs it when it could not
    * be had fails with REST_UNAVAILABLE, the database open and unchanged. 'wait': open() resolves
    * only once it is there, and fails with REST_UNAVAILABLE when it cannot be had, so that no

@@ -685,7 +685,7 @@ export class Database extends Queries {
         cachePages: this.#options.cachePages ?? 0,
         busyTimeout: this.#options.busyTimeout ?? 5000,
       }]);
-      // The Worker fetches the rest of the engine in the background once the database is open.
+      // The Worker fetches the rest of the engine in the background once the engine is loaded.
       if (preload === 'wait') await worker.call('loadRest');
     } catch (e) {
       worker.terminate();

@@ -1,6 +1,7 @@
-// The engine host: loads the wasm engine (and the rest of it, on first use), opens the database
-// over an OPFS file, and runs the requests that call the engine. It knows nothing of sessions, of
-// which request may run when (worker/sessions.js), or of how requests arrive (worker/worker.js).
+// The engine host: loads the wasm engine (and the rest of it, in the background), opens the
+// database over an OPFS file, and runs the requests that call the engine. It knows nothing of
+// sessions, of which request may run when (worker/sessions.js), or of how requests arrive
+// (worker/worker.js).
 //
 // An op gets the request's arguments and returns [result, transfer?]: `ops` answer at once,
 // `asyncOps` wait on the platform. A statement's result stays where the engine encoded it until
@@ -43,7 +44,7 @@ export function stopEngine(e) {
 }
 
 /** Loads the engine from `wasmUrl` (default: cairn.wasm beside this script); `restUrl` is where
- * the rest of it is fetched from once the database is open (`fetchRest`). */
+ * the rest of it is fetched from, in the background from then on (`fetchRest`). */
 export async function load(wasmUrl, restUrl) {
   // Resolved against the Worker's own URL, not `import.meta.url`: a bundler that takes the
   // Worker in would see a computed `new URL(..., import.meta.url)` and try to resolve it.
@@ -61,6 +62,11 @@ export async function load(wasmUrl, restUrl) {
   restFrom(wasm, new URL(restUrl ?? restName, module));
   globals = Object.values(wasm).filter((g) => g instanceof WebAssembly.Global);
   loaded = true;
+  // The rest is fetched now, not once a database is open: a statement that needs it early finds
+  // it there, and until it is there every call of the engine copies the engine's memory
+  // (`saveState`). Not sooner: compiled beside the engine, it slows the engine's own compile,
+  // which the first open waits for (bench-browser/tiers.mjs --first-open).
+  void fetchRest();
 }
 
 // While the rest of the engine is not there, a call of the engine may trap for it half-way
@@ -261,9 +267,28 @@ const KEYS = 'cairn-keys';
 // An import is written whole here first, then moved over the database's name.
 const STAGE = 'cairn-import';
 
+// The first open's directory, asked for when the Worker starts (`prepareDirectory`): a new
+// profile's storage takes tens of milliseconds to start and to make the directory, which then
+// pass while the engine is fetched and compiled.
+let earlyDir = null;
+
+/** Starts making cairn's directory in the origin's OPFS, for the first open to take. */
+export function prepareDirectory() {
+  if (typeof navigator !== 'object' || typeof navigator.storage?.getDirectory !== 'function') return;
+  earlyDir = navigator.storage.getDirectory().then((root) => root.getDirectoryHandle(DIR, { create: true }));
+  // Its errors are the open's to report, by asking again.
+  earlyDir.catch(() => {});
+}
+
 /** cairn's directory (or with `dirName`, its key directory) in the origin's OPFS, created on first
  * use. */
 async function directory(dirName = DIR) {
+  if (dirName === DIR && earlyDir) {
+    const early = earlyDir;
+    earlyDir = null; // taken once: a later open asks again, in case the directory was removed
+    const dir = await early.catch(() => null);
+    if (dir) return dir;
+  }
   if (typeof navigator.storage?.getDirectory !== 'function') {
     throw err('UNSUPPORTED_BROWSER', 'this browser has no Origin Private File System (navigator.storage.getDirectory), which cairn stores its files in (docs/browsers.md)');
   }

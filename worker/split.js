@@ -3,8 +3,8 @@
 // TABLE, most error messages, the rarer functions) is in cairn-rest.wasm (docs/size.md, "The
 // split module").
 //
-// The Worker fetches, compiles and instantiates the rest in the background once the database is
-// open (`fetchRest`), so that no statement waits on the network. The engine asks for it from
+// The Worker fetches, compiles and instantiates the rest in the background once the engine is
+// loaded (`fetchRest`), so that no statement waits on the network. The engine asks for it from
 // inside a statement, through the import `cairn.load`, and goes on once it returns: by then the
 // rest is an instance, and `load` only marks it in use. When it is not there yet (still on its
 // way, or it could not be had), `load` traps, and the Worker, which saved the engine's state

@@ -6,7 +6,7 @@
 // on the engine host (worker/engine.js). The sync transports (worker/transports.js) are in
 // cairn-sync-worker.js only.
 import { OK, ERR, HELLO, PROTOCOL, RESEND, REPLY_BY_POST, REQ, DONE, SERVED, HEADER, T_ARRAY, Writer, Reader, Full, skip } from './protocol.js';
-import { ops, asyncOps, load, loaded, stopped, closeDb, Encoded, EncodedParams, replyResult, wasmMemory, saveState, restoreState, restUnavailable } from './engine.js';
+import { ops, asyncOps, load, loaded, prepareDirectory, stopped, closeDb, Encoded, EncodedParams, replyResult, wasmMemory, saveState, restoreState, restUnavailable } from './engine.js';
 import { fetchRest } from './split.js';
 import { admit, park, runSync, caught, onResume, endSession, endSessions } from './sessions.js';
 import { transportOps, startSealTimer, detachAll, releaseTab } from './transports.js';
@@ -23,9 +23,8 @@ import { watchOps, committed, dropTab, dropAll } from './watch.js';
 self.postMessage([0, HELLO, PROTOCOL]);
 
 // The origin's storage takes tens of milliseconds to start the first time a profile touches it:
-// asked for now, it starts while the engine is fetched and compiled. Its errors are the open's
-// to report.
-if (typeof navigator === 'object') navigator.storage?.getDirectory?.().catch(() => {});
+// asked for now, it starts while the engine is fetched and compiled.
+prepareDirectory();
 
 // The ops that span the modules.
 Object.assign(ops, watchOps);

@@ -1,6 +1,6 @@
 // The engine in two modules (docs/size.md, "The split module"): cairn.wasm opens a database (a
 // new one or one written before) and runs the common statements without calling into
-// cairn-rest.wasm, which the Worker fetches once in the background after open; a rest that
+// cairn-rest.wasm, which the Worker fetches once in the background; a rest that
 // cannot be fetched fails the statements that need it with REST_UNAVAILABLE, and the database,
 // with its open transaction, stays as it was (docs/protocol.md, "The rest of the engine").
 import { test } from 'node:test';
@@ -72,7 +72,7 @@ test('common statements run without the rest of the engine; each Worker fetches 
     assert.ok(r.plan > 0, 'EXPLAIN gives its plan');
     assert.deepEqual(r.check, [], 'check() runs in the rest and finds nothing wrong');
     assert.equal(r.bad.code, 'SYNTAX');
-    // Once by each Worker, in the background after open: the database was opened twice.
+    // Once by each Worker, in the background: the database was opened twice.
     assert.equal(rest.length, 2, `cairn-rest.wasm is fetched once a Worker (fetched: ${rest.join(', ')})`);
     // A page without sync fetches the Worker script and module without it (docs/size.md).
     assert.ok(files.has('cairn-worker.js'), [...files].join(', '));
