@@ -1861,3 +1861,47 @@ fn a_tree_opened_some_commits_after_its_last_write_is_as_it_was_left() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+#[test]
+fn a_range_skips_whole_leaves_and_stops_at_its_bounds() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..2000u32 {
+        tx.insert(t, &k(i * 2), &i.to_le_bytes()).unwrap();
+    }
+    tx.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let (lo, hi) = (k(301), k(3500));
+    let bounds: [(Bound<&[u8]>, Bound<&[u8]>); 4] = [
+        (Bound::Unbounded, Bound::Unbounded),
+        (Bound::Included(&lo), Bound::Excluded(&hi)),
+        (Bound::Excluded(&lo), Bound::Included(&hi)),
+        (Bound::Unbounded, Bound::Included(&hi)),
+    ];
+    for (lower, upper) in bounds {
+        for reverse in [false, true] {
+            let all = r
+                .range(t, lower, upper, reverse)
+                .unwrap()
+                .collect_all()
+                .unwrap();
+            for n in [0u64, 1, 7, 50, 333, 1599, 1600, 1601, 1999, 2000, 5000] {
+                let mut range = r.range(t, lower, upper, reverse).unwrap();
+                let passed = range.skip(n).unwrap();
+                assert_eq!(
+                    passed,
+                    n.min(all.len() as u64),
+                    "{lower:?} {upper:?} {reverse} {n}"
+                );
+                let rest = range.collect_all().unwrap();
+                assert_eq!(
+                    rest,
+                    all[passed as usize..],
+                    "{lower:?} {upper:?} {reverse} {n}"
+                );
+            }
+        }
+    }
+}
