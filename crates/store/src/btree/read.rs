@@ -88,6 +88,62 @@ pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>)
     Err(too_deep(root))
 }
 
+/// The leaf the last point read of a tree reached, kept by a read transaction (whose pages do
+/// not change): [`get_near`] looks there first.
+pub(crate) type Finger = Option<(u32, Page)>;
+
+/// [`get`] that looks first in `finger`'s leaf, when it is a leaf of this tree (`root`): a key
+/// between that leaf's first and last keys can be in no other leaf, so the descent is skipped.
+/// Reads in key order (a join on the key, the rows an index range names) land in the same leaf
+/// again and again. `finger` is left on the leaf this read reached. Only for a tree whose pages
+/// do not change while `finger` is kept.
+pub(crate) fn get_near<P: Pages>(
+    p: &mut P,
+    root: u32,
+    key: &[u8],
+    out: &mut Vec<u8>,
+    finger: &mut Finger,
+) -> Result<bool> {
+    if root == 0 {
+        return Ok(false);
+    }
+    let leaf = match finger.take() {
+        Some((r, pg))
+            if r == root
+                && page::count(&pg) > 0
+                && page::key(&pg, 0) <= key
+                && key <= page::key(&pg, page::count(&pg) - 1) =>
+        {
+            pg
+        }
+        _ => {
+            let mut id = root;
+            let mut depth = 0;
+            loop {
+                let pg = p.read(id)?;
+                match page::kind(&pg) {
+                    KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
+                    KIND_LEAF => break pg,
+                    k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+                }
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(too_deep(root));
+                }
+            }
+        }
+    };
+    let found = match page::search(&leaf, key) {
+        Ok(i) => {
+            read_value(p, &leaf, i, out)?;
+            true
+        }
+        Err(_) => false,
+    };
+    *finger = Some((root, leaf));
+    Ok(found)
+}
+
 /// A position in a tree: the pages from the root to a leaf, and the index taken in each.
 #[derive(Default)]
 pub(crate) struct Stack {
