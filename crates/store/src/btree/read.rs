@@ -46,46 +46,7 @@ pub(crate) fn read_overflow<P: Pages>(
 
 /// Looks `key` up; on a hit copies its value into `out`.
 pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-    if root == 0 {
-        return Ok(false);
-    }
-    enum Step {
-        Child(u32),
-        Found,
-        Overflow(usize, u32),
-        Missing,
-        Bad(u8),
-    }
-    let mut id = root;
-    for _ in 0..MAX_DEPTH {
-        let step = p.with_page(id, |pg| match page::kind(pg) {
-            KIND_BRANCH => Step::Child(page::child(pg, page::child_index(pg, key))),
-            KIND_LEAF => match page::search(pg, key) {
-                Ok(i) => match page::leaf_value(pg, i) {
-                    LeafValue::Inline(v) => {
-                        out.clear();
-                        out.extend_from_slice(v);
-                        Step::Found
-                    }
-                    LeafValue::Overflow(len, first) => Step::Overflow(len, first),
-                },
-                Err(_) => Step::Missing,
-            },
-            k => Step::Bad(k),
-        })?;
-        match step {
-            Step::Child(c) => id = c,
-            Step::Found => return Ok(true),
-            Step::Missing => return Ok(false),
-            Step::Overflow(len, first) => {
-                out.clear();
-                read_overflow(p, len, first, out)?;
-                return Ok(true);
-            }
-            Step::Bad(k) => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
-        }
-    }
-    Err(too_deep(root))
+    get_near(p, root, key, out, &mut None)
 }
 
 /// The leaf the last point read of a tree reached, kept by a read transaction (whose pages do
