@@ -1874,7 +1874,8 @@ fn a_range_skips_whole_leaves_and_stops_at_its_bounds() {
     let r = db.begin_read().unwrap();
     let t = r.open_tree("t").unwrap();
     let (lo, hi) = (k(301), k(3500));
-    let bounds: [(Bound<&[u8]>, Bound<&[u8]>); 4] = [
+    type Bounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+    let bounds: [Bounds; 4] = [
         (Bound::Unbounded, Bound::Unbounded),
         (Bound::Included(&lo), Bound::Excluded(&hi)),
         (Bound::Excluded(&lo), Bound::Included(&hi)),
