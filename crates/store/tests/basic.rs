@@ -1861,3 +1861,94 @@ fn a_tree_opened_some_commits_after_its_last_write_is_as_it_was_left() {
     let rep = db.check().unwrap();
     assert!(rep.is_ok(), "{rep}");
 }
+
+#[test]
+fn a_range_skips_whole_leaves_and_stops_at_its_bounds() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.create_tree("t", TreeKind::Table).unwrap();
+    for i in 0..2000u32 {
+        tx.insert(t, &k(i * 2), &i.to_le_bytes()).unwrap();
+    }
+    tx.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    let (lo, hi) = (k(301), k(3500));
+    type Bounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+    let bounds: [Bounds; 4] = [
+        (Bound::Unbounded, Bound::Unbounded),
+        (Bound::Included(&lo), Bound::Excluded(&hi)),
+        (Bound::Excluded(&lo), Bound::Included(&hi)),
+        (Bound::Unbounded, Bound::Included(&hi)),
+    ];
+    for (lower, upper) in bounds {
+        for reverse in [false, true] {
+            let all = r
+                .range(t, lower, upper, reverse)
+                .unwrap()
+                .collect_all()
+                .unwrap();
+            for n in [0u64, 1, 7, 50, 333, 1599, 1600, 1601, 1999, 2000, 5000] {
+                let mut range = r.range(t, lower, upper, reverse).unwrap();
+                let passed = range.skip(n).unwrap();
+                assert_eq!(
+                    passed,
+                    n.min(all.len() as u64),
+                    "{lower:?} {upper:?} {reverse} {n}"
+                );
+                let rest = range.collect_all().unwrap();
+                assert_eq!(
+                    rest,
+                    all[passed as usize..],
+                    "{lower:?} {upper:?} {reverse} {n}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn point_reads_in_and_out_of_order_find_what_a_model_holds() {
+    let db = Db::create(MemoryFile::new(), small()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let names = ["a", "b", "c", "d", "e"];
+    let trees: Vec<_> = names
+        .iter()
+        .map(|n| tx.create_tree(n, TreeKind::Table).unwrap())
+        .collect();
+    for (j, &t) in trees.iter().enumerate() {
+        for i in 0..1500u32 {
+            if i % 3 != j as u32 % 3 {
+                // Some values run to overflow pages.
+                let v = vec![i as u8; if i % 97 == 0 { 900 } else { 4 + j }];
+                tx.insert(t, &k(i), &v).unwrap();
+            }
+        }
+    }
+    tx.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let trees: Vec<_> = names.iter().map(|n| r.open_tree(n).unwrap()).collect();
+    let mut out = Vec::new();
+    // In key order, interleaving the trees (which share the read's few remembered leaves),
+    // then scattered, then keys below, between and above every leaf.
+    let order = (0..1600u32).chain((0..1600).map(|i| (i * 7919) % 1600));
+    for i in order {
+        for (j, &t) in trees.iter().enumerate() {
+            let found = r.get_into(t, &k(i), &mut out).unwrap();
+            let want = i < 1500 && i % 3 != j as u32 % 3;
+            assert_eq!(found, want, "tree {j} key {i}");
+            if want {
+                let len = if i % 97 == 0 { 900 } else { 4 + j };
+                assert_eq!(out, vec![i as u8; len], "tree {j} key {i}");
+            }
+        }
+    }
+    for probe in [
+        b"a".to_vec(),
+        b"key".to_vec(),
+        b"zzz".to_vec(),
+        k(700)[..9].to_vec(),
+    ] {
+        assert!(!r.get_into(trees[0], &probe, &mut out).unwrap());
+    }
+}

@@ -35,6 +35,35 @@ pub(super) fn index_aggregate(
             .map_err(|_| Error::Invalid("row count out of range".into()))?;
         return Ok(Some(agg.aggs.iter().map(|_| AggState::Count(n)).collect()));
     }
+    // count(*) over one key range of the table or of an index (an entry per row): the
+    // entries are passed uncounted one by one, whole leaves at a time (`scan_each_past`).
+    // Several probes' ranges may overlap (`IN (1, 1)`); they take the general path.
+    if let (
+        Source::Table(t),
+        Access::Index {
+            probes,
+            sub_probe: None,
+            ..
+        },
+    ) = (&lvl.source, &lvl.access)
+    {
+        let plain = !lvl.left && !lvl.key_slot && lvl.filters.is_empty() && lvl.after.is_empty();
+        let counts = |a: &AggSpec| a.func == AggFunc::CountStar && !a.distinct;
+        if plain && probes.len() <= 1 && agg.aggs.iter().all(counts) {
+            let (tree, ranges) = level_ranges(t, &lvl.access, frame, cx)?;
+            let mut n = 0u64;
+            for (lo, hi) in ranges {
+                let mut left = u64::MAX;
+                let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
+                cx.store
+                    .scan_each_past(tree, lo, hi, false, &mut left, &mut |_, _| Ok(true))?;
+                n += u64::MAX - left;
+            }
+            let n =
+                i64::try_from(n).map_err(|_| Error::Invalid("row count out of range".into()))?;
+            return Ok(Some(agg.aggs.iter().map(|_| AggState::Count(n)).collect()));
+        }
+    }
     let (
         Source::Table(t),
         Access::Index {

@@ -154,14 +154,14 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             let mut rf = RowFilter::new(lvl, frame, cx);
             let all = (Bound::Unbounded, Bound::Unbounded);
             let mut skip = take_skip(lvl, cx);
-            cx.store
-                .scan_each(t.tree, all.0, all.1, *reverse, &mut |key, value| {
-                    if skip > 0 {
-                        skip -= 1;
-                        return Ok(true);
-                    }
-                    primary_row(lvl, &mut rf, key, value, frame, cx, f)
-                })
+            cx.store.scan_each_past(
+                t.tree,
+                all.0,
+                all.1,
+                *reverse,
+                &mut skip,
+                &mut |key, value| primary_row(lvl, &mut rf, key, value, frame, cx, f),
+            )
         }
         (
             Source::Table(t),
@@ -268,18 +268,17 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
             };
             for (lo, hi) in ranges {
                 let (lo, hi) = (bound_ref(&lo), bound_ref(&hi));
-                let go =
-                    cx.store
-                        .scan_each(tree, lo, hi, *reverse, &mut |key, value| match index {
-                            None if skip > 0 => {
-                                skip -= 1;
-                                Ok(true)
-                            }
-                            None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
-                            Some(i) => {
-                                index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f)
-                            }
-                        })?;
+                let go = cx.store.scan_each_past(
+                    tree,
+                    lo,
+                    hi,
+                    *reverse,
+                    &mut skip,
+                    &mut |key, value| match index {
+                        None => primary_row(lvl, &mut rf, key, value, frame, cx, f),
+                        Some(i) => index_row(lvl, &mut rf, t, (*i, *covering, key), frame, cx, f),
+                    },
+                )?;
                 if !go {
                     return Ok(false);
                 }
@@ -291,9 +290,9 @@ fn for_each_row(lvl: &Level, frame: &mut Vec<Value>, cx: &Cx, f: &mut Sink) -> R
 
 /// How many leading entries the level's scan skips unread (an OFFSET the query handed it,
 /// see `skip_slot`); taken, so a later scan of the level skips none.
-fn take_skip(lvl: &Level, cx: &Cx) -> i64 {
+fn take_skip(lvl: &Level, cx: &Cx) -> u64 {
     match cx.cache.borrow_mut().remove(&skip_slot(lvl)) {
-        Some(Cached::Value(Value::Integer(n))) => n,
+        Some(Cached::Value(Value::Integer(n))) => n.max(0) as u64,
         _ => 0,
     }
 }

@@ -300,4 +300,23 @@ pub trait Storage: StorageCore {
         }
         Ok(true)
     }
+    /// [`Storage::scan_each`] after passing up to `*skip` entries unread (an OFFSET), counting
+    /// `*skip` down by those it passed. A store can pass a page's entries by their count.
+    fn scan_each_past(
+        &self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        skip: &mut u64,
+        f: &mut EntryFn,
+    ) -> Result<bool> {
+        self.scan_each(tree, lower, upper, reverse, &mut |k, v| {
+            if *skip > 0 {
+                *skip -= 1;
+                return Ok(true);
+            }
+            f(k, v)
+        })
+    }
 }

@@ -74,6 +74,17 @@ impl Storage for NoStore {
     ) -> Result<bool> {
         Err(no_store())
     }
+    fn scan_each_past(
+        &self,
+        _tree: TreeId,
+        _lower: Bound<&[u8]>,
+        _upper: Bound<&[u8]>,
+        _reverse: bool,
+        _skip: &mut u64,
+        _f: &mut EntryFn,
+    ) -> Result<bool> {
+        Err(no_store())
+    }
     fn update_each(
         &mut self,
         _tree: TreeId,

@@ -825,6 +825,19 @@ impl<F: BlockFile + 'static> Storage for Paged<F> {
         let mut range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
         each(&mut range, f)
     }
+    fn scan_each_past(
+        &self,
+        tree: TreeId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        skip: &mut u64,
+        f: &mut EntryFn,
+    ) -> Result<bool> {
+        let mut range = self.read(tree, |r, t| r.range(t, lower, upper, reverse))?;
+        *skip -= range.skip(*skip)?;
+        each(&mut range, f)
+    }
 }
 
 #[cfg(test)]

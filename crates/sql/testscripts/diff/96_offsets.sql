@@ -33,3 +33,27 @@ SELECT id FROM pg WHERE id >= '3' ORDER BY id LIMIT 10 OFFSET 1;
 SELECT id FROM pg WHERE id < 100 AND v IS NOT NULL ORDER BY id LIMIT 3 OFFSET 2;
 SELECT id FROM pg WHERE id IN (2, 4, 6, 8) ORDER BY id LIMIT 2 OFFSET 1;
 SELECT k FROM pt WHERE k > 'a' ORDER BY k LIMIT 2 OFFSET 1;
+-- Offsets across many leaves: whole leaves passed by their entry count, a range's bound
+-- falling inside the leaves passed, both directions.
+CREATE TABLE pb (id INTEGER PRIMARY KEY, t TEXT);
+INSERT INTO pb VALUES (1, 'a row of the table that spans many leaves');
+INSERT INTO pb SELECT id + 1, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 2, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 4, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 8, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 16, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 32, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 64, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 128, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 256, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 512, t || ' ' || id FROM pb;
+INSERT INTO pb SELECT id + 1024, t || ' ' || id FROM pb;
+SELECT id, t FROM pb ORDER BY id LIMIT 3 OFFSET 1000;
+SELECT id, t FROM pb ORDER BY id DESC LIMIT 3 OFFSET 1500;
+SELECT id FROM pb ORDER BY id LIMIT 5 OFFSET 2045;
+SELECT id FROM pb ORDER BY id LIMIT 5 OFFSET 2048;
+SELECT id FROM pb WHERE id > 100 AND id <= 1700 ORDER BY id LIMIT 4 OFFSET 1597;
+SELECT id FROM pb WHERE id > 100 AND id <= 1700 ORDER BY id LIMIT 4 OFFSET 1601;
+SELECT id FROM pb WHERE id >= 300 ORDER BY id DESC LIMIT 4 OFFSET 1700;
+SELECT id FROM pb WHERE id < 900 ORDER BY id DESC LIMIT 4 OFFSET 897;
+SELECT count(*) FROM (SELECT id FROM pb ORDER BY id LIMIT -1 OFFSET 777);

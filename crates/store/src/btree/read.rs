@@ -46,46 +46,63 @@ pub(crate) fn read_overflow<P: Pages>(
 
 /// Looks `key` up; on a hit copies its value into `out`.
 pub(crate) fn get<P: Pages>(p: &mut P, root: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+    get_near(p, root, key, out, &mut None)
+}
+
+/// The leaf the last point read of a tree reached, kept by a read transaction (whose pages do
+/// not change): [`get_near`] looks there first.
+pub(crate) type Finger = Option<(u32, Page)>;
+
+/// [`get`] that looks first in `finger`'s leaf, when it is a leaf of this tree (`root`): a key
+/// between that leaf's first and last keys can be in no other leaf, so the descent is skipped.
+/// Reads in key order (a join on the key, the rows an index range names) land in the same leaf
+/// again and again. `finger` is left on the leaf this read reached. Only for a tree whose pages
+/// do not change while `finger` is kept.
+pub(crate) fn get_near<P: Pages>(
+    p: &mut P,
+    root: u32,
+    key: &[u8],
+    out: &mut Vec<u8>,
+    finger: &mut Finger,
+) -> Result<bool> {
     if root == 0 {
         return Ok(false);
     }
-    enum Step {
-        Child(u32),
-        Found,
-        Overflow(usize, u32),
-        Missing,
-        Bad(u8),
-    }
-    let mut id = root;
-    for _ in 0..MAX_DEPTH {
-        let step = p.with_page(id, |pg| match page::kind(pg) {
-            KIND_BRANCH => Step::Child(page::child(pg, page::child_index(pg, key))),
-            KIND_LEAF => match page::search(pg, key) {
-                Ok(i) => match page::leaf_value(pg, i) {
-                    LeafValue::Inline(v) => {
-                        out.clear();
-                        out.extend_from_slice(v);
-                        Step::Found
-                    }
-                    LeafValue::Overflow(len, first) => Step::Overflow(len, first),
-                },
-                Err(_) => Step::Missing,
-            },
-            k => Step::Bad(k),
-        })?;
-        match step {
-            Step::Child(c) => id = c,
-            Step::Found => return Ok(true),
-            Step::Missing => return Ok(false),
-            Step::Overflow(len, first) => {
-                out.clear();
-                read_overflow(p, len, first, out)?;
-                return Ok(true);
-            }
-            Step::Bad(k) => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+    let leaf = match finger.take() {
+        Some((r, pg))
+            if r == root
+                && page::count(&pg) > 0
+                && page::key(&pg, 0) <= key
+                && key <= page::key(&pg, page::count(&pg) - 1) =>
+        {
+            pg
         }
-    }
-    Err(too_deep(root))
+        _ => {
+            let mut id = root;
+            let mut depth = 0;
+            loop {
+                let pg = p.read(id)?;
+                match page::kind(&pg) {
+                    KIND_BRANCH => id = page::child(&pg, page::child_index(&pg, key)),
+                    KIND_LEAF => break pg,
+                    k => return Err(page::corrupt(id, format!("page kind {k} inside a tree"))),
+                }
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(too_deep(root));
+                }
+            }
+        }
+    };
+    let found = match page::search(&leaf, key) {
+        Ok(i) => {
+            read_value(p, &leaf, i, out)?;
+            true
+        }
+        Err(_) => false,
+    };
+    *finger = Some((root, leaf));
+    Ok(found)
 }
 
 /// A position in a tree: the pages from the root to a leaf, and the index taken in each.

@@ -484,6 +484,53 @@ impl<F: BlockFile> Range<F> {
         Ok(true)
     }
 
+    /// Steps past up to `n` entries of the range unread (an OFFSET); returns how many it
+    /// passed, fewer than `n` only where the range ran out. A leaf whose entries up to the
+    /// `n`th all lie in range is passed by its entry count alone, not entry by entry; only the
+    /// leaf where the far bound falls is walked one entry at a time.
+    pub fn skip(&mut self, n: u64) -> Result<u64> {
+        let mut passed = 0;
+        while passed < n {
+            if !self.next()? {
+                break;
+            }
+            let Some((pg, i)) = self.cursor.stack.leaf() else {
+                break;
+            };
+            // Entries from the current one to the leaf's end, the current one included.
+            let left = if self.reverse {
+                i + 1
+            } else {
+                page::count(pg) - i
+            };
+            let take = usize::try_from(n - passed).map_or(left, |m| m.min(left));
+            let j = if self.reverse {
+                i + 1 - take
+            } else {
+                i + take - 1
+            };
+            let far = if self.reverse {
+                as_ref(&self.lower)
+            } else {
+                as_ref(&self.upper)
+            };
+            // `next` checked entry i; entry j is the last one passed, so it must be in range.
+            let to = if matches!(far, Bound::Unbounded)
+                || btree::within(page::leaf_entry(pg, j).0, far, !self.reverse)
+            {
+                j
+            } else {
+                i
+            };
+            passed += to.abs_diff(i) as u64 + 1;
+            // The cursor stays on the last entry passed: the next step leaves it.
+            if let Some(top) = self.cursor.stack.levels.last_mut() {
+                top.1 = to;
+            }
+        }
+        Ok(passed)
+    }
+
     /// The current value if it is inline; see [`Cursor::inline_value`].
     pub fn inline_value(&self) -> Option<&[u8]> {
         self.cursor.inline_value()

@@ -189,6 +189,7 @@ impl<F: BlockFile> Db<F> {
             state,
             trees: RefCell::new(Vec::new()),
             serial: st.serial,
+            fingers: RefCell::default(),
         })
     }
 

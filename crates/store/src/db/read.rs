@@ -30,6 +30,8 @@ pub struct ReadTx<F: BlockFile> {
     pub(super) state: State,
     pub(super) trees: RefCell<Vec<TreeInfo>>,
     pub(super) serial: u64,
+    /// A few trees' last leaves reached by a point read (`btree::get_near`), by root.
+    pub(super) fingers: RefCell<[btree::Finger; 4]>,
 }
 
 impl<F: BlockFile> Drop for ReadTx<F> {
@@ -99,7 +101,9 @@ impl<F: BlockFile> ReadTx<F> {
     /// Copies the value of `key` into `out`; returns whether it exists.
     pub fn get_into(&self, t: Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let root = self.root(t)?;
-        btree::get(&mut *self.at(), root, key, out)
+        let mut fingers = self.fingers.borrow_mut();
+        let finger = &mut fingers[root as usize % 4];
+        btree::get_near(&mut *self.at(), root, key, out, finger)
     }
 
     pub fn get(&self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {

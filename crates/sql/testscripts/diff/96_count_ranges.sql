@@ -1,0 +1,40 @@
+-- count(*) over one key range of a table or an index, counted a leaf at a time: ranges that
+-- start, end and fall inside leaves, empty ranges, NULL bounds, text against an integer key,
+-- beside the shapes that count row by row (a filter, several probes, DISTINCT, a join).
+CREATE TABLE cr (id INTEGER PRIMARY KEY, b INTEGER, t TEXT);
+INSERT INTO cr VALUES (1, 10, 'a row of a table of many leaves');
+INSERT INTO cr SELECT id + 1, b + 7, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 2, b + 13, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 4, b * 3 % 101, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 8, NULL, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 16, b + 1, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 32, b % 17, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 64, b * 2, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 128, b + 5, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 256, b, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 512, b - 3, t || ' ' || id FROM cr;
+INSERT INTO cr SELECT id + 1024, b, t || ' ' || id FROM cr;
+CREATE INDEX cr_b ON cr(b);
+SELECT count(*) FROM cr;
+SELECT count(*) FROM cr WHERE id > 100;
+SELECT count(*) FROM cr WHERE id >= 100 AND id < 1900;
+SELECT count(*), count(*) FROM cr WHERE id BETWEEN 7 AND 1500;
+SELECT count(*) FROM cr WHERE id < 0;
+SELECT count(*) FROM cr WHERE id > 5000;
+SELECT count(*) FROM cr WHERE id = 77;
+SELECT count(*) FROM cr WHERE id = 7777;
+SELECT count(*) FROM cr WHERE id > NULL;
+SELECT count(*) FROM cr WHERE id > '1000';
+SELECT count(*) FROM cr WHERE id > 1000.5;
+SELECT count(*) FROM cr WHERE id IN (1, 1, 2, 3000);
+SELECT count(*) FROM cr WHERE b > 20;
+SELECT count(*) FROM cr WHERE b BETWEEN 5 AND 40;
+SELECT count(*) FROM cr WHERE b = 10;
+SELECT count(*) FROM cr WHERE b IS NULL;
+SELECT count(*) FROM cr WHERE b < 30;
+SELECT count(*) FROM cr WHERE b IN (10, 10, 17);
+SELECT count(*) FROM cr WHERE b > 20 AND t LIKE '%9%';
+SELECT count(*), sum(b) FROM cr WHERE b > 20;
+SELECT count(DISTINCT b) FROM cr WHERE b > 20;
+SELECT count(*) FROM cr WHERE id > 100 GROUP BY b % 3 ORDER BY 1;
+SELECT (SELECT count(*) FROM cr c2 WHERE c2.id < c1.id) FROM cr c1 WHERE c1.id IN (5, 500, 1999);
