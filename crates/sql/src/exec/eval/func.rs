@@ -243,7 +243,7 @@ fn call_rare(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
             match (to_text(&x), to_text(&y)) {
                 (Some(x), Some(y)) if y.is_empty() => Text(x),
                 (Some(x), Some(y)) => match to_text(&z) {
-                    Some(z) => Text(x.replace(&y, &z)),
+                    Some(z) => Text(replace_all(&x, &y, &z)),
                     None => Null,
                 },
                 _ => Null,
@@ -385,4 +385,26 @@ fn substr(x: &Value, start: &Value, len: Option<&Value>) -> Value {
     } else {
         Value::Text(slice.iter().filter_map(|&c| char::from_u32(c)).collect())
     }
+}
+
+/// `x` with each `y` (not empty) replaced by `z`, left to right, as `str::replace` does: a
+/// search over the bytes (a match of valid UTF-8 in valid UTF-8 begins and ends on character
+/// boundaries), so that std's two-way string searcher stays out of the code the common
+/// statements run (about 1 KB of wasm).
+fn replace_all(x: &str, y: &str, z: &str) -> String {
+    let (h, n) = (x.as_bytes(), y.as_bytes());
+    let mut out = String::with_capacity(x.len());
+    let (mut i, mut from) = (0, 0);
+    while i + n.len() <= h.len() {
+        if h[i..].starts_with(n) {
+            out.push_str(&x[from..i]);
+            out.push_str(z);
+            i += n.len();
+            from = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&x[from..]);
+    out
 }
