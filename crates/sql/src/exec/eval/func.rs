@@ -112,8 +112,8 @@ pub(super) fn call(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Va
         Func::Length => match a0()?.as_ref() {
             Null => Null,
             Blob(b) => Integer(b.len() as i64),
-            Text(s) => Integer(s.chars().count() as i64),
-            v => Integer(to_text(v).unwrap_or_default().chars().count() as i64),
+            Text(s) => Integer(cairn_value::text::char_count(s) as i64),
+            v => Integer(cairn_value::text::char_count(&to_text(v).unwrap_or_default()) as i64),
         },
         Func::Lower | Func::Upper => match to_text(&*a0()?) {
             None => Null,
@@ -266,7 +266,7 @@ fn call_rare(f: Func, args: &[PExpr], row: &[Value], cx: &Cx) -> Result<Value> {
                         to_text(y).unwrap_or_default(),
                     );
                     Integer(match h.find(&n) {
-                        Some(p) => h[..p].chars().count() as i64 + 1,
+                        Some(p) => cairn_value::text::char_count(&h[..p]) as i64 + 1,
                         None => 0,
                     })
                 }
