@@ -210,7 +210,9 @@ impl Table {
 
     /// SQL that recreates the table (kept in the catalog, shown by `.schema`).
     pub fn sql(&self) -> String {
-        let mut s = format!("CREATE TABLE {} (", quote_ident(&self.name));
+        // Pushes and `concat`, not `format!`: CREATE TABLE is a common statement, and without a
+        // `format!` on the common paths core's formatting stays out of cairn.wasm.
+        let mut s = ["CREATE TABLE ", &quote_ident(&self.name), " ("].concat();
         for (i, c) in self.columns.iter().enumerate() {
             if i > 0 {
                 s.push_str(", ");
@@ -229,16 +231,17 @@ impl Table {
             if let Some(d) = &c.default {
                 // As written, so that `PRAGMA table_info` shows it as SQLite does; it parsed
                 // as this expression, so in parentheses it parses as the same again.
-                s.push_str(&format!(" DEFAULT ({})", d.text));
+                s.push_str(" DEFAULT (");
+                s.push_str(&d.text);
+                s.push(')');
             }
             if let Some(g) = &c.generated {
                 s.push_str(&crate::generated::sql(&g.expr, g.stored));
             }
             for c in self.checks.iter().filter(|c| c.column == Some(i)) {
-                s.push_str(&format!(
-                    " CHECK ({})",
-                    crate::parse::display::expr(&c.expr)
-                ));
+                s.push_str(" CHECK (");
+                s.push_str(&crate::parse::display::expr(&c.expr));
+                s.push(')');
             }
         }
         if let Key::Columns(cols) = &self.key {
@@ -246,7 +249,9 @@ impl Table {
                 .iter()
                 .map(|&c| quote_ident(&self.columns[c].name))
                 .collect();
-            s.push_str(&format!(", PRIMARY KEY ({})", join(&names, ", ")));
+            s.push_str(", PRIMARY KEY (");
+            s.push_str(&join(&names, ", "));
+            s.push(')');
         }
         for ix in self.indexes.iter().filter(|i| i.auto) {
             let names: Vec<_> = ix
@@ -254,13 +259,14 @@ impl Table {
                 .iter()
                 .map(|&c| quote_ident(&self.columns[c].name))
                 .collect();
-            s.push_str(&format!(", UNIQUE ({})", join(&names, ", ")));
+            s.push_str(", UNIQUE (");
+            s.push_str(&join(&names, ", "));
+            s.push(')');
         }
         for c in self.checks.iter().filter(|c| c.column.is_none()) {
-            s.push_str(&format!(
-                ", CHECK ({})",
-                crate::parse::display::expr(&c.expr)
-            ));
+            s.push_str(", CHECK (");
+            s.push_str(&crate::parse::display::expr(&c.expr));
+            s.push(')');
         }
         if !self.foreign_keys.is_empty() {
             self.foreign_keys_sql(&mut s);
@@ -339,13 +345,18 @@ impl Table {
                 .map(|e| parse::display::expr(&e.ast))
                 .collect()
         };
-        format!(
-            "CREATE {}INDEX {} ON {} ({})",
+        [
+            "CREATE ",
             if ix.unique { "UNIQUE " } else { "" },
-            quote_ident(&ix.name),
-            quote_ident(&self.name),
-            join(&names, ", ")
-        )
+            "INDEX ",
+            &quote_ident(&ix.name),
+            " ON ",
+            &quote_ident(&self.name),
+            " (",
+            &join(&names, ", "),
+            ")",
+        ]
+        .concat()
     }
 }
 
@@ -364,7 +375,7 @@ pub fn quote_ident(s: &str) -> String {
 
 /// The name of the `n`th index a table's constraints make (1-based), as SQLite names it.
 pub fn auto_index_name(table: &str, n: usize) -> String {
-    format!("sqlite_autoindex_{table}_{n}")
+    ["sqlite_autoindex_", table, "_", &n.to_string()].concat()
 }
 
 pub fn column_from_def(def: &ColumnDef) -> Column {
@@ -707,9 +718,14 @@ impl std::ops::Index<&str> for Tables {
 #[inline(never)]
 fn missing_table(name: &str) -> Error {
     if crate::introspect::table(&Catalog::default(), name).is_some() {
-        return Error::Invalid(format!(
-            "table {name} describes the schema: it can be read, not changed"
-        ));
+        return Error::Invalid(
+            [
+                "table ",
+                name,
+                " describes the schema: it can be read, not changed",
+            ]
+            .concat(),
+        );
     }
     Error::UnknownTable(name.to_string())
 }

@@ -217,7 +217,7 @@ pub fn to_numeric(v: &Value) -> Value {
     match v {
         Value::Integer(_) | Value::Real(_) | Value::Null => v.clone(),
         Value::Text(s) => text_to_numeric(s),
-        Value::Blob(b) => text_to_numeric(&String::from_utf8_lossy(b)),
+        Value::Blob(b) => text_to_numeric(&blob_text(b)),
     }
 }
 
@@ -245,7 +245,7 @@ pub fn to_f64(v: &Value) -> Option<f64> {
 pub fn to_integer(v: &Value) -> Option<i64> {
     match v {
         Value::Text(s) => return Some(text_int_prefix(s)),
-        Value::Blob(b) => return Some(text_int_prefix(&String::from_utf8_lossy(b))),
+        Value::Blob(b) => return Some(text_int_prefix(&blob_text(b))),
         _ => {}
     }
     match to_numeric(v) {
@@ -301,8 +301,24 @@ pub fn to_text(v: &Value) -> Option<String> {
         Value::Integer(i) => Some(i.to_string()),
         Value::Real(r) => Some(fmt_real(*r)),
         Value::Text(s) => Some(s.clone()),
-        Value::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::Blob(b) => Some(blob_text(b).into_owned()),
     }
+}
+
+/// A blob's bytes as text, invalid UTF-8 replaced by U+FFFD (`String::from_utf8_lossy`). The
+/// replacing is out of line: valid text is the common case, and std's lossy decoder then stays
+/// out of the code the common statements run.
+fn blob_text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => std::borrow::Cow::Owned(lossy(b)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Formats a real as SQLite (3.4x) does: 15 significant digits if they read back as the same
@@ -325,31 +341,61 @@ pub fn fmt_real(r: f64) -> String {
     let sign = if r < 0.0 { "-" } else { "" };
     let mut p = 15;
     let (mut digits, mut exp) = num::exp_digits(r, p);
-    if num::parse_f64(&format!("{sign}{}.{}e{exp}", &digits[..1], &digits[1..])) != Some(r) {
+    // Built by pushes, not `format!`: the common statements reach this, and without a
+    // `format!` on their paths core's formatting machinery stays out of cairn.wasm.
+    let sci = |digits: &str, rest: &str, exp: i32, two: bool| {
+        let mut s = String::with_capacity(digits.len() + 8);
+        s.push_str(sign);
+        s.push_str(&digits[..1]);
+        s.push('.');
+        s.push_str(rest);
+        s.push('e');
+        if two {
+            s.push(if exp < 0 { '-' } else { '+' });
+            if exp.abs() < 10 {
+                s.push('0');
+            }
+            s.push_str(&exp.unsigned_abs().to_string());
+        } else {
+            s.push_str(&exp.to_string());
+        }
+        s
+    };
+    if num::parse_f64(&sci(&digits, &digits[1..], exp, false)) != Some(r) {
         p = 17;
         (digits, exp) = num::exp_digits(r, p);
     }
     if !(-4..17).contains(&exp) {
         let rest = digits[1..].trim_end_matches('0');
         let rest = if rest.is_empty() { "0" } else { rest };
-        let exp_sign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{}.{rest}e{exp_sign}{:02}", &digits[..1], exp.abs());
+        return sci(&digits, rest, exp, true);
     }
+    let mut s = String::with_capacity(digits.len() + 8);
+    s.push_str(sign);
     if exp >= p as i32 {
         // The digits end before the point, and the rest of the integer part is printed exactly
         // (SQLite shows 1e16 + 2 as 10000000000000002.0). `r` is an integer below 1e17 here:
         // from 1e15, a 15-digit decimal that reads back as `r` is an integer.
-        return format!("{sign}{}.0", r.abs() as u64);
+        s.push_str(&(r.abs() as u64).to_string());
+        s.push_str(".0");
+        return s;
     }
-    let (int, frac) = if exp >= 0 {
+    if exp >= 0 {
         let (int, frac) = digits.split_at(exp as usize + 1);
-        (int.to_string(), frac.trim_end_matches('0').to_string())
+        s.push_str(int);
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
     } else {
-        let zeros = "0".repeat((-exp - 1) as usize);
-        ("0".to_string(), zeros + digits.trim_end_matches('0'))
-    };
-    let frac = if frac.is_empty() { "0" } else { &frac };
-    format!("{sign}{int}.{frac}")
+        s.push_str("0.");
+        for _ in 0..-exp - 1 {
+            s.push('0');
+        }
+        s.push_str(digits.trim_end_matches('0'));
+    }
+    if s.ends_with('.') {
+        s.push('0');
+    }
+    s
 }
 
 /// SQL truth: NULL is unknown (None); numbers are true when non-zero; text and blobs by their

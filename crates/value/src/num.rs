@@ -126,9 +126,15 @@ pub fn fixed(r: f64, n: usize) -> String {
         if let Some(tie) = fixed_tie_to_even(r, n) {
             return tie;
         }
-        let sign = if r.is_sign_negative() { "-" } else { "" };
         match js_sys::Number::from(r.abs()).to_fixed(n as u8) {
-            Ok(text) => format!("{sign}{}", String::from(text)),
+            // Not `format!`: core's formatting stays out of the common statements' code.
+            Ok(text) => {
+                let mut s = String::from(text);
+                if r.is_sign_negative() {
+                    s.insert(0, '-');
+                }
+                s
+            }
             Err(_) => unreachable!("invariant: toFixed takes 0 to 100 digits"),
         }
     }
@@ -153,8 +159,10 @@ fn fixed_tie_to_even(r: f64, n: usize) -> Option<String> {
     if n > 0 {
         digits.insert(digits.len() - n, '.');
     }
-    let sign = if r.is_sign_negative() { "-" } else { "" };
-    Some(format!("{sign}{digits}"))
+    if r.is_sign_negative() {
+        digits.insert(0, '-');
+    }
+    Some(digits)
 }
 
 /// When `|r|` is exactly halfway between two `p`-digit decimals (its exact decimal value has

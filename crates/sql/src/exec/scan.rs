@@ -871,7 +871,22 @@ pub(super) fn index_ranges(
         out.push((lo, hi));
     }
     if out.len() > 1 {
-        out.sort_by(|a, b| cmp_lower(&a.0, &b.0));
+        // In order of lower bound, ties in the order made: the store's small sort over the
+        // ranges' positions, with the position as the last key, sorts as std's stable `sort_by`
+        // does without another copy of it in the module (about 1 KB gzip). The lists are an IN
+        // list's or an OR's ranges, sorted once a scan.
+        let mut order: Vec<usize> = (0..out.len()).collect();
+        cairn_store::sort::sort_by(&mut order, |&a, &b| {
+            cmp_lower(&out[a].0, &out[b].0).then(a.cmp(&b)) == Ordering::Less
+        });
+        let mut taken: Vec<Range> = Vec::with_capacity(out.len());
+        for i in order {
+            taken.push(std::mem::replace(
+                &mut out[i],
+                (Bound::Unbounded, Bound::Unbounded),
+            ));
+        }
+        out = taken;
         out.dedup();
     }
     Ok(out)

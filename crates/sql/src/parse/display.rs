@@ -16,7 +16,9 @@ pub fn value(v: &Value) -> String {
         Value::Blob(b) => {
             let mut s = String::from("X'");
             for x in b {
-                s.push_str(&format!("{x:02X}"));
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                s.push(char::from(HEX[usize::from(x >> 4)]));
+                s.push(char::from(HEX[usize::from(x & 15)]));
             }
             s.push('\'');
             s
@@ -50,19 +52,21 @@ fn binop(op: BinOp) -> &'static str {
 }
 
 /// Fully parenthesized where precedence could matter, so the text re-parses to the same tree.
+/// Built with `concat`, not `format!`: result columns are named by it in the common statements,
+/// and without a `format!` on their paths core's formatting stays out of cairn.wasm.
 pub fn expr(e: &Expr) -> String {
     match e {
         Expr::Literal(v) => match v {
-            Value::Integer(i) if *i < 0 => format!("({i})"),
-            Value::Real(r) if *r < 0.0 => format!("({})", fmt_real(*r)),
+            Value::Integer(i) if *i < 0 => ["(", &i.to_string(), ")"].concat(),
+            Value::Real(r) if *r < 0.0 => ["(", &fmt_real(*r), ")"].concat(),
             v => value(v),
         },
-        Expr::Param(Param::Index(n)) => format!("?{n}"),
+        Expr::Param(Param::Index(n)) => ["?", &n.to_string()].concat(),
         Expr::Param(Param::Named(n, _)) => n.clone(),
         Expr::Column {
             table: Some(t),
             name,
-        } => format!("{}.{}", quote_ident(t), quote_ident(name)),
+        } => [quote_ident(t).as_str(), ".", &quote_ident(name)].concat(),
         Expr::Column { table: None, name } => quote_ident(name),
         Expr::Unary(op, e) => {
             let o = match op {
@@ -71,42 +75,50 @@ pub fn expr(e: &Expr) -> String {
                 UnOp::Not => "NOT ",
                 UnOp::BitNot => "~",
             };
-            format!("({o}{})", expr(e))
+            ["(", o, &expr(e), ")"].concat()
         }
-        Expr::Binary(op, l, r) => format!("({} {} {})", expr(l), binop(*op), expr(r)),
+        Expr::Binary(op, l, r) => ["(", &expr(l), " ", binop(*op), " ", &expr(r), ")"].concat(),
         Expr::IsNull { expr: e, negated } => {
-            format!(
-                "({} IS {}NULL)",
-                expr(e),
-                if *negated { "NOT " } else { "" }
-            )
+            ["(", &expr(e), " IS ", not(*negated), "NULL)"].concat()
         }
         Expr::Between {
             expr: e,
             low,
             high,
             negated,
-        } => format!(
-            "({} {}BETWEEN {} AND {})",
-            expr(e),
+        } => [
+            "(",
+            &expr(e),
+            " ",
             not(*negated),
-            expr(low),
-            expr(high)
-        ),
+            "BETWEEN ",
+            &expr(low),
+            " AND ",
+            &expr(high),
+            ")",
+        ]
+        .concat(),
         Expr::InList {
             expr: e,
             list,
             negated,
         } => {
             let items: Vec<_> = list.iter().map(expr).collect();
-            format!("({} {}IN ({}))", expr(e), not(*negated), join(&items, ", "))
+            [
+                "(",
+                &expr(e),
+                " ",
+                not(*negated),
+                "IN (",
+                &join(&items, ", "),
+                "))",
+            ]
+            .concat()
         }
         Expr::InSelect {
             expr: e, negated, ..
-        } => {
-            format!("({} {}IN (SELECT ...))", expr(e), not(*negated))
-        }
-        Expr::Exists { negated, .. } => format!("({}EXISTS (SELECT ...))", not(*negated)),
+        } => ["(", &expr(e), " ", not(*negated), "IN (SELECT ...))"].concat(),
+        Expr::Exists { negated, .. } => ["(", not(*negated), "EXISTS (SELECT ...))"].concat(),
         Expr::Subquery(_) => "(SELECT ...)".into(),
         Expr::Like {
             expr: e,
@@ -114,9 +126,10 @@ pub fn expr(e: &Expr) -> String {
             escape,
             negated,
         } => {
-            let mut s = format!("({} {}LIKE {}", expr(e), not(*negated), expr(pattern));
+            let mut s = ["(", &expr(e), " ", not(*negated), "LIKE ", &expr(pattern)].concat();
             if let Some(esc) = escape {
-                s.push_str(&format!(" ESCAPE {}", expr(esc)));
+                s.push_str(" ESCAPE ");
+                s.push_str(&expr(esc));
             }
             s.push(')');
             s
@@ -125,7 +138,16 @@ pub fn expr(e: &Expr) -> String {
             expr: e,
             pattern,
             negated,
-        } => format!("({} {}GLOB {})", expr(e), not(*negated), expr(pattern)),
+        } => [
+            "(",
+            &expr(e),
+            " ",
+            not(*negated),
+            "GLOB ",
+            &expr(pattern),
+            ")",
+        ]
+        .concat(),
         Expr::Case {
             operand,
             whens,
@@ -133,18 +155,23 @@ pub fn expr(e: &Expr) -> String {
         } => {
             let mut s = String::from("CASE");
             if let Some(o) = operand {
-                s.push_str(&format!(" {}", expr(o)));
+                s.push(' ');
+                s.push_str(&expr(o));
             }
             for (w, t) in whens {
-                s.push_str(&format!(" WHEN {} THEN {}", expr(w), expr(t)));
+                s.push_str(" WHEN ");
+                s.push_str(&expr(w));
+                s.push_str(" THEN ");
+                s.push_str(&expr(t));
             }
             if let Some(e) = else_ {
-                s.push_str(&format!(" ELSE {}", expr(e)));
+                s.push_str(" ELSE ");
+                s.push_str(&expr(e));
             }
             s.push_str(" END");
             s
         }
-        Expr::Cast { expr: e, type_name } => format!("CAST({} AS {type_name})", expr(e)),
+        Expr::Cast { expr: e, type_name } => ["CAST(", &expr(e), " AS ", type_name, ")"].concat(),
         Expr::Function {
             name,
             args,
@@ -152,17 +179,20 @@ pub fn expr(e: &Expr) -> String {
             star,
         } => {
             if *star {
-                return format!("{name}(*)");
+                return [name.as_str(), "(*)"].concat();
             }
             if let (true, [a, b]) = (name.starts_with("->"), args.as_slice()) {
-                return format!("({} {name} {})", expr(a), expr(b));
+                return ["(", &expr(a), " ", name, " ", &expr(b), ")"].concat();
             }
             let items: Vec<_> = args.iter().map(expr).collect();
-            format!(
-                "{name}({}{})",
+            [
+                name.as_str(),
+                "(",
                 if *distinct { "DISTINCT " } else { "" },
-                join(&items, ", ")
-            )
+                &join(&items, ", "),
+                ")",
+            ]
+            .concat()
         }
         Expr::Window { func, filter, over } => {
             crate::parse::window::text(func, filter.as_deref(), over)

@@ -56,7 +56,7 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
         if col_pos < line_start {
             (col_pos, col_n) = (line_start, 1);
         }
-        col_n += sql[col_pos..i].chars().count() as u32;
+        col_n += cairn_value::text::char_count(&sql[col_pos..i]) as u32;
         col_pos = i;
         let col = col_n;
         let tok_line = line;
@@ -296,7 +296,7 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>> {
             end: i as u32,
         });
     }
-    let col = (sql[line_start..].chars().count() + 1) as u32;
+    let col = (cairn_value::text::char_count(&sql[line_start..]) + 1) as u32;
     out.push(Token {
         tok: Tok::Eof,
         line,

@@ -252,7 +252,9 @@ impl<'c> Planner<'c> {
                 let n = rows.first().map_or(0, |r| r.len());
                 Ok((
                     Body::Values(out),
-                    (1..=n).map(|i| format!("column{i}")).collect(),
+                    (1..=n)
+                        .map(|i| ["column", &i.to_string()].concat())
+                        .collect(),
                     correlated,
                 ))
             }

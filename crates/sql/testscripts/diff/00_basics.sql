@@ -28,6 +28,7 @@ SELECT lower('ABC'), upper('abc'), lower(NULL), upper(1), lower('ÀB');
 SELECT substr('hello', 2), substr('hello', 2, 3), substr('hello', 0, 2), substr('hello', -3), substr('hello', -3, 2), substr('hello', 2, -1), substr('hello', 10), substr(NULL, 1), substr('hello', -10, 3), substr(X'010203', 2, 1);
 SELECT trim('  a  '), ltrim('  a  '), rtrim('  a  '), trim('xxaxx', 'x'), ltrim('xxaxx', 'x'), rtrim('xxaxx', 'x'), trim(NULL);
 SELECT replace('hello', 'l', 'L'), replace('hello', '', 'x'), replace('hello', 'l', ''), replace(NULL, 'a', 'b'), replace(123, 2, 9);
+SELECT replace('aaaa', 'aa', 'b'), replace('aaa', 'aa', 'b'), replace('héhé', 'é', 'e'), replace('abcabc', 'abc', ''), replace('ab', 'abc', 'x'), replace('x€y€', '€', '$$');
 SELECT instr('hello', 'l'), instr('hello', 'z'), instr('hello', ''), instr(NULL, 'a'), instr('héllo', 'l');
 SELECT round(1.5), round(2.5), round(-1.5), round(1.234, 2), round(1.235, 2), round(NULL), round(5), round(-0.4), round(123.456, 1);
 SELECT min(1, 2, 3), max(1, 2, 3), min(1, NULL), max('a', 1), min('a', 'b'), max(1.5, 2);

@@ -298,11 +298,11 @@ impl Writer<'_> {
             *v = if matches!(t.key, Key::Rowid(Some(k)) if k == i) {
                 rowid_value(old, t, i)?
             } else {
-                c.ty.coerce_with(old, || format!("{}.{}", t.name, c.name))?
+                c.ty.coerce_with(old, || column_name(t, i))?
             };
         }
         if c.not_null && v.is_null() && !matches!(t.key, Key::Rowid(Some(k)) if k == i) {
-            return Err(Error::ConstraintNotNull(format!("{}.{}", t.name, c.name)));
+            return Err(Error::ConstraintNotNull(column_name(t, i)));
         }
         Ok(())
     }
@@ -671,4 +671,12 @@ pub(crate) fn index_parts(
         push_norm(&v, out);
     }
     Ok(null)
+}
+
+/// `table.column`, as constraint errors name a column: out of line and cold, so that the
+/// inlined `check_column` leaves only a call in every writer.
+#[cold]
+#[inline(never)]
+fn column_name(t: &Table, i: usize) -> String {
+    [t.name.as_str(), ".", t.columns[i].name.as_str()].concat()
 }
