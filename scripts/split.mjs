@@ -231,6 +231,9 @@ async function todoApp(e, rows) {
     ['SELECT id, title FROM todo WHERE title LIKE ? ORDER BY title LIMIT 20', ['task 1%']],
     ['SELECT id, due FROM todo WHERE due < ? AND done = 0 ORDER BY due DESC, id LIMIT 10', ['2026-03-01']],
     ['SELECT title FROM todo WHERE list = ? AND done = 0 ORDER BY id DESC LIMIT 5', [7]],
+    // A list sorted for display, whole, and the lists' summary with CASE inside aggregates.
+    ['SELECT id, title, done FROM todo WHERE list = ? ORDER BY title, id', [9]],
+    ['SELECT list, sum(CASE WHEN done = 0 THEN 1 ELSE 0 END) AS open, sum(CASE WHEN due < ? THEN 1 ELSE 0 END) AS late, count(*) AS n FROM todo GROUP BY list', ['2026-06-01']],
   ];
   for (const [sql, params] of reads) out.push(['todo', rows, sql, plain(await db.query(sql, params))]);
   for (const [sql, params] of [
