@@ -33,6 +33,7 @@ async fn refusal(s: &mut Socket) -> Option<Refusal> {
 fn hello(secret: u8) -> Vec<u8> {
     Message::Hello {
         replica: key(secret).id(),
+        device: None,
         wants_snapshot: false,
         want: Subscription::All,
         have: Default::default(),

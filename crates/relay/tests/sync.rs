@@ -181,6 +181,7 @@ async fn a_cut_page_is_refused_and_a_cut_connection_resumes() {
     use tokio_tungstenite::tungstenite::Message as Ws;
     let hello = Message::Hello {
         replica: key(1).id(),
+        device: None,
         wants_snapshot: false,
         want: cairn_sync::Subscription::All,
         have: Default::default(),

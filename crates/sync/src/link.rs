@@ -21,6 +21,9 @@ pub const COMPACTED: &str = "COMPACTED";
 #[derive(Debug, Default)]
 pub struct Link {
     pub peer: Option<AuthorId>,
+    /// Whose acknowledgements these are: the peer's key, or its key and device
+    /// ([`peer_key`]).
+    peer_key: Option<AuthorId>,
     their_want: Option<Subscription>,
     their_wants_snapshot: bool,
     /// What the peer holds, from its HELLO and ACKs.
@@ -115,6 +118,18 @@ impl Link {
             .sum()
     }
 
+    /// What the send window counts: the records in flight on chains the peer is not known to
+    /// hold another branch of. A peer's ACKs name its own branch of a disputed chain, so they
+    /// never acknowledge the proof sent to it: counted, it would fill the window and stop the
+    /// proof's rest (the records that would decide the fork) for good.
+    fn window_in_flight(&self) -> u64 {
+        self.sent
+            .iter()
+            .filter(|(k, _)| !self.disputed.contains(*k))
+            .map(|(k, s)| s.saturating_sub(self.their_have.get(k).copied().unwrap_or(0)))
+            .sum()
+    }
+
     /// Forgets what was sent beyond what the peer acknowledged, so that the next `poll` sends
     /// it again: what a retransmission timeout does, and what a host does at once when a reply
     /// it was given never went out (the call that made it failed).
@@ -131,6 +146,22 @@ impl Link {
 
     pub fn their_have(&self) -> &VersionVector {
         &self.their_have
+    }
+}
+
+/// The id a peer's acknowledgements are kept under (`Replica::peers`): its key, or, for a
+/// peer that names its device, a hash of the key and the device, so that two devices on one
+/// key are two peers.
+fn peer_key(replica: AuthorId, device: Option<[u8; 16]>) -> AuthorId {
+    match device {
+        None => replica,
+        Some(d) => {
+            let mut h = blake3::Hasher::new();
+            h.update(b"cairn-sync device v1");
+            h.update(&replica.0);
+            h.update(&d);
+            AuthorId(*h.finalize().as_bytes())
+        }
     }
 }
 
@@ -152,6 +183,7 @@ impl<S: RowStore> Replica<S> {
         link.announced.clone_from(&self.branch_changes);
         Message::Hello {
             replica: self.id(),
+            device: self.device,
             wants_snapshot,
             want: self.config.subscription.clone(),
             have: self.heads(),
@@ -179,11 +211,13 @@ impl<S: RowStore> Replica<S> {
         match msg {
             Message::Hello {
                 replica,
+                device,
                 wants_snapshot,
                 want,
                 have,
             } => {
                 link.peer = Some(replica);
+                link.peer_key = Some(peer_key(replica, device));
                 let heads = have;
                 let have = seqs(&heads);
                 link.their_have = have.clone();
@@ -202,12 +236,14 @@ impl<S: RowStore> Replica<S> {
                 link.last_progress_ms = now_ms;
                 // A chain the peer holds another branch of is not acknowledged: compaction
                 // must keep the records where the branches part, or no one could decide.
-                let acked = have
-                    .into_iter()
-                    .filter(|(k, _)| !link.disputed.contains(k))
-                    .collect();
-                self.peers.insert(replica, PeerInfo { acked, want });
-                self.peer_changed(replica);
+                let key = peer_key(replica, device);
+                let mut info = PeerInfo {
+                    want,
+                    ..PeerInfo::default()
+                };
+                self.acknowledged(link, &mut info, &heads);
+                self.peers.insert(key, info);
+                self.peer_changed(key);
             }
             Message::Attest(list) => {
                 let events = self.receive_attestations(list);
@@ -252,6 +288,9 @@ impl<S: RowStore> Replica<S> {
                         let sent = link.sent.entry(k.clone()).or_insert(0);
                         *sent = (*sent).max(*seq);
                     }
+                }
+                if let Some(p) = link.peer_key {
+                    self.confirm_claims(p, &chains);
                 }
                 for e in &events {
                     if let Event::Rejected {
@@ -313,11 +352,13 @@ impl<S: RowStore> Replica<S> {
             Message::Ack(heads) => {
                 let mut progress = false;
                 for (k, &(s, h)) in &heads {
-                    let ours = self.chains.get(k).and_then(|l| l.hash_at(s)) == Some(h);
-                    if !ours && self.forks.contains(&k.0) {
-                        // A head on another branch (or past ours) of a chain known to be forked
-                        // says nothing of what the peer holds of ours (an ACK overtaken by one
-                        // sent after the peer moved to our branch is such a one):
+                    let held = self.chains.get(k).and_then(|l| l.hash_at(s));
+                    let ours = held == Some(h);
+                    if !ours && (held.is_some() || self.forks.contains(&k.0)) {
+                        // A head on another branch (another record where we hold one, fork
+                        // known here or not), or past ours of a chain known to be forked, says
+                        // nothing of what the peer holds of ours (an ACK overtaken by one sent
+                        // after the peer moved to our branch is such a one):
                         // `send_fork_proofs` below answers it.
                         continue;
                     }
@@ -339,17 +380,12 @@ impl<S: RowStore> Replica<S> {
                 if progress {
                     link.last_progress_ms = now_ms;
                 }
-                if let Some(p) = link.peer {
-                    let mut moved = !self.peers.contains_key(&p);
-                    let info = self.peers.entry(p).or_default();
-                    for (k, s) in &link.their_have {
-                        if link.disputed.contains(k) {
-                            continue;
-                        }
-                        let a = info.acked.entry(k.clone()).or_insert(0);
-                        moved |= *s > *a;
-                        *a = (*a).max(*s);
-                    }
+                if let Some(p) = link.peer_key {
+                    let info = self.peers.remove(&p);
+                    let new = info.is_none();
+                    let mut info = info.unwrap_or_default();
+                    let moved = self.acknowledged(link, &mut info, &heads) || new;
+                    self.peers.insert(p, info);
                     if moved {
                         self.peer_changed(p);
                     }
@@ -444,6 +480,7 @@ impl<S: RowStore> Replica<S> {
                 // count for compaction until the branches agree again.
                 if code == Reason::Fork.code() {
                     link.disputed.insert((author, scope.clone()));
+                    self.disputed.insert((author, scope.clone()));
                 }
                 out.events.push(Event::PeerRejected {
                     code,
@@ -470,12 +507,67 @@ impl<S: RowStore> Replica<S> {
         self.pump(link, now_ms)
     }
 
+    /// Counts the heads a peer named (HELLO, ACK) in what it acknowledged: a head where this
+    /// replica holds the same record says the peer holds its branch that far; one at a seq not
+    /// held here yet is kept as a claim, counted once the same record is held
+    /// (`Replica::horizon`); one on another branch (or of a chain in dispute with the peer)
+    /// counts for nothing. Whether `acked` moved.
+    fn acknowledged(&self, link: &Link, info: &mut PeerInfo, heads: &Heads) -> bool {
+        let mut moved = false;
+        for (k, &(s, h)) in heads {
+            if link.disputed.contains(k) {
+                info.claims.remove(k);
+                continue;
+            }
+            match self.chains.get(k).and_then(|l| l.hash_at(s)) {
+                Some(ours) if ours == h => {
+                    info.claims.remove(k);
+                    let a = info.acked.entry(k.clone()).or_insert(0);
+                    moved |= s > *a;
+                    *a = (*a).max(s);
+                }
+                Some(_) => {
+                    info.claims.remove(k);
+                }
+                None => {
+                    info.claims.insert(k.clone(), (s, h));
+                }
+            }
+        }
+        moved
+    }
+
+    /// The heads `peer` named past what this replica held (`PeerInfo::claims`) on `chains`
+    /// that the records held now confirm (the same record at that seq) become acknowledged,
+    /// and so are saved with the peer.
+    fn confirm_claims(&mut self, peer: AuthorId, chains: &BTreeSet<ChainKey>) {
+        let Some(info) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let mut moved = false;
+        for k in chains {
+            let Some(&(s, h)) = info.claims.get(k) else {
+                continue;
+            };
+            if self.chains.get(k).and_then(|l| l.hash_at(s)) == Some(h) {
+                info.claims.remove(k);
+                let a = info.acked.entry(k.clone()).or_insert(0);
+                *a = (*a).max(s);
+                moved = true;
+            }
+        }
+        if moved {
+            self.peer_changed(peer);
+        }
+    }
+
     /// Where the peer ended a chain at a record this replica holds with another hash, the chain's
     /// author signed two records at one place (a fork), or the peer lies. A head is not signed,
     /// so nothing is concluded from it: the records held from that place are sent to the peer
     /// (once per place), whose verification finds the fork, and the peer's records in turn,
     /// sent the same way, let this replica find it. Either side may hold the longer branch.
-    fn send_fork_proofs(&self, link: &mut Link, heads: &Heads) {
+    fn send_fork_proofs(&mut self, link: &mut Link, heads: &Heads) {
+        let mut disputed = Vec::new();
         for (key, &(seq, hash)) in heads {
             let Some(log) = self.chains.get(key) else {
                 continue;
@@ -498,14 +590,21 @@ impl<S: RowStore> Replica<S> {
                 // place the peer was seen to agree with us go to it.
                 Some(_) => {
                     link.disputed.insert(key.clone());
+                    disputed.push(key.clone());
+                    // The peer agreed with us below `seq` at most: it left the branch it held.
+                    if let Some(a) = link.agreed.get_mut(key) {
+                        a.0 = a.0.min(seq.saturating_sub(1));
+                    }
                     self.send_proof(link, key, self.agreed_from(link, key), hash);
                 }
                 None if self.forks.contains(&key.0) && seq > log.head().0 => {
+                    link.disputed.insert(key.clone());
                     self.send_proof(link, key, self.agreed_from(link, key), hash);
                 }
                 None => {}
             }
         }
+        self.disputed.extend(disputed);
     }
 
     /// Where a proof for chain `key` starts: after the last place the peer was seen to hold the
@@ -664,7 +763,7 @@ impl<S: RowStore> Replica<S> {
         let page = self.config.page_records.max(1);
         let window = (self.config.window_pages.max(1) * page) as u64;
         loop {
-            if link.in_flight() >= window {
+            if link.window_in_flight() >= window {
                 break;
             }
             let mut blocks = Vec::new();

@@ -409,8 +409,13 @@ impl RowState {
     }
 
     fn purge(&mut self, v: Version) {
-        self.purged = true;
         self.tombstone = Some(self.tombstone.map_or(v, |t| t.max(v)));
+        self.forget_values();
+    }
+
+    /// Marks the row purged and drops its values, its versions left as they are.
+    pub(crate) fn forget_values(&mut self) {
+        self.purged = true;
         self.cells.clear();
         self.counters.clear();
         self.sets.clear();

@@ -31,6 +31,9 @@ pub fn seqs(heads: &Heads) -> VersionVector {
 pub enum Message {
     Hello {
         replica: AuthorId,
+        /// Which device of the key, where one key may run on several
+        /// ([`crate::Replica::set_device`]): peers then count its acknowledgements apart.
+        device: Option<[u8; 16]>,
         wants_snapshot: bool,
         want: Subscription,
         have: Heads,
@@ -135,12 +138,17 @@ impl Message {
         match self {
             Message::Hello {
                 replica,
+                device,
                 wants_snapshot,
                 want,
                 have,
             } => {
                 w.raw(&replica.0);
-                w.u8(u8::from(*wants_snapshot));
+                // Flags: bit0 wants a snapshot, bit1 a device id follows.
+                w.u8(u8::from(*wants_snapshot) | u8::from(device.is_some()) << 1);
+                if let Some(d) = device {
+                    w.raw(d);
+                }
                 want.encode(&mut w);
                 encode_heads(&mut w, have);
             }
@@ -219,16 +227,21 @@ impl Message {
         let msg = match r.u8()? {
             1 => {
                 let replica = AuthorId(r.array()?);
-                let wants_snapshot = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(Error::Malformed("bad hello flags".into())),
+                let flags = r.u8()?;
+                if flags > 3 {
+                    return Err(Error::Malformed("bad hello flags".into()));
+                }
+                let device = if flags & 2 != 0 {
+                    Some(r.array()?)
+                } else {
+                    None
                 };
                 let want = Subscription::decode(&mut r)?;
                 let have = decode_heads(&mut r)?;
                 Message::Hello {
                     replica,
-                    wants_snapshot,
+                    device,
+                    wants_snapshot: flags & 1 != 0,
                     want,
                     have,
                 }

@@ -207,6 +207,7 @@ fn a_head_claimed_without_records_makes_nobody_a_forker() {
     x.open_link(&mut link, NOW);
     let hello = Message::Hello {
         replica: liar.id(),
+        device: None,
         wants_snapshot: false,
         want: Subscription::All,
         have: heads.clone(),
@@ -235,4 +236,138 @@ fn a_head_claimed_without_records_makes_nobody_a_forker() {
         .send
         .iter()
         .all(|m| !matches!(Message::decode(m), Ok(Message::Blocks(_)))));
+}
+
+#[test]
+fn a_chain_a_peer_holds_another_branch_of_is_not_compacted_past_where_they_part() {
+    // Two devices on one key share a peer id: what one acknowledges says nothing of the other's
+    // branch. A replica that saw a head of another branch keeps the chain from its checkpoint
+    // on, though its owner attested it and the peer id acknowledged it all, so that it can still
+    // decide the fork when the other branch's records come.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    let mut title = 0;
+    let (mut device, mut clone) = loop {
+        let (mut device, mut clone) = (replica(1), replica(1));
+        write(&mut device, 3, "from the device");
+        write(&mut clone, 3, &format!("from its clone {title}"));
+        let at = |r: &Replica| r.chain(&chain).and_then(|l| l.hash_at(1));
+        if at(&clone) < at(&device) {
+            break (device, clone);
+        }
+        title += 1;
+    };
+    let mut peer = replica(2);
+    delivered(&mut device, &mut peer);
+    // Only the clone's HELLO reaches the peer: its records are lost on the way.
+    let (mut lc, mut lp) = (Link::new(), Link::new());
+    let hello = clone.open_link(&mut lc, NOW);
+    peer.handle(&mut lp, NOW, &hello);
+    // The device, under the same id, acknowledges its branch again and attests it.
+    delivered(&mut device, &mut peer);
+    device.compact();
+    delivered(&mut device, &mut peer);
+    assert!(
+        peer.attestations().contains_key(&chain.1),
+        "the peer holds the owner's attestation"
+    );
+    assert_eq!(
+        peer.compact(),
+        0,
+        "nothing of the disputed chain is dropped"
+    );
+    assert_eq!(peer.chain(&chain).map(|l| l.first_held()), Some(1));
+    // The clone's records come: the peer decides by the rule every replica applies (the lower
+    // hash where the branches part), and ends on the clone's branch with its rows.
+    let (_, ep) = exchange(&mut clone, &mut peer);
+    assert!(saw_fork(&ep, &key), "{ep:?}");
+    assert_eq!(
+        peer.chain(&chain).map(|l| l.head()),
+        clone.chain(&chain).map(|l| l.head())
+    );
+    assert_eq!(peer.state_digest(), clone.state_digest());
+}
+
+#[test]
+fn two_devices_on_one_key_are_counted_apart_for_compaction() {
+    // A device and its clone name their devices: the peer counts what each acknowledged
+    // apart. The clone met the peer before it wrote, so the peer compacts nothing of the chain
+    // it has not acknowledged, though the device acknowledged all of it and its owner (the key)
+    // attested it; when the clone's branch comes, the peer still holds where they part and
+    // decides by the rule every replica applies.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    for named in [true, false] {
+        let mut title = 0;
+        let (mut device, mut clone) = loop {
+            let (mut device, mut clone) = (replica(1), replica(1));
+            write(&mut device, 3, "from the device");
+            write(&mut clone, 3, &format!("from its clone {title}"));
+            let at = |r: &Replica| r.chain(&chain).and_then(|l| l.hash_at(1));
+            if at(&clone) < at(&device) {
+                break (replica(1), clone);
+            }
+            title += 1;
+        };
+        if named {
+            device.set_device([1; 16]);
+            clone.set_device([2; 16]);
+        }
+        // The clone meets the peer while it holds nothing of the chain, then goes out of sight.
+        let mut peer = replica(2);
+        let mut empty = replica(1);
+        if named {
+            empty.set_device([2; 16]);
+        }
+        delivered(&mut empty, &mut peer);
+        write(&mut device, 3, "from the device");
+        delivered(&mut device, &mut peer);
+        device.compact();
+        delivered(&mut device, &mut peer);
+        assert!(peer.attestations().contains_key(&chain.1));
+        let dropped = peer.compact();
+        if !named {
+            // One peer id for both: the device's acknowledgements stand for the clone's.
+            assert!(dropped > 0, "without devices the chain is compacted");
+            continue;
+        }
+        assert_eq!(dropped, 0, "the clone has not acknowledged the chain");
+        assert_eq!(peer.chain(&chain).map(|l| l.first_held()), Some(1));
+        let (_, ep) = exchange(&mut clone, &mut peer);
+        assert!(saw_fork(&ep, &key), "{ep:?}");
+        assert_eq!(
+            peer.chain(&chain).map(|l| l.head()),
+            clone.chain(&chain).map(|l| l.head())
+        );
+        assert_eq!(peer.state_digest(), clone.state_digest());
+    }
+}
+
+#[test]
+fn a_hello_names_its_device_only_when_set() {
+    let hello = |device| Message::Hello {
+        replica: Identity::from_secret([1; 32]).id(),
+        device,
+        wants_snapshot: true,
+        want: Subscription::All,
+        have: Heads::new(),
+    };
+    let plain = hello(None).encode();
+    let named = hello(Some([7; 16])).encode();
+    // Magic, version, type, the key: then the flags, bit1 set only when a device follows.
+    assert_eq!((plain[36], named[36]), (1, 3));
+    assert_eq!(named.len(), plain.len() + 16);
+    for (bytes, device) in [(&plain, None), (&named, Some([7; 16]))] {
+        match Message::decode(bytes) {
+            Ok(Message::Hello {
+                device: d,
+                wants_snapshot: true,
+                ..
+            }) => assert_eq!(d, device),
+            other => panic!("{other:?}"),
+        }
+    }
+    let mut bad = plain.clone();
+    bad[36] = 4;
+    assert!(Message::decode(&bad).is_err(), "unknown flags are refused");
 }

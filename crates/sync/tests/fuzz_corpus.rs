@@ -231,6 +231,7 @@ fn mutated_messages_into_a_replica_never_panic() {
     for m in [
         Message::Hello {
             replica: a,
+            device: None,
             wants_snapshot: true,
             want: Subscription::All,
             have: vv.clone(),

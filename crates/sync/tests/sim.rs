@@ -50,6 +50,7 @@ struct Sim {
     /// Whether the replicas also write the `bag` table's SET and MAP columns (seeds of their own:
     /// the other runs draw the same numbers as before).
     collections: bool,
+    seed: u64,
 }
 
 const BENIGN: [Reason; 3] = [Reason::Replay, Reason::ChainGap, Reason::Unauthorized];
@@ -97,6 +98,11 @@ impl Sim {
                 r.config_mut().snapshot_when_empty = false;
             }
         }
+        // Each replica is a device of its own, the clone too: peers count their
+        // acknowledgements apart (docs/sync.md sec. 8).
+        for (i, r) in replicas.iter_mut().enumerate() {
+            r.set_device([i as u8; 16]);
+        }
         let ids: Vec<_> = replicas.iter().map(|r| r.id()).collect();
         // A partial replica: it asks only for replica 0's scopes (and holds its own writes).
         if n >= 3 && rng.chance(50) {
@@ -134,6 +140,7 @@ impl Sim {
             bad_events: Vec::new(),
             clone,
             collections,
+            seed,
         };
         sim.net.links = (0..n)
             .map(|_| (0..n).map(|_| Link::snapshot_source()).collect())
@@ -395,7 +402,7 @@ impl Sim {
                 return;
             }
         }
-        panic!("network did not go quiet after healing");
+        panic!("seed {}: network did not go quiet after healing", self.seed);
     }
 
     fn add_late_replica(&mut self, snapshot: bool) {
@@ -405,6 +412,7 @@ impl Sim {
             ..Config::default()
         };
         let mut r = Replica::in_memory(identity(&mut self.rng), cfg);
+        r.set_device([self.replicas.len() as u8; 16]);
         for s in schemas().into_iter().chain(self.collections.then(bag)) {
             r.register_table(s).expect("invariant: schema is valid");
         }

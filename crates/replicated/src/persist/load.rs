@@ -205,7 +205,14 @@ impl State {
                 let mut r = Reader::new(cur.value());
                 let acked = decode_vv(&mut r).map_err(|e| corrupt("peer", e))?;
                 let want = Subscription::decode(&mut r).map_err(|e| corrupt("peer", e))?;
-                replica.restore_peer(id, PeerInfo { acked, want });
+                replica.restore_peer(
+                    id,
+                    PeerInfo {
+                        acked,
+                        want,
+                        ..PeerInfo::default()
+                    },
+                );
             }
         }
         // Attestations, one key a scope.

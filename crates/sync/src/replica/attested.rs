@@ -85,12 +85,31 @@ impl<S: RowStore> Replica<S> {
         events
     }
 
-    /// How far every known peer that follows `scope` acknowledged chain `key`.
+    /// How far every known peer that follows `scope` acknowledged chain `key`; for a chain
+    /// known to be forked (its author signed two branches, or a peer holds another branch),
+    /// no further than its checkpoint: where the branches part must stay held, here and at
+    /// every replica the owner's attestations let compact (docs/sync.md sec. 8).
     fn horizon(&self, key: &ChainKey) -> u64 {
+        if self.forks.contains(&key.0) || self.disputed.contains(key) {
+            return self
+                .chains
+                .get(key)
+                .and_then(|l| l.base.as_ref())
+                .map_or(0, |c| c.seq);
+        }
+        let held = self.chains.get(key);
         self.peers
             .values()
             .filter(|p| p.want.covers(&key.1))
-            .map(|p| p.acked.get(key).copied().unwrap_or(0))
+            .map(|p| {
+                let acked = p.acked.get(key).copied().unwrap_or(0);
+                // A head named before this replica held its seq counts once the same record
+                // is held there.
+                match p.claims.get(key) {
+                    Some(&(s, h)) if held.and_then(|l| l.hash_at(s)) == Some(h) => acked.max(s),
+                    _ => acked,
+                }
+            })
             .min()
             .unwrap_or(u64::MAX)
     }

@@ -131,8 +131,13 @@ pub struct Failure {
 /// for. Compaction keeps whatever some known peer still lacks.
 #[derive(Debug, Clone, Default)]
 pub struct PeerInfo {
+    /// Per chain, the furthest seq at which the peer named, as its head, the record this
+    /// replica holds there (same hash): it holds this replica's branch that far.
     pub acked: VersionVector,
     pub want: Subscription,
+    /// The heads the peer named last that this replica could not check then (it held no
+    /// record at that seq yet): counted once it holds the same record there. Not saved.
+    pub claims: crate::protocol::Heads,
 }
 
 pub struct Replica<S: RowStore = MemoryRows> {
@@ -167,6 +172,13 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// the peers changed since its last save ([`Replica::peers_changed_since`]), not all.
     pub(crate) peer_edits: BTreeMap<AuthorId, u64>,
     pub(crate) forks: BTreeSet<AuthorId>,
+    /// Chains some peer was seen to hold another branch of (its head, its FORK refusal), for
+    /// as long as the replica runs: compaction keeps them whole from here (`Replica::horizon`).
+    /// Two devices on one key (the case that forks) share a peer id, so an acknowledgement
+    /// under that id says nothing of what the other device holds.
+    pub(crate) disputed: BTreeSet<ChainKey>,
+    /// Which device of its key this replica is, if its host set one (`Replica::set_device`).
+    pub(crate) device: Option<[u8; 16]>,
     /// Blocks of a branch this replica held and gave up for a peer's (a fork): sent to that
     /// peer, which then knows of the fork too.
     pub(crate) lost: Vec<crate::chain::Block>,
@@ -219,6 +231,8 @@ impl<S: RowStore> Replica<S> {
             peers: BTreeMap::new(),
             peer_edits: BTreeMap::new(),
             forks: BTreeSet::new(),
+            disputed: BTreeSet::new(),
+            device: None,
             lost: Vec::new(),
             branch_changes: BTreeMap::new(),
             redactions: 0,
@@ -230,6 +244,13 @@ impl<S: RowStore> Replica<S> {
 
     pub fn id(&self) -> AuthorId {
         self.identity.id()
+    }
+    /// Names this device of its key (kept by the host beside the key, not in the database, so
+    /// that a copied file or key gets another). Peers count the acknowledgements of each
+    /// device of one key apart: two devices on one key may hold two branches of its chains
+    /// (a fork), and compaction must wait for both (docs/sync.md sec. 8).
+    pub fn set_device(&mut self, device: [u8; 16]) {
+        self.device = Some(device);
     }
     pub fn identity(&self) -> &Identity {
         &self.identity

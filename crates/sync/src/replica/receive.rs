@@ -117,13 +117,13 @@ impl<S: RowStore> Replica<S> {
         if scope.owner == self.identity.id() {
             self.attest_due.insert(scope.clone());
         }
-        // The base forgets the values too (a purge is never taken back, fork or not).
+        // The base forgets the values too (a purge is never taken back, fork or not). It
+        // takes no version from the rows: those of records held come back from them when the
+        // rows are rebuilt, and those of records a fork later takes back must not stay.
         if let Some(base) = self.base.as_mut() {
             for k in &purged {
                 if base.get(k).is_some() {
-                    if let Some(now) = self.rows.get(k) {
-                        base.update(k, &mut |row| row.join(&now));
-                    }
+                    base.update(k, &mut RowState::forget_values);
                 }
             }
         }
