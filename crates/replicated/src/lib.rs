@@ -141,6 +141,14 @@ impl Sync {
         self.read(db, |st| Ok(st.replica().id()))
     }
 
+    /// Which device of its key this database is to its peers (docs/sync.md 10b): named anew
+    /// whenever a key is saved for it (a new database, a copy attached elsewhere, `import_key`),
+    /// and kept in its file beside `author`. None for a database saved before devices were
+    /// named, until its next new key.
+    pub fn device(&self, db: &mut Database) -> Result<Option<[u8; 16]>> {
+        self.read(db, |st| Ok(st.replica().device()))
+    }
+
     /// Signs `message` with this device's key (for a relay's challenge, docs/relay.md).
     pub fn sign(&self, db: &mut Database, message: &[u8]) -> Result<[u8; 64]> {
         self.read(db, |st| Ok(st.replica().identity().sign(message)))

@@ -207,8 +207,11 @@ impl State {
     /// transaction), and registers the replicated tables of `catalog`.
     pub(crate) fn ensure(&mut self, store: &mut dyn Storage, catalog: &Catalog) -> Result<()> {
         if self.replica.is_none() {
-            let identity = crate::persist::create(store, &mut *self.keys, self.spare.take())?;
-            self.replica = Some(Replica::in_memory(identity, cairn_sync::Config::default()));
+            let (identity, device) =
+                crate::persist::create(store, &mut *self.keys, self.spare.take())?;
+            let mut replica = Replica::in_memory(identity, cairn_sync::Config::default());
+            replica.set_device(device);
+            self.replica = Some(replica);
         }
         self.settle_key(store)?;
         self.register(catalog)

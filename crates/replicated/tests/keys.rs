@@ -251,6 +251,39 @@ fn a_copy_opened_elsewhere_signs_as_a_new_author_and_asks_the_owner() {
 }
 
 #[test]
+fn each_device_of_a_key_is_named_apart() {
+    let (mut a, _b) = writer_and_peer();
+    let device = a
+        .sync
+        .device(&mut a.db)
+        .unwrap()
+        .expect("named with its key");
+    // Reopened on its device: the same device.
+    let (bytes, keys) = a.close();
+    let mut a = open(bytes, &keys);
+    assert_eq!(a.sync.device(&mut a.db).unwrap(), Some(device));
+    // Its key imported on another device: the same author, another device.
+    let key = a.sync.export_key(&mut a.db).unwrap();
+    let mut other = new_node();
+    other.sync.import_key(&mut other.db, &key).unwrap();
+    assert_eq!(other.id(), a.id());
+    let moved = other.sync.device(&mut other.db).unwrap().expect("named");
+    assert_ne!(moved, device);
+    let (bytes, keys) = other.close();
+    let mut other = open(bytes, &keys);
+    assert_eq!(other.sync.device(&mut other.db).unwrap(), Some(moved));
+    // Its file attached elsewhere: another key, another device.
+    let mut copy = open(a.export(), &MemoryKeys::new());
+    let own = copy.id();
+    copy.sync.set_owner(&mut copy.db, own).unwrap();
+    let copied = copy.sync.device(&mut copy.db).unwrap().expect("named");
+    assert!(copied != device && copied != moved);
+    let (bytes, keys) = copy.close();
+    let mut copy = open(bytes, &keys);
+    assert_eq!(copy.sync.device(&mut copy.db).unwrap(), Some(copied));
+}
+
+#[test]
 fn export_key_and_import_key_move_an_identity() {
     let (mut a, _b) = writer_and_peer();
     let owner = a.id();

@@ -1145,13 +1145,15 @@ fn pending_records_survive_a_reopen() {
     assert!(a.sync.verify(&mut a.db).unwrap().is_empty());
     // The chain goes on: B takes every record without a gap or a fork.
     a.exec("INSERT INTO todo (id, title) VALUES ('z', 'last')");
-    // Layout 6: the peer B met under its own key, the new record in the tail in the root
-    // bytes.
+    // Layout 6: the peer B met under its key and device, the new record in the tail in the
+    // root bytes.
     let meta = cairn_sql::SYSTEM_TREES + 1;
+    let b_device = b.sync.device(&mut b.db).unwrap();
+    assert!(b_device.is_some());
     let st = a.db.storage();
     assert_eq!(st.get(meta, b"layout").unwrap(), Some(vec![6]));
     let mut peer_key = b"peer/".to_vec();
-    peer_key.extend_from_slice(&b_id.0);
+    peer_key.extend_from_slice(&cairn_sync::link::peer_key(b_id, b_device).0);
     assert!(st.get(meta, &peer_key).unwrap().is_some());
     assert!(!st.root_meta().unwrap().is_empty(), "the new record");
     assert!(st.tree_meta(meta).unwrap().is_empty());

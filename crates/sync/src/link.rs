@@ -152,7 +152,7 @@ impl Link {
 /// The id a peer's acknowledgements are kept under (`Replica::peers`): its key, or, for a
 /// peer that names its device, a hash of the key and the device, so that two devices on one
 /// key are two peers.
-fn peer_key(replica: AuthorId, device: Option<[u8; 16]>) -> AuthorId {
+pub fn peer_key(replica: AuthorId, device: Option<[u8; 16]>) -> AuthorId {
     match device {
         None => replica,
         Some(d) => {

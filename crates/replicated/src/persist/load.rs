@@ -38,7 +38,7 @@ impl State {
         if !has_state(store) {
             return Ok(());
         }
-        let identity = self.load_identity(store)?;
+        let (identity, device) = self.load_identity(store)?;
         // A database taking a new key (a copy, an import) drops the records its previous
         // author committed and did not seal: no key here can sign them. The database they were
         // written on seals and shares them; this one takes them back from it. `settle_key`
@@ -50,6 +50,9 @@ impl State {
                 .map_err(|e| corrupt("subscription", e))?;
         }
         let mut replica = Replica::in_memory(identity, config);
+        if let Some(d) = device {
+            replica.set_device(d);
+        }
         if let Some(o) = store.get(META, b"owner")? {
             let a: [u8; 32] = o.as_slice().try_into().map_err(|e| corrupt("owner", e))?;
             self.owner = Some(AuthorId(a));

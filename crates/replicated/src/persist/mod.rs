@@ -129,14 +129,37 @@ pub(crate) enum KeyFix {
     New { previous: AuthorId },
 }
 
-/// The key pair of a database with sync state, and what must be saved before it is used.
-fn identity_of(store: &dyn Storage, keys: &mut dyn KeyStore) -> Result<(Identity, Option<KeyFix>)> {
+/// A new name for this device of its key (`Replica::set_device`): made whenever a key pair is
+/// saved for the database, so that a database attached elsewhere (a copy, an import) or a key
+/// imported on another device is another device to its peers.
+fn new_device() -> [u8; 16] {
+    let mut d = [0; 16];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut d);
+    d
+}
+
+/// The device saved with the key pair (meta `device`), or None for a database saved before
+/// devices were named (its next new key names one).
+fn device_of(store: &dyn Storage) -> Result<Option<[u8; 16]>> {
+    match store.get(META, b"device")? {
+        None => Ok(None),
+        Some(b) => Ok(Some(
+            b.as_slice().try_into().map_err(|e| corrupt("device", e))?,
+        )),
+    }
+}
+
+/// The key pair of a database with sync state, the device it names, and what must be saved
+/// before it is used.
+type Loaded = (Identity, Option<[u8; 16]>, Option<KeyFix>);
+
+fn identity_of(store: &dyn Storage, keys: &mut dyn KeyStore) -> Result<Loaded> {
     if check_layout(store.get(META, b"layout")?)? == KEY_INSIDE {
         let b = store
             .get(META, b"identity")?
             .ok_or_else(|| corrupt("identity", "missing"))?;
         let identity = Identity::import(&b).map_err(|e| corrupt("identity", e))?;
-        return Ok((identity, Some(KeyFix::Migrate)));
+        return Ok((identity, Some(new_device()), Some(KeyFix::Migrate)));
     }
     let a = store
         .get(META, b"author")?
@@ -147,20 +170,30 @@ fn identity_of(store: &dyn Storage, keys: &mut dyn KeyStore) -> Result<(Identity
     if let Some(b) = keys.load()? {
         if let Ok(identity) = Identity::import(&b) {
             if identity.id() == author {
-                return Ok((identity, None));
+                return Ok((identity, device_of(store)?, None));
             }
         }
     }
     let fresh = Identity::generate(&mut rand_core::OsRng);
-    Ok((fresh, Some(KeyFix::New { previous: author })))
+    Ok((
+        fresh,
+        Some(new_device()),
+        Some(KeyFix::New { previous: author }),
+    ))
 }
 
-/// Saves `identity` as this database's: the secret to the key store, then its author in the
-/// meta tree, inside the caller's transaction (a crash before the commit leaves a key the
-/// database does not name, which the next attach replaces).
-fn save_key(store: &mut dyn Storage, keys: &mut dyn KeyStore, identity: &Identity) -> Result<()> {
+/// Saves `identity` as this database's: the secret to the key store, then its author and the
+/// device in the meta tree, inside the caller's transaction (a crash before the commit leaves a
+/// key the database does not name, which the next attach replaces).
+fn save_key(
+    store: &mut dyn Storage,
+    keys: &mut dyn KeyStore,
+    identity: &Identity,
+    device: &[u8; 16],
+) -> Result<()> {
     keys.save(&identity.export())?;
-    store.put(META, b"author", &identity.id().0)
+    store.put(META, b"author", &identity.id().0)?;
+    store.put(META, b"device", device)
 }
 
 /// Refuses a sync state of any layout but [`LAYOUT`] and [`KEY_INSIDE`] (`SYNC_LAYOUT`): a
@@ -188,29 +221,34 @@ fn check_layout(layout: Option<Vec<u8>>) -> Result<u8> {
     }
 }
 
-/// Creates the trees and saves `identity` (the key pair made at attach, or a new one), when
-/// the database has no sync state yet. Inside the caller's transaction.
+/// Creates the trees and saves `identity` (the key pair made at attach, or a new one) with a
+/// new device, when the database has no sync state yet. Inside the caller's transaction.
 pub(crate) fn create(
     store: &mut dyn Storage,
     keys: &mut dyn KeyStore,
     spare: Option<Identity>,
-) -> Result<Identity> {
+) -> Result<(Identity, [u8; 16])> {
     for t in [META, ROWS, LOG, WRITERS] {
         store.create_tree(t)?;
     }
     store.put(META, b"layout", &[LAYOUT])?;
     let identity = spare.unwrap_or_else(|| Identity::generate(&mut rand_core::OsRng));
-    save_key(store, keys, &identity)?;
-    Ok(identity)
+    let device = new_device();
+    save_key(store, keys, &identity, &device)?;
+    Ok((identity, device))
 }
 
 impl State {
     /// Reads the key pair of a database with sync state (from the key store, or for layout 5
-    /// from the file), noting in `key_fix` what must be saved before it is used.
-    pub(crate) fn load_identity(&mut self, store: &dyn Storage) -> Result<Identity> {
-        let (identity, fix) = identity_of(store, &mut *self.keys)?;
+    /// from the file) and the device it names, noting in `key_fix` what must be saved before it
+    /// is used.
+    pub(crate) fn load_identity(
+        &mut self,
+        store: &dyn Storage,
+    ) -> Result<(Identity, Option<[u8; 16]>)> {
+        let (identity, device, fix) = identity_of(store, &mut *self.keys)?;
         self.key_fix = fix;
-        Ok(identity)
+        Ok((identity, device))
     }
 
     /// Saves what `key_fix` says, inside the caller's transaction: a layout-5 key moved to the
@@ -227,7 +265,10 @@ impl State {
                 .replica
                 .as_ref()
                 .expect("invariant: a fix has a replica");
-            save_key(store, &mut *self.keys, replica.identity())?;
+            let device = replica
+                .device()
+                .expect("invariant: a fix names a new device");
+            save_key(store, &mut *self.keys, replica.identity(), &device)?;
             match &fix {
                 KeyFix::Migrate => {
                     store.delete(META, b"identity")?;
@@ -264,13 +305,14 @@ impl State {
     }
 }
 
-/// Replaces this database's key pair with `identity` (inside the caller's transaction).
+/// Replaces this database's key pair with `identity`, as a new device of that key (inside the
+/// caller's transaction).
 pub(crate) fn put_identity(
     store: &mut dyn Storage,
     keys: &mut dyn KeyStore,
     identity: &Identity,
 ) -> Result<()> {
-    save_key(store, keys, identity)
+    save_key(store, keys, identity, &new_device())
 }
 
 pub(crate) fn put_subscription(store: &mut dyn Storage, sub: &Subscription) -> Result<()> {

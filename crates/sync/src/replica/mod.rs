@@ -245,12 +245,17 @@ impl<S: RowStore> Replica<S> {
     pub fn id(&self) -> AuthorId {
         self.identity.id()
     }
-    /// Names this device of its key (kept by the host beside the key, not in the database, so
-    /// that a copied file or key gets another). Peers count the acknowledgements of each
-    /// device of one key apart: two devices on one key may hold two branches of its chains
-    /// (a fork), and compaction must wait for both (docs/sync.md sec. 8).
+    /// Names this device of its key (the host names a new one whenever a key is saved for a
+    /// database, so that a copied file or an imported key is another device). Peers count the
+    /// acknowledgements of each device of one key apart: two devices on one key may hold two
+    /// branches of its chains (a fork), and compaction must wait for both (docs/sync.md
+    /// sec. 8).
     pub fn set_device(&mut self, device: [u8; 16]) {
         self.device = Some(device);
+    }
+    /// Which device of its key this replica is, if its host named one.
+    pub fn device(&self) -> Option<[u8; 16]> {
+        self.device
     }
     pub fn identity(&self) -> &Identity {
         &self.identity
