@@ -112,8 +112,9 @@ impl Sync {
     /// secret key from `keys` (the host's key store: never the database file). Nothing is
     /// written until the first replicated commit or sync call, but for the key: a layout-5
     /// database's key moves from the file to `keys` (and the file's free pages are zeroed),
-    /// and a database whose author's key `keys` does not hold (a copy, an import) takes and
-    /// saves a new one (docs/sync.md 10b).
+    /// a database whose author's key `keys` does not hold (a copy, an import) takes and
+    /// saves a new one, and a database saved before devices were named saves a new device
+    /// (docs/sync.md 10b).
     pub fn attach(db: &mut Database, now: Clock, keys: Box<dyn KeyStore>) -> Result<Sync> {
         // A hook attached before may hold records the store does not (`State::defer`).
         db.flush()?;
@@ -143,8 +144,8 @@ impl Sync {
 
     /// Which device of its key this database is to its peers (docs/sync.md 10b): named anew
     /// whenever a key is saved for it (a new database, a copy attached elsewhere, `import_key`),
-    /// and kept in its file beside `author`. None for a database saved before devices were
-    /// named, until its next new key.
+    /// and kept in its file beside `author`; a database saved before devices were named is
+    /// named at attach (so this is always Some; the Option is the engine's `Replica::device`).
     pub fn device(&self, db: &mut Database) -> Result<Option<[u8; 16]>> {
         self.read(db, |st| Ok(st.replica().device()))
     }

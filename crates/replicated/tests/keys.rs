@@ -283,6 +283,57 @@ fn each_device_of_a_key_is_named_apart() {
     assert_eq!(copy.sync.device(&mut copy.db).unwrap(), Some(copied));
 }
 
+/// A database saved before devices were named (no meta `device`) is named when it is next
+/// opened for writing, keeps that name across reopens, and two copies of it (its file and its
+/// key store copied together, as a restored backup) become two peers to the devices they meet.
+#[test]
+fn a_database_saved_before_devices_were_named_gets_one() {
+    let (a, _b) = writer_and_peer();
+    let (bytes, keys) = a.close();
+    let store = Paged::open(OnDisk(MemoryFile::from_bytes(bytes)), Options::default()).unwrap();
+    let mut db = Database::open(Box::new(store)).unwrap();
+    let st = db.storage_mut();
+    st.begin().unwrap();
+    st.delete(META, b"device").unwrap();
+    st.commit().unwrap();
+    let old = db.into_storage().unwrap().export().unwrap();
+    let saved = |n: &mut Node| n.db.storage().get(META, b"device").unwrap();
+    let mut a = open(old.clone(), &keys);
+    let device = a.sync.device(&mut a.db).unwrap().expect("named at attach");
+    assert_eq!(
+        saved(&mut a),
+        Some(device.to_vec()),
+        "saved with the key's metadata"
+    );
+    let owner = a.id();
+    let (bytes, keys_a) = a.close();
+    assert_eq!(keys_a.get(), keys.get(), "the same key");
+    let mut a = open(bytes, &keys_a);
+    assert_eq!(a.sync.device(&mut a.db).unwrap(), Some(device), "kept");
+    assert_eq!(a.id(), owner);
+    // A second copy of the old file with a copy of its key store: the same author, another
+    // device, and a peer that meets both keeps them apart.
+    let keys_c = MemoryKeys::new();
+    keys_c.clone().save(&keys.get().unwrap()).unwrap();
+    let mut c = open(old, &keys_c);
+    assert_eq!(c.id(), owner);
+    let other = c.sync.device(&mut c.db).unwrap().expect("named at attach");
+    assert_ne!(other, device);
+    let mut p = new_node();
+    p.exec(TODO);
+    p.sync.set_owner(&mut p.db, owner).unwrap();
+    sync_pair(&mut a, &mut p);
+    sync_pair(&mut c, &mut p);
+    for d in [device, other] {
+        let mut key = b"peer/".to_vec();
+        key.extend_from_slice(&cairn_sync::link::peer_key(owner, Some(d)).0);
+        assert!(
+            p.db.storage().get(META, &key).unwrap().is_some(),
+            "each copy is a peer of its own"
+        );
+    }
+}
+
 #[test]
 fn export_key_and_import_key_move_an_identity() {
     let (mut a, _b) = writer_and_peer();

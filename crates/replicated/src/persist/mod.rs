@@ -127,6 +127,10 @@ pub(crate) enum KeyFix {
     /// The key store holds no key of the database's author (a copy, an import, a key file
     /// lost): the replica took a new one, to be saved.
     New { previous: AuthorId },
+    /// A database saved before devices were named (no meta `device`): the replica took a new
+    /// device name, to be saved beside `author`. Named at the first open for writing, so that
+    /// two copies of such a database (a file and its key store copied together) are two peers.
+    Device,
 }
 
 /// A new name for this device of its key (`Replica::set_device`): made whenever a key pair is
@@ -139,7 +143,7 @@ fn new_device() -> [u8; 16] {
 }
 
 /// The device saved with the key pair (meta `device`), or None for a database saved before
-/// devices were named (its next new key names one).
+/// devices were named (`identity_of` then names one, `KeyFix::Device`).
 fn device_of(store: &dyn Storage) -> Result<Option<[u8; 16]>> {
     match store.get(META, b"device")? {
         None => Ok(None),
@@ -170,7 +174,10 @@ fn identity_of(store: &dyn Storage, keys: &mut dyn KeyStore) -> Result<Loaded> {
     if let Some(b) = keys.load()? {
         if let Ok(identity) = Identity::import(&b) {
             if identity.id() == author {
-                return Ok((identity, device_of(store)?, None));
+                return Ok(match device_of(store)? {
+                    Some(d) => (identity, Some(d), None),
+                    None => (identity, Some(new_device()), Some(KeyFix::Device)),
+                });
             }
         }
     }
@@ -252,8 +259,8 @@ impl State {
     }
 
     /// Saves what `key_fix` says, inside the caller's transaction: a layout-5 key moved to the
-    /// key store (the free pages that held it are then owed a zeroing, `erase_owed`), or a new
-    /// key made for a database whose author's key is not here. A new author of a database its
+    /// key store (the free pages that held it are then owed a zeroing, `erase_owed`), a device
+    /// named for a database saved before devices were, or a new key made for a database whose author's key is not here. A new author of a database its
     /// previous author wrote to keeps writing to that author's scopes (meta `owner`, unless one
     /// is set), as a writer the owner must list.
     pub(crate) fn settle_key(&mut self, store: &mut dyn Storage) -> Result<()> {
@@ -268,13 +275,16 @@ impl State {
             let device = replica
                 .device()
                 .expect("invariant: a fix names a new device");
-            save_key(store, &mut *self.keys, replica.identity(), &device)?;
             match &fix {
+                // The key store already holds this key: only its device is new.
+                KeyFix::Device => store.put(META, b"device", &device)?,
                 KeyFix::Migrate => {
+                    save_key(store, &mut *self.keys, replica.identity(), &device)?;
                     store.delete(META, b"identity")?;
                     store.put(META, b"layout", &[LAYOUT])?;
                 }
                 KeyFix::New { previous } => {
+                    save_key(store, &mut *self.keys, replica.identity(), &device)?;
                     let wrote = replica
                         .chains()
                         .any(|((a, s), _)| a == previous || s.owner == *previous);
