@@ -22,6 +22,7 @@
 //! postings, NEAR groups keep the instances that lie within reach, the boolean tree gives
 //! the rows, and `rank.rs` scores them and builds `highlight()` and `snippet()`.
 
+mod expected;
 mod porter;
 pub(crate) mod query;
 mod rank;
@@ -31,8 +32,9 @@ pub(crate) mod tokenize;
 use crate::error::{Error, Result};
 use crate::parse::ast;
 use crate::schema::{quote_ident, Catalog, Key, Table};
-use crate::storage::{Storage, StorageCore, TreeId};
+use crate::storage::{Storage, TreeId};
 use crate::Value;
+use cairn_store::hash::FastMap;
 use cairn_value::codec::decode_record;
 use query::{Node, Query};
 use std::collections::BTreeMap;
@@ -332,7 +334,12 @@ pub fn index_row(
     row: &[Value],
     add: bool,
 ) -> Result<()> {
-    let mut terms: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
+    // The row's terms in the order first met, each with its hits, found through a map of the
+    // engine's common layout (bytes to `usize`): a `BTreeMap<String, _>` would be a copy of
+    // std's B-tree code of its own. The order the postings are written in changes nothing
+    // of what they hold.
+    let mut at: FastMap<Vec<u8>, usize> = FastMap::default();
+    let mut terms: Vec<(String, Vec<(u32, u32)>)> = Vec::new();
     let mut sizes = vec![0u64; f.columns.len()];
     for (c, &s) in f.src.iter().enumerate() {
         if f.unindexed & (1 << c) != 0 {
@@ -343,7 +350,17 @@ pub fn index_row(
         };
         let mut pos = 0u32;
         f.tok.each(&text, &mut |t| {
-            terms.entry(t.term).or_default().push((c as u32, pos));
+            let i = match at.get(t.term.as_bytes()) {
+                Some(&i) => i,
+                None => {
+                    at.insert(t.term.as_bytes().to_vec(), terms.len());
+                    terms.push((t.term, Vec::new()));
+                    terms.len() - 1
+                }
+            };
+            if let Some((_, hits)) = terms.get_mut(i) {
+                hits.push((c as u32, pos));
+            }
             pos += 1;
         });
         sizes[c] = u64::from(pos);
@@ -456,7 +473,7 @@ pub fn rebuild(store: &mut dyn Storage, f: &Fts) -> Result<()> {
 
 /// Problems found comparing the index of `f` with what indexing its content gives
 /// (`Database::check`, the `'integrity-check'` command): empty when they agree. The index
-/// expected is built in a memory store beside the database.
+/// expected is built beside the database (`expected::Expected`).
 pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
     let read = |store: &dyn Storage, tree: TreeId| -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
@@ -466,10 +483,7 @@ pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
         }
         Ok(out)
     };
-    let mut mem = crate::storage::Memory::new();
-    mem.begin()?;
-    mem.create_tree(f.tree)?;
-    mem.create_tree(f.docs())?;
+    let mut mem = expected::Expected::default();
     if let Some(ct) = f.content_tree {
         let mut cur = store.scan(ct, Bound::Unbounded, Bound::Unbounded, false)?;
         while cur.next()? {
@@ -478,13 +492,13 @@ pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
         }
     }
     let mut problems = Vec::new();
-    if read(store, f.tree)? != read(&mem, f.tree)? {
+    if !mem.same(f.tree, &read(store, f.tree)?) {
         problems.push(format!(
             "full-text index {}: its postings differ from its content's",
             f.name
         ));
     }
-    if read(store, f.docs())? != read(&mem, f.docs())? {
+    if !mem.same(f.docs(), &read(store, f.docs())?) {
         problems.push(format!(
             "full-text index {}: its row sizes or term counts differ from its content's",
             f.name
