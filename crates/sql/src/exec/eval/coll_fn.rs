@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use cairn_value::coll::{elem_cmp, fits, map_text, set_text};
 use cairn_value::Value;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 
 /// A JSON value as a set's element or a map's value: scalars only.
 fn scalar(j: &J, what: &str) -> Result<Value> {
@@ -53,22 +52,40 @@ pub fn set_elems(v: &Value) -> Result<Vec<Value>> {
     Ok(out)
 }
 
+/// A map's entries in key order (UTF-8 byte order), each key once. A sorted list rather than a
+/// `BTreeMap<String, Value>`: each map type is its own copy of std's B-tree code, and no other
+/// map of the engine has this one's.
+pub type Entries = Vec<(String, Value)>;
+
 /// The entries of a map's value: NULL is the empty map; of a key written twice, the first.
-pub fn map_entries(v: &Value) -> Result<BTreeMap<String, Value>> {
+pub fn map_entries(v: &Value) -> Result<Entries> {
     let text = match v {
-        Value::Null => return Ok(BTreeMap::new()),
+        Value::Null => return Ok(Vec::new()),
         Value::Text(t) => t,
         _ => return Err(Error::Type("a map is a JSON object (TEXT)".into())),
     };
     let J::Obj(members) = parsed(text)? else {
         return Err(Error::Type("a map is a JSON object".into()));
     };
-    let mut out = BTreeMap::new();
-    for (k, j) in &members {
-        let x = scalar(j, "a map")?;
-        out.entry(json::unescape(k)).or_insert(x);
+    let mut all = Vec::with_capacity(members.len());
+    for (i, (k, j)) in members.iter().enumerate() {
+        all.push((json::unescape(k), i, scalar(j, "a map")?));
+    }
+    // The store's heapsort is not stable: the position breaks ties, so the first of a key
+    // written twice comes first and is the one kept.
+    cairn_store::sort::sort_by(&mut all, |a, b| (&a.0, a.1) < (&b.0, b.1));
+    let mut out: Entries = Vec::with_capacity(all.len());
+    for (k, _, x) in all {
+        if out.last().is_none_or(|l| l.0 != k) {
+            out.push((k, x));
+        }
     }
     Ok(out)
+}
+
+/// Where `k` is in `entries`, or where it would go.
+fn find(entries: &[(String, Value)], k: &str) -> std::result::Result<usize, usize> {
+    entries.binary_search_by(|e| e.0.as_str().cmp(k))
 }
 
 fn key(v: &Value) -> Result<String> {
@@ -96,13 +113,13 @@ pub fn set_edit(s: &Value, v: &Value, add: bool) -> Result<Value> {
 pub fn map_edit(m: &Value, k: &Value, v: Option<&Value>) -> Result<Value> {
     let mut entries = map_entries(m)?;
     let k = key(k)?;
-    match v {
-        Some(v) => {
-            entries.insert(k, element(v, "a map")?);
+    match (find(&entries, &k), v) {
+        (Ok(i), Some(v)) => entries[i].1 = element(v, "a map")?,
+        (Err(i), Some(v)) => entries.insert(i, (k, element(v, "a map")?)),
+        (Ok(i), None) => {
+            entries.remove(i);
         }
-        None => {
-            entries.remove(&k);
-        }
+        (Err(_), None) => {}
     }
     Ok(Value::Text(map_text(
         entries.iter().map(|(k, v)| (k.as_str(), v)),
@@ -146,22 +163,62 @@ pub fn set_diff(old: &[Value], new: &[Value], f: &mut dyn FnMut(Edit)) {
 
 /// Calls `f` with each key `new` sets to another value than `old` holds (`Set`), and each
 /// key `old` has and `new` has not (`Unset`), in key order.
-pub fn map_diff(
-    old: &BTreeMap<String, Value>,
-    new: &BTreeMap<String, Value>,
-    f: &mut dyn FnMut(Edit),
-) {
+pub fn map_diff(old: &[(String, Value)], new: &[(String, Value)], f: &mut dyn FnMut(Edit)) {
     for (k, v) in new {
-        let same = old
-            .get(k)
-            .is_some_and(|o| crate::exec::capture::same_value(o, v));
+        let same = find(old, k).is_ok_and(|i| crate::exec::capture::same_value(&old[i].1, v));
         if !same {
             f(Edit::Set(k, v));
         }
     }
-    for k in old.keys() {
-        if !new.contains_key(k) {
+    for (k, _) in old {
+        if find(new, k).is_err() {
             f(Edit::Unset(k));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.into())
+    }
+
+    #[test]
+    fn map_entries_sort_keys_and_keep_the_first_of_a_key_written_twice() {
+        let e = map_entries(&text(r#"{"b":1,"a":2,"b":3,"\u0061":4,"c":null}"#)).unwrap();
+        let keys: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+        assert_eq!(e[0].1, Value::Integer(2));
+        assert_eq!(e[1].1, Value::Integer(1));
+        assert!(map_entries(&Value::Null).unwrap().is_empty());
+        assert!(map_entries(&text("[1]")).is_err());
+    }
+
+    #[test]
+    fn map_edit_sets_replaces_and_removes_in_key_order() {
+        let m = text(r#"{"b":1,"d":2}"#);
+        let set =
+            |m: &Value, k: &str, v: i64| map_edit(m, &text(k), Some(&Value::Integer(v))).unwrap();
+        assert_eq!(set(&m, "c", 3), text(r#"{"b":1,"c":3,"d":2}"#));
+        assert_eq!(set(&m, "a", 3), text(r#"{"a":3,"b":1,"d":2}"#));
+        assert_eq!(set(&m, "e", 3), text(r#"{"b":1,"d":2,"e":3}"#));
+        assert_eq!(set(&m, "d", 5), text(r#"{"b":1,"d":5}"#));
+        assert_eq!(map_edit(&m, &text("b"), None).unwrap(), text(r#"{"d":2}"#));
+        assert_eq!(map_edit(&m, &text("x"), None).unwrap(), m);
+    }
+
+    #[test]
+    fn map_diff_sets_changed_keys_and_unsets_gone_ones() {
+        let old = map_entries(&text(r#"{"a":1,"b":2,"c":3}"#)).unwrap();
+        let new = map_entries(&text(r#"{"b":2,"c":4,"d":5}"#)).unwrap();
+        let mut seen = Vec::new();
+        map_diff(&old, &new, &mut |e| match e {
+            Edit::Set(k, v) => seen.push(format!("set {k} {v:?}")),
+            Edit::Unset(k) => seen.push(format!("unset {k}")),
+            _ => {}
+        });
+        assert_eq!(seen, ["set c Integer(4)", "set d Integer(5)", "unset a"]);
     }
 }
