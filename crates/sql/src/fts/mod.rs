@@ -37,7 +37,6 @@ use crate::Value;
 use cairn_store::hash::FastMap;
 use cairn_value::codec::decode_record;
 use query::{Node, Query};
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::rc::Rc;
 use tokenize::Tokenizer;
@@ -510,15 +509,23 @@ pub fn verify(store: &dyn Storage, f: &Fts) -> Result<Vec<String>> {
 /// Every row of `term` in the postings (or of each term it is a prefix of, or within its
 /// edits): rowid to (column, position) pairs, sorted.
 fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances> {
-    let mut out = Instances::new();
-    // One term's rows come in key order, each once, its hits in (column, position) order:
-    // they need no merge or sort. Several terms' are merged.
-    let read_range = |lo: Vec<u8>, hi: Vec<u8>, one_term: bool, out: &mut Instances| {
+    // One term's rows come in key order, each once, its hits in (column, position) order: a
+    // run that needs no sort. Several terms' runs (a prefix's, a typo's) are merged.
+    let mut runs: Vec<Vec<Row>> = Vec::new();
+    let mut read_range = |lo: Vec<u8>, hi: Vec<u8>| {
         let mut cur = store.scan(f.tree, Bound::Included(&lo), Bound::Excluded(&hi), false)?;
         let mut list = Vec::new();
+        let mut term: Vec<u8> = Vec::new();
         while cur.next()? {
             let k = cur.key();
             let z = k.iter().position(|&b| b == 0).ok_or_else(corrupt)?;
+            if k[..z] != term[..] {
+                if !list.is_empty() {
+                    runs.push(std::mem::take(&mut list));
+                }
+                term.clear();
+                term.extend_from_slice(&k[..z]);
+            }
             let v = cur.value();
             let mut hits = Vec::new();
             let mut i = 0;
@@ -534,23 +541,8 @@ fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances
             }
             list.push((k[z + 1..].to_vec(), hits));
         }
-        if one_term && out.is_empty() {
-            // Inserted in key order (a collect would sort them again, and bring its own sort
-            // into the module).
-            for (rowid, hits) in list {
-                out.insert(rowid, hits);
-            }
-        } else {
-            for (rowid, mut hits) in list {
-                let all = out.entry(rowid).or_default();
-                if all.is_empty() {
-                    *all = hits;
-                } else {
-                    all.append(&mut hits);
-                    cairn_store::sort::sort(all);
-                    all.dedup();
-                }
-            }
+        if !list.is_empty() {
+            runs.push(list);
         }
         Ok::<(), Error>(())
     };
@@ -576,24 +568,136 @@ fn term_hits(store: &dyn Storage, f: &Fts, t: &query::QTerm) -> Result<Instances
             lo.push(0);
             let mut hi = term;
             hi.push(1);
-            read_range(lo, hi, true, &mut out)?;
+            read_range(lo, hi)?;
         }
     } else if t.prefix {
         let mut hi = text.to_vec();
         hi.push(0xff);
-        read_range(text.to_vec(), hi, false, &mut out)?;
+        read_range(text.to_vec(), hi)?;
     } else {
         let mut lo = text.to_vec();
         lo.push(0);
         let mut hi = text.to_vec();
         hi.push(1);
-        read_range(lo, hi, true, &mut out)?;
+        read_range(lo, hi)?;
     }
-    Ok(out)
+    // Merged two by two, as a merge sort's rounds: each row moves once a round, and there are
+    // log2(runs) rounds.
+    while runs.len() > 1 {
+        let mut next = Vec::with_capacity(runs.len().div_ceil(2));
+        let mut it = runs.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => merge_runs(a, b),
+                None => a,
+            });
+        }
+        runs = next;
+    }
+    Ok(Instances(runs.pop().unwrap_or_default()))
 }
 
-/// A phrase's instances: rowid to (column, first position), within its columns.
-type Instances = BTreeMap<Doc, Vec<(u32, u32)>>;
+/// A row's hits: (column, position) pairs, sorted.
+type Row = (Doc, Vec<(u32, u32)>);
+
+/// Two runs of rows in rowid order as one, the hits of a row in both joined.
+fn merge_runs(a: Vec<Row>, b: Vec<Row>) -> Vec<Row> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    let (mut x, mut y) = (a.next(), b.next());
+    loop {
+        match (x.take(), y.take()) {
+            (Some(p), Some(q)) => match p.0.cmp(&q.0) {
+                std::cmp::Ordering::Less => {
+                    out.push(p);
+                    (x, y) = (a.next(), Some(q));
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push(q);
+                    (x, y) = (Some(p), b.next());
+                }
+                std::cmp::Ordering::Equal => {
+                    let (rowid, mut hits) = p;
+                    let mut more = q.1;
+                    hits.append(&mut more);
+                    cairn_store::sort::sort(&mut hits);
+                    hits.dedup();
+                    out.push((rowid, hits));
+                    (x, y) = (a.next(), b.next());
+                }
+            },
+            (Some(p), None) => {
+                out.push(p);
+                out.extend(a);
+                break;
+            }
+            (None, Some(q)) => {
+                out.push(q);
+                out.extend(b);
+                break;
+            }
+            (None, None) => break,
+        }
+    }
+    out
+}
+
+/// A phrase's instances: rowid to (column, first position), within its columns, in rowid
+/// order. A sorted list rather than a `BTreeMap<Doc, _>`, which would be a copy of std's
+/// B-tree code of its own: the rows of a term come from the postings in rowid order, so each
+/// is pushed at the end, and several terms' are merged as sorted runs (`term_hits`).
+#[derive(Clone, Default)]
+pub struct Instances(Vec<Row>);
+
+impl Instances {
+    fn new() -> Self {
+        Instances(Vec::new())
+    }
+
+    fn at(&self, rowid: &[u8]) -> std::result::Result<usize, usize> {
+        self.0.binary_search_by(|e| e.0.as_slice().cmp(rowid))
+    }
+
+    pub fn get(&self, rowid: &[u8]) -> Option<&Vec<(u32, u32)>> {
+        self.at(rowid)
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .map(|e| &e.1)
+    }
+
+    fn contains_key(&self, rowid: &[u8]) -> bool {
+        self.at(rowid).is_ok()
+    }
+
+    /// Sets the instances of `rowid`: a push when it is past the last row, as it is when
+    /// rows are added in order.
+    fn insert(&mut self, rowid: Doc, hits: Vec<(u32, u32)>) {
+        if self.0.last().is_none_or(|l| l.0 < rowid) {
+            self.0.push((rowid, hits));
+            return;
+        }
+        match self.at(&rowid) {
+            Ok(i) => self.0[i].1 = hits,
+            Err(i) => self.0.insert(i, (rowid, hits)),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &Doc> {
+        self.0.iter().map(|e| &e.0)
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Vec<(u32, u32)>> {
+        self.0.iter_mut().map(|e| &mut e.1)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Doc, &mut Vec<(u32, u32)>) -> bool) {
+        self.0.retain_mut(|(k, v)| keep(k, v));
+    }
+}
 
 fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<Instances> {
     let mut out = Instances::new();
@@ -614,7 +718,7 @@ fn phrase_instances(store: &dyn Storage, f: &Fts, p: &query::Phrase) -> Result<I
     for t in &p.terms[1..] {
         lists.push(term_hits(store, f, t)?);
     }
-    for (rowid, hits) in &lists[0] {
+    for (rowid, hits) in &lists[0].0 {
         let rest: Option<Vec<&Vec<(u32, u32)>>> = lists[1..].iter().map(|l| l.get(rowid)).collect();
         let Some(rest) = rest else { continue };
         let inst: Vec<(u32, u32)> = hits
@@ -690,7 +794,7 @@ pub fn search(store: &dyn Storage, f: &Fts, q: &Query) -> Result<Found> {
             ..t.clone()
         };
         let exact = term_hits(store, f, &exact)?;
-        fuzzy.extend(rows.iter().filter(|r| !exact.contains_key(*r)).cloned());
+        fuzzy.extend(rows.iter().filter(|r| !exact.contains_key(r)).cloned());
     }
     cairn_store::sort::sort(&mut fuzzy);
     fuzzy.dedup();
@@ -729,10 +833,12 @@ fn restrict(e: &Eval, allowed: &[Doc], raw: &[Instances], kept: &mut [Instances]
     let here = intersect(allowed, e.rows());
     match e {
         Eval::Leaf([p], _) => {
-            kept[*p] = here
-                .into_iter()
-                .filter_map(|r| raw[*p].get(&r).map(|i| (r, i.clone())))
-                .collect();
+            // `here` is in rowid order, as the instances are kept.
+            kept[*p] = Instances(
+                here.into_iter()
+                    .filter_map(|r| raw[*p].get(&r).map(|i| (r, i.clone())))
+                    .collect(),
+            );
         }
         Eval::Leaf(group, _) => {
             for &p in group.iter() {
@@ -1089,5 +1195,56 @@ impl crate::Database {
             }
             Ok(())
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: u8, hits: &[(u32, u32)]) -> Row {
+        (vec![id], hits.to_vec())
+    }
+
+    #[test]
+    fn merged_runs_keep_rowid_order_and_join_a_rows_hits() {
+        let a = vec![
+            row(1, &[(0, 1)]),
+            row(3, &[(0, 5), (1, 0)]),
+            row(7, &[(0, 0)]),
+        ];
+        let b = vec![
+            row(2, &[(0, 2)]),
+            row(3, &[(0, 1), (0, 5)]),
+            row(9, &[(1, 1)]),
+        ];
+        let m = merge_runs(a, b);
+        assert_eq!(
+            m,
+            vec![
+                row(1, &[(0, 1)]),
+                row(2, &[(0, 2)]),
+                row(3, &[(0, 1), (0, 5), (1, 0)]),
+                row(7, &[(0, 0)]),
+                row(9, &[(1, 1)]),
+            ]
+        );
+        assert_eq!(merge_runs(Vec::new(), m.clone()), m);
+        assert_eq!(merge_runs(m.clone(), Vec::new()), m);
+    }
+
+    #[test]
+    fn instances_insert_in_order_or_not() {
+        let mut i = Instances::new();
+        i.insert(vec![5], vec![(0, 0)]);
+        i.insert(vec![9], vec![(0, 1)]);
+        i.insert(vec![1], vec![(0, 2)]);
+        i.insert(vec![5], vec![(0, 3)]);
+        assert_eq!(
+            i.keys().cloned().collect::<Vec<_>>(),
+            vec![vec![1], vec![5], vec![9]]
+        );
+        assert_eq!(i.get(&[5]), Some(&vec![(0, 3)]));
+        assert!(i.get(&[4]).is_none() && !i.contains_key(&[4]) && i.contains_key(&[9]));
     }
 }
