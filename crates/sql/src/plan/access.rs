@@ -75,10 +75,13 @@ pub(super) fn group_slots(
 
 /// Chooses each level's access path and splits its needed columns into those its filters
 /// read first and the rest; returns whether the first level's access yields `first_order`.
+/// Without `outer_keys`, a condition that reads an enclosing query's row serves no key or
+/// index (the build side of a hash semi-join, see `join::adaptive_semi_join`).
 pub(super) fn choose_accesses(
     levels: &mut [Level],
     needed: &[Vec<bool>],
     first_order: Option<&[(usize, bool, bool)]>,
+    outer_keys: bool,
 ) -> bool {
     let mut order_served = false;
     for li in 0..levels.len() {
@@ -87,6 +90,7 @@ pub(super) fn choose_accesses(
             li,
             &needed[li],
             if li == 0 { first_order } else { None },
+            outer_keys,
         );
         if li == 0 {
             order_served = served;
@@ -264,6 +268,7 @@ pub(super) fn choose_access(
     li: usize,
     needed: &[bool],
     order: Option<&[(usize, bool, bool)]>,
+    outer_keys: bool,
 ) -> (Access, bool, Vec<usize>) {
     let lvl = &levels[li];
     // Each usable conjunct with its position in the level's filters.
@@ -271,6 +276,7 @@ pub(super) fn choose_access(
         .filters
         .iter()
         .enumerate()
+        .filter(|(_, f)| outer_keys || !walk::reads_outer(f))
         .filter_map(|(i, f)| usable(f, levels, li).map(|u| (i, u)))
         .collect();
     let table = match &lvl.source {

@@ -307,9 +307,23 @@ impl Planner<'_> {
             }
             Expr::Exists { query, negated } => {
                 let mut q = self.subquery(query)?;
-                match super::join::semi_join(&mut q) {
-                    Some((slot, la, lb)) => PExpr::SemiHash(slot, Rc::new(q), *negated, la, lb),
-                    None => PExpr::Exists(Rc::new(q), *negated),
+                if let Some((slot, la, lb)) = super::join::semi_join(&mut q) {
+                    PExpr::SemiHash(slot, Rc::new(q), *negated, la, lb, None)
+                } else if super::join::probes_outer(&q) {
+                    // A key or index serves the equality: planned again without it, as the
+                    // build side of a hash semi-join the execution may switch to.
+                    self.semi_build = true;
+                    let b = self.subquery(query);
+                    self.semi_build = false;
+                    let mut b = b?;
+                    match super::join::semi_join(&mut b) {
+                        Some((slot, la, lb)) => {
+                            PExpr::SemiHash(slot, Rc::new(b), *negated, la, lb, Some(Rc::new(q)))
+                        }
+                        None => PExpr::Exists(Rc::new(q), *negated),
+                    }
+                } else {
+                    PExpr::Exists(Rc::new(q), *negated)
                 }
             }
             Expr::Subquery(q) => {

@@ -25,7 +25,14 @@ fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
     walk(e, &mut |x| match x {
         PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
         PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
-        PExpr::SemiHash(_, q, ..) => out.push(("HASH SEMI-JOIN: EXISTS", q.clone())),
+        PExpr::SemiHash(_, q, .., None) => out.push(("HASH SEMI-JOIN: EXISTS", q.clone())),
+        PExpr::SemiHash(_, q, .., Some(exact)) => {
+            out.push(("ADAPTIVE SEMI-JOIN: EXISTS", exact.clone()));
+            out.push((
+                "THEN, ONCE THOSE RUNS COST ABOUT ITS BUILD: HASH SEMI-JOIN",
+                q.clone(),
+            ));
+        }
         PExpr::Scalar(q) => out.push(("SCALAR", q.clone())),
         _ => {}
     });

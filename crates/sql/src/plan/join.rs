@@ -1,7 +1,7 @@
 //! Join order, and the placement of each WHERE and ON conjunct on a join level.
 
 use crate::parse::ast::BinOp;
-use crate::plan::walk::{has_subquery, slots, walk};
+use crate::plan::walk::{has_subquery, reads_outer, slots, walk};
 use crate::plan::*;
 use crate::types::Affinity;
 
@@ -205,6 +205,31 @@ pub(crate) fn semi_join(q: &mut QueryPlan) -> Option<(usize, Affinity, Affinity)
     q.correlated = false;
     q.memo = None;
     Some((slot, la, lb))
+}
+
+/// Whether a correlated subquery reads its one table through a key or an index probed with
+/// the enclosing query's values (where [`semi_join`] finds no equality left among the filters).
+/// Such a subquery runs as an adaptive hash semi-join: per outer row while those runs cost
+/// less than the build, then from a set built once (`exec::eval`, `SemiHash`). In a
+/// competitive sense (the ski-rental argument) this costs at most about twice the better of
+/// the two plans, without knowing the outer row count in advance.
+pub(crate) fn probes_outer(q: &QueryPlan) -> bool {
+    let Body::Core(c) = &q.body else {
+        return false;
+    };
+    match &c.levels[..] {
+        [Level {
+            source: Source::Table(_),
+            access:
+                Access::Index {
+                    probes,
+                    sub_probe: None,
+                    ..
+                },
+            ..
+        }] => q.correlated && probes.iter().flatten().any(reads_outer),
+        _ => false,
+    }
 }
 
 /// Where [`semi_join`]'s equality is among the level's filters, the outer slot, and the

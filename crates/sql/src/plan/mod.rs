@@ -68,7 +68,17 @@ pub enum PExpr {
     /// `EXISTS (SELECT ... WHERE inner = outer.col)` as a hash semi-join ([`join::semi_join`]):
     /// the outer column's slot, the subquery without that equality (yielding `inner`, run once
     /// into a set), negated, the affinity applied to the outer value, and to the inner values.
-    SemiHash(usize, Rc<QueryPlan>, bool, Affinity, Affinity),
+    /// Last, when a key or an index serves the equality, the subquery as planned with it: run
+    /// per outer row until those runs have cost about what the set costs to build, so a few
+    /// outer rows stay a few lookups and many become one scan ([`join::adaptive_semi_join`]).
+    SemiHash(
+        usize,
+        Rc<QueryPlan>,
+        bool,
+        Affinity,
+        Affinity,
+        Option<Rc<QueryPlan>>,
+    ),
     Scalar(Rc<QueryPlan>),
     Like {
         expr: Box<PExpr>,

@@ -87,6 +87,9 @@ pub struct Planner<'c> {
     /// ([`QueryPlan::memo`]): a call whose result varies (`random()`, the clock), a compound
     /// body, a LIMIT or OFFSET that names a column.
     pub(super) unmemoizable: u32,
+    /// The next core planned is a hash semi-join's build side: its conditions on an enclosing
+    /// query's row serve no key or index (see `join::adaptive_semi_join`).
+    pub(super) semi_build: bool,
 }
 
 /// A FROM source as `Planner::plan_from_source` plans it: the source, its name in the query,
@@ -103,6 +106,7 @@ impl<'c> Planner<'c> {
             read: Vec::new(),
             foreign_keys: false,
             unmemoizable: 0,
+            semi_build: false,
         }
     }
 
@@ -452,6 +456,8 @@ impl<'c> Planner<'c> {
     }
 
     fn core_query_in_scope(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
+        // Taken first: the cores of subqueries planned on the way are not the build side.
+        let semi_build = std::mem::take(&mut self.semi_build);
         let (mut levels, frame_len, on_conds) = self.bind_from(c)?;
         let items = self.output_items(c)?;
         let mut conjuncts = self.conjuncts(c.where_.as_ref(), &on_conds)?;
@@ -512,7 +518,7 @@ impl<'c> Planner<'c> {
         } else {
             order_slots.as_deref()
         };
-        let order_served = choose_accesses(&mut levels, &needed, first_order);
+        let order_served = choose_accesses(&mut levels, &needed, first_order, !semi_build);
 
         let (limit, offset) = self.limits(q)?;
         let mut ordered = order_served && !c.distinct && !is_agg && window.is_none();

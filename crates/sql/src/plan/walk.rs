@@ -86,6 +86,13 @@ pub(crate) fn has_subquery(e: &PExpr) -> bool {
     found
 }
 
+/// Whether `e` reads an enclosing query's row (outside any subquery of its own).
+pub(super) fn reads_outer(e: &PExpr) -> bool {
+    let mut found = false;
+    walk(e, &mut |x| found |= matches!(x, PExpr::Outer(..)));
+    found
+}
+
 /// [`Core::moves`] for a query without aggregates. A subquery in `project` may read the frame
 /// as its outer row, so none is moved then.
 pub(super) fn movable(levels: &[Level], project: &[PExpr], agg: bool) -> u64 {

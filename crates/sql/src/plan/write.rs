@@ -257,7 +257,8 @@ impl<'c> Planner<'c> {
             topk: None,
         };
         let needed = vec![true; width];
-        let (access, _, consumed) = choose_access(std::slice::from_ref(&lvl), 0, &needed, None);
+        let (access, _, consumed) =
+            choose_access(std::slice::from_ref(&lvl), 0, &needed, None, true);
         lvl.access = access;
         remove_consumed(&mut lvl.filters, consumed);
         if let Access::Index { covering, .. } = &mut lvl.access {

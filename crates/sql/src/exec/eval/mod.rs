@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::exec;
 use crate::exec::eval::func::call;
 use crate::parse::ast::BinOp;
-use crate::plan::{PExpr, QueryPlan};
+use crate::plan::{Access, Body, PExpr, QueryPlan, Source};
 use crate::storage::Storage;
 use crate::types::{self, apply_affinity, arith, to_text, truth, Affinity};
 use cairn_store::hash::FastMap;
@@ -479,50 +479,15 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             let x = apply_affinity(eval(a, row, cx)?.into_owned(), *la);
             Cow::Owned(in_subquery(&x, q, *neg, *lb, row, cx)?)
         }
-        PExpr::Exists(q, neg) => {
-            let memo = memo_key(q, row, cx)?;
-            let found = match cached(q, cx)? {
-                Some(Cached::Value(v)) => !v.is_null(),
-                _ if memo.is_some() => {
-                    let k = memo.expect("invariant: checked");
-                    match memo_get(q, &k, cx) {
-                        Some(v) => !v.is_null(),
-                        None => {
-                            let mut found = false;
-                            exec::run_query(q, &cx.nested(row), &mut |_| {
-                                found = true;
-                                Ok(false)
-                            })?;
-                            let v = if found {
-                                Value::Integer(1)
-                            } else {
-                                Value::Null
-                            };
-                            memo_put(q, k, v, cx);
-                            found
-                        }
-                    }
+        PExpr::Exists(q, neg) => Cow::Owned(Value::Integer((exists(q, row, cx)? != *neg) as i64)),
+        PExpr::SemiHash(slot, q, neg, la, lb, exact) => {
+            if let Some(e) = exact {
+                if !hashed(q, e, cx)? {
+                    return Ok(Cow::Owned(Value::Integer(
+                        (exists(e, row, cx)? != *neg) as i64,
+                    )));
                 }
-                _ => {
-                    let mut found = false;
-                    exec::run_query(q, &cx.nested(row), &mut |_| {
-                        found = true;
-                        Ok(false)
-                    })?;
-                    if !q.correlated {
-                        let v = if found {
-                            Value::Integer(1)
-                        } else {
-                            Value::Null
-                        };
-                        cx.cache.borrow_mut().insert(key_of(q), Cached::Value(v));
-                    }
-                    found
-                }
-            };
-            Cow::Owned(Value::Integer((found != *neg) as i64))
-        }
-        PExpr::SemiHash(slot, q, neg, la, lb) => {
+            }
             // The outer column as the subquery's `Outer(1, slot)` reads it (see `memo_key`).
             let v = cx.regroup.unwrap_or(row).get(*slot).unwrap_or(&Value::Null);
             // x IN set is 1, 0 or NULL; EXISTS is true only for 1 (a NULL matches nothing).
@@ -733,6 +698,99 @@ fn cached(q: &QueryPlan, cx: &Cx) -> Result<Option<Cached>> {
     })
 }
 
+/// Whether a subquery yields a row (`EXISTS`), through its memo or its cached result when it
+/// has one.
+fn exists(q: &Rc<QueryPlan>, row: &[Value], cx: &Cx) -> Result<bool> {
+    let memo = memo_key(q, row, cx)?;
+    Ok(match cached(q, cx)? {
+        Some(Cached::Value(v)) => !v.is_null(),
+        _ if memo.is_some() => {
+            let k = memo.expect("invariant: checked");
+            match memo_get(q, &k, cx) {
+                Some(v) => !v.is_null(),
+                None => {
+                    let mut found = false;
+                    exec::run_query(q, &cx.nested(row), &mut |_| {
+                        found = true;
+                        Ok(false)
+                    })?;
+                    let v = if found {
+                        Value::Integer(1)
+                    } else {
+                        Value::Null
+                    };
+                    memo_put(q, k, v, cx);
+                    found
+                }
+            }
+        }
+        _ => {
+            let mut found = false;
+            exec::run_query(q, &cx.nested(row), &mut |_| {
+                found = true;
+                Ok(false)
+            })?;
+            if !q.correlated {
+                let v = if found {
+                    Value::Integer(1)
+                } else {
+                    Value::Null
+                };
+                cx.cache.borrow_mut().insert(key_of(q), Cached::Value(v));
+            }
+            found
+        }
+    })
+}
+
+/// An adaptive hash semi-join's switch ([`PExpr::SemiHash`] with its exact plan `e`): whether
+/// to probe the set of `q`'s values now rather than run `e` for this row. The runs of `e` are
+/// charged against a budget of a sixteenth of the entries of `q`'s table (what a scan of them
+/// into a set costs against a lookup per row: a lookup by key reads one row, and costs about
+/// as much as scanning 16 entries; one by a non-unique index reads several, counted as 8).
+/// Once spent, the set is built and every later row probes it. In a write, the store changes
+/// while the statement runs: each row runs `e`, which sees every change.
+fn hashed(q: &QueryPlan, e: &QueryPlan, cx: &Cx) -> Result<bool> {
+    let slot = key_of(e) + 6;
+    let mut c = cx.cache.borrow_mut();
+    if !c.memo {
+        return Ok(false);
+    }
+    if c.contains_key(&key_of(q)) {
+        return Ok(true);
+    }
+    let (Body::Core(b), Body::Core(x)) = (&q.body, &e.body) else {
+        return Ok(false);
+    };
+    let (Some(Source::Table(t)), Some(l)) = (b.levels.first().map(|l| &l.source), x.levels.first())
+    else {
+        return Ok(false);
+    };
+    let left = match c.get(&slot) {
+        Some(Cached::Value(Value::Integer(n))) => *n,
+        _ => i64::try_from(cx.store.count_entries(t.tree)? / 16).unwrap_or(i64::MAX),
+    };
+    if left <= 0 {
+        c.remove(&slot);
+        return Ok(true);
+    }
+    let unique = match (&l.source, &l.access) {
+        (Source::Table(t), Access::Index { index, probes, .. }) => {
+            let n = probes.first().map_or(0, Vec::len);
+            match index {
+                None => n == t.key_columns().len(),
+                Some(i) => t.indexes[*i].unique && n == t.indexes[*i].columns.len(),
+            }
+        }
+        _ => false,
+    };
+    c.insert(
+        slot,
+        Cached::Value(Value::Integer(left - if unique { 1 } else { 8 })),
+    );
+    Ok(false)
+}
+
 fn in_subquery(
     x: &Value,
     q: &Rc<QueryPlan>,
@@ -783,9 +841,20 @@ fn in_result(x: &Value, set: &Cached, neg: bool) -> Value {
     if x.is_null() {
         return Value::Null;
     }
-    let mut kb = Vec::new();
-    push_hash(x, &mut kb);
-    if keys.contains(&kb) {
+    let found = match x {
+        // An integer's key (`int_key`) on the stack: a probe per outer row allocates nothing.
+        Value::Integer(i) => {
+            let mut kb = [1u8; 9];
+            kb[1..].copy_from_slice(&i.to_le_bytes());
+            keys.contains(&kb)
+        }
+        _ => {
+            let mut kb = Vec::new();
+            push_hash(x, &mut kb);
+            keys.contains(&kb)
+        }
+    };
+    if found {
         Value::Integer(!neg as i64)
     } else if *has_null {
         Value::Null

@@ -1,0 +1,50 @@
+-- Adaptive semi- and anti-joins: EXISTS / NOT EXISTS whose equality a key or an index serves
+-- run per outer row until those runs cost about a sixteenth of the inner table's entries,
+-- then probe a set built once. Tables of
+-- a few hundred rows so that both phases run in one statement, with NULLs and duplicates in
+-- the join columns, an empty inner side, other conditions on either side, and parameters.
+CREATE TABLE d10 (i INTEGER PRIMARY KEY);
+INSERT INTO d10 VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9);
+CREATE TABLE ao (id INTEGER PRIMARY KEY, k INTEGER, t TEXT, b INTEGER);
+INSERT INTO ao SELECT a.i * 100 + b.i * 10 + c.i + 1, CASE WHEN c.i = 7 THEN NULL ELSE (a.i * 37 + b.i * 11 + c.i) % 250 END, CASE WHEN b.i = 4 THEN NULL ELSE 'v' || ((a.i * 7 + c.i) % 40) END, a.i * 10 + c.i FROM d10 a, d10 b, d10 c;
+CREATE TABLE ai (id INTEGER PRIMARY KEY, k INTEGER, t TEXT, w INTEGER NOT NULL);
+INSERT INTO ai SELECT (a.i * 100 + b.i * 10 + c.i) * 3, CASE WHEN b.i = 9 THEN NULL ELSE (a.i * 13 + c.i * 5) % 300 END, CASE WHEN c.i = 2 THEN NULL ELSE 'v' || ((a.i + b.i * 3) % 55) END, (a.i + b.i + c.i) % 10 FROM d10 a, d10 b, d10 c WHERE a.i < 4;
+CREATE TABLE ae (id INTEGER PRIMARY KEY, k INTEGER);
+CREATE INDEX ai_k ON ai(k);
+CREATE INDEX ai_t ON ai(t);
+-- On the integer key of the inner table.
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id);
+SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id);
+SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.k);
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.k);
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id AND ai.w > 4);
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id + 1) AND ao.b > 40;
+SELECT count(*) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.t);
+SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id * 1.0);
+SELECT id FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id AND ai.w = 3) ORDER BY id DESC LIMIT 7;
+-- On a non-unique index, with duplicates and NULLs on both sides.
+SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k);
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k);
+SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k AND ai.w > 6);
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k AND ai.w > 6);
+SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.t = ao.t);
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.t = ao.t AND ai.k < 100);
+SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.t = ao.k);
+SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.t);
+SELECT ao.k, count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k) GROUP BY ao.k ORDER BY ao.k LIMIT 12;
+SELECT id, EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k), NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id) FROM ao WHERE id % 97 = 0 ORDER BY id;
+-- The correlated column on both sides: the subquery also reads the outer row elsewhere.
+SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k AND ai.w < ao.b % 10);
+SELECT count(*) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id AND ai.k = ao.k);
+-- An empty inner side.
+SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ae WHERE ae.id = ao.id);
+SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ae WHERE ae.id = ao.id);
+-- Writes that read an adaptive semi-join.
+CREATE TABLE aw (id INTEGER PRIMARY KEY, k INTEGER);
+INSERT INTO aw SELECT id, k FROM ao;
+DELETE FROM aw WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = aw.id);
+SELECT count(*), sum(k) FROM aw;
+UPDATE aw SET k = -1 WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = aw.k AND ai.w > 6);
+SELECT count(*), sum(k) FROM aw;
+DELETE FROM aw WHERE EXISTS (SELECT 1 FROM aw x WHERE x.id = aw.id + 3);
+SELECT count(*), sum(k) FROM aw;
