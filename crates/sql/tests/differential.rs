@@ -1453,6 +1453,7 @@ fn semi_joins_with_parameters() {
         "SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k AND ai.w > ?)",
         "SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id AND ai.w < ?)",
         "SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.t = ao.t AND ai.k > ?) AND ao.b > ?",
+        "SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.id = ao.id AND ai.w > ? WHERE ai.id IS NULL",
         "SELECT count(*) FROM ao WHERE ao.id > ? AND NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id)",
     ];
     for q in queries {

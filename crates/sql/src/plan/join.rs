@@ -1,6 +1,6 @@
 //! Join order, and the placement of each WHERE and ON conjunct on a join level.
 
-use crate::parse::ast::BinOp;
+use crate::parse::ast::{self, BinOp};
 use crate::plan::walk::{has_subquery, reads_outer, slots, walk};
 use crate::plan::*;
 use crate::types::Affinity;
@@ -306,4 +306,124 @@ fn semi_shape(q: &QueryPlan) -> Option<(usize, usize, Affinity, Affinity)> {
         }
     }
     found
+}
+
+/// `... FROM a LEFT JOIN t ON cond WHERE ... AND t.c IS NULL` as `... FROM a WHERE ... AND
+/// NOT EXISTS (SELECT 1 FROM t WHERE cond)`, the anti-join users write as a LEFT JOIN: the
+/// same rows (an outer row passes exactly when no row of `t` meets `cond`), run as an
+/// (adaptive hash) anti-join instead of a join level whose rows are all thrown away. Only
+/// when `t`, the last FROM item and a table, is named nowhere else, and `t.c` cannot be NULL
+/// in a row that meets `cond` (the INTEGER PRIMARY KEY, a NOT NULL column, or one `cond`
+/// compares with `=`). `is_table` says whether a name is a stored table (not a CTE or fts5).
+pub(super) fn left_anti_join(
+    core: &ast::SelectCore,
+    order_by: &[ast::OrderItem],
+    is_table: &dyn Fn(&str) -> Option<Rc<crate::schema::Table>>,
+) -> Option<ast::SelectCore> {
+    use crate::parse::ast::{Expr, FromItem, JoinKind, SelectItem, TableSource};
+    let (last, rest) = core.from.split_last()?;
+    let (TableSource::Table(name), Some(JoinKind::Left), Some(cond), false) =
+        (&last.source, &last.join, &last.on, rest.is_empty())
+    else {
+        return None;
+    };
+    let t = is_table(name)?;
+    let n = last.alias.as_deref().unwrap_or(name);
+    let own = |c: &str| {
+        t.columns.iter().any(|x| x.name.eq_ignore_ascii_case(c))
+            || ["rowid", "oid", "_rowid_"]
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(c))
+    };
+    // Names no column of `t` (qualified: `qualified_ok`) and holds no subquery, which could.
+    fn clean(e: &Expr, qualified_ok: bool, n: &str, own: &dyn Fn(&str) -> bool) -> bool {
+        let ok = match e {
+            Expr::Column { table: Some(q), .. } => qualified_ok || !q.eq_ignore_ascii_case(n),
+            Expr::Column { table: None, name } => !own(name),
+            Expr::Exists { .. } | Expr::InSelect { .. } | Expr::Subquery(_) => false,
+            _ => true,
+        };
+        let mut all = ok;
+        e.each_child(&mut |c| all = all && clean(c, qualified_ok, n, own));
+        all
+    }
+    let mut conjuncts = Vec::new();
+    if let Some(w) = &core.where_ {
+        super::bind::split_and(w, &mut conjuncts);
+    }
+    let mut conds = Vec::new();
+    super::bind::split_and(cond, &mut conds);
+    let eq_col = |c: &str| {
+        conds.iter().any(|e| match e {
+            Expr::Binary(BinOp::Eq, a, b) => [a, b].iter().any(|x| {
+                matches!(&***x, Expr::Column { table: Some(q), name }
+                    if q.eq_ignore_ascii_case(n) && name.eq_ignore_ascii_case(c))
+            }),
+            _ => false,
+        })
+    };
+    let never_null = |c: &str| {
+        let col = t
+            .columns
+            .iter()
+            .position(|x| x.name.eq_ignore_ascii_case(c));
+        col.is_some_and(|i| t.columns[i].not_null || t.key == crate::schema::Key::Rowid(Some(i)))
+            || eq_col(c)
+    };
+    let at = conjuncts.iter().position(|e| {
+        matches!(e, Expr::IsNull { expr, negated: false }
+            if matches!(&**expr, Expr::Column { table: Some(q), name }
+                if q.eq_ignore_ascii_case(n) && never_null(name)))
+    })?;
+    conjuncts.remove(at);
+    let items_ok = core.columns.iter().all(|i| match i {
+        SelectItem::All => false,
+        SelectItem::TableAll(q) => !q.eq_ignore_ascii_case(n),
+        SelectItem::Expr { expr, .. } => clean(expr, false, n, &own),
+    });
+    if !items_ok
+        || !clean(cond, true, n, &own)
+        || !(conjuncts.iter())
+            .chain(&core.group_by)
+            .chain(&core.having)
+            .chain(order_by.iter().map(|o| &o.expr))
+            .all(|e| clean(e, false, n, &own))
+    {
+        return None;
+    }
+    let sub = ast::Select {
+        with: None,
+        body: ast::SelectBody::Core(Box::new(ast::SelectCore {
+            distinct: false,
+            columns: vec![SelectItem::Expr {
+                expr: Expr::Literal(cairn_value::Value::Integer(1)),
+                alias: None,
+                text: "1".into(),
+            }],
+            from: vec![FromItem {
+                source: last.source.clone(),
+                alias: last.alias.clone(),
+                join: None,
+                on: None,
+            }],
+            where_: Some(cond.clone()),
+            group_by: Vec::new(),
+            having: None,
+        })),
+        order_by: Vec::new(),
+        limit: None,
+        offset: None,
+    };
+    conjuncts.push(Expr::Exists {
+        query: Box::new(sub),
+        negated: true,
+    });
+    let where_ = conjuncts
+        .into_iter()
+        .reduce(|a, b| Expr::Binary(BinOp::And, Box::new(a), Box::new(b)));
+    Some(ast::SelectCore {
+        from: rest.to_vec(),
+        where_,
+        ..core.clone()
+    })
 }

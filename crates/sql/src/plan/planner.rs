@@ -443,6 +443,16 @@ impl<'c> Planner<'c> {
 
     /// One SELECT core with the query's ORDER BY and LIMIT.
     fn core_query(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
+        let is_table = |name: &str| {
+            if self.catalog.fts(name).is_some() || self.find_cte(name).is_some() {
+                None
+            } else {
+                self.catalog.table(name).ok().cloned()
+            }
+        };
+        if let Some(anti) = super::join::left_anti_join(c, &q.order_by, &is_table) {
+            return self.core_query(&anti, q);
+        }
         self.scopes.push(Scope::default());
         let before = self.unmemoizable;
         let r = self.core_query_in_scope(c, q);

@@ -1,6 +1,6 @@
 -- Adaptive semi- and anti-joins: EXISTS / NOT EXISTS whose equality a key or an index serves
 -- run per outer row until those runs cost about a sixteenth of the inner table's entries,
--- then probe a set built once. Tables of
+-- then probe a set built once; LEFT JOIN ... WHERE t.c IS NULL runs as NOT EXISTS. Tables of
 -- a few hundred rows so that both phases run in one statement, with NULLs and duplicates in
 -- the join columns, an empty inner side, other conditions on either side, and parameters.
 CREATE TABLE d10 (i INTEGER PRIMARY KEY);
@@ -39,6 +39,26 @@ SELECT count(*) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id A
 -- An empty inner side.
 SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ae WHERE ae.id = ao.id);
 SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ae WHERE ae.id = ao.id);
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ae ON ae.id = ao.id WHERE ae.id IS NULL;
+-- LEFT JOIN ... IS NULL, as NOT EXISTS where it can be: on the key, on an indexed column,
+-- on a NOT NULL column, with other conditions in ON and in WHERE.
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.id IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.k = ao.k WHERE ai.k IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.k = ao.k WHERE ai.id IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.k = ao.k AND ai.w > 5 WHERE ai.w IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai x ON x.id = ao.id WHERE x.id IS NULL AND ao.k > 100;
+SELECT ao.id, ao.t FROM ao LEFT JOIN ai ON ai.t = ao.t WHERE ai.id IS NULL ORDER BY ao.id LIMIT 20;
+SELECT ao.k, count(*) FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.id IS NULL GROUP BY ao.k HAVING count(*) > 2 ORDER BY 1;
+-- Shapes left as joins: the inner table read elsewhere, a column that may be NULL when
+-- matched, a NULL test of a nullable column, an OR.
+SELECT count(*), sum(ao.b), count(ai.w) FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.id IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.k IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.t IS NULL;
+SELECT count(*), sum(ao.b) FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.id IS NULL OR ao.b < 3;
+SELECT ao.id, ai.id FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.id IS NULL ORDER BY ao.id LIMIT 5;
+SELECT * FROM ao LEFT JOIN ai ON ai.id = ao.id WHERE ai.id IS NULL ORDER BY ao.id LIMIT 5;
+SELECT count(*) FROM ao a LEFT JOIN ao b ON b.id = a.k WHERE b.id IS NULL;
+SELECT count(*) FROM ao JOIN d10 ON d10.i = ao.b % 10 LEFT JOIN ai ON ai.id = ao.id AND ai.w = d10.i WHERE ai.id IS NULL;
 -- Writes that read an adaptive semi-join.
 CREATE TABLE aw (id INTEGER PRIMARY KEY, k INTEGER);
 INSERT INTO aw SELECT id, k FROM ao;
