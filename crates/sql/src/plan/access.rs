@@ -76,7 +76,7 @@ pub(super) fn group_slots(
 /// Chooses each level's access path and splits its needed columns into those its filters
 /// read first and the rest; returns whether the first level's access yields `first_order`.
 /// Without `outer_keys`, a condition that reads an enclosing query's row serves no key or
-/// index (the build side of a hash semi-join, see `join::adaptive_semi_join`).
+/// index (the build side of a hash semi-join, see `join::probes_outer`).
 pub(super) fn choose_accesses(
     levels: &mut [Level],
     needed: &[Vec<bool>],

@@ -317,9 +317,14 @@ impl Planner<'_> {
                     self.semi_build = false;
                     let mut b = b?;
                     match super::join::semi_join(&mut b) {
-                        Some((slot, la, lb)) => {
-                            PExpr::SemiHash(slot, Rc::new(b), *negated, la, lb, Some(Rc::new(q)))
-                        }
+                        Some((slot, la, lb)) => PExpr::SemiHash(
+                            slot,
+                            Rc::new(b),
+                            *negated,
+                            la,
+                            lb,
+                            Some((Rc::new(q), None)),
+                        ),
                         None => PExpr::Exists(Rc::new(q), *negated),
                     }
                 } else {

@@ -26,7 +26,7 @@ fn collect_subqueries(e: &PExpr, out: &mut Vec<(&'static str, Rc<QueryPlan>)>) {
         PExpr::InSub(_, q, ..) => out.push(("IN", q.clone())),
         PExpr::Exists(q, _) => out.push(("EXISTS", q.clone())),
         PExpr::SemiHash(_, q, .., None) => out.push(("HASH SEMI-JOIN: EXISTS", q.clone())),
-        PExpr::SemiHash(_, q, .., Some(exact)) => {
+        PExpr::SemiHash(_, q, .., Some((exact, _))) => {
             out.push(("ADAPTIVE SEMI-JOIN: EXISTS", exact.clone()));
             out.push((
                 "THEN, ONCE THOSE RUNS COST ABOUT ITS BUILD: HASH SEMI-JOIN",

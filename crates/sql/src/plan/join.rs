@@ -232,6 +232,24 @@ pub(crate) fn probes_outer(q: &QueryPlan) -> bool {
     }
 }
 
+/// An adaptive semi-join that is the only filter of a first level scanning a whole table runs
+/// for every row of that table: its outer row count is the table's entry count, which the
+/// execution then compares with the set's cost at the first row (see `exec::eval::hashed`).
+/// Only for a query that reads all its rows (the caller's: no LIMIT, not a subquery).
+pub(super) fn hint_semi_joins(levels: &mut [Level]) {
+    if let Some(Level {
+        source: Source::Table(t),
+        access: Access::Scan { .. },
+        filters,
+        ..
+    }) = levels.first_mut()
+    {
+        if let [PExpr::SemiHash(.., Some((_, outer)))] = &mut filters[..] {
+            *outer = Some(t.tree);
+        }
+    }
+}
+
 /// Where [`semi_join`]'s equality is among the level's filters, the outer slot, and the
 /// affinities (outer, inner); None when the subquery reads the outer query anywhere else.
 fn semi_shape(q: &QueryPlan) -> Option<(usize, usize, Affinity, Affinity)> {

@@ -70,14 +70,16 @@ pub enum PExpr {
     /// into a set), negated, the affinity applied to the outer value, and to the inner values.
     /// Last, when a key or an index serves the equality, the subquery as planned with it: run
     /// per outer row until those runs have cost about what the set costs to build, so a few
-    /// outer rows stay a few lookups and many become one scan ([`join::adaptive_semi_join`]).
+    /// outer rows stay a few lookups and many become one scan ([`join::probes_outer`]); with
+    /// the table every row of which is an outer row, when that is known
+    /// ([`join::hint_semi_joins`]).
     SemiHash(
         usize,
         Rc<QueryPlan>,
         bool,
         Affinity,
         Affinity,
-        Option<Rc<QueryPlan>>,
+        Option<(Rc<QueryPlan>, Option<crate::storage::TreeId>)>,
     ),
     Scalar(Rc<QueryPlan>),
     Like {

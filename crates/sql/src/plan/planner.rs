@@ -88,7 +88,7 @@ pub struct Planner<'c> {
     /// body, a LIMIT or OFFSET that names a column.
     pub(super) unmemoizable: u32,
     /// The next core planned is a hash semi-join's build side: its conditions on an enclosing
-    /// query's row serve no key or index (see `join::adaptive_semi_join`).
+    /// query's row serve no key or index (see `join::probes_outer`).
     pub(super) semi_build: bool,
 }
 
@@ -531,6 +531,10 @@ impl<'c> Planner<'c> {
         let order_served = choose_accesses(&mut levels, &needed, first_order, !semi_build);
 
         let (limit, offset) = self.limits(q)?;
+        // A statement's own query, with no LIMIT, reads all its first level's rows.
+        if limit.is_none() && self.scopes.len() == 1 {
+            super::join::hint_semi_joins(&mut levels);
+        }
         let mut ordered = order_served && !c.distinct && !is_agg && window.is_none();
         if let Some(a) = agg.as_mut() {
             a.streamed = order_served && group_slots.is_some();

@@ -36,6 +36,15 @@ SELECT id, EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k), NOT EXISTS (SELECT 1 FRO
 -- The correlated column on both sides: the subquery also reads the outer row elsewhere.
 SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k AND ai.w < ao.b % 10);
 SELECT count(*) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id AND ai.k = ao.k);
+-- A whole outer table scanned: its row count decides at the first row (a small one keeps
+-- the lookups to the end, a large one builds the set at once); with another condition on the
+-- outer rows, or a LIMIT, the runs decide as they go.
+SELECT count(*) FROM d10 WHERE EXISTS (SELECT 1 FROM ai WHERE ai.id = d10.i * 3);
+SELECT count(*) FROM d10 WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.k = d10.i);
+SELECT count(*), sum(b) FROM ao WHERE ao.b >= 0 AND NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id);
+SELECT id FROM ao WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = ao.id) ORDER BY id LIMIT 40;
+SELECT count(*) FROM (SELECT id FROM ao WHERE EXISTS (SELECT 1 FROM ai WHERE ai.k = ao.k));
+SELECT count(*) FROM ao WHERE EXISTS (SELECT 1 FROM ao x WHERE NOT EXISTS (SELECT 1 FROM ai WHERE ai.id = x.id) AND x.id = ao.id);
 -- An empty inner side.
 SELECT count(*), sum(b) FROM ao WHERE NOT EXISTS (SELECT 1 FROM ae WHERE ae.id = ao.id);
 SELECT count(*), sum(b) FROM ao WHERE EXISTS (SELECT 1 FROM ae WHERE ae.id = ao.id);

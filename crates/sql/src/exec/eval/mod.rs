@@ -27,7 +27,7 @@ use crate::exec;
 use crate::exec::eval::func::call;
 use crate::parse::ast::BinOp;
 use crate::plan::{Access, Body, PExpr, QueryPlan, Source};
-use crate::storage::Storage;
+use crate::storage::{Storage, TreeId};
 use crate::types::{self, apply_affinity, arith, to_text, truth, Affinity};
 use cairn_store::hash::FastMap;
 use cairn_value::codec::encode_key_value;
@@ -481,8 +481,8 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
         }
         PExpr::Exists(q, neg) => Cow::Owned(Value::Integer((exists(q, row, cx)? != *neg) as i64)),
         PExpr::SemiHash(slot, q, neg, la, lb, exact) => {
-            if let Some(e) = exact {
-                if !hashed(q, e, cx)? {
+            if let Some((e, outer)) = exact {
+                if !hashed(q, e, *outer, cx)? {
                     return Ok(Cow::Owned(Value::Integer(
                         (exists(e, row, cx)? != *neg) as i64,
                     )));
@@ -748,9 +748,11 @@ fn exists(q: &Rc<QueryPlan>, row: &[Value], cx: &Cx) -> Result<bool> {
 /// charged against a budget of a sixteenth of the entries of `q`'s table (what a scan of them
 /// into a set costs against a lookup per row: a lookup by key reads one row, and costs about
 /// as much as scanning 16 entries; one by a non-unique index reads several, counted as 8).
-/// Once spent, the set is built and every later row probes it. In a write, the store changes
-/// while the statement runs: each row runs `e`, which sees every change.
-fn hashed(q: &QueryPlan, e: &QueryPlan, cx: &Cx) -> Result<bool> {
+/// Once spent, the set is built and every later row probes it. When every row of table
+/// `outer` is an outer row, the outer rows' count is known and the choice is made at the first
+/// row instead. In a write, the store changes while the statement runs: each row runs `e`,
+/// which sees every change.
+fn hashed(q: &QueryPlan, e: &QueryPlan, outer: Option<TreeId>, cx: &Cx) -> Result<bool> {
     let slot = key_of(e) + 6;
     let mut c = cx.cache.borrow_mut();
     if !c.memo {
@@ -766,14 +768,6 @@ fn hashed(q: &QueryPlan, e: &QueryPlan, cx: &Cx) -> Result<bool> {
     else {
         return Ok(false);
     };
-    let left = match c.get(&slot) {
-        Some(Cached::Value(Value::Integer(n))) => *n,
-        _ => i64::try_from(cx.store.count_entries(t.tree)? / 16).unwrap_or(i64::MAX),
-    };
-    if left <= 0 {
-        c.remove(&slot);
-        return Ok(true);
-    }
     let unique = match (&l.source, &l.access) {
         (Source::Table(t), Access::Index { index, probes, .. }) => {
             let n = probes.first().map_or(0, Vec::len);
@@ -784,9 +778,26 @@ fn hashed(q: &QueryPlan, e: &QueryPlan, cx: &Cx) -> Result<bool> {
         }
         _ => false,
     };
+    let cost = if unique { 1 } else { 8 };
+    let left = match c.get(&slot) {
+        Some(Cached::Value(Value::Integer(n))) => *n,
+        _ => {
+            let build = cx.store.count_entries(t.tree)? / 16;
+            match outer {
+                // All the runs the statement would make against the build: whichever is less.
+                Some(o) if cx.store.count_entries(o)?.saturating_mul(cost) > build => 0,
+                Some(_) => i64::MAX,
+                None => i64::try_from(build).unwrap_or(i64::MAX),
+            }
+        }
+    };
+    if left <= 0 {
+        c.remove(&slot);
+        return Ok(true);
+    }
     c.insert(
         slot,
-        Cached::Value(Value::Integer(left - if unique { 1 } else { 8 })),
+        Cached::Value(Value::Integer(left.saturating_sub(cost as i64))),
     );
     Ok(false)
 }
