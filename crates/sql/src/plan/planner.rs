@@ -843,7 +843,13 @@ impl<'c> Planner<'c> {
                 fix(h, &mut aggs);
             }
             let mut regroup = Vec::new();
-            for &s in &self.scope().inner_refs {
+            // Only a subquery evaluated on the aggregate frame needs its input row rebuilt
+            // (and a value of a row of the group kept for it); one in WHERE (a semi-join)
+            // runs on the input row itself.
+            let after = project.iter().any(has_subquery)
+                || having.as_ref().is_some_and(has_subquery)
+                || super::window::call_exprs(&mut windows).any(|e| has_subquery(e));
+            for &s in self.scope().inner_refs.iter().filter(|_| after) {
                 let mut e = PExpr::Col(s);
                 fix(&mut e, &mut aggs);
                 if let PExpr::Col(pos) = e {
