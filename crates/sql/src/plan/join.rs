@@ -333,6 +333,8 @@ fn semi_shape(q: &QueryPlan) -> Option<(usize, usize, Affinity, Affinity)> {
 /// when `t`, the last FROM item and a table, is named nowhere else, and `t.c` cannot be NULL
 /// in a row that meets `cond` (the INTEGER PRIMARY KEY, a NOT NULL column, or one `cond`
 /// compares with `=`). `is_table` says whether a name is a stored table (not a CTE or fts5).
+// Never inlined: kept out of `query_inner`, which every query runs (docs/size.md).
+#[inline(never)]
 pub(super) fn left_anti_join(
     core: &ast::SelectCore,
     order_by: &[ast::OrderItem],

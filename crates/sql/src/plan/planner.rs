@@ -176,6 +176,27 @@ impl<'c> Planner<'c> {
     fn query_inner(&mut self, q: &ast::Select) -> Result<QueryPlan> {
         let single_core = matches!(q.body, ast::SelectBody::Core(_));
         if let (true, ast::SelectBody::Core(core)) = (single_core, &q.body) {
+            // Only a LEFT JOIN with a WHERE can be an anti-join: the test is all other queries
+            // pay (the rewrite's code is reached from here alone).
+            if let (
+                Some(ast::FromItem {
+                    join: Some(ast::JoinKind::Left),
+                    ..
+                }),
+                Some(_),
+            ) = (core.from.last(), &core.where_)
+            {
+                let is_table = |name: &str| {
+                    if self.catalog.fts(name).is_some() || self.find_cte(name).is_some() {
+                        None
+                    } else {
+                        self.catalog.table(name).ok().cloned()
+                    }
+                };
+                if let Some(anti) = super::join::left_anti_join(core, &q.order_by, &is_table) {
+                    return self.core_query(&anti, q);
+                }
+            }
             return self.core_query(core, q);
         }
         // Compound or VALUES: ORDER BY refers to output columns by name or position.
@@ -443,16 +464,6 @@ impl<'c> Planner<'c> {
 
     /// One SELECT core with the query's ORDER BY and LIMIT.
     fn core_query(&mut self, c: &ast::SelectCore, q: &ast::Select) -> Result<QueryPlan> {
-        let is_table = |name: &str| {
-            if self.catalog.fts(name).is_some() || self.find_cte(name).is_some() {
-                None
-            } else {
-                self.catalog.table(name).ok().cloned()
-            }
-        };
-        if let Some(anti) = super::join::left_anti_join(c, &q.order_by, &is_table) {
-            return self.core_query(&anti, q);
-        }
         self.scopes.push(Scope::default());
         let before = self.unmemoizable;
         let r = self.core_query_in_scope(c, q);
