@@ -310,6 +310,7 @@ fn run_core_in(
         None => {
             let mut seen = KeySet::default();
             let mut key = Vec::new();
+            let mut spare = Vec::new();
             // DISTINCT of plain columns: keyed from the frame, so a repeat builds no row.
             let plain = c.distinct && c.project.iter().all(|e| matches!(e, PExpr::Col(_)));
             run_levels(c, 0, frame, cx, &mut |frame| {
@@ -324,8 +325,11 @@ fn run_core_in(
                         return Ok(true);
                     }
                 }
-                // `eval_row`, with the columns `moves` names moved out of the frame.
-                let mut row = Vec::with_capacity(c.project.len());
+                // `eval_row`, with the columns `moves` names moved out of the frame. A row that
+                // DISTINCT drops leaves its buffer for the next one: a repeat allocates nothing.
+                let mut row = std::mem::take(&mut spare);
+                row.clear();
+                row.reserve(c.project.len());
                 for (i, e) in c.project.iter().enumerate() {
                     row.push(match e {
                         PExpr::Col(s) if c.moves >> i & 1 == 1 => frame
@@ -339,6 +343,7 @@ fn run_core_in(
                     key.clear();
                     norm_key(&row, &mut key);
                     if !seen.insert_new(&key) {
+                        spare = row;
                         return Ok(true);
                     }
                 }
