@@ -367,29 +367,13 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             v => Value::Integer(!types::to_integer(v).unwrap_or(0)),
         }),
         PExpr::Arith(op, a, b) => {
-            // A column, literal or parameter operand (`b + 1`) is read where it lies, without
-            // a call to `eval` for it.
-            let (x, y) = match (operand(a, row, cx), operand(b, row, cx)) {
-                (Some(x), Some(y)) => (Cow::Borrowed(x), Cow::Borrowed(y)),
-                _ => (eval(a, row, cx)?, eval(b, row, cx)?),
-            };
-            // Two integers that do not overflow, the common case, without `arith`'s
-            // conversions (which give the same for them).
-            if let (Value::Integer(i), Value::Integer(j)) = (x.as_ref(), y.as_ref()) {
-                let r = match op {
-                    types::Arith::Add => i.checked_add(*j),
-                    types::Arith::Sub => i.checked_sub(*j),
-                    types::Arith::Mul => i.checked_mul(*j),
-                    // By zero is NULL, and MIN / -1 a real: `arith` does those.
-                    types::Arith::Div if *j != 0 => i.checked_div(*j),
-                    types::Arith::Rem if *j != 0 => i.checked_rem(*j),
-                    types::Arith::Div | types::Arith::Rem => None,
-                };
-                if let Some(r) = r {
-                    return Ok(Cow::Owned(Value::Integer(r)));
-                }
+            // A column, literal or parameter operand (`g % 10`) is read where it lies, without
+            // a call to `eval` for it, and with no `Cow` to build and drop.
+            if let (Some(x), Some(y)) = (operand(a, row, cx), operand(b, row, cx)) {
+                return Ok(Cow::Owned(arith_of(*op, x, y)));
             }
-            Cow::Owned(arith(*op, &x, &y))
+            let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
+            Cow::Owned(arith_of(*op, &x, &y))
         }
         PExpr::Concat(a, b) => {
             let (x, y) = (eval(a, row, cx)?, eval(b, row, cx)?);
@@ -607,6 +591,26 @@ pub fn eval<'r>(e: &'r PExpr, row: &'r [Value], cx: &Cx<'r>) -> Result<Cow<'r, V
             ))
         }
     })
+}
+
+/// `x op y`: two integers that do not overflow, the common case, without `arith`'s
+/// conversions (which give the same for them).
+fn arith_of(op: types::Arith, x: &Value, y: &Value) -> Value {
+    if let (Value::Integer(i), Value::Integer(j)) = (x, y) {
+        let r = match op {
+            types::Arith::Add => i.checked_add(*j),
+            types::Arith::Sub => i.checked_sub(*j),
+            types::Arith::Mul => i.checked_mul(*j),
+            // By zero is NULL, and MIN / -1 a real: `arith` does those.
+            types::Arith::Div if *j != 0 => i.checked_div(*j),
+            types::Arith::Rem if *j != 0 => i.checked_rem(*j),
+            types::Arith::Div | types::Arith::Rem => None,
+        };
+        if let Some(r) = r {
+            return Value::Integer(r);
+        }
+    }
+    arith(op, x, y)
 }
 
 fn key_of(q: &QueryPlan) -> usize {
