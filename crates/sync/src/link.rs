@@ -63,6 +63,10 @@ pub struct Link {
     /// peer was last told of (by HELLO or ACK): when it moves, the peer is told where the chain
     /// ends now, for it may believe this replica holds records it took back.
     announced: BTreeMap<ChainKey, u64>,
+    /// The chains whose proofs were sent again because a fork was decided here for the branch
+    /// an attestation (by its signature) names: once per attestation, so that two replicas
+    /// that hold different attestations do not send each other their branches for ever.
+    proved_again: BTreeSet<(ChainKey, [u8; 64])>,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -317,6 +321,13 @@ impl<S: RowStore> Replica<S> {
                 // A fork found in the peer's blocks that left this replica on its own branch:
                 // its records go to the peer, from the first held (the peer may not see from
                 // its block where the branches part), and the peer decides in turn.
+                // A fork decided for the branch the owner attested: the peer gets it again,
+                // though sent before (it may have decided before it knew the attestation).
+                for (key, sig) in std::mem::take(&mut self.kept_attested) {
+                    if link.proved_again.insert((key.clone(), sig)) {
+                        link.proofs_sent.retain(|(k, ..)| *k != key);
+                    }
+                }
                 for e in &events {
                     if let Event::Fork { author, scope, .. } = e {
                         let key = (*author, scope.clone());

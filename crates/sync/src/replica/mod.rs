@@ -182,6 +182,15 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// Blocks of a branch this replica held and gave up for a peer's (a fork): sent to that
     /// peer, which then knows of the fork too.
     pub(crate) lost: Vec<crate::chain::Block>,
+    /// Per chain, a verified branch of it that parts from the held one at or below the head
+    /// the scope's owner attested, and does not reach that head yet (first), then blocks that
+    /// may continue it, arrived out of order: whether it is the attested branch is known once
+    /// they reach that head (docs/sync.md sec. 6, "Forks"). Not saved: a peer sends the
+    /// branch again.
+    pub(crate) fork_candidates: BTreeMap<ChainKey, Vec<crate::chain::Block>>,
+    /// Chains whose fork this replica decided for its own branch as the owner attested it,
+    /// since the link last looked: the peer must get that branch, though it was sent before.
+    pub(crate) kept_attested: Vec<(ChainKey, [u8; 64])>,
     /// How many times each chain's records were replaced by another branch: a proof of a fork
     /// sent to a peer before is sent again after (it is another branch now).
     pub(crate) branch_changes: BTreeMap<ChainKey, u64>,
@@ -234,6 +243,8 @@ impl<S: RowStore> Replica<S> {
             disputed: BTreeSet::new(),
             device: None,
             lost: Vec::new(),
+            fork_candidates: BTreeMap::new(),
+            kept_attested: Vec::new(),
             branch_changes: BTreeMap::new(),
             redactions: 0,
             edits: 0,

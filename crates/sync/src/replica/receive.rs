@@ -20,6 +20,9 @@ enum Fork {
     Unknown,
     /// The held branch wins at `at`: the block is refused.
     Ours { at: u64 },
+    /// The owner attested a head past `at` that neither the held branch nor the block
+    /// reaches: the block is kept aside as the chain's candidate, the held branch stays.
+    Waiting { at: u64 },
     /// The block's branch wins at `at`: it replaced the held records from there.
     Theirs {
         at: u64,
@@ -27,6 +30,36 @@ enum Fork {
         rows: Vec<RowKey>,
     },
 }
+
+/// Whether `next` goes on from the end of `held`: it holds `held`'s last record (or follows
+/// it) and a record after it.
+fn joins(held: &Block, next: &Block) -> bool {
+    let end = held.last_seq();
+    if next.last_seq() <= end || next.first_seq() > end + 1 {
+        return false;
+    }
+    match end.checked_sub(next.first_seq()) {
+        None => next.prev_hash() == held.last_hash(),
+        Some(i) => next.records[i as usize].hash == held.last_hash(),
+    }
+}
+
+/// `held` and what `next` (which [`joins`] it) adds after it, as one block under `next`'s
+/// signature, whose head chains back through `held`'s records.
+fn join(held: Block, next: Block) -> Block {
+    let from = held.last_seq() + 1;
+    let mut records = held.records;
+    records.extend(next.suffix(from).map_or(Vec::new(), |b| b.records));
+    Block {
+        author: next.author,
+        scope: next.scope,
+        records,
+        sig: next.sig,
+    }
+}
+
+/// At most this many blocks are kept aside per chain past the branch they may continue.
+const MAX_PIECES: usize = 64;
 
 /// The version of op `idx` of `record` by `author`: its place in the LWW order.
 fn version_of(record: &Record, author: &AuthorId, idx: usize) -> Version {
@@ -155,6 +188,7 @@ impl<S: RowStore> Replica<S> {
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
         self.edits += 1;
         self.lost.clear();
+        self.kept_attested.clear();
         self.catch_up();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
@@ -179,7 +213,9 @@ impl<S: RowStore> Replica<S> {
             let held = *heads
                 .entry(b.key())
                 .or_insert_with(|| self.chains.get(&b.key()).map_or(0, |l| l.head().0));
-            if b.first_seq() > held.saturating_add(1) {
+            // A block of a chain with a branch held aside may be a piece of that branch.
+            let aside = self.fork_candidates.contains_key(&b.key());
+            if b.first_seq() > held.saturating_add(1) && !aside {
                 events.push(Event::Rejected {
                     reason: Reason::ChainGap,
                     author: b.author,
@@ -204,7 +240,14 @@ impl<S: RowStore> Replica<S> {
         let mut applied_records = 0;
         let mut applied_rows = Vec::new();
         for ((block, sig), released) in blocks.into_iter().zip(sig_results).zip(released) {
-            match self.check_block(now_ms, &block, sig, released) {
+            let aside = sig.is_ok() && self.fork_candidates.contains_key(&block.key());
+            let checked = match self.check_block(now_ms, &block, sig, released) {
+                Err((Reason::ChainGap | Reason::Fork, _)) if aside => {
+                    Err((Reason::Fork, "a piece of a branch held aside".to_string()))
+                }
+                checked => checked,
+            };
+            match checked {
                 Ok(skip) => {
                     let mut block = block;
                     if skip > 0 {
@@ -244,7 +287,7 @@ impl<S: RowStore> Replica<S> {
                         }
                         outcome => {
                             let seq = match outcome {
-                                Fork::Ours { at } => at,
+                                Fork::Ours { at } | Fork::Waiting { at } => at,
                                 _ => first,
                             };
                             events.push(Event::Fork {
@@ -294,13 +337,44 @@ impl<S: RowStore> Replica<S> {
     /// left) and the block's put in their place.
     fn resolve_fork(&mut self, block: Block) -> Fork {
         let key = block.key();
+        // A block that continues the candidate held aside is judged with it, as one branch
+        // (the block's signature covers the candidate's records: its head chains back to them).
+        let mut pieces = Vec::new();
+        let block = match self.fork_candidates.remove(&key) {
+            Some(mut aside) => {
+                aside.push(block);
+                let mut main = aside.remove(0);
+                while let Some(i) = aside.iter().position(|p| joins(&main, p)) {
+                    main = join(main, aside.swap_remove(i));
+                }
+                // Pieces past it, bounded: what an author signed, once per place.
+                aside.retain(|p| p.last_seq() > main.last_seq());
+                aside.truncate(MAX_PIECES);
+                pieces = aside;
+                main
+            }
+            None => block,
+        };
         let Some(log) = self.chains.get(&key) else {
             return Fork::Unknown;
+        };
+        // A block reaching below what is held (compacted here) whose record at the checkpoint
+        // is the checkpoint's parts above it, if at all: its rest is what can decide.
+        let held_from = log.first_held();
+        let block = match block.first_seq() {
+            f if f < held_from => {
+                let at_base = block.records.get((held_from - 1 - f) as usize);
+                match block.suffix(held_from) {
+                    Some(rest) if at_base.map(|r| r.hash) == log.hash_at(held_from - 1) => rest,
+                    _ => return Fork::Unknown,
+                }
+            }
+            _ => block,
         };
         let first = block.first_seq();
         // The block must start on a record held alike, else the branches part before it (or
         // where history was compacted away) and this block cannot say where.
-        if first < log.first_held() || log.hash_at(first - 1) != Some(block.prev_hash()) {
+        if log.hash_at(first - 1) != Some(block.prev_hash()) {
             return Fork::Unknown;
         }
         let end = log.head().0.min(block.last_seq());
@@ -309,9 +383,43 @@ impl<S: RowStore> Replica<S> {
         else {
             return Fork::Unknown;
         };
-        let ours = log.hash_at(at).expect("invariant: held up to end");
-        let theirs = block.records[(at - first) as usize].hash;
-        if ours < theirs {
+        // The branch the scope owner attested, where it parts at or below the attested head,
+        // on every replica alike (a replica that compacted holds only that branch there);
+        // else the record with the lower hash.
+        let newest = self.attestations.get(&block.scope).map(|e| &e.newest);
+        let attested =
+            (newest.and_then(|a| a.heads.get(&block.author))).filter(|(seq, _)| *seq >= at);
+        let ours_won = match attested {
+            Some(&(seq, hash)) if log.hash_at(seq) == Some(hash) => {
+                let sig = newest.map(|a| a.sig).expect("invariant: attested");
+                self.kept_attested.push((key.clone(), sig));
+                true
+            }
+            Some(&(seq, hash)) if block.last_seq() >= seq => {
+                let theirs = block.records[(seq - first) as usize].hash;
+                if theirs != hash {
+                    // Neither is the attested branch: the attested one, when it comes,
+                    // decides; meanwhile the rule below.
+                    let ours = log.hash_at(at).expect("invariant: held up to end");
+                    ours < block.records[(at - first) as usize].hash
+                } else {
+                    false
+                }
+            }
+            Some(_) if block.records.len() < MAX_BLOCK_RECORDS as usize => {
+                // The block may be the start of the attested branch: kept aside until the
+                // blocks that continue it reach the attested head (a candidate that holds
+                // this block already, from another peer say, stays as it is).
+                pieces.insert(0, block);
+                self.fork_candidates.insert(key, pieces);
+                return Fork::Waiting { at };
+            }
+            _ => {
+                let ours = log.hash_at(at).expect("invariant: held up to end");
+                ours < block.records[(at - first) as usize].hash
+            }
+        };
+        if ours_won {
             return Fork::Ours { at };
         }
         // The held records before `at` in the same block (or pending) are signed by the
