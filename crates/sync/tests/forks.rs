@@ -427,3 +427,61 @@ fn a_fork_below_what_the_owner_attested_is_decided_by_the_attested_branch() {
     }
     assert_same(&mut [&mut x, &mut y, &mut z, &mut p, &mut clone]);
 }
+
+#[test]
+fn a_branch_kept_aside_is_assembled_whichever_of_its_blocks_came_first() {
+    // The owner's device attests its branch (three blocks of one record each); two copies of
+    // its key write two other branches. A replica that holds one of those and knows the
+    // attestation keeps the start of the other aside (it does not reach the attested head),
+    // then meets the attested branch's blocks, in order or in reverse: they are a branch of
+    // their own, not pieces of the one kept aside, and the replica takes it.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    let (mut device, mut clone, mut other) = (replica(1), replica(1), replica(1));
+    for i in 0..3 {
+        write(&mut device, 1, &format!("from the device {i}"));
+    }
+    write(&mut clone, 3, "from a clone");
+    write(&mut other, 1, "from another clone");
+    let blocks = |r: &Replica| r.chain(&chain).map_or(Vec::new(), |l| l.blocks.clone());
+    let (attested_blocks, clone_blocks, other_blocks) =
+        (blocks(&device), blocks(&clone), blocks(&other));
+    assert_eq!(attested_blocks.len(), 3);
+    let mut p = replica(5);
+    delivered(&mut device, &mut p);
+    assert!(device.compact() > 0, "the device attests its branch");
+    let attested = device.chain(&chain).map(|l| l.head());
+    let attestation = (device.attestations().get(&chain.1))
+        .map(|a| a.newest.clone())
+        .expect("the device attested its scope");
+    for reverse in [false, true] {
+        let mut x = replica(2);
+        x.receive_blocks(NOW, clone_blocks.clone());
+        let out = x.handle(
+            &mut Link::new(),
+            NOW,
+            &Message::Attest(vec![attestation.clone()]).encode(),
+        );
+        assert!(x.attestations().contains_key(&chain.1), "{:?}", out.events);
+        x.receive_blocks(NOW, other_blocks.clone());
+        assert_ne!(x.chain(&chain).map(|l| l.head()), attested);
+        let mut pieces = attested_blocks.clone();
+        if reverse {
+            pieces.reverse();
+        }
+        for b in pieces {
+            x.receive_blocks(NOW, vec![b]);
+        }
+        assert!(x.forks().contains(&key.id()));
+        assert_eq!(
+            x.chain(&chain).map(|l| l.head()),
+            attested,
+            "reverse: {reverse}"
+        );
+        assert_eq!(
+            x.state_digest(),
+            device.state_digest(),
+            "reverse: {reverse}"
+        );
+    }
+}
