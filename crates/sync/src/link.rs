@@ -67,6 +67,8 @@ pub struct Link {
     /// an attestation (by its signature) names: once per attestation, so that two replicas
     /// that hold different attestations do not send each other their branches for ever.
     proved_again: BTreeSet<(ChainKey, [u8; 64])>,
+    /// `Replica::greet_again` when this replica last greeted the peer (HELLO).
+    greeted: u64,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -185,6 +187,7 @@ impl<S: RowStore> Replica<S> {
 
     fn hello(&mut self, link: &mut Link, wants_snapshot: bool) -> Vec<u8> {
         link.announced.clone_from(&self.branch_changes);
+        link.greeted = self.greet_again;
         Message::Hello {
             replica: self.id(),
             device: self.device,
@@ -650,6 +653,11 @@ impl<S: RowStore> Replica<S> {
         let Some(want) = link.their_want.clone() else {
             return out;
         };
+        // An attestation learned here contradicts a branch held: greeted again, the peer sends
+        // its records of every chain whose head differs from ours from the first it holds.
+        if link.greeted != self.greet_again {
+            out.push(self.hello(link, false));
+        }
         // With `serve_members_only`, the peer's subscription is cut to the scopes its key may
         // write to; checked per scope at each send, so a new writer list takes effect at once.
         let member = self

@@ -601,3 +601,29 @@ fn simulated_sets_and_maps_converge() {
 fn a_snapshot_covering_records_a_fork_takes_back_leaves_nothing_of_them() {
     run_with(1_001_091, true, true);
 }
+
+/// Seeds 969, 2,864 and 1,000,701 (compaction while a clone writes off), 1,246 and 1,000,467
+/// (on): a replica kept aside the start of a branch that was not the attested one, or joined
+/// its first pieces with a piece of another branch (the clone forked again past them); the
+/// attested branch's blocks, arriving later, never joined up and were refused on every
+/// retransmit (the network never went quiet). Any block kept aside that starts on the held
+/// chain now begins a branch, and the attested branch is assembled back from the attested
+/// record by hashes.
+#[test]
+fn a_branch_kept_aside_is_assembled_from_any_block_that_starts_it() {
+    run_with(969, false, false);
+    run_with(2_864, false, false);
+    run_with(1_246, false, true);
+    run_with(1_000_701, true, false);
+    run_with(1_000_467, true, true);
+}
+
+/// Seed 1,000,500 (sets and maps, compaction while a clone writes): three replicas kept the
+/// clone's branch by the lower hash, having met the attested one before the attestation; the
+/// replica holding the attested branch had sent it once per attestation already, so they kept
+/// retransmitting theirs for ever. A replica that learns an attestation naming another record
+/// than the one it holds now greets its peers again, and gets the attested branch in answer.
+#[test]
+fn a_replica_that_learns_its_branch_is_not_attested_asks_for_it_again() {
+    run_with(1_000_500, true, true);
+}

@@ -99,6 +99,7 @@ impl<S: RowStore> Replica<S> {
                 .and_then(|l| l.hash_at(*seq))
                 .is_some_and(|h| h != *hash);
             if other {
+                self.greet_again += 1;
                 self.forks.insert(*author);
                 self.disputed.insert(key.clone());
                 *self.branch_changes.entry(key).or_insert(0) += 1;
