@@ -63,6 +63,12 @@ pub struct Link {
     /// peer was last told of (by HELLO or ACK): when it moves, the peer is told where the chain
     /// ends now, for it may believe this replica holds records it took back.
     announced: BTreeMap<ChainKey, u64>,
+    /// The chains whose proofs were sent again because a fork was decided here for the branch
+    /// an attestation (by its signature) names: once per attestation, so that two replicas
+    /// that hold different attestations do not send each other their branches for ever.
+    proved_again: BTreeSet<(ChainKey, [u8; 64])>,
+    /// `Replica::greet_again` when this replica last greeted the peer (HELLO).
+    greeted: u64,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -181,6 +187,7 @@ impl<S: RowStore> Replica<S> {
 
     fn hello(&mut self, link: &mut Link, wants_snapshot: bool) -> Vec<u8> {
         link.announced.clone_from(&self.branch_changes);
+        link.greeted = self.greet_again;
         Message::Hello {
             replica: self.id(),
             device: self.device,
@@ -317,6 +324,13 @@ impl<S: RowStore> Replica<S> {
                 // A fork found in the peer's blocks that left this replica on its own branch:
                 // its records go to the peer, from the first held (the peer may not see from
                 // its block where the branches part), and the peer decides in turn.
+                // A fork decided for the branch the owner attested: the peer gets it again,
+                // though sent before (it may have decided before it knew the attestation).
+                for (key, sig) in std::mem::take(&mut self.kept_attested) {
+                    if link.proved_again.insert((key.clone(), sig)) {
+                        link.proofs_sent.retain(|(k, ..)| *k != key);
+                    }
+                }
                 for e in &events {
                     if let Event::Fork { author, scope, .. } = e {
                         let key = (*author, scope.clone());
@@ -639,6 +653,11 @@ impl<S: RowStore> Replica<S> {
         let Some(want) = link.their_want.clone() else {
             return out;
         };
+        // An attestation learned here contradicts a branch held: greeted again, the peer sends
+        // its records of every chain whose head differs from ours from the first it holds.
+        if link.greeted != self.greet_again {
+            out.push(self.hello(link, false));
+        }
         // With `serve_members_only`, the peer's subscription is cut to the scopes its key may
         // write to; checked per scope at each send, so a new writer list takes effect at once.
         let member = self

@@ -371,3 +371,117 @@ fn a_hello_names_its_device_only_when_set() {
     bad[36] = 4;
     assert!(Message::decode(&bad).is_err(), "unknown flags are refused");
 }
+
+#[test]
+fn a_fork_below_what_the_owner_attested_is_decided_by_the_attested_branch() {
+    // The device (the scope's owner) attests its branch and compacts it: it can no longer take
+    // it back. Its clone's branch has the lower hash where they part, so the rule of the lower
+    // hash alone would put every other replica on the clone's branch and leave the device
+    // apart. The owner's attestation is final: three replicas that meet the branches in
+    // opposite orders, and the clone itself, all end on the attested branch.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    let mut title = 0;
+    let (mut device, mut clone) = loop {
+        let (mut device, mut clone) = (replica(1), replica(1));
+        write(&mut device, 3, "from the device");
+        write(&mut clone, 3, &format!("from its clone {title}"));
+        let at = |r: &Replica| r.chain(&chain).and_then(|l| l.hash_at(1));
+        if at(&clone) < at(&device) {
+            break (device, clone);
+        }
+        title += 1;
+    };
+    let mut p = replica(5);
+    delivered(&mut device, &mut p);
+    assert!(
+        device.compact() > 0,
+        "the device attests and drops its branch"
+    );
+    delivered(&mut device, &mut p);
+    assert!(p.attestations().contains_key(&chain.1));
+    let attested = device.chain(&chain).map(|l| l.head());
+    let (mut x, mut y, mut z) = (replica(2), replica(3), replica(4));
+    // x and z: the clone's branch first (before the clone meets anyone holding the attested
+    // branch); then x meets it, and z meets only x.
+    delivered(&mut clone, &mut x);
+    delivered(&mut clone, &mut z);
+    exchange(&mut p, &mut x);
+    exchange(&mut p, &mut x);
+    // y: the attested branch first, then the clone's.
+    delivered(&mut p, &mut y);
+    exchange(&mut clone, &mut y);
+    exchange(&mut x, &mut z);
+    exchange(&mut x, &mut z);
+    // The clone gave up its branch when it met y; it meets p too.
+    exchange(&mut clone, &mut p);
+    exchange(&mut clone, &mut p);
+    // Those that held the clone's branch found the fork (y and p may never see it: the clone
+    // moved over when it met y).
+    for (name, r) in [("x", &x), ("z", &z), ("clone", &clone)] {
+        assert!(r.forks().contains(&key.id()), "{name} found the fork");
+    }
+    for r in [&x, &y, &z, &p, &clone] {
+        assert_eq!(r.chain(&chain).map(|l| l.head()), attested);
+        assert_eq!(r.state_digest(), device.state_digest());
+    }
+    assert_same(&mut [&mut x, &mut y, &mut z, &mut p, &mut clone]);
+}
+
+#[test]
+fn a_branch_kept_aside_is_assembled_whichever_of_its_blocks_came_first() {
+    // The owner's device attests its branch (three blocks of one record each); two copies of
+    // its key write two other branches. A replica that holds one of those and knows the
+    // attestation keeps the start of the other aside (it does not reach the attested head),
+    // then meets the attested branch's blocks, in order or in reverse: they are a branch of
+    // their own, not pieces of the one kept aside, and the replica takes it.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    let (mut device, mut clone, mut other) = (replica(1), replica(1), replica(1));
+    for i in 0..3 {
+        write(&mut device, 1, &format!("from the device {i}"));
+    }
+    write(&mut clone, 3, "from a clone");
+    write(&mut other, 1, "from another clone");
+    let blocks = |r: &Replica| r.chain(&chain).map_or(Vec::new(), |l| l.blocks.clone());
+    let (attested_blocks, clone_blocks, other_blocks) =
+        (blocks(&device), blocks(&clone), blocks(&other));
+    assert_eq!(attested_blocks.len(), 3);
+    let mut p = replica(5);
+    delivered(&mut device, &mut p);
+    assert!(device.compact() > 0, "the device attests its branch");
+    let attested = device.chain(&chain).map(|l| l.head());
+    let attestation = (device.attestations().get(&chain.1))
+        .map(|a| a.newest.clone())
+        .expect("the device attested its scope");
+    for reverse in [false, true] {
+        let mut x = replica(2);
+        x.receive_blocks(NOW, clone_blocks.clone());
+        let out = x.handle(
+            &mut Link::new(),
+            NOW,
+            &Message::Attest(vec![attestation.clone()]).encode(),
+        );
+        assert!(x.attestations().contains_key(&chain.1), "{:?}", out.events);
+        x.receive_blocks(NOW, other_blocks.clone());
+        assert_ne!(x.chain(&chain).map(|l| l.head()), attested);
+        let mut pieces = attested_blocks.clone();
+        if reverse {
+            pieces.reverse();
+        }
+        for b in pieces {
+            x.receive_blocks(NOW, vec![b]);
+        }
+        assert!(x.forks().contains(&key.id()));
+        assert_eq!(
+            x.chain(&chain).map(|l| l.head()),
+            attested,
+            "reverse: {reverse}"
+        );
+        assert_eq!(
+            x.state_digest(),
+            device.state_digest(),
+            "reverse: {reverse}"
+        );
+    }
+}

@@ -78,11 +78,33 @@ impl<S: RowStore> Replica<S> {
                 });
                 continue;
             }
+            let heads = a.heads.clone();
+            let scope = a.scope.clone();
             if self.keep_attestation(a) {
                 self.edits += 1;
+                self.off_attested(&scope, &heads);
             }
         }
         events
+    }
+
+    /// The chains held on another branch than the one `heads` (the scope owner's newest
+    /// attestation) names: the branch the fork rule keeps (docs/sync.md sec. 6, "Forks") is
+    /// not here yet. They count as changed branches, so that this replica proves its branch to
+    /// its peers again, and the peer that holds the attested one answers with it.
+    fn off_attested(&mut self, scope: &ScopeId, heads: &crate::attest::ScopeHeads) {
+        for (author, (seq, hash)) in heads {
+            let key: ChainKey = (*author, scope.clone());
+            let other = (self.chains.get(&key))
+                .and_then(|l| l.hash_at(*seq))
+                .is_some_and(|h| h != *hash);
+            if other {
+                self.greet_again += 1;
+                self.forks.insert(*author);
+                self.disputed.insert(key.clone());
+                *self.branch_changes.entry(key).or_insert(0) += 1;
+            }
+        }
     }
 
     /// How far every known peer that follows `scope` acknowledged chain `key`; for a chain

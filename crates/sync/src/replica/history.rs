@@ -268,6 +268,20 @@ impl<S: RowStore> Replica<S> {
                 log.written.clear();
                 log.written_bufs.clear();
                 log.base = Some(cp);
+            } else if cp.seq >= log.first_held() && cp.seq <= log.sealed_head().0 {
+                // Records held at or below the checkpoint, of its branch (a scope where the held
+                // branch differs is left out above): the base rows now hold what they wrote, so
+                // they go as compaction drops them. Kept, a fork that took them back later would
+                // leave what they wrote in the base the rows are rebuilt from.
+                let n = log.blocks.partition_point(|b| b.last_seq() <= cp.seq);
+                log.blocks.drain(..n);
+                if let Some(b) = log.blocks.first_mut() {
+                    if let Some(rest) = b.suffix(cp.seq + 1).filter(|_| b.first_seq() <= cp.seq) {
+                        // A suffix of a block still verifies: its signature is over its end.
+                        *b = rest;
+                    }
+                }
+                log.base = Some(cp);
             }
         }
         let rows: Vec<(RowKey, RowState)> = rows

@@ -182,6 +182,20 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// Blocks of a branch this replica held and gave up for a peer's (a fork): sent to that
     /// peer, which then knows of the fork too.
     pub(crate) lost: Vec<crate::chain::Block>,
+    /// Per chain, verified blocks kept aside: branches of it that part from the held one at or
+    /// below the head the scope's owner attested and do not reach that head yet (any block
+    /// that starts on a record held begins one), and blocks that may continue them, arrived
+    /// out of order: whether a branch is the attested one is known once it reaches that head
+    /// (docs/sync.md sec. 6, "Forks"). Not saved: a peer sends the branch again.
+    pub(crate) fork_candidates: BTreeMap<ChainKey, Vec<crate::chain::Block>>,
+    /// Chains whose fork this replica decided for its own branch as the owner attested it,
+    /// since the link last looked: the peer must get that branch, though it was sent before.
+    pub(crate) kept_attested: Vec<(ChainKey, [u8; 64])>,
+    /// Bumped when an attestation learned names another record than the one held at its seq:
+    /// every link greets its peer again (HELLO), and a peer that holds the attested branch
+    /// answers it with its records from the first held, as after a reconnect. The branch it
+    /// sent before may have come before the attestation and lost by the lower hash.
+    pub(crate) greet_again: u64,
     /// How many times each chain's records were replaced by another branch: a proof of a fork
     /// sent to a peer before is sent again after (it is another branch now).
     pub(crate) branch_changes: BTreeMap<ChainKey, u64>,
@@ -234,6 +248,9 @@ impl<S: RowStore> Replica<S> {
             disputed: BTreeSet::new(),
             device: None,
             lost: Vec::new(),
+            fork_candidates: BTreeMap::new(),
+            kept_attested: Vec::new(),
+            greet_again: 0,
             branch_changes: BTreeMap::new(),
             redactions: 0,
             edits: 0,

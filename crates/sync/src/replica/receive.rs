@@ -20,6 +20,9 @@ enum Fork {
     Unknown,
     /// The held branch wins at `at`: the block is refused.
     Ours { at: u64 },
+    /// The owner attested a head past `at` that neither the held branch nor the block
+    /// reaches: the block is kept aside as the chain's candidate, the held branch stays.
+    Waiting { at: u64 },
     /// The block's branch wins at `at`: it replaced the held records from there.
     Theirs {
         at: u64,
@@ -27,6 +30,53 @@ enum Fork {
         rows: Vec<RowKey>,
     },
 }
+
+/// Whether `next` goes on from the end of `held`: it holds `held`'s last record (or follows
+/// it) and a record after it.
+fn joins(held: &Block, next: &Block) -> bool {
+    let end = held.last_seq();
+    if next.last_seq() <= end || next.first_seq() > end + 1 {
+        return false;
+    }
+    match end.checked_sub(next.first_seq()) {
+        None => next.prev_hash() == held.last_hash(),
+        Some(i) => next.records[i as usize].hash == held.last_hash(),
+    }
+}
+
+/// `held` and what `next` (which [`joins`] it) adds after it, as one block under `next`'s
+/// signature, whose head chains back through `held`'s records.
+fn join(held: Block, next: Block) -> Block {
+    let from = held.last_seq() + 1;
+    let mut records = held.records;
+    records.extend(next.suffix(from).map_or(Vec::new(), |b| b.records));
+    Block {
+        author: next.author,
+        scope: next.scope,
+        records,
+        sig: next.sig,
+    }
+}
+
+/// How a branch of a held chain was judged against it (docs/sync.md sec. 6, "Forks").
+enum Judged {
+    /// It holds the same records as far as both go.
+    Same,
+    Ours {
+        at: u64,
+    },
+    Theirs {
+        at: u64,
+    },
+    /// It parts at or below the attested head and does not reach it yet.
+    Waiting {
+        at: u64,
+    },
+}
+
+/// At most this many blocks are kept aside per chain: branches that may be the attested one
+/// and pieces that may continue them.
+const MAX_PIECES: usize = 128;
 
 /// The version of op `idx` of `record` by `author`: its place in the LWW order.
 fn version_of(record: &Record, author: &AuthorId, idx: usize) -> Version {
@@ -155,6 +205,7 @@ impl<S: RowStore> Replica<S> {
     pub fn receive_blocks(&mut self, now_ms: u64, blocks: Vec<Block>) -> Vec<Event> {
         self.edits += 1;
         self.lost.clear();
+        self.kept_attested.clear();
         self.catch_up();
         let mut events = Vec::new();
         // A block whose every record is already held with the same hashes is a replay: its
@@ -179,7 +230,9 @@ impl<S: RowStore> Replica<S> {
             let held = *heads
                 .entry(b.key())
                 .or_insert_with(|| self.chains.get(&b.key()).map_or(0, |l| l.head().0));
-            if b.first_seq() > held.saturating_add(1) {
+            // A block of a chain with a branch held aside may be a piece of that branch.
+            let aside = self.fork_candidates.contains_key(&b.key());
+            if b.first_seq() > held.saturating_add(1) && !aside {
                 events.push(Event::Rejected {
                     reason: Reason::ChainGap,
                     author: b.author,
@@ -204,7 +257,14 @@ impl<S: RowStore> Replica<S> {
         let mut applied_records = 0;
         let mut applied_rows = Vec::new();
         for ((block, sig), released) in blocks.into_iter().zip(sig_results).zip(released) {
-            match self.check_block(now_ms, &block, sig, released) {
+            let aside = sig.is_ok() && self.fork_candidates.contains_key(&block.key());
+            let checked = match self.check_block(now_ms, &block, sig, released) {
+                Err((Reason::ChainGap | Reason::Fork, _)) if aside => {
+                    Err((Reason::Fork, "a piece of a branch held aside".to_string()))
+                }
+                checked => checked,
+            };
+            match checked {
                 Ok(skip) => {
                     let mut block = block;
                     if skip > 0 {
@@ -244,7 +304,7 @@ impl<S: RowStore> Replica<S> {
                         }
                         outcome => {
                             let seq = match outcome {
-                                Fork::Ours { at } => at,
+                                Fork::Ours { at } | Fork::Waiting { at } => at,
                                 _ => first,
                             };
                             events.push(Event::Fork {
@@ -294,26 +354,199 @@ impl<S: RowStore> Replica<S> {
     /// left) and the block's put in their place.
     fn resolve_fork(&mut self, block: Block) -> Fork {
         let key = block.key();
-        let Some(log) = self.chains.get(&key) else {
-            return Fork::Unknown;
-        };
-        let first = block.first_seq();
-        // The block must start on a record held alike, else the branches part before it (or
-        // where history was compacted away) and this block cannot say where.
-        if first < log.first_held() || log.hash_at(first - 1) != Some(block.prev_hash()) {
+        if !self.chains.contains_key(&key) {
+            self.fork_candidates.remove(&key);
             return Fork::Unknown;
         }
+        // The blocks of this chain kept aside, with this one, each once, by place. Any of them
+        // that starts on the held chain may begin a branch, the others continue one: a branch
+        // is judged joined with the pieces that continue it, as one block under the last
+        // piece's signature (its head chains back through the others' records), whatever
+        // order they came in.
+        let mut pool = self.fork_candidates.remove(&key).unwrap_or_default();
+        let new_id = (block.first_seq(), block.last_seq(), block.last_hash());
+        pool.push(block);
+        pool.sort_by_key(|b| (b.first_seq(), b.last_seq(), b.last_hash()));
+        pool.dedup_by_key(|b| (b.first_seq(), b.last_seq(), b.last_hash()));
+        let id = |b: &Block| (b.first_seq(), b.last_seq(), b.last_hash());
+        // The attested branch, if its pieces are all here: found from the attested record
+        // back, by hashes, so that pieces of other branches never stand in its way.
+        if let Some(main) = self.attested_branch(&key, &pool) {
+            if let Judged::Theirs { at } = self.judge(&key, &main) {
+                return self.take_branch(main, at);
+            }
+        }
+        let mut outcome = None;
+        let mut waiting = None;
+        let mut i = 0;
+        while i < pool.len() {
+            let Some(mut main) = self.branch_start(&key, &pool[i]) else {
+                i += 1;
+                continue;
+            };
+            let mut used = vec![i];
+            while let Some(j) =
+                (0..pool.len()).find(|j| !used.contains(j) && joins(&main, &pool[*j]))
+            {
+                main = join(main, pool[j].clone());
+                used.push(j);
+            }
+            let has_new = used.iter().any(|&u| id(&pool[u]) == new_id);
+            match self.judge(&key, &main) {
+                Judged::Same => i += 1,
+                Judged::Theirs { at } => {
+                    // The pieces left belong to branches the fork leaves behind, or are
+                    // sent again by peers: the branch taken is this replica's chain now.
+                    return self.take_branch(main, at);
+                }
+                Judged::Waiting { at } => {
+                    // Its pieces stay as they came: another branch may share them.
+                    if has_new {
+                        outcome = Some(Fork::Waiting { at });
+                    }
+                    waiting.get_or_insert(at);
+                    i += 1;
+                }
+                Judged::Ours { at } => {
+                    if has_new {
+                        outcome = Some(Fork::Ours { at });
+                    }
+                    used.sort_unstable();
+                    for &u in used.iter().rev() {
+                        pool.remove(u);
+                    }
+                    i = 0;
+                }
+            }
+        }
+        let Some(at) = waiting else {
+            // Nothing left to wait for: the pieces are of branches decided (or of none held),
+            // and peers send them again where they matter.
+            return outcome.unwrap_or(Fork::Unknown);
+        };
+        // Bounded, the lowest places first (where branches begin; a peer resends the rest,
+        // past what this replica acknowledged): what an author signed, once per place.
+        pool.truncate(MAX_PIECES);
+        self.fork_candidates.insert(key, pool);
+        outcome.unwrap_or(Fork::Waiting { at })
+    }
+
+    /// The branch of chain `key` that holds the record the scope owner's newest attestation
+    /// names, where the held chain does not, assembled from `pool`: the block that holds that
+    /// record, then, back, the block that holds the record each one follows, until one starts
+    /// on a record held alike; None while a piece is missing.
+    fn attested_branch(&self, key: &ChainKey, pool: &[Block]) -> Option<Block> {
+        let log = self.chains.get(key)?;
+        let &(seq, hash) = self.attestations.get(&key.1)?.newest.heads.get(&key.0)?;
+        if log.hash_at(seq) == Some(hash) {
+            return None;
+        }
+        let holds = |b: &Block, q: u64, h: crate::wire::Hash| {
+            q >= b.first_seq()
+                && q <= b.last_seq()
+                && b.records[(q - b.first_seq()) as usize].hash == h
+        };
+        let mut path = vec![pool.iter().find(|b| holds(b, seq, hash))?];
+        for _ in 0..pool.len() {
+            let cur = path[path.len() - 1];
+            if let Some(start) = self.branch_start(key, cur) {
+                let mut main = start;
+                for next in path.iter().rev().skip(1) {
+                    if !joins(&main, next) {
+                        return None;
+                    }
+                    main = join(main, (*next).clone());
+                }
+                return Some(main);
+            }
+            let (want, prev) = (cur.first_seq().checked_sub(1)?, cur.prev_hash());
+            let p =
+                (pool.iter()).find(|b| b.last_seq() < cur.last_seq() && holds(b, want, prev))?;
+            path.push(p);
+        }
+        None
+    }
+
+    /// `block` from where it can be judged against chain `key` held: from the record after
+    /// the checkpoint when it reaches below what is held (compacted here) and holds the
+    /// checkpoint's record there; None if it does not start on a record held alike (the
+    /// branches part before it, or where history was compacted away, and it cannot say where).
+    fn branch_start(&self, key: &ChainKey, block: &Block) -> Option<Block> {
+        let log = self.chains.get(key)?;
+        let held_from = log.first_held();
+        let block = match block.first_seq() {
+            f if f < held_from => {
+                let at_base = block.records.get((held_from - 1 - f) as usize)?;
+                if Some(at_base.hash) != log.hash_at(held_from - 1) {
+                    return None;
+                }
+                block.suffix(held_from)?
+            }
+            _ => block.clone(),
+        };
+        (log.hash_at(block.first_seq() - 1) == Some(block.prev_hash())).then_some(block)
+    }
+
+    /// Which branch of chain `key` wins against `block` (starting on a record held alike), and
+    /// where they part: the branch the scope owner attested, where it parts at or below the
+    /// attested head, on every replica alike (a replica that compacted holds only that branch
+    /// there); else the record with the lower hash.
+    fn judge(&mut self, key: &ChainKey, block: &Block) -> Judged {
+        let log = self
+            .chains
+            .get(key)
+            .expect("invariant: checked by the caller");
+        let first = block.first_seq();
         let end = log.head().0.min(block.last_seq());
         let Some(at) = (first..=end)
             .find(|&q| log.hash_at(q) != Some(block.records[(q - first) as usize].hash))
         else {
-            return Fork::Unknown;
+            return Judged::Same;
         };
-        let ours = log.hash_at(at).expect("invariant: held up to end");
-        let theirs = block.records[(at - first) as usize].hash;
-        if ours < theirs {
-            return Fork::Ours { at };
+        let lower_hash = || {
+            let ours = log.hash_at(at).expect("invariant: held up to end");
+            if ours < block.records[(at - first) as usize].hash {
+                Judged::Ours { at }
+            } else {
+                Judged::Theirs { at }
+            }
+        };
+        let newest = self.attestations.get(&block.scope).map(|e| &e.newest);
+        let attested =
+            (newest.and_then(|a| a.heads.get(&block.author))).filter(|(seq, _)| *seq >= at);
+        match attested {
+            Some(&(seq, hash)) if log.hash_at(seq) == Some(hash) => {
+                let sig = newest.map(|a| a.sig).expect("invariant: attested");
+                self.kept_attested.push((key.clone(), sig));
+                Judged::Ours { at }
+            }
+            Some(&(seq, hash)) if block.last_seq() >= seq => {
+                if block.records[(seq - first) as usize].hash == hash {
+                    Judged::Theirs { at }
+                } else {
+                    // Neither is the attested branch: the attested one, when it comes,
+                    // decides; meanwhile the rule below, and a block that loses by it is
+                    // kept aside (the attested branch may share its first pieces).
+                    match lower_hash() {
+                        Judged::Ours { at } => Judged::Waiting { at },
+                        judged => judged,
+                    }
+                }
+            }
+            // The block may be the start of the attested branch: kept aside until the blocks
+            // that continue it reach the attested head.
+            Some(_) if block.records.len() < MAX_BLOCK_RECORDS as usize => Judged::Waiting { at },
+            _ => lower_hash(),
         }
+    }
+
+    /// Takes `block`'s branch of its chain from `at`, where it parts from the held one and
+    /// wins: the held records from there are taken back and the block's put in their place.
+    fn take_branch(&mut self, block: Block, at: u64) -> Fork {
+        let key = block.key();
+        let log = self.chains.get(&key).expect("invariant: judged against it");
+        let first = block.first_seq();
+        debug_assert!(first <= at);
         // The held records before `at` in the same block (or pending) are signed by the
         // block's signature too: its head chains back through them.
         let i = log.blocks.partition_point(|b| b.last_seq() < at);
