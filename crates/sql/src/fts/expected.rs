@@ -1,7 +1,7 @@
 //! [`Expected`]: the index `verify` builds beside the database to compare with the stored one.
 
 use crate::error::{Error, Result};
-use crate::storage::{Cursor, Each, EntryFn, Rewrite, Storage, StorageCore, TreeId};
+use crate::storage::{Cursor, StorageCore, TreeId};
 use cairn_store::hash::FastMap;
 use std::ops::Bound;
 
@@ -116,51 +116,7 @@ impl StorageCore for Expected {
     }
 }
 
-impl Storage for Expected {
-    // The defaults below would each be compiled for this type too.
-    fn scan_each(
-        &self,
-        _tree: TreeId,
-        _lower: Bound<&[u8]>,
-        _upper: Bound<&[u8]>,
-        _reverse: bool,
-        _f: &mut EntryFn,
-    ) -> Result<bool> {
-        Err(unsupported())
-    }
-    fn scan_each_past(
-        &self,
-        _tree: TreeId,
-        _lower: Bound<&[u8]>,
-        _upper: Bound<&[u8]>,
-        _reverse: bool,
-        _skip: &mut u64,
-        _f: &mut EntryFn,
-    ) -> Result<bool> {
-        Err(unsupported())
-    }
-    fn update_each(
-        &mut self,
-        _tree: TreeId,
-        _lower: Bound<&[u8]>,
-        _upper: Bound<&[u8]>,
-        _f: &mut Rewrite<'_>,
-    ) -> Result<u64> {
-        Err(unsupported())
-    }
-    fn put_new(&mut self, _tree: TreeId, _key: &[u8], _value: &[u8]) -> Result<bool> {
-        Err(unsupported())
-    }
-    fn put_new_or_rewrite(
-        &mut self,
-        _tree: TreeId,
-        _key: &[u8],
-        _value: &[u8],
-        _f: &mut Rewrite<'_>,
-    ) -> Result<Option<Each>> {
-        Err(unsupported())
-    }
-}
+crate::storage::refuse_bulk_storage!(Expected, unsupported);
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,7 @@ mod nostore;
 mod paged;
 
 pub use memory::Memory;
-pub(crate) use nostore::NoStore;
+pub(crate) use nostore::{refuse_bulk_storage, NoStore};
 pub use paged::Paged;
 
 use crate::error::{Error, Result};

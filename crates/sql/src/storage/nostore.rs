@@ -1,6 +1,6 @@
 //! A store with nothing in it.
 
-use super::{Cursor, Each, EntryFn, Rewrite, Storage, StorageCore, TreeId};
+use super::{Cursor, StorageCore, TreeId};
 use crate::error::{Error, Result};
 use std::ops::Bound;
 
@@ -62,48 +62,62 @@ impl StorageCore for NoStore {
     }
 }
 
-impl Storage for NoStore {
-    // The defaults below would each be compiled for this type too.
-    fn scan_each(
-        &self,
-        _tree: TreeId,
-        _lower: Bound<&[u8]>,
-        _upper: Bound<&[u8]>,
-        _reverse: bool,
-        _f: &mut EntryFn,
-    ) -> Result<bool> {
-        Err(no_store())
-    }
-    fn scan_each_past(
-        &self,
-        _tree: TreeId,
-        _lower: Bound<&[u8]>,
-        _upper: Bound<&[u8]>,
-        _reverse: bool,
-        _skip: &mut u64,
-        _f: &mut EntryFn,
-    ) -> Result<bool> {
-        Err(no_store())
-    }
-    fn update_each(
-        &mut self,
-        _tree: TreeId,
-        _lower: Bound<&[u8]>,
-        _upper: Bound<&[u8]>,
-        _f: &mut Rewrite<'_>,
-    ) -> Result<u64> {
-        Err(no_store())
-    }
-    fn put_new(&mut self, _tree: TreeId, _key: &[u8], _value: &[u8]) -> Result<bool> {
-        Err(no_store())
-    }
-    fn put_new_or_rewrite(
-        &mut self,
-        _tree: TreeId,
-        _key: &[u8],
-        _value: &[u8],
-        _f: &mut Rewrite<'_>,
-    ) -> Result<Option<Each>> {
-        Err(no_store())
-    }
+/// `impl Storage for $ty` that refuses each of the trait's bulk methods with `$err()`: a store
+/// that only serves point reads and writes. Overriding them keeps the trait's defaults from being
+/// compiled for the type too.
+macro_rules! refuse_bulk_storage {
+    ($ty:ty, $err:path) => {
+        impl $crate::storage::Storage for $ty {
+            fn scan_each(
+                &self,
+                _tree: $crate::storage::TreeId,
+                _lower: std::ops::Bound<&[u8]>,
+                _upper: std::ops::Bound<&[u8]>,
+                _reverse: bool,
+                _f: &mut $crate::storage::EntryFn,
+            ) -> $crate::error::Result<bool> {
+                Err($err())
+            }
+            fn scan_each_past(
+                &self,
+                _tree: $crate::storage::TreeId,
+                _lower: std::ops::Bound<&[u8]>,
+                _upper: std::ops::Bound<&[u8]>,
+                _reverse: bool,
+                _skip: &mut u64,
+                _f: &mut $crate::storage::EntryFn,
+            ) -> $crate::error::Result<bool> {
+                Err($err())
+            }
+            fn update_each(
+                &mut self,
+                _tree: $crate::storage::TreeId,
+                _lower: std::ops::Bound<&[u8]>,
+                _upper: std::ops::Bound<&[u8]>,
+                _f: &mut $crate::storage::Rewrite<'_>,
+            ) -> $crate::error::Result<u64> {
+                Err($err())
+            }
+            fn put_new(
+                &mut self,
+                _tree: $crate::storage::TreeId,
+                _key: &[u8],
+                _value: &[u8],
+            ) -> $crate::error::Result<bool> {
+                Err($err())
+            }
+            fn put_new_or_rewrite(
+                &mut self,
+                _tree: $crate::storage::TreeId,
+                _key: &[u8],
+                _value: &[u8],
+                _f: &mut $crate::storage::Rewrite<'_>,
+            ) -> $crate::error::Result<Option<$crate::storage::Each>> {
+                Err($err())
+            }
+        }
+    };
 }
+pub(crate) use refuse_bulk_storage;
+
+refuse_bulk_storage!(NoStore, no_store);
