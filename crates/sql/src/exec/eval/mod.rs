@@ -706,45 +706,28 @@ fn cached(q: &QueryPlan, cx: &Cx) -> Result<Option<Cached>> {
 /// has one.
 fn exists(q: &Rc<QueryPlan>, row: &[Value], cx: &Cx) -> Result<bool> {
     let memo = memo_key(q, row, cx)?;
-    Ok(match cached(q, cx)? {
-        Some(Cached::Value(v)) => !v.is_null(),
-        _ if memo.is_some() => {
-            let k = memo.expect("invariant: checked");
-            match memo_get(q, &k, cx) {
-                Some(v) => !v.is_null(),
-                None => {
-                    let mut found = false;
-                    exec::run_query(q, &cx.nested(row), &mut |_| {
-                        found = true;
-                        Ok(false)
-                    })?;
-                    let v = if found {
-                        Value::Integer(1)
-                    } else {
-                        Value::Null
-                    };
-                    memo_put(q, k, v, cx);
-                    found
-                }
-            }
-        }
-        _ => {
-            let mut found = false;
-            exec::run_query(q, &cx.nested(row), &mut |_| {
-                found = true;
-                Ok(false)
-            })?;
-            if !q.correlated {
-                let v = if found {
-                    Value::Integer(1)
-                } else {
-                    Value::Null
-                };
-                cx.cache.borrow_mut().insert(key_of(q), Cached::Value(v));
-            }
-            found
-        }
-    })
+    if let Some(Cached::Value(v)) = cached(q, cx)? {
+        return Ok(!v.is_null());
+    }
+    if let Some(v) = memo.as_ref().and_then(|k| memo_get(q, k, cx)) {
+        return Ok(!v.is_null());
+    }
+    let mut found = false;
+    exec::run_query(q, &cx.nested(row), &mut |_| {
+        found = true;
+        Ok(false)
+    })?;
+    let v = if found {
+        Value::Integer(1)
+    } else {
+        Value::Null
+    };
+    if let Some(k) = memo {
+        memo_put(q, k, v, cx);
+    } else if !q.correlated {
+        cx.cache.borrow_mut().insert(key_of(q), Cached::Value(v));
+    }
+    Ok(found)
 }
 
 /// An adaptive hash semi-join's switch ([`PExpr::SemiHash`] with its exact plan `e`): whether
