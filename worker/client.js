@@ -630,6 +630,7 @@ export class Database extends Queries {
     navigator.locks.request(`cairn:client:${clientId}`, () => new Promise((r) => { this.#releaseClient = r; }));
     const lockName = `cairn:db:${this.#name}`;
     let first = true;
+    let failed = null;
     await new Promise((resolve, reject) => {
       const hold = async () => {
         const worker = early;
@@ -637,7 +638,9 @@ export class Database extends Queries {
         try {
           await this.#becomeOwner(worker);
         } catch (e) {
-          if (first) reject(e);
+          // open() fails once the lock is let go (below), not before: an open() of the same name
+          // right after must find it free, not follow an owner that is not there.
+          if (first) failed = e;
           return;
         }
         if (first) resolve();
@@ -663,7 +666,7 @@ export class Database extends Queries {
           void follower;
         });
       });
-      this.#held.catch(reject);
+      this.#held.then(() => failed && reject(failed), reject);
     });
   }
 
