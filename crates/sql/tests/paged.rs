@@ -594,8 +594,9 @@ fn a_crash_while_writing_an_fts_index_leaves_it_agreeing_with_its_content() {
     db.exec_script(&commit).unwrap();
     let calls = twin.ops() - before;
     let new = content(&mut db);
+    // Its pages (in one call when they lie in one run), its superblock, a flush.
     assert!(
-        calls >= 4,
+        calls >= 3,
         "the commit writes pages and flushes ({calls} calls)"
     );
     // Every word (and "golf", only in the cut commit) finds the rows whose text holds it,

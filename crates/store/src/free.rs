@@ -16,6 +16,10 @@ pub struct FreePages {
     /// Bit `i` set exactly when `bits[i] != 0`.
     nonzero: Vec<u64>,
     len: usize,
+    /// No run of `no_run.1` or more free pages starts below page `no_run.0` (what the last
+    /// [`FreePages::first_run`] learned; inserts lower it, removes cannot make it false), so a
+    /// set of many short runs is not scanned again by every transaction.
+    no_run: (u32, u32),
 }
 
 fn split(id: u32) -> (usize, u32) {
@@ -49,6 +53,9 @@ impl FreePages {
         self.bits[w] |= 1 << b;
         self.nonzero[w / 64] |= 1 << (w % 64);
         self.len += 1;
+        // A run through `id` starts no lower than `id + 1 - n`.
+        let low = (id + 1).saturating_sub(self.no_run.1);
+        self.no_run.0 = self.no_run.0.min(low);
         true
     }
 
@@ -88,7 +95,71 @@ impl FreePages {
         }
     }
 
+    /// The first page at or past `from` that is not free.
+    fn run_end(&self, from: u32) -> u32 {
+        let (mut w, b) = split(from);
+        // Ones below `b` count as taken, so the first zero is at or past `b`.
+        let mut x = !(self.bits.get(w).copied().unwrap_or(0) | !(u64::MAX << b));
+        loop {
+            if x != 0 {
+                return join(w, x);
+            }
+            w += 1;
+            x = !self.bits.get(w).copied().unwrap_or(0);
+        }
+    }
+
+    /// The lowest page that starts a run of at least `n` free pages, if any.
+    pub fn first_run(&mut self, n: u32) -> Option<u32> {
+        let n = n.max(1);
+        let (below, of) = self.no_run;
+        let mut at = if n >= of { below } else { 0 };
+        let found = loop {
+            let Some(start) = self.next(at) else {
+                break None;
+            };
+            let end = self.run_end(start);
+            if end <= start {
+                // Past the last page number (the word's number wrapped): no page there.
+                break None;
+            }
+            if end - start >= n {
+                break Some(start);
+            }
+            at = end;
+        };
+        self.no_run = (found.unwrap_or(u32::MAX), n);
+        found
+    }
+
+    /// The start of the longest run among the lowest `runs` runs of free pages (the lowest of
+    /// equal ones), if any page is free.
+    pub fn longest_run(&self, runs: usize) -> Option<u32> {
+        let mut best: Option<(u32, u32)> = None;
+        let mut at = 0;
+        for _ in 0..runs {
+            let Some(start) = self.next(at) else {
+                break;
+            };
+            let end = self.run_end(start);
+            if end <= start {
+                break;
+            }
+            if best.is_none_or(|(_, n)| end - start > n) {
+                best = Some((start, end - start));
+            }
+            at = end;
+        }
+        best.map(|(start, _)| start)
+    }
+
+    /// The lowest free page.
+    pub fn first(&self) -> Option<u32> {
+        self.next(0)
+    }
+
     /// Takes the lowest free page.
+    #[cfg(test)]
     pub fn pop_first(&mut self) -> Option<u32> {
         let id = self.next(0)?;
         self.remove(&id);
@@ -145,6 +216,31 @@ mod tests {
                     0..=2 => assert_eq!(set.insert(id), model.insert(id)),
                     3 => assert_eq!(set.remove(&id), model.remove(&id)),
                     4 => assert_eq!(set.pop_first(), model.pop_first()),
+                    7 if rand() % 4 == 0 => {
+                        let n = (rand() % 6 + 1) as u32;
+                        let want = model
+                            .iter()
+                            .copied()
+                            .find(|&p| (p..p.saturating_add(n)).all(|q| model.contains(&q)));
+                        assert_eq!(set.first_run(n), want, "first run of {n}");
+                        let (mut best, mut best_len, mut runs) = (None, 0, 0);
+                        let mut it = model.iter().copied().peekable();
+                        while let Some(start) = it.next() {
+                            runs += 1;
+                            if runs > 5 {
+                                break;
+                            }
+                            let mut end = start + 1;
+                            while it.peek() == Some(&end) {
+                                it.next();
+                                end += 1;
+                            }
+                            if end - start > best_len {
+                                (best, best_len) = (Some(start), end - start);
+                            }
+                        }
+                        assert_eq!(set.longest_run(5), best, "longest of five runs");
+                    }
                     5 => assert_eq!(set.contains(&id), model.contains(&id)),
                     6 => assert!(set.iter_from(id).eq(model.range(id..).copied())),
                     _ if rand() % 50 == 0 => {

@@ -223,8 +223,10 @@ fn crash_everywhere_in(o: Options, per: u32, mode: Mode) -> usize {
     let base = f.ops();
     assert_eq!(workload(&db, relaxed, per, mode).0, COMMITS);
     let total = f.ops() - base;
+    // At least a write of pages and one of the superblock a commit (a commit's pages lie in
+    // one run where they can, written in one call).
     assert!(
-        total as u32 > 3 * COMMITS,
+        total as u32 > 2 * COMMITS,
         "the workload makes only {total} calls"
     );
     let mut checked = 0;

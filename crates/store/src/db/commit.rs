@@ -293,6 +293,11 @@ impl<F: BlockFile> Store<F> {
         if flushed {
             self.mark_durable();
         }
+        // The fewer of the last two commits' page counts: one that split a node and took a
+        // page or two more does not make the next look for a run it will not fill.
+        let n = w.owned.len() as u32;
+        self.alloc_hint = n.min(self.alloc_last);
+        self.alloc_last = n;
         self.spare = Spare::keep(w);
         self.free = Some(std::mem::take(&mut w.free));
         let freed = std::mem::take(&mut w.freed);

@@ -39,7 +39,8 @@
 //! 2. [`WriteTx::insert`] → `Shared::writer` → `btree::insert_keeping`: `owned_leaf` starts
 //!    from the leaf the previous write used when the key falls in its range
 //!    (`btree::LastLeaf`); otherwise `cow_path` copies each page on the root-to-leaf path that
-//!    this transaction does not own (`Writer::alloc_copy` takes the lowest free page,
+//!    this transaction does not own (`Writer::alloc_copy` takes the next page of the
+//!    transaction's run of free pages, `take_page`,
 //!    `Writer::free` queues the old one; over a volatile file nothing is copied to a new page:
 //!    `Writer::page_mut` changes a copy kept under the page's own number, which read
 //!    transactions do not see, `Shared::changed`). The cell goes in with `page::reserve` (a

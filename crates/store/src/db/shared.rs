@@ -72,6 +72,10 @@ pub(crate) struct Store<F> {
     /// commit's and the catalog is untouched: any catalog write copies its root, which is
     /// then another page.
     pub(super) committed_trees: Option<CommittedTrees>,
+    /// Pages the last commit allocated: how long a run of free pages the next one looks for
+    /// (`take_page` in `writer`).
+    pub(super) alloc_hint: u32,
+    pub(super) alloc_last: u32,
     /// A volatile file's superblocks are older than the last commit (see `write_back`).
     pub(super) sb_unwritten: bool,
     /// The root bytes of the last commit (`WriteTx::set_root_meta`; trades places with
@@ -196,6 +200,8 @@ impl<F: BlockFile> Shared<F> {
                 cursor_bufs: Vec::new(),
                 committed_trees: None,
                 sb_unwritten: false,
+                alloc_hint: 0,
+                alloc_last: 0,
                 root_meta: Vec::new(),
                 view: None,
                 kept: VecDeque::new(),
@@ -309,6 +315,8 @@ impl<F: BlockFile> Shared<F> {
             catalog_written: false,
             root_next: spare.root_next,
             root_set: false,
+            run_next: 0,
+            lowest_first: false,
         });
         Ok(st.serial)
     }

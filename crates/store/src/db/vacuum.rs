@@ -48,6 +48,8 @@ impl<F: BlockFile> Db<F> {
         let held: Vec<u32> = {
             let mut guard = self.shared.borrow_mut();
             let sh = &mut guard.writer(tx.serial)?;
+            // Pages move below the cutoff only: the lowest free one each time, never the end.
+            sh.w.lowest_first = true;
             let free = &mut sh.w.free;
             let count = sh.w.state.page_count;
             let live = count - free.len() as u32;
@@ -85,6 +87,7 @@ impl<F: BlockFile> Db<F> {
         let new_count = {
             let mut guard = self.shared.borrow_mut();
             let w = guard.writer(tx.serial)?.w;
+            w.lowest_first = true;
             let mut n = w.state.page_count;
             while n > 2 && w.free.contains(&(n - 1)) {
                 n -= 1;

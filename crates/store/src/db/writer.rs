@@ -61,6 +61,13 @@ pub(super) struct WriteState {
     /// a transaction that does not set them pays for nothing).
     pub(super) root_next: Vec<u8>,
     pub(super) root_set: bool,
+    /// The page after the last one allocated, taken next if it is free (or the end of the
+    /// file), so that a transaction's pages lie in one run: one write call at commit
+    /// (`take_page`). 0 before the first allocation (page 0 is a superblock, never free).
+    pub(super) run_next: u32,
+    /// Take the lowest free page every time, never a run or the end of the file while a page
+    /// is free (vacuum, which moves pages below a cutoff).
+    pub(super) lowest_first: bool,
 }
 
 impl WriteState {
@@ -289,20 +296,7 @@ impl<F: BlockFile> Writer<'_, F> {
     fn alloc_holding(&mut self, content: Option<&[u8]>) -> Result<u32> {
         let (st, w) = (&mut *self.st, &mut *self.w);
         w.last_leaf.forget();
-        let id = match w.free.pop_first() {
-            Some(id) => {
-                // Every allocatable page is in the free tree (or about to be added to it).
-                delta_set(&mut w.delta, id, false);
-                id
-            }
-            None => {
-                let id = w.state.page_count;
-                w.state.page_count = id
-                    .checked_add(1)
-                    .ok_or_else(|| Error::TooLarge("the file would pass 2^32 pages".into()))?;
-                id
-            }
-        };
+        let id = take_page(w, st.alloc_hint, st.pager.volatile)?;
         w.owned.insert(id, true);
         let page = match st.pager.spare_page() {
             Some(mut p) => {
@@ -448,6 +442,72 @@ impl<F: BlockFile> Writer<'_, F> {
         Ok(())
     }
 }
+
+/// The page a transaction allocates next. A small commit writes few pages, and on OPFS each
+/// write call costs more than its bytes, so a transaction takes its pages as one run where it
+/// can, which commit writes in one call: the page after the last one it took, if that is free
+/// (or the end of the file); else the lowest run of free pages as long as recent commits
+/// allocated (`hint`); else, while the free pages are few (`RUN_SLACK` and a sixty-fourth of
+/// the file), the end of the file: a one-row commit then alternates between two runs, where
+/// scattered free pages would keep it at one call a page for good. With more free pages than
+/// that and none in a long enough run, the longest of the lowest runs. So the free pages left
+/// in short runs are bounded, and vacuum takes the lowest free page every time
+/// (`WriteState::lowest_first`). A volatile file writes nothing at commit: lowest first, for
+/// the most compact image.
+fn take_page(w: &mut WriteState, hint: u32, volatile: bool) -> Result<u32> {
+    let end = w.state.page_count;
+    let grow = |w: &mut WriteState| -> Result<u32> {
+        w.state.page_count = end
+            .checked_add(1)
+            .ok_or_else(|| Error::TooLarge("the file would pass 2^32 pages".into()))?;
+        w.run_next = end.saturating_add(1);
+        Ok(end)
+    };
+    let take = |w: &mut WriteState, id: u32| -> u32 {
+        // Every allocatable page is in the free tree (or about to be added to it).
+        w.free.remove(&id);
+        delta_set(&mut w.delta, id, false);
+        w.run_next = id.saturating_add(1);
+        id
+    };
+    if w.lowest_first || volatile {
+        return match w.free.first() {
+            Some(id) => Ok(take(w, id)),
+            None => grow(w),
+        };
+    }
+    let next = w.run_next;
+    if next != 0 {
+        if next == end {
+            return grow(w);
+        }
+        if w.free.contains(&next) {
+            return Ok(take(w, next));
+        }
+    }
+    if let Some(id) = w.free.first_run(hint.clamp(2, RUN_MAX)) {
+        return Ok(take(w, id));
+    }
+    if w.free.len() as u32 <= RUN_SLACK + end / 64 {
+        return grow(w);
+    }
+    // Many free pages, none in a run as long as wanted: the longest run among the lowest few
+    // (the fewest write calls, and the neighbours of the pages this frees are likelier free).
+    match w.free.longest_run(RUN_SCAN) {
+        Some(id) => Ok(take(w, id)),
+        None => grow(w),
+    }
+}
+
+/// How many runs of free pages a transaction looks through for the longest, when none is as
+/// long as it wants.
+const RUN_SCAN: usize = 64;
+
+/// The longest run a transaction looks for before taking its first page.
+const RUN_MAX: u32 = 16;
+
+/// Free pages the file may hold beside `page_count / 64` and still grow for a run.
+const RUN_SLACK: u32 = 16;
 
 /// Records a change to the free tree; an add and a remove of the same page cancel.
 pub(super) fn delta_set(delta: &mut IdMap<bool>, id: u32, add: bool) {
