@@ -62,8 +62,10 @@ fn row(i: i64) -> Vec<Value> {
     ]
 }
 
-#[test]
-fn a_single_row_commit_writes_its_pages_in_one_call_and_flushes_once() {
+/// Runs `N` single-row autocommits after 50 (keys from `first`, then from 0 when the 50 were
+/// put far above them, so that the inserts land inside the tree and split nodes in half);
+/// returns the write calls of each commit, checking each flushed once, and the file's growth.
+fn autocommits(first: i64) -> (Vec<usize>, usize) {
     let calls = Rc::new(RefCell::new(Calls::default()));
     let file = Counting {
         inner: MemoryFile::new(),
@@ -79,44 +81,52 @@ fn a_single_row_commit_writes_its_pages_in_one_call_and_flushes_once() {
         .prepare("INSERT INTO t1 VALUES (?,?,?,?,?)")
         .expect("prepare");
     for i in 0..50 {
-        insert.execute(&mut db, &row(i)).expect("insert");
+        insert.execute(&mut db, &row(first + i)).expect("insert");
     }
-    const N: usize = 2000;
-    let (mut two, mut total) = (0, Calls::default());
-    for i in 50..50 + N as i64 {
+    let start = if first == 0 { 50 } else { 0 };
+    let (mut writes, mut grows) = (Vec::new(), 0);
+    for i in start..start + N as i64 {
         *calls.borrow_mut() = Calls::default();
         insert.execute(&mut db, &row(i)).expect("insert");
         let c = calls.borrow();
         assert_eq!(c.flushes, 1, "commit {i} flushed {} times", c.flushes);
-        // The leaf, its parent, the catalog's and the free tree's leaves, and the superblock:
+        // The leaf, its parents, the catalog's and the free tree's leaves, and the superblock:
         // never more calls than pages.
         assert!(c.writes <= 6, "commit {i} made {} write calls", c.writes);
-        if c.writes == 2 {
-            two += 1;
-        }
-        total.writes += c.writes;
-        total.grows += c.grows;
+        writes.push(c.writes);
+        grows += c.grows;
     }
-    // One call for the pages and one for the superblock, but for commits whose pages do not
-    // fit one run (a split, or free pages in short runs only): 4.2 calls a commit before.
-    assert!(
-        two * 10 >= N * 8,
-        "{two} of {N} commits made two write calls ({} calls in all)",
-        total.writes
-    );
-    assert!(total.writes * 10 <= N * 25, "{} write calls", total.writes);
-    // The file grows where a node splits, as it did before.
-    assert!(
-        total.grows * 20 <= N,
-        "{} writes grew the file",
-        total.grows
-    );
     let n = (50 + N) as i64;
-    match db.execute("SELECT count(*), sum(id) FROM t1", &[]) {
-        Ok(Output::Rows { rows, .. }) => assert_eq!(
-            rows,
-            vec![vec![Value::Integer(n), Value::Integer(n * (n - 1) / 2)]]
-        ),
+    match db.execute("SELECT count(*) FROM t1", &[]) {
+        Ok(Output::Rows { rows, .. }) => assert_eq!(rows, vec![vec![Value::Integer(n)]]),
         other => panic!("count: {other:?}"),
     }
+    (writes, grows)
+}
+
+const N: usize = 2000;
+
+#[test]
+fn a_single_row_commit_writes_its_pages_in_one_call_and_flushes_once() {
+    // Keys in order, at the tree's right edge (what an autocommitted insert of a new row
+    // does): one call for the pages and one for the superblock, but for commits whose pages
+    // do not fit one run (a split, or free pages in short runs only). Before the pages were
+    // taken as a run: 8,746 calls (4.4 a commit), no commit in two.
+    let (writes, grows) = autocommits(0);
+    let two = writes.iter().filter(|&&w| w == 2).count();
+    let all: usize = writes.iter().sum();
+    assert!(two * 10 >= N * 9, "{two} of {N} commits made two calls");
+    assert!(all * 10 <= N * 22, "{all} write calls");
+    // The file grows where a node splits (35 writes grew it before).
+    assert!(grows * 20 <= N, "{grows} writes grew the file");
+}
+
+#[test]
+fn inserts_that_split_nodes_inside_the_tree_still_write_fewer_calls() {
+    // Keys below the first 50, so that each split leaves a half-full node behind and the
+    // pages a commit rewrites change: 8,263 calls before (4.1 a commit); runs still save a
+    // quarter of them.
+    let (writes, _) = autocommits(100_000);
+    let all: usize = writes.iter().sum();
+    assert!(all * 10 <= N * 33, "{all} write calls");
 }
