@@ -379,3 +379,48 @@ fn erasing_free_pages_survives_a_crash_at_every_call() {
         }
     }
 }
+
+/// A commit whose flush fails has its superblock in the file; the store opened again at the
+/// last commit that succeeded (`Db::open_upto`) hands back a file (`Db::into_file`, which
+/// export uses) that opens at that commit, not at the failed one. Cut at every call of the
+/// second commit, so the flush is among the cuts however few writes come before it.
+#[test]
+fn a_file_handed_back_after_a_failed_commit_holds_the_last_that_succeeded() {
+    let o = opts(Durability::Full, 4096);
+    let dry = FaultFile::new();
+    let db = Db::create(dry.clone(), o.clone()).unwrap();
+    let put = |db: &Db<FaultFile>, v: &[u8]| -> cairn_store::Result<()> {
+        let mut tx = db.begin_write()?;
+        let t = match tx.open_tree("t") {
+            Ok(t) => t,
+            Err(_) => tx.create_tree("t", TreeKind::Table)?,
+        };
+        tx.insert(t, b"k", v)?;
+        tx.commit()?;
+        Ok(())
+    };
+    put(&db, b"first").unwrap();
+    let before = dry.ops();
+    put(&db, b"second").unwrap();
+    let calls = dry.ops() - before;
+    assert!(calls >= 2, "the commit writes and flushes ({calls} calls)");
+    for k in 0..calls {
+        let f = FaultFile::new();
+        let db = Db::create(f.clone(), o.clone()).unwrap();
+        put(&db, b"first").unwrap();
+        f.fail_at(f.ops() + k, false);
+        assert!(put(&db, b"second").is_err(), "call {k} of {calls} failed");
+        f.heal();
+        let txn = db.txn();
+        let db = Db::open_upto(db.into_file().unwrap(), o.clone(), txn).unwrap();
+        let file = db.into_file().unwrap();
+        let db = Db::open(MemoryFile::from_bytes(file.written_bytes()), o.clone()).unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_tree("t").unwrap();
+        assert_eq!(
+            r.get(t, b"k").unwrap().as_deref(),
+            Some(&b"first"[..]),
+            "cut at call {k} of {calls}"
+        );
+    }
+}

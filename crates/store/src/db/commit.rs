@@ -293,6 +293,8 @@ impl<F: BlockFile> Store<F> {
         if flushed {
             self.mark_durable();
         }
+        // Its superblock went over a failed commit's, if one was left.
+        self.newer_slot = false;
         // The fewer of the last two commits' page counts: one that split a node and took a
         // page or two more does not make the next look for a run it will not fill.
         let n = w.owned.len() as u32;
@@ -339,9 +341,19 @@ impl<F: BlockFile> Store<F> {
 
     /// Brings a volatile file up to the last commit: its unwritten pages, then its superblock in
     /// both slots (nothing to fall back to in memory, and neither slot then names a state whose
-    /// pages later commits reused).
+    /// pages later commits reused). A durable file whose other slot still names a commit
+    /// reported failed (`newer_slot`) gets the last commit's superblock there too, flushed: a
+    /// file handed back holds the last commit that succeeded and nothing newer.
     pub(super) fn write_back(&mut self) -> Result<()> {
         if !self.pager.volatile {
+            if self.newer_slot && self.poisoned.is_none() {
+                self.unflushed.clear();
+                self.list_runs();
+                let state = self.state;
+                self.write_superblock(1 - self.durable_slot, &state)?;
+                self.pager.file.flush()?;
+                self.newer_slot = false;
+            }
             return Ok(());
         }
         self.pager.write_back()?;

@@ -137,8 +137,10 @@ impl<F: BlockFile> Db<F> {
             (b.state.txn, sa) < (a.state.txn, sb)
         });
         let mut chosen = None;
+        let mut newer = false;
         for (s, sl) in slots {
             if sl.state.txn > txn {
+                newer = true;
                 continue;
             }
             match verify_list(&mut pager, &sl.list) {
@@ -167,6 +169,7 @@ impl<F: BlockFile> Db<F> {
         );
         sh.st.last_list = list_len;
         sh.st.root_meta = root;
+        sh.st.newer_slot = newer;
         let notes: Vec<&String> = problems
             .iter()
             .filter(|p| !p.ends_with("no magic number"))

@@ -76,6 +76,9 @@ pub(crate) struct Store<F> {
     /// (`take_page` in `writer`).
     pub(super) alloc_hint: u32,
     pub(super) alloc_last: u32,
+    /// The other slot names a commit later than this store's state, one reported failed
+    /// (`Db::open_upto` skipped it): the next commit, or `Db::into_file`, writes over it.
+    pub(super) newer_slot: bool,
     /// A volatile file's superblocks are older than the last commit (see `write_back`).
     pub(super) sb_unwritten: bool,
     /// The root bytes of the last commit (`WriteTx::set_root_meta`; trades places with
@@ -201,6 +204,7 @@ impl<F: BlockFile> Shared<F> {
                 committed_trees: None,
                 sb_unwritten: false,
                 alloc_hint: 0,
+                newer_slot: false,
                 alloc_last: 0,
                 root_meta: Vec::new(),
                 view: None,
