@@ -33,34 +33,6 @@ const FILES = {
   syncRest: () => new URL('./cairn-sync-rest.wasm', import.meta.url),
 };
 
-/**
- * The engine's module, fetched and compiled here while the Worker's script loads and starts, then
- * handed to the Worker with `init` (docs/protocol.md, "init"): the download no longer waits for the
- * Worker to start. Null, and the Worker fetches the module itself as before, where that cannot be
- * done: outside a page (Node.js), a URL relative to a Worker this side cannot place, a page whose
- * Content-Security-Policy refuses compiling WebAssembly, a browser that cannot post a module to a
- * Worker, or a fetch that fails (the Worker's own fetch then reports why).
- */
-async function compileHere(url, workerUrl) {
-  if (typeof location !== 'object' || typeof MessageChannel !== 'function' || typeof WebAssembly.compileStreaming !== 'function') return null;
-  try {
-    // The Worker resolves a relative URL against its own script's.
-    const at = URL.canParse(url) ? new URL(url) : workerUrl === undefined ? null : new URL(url, new URL(workerUrl, location.href));
-    if (!at) return null;
-    const r = await fetch(at);
-    if (!r.ok) return null;
-    const module = await (r.headers.get('Content-Type')?.startsWith('application/wasm') ? WebAssembly.compileStreaming(r) : r.arrayBuffer().then((b) => WebAssembly.compile(b)));
-    // Throws if this browser cannot post a module.
-    const { port1, port2 } = new MessageChannel();
-    port1.postMessage(module);
-    port1.close();
-    port2.close();
-    return module;
-  } catch {
-    return null;
-  }
-}
-
 // How long a Worker script has to post its hello (docs/protocol.md, "The hello") once the page saw
 // it arrive, and in all when the page cannot see that (no resource timing for it: the default
 // URL, which only the bundler knows, or Node.js): long enough for a slow network, never a hang.
@@ -110,15 +82,13 @@ export class EngineWorker {
       this.#die('WORKER_ERROR', `the cairn Worker (${url}) failed: ${e.message || `it could not start (check ${check})`}`);
     };
     this.#worker.onmessageerror = () => this.#die('WORKER_ERROR', 'a reply from the cairn Worker could not be read');
-    const wasm = String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? (options.sync ? FILES.syncWasm() : FILES.wasm()));
+    const init = [String((options.sync ? options.syncWasmUrl : options.wasmUrl) ?? (options.sync ? FILES.syncWasm() : FILES.wasm()))];
     // The rest of the engine: where the page says, else beside the module (the Worker's default)
     // when the page moved that, else beside this one.
     const [restUrl, wasmUrl] = options.sync ? [options.syncRestWasmUrl, options.syncWasmUrl] : [options.restWasmUrl, options.wasmUrl];
     const rest = restUrl ?? (wasmUrl === undefined ? (options.sync ? FILES.syncRest() : FILES.rest()) : undefined);
-    const init = [wasm, rest === undefined ? null : String(rest)];
-    this.ready = compileHere(wasm, workerUrl)
-      .then((module) => this.call('init', module ? [...init, module] : init))
-      .then(() => this.#attach(options));
+    if (rest !== undefined) init.push(String(rest));
+    this.ready = this.call('init', init).then(() => this.#attach(options));
   }
 
   // Fails the Worker unless its hello comes within HELLO_MS of the page seeing its script arrive

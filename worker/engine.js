@@ -45,12 +45,11 @@ export function stopEngine(e) {
 
 /** Loads the engine from `wasmUrl` (default: cairn.wasm beside this script); `restUrl` is where
  * the rest of it is fetched from, in the background from then on (`fetchRest`). */
-export async function load(wasmUrl, restUrl, compiled) {
+export async function load(wasmUrl, restUrl) {
   // Resolved against the Worker's own URL, not `import.meta.url`: a bundler that takes the
   // Worker in would see a computed `new URL(..., import.meta.url)` and try to resolve it.
   const module = new URL(wasmUrl ?? 'cairn.wasm', self.location.href);
-  // The page may have compiled it while this script loaded (worker/client.js, `compileHere`).
-  ready ??= (compiled instanceof WebAssembly.Module ? Promise.resolve(compiled) : compile(module)).then((m) => engine.initSync({ module: m }));
+  ready ??= compile(module).then((m) => engine.initSync({ module: m }));
   try {
     wasm = await ready;
   } catch (e) {

@@ -72,7 +72,7 @@ async function handle(msg) {
   const [id, op, session, ...args] = msg;
   if (op === 'init') {
     try {
-      await load(args[0], args[1], args[2]);
+      await load(args[0], args[1]);
       self.postMessage([id, OK, null]);
     } catch (e) {
       self.postMessage([id, ERR, 'LOAD_FAILED', `could not load the engine: ${e && e.message ? e.message : e}`]);
