@@ -69,6 +69,9 @@ pub struct Link {
     proved_again: BTreeSet<(ChainKey, [u8; 64])>,
     /// `Replica::greet_again` when this replica last greeted the peer (HELLO).
     greeted: u64,
+    /// `Replica::rebase_asks` when this replica last asked the peer for a snapshot to rebase a
+    /// scope on (docs/sync.md sec. 6).
+    rebase_asked: u64,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -180,7 +183,11 @@ impl<S: RowStore> Replica<S> {
             .chains
             .keys()
             .any(|(_, s)| self.config.subscription.covers(s));
-        link.asked_snapshot = link.snapshot_source && self.config.snapshot_when_empty && empty;
+        // A scope to rebase (its owner attested two branches) needs a snapshot too.
+        let rebase = !self.rebase_due.is_empty();
+        link.asked_snapshot =
+            link.snapshot_source && (self.config.snapshot_when_empty && empty || rebase);
+        link.rebase_asked = self.rebase_asks;
         let wants = link.asked_snapshot;
         self.hello(link, wants)
     }
@@ -655,8 +662,17 @@ impl<S: RowStore> Replica<S> {
         };
         // An attestation learned here contradicts a branch held: greeted again, the peer sends
         // its records of every chain whose head differs from ours from the first it holds.
-        if link.greeted != self.greet_again {
-            out.push(self.hello(link, false));
+        // A scope found to need a rebase since the peer was last asked: a snapshot of the peer
+        // may bring it onto the attested branch (docs/sync.md sec. 6).
+        let rebase = link.snapshot_source
+            && !self.rebase_due.is_empty()
+            && link.rebase_asked != self.rebase_asks;
+        if rebase {
+            link.rebase_asked = self.rebase_asks;
+            link.asked_snapshot = true;
+        }
+        if link.greeted != self.greet_again || rebase {
+            out.push(self.hello(link, link.asked_snapshot));
         }
         // With `serve_members_only`, the peer's subscription is cut to the scopes its key may
         // write to; checked per scope at each send, so a new writer list takes effect at once.
@@ -772,9 +788,12 @@ impl<S: RowStore> Replica<S> {
             link.snapshots_made += 1;
             self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);
+            // A scope one of whose chains the peer holds another branch of is served even if
+            // held whole: the peer may have compacted that branch, and needs to rebase.
+            let disputed = |s: &ScopeId| link.disputed.iter().any(|(_, d)| d == s);
             // What the peer holds moves by its ACKs alone: a snapshot it had installed already
             // is dropped, and the blocks after the peer's heads must still follow.
-            let parts = self.snapshot_parts(&covers);
+            let parts = self.snapshot_parts(&covers, &disputed);
             out.extend(self.snapshot_pages(parts, link.snapshots_made));
             link.snapshot_sent = true;
         }

@@ -202,6 +202,7 @@ impl<S: RowStore> Replica<S> {
         // A scope where this replica holds another branch at a checkpoint's seq is left out
         // whole: its records cannot be set against rows (sec. 6, forks below a compaction point).
         let mut forked: BTreeSet<ScopeId> = BTreeSet::new();
+        let mut touched: Vec<RowKey> = Vec::new();
         for cp in &checkpoints {
             let log = self.chains.get(&(cp.author, cp.scope.clone()));
             let other = log
@@ -217,6 +218,62 @@ impl<S: RowStore> Replica<S> {
                 });
             }
         }
+        // A scope whose attestation here is at least as new as the newest held, where this
+        // replica holds another branch at a checkpoint or is due a rebase: the owner signed
+        // two branches and this one lost (docs/sync.md sec. 6). The scope is replaced whole:
+        // base rows, chains and the records held of them.
+        let rebased: BTreeSet<ScopeId> = attestations
+            .iter()
+            .filter(|a| forked.contains(&a.scope) || self.rebase_due.contains_key(&a.scope))
+            .filter(|a| (self.attestations.get(&a.scope)).is_none_or(|e| !e.newest.newer_than(a)))
+            .map(|a| a.scope.clone())
+            .collect();
+        for scope in &rebased {
+            forked.remove(scope);
+            self.rebase_due.remove(scope);
+            let by_chain: BTreeMap<AuthorId, &Checkpoint> = (checkpoints.iter())
+                .filter(|cp| cp.scope == *scope)
+                .map(|cp| (cp.author, cp))
+                .collect();
+            let keys: Vec<ChainKey> = (self.chains.keys())
+                .filter(|(_, s)| s == scope)
+                .cloned()
+                .collect();
+            for key in keys {
+                let log = self.chains.get_mut(&key).expect("invariant: listed above");
+                // The records held that go on from the checkpoint stay (the loop below drops
+                // those up to it); every other record held of the chain is of the losing
+                // branch, or stands on base rows given up.
+                let keeps = match by_chain.get(&key.0) {
+                    Some(cp) => {
+                        log.hash_at(cp.seq) == Some(cp.hash) && cp.seq + 1 >= log.first_held()
+                    }
+                    None => log.base.is_none(),
+                };
+                if keeps {
+                    continue;
+                }
+                let given_up =
+                    (log.blocks.drain(..).flat_map(|b| b.records)).chain(log.pending.drain(..));
+                for r in given_up {
+                    touched.extend(r.ops.iter().map(|op| RowKey::new(&op.table, scope, &op.pk)));
+                }
+                log.written.clear();
+                log.written_bufs.clear();
+                log.base = None;
+                self.fork_candidates.remove(&key);
+                *self.branch_changes.entry(key).or_insert(0) += 1;
+            }
+            // The owner's fork, unless reported when the rebase was found due.
+            if self.forks.insert(scope.owner) {
+                let at = (by_chain.values()).map(|cp| cp.seq).min().unwrap_or(0);
+                events.push(Event::Fork {
+                    author: scope.owner,
+                    scope: scope.clone(),
+                    seq: at,
+                });
+            }
+        }
         // The attested rows of a scope are its rows at the attested heads: they replace the
         // base's rows of that scope (a join would keep what records given up here wrote, when
         // this replica held another branch below the heads), unless the base already stands at
@@ -225,6 +282,9 @@ impl<S: RowStore> Replica<S> {
             .iter()
             .filter(|a| !forked.contains(&a.scope))
             .filter(|a| {
+                if rebased.contains(&a.scope) {
+                    return true;
+                }
                 let held = self
                     .attestations
                     .get(&a.scope)
@@ -245,7 +305,6 @@ impl<S: RowStore> Replica<S> {
             })
             .map(|a| a.scope.clone())
             .collect();
-        let mut touched: Vec<RowKey> = Vec::new();
         for cp in checkpoints {
             if forked.contains(&cp.scope) {
                 continue;
