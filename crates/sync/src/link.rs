@@ -46,8 +46,9 @@ pub struct Link {
     /// Whether a snapshot from the peer was installed since its HELLO: pages that come after
     /// it (duplicates, a retransmission) are dropped, answered with an ACK.
     snapshot_installed: bool,
-    /// Whether the peer was told that it is behind our compaction point (once per HELLO).
-    told_compacted: bool,
+    /// The chain, and where our history of it starts, that the peer was last told it is
+    /// behind of (a REJECT `COMPACTED`): told once per connection and place.
+    told_compacted: Option<(ChainKey, u64)>,
     /// For chains the peer was seen to hold alike: the highest seq where its head had our
     /// record's hash, and how many times our branch of the chain had changed then.
     agreed: BTreeMap<ChainKey, (u64, u64)>,
@@ -245,7 +246,6 @@ impl<S: RowStore> Replica<S> {
                 link.sent_lists.clear();
                 link.sent_attest.clear();
                 link.snapshot_sent = false;
-                link.told_compacted = false;
                 link.served = None;
                 link.last_progress_ms = now_ms;
                 // A chain the peer holds another branch of is not acknowledged: compaction
@@ -648,7 +648,13 @@ impl<S: RowStore> Replica<S> {
             .chains
             .get(key)
             .is_some_and(|log| seq >= log.first_held() && seq > 0 && log.sealed_head().0 >= seq);
-        let branch = self.branch_changes.get(key).copied().unwrap_or(0);
+        // Sent again once the scope's owner attests anew: a peer that kept its branch by an
+        // older attestation may keep pieces of the newly attested one aside, waiting for the
+        // records where the branches part, which it refused before.
+        let attested = (self.attestations.get(&key.1)).map_or(0, |e| {
+            u64::from_le_bytes(e.newest.sig[..8].try_into().unwrap_or([0; 8]))
+        });
+        let branch = self.branch_changes.get(key).copied().unwrap_or(0) ^ attested;
         if held && link.proofs_sent.insert((key.clone(), seq, answers, branch)) {
             let sent = link.sent.entry(key.clone()).or_insert(0);
             *sent = (*sent).min(seq - 1);
@@ -662,6 +668,7 @@ impl<S: RowStore> Replica<S> {
         };
         // An attestation learned here contradicts a branch held: greeted again, the peer sends
         // its records of every chain whose head differs from ours from the first it holds.
+        self.check_rebases();
         // A scope found to need a rebase since the peer was last asked: a snapshot of the peer
         // may bring it onto the attested branch (docs/sync.md sec. 6).
         let rebase = link.snapshot_source
@@ -770,9 +777,16 @@ impl<S: RowStore> Replica<S> {
             let first = self.chains.get(*k).map_or(1, |log| log.first_held());
             !stored && first > 1 && link.sent.get(*k).copied().unwrap_or(0) < first - 1
         });
-        if let Some(k) = behind.filter(|_| !link.their_wants_snapshot && !link.told_compacted) {
-            link.told_compacted = true;
-            let first = self.chains.get(k).map_or(1, |log| log.first_held());
+        // Told again, though it asked for a snapshot and was sent one, when the history dropped
+        // here moved past the peer since (a snapshot installed, a compaction): the snapshot it
+        // took may not reach what it lacks now. Once per connection and place, so that a peer
+        // that no snapshot of ours helps does not ask for ever.
+        let first_of = |k: &ChainKey| self.chains.get(k).map_or(1, |log| log.first_held());
+        let untold = |k: &&ChainKey| link.told_compacted != Some(((*k).clone(), first_of(k)));
+        let sent_one = !link.their_wants_snapshot || link.snapshot_sent;
+        if let Some(k) = behind.filter(|k| sent_one && untold(k)) {
+            let first = first_of(k);
+            link.told_compacted = Some((k.clone(), first));
             out.push(
                 Message::Reject {
                     code: COMPACTED.into(),

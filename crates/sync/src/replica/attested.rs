@@ -106,8 +106,51 @@ impl<S: RowStore> Replica<S> {
         let seq = e.newest.heads.iter().find_map(|(author, (seq, hash))| {
             let c = self.chains.get(&(*author, scope.clone()))?.base.as_ref()?;
             (c.seq == *seq && c.hash != *hash).then_some(*seq)
-        })?;
-        self.due_rebase(scope, seq)
+        });
+        match seq {
+            Some(seq) => self.due_rebase(scope, seq),
+            None => self.check_rebase_of_forked_owner(scope),
+        }
+    }
+
+    /// For a scope whose owner is known to have signed two branches: whether the base rows
+    /// stand past the newest attestation on some chain (it names the chain lower, or not at
+    /// all). Such a base cannot reach the newest, and may hold a branch nobody else can judge
+    /// (one that parts below every checkpoint it could be compared at): it is rebased at the
+    /// newest (docs/sync.md sec. 6). An owner of one device never attests past another's base
+    /// this way for good: only a clone, so the check waits for a fork of the owner.
+    pub(super) fn check_rebase_of_forked_owner(&mut self, scope: &ScopeId) -> Option<Event> {
+        if !self.forks.contains(&scope.owner) || self.rebase_due.contains_key(scope) {
+            return None;
+        }
+        let e = self.attestations.get(scope)?;
+        let base = e.base.as_ref()?;
+        if !e.newest.newer_than(base) {
+            return None;
+        }
+        let heads = &e.newest.heads;
+        let past = (self.chains.iter())
+            .filter(|((_, s), _)| s == scope)
+            .find_map(|((author, _), log)| {
+                let c = log.base.as_ref()?;
+                (heads.get(author).is_none_or(|(seq, _)| *seq < c.seq)).then_some(c.seq)
+            })?;
+        self.due_rebase(scope, past)
+    }
+
+    /// [`Replica::check_rebase_of_forked_owner`] for every scope of an owner known to have
+    /// forked (its fork may be learnt after its attestations).
+    pub(crate) fn check_rebases(&mut self) {
+        if self.forks.is_empty() {
+            return;
+        }
+        let scopes: Vec<ScopeId> = (self.attestations.keys())
+            .filter(|s| self.forks.contains(&s.owner) && !self.rebase_due.contains_key(*s))
+            .cloned()
+            .collect();
+        for s in scopes {
+            self.check_rebase_of_forked_owner(&s);
+        }
     }
 
     /// Marks `scope` due a rebase at its newest attestation (the branches part at or below
@@ -155,9 +198,13 @@ impl<S: RowStore> Replica<S> {
     fn off_attested(&mut self, scope: &ScopeId, heads: &crate::attest::ScopeHeads) {
         for (author, (seq, hash)) in heads {
             let key: ChainKey = (*author, scope.clone());
-            let other = (self.chains.get(&key))
-                .and_then(|l| l.hash_at(*seq))
-                .is_some_and(|h| h != *hash);
+            let held = self.chains.get(&key);
+            let other = (held.and_then(|l| l.hash_at(*seq))).is_some_and(|h| h != *hash);
+            // A head past ours of a chain known to be forked may be on another branch: greeted
+            // again, a peer holding it sends it from where it was last seen to agree with us.
+            if !other && self.forks.contains(author) && held.is_some_and(|l| l.head().0 < *seq) {
+                self.greet_again += 1;
+            }
             if other {
                 self.greet_again += 1;
                 self.forks.insert(*author);

@@ -222,12 +222,44 @@ impl<S: RowStore> Replica<S> {
         // replica holds another branch at a checkpoint or is due a rebase: the owner signed
         // two branches and this one lost (docs/sync.md sec. 6). The scope is replaced whole:
         // base rows, chains and the records held of them.
+        // So too a scope of an owner known to have signed two branches, whose base stands at
+        // another attestation: that base may hold a branch given up below the checkpoints,
+        // which a join would keep.
+        // And a scope where a checkpoint moves a compacted chain past its head, the chain of
+        // this replica's own key or of a key known to fork: records this replica's base holds
+        // may be of a branch the checkpoint's does not hold.
+        let owner_forked = |me: &Self, a: &crate::attest::Attestation| {
+            let other_base = (me.attestations.get(&a.scope))
+                .and_then(|e| e.base.as_ref())
+                .is_some_and(|b| b.sig != a.sig);
+            let suspect = |author: &AuthorId| {
+                me.forks.contains(&a.scope.owner)
+                    || me.forks.contains(author)
+                    || *author == me.identity.id()
+            };
+            let moved_past = checkpoints.iter().any(|cp| {
+                cp.scope == a.scope
+                    && suspect(&cp.author)
+                    && (me.chains.get(&(cp.author, cp.scope.clone())))
+                        .is_some_and(|l| l.base.is_some() && cp.seq > l.head().0)
+            });
+            other_base && (me.forks.contains(&a.scope.owner) || moved_past)
+        };
         let rebased: BTreeSet<ScopeId> = attestations
             .iter()
-            .filter(|a| forked.contains(&a.scope) || self.rebase_due.contains_key(&a.scope))
+            .filter(|a| {
+                forked.contains(&a.scope)
+                    || self.rebase_due.contains_key(&a.scope)
+                    || owner_forked(self, a)
+            })
             .filter(|a| (self.attestations.get(&a.scope)).is_none_or(|e| !e.newest.newer_than(a)))
             .map(|a| a.scope.clone())
             .collect();
+        if !rebased.is_empty() {
+            // Chains move back (to a checkpoint below what peers saw here, or to nothing):
+            // greeted again, peers send from the heads held now.
+            self.greet_again += 1;
+        }
         for scope in &rebased {
             forked.remove(scope);
             self.rebase_due.remove(scope);
@@ -359,8 +391,14 @@ impl<S: RowStore> Replica<S> {
                 } else {
                     touched.push(k.clone());
                     if row.purged {
-                        // A purge is never taken back (sec. 6).
-                        base.insert(k.clone(), row.clone());
+                        // A purge is never taken back (sec. 6), but its row keeps no version:
+                        // the attested rows and the records held give those, and a version
+                        // of a branch given up (a later delete on it) must not stay.
+                        let marker = RowState {
+                            purged: true,
+                            ..RowState::default()
+                        };
+                        base.insert(k.clone(), marker);
                     }
                 }
             }
