@@ -674,3 +674,17 @@ fn a_branch_kept_aside_is_assembled_from_any_block_that_starts_it() {
 fn a_replica_that_learns_its_branch_is_not_attested_asks_for_it_again() {
     run_with(1_000_500, true, true);
 }
+
+/// Seeds 2,000,233 (a peer was told COMPACTED once per HELLO, and the snapshot it took then
+/// fell behind what its peers compacted after), 2,000,566 (a replica that kept its branch by an
+/// older attestation refused the start of the newly attested one, which was never sent again),
+/// 2,000,965 (the clone device's base stood past the newest attestation, on a branch of the
+/// owner's chain that parts below its checkpoint: nobody could judge it) and 2,000,842 (a
+/// snapshot at an older attestation moved a chain onto the branch that lost): the cloned owner's
+/// runs (docs/sync.md sec. 6, rebase).
+#[test]
+fn a_cloned_owner_s_replicas_rebase_on_the_newest_attestation() {
+    for seed in [2_000_233, 2_000_566, 2_000_965, 2_000_842] {
+        run_sim(seed, seed % 2 == 1, true, true);
+    }
+}

@@ -218,6 +218,16 @@ impl<S: RowStore> Replica<S> {
                 });
             }
         }
+        // Of an owner known to have signed two branches, only the newest attestation held
+        // stands: an older one's checkpoints may be on the branch that lost, and would move a
+        // chain onto it (docs/sync.md sec. 6). Such a scope is left out whole.
+        for a in &attestations {
+            let stale = self.forks.contains(&a.scope.owner)
+                && (self.attestations.get(&a.scope)).is_some_and(|e| e.newest.newer_than(a));
+            if stale {
+                forked.insert(a.scope.clone());
+            }
+        }
         // A scope whose attestation here is at least as new as the newest held, where this
         // replica holds another branch at a checkpoint or is due a rebase: the owner signed
         // two branches and this one lost (docs/sync.md sec. 6). The scope is replaced whole:
