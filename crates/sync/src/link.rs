@@ -781,11 +781,15 @@ impl<S: RowStore> Replica<S> {
         // here moved past the peer since (a snapshot installed, a compaction): the snapshot it
         // took may not reach what it lacks now. Once per connection and place, so that a peer
         // that no snapshot of ours helps does not ask for ever.
-        let first_of = |k: &ChainKey| self.chains.get(k).map_or(1, |log| log.first_held());
-        let untold = |k: &&ChainKey| link.told_compacted != Some(((*k).clone(), first_of(k)));
+        let behind_at = behind.map(|k| {
+            let first = self.chains.get(k).map_or(1, |log| log.first_held());
+            (k.clone(), first)
+        });
         let sent_one = !link.their_wants_snapshot || link.snapshot_sent;
-        if let Some(k) = behind.filter(|k| sent_one && untold(k)) {
-            let first = first_of(k);
+        if let Some((k, first)) = behind_at
+            .clone()
+            .filter(|b| sent_one && link.told_compacted.as_ref() != Some(b))
+        {
             link.told_compacted = Some((k.clone(), first));
             out.push(
                 Message::Reject {
@@ -810,6 +814,11 @@ impl<S: RowStore> Replica<S> {
             let parts = self.snapshot_parts(&covers, &disputed);
             out.extend(self.snapshot_pages(parts, link.snapshots_made));
             link.snapshot_sent = true;
+            // The snapshot reaches where our history starts now: the peer is told again only
+            // once it starts further.
+            if behind_at.is_some() {
+                link.told_compacted = behind_at;
+            }
         }
         // Then blocks, in pages, within the window.
         let page = self.config.page_records.max(1);

@@ -288,7 +288,8 @@ impl<S: RowStore> Replica<S> {
                 // branch, or stands on base rows given up.
                 let keeps = match by_chain.get(&key.0) {
                     Some(cp) => {
-                        log.hash_at(cp.seq) == Some(cp.hash) && cp.seq + 1 >= log.first_held()
+                        log.hash_at(cp.seq) == Some(cp.hash)
+                            && cp.seq.saturating_add(1) >= log.first_held()
                     }
                     None => log.base.is_none(),
                 };
