@@ -46,8 +46,9 @@ pub struct Link {
     /// Whether a snapshot from the peer was installed since its HELLO: pages that come after
     /// it (duplicates, a retransmission) are dropped, answered with an ACK.
     snapshot_installed: bool,
-    /// Whether the peer was told that it is behind our compaction point (once per HELLO).
-    told_compacted: bool,
+    /// The chain, and where our history of it starts, that the peer was last told it is
+    /// behind of (a REJECT `COMPACTED`): told once per connection and place.
+    told_compacted: Option<(ChainKey, u64)>,
     /// For chains the peer was seen to hold alike: the highest seq where its head had our
     /// record's hash, and how many times our branch of the chain had changed then.
     agreed: BTreeMap<ChainKey, (u64, u64)>,
@@ -69,6 +70,9 @@ pub struct Link {
     proved_again: BTreeSet<(ChainKey, [u8; 64])>,
     /// `Replica::greet_again` when this replica last greeted the peer (HELLO).
     greeted: u64,
+    /// `Replica::rebase_asks` when this replica last asked the peer for a snapshot to rebase a
+    /// scope on (docs/sync.md sec. 6).
+    rebase_asked: u64,
 }
 
 /// The chains and writer-list scopes a link's peer is served, in key order, kept while the
@@ -180,7 +184,11 @@ impl<S: RowStore> Replica<S> {
             .chains
             .keys()
             .any(|(_, s)| self.config.subscription.covers(s));
-        link.asked_snapshot = link.snapshot_source && self.config.snapshot_when_empty && empty;
+        // A scope to rebase (its owner attested two branches) needs a snapshot too.
+        let rebase = !self.rebase_due.is_empty();
+        link.asked_snapshot =
+            link.snapshot_source && (self.config.snapshot_when_empty && empty || rebase);
+        link.rebase_asked = self.rebase_asks;
         let wants = link.asked_snapshot;
         self.hello(link, wants)
     }
@@ -238,7 +246,6 @@ impl<S: RowStore> Replica<S> {
                 link.sent_lists.clear();
                 link.sent_attest.clear();
                 link.snapshot_sent = false;
-                link.told_compacted = false;
                 link.served = None;
                 link.last_progress_ms = now_ms;
                 // A chain the peer holds another branch of is not acknowledged: compaction
@@ -641,7 +648,13 @@ impl<S: RowStore> Replica<S> {
             .chains
             .get(key)
             .is_some_and(|log| seq >= log.first_held() && seq > 0 && log.sealed_head().0 >= seq);
-        let branch = self.branch_changes.get(key).copied().unwrap_or(0);
+        // Sent again once the scope's owner attests anew: a peer that kept its branch by an
+        // older attestation may keep pieces of the newly attested one aside, waiting for the
+        // records where the branches part, which it refused before.
+        let attested = (self.attestations.get(&key.1)).map_or(0, |e| {
+            u64::from_le_bytes(e.newest.sig[..8].try_into().unwrap_or([0; 8]))
+        });
+        let branch = self.branch_changes.get(key).copied().unwrap_or(0) ^ attested;
         if held && link.proofs_sent.insert((key.clone(), seq, answers, branch)) {
             let sent = link.sent.entry(key.clone()).or_insert(0);
             *sent = (*sent).min(seq - 1);
@@ -655,8 +668,18 @@ impl<S: RowStore> Replica<S> {
         };
         // An attestation learned here contradicts a branch held: greeted again, the peer sends
         // its records of every chain whose head differs from ours from the first it holds.
-        if link.greeted != self.greet_again {
-            out.push(self.hello(link, false));
+        self.check_rebases();
+        // A scope found to need a rebase since the peer was last asked: a snapshot of the peer
+        // may bring it onto the attested branch (docs/sync.md sec. 6).
+        let rebase = link.snapshot_source
+            && !self.rebase_due.is_empty()
+            && link.rebase_asked != self.rebase_asks;
+        if rebase {
+            link.rebase_asked = self.rebase_asks;
+            link.asked_snapshot = true;
+        }
+        if link.greeted != self.greet_again || rebase {
+            out.push(self.hello(link, link.asked_snapshot));
         }
         // With `serve_members_only`, the peer's subscription is cut to the scopes its key may
         // write to; checked per scope at each send, so a new writer list takes effect at once.
@@ -754,9 +777,20 @@ impl<S: RowStore> Replica<S> {
             let first = self.chains.get(*k).map_or(1, |log| log.first_held());
             !stored && first > 1 && link.sent.get(*k).copied().unwrap_or(0) < first - 1
         });
-        if let Some(k) = behind.filter(|_| !link.their_wants_snapshot && !link.told_compacted) {
-            link.told_compacted = true;
+        // Told again, though it asked for a snapshot and was sent one, when the history dropped
+        // here moved past the peer since (a snapshot installed, a compaction): the snapshot it
+        // took may not reach what it lacks now. Once per connection and place, so that a peer
+        // that no snapshot of ours helps does not ask for ever.
+        let behind_at = behind.map(|k| {
             let first = self.chains.get(k).map_or(1, |log| log.first_held());
+            (k.clone(), first)
+        });
+        let sent_one = !link.their_wants_snapshot || link.snapshot_sent;
+        if let Some((k, first)) = behind_at
+            .clone()
+            .filter(|b| sent_one && link.told_compacted.as_ref() != Some(b))
+        {
+            link.told_compacted = Some((k.clone(), first));
             out.push(
                 Message::Reject {
                     code: COMPACTED.into(),
@@ -772,11 +806,19 @@ impl<S: RowStore> Replica<S> {
             link.snapshots_made += 1;
             self.merge_deferred();
             let covers = |s: &ScopeId| serves(self, s);
+            // A scope one of whose chains the peer holds another branch of is served even if
+            // held whole: the peer may have compacted that branch, and needs to rebase.
+            let disputed = |s: &ScopeId| link.disputed.iter().any(|(_, d)| d == s);
             // What the peer holds moves by its ACKs alone: a snapshot it had installed already
             // is dropped, and the blocks after the peer's heads must still follow.
-            let parts = self.snapshot_parts(&covers);
+            let parts = self.snapshot_parts(&covers, &disputed);
             out.extend(self.snapshot_pages(parts, link.snapshots_made));
             link.snapshot_sent = true;
+            // The snapshot reaches where our history starts now: the peer is told again only
+            // once it starts further.
+            if behind_at.is_some() {
+                link.told_compacted = behind_at;
+            }
         }
         // Then blocks, in pages, within the window.
         let page = self.config.page_records.max(1);

@@ -66,6 +66,35 @@ fn exchange(x: &mut Replica, y: &mut Replica) -> (Vec<Event>, Vec<Event>) {
     (ex, ey)
 }
 
+/// As [`exchange`], over links that take snapshots from the peer ([`Link::snapshot_source`]),
+/// as a replica's own devices and relays are.
+fn exchange_snapshots(x: &mut Replica, y: &mut Replica) -> (Vec<Event>, Vec<Event>) {
+    let (mut lx, mut ly) = (Link::snapshot_source(), Link::snapshot_source());
+    let mut to_y = vec![x.open_link(&mut lx, NOW)];
+    let mut to_x = vec![y.open_link(&mut ly, NOW)];
+    let (mut ex, mut ey) = (Vec::new(), Vec::new());
+    for _ in 0..50 {
+        if to_x.is_empty() && to_y.is_empty() {
+            break;
+        }
+        let (mut next_x, mut next_y) = (Vec::new(), Vec::new());
+        for m in to_y.drain(..) {
+            let out = y.handle(&mut ly, NOW, &m);
+            next_x.extend(out.send);
+            ey.extend(out.events);
+        }
+        for m in to_x.drain(..) {
+            let out = x.handle(&mut lx, NOW, &m);
+            next_y.extend(out.send);
+            ex.extend(out.events);
+        }
+        to_x = next_x;
+        to_y = next_y;
+    }
+    assert!(to_x.is_empty() && to_y.is_empty(), "the exchange settles");
+    (ex, ey)
+}
+
 fn delivered(from: &mut Replica, to: &mut Replica) {
     exchange(from, to);
 }
@@ -483,5 +512,107 @@ fn a_branch_kept_aside_is_assembled_whichever_of_its_blocks_came_first() {
             device.state_digest(),
             "reverse: {reverse}"
         );
+    }
+}
+
+/// The owner's key on two devices, each attesting its own branch of the owner's chain; a
+/// replica compacted to each device's attestation, so each holds its branch only from its
+/// checkpoint on. The device writes `lengths.0` records, the clone `lengths.1`; the pairs of
+/// `meetings` (indices into `[device, clone, x, y, z]`) then meet in the order given. Returns
+/// the five replicas and the winning device's index.
+fn owner_on_two_devices(
+    lengths: (usize, usize),
+    meetings: &[(usize, usize)],
+) -> (Vec<Replica>, usize) {
+    let key = Identity::from_secret([1; 32]);
+    let scope = ScopeId::new(key.id(), "todo");
+    let (mut device, mut clone) = (replica(1), replica(1));
+    write(&mut device, lengths.0, "from the device");
+    write(&mut clone, lengths.1, "from its clone");
+    let (mut x, mut y, z) = (replica(2), replica(3), replica(4));
+    // x compacts to the device's attestation, y to the clone's.
+    for (d, r) in [(&mut device, &mut x), (&mut clone, &mut y)] {
+        exchange_snapshots(d, r);
+        assert!(d.compact() > 0, "the device attests and drops its branch");
+        exchange_snapshots(d, r);
+        assert!(r.compact() > 0, "the replica compacts to that attestation");
+    }
+    let newest = |r: &Replica| r.attestations().get(&scope).map(|a| a.newest.clone());
+    let (a, b) = (
+        newest(&device).expect("attested"),
+        newest(&clone).expect("attested"),
+    );
+    assert_ne!(a.heads, b.heads, "two branches attested");
+    let winner = if a.newer_than(&b) { 0 } else { 1 };
+    let mut rs = vec![device, clone, x, y, z];
+    for &(i, j) in meetings {
+        let (lo, hi) = (i.min(j), i.max(j));
+        let (left, right) = rs.split_at_mut(hi);
+        exchange_snapshots(&mut left[lo], &mut right[0]);
+    }
+    (rs, winner)
+}
+
+#[test]
+fn an_owner_whose_key_is_cloned_ends_alike_on_every_replica() {
+    // x holds the device's branch from its checkpoint, y the clone's (equal lengths, or
+    // either the longer); z meets them (and the devices) in one order, then the other. Whichever attestation is the newest, every
+    // replica ends on its branch, with its rows, the owner's fork reported by those that
+    // compacted to the other.
+    let key = Identity::from_secret([1; 32]);
+    let chain = (key.id(), ScopeId::new(key.id(), "todo"));
+    let orders: [&[(usize, usize)]; 2] = [
+        &[
+            (2, 4),
+            (3, 4),
+            (2, 3),
+            (0, 4),
+            (1, 3),
+            (0, 1),
+            (2, 4),
+            (3, 4),
+        ],
+        &[
+            (3, 4),
+            (2, 4),
+            (3, 2),
+            (1, 4),
+            (0, 2),
+            (1, 0),
+            (3, 4),
+            (2, 4),
+        ],
+    ];
+    let cases = [(3, 3), (2, 3), (3, 2)]
+        .into_iter()
+        .flat_map(|lengths| orders.map(|order| (lengths, order)));
+    for (n, (lengths, order)) in cases.enumerate() {
+        let (mut rs, winner) = owner_on_two_devices(lengths, order);
+        let want = (
+            rs[winner].chain(&chain).map(|l| l.head()),
+            rs[winner].state_digest(),
+        );
+        let names = ["device", "clone", "x", "y", "z"];
+        for (i, r) in rs.iter().enumerate() {
+            assert_eq!(
+                (r.chain(&chain).map(|l| l.head()), r.state_digest()),
+                want,
+                "order {n}: {} ends on the winning branch",
+                names[i]
+            );
+        }
+        // With branches of equal length, the replica that compacted to the losing attestation
+        // holds another record at the winning checkpoint's seq: it proves the owner's fork. A
+        // shorter losing branch is given up for the checkpoint past it, which cannot show
+        // where the branches part (docs/sync.md sec. 11).
+        let loser_replica = if winner == 0 { 3 } else { 2 };
+        if lengths.0 == lengths.1 {
+            assert!(
+                rs[loser_replica].forks().contains(&key.id()),
+                "order {n}: the replica that compacted to the losing attestation reports it"
+            );
+        }
+        let mut refs: Vec<&mut Replica> = rs.iter_mut().collect();
+        assert_same(&mut refs);
     }
 }

@@ -80,12 +80,115 @@ impl<S: RowStore> Replica<S> {
             }
             let heads = a.heads.clone();
             let scope = a.scope.clone();
+            let sig = a.sig;
             if self.keep_attestation(a) {
                 self.edits += 1;
                 self.off_attested(&scope, &heads);
             }
+            // Checked again when the newest comes again (a peer met after a restart).
+            let newest = self
+                .attestations
+                .get(&scope)
+                .is_some_and(|e| e.newest.sig == sig);
+            if newest {
+                events.extend(self.check_rebase(&scope));
+            }
         }
         events
+    }
+
+    /// Whether the newest attestation of `scope` names another record than a checkpoint held
+    /// at that seq: the base rows stand on a branch the scope's owner also attested against
+    /// (its key is on two devices), and only a snapshot at the newest brings this replica onto
+    /// the branch every replica keeps (docs/sync.md sec. 6). The owner's fork, if newly found.
+    pub(super) fn check_rebase(&mut self, scope: &ScopeId) -> Option<Event> {
+        let e = self.attestations.get(scope)?;
+        let seq = e.newest.heads.iter().find_map(|(author, (seq, hash))| {
+            let c = self.chains.get(&(*author, scope.clone()))?.base.as_ref()?;
+            (c.seq == *seq && c.hash != *hash).then_some(*seq)
+        });
+        match seq {
+            Some(seq) => self.due_rebase(scope, seq),
+            None => self.check_rebase_of_forked_owner(scope),
+        }
+    }
+
+    /// For a scope whose owner is known to have signed two branches: whether the base rows
+    /// stand past the newest attestation on some chain (it names the chain lower, or not at
+    /// all). Such a base cannot reach the newest, and may hold a branch nobody else can judge
+    /// (one that parts below every checkpoint it could be compared at): it is rebased at the
+    /// newest (docs/sync.md sec. 6). An owner of one device never attests past another's base
+    /// this way for good: only a clone, so the check waits for a fork of the owner.
+    pub(super) fn check_rebase_of_forked_owner(&mut self, scope: &ScopeId) -> Option<Event> {
+        if !self.forks.contains(&scope.owner) || self.rebase_due.contains_key(scope) {
+            return None;
+        }
+        let e = self.attestations.get(scope)?;
+        let base = e.base.as_ref()?;
+        if !e.newest.newer_than(base) {
+            return None;
+        }
+        let heads = &e.newest.heads;
+        let past = (self.chains.iter())
+            .filter(|((_, s), _)| s == scope)
+            .find_map(|((author, _), log)| {
+                let c = log.base.as_ref()?;
+                (heads.get(author).is_none_or(|(seq, _)| *seq < c.seq)).then_some(c.seq)
+            })?;
+        self.due_rebase(scope, past)
+    }
+
+    /// [`Replica::check_rebase_of_forked_owner`] for every scope of an owner known to have
+    /// forked (its fork may be learnt after its attestations).
+    pub(crate) fn check_rebases(&mut self) {
+        if self.forks.is_empty() {
+            return;
+        }
+        let scopes: Vec<ScopeId> = (self.attestations.keys())
+            .filter(|s| self.forks.contains(&s.owner) && !self.rebase_due.contains_key(*s))
+            .cloned()
+            .collect();
+        for s in scopes {
+            self.check_rebase_of_forked_owner(&s);
+        }
+    }
+
+    /// Marks `scope` due a rebase at its newest attestation (the branches part at or below
+    /// `seq` of a compacted chain) and reports the owner's fork, once per newest attestation.
+    pub(super) fn due_rebase(&mut self, scope: &ScopeId, seq: u64) -> Option<Event> {
+        if !self.config.merge_rows {
+            // A replica keeping no rows installs no snapshot: it keeps its branch.
+            return None;
+        }
+        let sig = self.attestations.get(scope)?.newest.sig;
+        if self.rebase_due.insert(scope.clone(), sig) == Some(sig) {
+            return None;
+        }
+        self.rebase_asks += 1;
+        self.edits += 1;
+        self.forks.insert(scope.owner);
+        Some(Event::Fork {
+            author: scope.owner,
+            scope: scope.clone(),
+            seq,
+        })
+    }
+
+    /// Whether the newest attestation of `scope` names, for some chain, another record than
+    /// the one held at that seq: the branch it attests is not here yet, and an owner attests
+    /// the scope no further until it is (docs/sync.md sec. 6).
+    fn off_newest(&self, scope: &ScopeId) -> bool {
+        if self.rebase_due.contains_key(scope) {
+            return true;
+        }
+        let Some(e) = self.attestations.get(scope) else {
+            return false;
+        };
+        e.newest.heads.iter().any(|(author, (seq, hash))| {
+            (self.chains.get(&(*author, scope.clone())))
+                .and_then(|l| l.hash_at(*seq))
+                .is_some_and(|h| h != *hash)
+        })
     }
 
     /// The chains held on another branch than the one `heads` (the scope owner's newest
@@ -95,9 +198,13 @@ impl<S: RowStore> Replica<S> {
     fn off_attested(&mut self, scope: &ScopeId, heads: &crate::attest::ScopeHeads) {
         for (author, (seq, hash)) in heads {
             let key: ChainKey = (*author, scope.clone());
-            let other = (self.chains.get(&key))
-                .and_then(|l| l.hash_at(*seq))
-                .is_some_and(|h| h != *hash);
+            let held = self.chains.get(&key);
+            let other = (held.and_then(|l| l.hash_at(*seq))).is_some_and(|h| h != *hash);
+            // A head past ours of a chain known to be forked may be on another branch: greeted
+            // again, a peer holding it sends it from where it was last seen to agree with us.
+            if !other && self.forks.contains(author) && held.is_some_and(|l| l.head().0 < *seq) {
+                self.greet_again += 1;
+            }
             if other {
                 self.greet_again += 1;
                 self.forks.insert(*author);
@@ -190,6 +297,11 @@ impl<S: RowStore> Replica<S> {
         scopes.dedup();
         let mut n = 0;
         for scope in scopes {
+            // Another device of this key attested another branch, later: that one wins, and
+            // attesting this one again would only undo it (docs/sync.md sec. 6).
+            if self.off_newest(&scope) {
+                continue;
+            }
             let heads = self.droppable_heads(&scope);
             n += usize::from(self.sign_attestation(scope, heads, now_ms));
         }
@@ -207,7 +319,8 @@ impl<S: RowStore> Replica<S> {
         for scope in std::mem::take(&mut self.attest_due) {
             // A purge of this replica's not sealed yet: attested once it is (the next poll).
             let key = (me, scope.clone());
-            if self.chains.get(&key).is_some_and(|log| log.unsealed() > 0) {
+            let unsealed = self.chains.get(&key).is_some_and(|log| log.unsealed() > 0);
+            if unsealed || self.off_newest(&scope) {
                 self.attest_due.insert(scope);
                 continue;
             }
@@ -345,12 +458,19 @@ impl<S: RowStore> Replica<S> {
     /// they give its digest (the newest such, else the one the base rows stand at), and the
     /// checkpoints of its heads. A scope none fits (a purge since its last attestation) is left
     /// out, as is one whose history is whole (it is sent as blocks).
-    pub(crate) fn snapshot_parts(&self, covers: &dyn Fn(&ScopeId) -> bool) -> SnapshotParts {
+    ///
+    /// A scope `disputed` (the peer holds another branch of one of its chains) is served held
+    /// whole too, at its newest attestation: the peer may need it to rebase (sec. 6).
+    pub(crate) fn snapshot_parts(
+        &self,
+        covers: &dyn Fn(&ScopeId) -> bool,
+        disputed: &dyn Fn(&ScopeId) -> bool,
+    ) -> SnapshotParts {
         let mut parts: SnapshotParts = Default::default();
         for (scope, e) in self.attestations.iter().filter(|(s, _)| covers(s)) {
             let compacted =
                 (self.chains.iter()).any(|((_, s), log)| s == scope && log.base.is_some());
-            if !compacted {
+            if !compacted && !disputed(scope) {
                 continue;
             }
             for a in [Some(&e.newest), e.base.as_ref()].into_iter().flatten() {

@@ -202,6 +202,7 @@ impl<S: RowStore> Replica<S> {
         // A scope where this replica holds another branch at a checkpoint's seq is left out
         // whole: its records cannot be set against rows (sec. 6, forks below a compaction point).
         let mut forked: BTreeSet<ScopeId> = BTreeSet::new();
+        let mut touched: Vec<RowKey> = Vec::new();
         for cp in &checkpoints {
             let log = self.chains.get(&(cp.author, cp.scope.clone()));
             let other = log
@@ -217,6 +218,105 @@ impl<S: RowStore> Replica<S> {
                 });
             }
         }
+        // Of an owner known to have signed two branches, only the newest attestation held
+        // stands: an older one's checkpoints may be on the branch that lost, and would move a
+        // chain onto it (docs/sync.md sec. 6). Such a scope is left out whole.
+        for a in &attestations {
+            let stale = self.forks.contains(&a.scope.owner)
+                && (self.attestations.get(&a.scope)).is_some_and(|e| e.newest.newer_than(a));
+            if stale {
+                forked.insert(a.scope.clone());
+            }
+        }
+        // A scope whose attestation here is at least as new as the newest held, where this
+        // replica holds another branch at a checkpoint or is due a rebase: the owner signed
+        // two branches and this one lost (docs/sync.md sec. 6). The scope is replaced whole:
+        // base rows, chains and the records held of them.
+        // So too a scope of an owner known to have signed two branches, whose base stands at
+        // another attestation: that base may hold a branch given up below the checkpoints,
+        // which a join would keep.
+        // And a scope where a checkpoint moves a compacted chain past its head, the chain of
+        // this replica's own key or of a key known to fork: records this replica's base holds
+        // may be of a branch the checkpoint's does not hold.
+        let owner_forked = |me: &Self, a: &crate::attest::Attestation| {
+            let other_base = (me.attestations.get(&a.scope))
+                .and_then(|e| e.base.as_ref())
+                .is_some_and(|b| b.sig != a.sig);
+            let suspect = |author: &AuthorId| {
+                me.forks.contains(&a.scope.owner)
+                    || me.forks.contains(author)
+                    || *author == me.identity.id()
+            };
+            let moved_past = checkpoints.iter().any(|cp| {
+                cp.scope == a.scope
+                    && suspect(&cp.author)
+                    && (me.chains.get(&(cp.author, cp.scope.clone())))
+                        .is_some_and(|l| l.base.is_some() && cp.seq > l.head().0)
+            });
+            other_base && (me.forks.contains(&a.scope.owner) || moved_past)
+        };
+        let rebased: BTreeSet<ScopeId> = attestations
+            .iter()
+            .filter(|a| {
+                forked.contains(&a.scope)
+                    || self.rebase_due.contains_key(&a.scope)
+                    || owner_forked(self, a)
+            })
+            .filter(|a| (self.attestations.get(&a.scope)).is_none_or(|e| !e.newest.newer_than(a)))
+            .map(|a| a.scope.clone())
+            .collect();
+        if !rebased.is_empty() {
+            // Chains move back (to a checkpoint below what peers saw here, or to nothing):
+            // greeted again, peers send from the heads held now.
+            self.greet_again += 1;
+        }
+        for scope in &rebased {
+            forked.remove(scope);
+            self.rebase_due.remove(scope);
+            let by_chain: BTreeMap<AuthorId, &Checkpoint> = (checkpoints.iter())
+                .filter(|cp| cp.scope == *scope)
+                .map(|cp| (cp.author, cp))
+                .collect();
+            let keys: Vec<ChainKey> = (self.chains.keys())
+                .filter(|(_, s)| s == scope)
+                .cloned()
+                .collect();
+            for key in keys {
+                let log = self.chains.get_mut(&key).expect("invariant: listed above");
+                // The records held that go on from the checkpoint stay (the loop below drops
+                // those up to it); every other record held of the chain is of the losing
+                // branch, or stands on base rows given up.
+                let keeps = match by_chain.get(&key.0) {
+                    Some(cp) => {
+                        log.hash_at(cp.seq) == Some(cp.hash)
+                            && cp.seq.saturating_add(1) >= log.first_held()
+                    }
+                    None => log.base.is_none(),
+                };
+                if keeps {
+                    continue;
+                }
+                let given_up =
+                    (log.blocks.drain(..).flat_map(|b| b.records)).chain(log.pending.drain(..));
+                for r in given_up {
+                    touched.extend(r.ops.iter().map(|op| RowKey::new(&op.table, scope, &op.pk)));
+                }
+                log.written.clear();
+                log.written_bufs.clear();
+                log.base = None;
+                self.fork_candidates.remove(&key);
+                *self.branch_changes.entry(key).or_insert(0) += 1;
+            }
+            // The owner's fork, unless reported when the rebase was found due.
+            if self.forks.insert(scope.owner) {
+                let at = (by_chain.values()).map(|cp| cp.seq).min().unwrap_or(0);
+                events.push(Event::Fork {
+                    author: scope.owner,
+                    scope: scope.clone(),
+                    seq: at,
+                });
+            }
+        }
         // The attested rows of a scope are its rows at the attested heads: they replace the
         // base's rows of that scope (a join would keep what records given up here wrote, when
         // this replica held another branch below the heads), unless the base already stands at
@@ -225,6 +325,9 @@ impl<S: RowStore> Replica<S> {
             .iter()
             .filter(|a| !forked.contains(&a.scope))
             .filter(|a| {
+                if rebased.contains(&a.scope) {
+                    return true;
+                }
                 let held = self
                     .attestations
                     .get(&a.scope)
@@ -245,7 +348,6 @@ impl<S: RowStore> Replica<S> {
             })
             .map(|a| a.scope.clone())
             .collect();
-        let mut touched: Vec<RowKey> = Vec::new();
         for cp in checkpoints {
             if forked.contains(&cp.scope) {
                 continue;
@@ -300,8 +402,14 @@ impl<S: RowStore> Replica<S> {
                 } else {
                     touched.push(k.clone());
                     if row.purged {
-                        // A purge is never taken back (sec. 6).
-                        base.insert(k.clone(), row.clone());
+                        // A purge is never taken back (sec. 6), but its row keeps no version:
+                        // the attested rows and the records held give those, and a version
+                        // of a branch given up (a later delete on it) must not stay.
+                        let marker = RowState {
+                            purged: true,
+                            ..RowState::default()
+                        };
+                        base.insert(k.clone(), marker);
                     }
                 }
             }

@@ -196,6 +196,14 @@ pub struct Replica<S: RowStore = MemoryRows> {
     /// answers it with its records from the first held, as after a reconnect. The branch it
     /// sent before may have come before the attestation and lost by the lower hash.
     pub(crate) greet_again: u64,
+    /// Scopes whose base rows stand at an attestation the newest held contradicts (the owner
+    /// signed two branches, docs/sync.md sec. 6): only a snapshot at the newest, named here by
+    /// its signature, brings them back onto the branch every replica keeps.
+    pub(crate) rebase_due: BTreeMap<ScopeId, [u8; 64]>,
+    /// Bumped when a scope is found to need a rebase at a newer attestation: every link that
+    /// takes snapshots asks its peer for one again (once per bump, so a peer that cannot serve
+    /// it is not asked in a loop).
+    pub(crate) rebase_asks: u64,
     /// How many times each chain's records were replaced by another branch: a proof of a fork
     /// sent to a peer before is sent again after (it is another branch now).
     pub(crate) branch_changes: BTreeMap<ChainKey, u64>,
@@ -251,6 +259,8 @@ impl<S: RowStore> Replica<S> {
             fork_candidates: BTreeMap::new(),
             kept_attested: Vec::new(),
             greet_again: 0,
+            rebase_due: BTreeMap::new(),
+            rebase_asks: 0,
             branch_changes: BTreeMap::new(),
             redactions: 0,
             edits: 0,

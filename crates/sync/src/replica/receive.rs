@@ -290,6 +290,9 @@ impl<S: RowStore> Replica<S> {
                     self.forks.insert(block.author);
                     let (author, scope, first) =
                         (block.author, block.scope.clone(), block.first_seq());
+                    if let Some(seq) = self.parts_below_base(&block) {
+                        events.extend(self.due_rebase(&scope, seq));
+                    }
                     match self.resolve_fork(block) {
                         Fork::Theirs { at, records, rows } => {
                             events.push(Event::Fork {
@@ -429,6 +432,29 @@ impl<S: RowStore> Replica<S> {
         pool.truncate(MAX_PIECES);
         self.fork_candidates.insert(key, pool);
         outcome.unwrap_or(Fork::Waiting { at })
+    }
+
+    /// Where `block` holds the record the scope owner's newest attestation names of its chain
+    /// and parts from the held chain at or below its checkpoint: the checkpoint's seq. The base
+    /// rows hold the other branch's writes, so no block can bring this replica onto the
+    /// attested branch; a snapshot at the attestation can (docs/sync.md sec. 6).
+    fn parts_below_base(&self, block: &Block) -> Option<u64> {
+        let key = block.key();
+        let c = self.chains.get(&key)?.base.as_ref()?;
+        let &(seq, hash) = self.attestations.get(&key.1)?.newest.heads.get(&key.0)?;
+        let at = |q: u64| {
+            let i = q.checked_sub(block.first_seq())?;
+            block.records.get(i as usize).map(|r| r.hash)
+        };
+        if at(seq) != Some(hash) || seq < c.seq {
+            return None;
+        }
+        let other = match block.first_seq() {
+            f if f <= c.seq => at(c.seq) != Some(c.hash),
+            f if f == c.seq + 1 => block.prev_hash() != c.hash,
+            _ => false,
+        };
+        other.then_some(c.seq)
     }
 
     /// The branch of chain `key` that holds the record the scope owner's newest attestation
