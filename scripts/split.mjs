@@ -224,6 +224,19 @@ async function todoApp(e, rows) {
     await add.finalize();
   });
   await db.exec('CREATE INDEX IF NOT EXISTS todo_list ON todo (list, done)');
+  // A later version of the app: an index on a column of (nearly) distinct values, built over
+  // the rows already there (a migration), and changes fetched from a server written back as
+  // upserts, half of them to rows held (rewritten longer), half new.
+  await db.exec('CREATE INDEX IF NOT EXISTS todo_title ON todo (title)');
+  await db.transaction(async (tx) => {
+    const put = await tx.prepare(`INSERT INTO todo (id, title, done, list, due) VALUES (?, ?, ?, ?, ?)
+      ON CONFLICT (id) DO UPDATE SET title = excluded.title, done = excluded.done, due = excluded.due`);
+    for (let i = 0; i < Math.min(rows, 2000); i++) {
+      const id = i % 2 === 0 ? 1 + ((i * 7919) % rows) : rows + 100 + i;
+      await put.run([id, `task ${id} (synced) ${'y'.repeat(i % 60)}`, i % 5 === 0 ? 1 : 0, 1 + (i % 20), i % 7 === 0 ? null : `2027-01-${String(1 + (i % 28)).padStart(2, '0')}`]);
+    }
+    await put.finalize();
+  });
   const reads = [
     ['SELECT id, title, done FROM todo ORDER BY id LIMIT 50 OFFSET ?', [Math.floor(rows / 2)]],
     ['SELECT count(*) AS remaining FROM todo WHERE done = 0', []],
