@@ -40,36 +40,17 @@ fn write(r: &mut Replica, n: usize, title: &str) {
 /// Syncs `x` and `y` over one link each way until neither has anything to send; returns the
 /// events each saw.
 fn exchange(x: &mut Replica, y: &mut Replica) -> (Vec<Event>, Vec<Event>) {
-    let (mut lx, mut ly) = (Link::new(), Link::new());
-    let mut to_y = vec![x.open_link(&mut lx, NOW)];
-    let mut to_x = vec![y.open_link(&mut ly, NOW)];
-    let (mut ex, mut ey) = (Vec::new(), Vec::new());
-    for _ in 0..50 {
-        if to_x.is_empty() && to_y.is_empty() {
-            break;
-        }
-        let (mut next_x, mut next_y) = (Vec::new(), Vec::new());
-        for m in to_y.drain(..) {
-            let out = y.handle(&mut ly, NOW, &m);
-            next_x.extend(out.send);
-            ey.extend(out.events);
-        }
-        for m in to_x.drain(..) {
-            let out = x.handle(&mut lx, NOW, &m);
-            next_y.extend(out.send);
-            ex.extend(out.events);
-        }
-        to_x = next_x;
-        to_y = next_y;
-    }
-    assert!(to_x.is_empty() && to_y.is_empty(), "the exchange settles");
-    (ex, ey)
+    exchange_over(x, y, Link::new)
 }
 
 /// As [`exchange`], over links that take snapshots from the peer ([`Link::snapshot_source`]),
 /// as a replica's own devices and relays are.
 fn exchange_snapshots(x: &mut Replica, y: &mut Replica) -> (Vec<Event>, Vec<Event>) {
-    let (mut lx, mut ly) = (Link::snapshot_source(), Link::snapshot_source());
+    exchange_over(x, y, Link::snapshot_source)
+}
+
+fn exchange_over(x: &mut Replica, y: &mut Replica, link: fn() -> Link) -> (Vec<Event>, Vec<Event>) {
+    let (mut lx, mut ly) = (link(), link());
     let mut to_y = vec![x.open_link(&mut lx, NOW)];
     let mut to_x = vec![y.open_link(&mut ly, NOW)];
     let (mut ex, mut ey) = (Vec::new(), Vec::new());
